@@ -1,0 +1,79 @@
+"""The `deepresearch` command: a thin dispatcher over subcommands owned by each package.
+
+A subcommand module is imported only when it is used, so `deepresearch --help` stays instant and a
+failing optional dependency breaks only its own command. Each module provides
+`add_arguments(parser)` and `main(args) -> int`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+
+# name -> (module, one-line help); nested dicts are command groups (`deepresearch eval retrieval`).
+COMMANDS: dict[str, tuple[str, str] | dict[str, tuple[str, str]]] = {
+    "run": ("programs.cli", "research a question and write report.md and trace.json"),
+    "eval": {},
+}
+
+
+class UsageError(Exception):
+    """Bad input found before any work started; printed as one line, exit code 2."""
+
+
+def _parser_for(prog: str, table: dict) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="-v for INFO logs, -vv for DEBUG")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, entry in table.items():
+        help_text = entry[1] if isinstance(entry, tuple) else f"{name} subcommands"
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def _resolve(argv: list[str], prog: str, table: dict) -> tuple[str, str, list[str]] | int:
+    parser = _parser_for(prog, table)
+    if not argv or argv[0] in ("-h", "--help"):
+        parser.print_help()
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in table:
+        print(f"{prog}: unknown command {name!r}; choose one of: {', '.join(table)}", file=sys.stderr)
+        return 2
+    entry = table[name]
+    if isinstance(entry, dict):
+        return _resolve(rest, f"{prog} {name}", entry)
+    return f"{prog} {name}", entry[0], rest
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network call for LiteLLM's price map
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verbose = sum(a.count("v") for a in argv if a.startswith("-v") and set(a[1:]) == {"v"})
+    argv = [a for a in argv if not (a.startswith("-v") and set(a[1:]) == {"v"}) and a != "--verbose"]
+    logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
+                        format="%(levelname)s %(name)s: %(message)s")
+    resolved = _resolve(argv, "deepresearch", COMMANDS)
+    if isinstance(resolved, int):
+        return resolved
+    prog, module_name, rest = resolved
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=prog)
+    module.add_arguments(parser)
+    args = parser.parse_args(rest)
+    try:
+        return int(module.main(args) or 0)
+    except (UsageError, ValueError, FileNotFoundError, PermissionError) as err:
+        # One line naming the problem; library errors are written to say what to do.
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

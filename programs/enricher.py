@@ -1,0 +1,26 @@
+import dspy
+
+from programs.planner import clean_tasks
+from programs.usage import call_predictor
+from signatures.enrich import FindGaps
+from signatures.types import Task
+
+
+class Enricher(dspy.Module):
+    """A node's summary -> follow-up tasks for its children (none means the branch stops)."""
+
+    def __init__(self):
+        super().__init__()
+        self.find_gaps = dspy.ChainOfThought(FindGaps)
+
+    async def aforward(self, question: str, focus: str, summary: str, open_questions: list[str],
+                       sibling_queries: list[str], max_tasks: int) -> dspy.Prediction:
+        out = await call_predictor("enrich", self.find_gaps, question=question, focus=focus, summary=summary,
+                                   open_questions=open_questions, sibling_queries=sibling_queries,
+                                   max_tasks=max_tasks)
+        taken = {" ".join(q.lower().split()) for q in [focus, *sibling_queries]}
+        fresh = [t for t in out.tasks if " ".join(t.query.lower().split()) not in taken]
+        return dspy.Prediction(tasks=clean_tasks(fresh, max_tasks))
+
+
+__all__ = ["Enricher", "Task"]

@@ -1,0 +1,188 @@
+"""The offline baseline: every stage as a deterministic, extractive, non-LLM module.
+
+It is an honest no-LLM baseline, not a mock: planning expands the question's key terms by
+pseudo-relevance feedback from a first retrieval; relevance comes from retrieval scores; extraction
+picks the sentences that best match the task and cites their documents; merging removes near
+duplicates; follow-up tasks come from terms the findings did not cover; the report is an extractive
+synthesis grouped by task, every sentence cited. The stages share the interfaces of the LM stages,
+so the recursive program, trace, citation registry and report assembly are the same code.
+"""
+
+from __future__ import annotations
+
+import re
+
+import dspy
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+from programs.config import ResearchConfig
+from programs.merger import NO_INFORMATION
+from retrievers.types import Retriever
+from signatures.types import Finding, Judgement, Learning, Source, Task
+
+_WORD = re.compile(r"[a-z][a-z0-9-]*[a-z0-9]|[a-z]")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(])")
+STOP_WORDS = ENGLISH_STOP_WORDS | {"study", "studies", "using", "used", "use", "based", "results", "result",
+                                   "showed", "shown", "show", "effect", "effects", "associated", "data",
+                                   "analysis", "patients", "significant", "significantly", "compared",
+                                   "evidence", "does", "did", "role", "new", "known", "relate"}
+
+
+def key_terms(text: str) -> list[str]:
+    """Content words of `text` in order of first appearance: lowercase, no stop words, 3+ characters."""
+    seen: dict[str, None] = {}
+    for w in _WORD.findall(text.lower()):
+        if len(w) >= 3 and w not in STOP_WORDS and not w.isdigit():
+            seen.setdefault(w, None)
+    return list(seen)
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text) if len(s.strip()) >= 25]
+
+
+def feedback_terms(sources: list[Source], exclude: set[str], n: int) -> list[str]:
+    """Terms spread over the top documents, weighted by reciprocal rank (pseudo-relevance feedback).
+
+    Terms found in a single document are ignored; ties keep first appearance.
+    """
+    weight: dict[str, float] = {}
+    spread: dict[str, int] = {}
+    for rank, s in enumerate(sources, start=1):
+        for t in key_terms(f"{s.title} {s.text}"):
+            if t not in exclude:
+                weight[t] = weight.get(t, 0.0) + 1.0 / rank
+                spread[t] = spread.get(t, 0) + 1
+    ranked = sorted((t for t in weight if spread[t] >= 2), key=lambda t: -weight[t])
+    return ranked[:n]
+
+
+class OfflinePlanner(dspy.Module):
+    """Task 1 searches the question's key terms; each further task adds two feedback terms."""
+
+    def __init__(self, retriever: Retriever, feedback_docs: int = 10):
+        super().__init__()
+        self.retriever = retriever
+        self.feedback_docs = feedback_docs
+
+    async def aforward(self, question: str, known: list[str], max_tasks: int) -> dspy.Prediction:
+        from programs.research import search  # the shared search helper
+
+        terms = key_terms(question)[:12] or question.split()[:12]
+        hits = await search(self.retriever, question, self.feedback_docs)
+        sources = [Source(source_id=h.doc.doc_id, title=h.doc.title, text=h.doc.text) for h in hits]
+        exclude = set(terms) | set(key_terms(" ".join(known)))
+        expansion = feedback_terms(sources, exclude, 2 * max(max_tasks - 1, 0))
+        base = " ".join(terms)
+        tasks = [Task(query=base, goal=f"Find the main evidence on: {question}")]
+        for i in range(0, len(expansion), 2):
+            extra = expansion[i:i + 2]
+            tasks.append(Task(query=f"{base} {' '.join(extra)}",
+                              goal=f"Evidence on the question with attention to {' and '.join(extra)}"))
+        return dspy.Prediction(tasks=tasks[:max_tasks])
+
+
+class OfflineAssessor(dspy.Module):
+    """Relevant when the retrieval score is at least `relevant_ratio` of the query's best score,
+    uncertain down to `uncertain_ratio`, irrelevant below."""
+
+    def __init__(self, keep_uncertain: bool = True, relevant_ratio: float = 0.6, uncertain_ratio: float = 0.4):
+        super().__init__()
+        self.keep_uncertain = keep_uncertain
+        self.relevant_ratio, self.uncertain_ratio = relevant_ratio, uncertain_ratio
+
+    async def aforward(self, task: Task, sources: list[Source], scores: list[float] | None = None) -> dspy.Prediction:
+        if not sources:
+            return dspy.Prediction(judgements=[], kept=[])
+        scores = scores or [1.0] * len(sources)
+        top = max(scores) or 1.0
+        judgements = []
+        for s, score in zip(sources, scores):
+            ratio = score / top
+            label = ("relevant" if ratio >= self.relevant_ratio else
+                     "uncertain" if ratio >= self.uncertain_ratio else "irrelevant")
+            judgements.append(Judgement(source_id=s.source_id, label=label,
+                                        reason=f"retrieval score {ratio:.2f} of the best for this query"))
+        keep = {"relevant", "uncertain"} if self.keep_uncertain else {"relevant"}
+        return dspy.Prediction(judgements=judgements, kept=[s for s, j in zip(sources, judgements) if j.label in keep])
+
+
+class OfflineExtractor(dspy.Module):
+    """The sentences sharing most key terms with the task, at most two per source, each citing its source.
+
+    Follow-up questions name the passages' frequent terms that no kept sentence covers.
+    """
+
+    def __init__(self, max_learnings: int = 5, min_overlap: int = 2):
+        super().__init__()
+        self.max_learnings, self.min_overlap = max_learnings, min_overlap
+
+    async def aforward(self, question: str, task: Task, sources: list[Source]) -> dspy.Prediction:
+        wanted = set(key_terms(task.query))
+        scored = []
+        for order, s in enumerate(sources):
+            for pos, sent in enumerate(sentences(s.text)):
+                overlap = len(wanted & set(key_terms(sent)))
+                if overlap >= min(self.min_overlap, len(wanted)):
+                    scored.append((-overlap, order, pos, sent, s.source_id))
+        scored.sort()
+        learnings, per_source = [], {}
+        for _, _, _, sent, sid in scored:
+            if per_source.get(sid, 0) < 2 and len(learnings) < self.max_learnings:
+                per_source[sid] = per_source.get(sid, 0) + 1
+                learnings.append(Learning(text=sent, source_ids=[sid]))
+        covered = wanted | set(key_terms(" ".join(x.text for x in learnings)))
+        uncovered = feedback_terms(sources, covered, 3)
+        follow_ups = [f"What do studies report about {t} in relation to {task.query}?" for t in uncovered]
+        return dspy.Prediction(learnings=learnings, follow_ups=follow_ups, invented=0)
+
+
+class OfflineMerger(dspy.Module):
+    """Keeps each learning once (term-set Jaccard below `max_overlap` with all kept ones), citation after each."""
+
+    def __init__(self, max_overlap: float = 0.6):
+        super().__init__()
+        self.max_overlap = max_overlap
+
+    async def aforward(self, task: Task, learnings: list[Learning]) -> dspy.Prediction:
+        kept: list[tuple[set[str], Learning]] = []
+        for x in learnings:
+            terms = set(key_terms(x.text))
+            if all(len(terms & t) / max(len(terms | t), 1) < self.max_overlap for t, _ in kept):
+                kept.append((terms, x))
+        if not kept:
+            return dspy.Prediction(summary=NO_INFORMATION)
+        parts = [f"{x.text.rstrip('. ')} {''.join(f'[{i}]' for i in x.source_ids)}." for _, x in kept]
+        return dspy.Prediction(summary=" ".join(parts))
+
+
+class OfflineEnricher(dspy.Module):
+    """One follow-up task per open-question term not yet covered by the summary, focus or sibling queries."""
+
+    async def aforward(self, question: str, focus: str, summary: str, open_questions: list[str],
+                       sibling_queries: list[str], max_tasks: int) -> dspy.Prediction:
+        focus_terms = key_terms(focus)
+        taken = set(focus_terms) | set(key_terms(summary)) | set(key_terms(" ".join(sibling_queries)))
+        fresh = [t for t in key_terms(" ".join(open_questions)) if t not in taken]
+        base = " ".join(focus_terms[:8])
+        tasks = [Task(query=f"{base} {t}", goal=f"Fill the gap on {t} left by the search for: {focus}")
+                 for t in fresh[:max_tasks]]
+        return dspy.Prediction(tasks=tasks)
+
+
+class OfflineWriter(dspy.Module):
+    """An extractive synthesis: the merged, cited findings grouped under their tasks."""
+
+    async def aforward(self, question: str, findings: list[Finding]) -> dspy.Prediction:
+        parts = [f"## {question}",
+                 "*Extractive synthesis by the offline baseline (no language model): every sentence below "
+                 "is quoted from the abstract it cites.*"]
+        parts += [f"### {f.query}\n\n{f.summary}" for f in findings]
+        return dspy.Prediction(report="\n\n".join(parts))
+
+
+def offline_stages(retriever: Retriever, config: ResearchConfig) -> dict[str, dspy.Module]:
+    """The six offline stages, keyed like DeepResearch's stage attributes."""
+    return {"planner": OfflinePlanner(retriever), "assessor": OfflineAssessor(keep_uncertain=config.keep_uncertain),
+            "extractor": OfflineExtractor(max_learnings=config.max_learnings), "merger": OfflineMerger(),
+            "enricher": OfflineEnricher(), "writer": OfflineWriter()}

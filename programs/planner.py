@@ -1,0 +1,28 @@
+import dspy
+
+from programs.usage import call_predictor
+from signatures.plan import PlanQueries
+from signatures.types import Task
+
+
+def clean_tasks(tasks: list[Task], limit: int) -> list[Task]:
+    """Drops empty and repeated queries (case-insensitive) and keeps at most `limit`."""
+    seen, kept = set(), []
+    for t in tasks:
+        key = " ".join(t.query.lower().split())
+        if key and key not in seen:
+            seen.add(key)
+            kept.append(t)
+    return kept[:limit]
+
+
+class Planner(dspy.Module):
+    """Question + what is known -> at most `max_tasks` research tasks."""
+
+    def __init__(self):
+        super().__init__()
+        self.plan_queries = dspy.ChainOfThought(PlanQueries)
+
+    async def aforward(self, question: str, known: list[str], max_tasks: int) -> dspy.Prediction:
+        out = await call_predictor("plan", self.plan_queries, question=question, known=known, max_tasks=max_tasks)
+        return dspy.Prediction(tasks=clean_tasks(out.tasks, max_tasks))

@@ -1,0 +1,17 @@
+import dspy
+
+from programs.usage import call_predictor
+from signatures.types import Finding
+from signatures.write import WriteReport
+
+
+class Writer(dspy.Module):
+    """Question + findings -> Markdown report citing source ids (renumbered later by the program)."""
+
+    def __init__(self):
+        super().__init__()
+        self.write_report = dspy.Predict(WriteReport)
+
+    async def aforward(self, question: str, findings: list[Finding]) -> dspy.Prediction:
+        out = await call_predictor("write", self.write_report, question=question, findings=findings)
+        return dspy.Prediction(report=out.report.strip())

@@ -1,0 +1,19 @@
+import dspy
+
+from signatures.types import Task
+
+
+# Behaviour: spec 001 §4.4 (FindGaps). Wording is ours.
+class FindGaps(dspy.Signature):
+    """Find what is still missing from the summary for this line of research: unexplored aspects,
+    conflicting results, thin evidence. For each gap worth filling, write one concrete follow-up
+    search. Stay out of the areas covered by the sibling queries. Return no tasks when the area
+    is well covered."""
+
+    question: str = dspy.InputField(desc="the overall research question")
+    focus: str = dspy.InputField(desc="the query this line of research pursued")
+    summary: str = dspy.InputField()
+    open_questions: list[str] = dspy.InputField(desc="questions the sources raised but did not settle")
+    sibling_queries: list[str] = dspy.InputField()
+    max_tasks: int = dspy.InputField()
+    tasks: list[Task] = dspy.OutputField(desc="at most max_tasks; empty means stop")

@@ -1,0 +1,15 @@
+import dspy
+
+from signatures.types import Finding
+
+
+# Behaviour: spec 001 §4.6 (WriteReport). Wording is ours.
+class WriteReport(dspy.Signature):
+    """Write a research report in Markdown that answers the question from the findings.
+    Open with a direct answer, then organise by theme under ### headings, weighing agreeing and
+    conflicting evidence. Every factual sentence carries the source ids of the claims it uses, in
+    square brackets before the period, copied exactly from the findings; cite nothing else."""
+
+    question: str = dspy.InputField()
+    findings: list[Finding] = dspy.InputField()
+    report: str = dspy.OutputField(desc="Markdown, without a references list")
