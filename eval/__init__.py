@@ -1,0 +1,1 @@
+"""Metrics, benchmark loaders and runners, LLM judges."""

@@ -1,0 +1,1 @@
+"""Trainsets, optimizer runs, saving and loading compiled programs."""
