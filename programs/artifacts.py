@@ -87,7 +87,8 @@ class Reference:
     def render(self) -> str:
         year = f" ({self.year})" if self.year else ""
         where = self.url or f"doc {self.doc_id}"
-        return f"[{self.number}] {self.title or self.doc_id}{year}. {where}"
+        title = (self.title or self.doc_id).rstrip(". ")
+        return f"[{self.number}] {title}{year}. {where}"
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ so the recursive program, trace, citation registry and report assembly are the s
 
 from __future__ import annotations
 
+import math
 import re
 
 import dspy
@@ -21,18 +22,21 @@ from retrievers.types import Retriever
 from signatures.types import Finding, Judgement, Learning, Source, Task
 
 _WORD = re.compile(r"[a-z][a-z0-9-]*[a-z0-9]|[a-z]")
+_CITED_SENTENCE = re.compile(r".+?(?:\[[^\]]+\])+\.(?=\s|$)", re.S)  # "claim [id]." units of a summary
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(])")
 STOP_WORDS = ENGLISH_STOP_WORDS | {"study", "studies", "using", "used", "use", "based", "results", "result",
                                    "showed", "shown", "show", "effect", "effects", "associated", "data",
                                    "analysis", "patients", "significant", "significantly", "compared",
-                                   "evidence", "does", "did", "role", "new", "known", "relate"}
+                                   "evidence", "does", "did", "role", "new", "known", "relate", "report",
+                                   "reported", "reports", "general", "implications", "review", "however",
+                                   "including", "present", "provide", "provides", "suggest", "suggests"}
 
 
-def key_terms(text: str) -> list[str]:
-    """Content words of `text` in order of first appearance: lowercase, no stop words, 3+ characters."""
+def key_terms(text: str, min_len: int = 3) -> list[str]:
+    """Content words of `text` in order of first appearance: lowercase, no stop words, `min_len`+ characters."""
     seen: dict[str, None] = {}
     for w in _WORD.findall(text.lower()):
-        if len(w) >= 3 and w not in STOP_WORDS and not w.isdigit():
+        if len(w) >= min_len and w not in STOP_WORDS and not w.isdigit():
             seen.setdefault(w, None)
     return list(seen)
 
@@ -41,38 +45,46 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text) if len(s.strip()) >= 25]
 
 
-def feedback_terms(sources: list[Source], exclude: set[str], n: int) -> list[str]:
-    """Terms spread over the top documents, weighted by reciprocal rank (pseudo-relevance feedback).
+def feedback_terms(sources: list[Source], exclude: set[str], n: int, background: list[Source] = ()) -> list[str]:
+    """Pseudo-relevance feedback: terms of the top documents, weighted by reciprocal rank and by how
+    much rarer they are in the `background` (lower-ranked) documents, so generic words sink.
 
-    Terms found in a single document are ignored; ties keep first appearance.
+    Terms found in a single top document are ignored; ties keep first appearance.
     """
     weight: dict[str, float] = {}
     spread: dict[str, int] = {}
     for rank, s in enumerate(sources, start=1):
-        for t in key_terms(f"{s.title} {s.text}"):
+        for t in key_terms(f"{s.title} {s.text}", min_len=4):
             if t not in exclude:
                 weight[t] = weight.get(t, 0.0) + 1.0 / rank
                 spread[t] = spread.get(t, 0) + 1
-    ranked = sorted((t for t in weight if spread[t] >= 2), key=lambda t: -weight[t])
+    if background:
+        df: dict[str, int] = {}
+        for s in background:
+            for t in set(key_terms(f"{s.title} {s.text}", min_len=4)):
+                df[t] = df.get(t, 0) + 1
+        weight = {t: w * math.log((1 + len(background)) / (1 + df.get(t, 0))) for t, w in weight.items()}
+    ranked = sorted((t for t in weight if spread[t] >= 2 and weight[t] > 0), key=lambda t: -weight[t])
     return ranked[:n]
 
 
 class OfflinePlanner(dspy.Module):
     """Task 1 searches the question's key terms; each further task adds two feedback terms."""
 
-    def __init__(self, retriever: Retriever, feedback_docs: int = 10):
+    def __init__(self, retriever: Retriever, feedback_docs: int = 10, background_docs: int = 40):
         super().__init__()
         self.retriever = retriever
-        self.feedback_docs = feedback_docs
+        self.feedback_docs, self.background_docs = feedback_docs, background_docs
 
     async def aforward(self, question: str, known: list[str], max_tasks: int) -> dspy.Prediction:
         from programs.research import search  # the shared search helper
 
-        terms = key_terms(question)[:12] or question.split()[:12]
-        hits = await search(self.retriever, question, self.feedback_docs)
+        terms = key_terms(question, min_len=1)[:12] or question.split()[:12]
+        hits = await search(self.retriever, question, self.feedback_docs + self.background_docs)
         sources = [Source(source_id=h.doc.doc_id, title=h.doc.title, text=h.doc.text) for h in hits]
         exclude = set(terms) | set(key_terms(" ".join(known)))
-        expansion = feedback_terms(sources, exclude, 2 * max(max_tasks - 1, 0))
+        expansion = feedback_terms(sources[:self.feedback_docs], exclude, 2 * max(max_tasks - 1, 0),
+                                   background=sources[self.feedback_docs:])
         base = " ".join(terms)
         tasks = [Task(query=base, goal=f"Find the main evidence on: {question}")]
         for i in range(0, len(expansion), 2):
@@ -118,7 +130,7 @@ class OfflineExtractor(dspy.Module):
         self.max_learnings, self.min_overlap = max_learnings, min_overlap
 
     async def aforward(self, question: str, task: Task, sources: list[Source]) -> dspy.Prediction:
-        wanted = set(key_terms(task.query))
+        wanted = set(key_terms(task.query, min_len=1))
         scored = []
         for order, s in enumerate(sources):
             for pos, sent in enumerate(sentences(s.text)):
@@ -161,7 +173,7 @@ class OfflineEnricher(dspy.Module):
 
     async def aforward(self, question: str, focus: str, summary: str, open_questions: list[str],
                        sibling_queries: list[str], max_tasks: int) -> dspy.Prediction:
-        focus_terms = key_terms(focus)
+        focus_terms = key_terms(focus, min_len=1)
         taken = set(focus_terms) | set(key_terms(summary)) | set(key_terms(" ".join(sibling_queries)))
         fresh = [t for t in key_terms(" ".join(open_questions)) if t not in taken]
         base = " ".join(focus_terms[:8])
@@ -177,7 +189,12 @@ class OfflineWriter(dspy.Module):
         parts = [f"## {question}",
                  "*Extractive synthesis by the offline baseline (no language model): every sentence below "
                  "is quoted from the abstract it cites.*"]
-        parts += [f"### {f.query}\n\n{f.summary}" for f in findings]
+        shown: set[str] = set()
+        for f in findings:
+            fresh = [c for c in _CITED_SENTENCE.findall(f.summary) if c.strip() not in shown]
+            shown.update(c.strip() for c in fresh)
+            if fresh:
+                parts.append(f"### {f.query}\n\n" + " ".join(c.strip() for c in fresh))
         return dspy.Prediction(report="\n\n".join(parts))
 
 

@@ -179,13 +179,13 @@ class DeepResearch(dspy.Module):
                     siblings: list[str]) -> Node:
         node = Node(node_id=node_id, depth=run.config.depth - depth_left + 1, breadth=breadth, query=task.query,
                     goal=task.goal)
-        if run.is_stopped:
-            run.events.emit("node_end", node_id=node_id, message="skipped")
-            return replace(node, status="skipped")
         child_breadth = run.config.next_breadth(breadth)
         child_tasks: list[Task] = []
         stage = "search"
         async with run.slots:
+            if run.is_stopped:  # checked once a slot is free: the run may have stopped while this node waited
+                run.events.emit("node_end", node_id=node_id, message="skipped")
+                return replace(node, status="skipped")
             run.events.emit("node_start", node_id=node_id, message=task.query)
             try:
                 hits = await search(self.retriever, task.query, run.config.hits_per_query)

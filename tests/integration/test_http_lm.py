@@ -1,0 +1,23 @@
+"""The real HTTP path: dspy.LM("openai/...") against a local OpenAI-compatible server started here."""
+
+import dspy
+
+from programs.lm import make_lm
+from programs.research import DeepResearch
+from tests.integration.openai_server import LocalOpenAIServer
+from tests.research_lm import research_handler
+
+
+def test_research_over_http_with_an_openai_compatible_server(scifact, scifact_bm25):
+    with LocalOpenAIServer(research_handler()) as server:
+        lm = make_lm("openai/local-model", api_base=server.base_url, api_key="sk-test-secret", cache=False)
+        with dspy.context(lm=lm):
+            out = DeepResearch(retriever=scifact_bm25, depth=2, breadth=2)(question="omega-3 and heart disease")
+    # 1 plan + per node (assess, extract, merge) for 2 + 2 nodes + 2 enrich + 1 write
+    assert len(server.requests) == 1 + 3 * 4 + 2 + 1
+    assert {r["model"] for r in server.requests} == {"local-model"}
+    assert all(h["Authorization"] == "Bearer sk-test-secret" for h in server.headers)
+    assert out.references and all(r.doc_id in scifact for r in out.references)
+    assert sum(u.calls for u in out.usage.values()) == len(server.requests)
+    assert out.usage["write"].prompt_tokens == 12 and out.usage["write"].completion_tokens == 7
+    assert "sk-test-secret" not in str(out.report.to_dict())

@@ -1,0 +1,179 @@
+import asyncio
+import math
+import re
+
+import dspy
+import pytest
+
+from programs.config import ResearchConfig
+from programs.research import DeepResearch, tree_size
+from signatures import ExtractLearnings, PlanQueries
+from tests.research_lm import CITATION_NUMBER, INVENTED_ID, research_handler
+from tests.scripted import ScriptedEngine, inputs_of, scripted_lm
+
+
+class CountingRetriever:
+    """Delegates to a real retriever and counts searches (our code is not replaced, only observed)."""
+
+    def __init__(self, inner):
+        self.inner, self.queries = inner, []
+
+    def search(self, query, k=10, **filters):
+        self.queries.append(query)
+        return self.inner.search(query, k, **filters)
+
+
+def expected_searches(depth: int, breadth: int) -> int:
+    # The root plans b tasks (level 1: b searches); each node at level l spawns ceil(b_l / 2) children,
+    # so level l has prod(b_1..b_l) searches with b_{l+1} = ceil(b_l / 2):
+    #   (1,1): 1            (1,4): 4
+    #   (4,1): 1+1+1+1 = 4  (4,4): 4 + 4*2 + 8*1 + 8*1 = 28
+    total, width, b = 0, 1, breadth
+    for _ in range(depth):
+        width *= b
+        total += width
+        b = math.ceil(b / 2)
+    return total
+
+
+@pytest.mark.parametrize("depth,breadth,searches", [(1, 1, 1), (1, 4, 4), (4, 1, 4), (4, 4, 28)])
+def test_search_count_follows_the_halving_rule(scifact_bm25, depth, breadth, searches):
+    assert expected_searches(depth, breadth) == searches
+    assert tree_size(ResearchConfig(depth=depth, breadth=breadth))[0] == searches
+    retriever = CountingRetriever(scifact_bm25)
+    lm = scripted_lm(research_handler())
+    with dspy.context(lm=lm):
+        out = DeepResearch(retriever=retriever, depth=depth, breadth=breadth)(question="vitamin D and bone fractures")
+    assert len(retriever.queries) == searches
+    assert out.stats["searches"] == searches == out.stats["nodes"]
+    leaves = [n for n in out.report.nodes() if not n.children]
+    assert all(n.depth == depth for n in leaves)
+
+
+def test_named_predictors_list_each_stage_once_whatever_the_depth(scifact_bm25):
+    names = {d: [n for n, _ in DeepResearch(retriever=scifact_bm25, depth=d, breadth=2).named_predictors()]
+             for d in (1, 4)}
+    assert names[1] == names[4]
+    assert sorted(names[1]) == sorted([
+        "planner.plan_queries.predict", "assessor.assess_relevance", "extractor.extract_learnings.predict",
+        "merger.merge_learnings", "enricher.find_gaps.predict", "writer.write_report"])
+
+
+def test_every_citation_in_the_report_resolves_to_a_corpus_document(scifact, scifact_bm25):
+    lm = scripted_lm(research_handler())
+    with dspy.context(lm=lm):
+        out = DeepResearch(retriever=scifact_bm25, depth=2, breadth=2)(question="statins and muscle pain")
+    body, _, refs = out.markdown.partition("## References")
+    numbers = {int(n) for n in CITATION_NUMBER.findall(body)}
+    assert numbers == set(range(1, len(out.references) + 1)) and numbers
+    assert all(r.doc_id in scifact for r in out.references)
+    assert [r.number for r in out.references] == list(range(1, len(out.references) + 1))
+    assert INVENTED_ID not in out.markdown
+    assert out.stats["dropped_citations"] == 1
+    # first use order: the first number in the body is [1], then each new number is the next one
+    order = list(dict.fromkeys(int(n) for n in CITATION_NUMBER.findall(body)))
+    assert order == sorted(order)
+    # learnings keep their provenance: every source id of every learning names a retrieved document
+    retrieved = {i for n in out.report.nodes() for i in n.retrieved_ids}
+    assert out.learnings and all(len(x.source_ids) == 1 for x in out.learnings)
+    for r in out.references:
+        assert r.doc_id in retrieved and r.title == scifact.get(r.doc_id).title
+        assert f"[{r.number}] " in refs
+
+
+def test_a_failing_branch_is_recorded_and_the_run_goes_on(scifact_bm25):
+    def extract(messages):
+        if "aspect 2" in inputs_of(messages)["task"]:
+            return {"learnings": "not a list"}  # unparseable, in both the chat and the JSON fallback
+        passages = __import__("json").loads(inputs_of(messages)["passages"])
+        return {"learnings": [{"text": "A finding", "source_ids": [passages[0]["source_id"]]}],
+                "follow_up_questions": []}
+
+    lm = scripted_lm(research_handler({ExtractLearnings: extract}))
+    with dspy.context(lm=lm):
+        out = DeepResearch(retriever=scifact_bm25, depth=2, breadth=3)(question="gut microbiome and obesity")
+    failed = [n for n in out.report.nodes() if n.status == "failed"]
+    assert [n.node_id for n in failed] == ["2"]
+    assert failed[0].error.stage == "extract" and failed[0].retrieved_ids  # what was gathered is kept
+    assert failed[0].children == ()
+    # nodes 1 and 3 and their two children each; node 2 has none
+    assert [n.node_id for n in out.report.nodes() if n.status == "done"] == ["1", "1.1", "1.2", "3", "3.1", "3.2"]
+    assert "1 of 7 research branches failed" in out.markdown
+    assert any(e.kind == "failure" and e.node_id == "2" for e in out.events)
+
+
+def test_the_run_stops_after_max_failures_and_still_writes_a_report(scifact_bm25):
+    lm = scripted_lm(research_handler({ExtractLearnings: {"learnings": "broken"}}))
+    config = ResearchConfig(depth=2, breadth=4, max_failures=1, max_concurrency=1)
+    with dspy.context(lm=lm):
+        out = DeepResearch(retriever=scifact_bm25, config=config)(question="sleep and memory")
+    statuses = [n.status for n in out.report.nodes()]
+    assert statuses.count("failed") == 2 and statuses.count("skipped") == 2
+    assert out.stats["stopped"] and "stopped early" in out.markdown and "## References" in out.markdown
+
+
+def test_siblings_run_concurrently_under_the_global_limit(scifact_bm25):
+    in_flight, peak = 0, 0
+    engine = ScriptedEngine(research_handler())
+
+    class Probe:  # async engine that records how many LM calls are in flight at once
+        async def complete(self, request):
+            nonlocal in_flight, peak
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await asyncio.sleep(0.01)
+            in_flight -= 1
+            return engine.complete(request)
+
+    lm = dspy.LM("fake/probe", engine=engine, async_engine=Probe(), cache=False)
+    config = ResearchConfig(depth=2, breadth=4, max_concurrency=3)
+    with dspy.context(lm=lm):
+        asyncio.run(DeepResearch(retriever=scifact_bm25, config=config).acall(question="exercise and depression"))
+    assert 1 < peak <= 3
+
+
+def test_forward_works_inside_a_running_event_loop(scifact_bm25):
+    lm = scripted_lm(research_handler())
+    program = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2)
+
+    async def notebook_cell():
+        with dspy.context(lm=lm):
+            return program(question="caffeine and sleep")  # sync call while a loop runs, as in Jupyter
+
+    out = asyncio.run(notebook_cell())
+    assert out.stats["searches"] == 2 and out.references
+
+
+def test_a_stage_can_have_its_own_lm_and_usage_is_counted_per_stage(scifact_bm25):
+    main, planner_lm = scripted_lm(research_handler()), scripted_lm(research_handler())
+    with dspy.context(lm=main):
+        out = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2, lms={"planner": planner_lm})(
+            question="aspirin and colorectal cancer")
+    assert planner_lm.scripted.calls == 1
+    assert all("PlanQueries" not in p[0]["content"] and PlanQueries.instructions.splitlines()[0] not in p[0]["content"]
+               for p in main.scripted.prompts)
+    assert out.usage["plan"].calls == 1 and out.usage["plan"].total_tokens == 15
+    assert out.usage["extract"].calls == 2 and out.usage["write"].calls == 1
+    assert "enrich" not in out.usage  # depth 1: no follow-ups are asked for
+
+
+def test_bad_input_fails_before_any_lm_call(scifact_bm25):
+    lm = scripted_lm(research_handler())
+    with dspy.context(lm=lm):
+        with pytest.raises(ValueError, match="question is empty"):
+            DeepResearch(retriever=scifact_bm25)(question="  ")
+    with pytest.raises(ValueError, match="depth and breadth must be >= 1"):
+        DeepResearch(retriever=scifact_bm25, depth=0)
+    with pytest.raises(ValueError, match="unknown stage"):
+        DeepResearch(retriever=scifact_bm25, lms={"judge": lm})
+    assert lm.scripted.calls == 0
+
+
+def test_report_round_trips_through_json(scifact_bm25):
+    from programs.artifacts import Report
+
+    with dspy.context(lm=scripted_lm(research_handler())):
+        out = DeepResearch(retriever=scifact_bm25, depth=2, breadth=1)(question="zinc and common cold")
+    report = out.report
+    assert Report.from_dict(report.to_dict()) == report
+    assert re.search(r"\[1\]", report.markdown)

@@ -1,0 +1,62 @@
+"""A scripted LM for the whole research program: every stage answers in DSPy's real format.
+
+It reads what each stage was asked (the rendered inputs) and answers deterministically from it:
+the planner and the enricher return exactly `max_tasks` tasks, the assessor judges every paper
+relevant, the extractor cites the first two passages, the merger and the writer cite what they read.
+The writer also cites one id that names no retrieved document, which the program must drop.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from signatures import AssessRelevance, ExtractLearnings, FindGaps, MergeLearnings, PlanQueries, WriteReport
+from tests.scripted import inputs_of, routed_handler
+
+INVENTED_ID = "deadbeef_9"
+
+
+def _plan(messages):
+    asked = inputs_of(messages)
+    n = int(asked["max_tasks"])
+    topic = asked["question"].rstrip("?")
+    return {"tasks": [{"query": f"{topic} aspect {i + 1}", "goal": f"establish aspect {i + 1}"} for i in range(n)]}
+
+
+def _gaps(messages):
+    asked = inputs_of(messages)
+    n = int(asked["max_tasks"])
+    return {"tasks": [{"query": f"{asked['focus']} gap {i + 1}", "goal": "fill the gap"} for i in range(n)]}
+
+
+def _assess(messages):
+    papers = json.loads(inputs_of(messages)["papers"])
+    return {"judgements": [{"source_id": p["source_id"], "label": "relevant", "reason": "on topic"} for p in papers]}
+
+
+def _extract(messages):
+    passages = json.loads(inputs_of(messages)["passages"])
+    learnings = [{"text": f"Finding from {p['title'][:40]}", "source_ids": [p["source_id"]]} for p in passages[:2]]
+    return {"learnings": learnings, "follow_up_questions": ["What remains unclear?"]}
+
+
+def _merge(messages):
+    learnings = json.loads(inputs_of(messages)["learnings"])
+    return {"summary": " ".join(f"{x['text']} [{', '.join(x['source_ids'])}]." for x in learnings)}
+
+
+def _write(messages):
+    findings = json.loads(inputs_of(messages)["findings"])
+    body = "\n\n".join(f"### {f['query']}\n\n{f['summary']}" for f in findings)
+    return {"report": f"## Answer\n\nThe evidence is mixed [{INVENTED_ID}].\n\n{body}"}
+
+
+def research_handler(overrides: dict | None = None):
+    routes = {PlanQueries: _plan, AssessRelevance: _assess, ExtractLearnings: _extract, MergeLearnings: _merge,
+              FindGaps: _gaps, WriteReport: _write}
+    routes.update(overrides or {})
+    return routed_handler(routes)
+
+
+CITATION_NUMBER = re.compile(r"\[(\d+)\]")
