@@ -2,6 +2,7 @@ import logging
 
 import dspy
 
+from programs.stage import Stage
 from programs.usage import call_predictor
 from signatures.assess import AssessRelevance
 from signatures.types import Judgement, Source, Task
@@ -9,7 +10,7 @@ from signatures.types import Judgement, Source, Task
 logger = logging.getLogger(__name__)
 
 
-class Assessor(dspy.Module):
+class Assessor(Stage):
     """Task + candidate sources -> one judgement per source, and the sources worth reading.
 
     A source the LM did not judge is treated as `uncertain`; judgements naming unknown ids are ignored.

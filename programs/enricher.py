@@ -1,12 +1,13 @@
 import dspy
 
 from programs.planner import clean_tasks
+from programs.stage import Stage
 from programs.usage import call_predictor
 from signatures.enrich import FindGaps
 from signatures.types import Task
 
 
-class Enricher(dspy.Module):
+class Enricher(Stage):
     """A node's summary -> follow-up tasks for its children (none means the branch stops)."""
 
     def __init__(self):

@@ -1,5 +1,6 @@
 import dspy
 
+from programs.stage import Stage
 from programs.usage import call_predictor
 from signatures.extract import ExtractLearnings
 from signatures.types import Learning, Source, Task
@@ -19,7 +20,7 @@ def keep_cited(learnings: list[Learning], known: set[str], limit: int) -> tuple[
     return kept[:limit], invented
 
 
-class Extractor(dspy.Module):
+class Extractor(Stage):
     """Task + passages -> cited learnings and follow-up questions."""
 
     def __init__(self, max_learnings: int = 5):

@@ -1,5 +1,6 @@
 import dspy
 
+from programs.stage import Stage
 from programs.usage import call_predictor
 from signatures.merge import MergeLearnings
 from signatures.types import Learning, Task
@@ -7,7 +8,7 @@ from signatures.types import Learning, Task
 NO_INFORMATION = "No information found."
 
 
-class Merger(dspy.Module):
+class Merger(Stage):
     """Task + learnings -> one dense summary with citations bound to claims. No LM call for no learnings."""
 
     def __init__(self):

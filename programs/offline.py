@@ -18,6 +18,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from programs.config import ResearchConfig
 from programs.merger import NO_INFORMATION
+from programs.stage import Stage
 from retrievers.types import Retriever
 from signatures.types import Finding, Judgement, Learning, Source, Task
 
@@ -68,7 +69,7 @@ def feedback_terms(sources: list[Source], exclude: set[str], n: int, background:
     return ranked[:n]
 
 
-class OfflinePlanner(dspy.Module):
+class OfflinePlanner(Stage):
     """Task 1 searches the question's key terms; each further task adds two feedback terms."""
 
     def __init__(self, retriever: Retriever, feedback_docs: int = 10, background_docs: int = 40):
@@ -94,7 +95,7 @@ class OfflinePlanner(dspy.Module):
         return dspy.Prediction(tasks=tasks[:max_tasks])
 
 
-class OfflineAssessor(dspy.Module):
+class OfflineAssessor(Stage):
     """Relevant when the retrieval score is at least `relevant_ratio` of the query's best score,
     uncertain down to `uncertain_ratio`, irrelevant below."""
 
@@ -119,7 +120,7 @@ class OfflineAssessor(dspy.Module):
         return dspy.Prediction(judgements=judgements, kept=[s for s, j in zip(sources, judgements) if j.label in keep])
 
 
-class OfflineExtractor(dspy.Module):
+class OfflineExtractor(Stage):
     """The sentences sharing most key terms with the task, at most two per source, each citing its source.
 
     Follow-up questions name the passages' frequent terms that no kept sentence covers.
@@ -149,7 +150,7 @@ class OfflineExtractor(dspy.Module):
         return dspy.Prediction(learnings=learnings, follow_ups=follow_ups, invented=0)
 
 
-class OfflineMerger(dspy.Module):
+class OfflineMerger(Stage):
     """Keeps each learning once (term-set Jaccard below `max_overlap` with all kept ones), citation after each."""
 
     def __init__(self, max_overlap: float = 0.6):
@@ -168,7 +169,7 @@ class OfflineMerger(dspy.Module):
         return dspy.Prediction(summary=" ".join(parts))
 
 
-class OfflineEnricher(dspy.Module):
+class OfflineEnricher(Stage):
     """One follow-up task per open-question term not yet covered by the summary, focus or sibling queries."""
 
     async def aforward(self, question: str, focus: str, summary: str, open_questions: list[str],
@@ -182,7 +183,7 @@ class OfflineEnricher(dspy.Module):
         return dspy.Prediction(tasks=tasks)
 
 
-class OfflineWriter(dspy.Module):
+class OfflineWriter(Stage):
     """An extractive synthesis: the merged, cited findings grouped under their tasks."""
 
     async def aforward(self, question: str, findings: list[Finding]) -> dspy.Prediction:
@@ -198,7 +199,7 @@ class OfflineWriter(dspy.Module):
         return dspy.Prediction(report="\n\n".join(parts))
 
 
-def offline_stages(retriever: Retriever, config: ResearchConfig) -> dict[str, dspy.Module]:
+def offline_stages(retriever: Retriever, config: ResearchConfig) -> dict[str, Stage]:
     """The six offline stages, keyed like DeepResearch's stage attributes."""
     return {"planner": OfflinePlanner(retriever), "assessor": OfflineAssessor(keep_uncertain=config.keep_uncertain),
             "extractor": OfflineExtractor(max_learnings=config.max_learnings), "merger": OfflineMerger(),

@@ -1,5 +1,6 @@
 import dspy
 
+from programs.stage import Stage
 from programs.usage import call_predictor
 from signatures.plan import PlanQueries
 from signatures.types import Task
@@ -16,7 +17,7 @@ def clean_tasks(tasks: list[Task], limit: int) -> list[Task]:
     return kept[:limit]
 
 
-class Planner(dspy.Module):
+class Planner(Stage):
     """Question + what is known -> at most `max_tasks` research tasks."""
 
     def __init__(self):

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,6 +18,7 @@ from programs.events import EventHandler, EventLog
 from programs.extractor import Extractor
 from programs.merger import NO_INFORMATION, Merger
 from programs.planner import Planner
+from programs.stage import run_sync
 from programs.usage import UsageMeter, metered
 from programs.writer import Writer
 from retrievers.types import Hit, Retriever
@@ -41,17 +40,6 @@ class Shared:
 
     def __deepcopy__(self, memo):
         return self
-
-
-def run_sync(coro):
-    """Runs a coroutine to completion from sync code, also inside a running event loop (notebooks)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    ctx = contextvars.copy_context()  # keep dspy.context overrides in the worker thread
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(ctx.run, asyncio.run, coro).result()
 
 
 async def search(retriever: Retriever, query: str, k: int) -> list[Hit]:

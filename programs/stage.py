@@ -1,0 +1,30 @@
+"""The base of every stage module: async first, with a sync `forward` for optimizers and scripts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
+
+import dspy
+
+
+def run_sync(coro):
+    """Runs a coroutine to completion from sync code, also inside a running event loop (notebooks)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    ctx = contextvars.copy_context()  # keep dspy.context overrides in the worker thread
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(ctx.run, asyncio.run, coro).result()
+
+
+class Stage(dspy.Module):
+    """A dspy.Module whose logic lives in `aforward`; `forward` runs it to completion.
+
+    DSPy's optimizers and `dspy.Evaluate` call modules synchronously, from worker threads.
+    """
+
+    def forward(self, **inputs) -> dspy.Prediction:
+        return run_sync(self.aforward(**inputs))
