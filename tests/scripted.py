@@ -8,6 +8,7 @@ the last user message (what it was asked), never on call order.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import re
 import threading
@@ -55,10 +56,12 @@ def instructions_of(messages: Messages) -> str:
 
 
 class ScriptedEngine:
-    """Answers with handler(messages); counts calls; optional latency for the async path."""
+    """Answers with handler(messages) (or handler(messages, request), to read e.g. the temperature);
+    counts calls; optional latency for the async path."""
 
     def __init__(self, handler: Handler, delay: float = 0.0, tokens: tuple[int, int] = (10, 5)):
         self.handler, self.delay, self.tokens = handler, delay, tokens
+        self._wants_request = len(inspect.signature(handler).parameters) == 2  # handler(messages, request)
         self.calls = 0
         self.prompts: list[Messages] = []
         self._lock = threading.Lock()
@@ -68,7 +71,7 @@ class ScriptedEngine:
         with self._lock:
             self.calls += 1
             self.prompts.append(messages)
-        text = self.handler(messages)
+        text = self.handler(messages, request) if self._wants_request else self.handler(messages)
         return Response(id=None, model=request.model, message=Message.assistant(text), finish_reason="stop",
                         usage=Usage(input_tokens=self.tokens[0], output_tokens=self.tokens[1]))
 
@@ -94,22 +97,74 @@ def scripted_lm(handler: Handler, delay: float = 0.0, model: str = "fake/scripte
     return lm
 
 
+def input_fields(messages: Messages) -> list[str]:
+    """Names of the input fields the asking signature declares."""
+    block = messages[0]["content"].split("Your input fields are:")[1].split("Your output fields are:")[0]
+    return [name for name, _ in FIELD_DECL.findall(block)]
+
+
 def routed_handler(routes: dict[type, Callable[[Messages], dict[str, Any]] | dict[str, Any]]) -> Handler:
-    """Routes by signature: each key is a Signature class, recognised by its instructions in the system prompt.
+    """Routes by signature: each key is a Signature class, recognised by its input and output field
+    names in the system prompt (so routing survives instructions rewritten by an optimizer).
 
     A route's value is the output dict, or a callable of the messages returning it. A `reasoning`
     field is filled in when the predictor is a ChainOfThought.
     """
 
+    def key(inputs, outputs) -> tuple:
+        return tuple(inputs), tuple(o for o in outputs if o != "reasoning")
+
+    table = {key(sig.input_fields, sig.output_fields): answer for sig, answer in routes.items()}
+
+    def handler(messages: Messages, request=None) -> str:
+        names = [n for n, _ in output_fields(messages)]
+        answer = table.get(key(input_fields(messages), names))
+        if answer is None:
+            raise AssertionError(f"no scripted route for prompt: {messages[0]['content'][:300]}")
+        if callable(answer):
+            wants_request = len(inspect.signature(answer).parameters) == 2
+            out = answer(messages, request) if wants_request else answer(messages)
+        else:
+            out = dict(answer)
+        if "reasoning" in names and "reasoning" not in out:
+            out = {"reasoning": "Scripted.", **out}
+        return chat_format({n: out[n] for n in names if n in out})
+
+    return handler
+
+
+def default_for(type_name: str) -> Any:
+    """A well-typed placeholder for an output field, from the type DSPy printed for it."""
+    t = type_name.strip()
+    if t == "bool":
+        return True
+    if t == "int":
+        return 1
+    if t == "float":
+        return 0.5
+    if t.startswith(("list", "tuple")):
+        return []
+    if t.startswith("dict"):
+        return {}
+    if t.startswith("Literal["):
+        return re.findall(r"'([^']*)'", t)[0]
+    return "placeholder"
+
+
+def universal_handler(overrides: dict[str, Any] | None = None) -> Handler:
+    """Answers any signature (optimizers' internal ones included): overridden fields, else typed defaults.
+
+    An override is a value or a callable of the messages. Answers in JSON when DSPy asked for JSON.
+    """
+    overrides = overrides or {}
+
     def handler(messages: Messages) -> str:
-        system = messages[0]["content"]
-        for sig, answer in routes.items():
-            if sig.instructions.strip().splitlines()[0] in system:
-                out = answer(messages) if callable(answer) else dict(answer)
-                names = [n for n, _ in output_fields(messages)]
-                if "reasoning" in names and "reasoning" not in out:
-                    out = {"reasoning": "Scripted.", **out}
-                return chat_format({n: out[n] for n in names if n in out})
-        raise AssertionError(f"no scripted route for prompt: {system[:300]}")
+        out = {}
+        for name, type_name in output_fields(messages):
+            value = overrides.get(name)
+            out[name] = value(messages) if callable(value) else (value if value is not None else default_for(type_name))
+        if "Outputs will be a JSON object" in messages[0]["content"]:
+            return json.dumps(out)
+        return chat_format(out)
 
     return handler

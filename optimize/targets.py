@@ -1,0 +1,104 @@
+"""What an optimization run tunes: a program (or one stage of it), its examples, and how results go back.
+
+Stage-level targets tune one stage on cheap, frozen inputs and then install the tuned state into the
+full research program, so the saved file always loads into `DeepResearch`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import dspy
+
+from programs.assessor import Assessor
+from programs.artifacts import as_source
+from programs.citations import source_id_for
+from programs.planner import Planner
+from programs.research import STAGES, DeepResearch, Shared, search
+from programs.stage import Stage
+from retrievers.types import Retriever
+from signatures.types import Task
+
+
+class PlanAndSearch(Stage):
+    """The planner with retrieval: plans tasks for a question and records each paper's best rank.
+
+    Lets the planner be tuned against Ret.R and Avg.Distance without extraction or writing.
+    """
+
+    def __init__(self, retriever: Retriever, breadth: int = 3, depth: int = 100):
+        super().__init__()
+        self.planner = Planner()
+        self._retriever = Shared(retriever)
+        self.breadth, self.depth = breadth, depth
+
+    async def aforward(self, question: str) -> dspy.Prediction:
+        tasks = (await self.planner.acall(question=question, known=[], max_tasks=self.breadth)).tasks
+        best_rank: dict[str, int] = {}
+        for task in tasks:
+            for hit in await search(self._retriever.obj, task.query, self.depth):
+                best_rank[hit.doc.doc_id] = min(best_rank.get(hit.doc.doc_id, hit.rank), hit.rank)
+        return dspy.Prediction(tasks=tasks, best_rank=best_rank)
+
+
+def freeze_all_but(program: dspy.Module, stage: str) -> None:
+    """Hides every stage but `stage` from optimizers (DSPy skips submodules marked compiled)."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; choose one of: all, {', '.join(STAGES)}")
+    for name in STAGES:
+        getattr(program, name)._compiled = name != stage
+
+
+def install(stage_program: dspy.Module, full: DeepResearch, stage: str) -> DeepResearch:
+    """Copies a tuned stage's state into the full program (same predictor paths under the stage)."""
+    module = stage_program.planner if isinstance(stage_program, PlanAndSearch) else stage_program
+    getattr(full, stage).load_state(module.dump_state())
+    return full
+
+
+async def record_candidates(program: DeepResearch, examples: list[dspy.Example]) -> list[dspy.Example]:
+    """Runs the research program over `examples` once and keeps every node's task and candidates.
+
+    Each recorded example replays one node for the assessor: its task, the sources it retrieved, and
+    which of them the benchmark marks relevant.
+    """
+    recorded = []
+    for ex in examples:
+        out = await program.acall(question=ex.question)
+        relevant = set(ex.relevant_ids)
+        for node in out.report.nodes():
+            if node.status != "done":
+                continue
+            hits = await search(program.retriever, node.query, program.config.hits_per_query)
+            sources = [as_source(h, source_id_for(h.doc.doc_id), program.config.passage_chars) for h in hits]
+            recorded.append(dspy.Example(
+                task=Task(query=node.query, goal=node.goal), sources=sources,
+                relevant_ids=[s.source_id for s, h in zip(sources, hits) if h.doc.doc_id in relevant],
+            ).with_inputs("task", "sources"))
+    return recorded
+
+
+@dataclass
+class Target:
+    """A program to tune and the full research program its state ends up in."""
+
+    program: dspy.Module
+    full: DeepResearch
+    stage: str
+
+    def finish(self) -> DeepResearch:
+        if self.program is self.full:
+            for name in STAGES:
+                getattr(self.full, name)._compiled = False
+            return self.full
+        return install(self.program, self.full, self.stage)
+
+
+def research_target(full: DeepResearch, stage: str, kind: str) -> Target:
+    """`kind` is `program` (tune the whole program, or one stage inside it), `planner` or `assessor`."""
+    if kind == "planner":
+        return Target(PlanAndSearch(full.retriever, breadth=full.config.breadth), full, "planner")
+    if kind == "assessor":
+        return Target(Assessor(keep_uncertain=full.config.keep_uncertain), full, "assessor")
+    if stage != "all":
+        freeze_all_but(full, stage)
+    return Target(full, full, stage)

@@ -1,0 +1,103 @@
+"""Training and development sets as `dspy.Example`s, with explicit inputs and held-out dev splits."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+
+import dspy
+
+from retrievers.beir import load_qrels, load_queries
+from retrievers.corpus import Corpus
+from signatures.types import Source, Task
+
+
+class TrainsetError(ValueError):
+    """A training file that cannot be used, with the file and what to fix."""
+
+
+def from_beir(folder: str | Path, split: str = "train", corpus: Corpus | None = None) -> list[dspy.Example]:
+    """Questions with their relevant documents from a BEIR folder (SciFact claims, CSFCube facets).
+
+    Queries without a relevant document in `split` are left out. With `corpus`, titles are attached
+    (used in GEPA feedback).
+    """
+    queries, qrels = load_queries(folder), load_qrels(folder, split)
+    examples = []
+    for qid in sorted(qrels, key=lambda q: (len(q), q)):
+        relevant = sorted(d for d, grade in qrels[qid].items() if grade > 0)
+        if qid not in queries or not relevant:
+            continue
+        titles = {d: corpus.get(d).title for d in relevant if corpus is not None and corpus.get(d)}
+        examples.append(dspy.Example(question=queries[qid], relevant_ids=relevant, titles=titles,
+                                     query_id=qid).with_inputs("question"))
+    return examples
+
+
+def from_jsonl(path: str | Path) -> list[dspy.Example]:
+    """User questions: one JSON object per line with `question` and optional `references` (document ids)."""
+    path = Path(path)
+    if not path.exists():
+        raise TrainsetError(f"training file not found: {path}; pass a JSONL file of {{\"question\": ...}} lines")
+    examples = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            question = record["question"]
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise TrainsetError(f"{path}:{n}: expected a JSON object with a question; fix or remove the line") from err
+        refs = [str(r) for r in record.get("references", [])]
+        examples.append(dspy.Example(question=question, relevant_ids=refs, titles={},
+                                     query_id=str(record.get("id", n))).with_inputs("question"))
+    if not examples:
+        raise TrainsetError(f"{path} has no questions")
+    return examples
+
+
+def split_dev(examples: list[dspy.Example], dev_fraction: float = 0.3, seed: int = 0) -> tuple[list, list]:
+    """A seeded (train, dev) split; dev gets at least one example when there are two or more."""
+    if not 0 < dev_fraction < 1:
+        raise ValueError(f"dev_fraction must be between 0 and 1, got {dev_fraction}")
+    order = list(examples)
+    random.Random(seed).shuffle(order)
+    n_dev = max(1, round(len(order) * dev_fraction)) if len(order) > 1 else 0
+    return order[n_dev:], order[:n_dev]
+
+
+def fingerprint(examples: list[dspy.Example]) -> str:
+    """A short hash of the examples' inputs and labels, recorded with compiled programs."""
+    h = hashlib.sha1()
+    for ex in examples:
+        h.update(json.dumps({k: ex[k] for k in sorted(ex.keys()) if k != "sources"}, sort_keys=True,
+                            default=str).encode())
+    return h.hexdigest()[:12]
+
+
+# --- frozen candidates: the assessor's inputs, recorded once and replayed ---------------------------
+
+def candidates_to_jsonl(examples: list[dspy.Example], path: str | Path) -> None:
+    with Path(path).open("w", encoding="utf-8") as f:
+        for ex in examples:
+            f.write(json.dumps({"task": ex.task.model_dump(), "sources": [s.model_dump() for s in ex.sources],
+                                "relevant_ids": list(ex.relevant_ids)}) + "\n")
+
+
+def candidates_from_jsonl(path: str | Path) -> list[dspy.Example]:
+    """Assessor examples (task, sources -> relevant source ids) from a recorded candidates file."""
+    path = Path(path)
+    if not path.exists():
+        raise TrainsetError(f"candidates file not found: {path}; record one with --record-candidates")
+    examples = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            try:
+                r = json.loads(line)
+                examples.append(dspy.Example(task=Task(**r["task"]), sources=[Source(**s) for s in r["sources"]],
+                                             relevant_ids=r["relevant_ids"]).with_inputs("task", "sources"))
+            except (json.JSONDecodeError, KeyError, TypeError) as err:
+                raise TrainsetError(f"{path}:{n}: not a recorded candidate pool; re-record the file") from err
+    return examples

@@ -1,0 +1,89 @@
+"""Each supported optimizer must raise the dev metric of a real stage, and the saved program must keep it.
+
+The task LM is deterministic and answers well only when the prompt carries what an optimizer can add:
+few-shot demos, or an instruction containing the rule the prompt LM proposes. Without either it keeps
+every paper (F1 2/3 on these pools); with either it keeps exactly the papers whose title names the topic.
+Sampled at temperature 1 (as SIMBA does to find better trajectories) it applies the rule on a seeded
+coin flip, so sampling can surface good trajectories but only demos or the rule make them reliable.
+"""
+
+import json
+import random
+
+import dspy
+import pytest
+
+from optimize.compile import compile_program, evaluate
+from optimize.metrics import metric_spec
+from optimize.saved import load_compiled, meta_path, save_compiled
+from programs.assessor import Assessor
+from programs.citations import source_id_for
+from signatures import AssessRelevance, Source, Task
+from tests.scripted import inputs_of, routed_handler, scripted_lm, universal_handler
+
+RULE = "Keep a paper only when its title names the task's topic."
+TOPICS = ["cancer", "insulin", "malaria", "vitamin", "hiv", "influenza", "obesity", "tuberculosis", "microbiota",
+          "diabetes"]
+
+
+def pools(corpus):
+    examples = []
+    for topic in TOPICS:
+        on = [d for d in corpus if topic in d.title.lower()][:3]
+        off = [d for d in corpus if topic not in d.title.lower() and d.title][TOPICS.index(topic) * 3:][:3]
+        sources = [Source(source_id=source_id_for(d.doc_id), title=d.title, text=d.text[:300]) for d in on + off]
+        examples.append(dspy.Example(task=Task(query=topic, goal=f"papers about {topic}"), sources=sources,
+                                     relevant_ids=[s.source_id for s in sources[:3]]).with_inputs("task", "sources"))
+    return examples
+
+
+def make_assess():
+    coin = random.Random(0)
+
+    def assess(messages, request):
+        return judge(messages, lucky=request.config.temperature == 1.0 and coin.random() < 0.5)
+
+    return assess
+
+
+def judge(messages, lucky=False):
+    asked = inputs_of(messages)
+    topic = json.loads(asked["task"])["query"]
+    skilled = lucky or len(messages) > 2 or RULE in messages[0]["content"]  # demos present, or the proposed rule
+    return {"judgements": [
+        {"source_id": p["source_id"], "reason": "-",
+         "label": "relevant" if (not skilled or topic in p["title"].lower()) else "irrelevant"}
+        for p in json.loads(asked["papers"])]}
+
+
+@pytest.fixture
+def lms():
+    task = scripted_lm(routed_handler({AssessRelevance: make_assess()}))
+    proposer = scripted_lm(universal_handler({
+        "proposed_instruction": RULE, "new_instruction": RULE,
+        "module_advice": lambda m: {name: RULE for name in json.loads(inputs_of(m).get("module_names", "[]") or "[]")}
+        if inputs_of(m).get("module_names", "").startswith("[") else {"self": RULE},
+    }))
+    return task, proposer
+
+
+@pytest.mark.parametrize("optimizer,budget", [("bootstrap-rs", 30), ("gepa", 40), ("miprov2", 30), ("simba", 30)])
+def test_optimizer_raises_the_dev_metric_and_the_saved_program_keeps_it(scifact, lms, tmp_path, optimizer, budget):
+    task_lm, prompt_lm = lms
+    examples = pools(scifact)
+    trainset, devset = examples[:6], examples[6:]
+    spec = metric_spec("assessor", "f1")
+    with dspy.context(lm=task_lm):
+        result = compile_program(Assessor(), optimizer=optimizer, spec=spec, trainset=trainset, devset=devset,
+                                 budget=budget, prompt_lm=prompt_lm, num_threads=1)  # one thread: a seeded LM
+    assert result.before == pytest.approx(2 / 3)
+    assert result.after > result.before and result.after == pytest.approx(1.0)
+    assert result.lm_calls > 0 and "| after" in result.table()
+
+    path = save_compiled(result.program, tmp_path / "compiled.json", {"optimizer": optimizer, "after": result.after})
+    assert "api_key" not in path.read_text()
+    assert json.loads(meta_path(path).read_text())["optimizer"] == optimizer
+    reloaded = load_compiled(Assessor(), path)
+    with dspy.context(lm=task_lm):
+        assert evaluate(reloaded, devset, spec, num_threads=2) == pytest.approx(result.after)
+        assert evaluate(Assessor(), devset, spec, num_threads=2) == pytest.approx(result.before)
