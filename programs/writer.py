@@ -1,11 +1,12 @@
 import dspy
 
+from programs.stage import Stage
 from programs.usage import call_predictor
 from signatures.types import Finding
 from signatures.write import WriteReport
 
 
-class Writer(dspy.Module):
+class Writer(Stage):
     """Question + findings -> Markdown report citing source ids (renumbered later by the program)."""
 
     def __init__(self):
