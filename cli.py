@@ -16,6 +16,7 @@ import sys
 # name -> (module, one-line help); nested dicts are command groups (`deepresearch eval retrieval`).
 COMMANDS: dict[str, tuple[str, str] | dict[str, tuple[str, str]]] = {
     "run": ("programs.cli", "research a question and write report.md and trace.json"),
+    "optimize": ("optimize.cli", "compile a program against a benchmark metric and save it"),
     "eval": {},
 }
 
