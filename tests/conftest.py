@@ -15,6 +15,9 @@ import pytest  # noqa: E402
 from retrievers import BM25Retriever, Corpus, load_corpus  # noqa: E402
 from tests.scripted import routed_handler, scripted_lm  # noqa: E402
 
+# Every LM call in a test must reach its (fake) server: no answers from a cache of an earlier run.
+dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+
 
 def data_root() -> Path:
     """DEEPRESEARCH_DATA, else the shared data folder beside the repository."""
