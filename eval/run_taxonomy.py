@@ -1,0 +1,183 @@
+"""`deepresearch eval taxonomy`: build a taxonomy per TaxoBench survey and score it against the expert tree.
+
+Writes predictions.jsonl (TaxoBench's scorer format plus the repairs made), scores.jsonl (every
+metric per survey) and summary.json to --out, and prints the summary table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from eval.taxobench import HF_DATASET, Prediction, Survey, load_taxobench
+from eval.taxonomy import PROFILES, EmbeddingSim, SurveyScore, exact_sim, score_survey, summarize
+
+logger = logging.getLogger(__name__)
+
+MODES = ("bottom-up", "deep-research")
+SIMS = ("embedding", "exact")
+TABLE = (("R", "recall"), ("P", "precision"), ("F1", "f1"), ("ARI", "ari"), ("HOM", "hom"), ("COMP", "comp"),
+         ("V", "v"), ("ARI-e2e", "ari_e2e"), ("V-e2e", "v_e2e"), ("US-TED", "us_ted"), ("US-NTED", "us_nted"),
+         ("SEM-PATH", "sem_path"))
+
+
+def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", default=None,
+                        help=f"TaxoBench JSONL, a folder with data.jsonl, or {HF_DATASET} "
+                             "(default: $DEEPRESEARCH_DATA/taxobench_examples)")
+    parser.add_argument("--limit", type=int, default=None, help="score only the first N surveys")
+    parser.add_argument("--profile", default="paper", choices=PROFILES, help="title alignment profile")
+    parser.add_argument("--sim", default="embedding", choices=SIMS,
+                        help="label similarity: all-MiniLM-L6-v2 cosine (the benchmark's) or exact match")
+    parser.add_argument("--out", default=None, help="output folder")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_scoring_arguments(parser)
+    parser.add_argument("--mode", default="bottom-up", choices=MODES,
+                        help="bottom-up: organise the expert papers; deep-research: find papers first")
+    parser.add_argument("--lm", default=None, help="DSPy/LiteLLM model string, or 'offline' for the clustering "
+                                                    "baseline (default: $DEEPRESEARCH_LM, else offline)")
+    parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server")
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--corpus", default=None,
+                        help="deep-research mode: the corpus to search (default: the benchmark's own papers, pooled "
+                             "over all loaded surveys)")
+    parser.add_argument("--depth", type=int, default=2, help="deep-research mode: research depth")
+    parser.add_argument("--breadth", type=int, default=3, help="deep-research mode: research breadth")
+    parser.add_argument("--max-papers-per-call", type=int, default=60,
+                        help="larger paper sets are organised in groups and merged")
+
+
+def resolve_data(spec: str | None) -> str:
+    if spec:
+        return spec
+    root = os.environ.get("DEEPRESEARCH_DATA")
+    if root and (Path(root) / "taxobench_examples").exists():
+        return str(Path(root) / "taxobench_examples")
+    return HF_DATASET
+
+
+def similarity(name: str):
+    return exact_sim if name == "exact" else EmbeddingSim()
+
+
+def score_all(surveys: Sequence[Survey], predictions: dict[int, Prediction], *, profile: str = "paper",
+              sim=None) -> list[SurveyScore]:
+    """Scores every survey; a survey without a prediction is scored as a failed (root-only) tree."""
+    scores = []
+    for s in surveys:
+        pred = predictions.get(s.survey_id)
+        if pred is None:
+            logger.warning("no prediction for survey %s; scored as a failed tree", s.survey_id)
+            pred = Prediction(s.survey_id, "FIX FAILED")
+        scores.append(score_survey(s.gt, pred.tree, pred.retrieved_papers, survey_id=s.survey_id, topic=s.topic,
+                                   profile=profile, sim=sim))
+    return scores
+
+
+def format_table(rows: dict[str, dict[str, float]]) -> str:
+    """A plain-text table, one row per system or survey, the paper's columns (×100 except US-TED)."""
+    header = ["", *[h for h, _ in TABLE]]
+    lines = [header] + [[name, *[f"{row[k]:.2f}" for _, k in TABLE]] for name, row in rows.items()]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join("  ".join(c.rjust(w) for c, w in zip(line, widths)) for line in lines)
+
+
+def per_survey_row(score: SurveyScore) -> dict[str, float]:
+    return summarize([score])
+
+
+def write_results(out: Path, scores: list[SurveyScore], predictions: list[dict[str, Any]] | None = None) -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    if predictions is not None:
+        with (out / "predictions.jsonl").open("w", encoding="utf-8") as f:
+            for p in predictions:
+                f.write(json.dumps(p, ensure_ascii=False) + "\n")
+    with (out / "scores.jsonl").open("w", encoding="utf-8") as f:
+        for s in scores:
+            f.write(json.dumps(s.to_dict(), ensure_ascii=False) + "\n")
+    summary = summarize(scores)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    return summary
+
+
+def print_report(scores: list[SurveyScore], summary: dict, out: Path) -> None:
+    rows = {f"survey {s.survey_id}": per_survey_row(s) for s in scores}
+    rows["mean"] = summary
+    print(format_table(rows))
+    print(f"{summary['surveys']} surveys · expert papers dropped or unmatched: {summary['dropped']} · "
+          f"F1 is the harmonic mean of mean P and R (mean of per-survey F1: {summary['f1_mean']:.2f})")
+    print(f"results: {out}")
+
+
+def build_builder(args: argparse.Namespace, surveys: Sequence[Survey]):
+    from programs.lm import OFFLINE, make_lm
+    from programs.taxonomy import TaxonomyBuilder
+
+    model = args.lm or os.environ.get("DEEPRESEARCH_LM") or OFFLINE
+    lm = make_lm(model, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"), temperature=args.temperature)
+    research = None
+    if args.mode == "deep-research":
+        from programs.research import DeepResearch
+        from retrievers.bm25 import BM25Retriever
+
+        research = DeepResearch(retriever=BM25Retriever(_corpus(args.corpus, surveys)), depth=args.depth,
+                                breadth=args.breadth, offline=lm is None)
+    builder = TaxonomyBuilder(research=research, max_papers_per_call=args.max_papers_per_call, offline=lm is None)
+    return builder, lm, model
+
+
+def _corpus(spec: str | None, surveys: Sequence[Survey]):
+    from retrievers.corpus import Corpus
+    from retrievers.types import Doc
+
+    if spec:
+        from programs.cli import resolve_corpus
+
+        return resolve_corpus(spec)
+    docs, seen = [], set()
+    for s in surveys:
+        for p in s.papers:
+            if p["title"] not in seen:
+                seen.add(p["title"])
+                docs.append(Doc(doc_id=f"tb{len(docs) + 1}", title=p["title"], text=p["abs"]))
+    return Corpus(docs, name="taxobench-papers")
+
+
+def main(args: argparse.Namespace) -> int:
+    import dspy
+
+    surveys = load_taxobench(resolve_data(args.data), limit=args.limit)
+    builder, lm, model = build_builder(args, surveys)
+    out = Path(args.out or Path("runs") / f"taxonomy-{args.mode}")
+    predictions, by_id = [], {}
+    for s in surveys:
+        papers = list(s.papers) if args.mode == "bottom-up" else None
+        with dspy.context(lm=lm) if lm is not None else _null():
+            result = builder(topic=s.topic, papers=papers)
+        row = {"id": s.survey_id, "hierarchy_tree": result.tree, "retrieved_papers": result.retrieved_papers,
+               "mode": args.mode, "model": model, "repairs": [vars(r) for r in result.repairs]}
+        predictions.append(row)
+        by_id[s.survey_id] = Prediction(s.survey_id, result.tree,
+                                        tuple(result.retrieved_papers) if args.mode == "deep-research" else None)
+        print(f"survey {s.survey_id}: {len(result.retrieved_papers)} papers, {len(result.repairs)} repairs",
+              file=sys.stderr)
+    scores = score_all(surveys, by_id, profile=args.profile, sim=similarity(args.sim))
+    summary = write_results(out, scores, predictions)
+    print_report(scores, summary, out)
+    return 0
+
+
+class _null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False

@@ -1,0 +1,30 @@
+"""`deepresearch eval taxonomy-score`: score a prediction file in TaxoBench's format against the reference.
+
+Each line of the prediction file: {"id": int, "hierarchy_tree": tree, "retrieved_papers": [titles] (optional)}.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from eval.run_taxonomy import add_scoring_arguments, print_report, resolve_data, score_all, similarity, write_results
+from eval.taxobench import load_predictions, load_taxobench
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("predictions", help="JSONL prediction file (id, hierarchy_tree, optional retrieved_papers)")
+    add_scoring_arguments(parser)
+
+
+def main(args: argparse.Namespace) -> int:
+    surveys = load_taxobench(resolve_data(args.data), limit=args.limit)
+    predictions = load_predictions(args.predictions)
+    unknown = sorted(set(predictions) - {s.survey_id for s in surveys})
+    if unknown:
+        raise ValueError(f"predictions for surveys not in the data: {unknown[:10]}; check --data")
+    scores = score_all(surveys, predictions, profile=args.profile, sim=similarity(args.sim))
+    out = Path(args.out or Path(args.predictions).with_suffix("").as_posix() + "-scores")
+    summary = write_results(out, scores)
+    print_report(scores, summary, out)
+    return 0

@@ -1,0 +1,422 @@
+"""TaxonomyBuilder: organise papers into a TaxoBench taxonomy tree (spec 003 §3).
+
+Two modes. Bottom-up: topic + papers -> tree. Deep research: topic -> `DeepResearch` finds papers ->
+tree, with the retrieved paper list kept beside it. Whatever the LM answers, the tree that comes out
+has one root, papers only in leaves, and every input paper exactly once under its exact input title:
+the answer is validated, then repaired (a targeted LM call places left-out papers; embedding
+similarity places the rest), and every repair is recorded. Paper sets larger than one prompt are
+split into groups of similar papers, organised per group, and the groups' categories merged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import json
+import logging
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import dspy
+import numpy as np
+
+from programs.research import DeepResearch, run_sync
+from programs.taxonomy_offline import cluster_taxonomy
+from programs.usage import call_predictor
+from retrievers.embed import encode
+from signatures.taxonomy import (BuildTaxonomy, CategoryCard, MergeTaxonomies, PaperCard, PlacePapers, RepairJSON,
+                                 TopicNode)
+
+logger = logging.getLogger(__name__)
+
+Embed = Callable[[list[str]], np.ndarray]
+PATH_SEP = " > "
+
+
+class TaxonomyError(ValueError):
+    """Unusable input to the taxonomy program; the message says what to pass instead."""
+
+
+@dataclass(frozen=True)
+class Repair:
+    """One change made to the LM's taxonomy so that it meets the guarantees."""
+
+    kind: str
+    detail: str
+
+
+# ---------------------------------------------------------------- inputs
+
+
+def norm_title(title: str) -> str:
+    """Lowercase, drop non-word characters, collapse whitespace (TaxoBench's title key)."""
+    return re.sub(r"\s+", " ", re.sub(r"[^\w\s]", "", title.lower())).strip()
+
+
+def paper_cards(papers: Sequence[Any], abstract_chars: int = 1200) -> list[PaperCard]:
+    """PaperCards from cards, dicts (`title`, `abs`/`abstract`, optional `paper_id`/`id`), Docs or titles.
+
+    Ids default to P1, P2, ...; a paper whose normalised title repeats an earlier one is dropped.
+    """
+    cards: list[PaperCard] = []
+    seen: set[str] = set()
+    for i, p in enumerate(papers):
+        if isinstance(p, PaperCard):
+            title, abstract, pid = p.title, p.abstract, p.paper_id
+        elif isinstance(p, str):
+            title, abstract, pid = p, "", None
+        elif isinstance(p, dict):
+            title, abstract = p.get("title") or "", p.get("abs") or p.get("abstract") or ""
+            pid = p.get("paper_id") or p.get("id")
+        else:  # a retrievers.types.Doc or anything shaped like one
+            title, abstract, pid = getattr(p, "title", ""), getattr(p, "text", ""), getattr(p, "doc_id", None)
+        if not isinstance(title, str) or not title.strip():
+            raise TaxonomyError(f"paper {i} has no title; every paper needs a title (TaxoBench identifies papers by title)")
+        key = norm_title(title)
+        if key in seen:
+            logger.debug("dropping repeated paper title %r", title)
+            continue
+        seen.add(key)
+        cards.append(PaperCard(paper_id=str(pid) if pid else f"P{len(cards) + 1}", title=title,
+                               abstract=(abstract or "")[:abstract_chars]))
+    ids = [c.paper_id for c in cards]
+    if len(set(ids)) != len(ids):
+        cards = [c.model_copy(update={"paper_id": f"P{i + 1}"}) for i, c in enumerate(cards)]
+    return cards
+
+
+def _resolver(keys: dict[str, str]) -> Callable[[Any], str | None]:
+    """Maps what the LM wrote for an item (its id, or its title, possibly altered) to the item's key.
+
+    Titles match when equal after normalisation, or when the best SequenceMatcher ratio is >= 0.6
+    and one normalised title contains the other (spec 003 §4.1's `paper` rule).
+    """
+    by_id = {k.lower(): k for k in keys}
+    by_title = {norm_title(t): k for k, t in keys.items()}
+
+    def resolve(entry: Any) -> str | None:
+        if isinstance(entry, dict):
+            entry = entry.get("paper_id") or entry.get("id") or entry.get("category_id") or entry.get("title")
+        if not isinstance(entry, str) or not entry.strip():
+            return None
+        text = entry.strip()
+        head = text.split()[0].strip("[]():.,").lower()
+        if text.lower() in by_id:
+            return by_id[text.lower()]
+        n = norm_title(text)
+        if n in by_title:
+            return by_title[n]
+        if head in by_id and len(text.split()) > 1:  # "P3: Some Title"
+            return by_id[head]
+        best, best_s = None, 0.0
+        for t, k in by_title.items():
+            s = difflib.SequenceMatcher(None, n, t).ratio()
+            if s > best_s:
+                best, best_s = (t, k), s
+        if best and best_s >= 0.6 and n and (n in best[0] or best[0] in n):
+            return best[1]
+        return None
+
+    return resolve
+
+
+# ---------------------------------------------------------------- parsing LM text (§3.2)
+
+
+def parse_tree_text(text: str) -> Any:
+    """The first fenced JSON block (else the outermost braces) of `text` as JSON, or None.
+
+    A second attempt escapes double quotes that cannot be JSON delimiters.
+    """
+    if not isinstance(text, str):
+        return None
+    fenced = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
+    body = fenced.group(1) if fenced else text
+    starts = [i for i in (body.find("{"), body.find("[")) if i >= 0]
+    if not starts:
+        return None
+    body = body[min(starts): max(body.rfind("}"), body.rfind("]")) + 1]
+    for candidate in (body, _escape_inner_quotes(body)):
+        try:
+            return json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+    return None
+
+
+def _escape_inner_quotes(text: str) -> str:
+    # A quote is a delimiter when it follows one of {[,: or precedes one of :,}] (whitespace allowed).
+    out = []
+    for i, ch in enumerate(text):
+        if ch == '"' and (i == 0 or text[i - 1] != "\\"):
+            before = text[:i].rstrip()[-1:]
+            after = text[i + 1:].lstrip()[:1]
+            if before not in ("{", "[", ",", ":", "") and after not in (":", ",", "}", "]", ""):
+                out.append('\\"')
+                continue
+        out.append(ch)
+    return "".join(out)
+
+
+# ---------------------------------------------------------------- validation (§3.3)
+
+
+def clean_tree(raw: Any, topic: str, resolve: Callable[[Any], str | None], repairs: list[Repair]) -> dict:
+    """A tree of item keys with one root, items only in leaves, no unknown or repeated items, no empty nodes."""
+    if isinstance(raw, TopicNode):
+        raw = raw.model_dump()
+    if isinstance(raw, list):
+        repairs.append(Repair("wrapped_root", f"{len(raw)} top-level nodes put under a root named after the topic"))
+        raw = {"name": topic, "subtopics": raw}
+    if not isinstance(raw, dict):
+        return {"name": topic, "subtopics": []}
+    seen: set[str] = set()
+
+    def clean(node: dict) -> dict | None:
+        name = str(node.get("name") or "").strip() or "Untitled"
+        keys = []
+        entries = node.get("papers") if isinstance(node.get("papers"), list) else []
+        for entry in entries:
+            key = resolve(entry)
+            if key is None:
+                repairs.append(Repair("dropped_unknown", f"{str(entry)[:120]!r} in {name!r} matches no input"))
+            elif key in seen:
+                repairs.append(Repair("dropped_duplicate", f"{key} repeated in {name!r}; kept its first place"))
+            else:
+                seen.add(key)
+                keys.append(key)
+        subs = node.get("subtopics") if isinstance(node.get("subtopics"), list) else []
+        children = [c for c in (clean(s) for s in subs if isinstance(s, dict)) if c is not None]
+        if keys and children:
+            repairs.append(Repair("split_mixed", f"{len(keys)} items of {name!r} moved into a new leaf of that name"))
+            children.insert(0, {"name": name, "papers": keys})
+            keys = []
+        if not keys and not children:
+            repairs.append(Repair("removed_empty", f"empty node {name!r} removed"))
+            return None
+        return {"name": name, "subtopics": children} if children else {"name": name, "papers": keys}
+
+    root = clean(raw)
+    return root if root is not None else {"name": str(raw.get("name") or topic), "subtopics": []}
+
+
+def leaves_of(tree: dict, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], dict]]:
+    """(root-to-leaf labels, leaf node) of every leaf, in preorder."""
+    path = prefix + (tree["name"],)
+    if "papers" in tree:
+        return [(path, tree)]
+    return [x for child in tree.get("subtopics", []) for x in leaves_of(child, path)]
+
+
+def keys_of(tree: dict) -> list[str]:
+    return [k for _, leaf in leaves_of(tree) for k in leaf["papers"]]
+
+
+def place_by_similarity(tree: dict, missing: list[str], texts: dict[str, str], embed: Embed,
+                        repairs: list[Repair], what: str = "paper") -> None:
+    """Appends each missing key to the leaf whose label is most similar to the key's text."""
+    leaves = leaves_of(tree)
+    if not missing or not leaves:
+        return
+    vectors = embed([texts[k] for k in missing] + [PATH_SEP.join(p[1:]) or p[0] for p, _ in leaves])
+    scores = vectors[: len(missing)] @ vectors[len(missing):].T
+    for key, row in zip(missing, scores):
+        path, leaf = leaves[int(np.argmax(row))]
+        leaf["papers"].append(key)
+        repairs.append(Repair("placed_by_similarity", f"{what} {key} put in {PATH_SEP.join(path)!r}"))
+
+
+def with_titles(tree: dict, title_of: dict[str, str]) -> dict:
+    """The tree with item keys replaced by exact titles (TaxoBench's JSON)."""
+    if "papers" in tree:
+        return {"name": tree["name"], "papers": [title_of[k] for k in tree["papers"]]}
+    return {"name": tree["name"], "subtopics": [with_titles(c, title_of) for c in tree["subtopics"]]}
+
+
+def group_papers(cards: list[PaperCard], max_size: int, embed: Embed) -> list[list[PaperCard]]:
+    """Splits cards into ceil(n / max_size) near-equal groups of similar papers (dendrogram leaf order)."""
+    from scipy.cluster.hierarchy import leaves_list, linkage
+
+    n_groups = math.ceil(len(cards) / max_size)
+    vectors = embed([f"{c.title}. {c.abstract}" for c in cards]).astype(np.float64)
+    order = leaves_list(linkage(vectors, method="ward"))
+    bounds = np.linspace(0, len(cards), n_groups + 1).round().astype(int)
+    return [[cards[i] for i in order[a:b]] for a, b in zip(bounds, bounds[1:])]
+
+
+# ---------------------------------------------------------------- the program
+
+
+class TaxonomyBuilder(dspy.Module):
+    """Builds a TaxoBench taxonomy for a topic, from given papers or from papers a research run finds.
+
+    Args:
+        research: A `DeepResearch` program, needed only for deep-research mode (no papers given).
+        max_papers_per_call: The most papers shown in one prompt; larger sets are grouped and merged.
+        target_depth: Levels below the root to ask for (None: the LM chooses).
+        target_leaves: Leaf topics to ask for (None: the LM chooses).
+        abstract_chars: Characters of each abstract shown to the LM.
+        relevant_only: In deep-research mode, keep only papers the research run judged relevant
+            (otherwise every retrieved paper).
+        offline: Build with hierarchical clustering (`programs.taxonomy_offline`), no LM.
+        embed: texts -> L2-normalised vectors, for grouping and similarity repairs (default all-MiniLM-L6-v2).
+
+    Example:
+        >>> builder = TaxonomyBuilder()                                                   # doctest: +SKIP
+        >>> out = builder(topic="Personalized alignment of LLMs", papers=[{"title": ..., "abs": ...}])  # doctest: +SKIP
+        >>> out.tree, out.repairs                                                         # doctest: +SKIP
+    """
+
+    def __init__(self, research: DeepResearch | None = None, *, max_papers_per_call: int = 60,
+                 target_depth: int | None = None, target_leaves: int | None = None, abstract_chars: int = 1200,
+                 relevant_only: bool = True, offline: bool = False, embed: Embed | None = None):
+        super().__init__()
+        if max_papers_per_call < 2:
+            raise ValueError(f"max_papers_per_call must be >= 2, got {max_papers_per_call}")
+        self.build_taxonomy = dspy.Predict(BuildTaxonomy)
+        self.merge_taxonomies = dspy.Predict(MergeTaxonomies)
+        self.place_papers = dspy.Predict(PlacePapers)
+        self.repair_json = dspy.Predict(RepairJSON)
+        self.research = research
+        self.max_papers_per_call = max_papers_per_call
+        self.target_depth, self.target_leaves = target_depth, target_leaves
+        self.abstract_chars = abstract_chars
+        self.relevant_only = relevant_only
+        self.is_offline = offline
+        self.embed = embed or encode
+
+    def forward(self, topic: str, papers: Sequence[Any] | None = None) -> dspy.Prediction:
+        return run_sync(self.aforward(topic=topic, papers=papers))
+
+    async def aforward(self, topic: str, papers: Sequence[Any] | None = None) -> dspy.Prediction:
+        """Returns a Prediction with `tree` (TaxoBench JSON, exact input titles), `papers` (the cards
+        organised), `retrieved_papers` (their titles), `repairs` (list[Repair]), `mode`, and `report`
+        (the research report in deep-research mode, else None)."""
+        if not isinstance(topic, str) or not topic.strip():
+            raise TaxonomyError("topic is empty; pass the survey topic as a non-empty string")
+        topic = topic.strip()
+        report = None
+        if papers is None:
+            if self.research is None:
+                raise TaxonomyError("no papers and no research program; pass papers (bottom-up mode) or "
+                                    "TaxonomyBuilder(research=DeepResearch(...)) for deep-research mode")
+            mode = "deep-research"
+            report = (await self.research.acall(question=topic)).report
+            cards = paper_cards(self._found_papers(report), self.abstract_chars)
+        else:
+            mode = "bottom-up"
+            cards = paper_cards(papers, self.abstract_chars)
+        repairs: list[Repair] = []
+        if not cards:
+            tree = {"name": topic, "subtopics": []}
+        elif self.is_offline:
+            tree = cluster_taxonomy(topic, cards)
+        else:
+            keyed = await self._organise(topic, cards, repairs)
+            tree = with_titles(keyed, {c.paper_id: c.title for c in cards})
+        return dspy.Prediction(tree=tree, papers=cards, retrieved_papers=[c.title for c in cards],
+                               repairs=repairs, mode=mode, report=report)
+
+    def _found_papers(self, report) -> list[Any]:
+        ids = list(dict.fromkeys(i for root in report.tree for n in root.walk()
+                                 for i in (n.relevant_ids if self.relevant_only else n.retrieved_ids)))
+        corpus = getattr(self.research.retriever, "corpus", None)
+        if corpus is not None and hasattr(corpus, "get"):
+            return [d for d in (corpus.get(i) for i in ids) if d is not None and d.title]
+        titled = {r.doc_id: r.title for r in report.references}  # a retriever without a corpus: cited titles
+        return [{"paper_id": i, "title": titled[i]} for i in ids if titled.get(i)]
+
+    async def _organise(self, topic: str, cards: list[PaperCard], repairs: list[Repair]) -> dict:
+        if len(cards) <= self.max_papers_per_call:
+            return await self._build_group(topic, cards, repairs)
+        groups = group_papers(cards, self.max_papers_per_call, self.embed)
+        repairs.append(Repair("grouped", f"{len(cards)} papers organised in {len(groups)} groups, then merged"))
+        partials = await asyncio.gather(*[self._build_group(topic, g, repairs) for g in groups])
+        members: dict[str, list[str]] = {}
+        categories: list[CategoryCard] = []
+        title_of = {c.paper_id: c.title for c in cards}
+        for partial in partials:
+            for path, leaf in leaves_of(partial):
+                cid = f"C{len(categories) + 1}"
+                members[cid] = leaf["papers"]
+                categories.append(CategoryCard(category_id=cid, path=list(path[1:]) or [path[0]],
+                                               examples=[title_of[k] for k in leaf["papers"][:3]]))
+        label = {c.category_id: PATH_SEP.join(c.path) for c in categories}
+        try:
+            raw = (await call_predictor("taxonomy", self.merge_taxonomies, topic=topic, categories=categories)).taxonomy
+        except dspy.AdapterParseError as err:
+            raw = await self._recover(err.lm_response, repairs)
+        skeleton = clean_tree(raw, topic, _resolver(label), repairs)
+        missing = [c for c in label if c not in set(keys_of(skeleton))]
+        if missing and not leaves_of(skeleton):
+            repairs.append(Repair("merge_fallback", "the merged tree had no leaves; each group kept as a subtree"))
+            return {"name": topic, "subtopics": [p for p in partials]}
+        place_by_similarity(skeleton, missing, label, self.embed, repairs, what="category")
+        for _, leaf in leaves_of(skeleton):
+            leaf["papers"] = [k for cid in leaf["papers"] for k in members[cid]]
+        return skeleton
+
+    async def _build_group(self, topic: str, cards: list[PaperCard], repairs: list[Repair]) -> dict:
+        try:
+            out = await call_predictor("taxonomy", self.build_taxonomy, topic=topic, papers=cards,
+                                       target_depth=self.target_depth, target_leaves=self.target_leaves)
+            raw = out.taxonomy
+        except dspy.AdapterParseError as err:
+            raw = await self._recover(err.lm_response, repairs)
+        title_of = {c.paper_id: c.title for c in cards}
+        tree = clean_tree(raw, topic, _resolver(title_of), repairs)
+        placed = set(keys_of(tree))
+        missing = [c for c in cards if c.paper_id not in placed]
+        if missing and not leaves_of(tree):
+            repairs.append(Repair("clustered", f"no usable leaves; {len(missing)} papers organised by clustering"))
+            clustered = cluster_taxonomy(topic, missing)
+            return clean_tree(clustered, topic, _resolver(title_of), [])
+        if missing:
+            missing = await self._place_with_lm(topic, tree, missing, repairs)
+        place_by_similarity(tree, [c.paper_id for c in missing], title_of, self.embed, repairs)
+        return tree
+
+    async def _place_with_lm(self, topic: str, tree: dict, missing: list[PaperCard],
+                             repairs: list[Repair]) -> list[PaperCard]:
+        """Asks the LM where the left-out papers go; returns those it did not place in a real leaf."""
+        leaves = {PATH_SEP.join(p): leaf for p, leaf in leaves_of(tree)}
+        try:
+            out = await call_predictor("taxonomy", self.place_papers, topic=topic, leaves=list(leaves),
+                                       papers=missing)
+            placements = out.placements
+        except Exception as err:  # the similarity fallback still places every paper
+            logger.warning("placing %d left-out papers failed (%s); using label similarity", len(missing),
+                           type(err).__name__)
+            return missing
+        by_id = {c.paper_id: c for c in missing}
+        for p in placements:
+            leaf = leaves.get(p.leaf.strip())
+            if leaf is not None and p.paper_id in by_id:
+                leaf["papers"].append(p.paper_id)
+                repairs.append(Repair("placed_by_lm", f"paper {p.paper_id} put in {p.leaf.strip()!r}"))
+                del by_id[p.paper_id]
+        return list(by_id.values())
+
+    async def _recover(self, text: str | None, repairs: list[Repair]) -> Any:
+        """Parses an answer the adapter could not: JSON extraction, then one RepairJSON call (§3.2)."""
+        parsed = parse_tree_text(text or "")
+        if parsed is not None:
+            repairs.append(Repair("json_parsed", "answer parsed from raw text"))
+            return parsed
+        try:
+            fixed = (await call_predictor("taxonomy", self.repair_json, text=text or "")).json_text
+            parsed = parse_tree_text(fixed)
+        except Exception as err:
+            logger.warning("JSON repair call failed: %s", type(err).__name__)
+        if parsed is not None:
+            repairs.append(Repair("json_repaired", "answer fixed by the JSON repair call"))
+            return parsed
+        repairs.append(Repair("fix_failed", "answer could not be parsed or repaired"))
+        return None
+
+
+def repairs_as_dicts(repairs: Sequence[Repair]) -> list[dict[str, str]]:
+    return [asdict(r) for r in repairs]

@@ -1,0 +1,92 @@
+"""TaxoBench loader, scorer command and runner (offline, so no LM is needed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cli import main as cli_main
+from eval.taxobench import TaxoBenchError, load_predictions, load_taxobench
+
+
+@pytest.fixture(scope="module")
+def examples(data_dir):
+    return data_dir / "taxobench_examples"
+
+
+def test_loader_reads_folder_and_file(examples):
+    surveys = load_taxobench(examples)
+    assert [s.survey_id for s in surveys] == [1, 2]
+    assert all(s.paper_count == 38 and s.topic == s.gt["name"] for s in surveys)
+    assert len(load_taxobench(examples / "outputs_examples.raw.jsonl", limit=1)) == 1
+
+
+def test_loader_errors_name_the_problem(tmp_path):
+    with pytest.raises(TaxoBenchError, match="not found"):
+        load_taxobench(tmp_path / "nope.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1, "gt": {"name": "x"}}\nnot json\n')
+    with pytest.raises(TaxoBenchError, match="line 2 is not JSON"):
+        load_taxobench(bad)
+    preds = tmp_path / "p.jsonl"
+    preds.write_text('{"id": 1}\n')
+    with pytest.raises(TaxoBenchError, match="lacks id or hierarchy_tree"):
+        load_predictions(preds)
+
+
+def test_scorer_command_reproduces_the_spec_values(examples, tmp_path, capsys):
+    preds = tmp_path / "pred.jsonl"
+    with open(examples / "outputs_examples.raw.jsonl", encoding="utf-8") as f, preds.open("w") as out:
+        for line in f:
+            row = json.loads(line)
+            out.write(json.dumps({"id": row["id"], "hierarchy_tree": row["hierarchy_tree"]}) + "\n")
+    assert cli_main(["eval", "taxonomy-score", str(preds), "--data", str(examples), "--sim", "exact",
+                     "--out", str(tmp_path / "scores")]) == 0
+    summary = json.loads((tmp_path / "scores" / "summary.json").read_text())
+    assert summary["ari"] == pytest.approx(100 * (0.1539 + 0.1822) / 2, abs=0.01)
+    assert summary["us_nted"] == pytest.approx(100 * (0.8947 + 0.9048) / 2, abs=0.01)
+    assert summary["sem_path"] == pytest.approx(100 * (0.2000 + 0.2031) / 2, abs=0.01)
+    assert summary["recall"] == pytest.approx(100 * (37 / 38 + 1) / 2, abs=0.01) and summary["dropped"] == 1
+    rows = [json.loads(x) for x in (tmp_path / "scores" / "scores.jsonl").read_text().splitlines()]
+    assert rows[0]["unmatched_expert"] == ["Personalized Language Modeling from Personalized Human Feedback"]
+    assert "SEM-PATH" in capsys.readouterr().out
+
+
+def test_scorer_scores_a_missing_prediction_as_failed_and_uses_retrieved_papers(examples, tmp_path):
+    surveys = load_taxobench(examples)
+    titles = [p["title"] for p in surveys[0].papers]
+    preds = tmp_path / "pred.jsonl"
+    preds.write_text(json.dumps({"id": 1, "hierarchy_tree": {"name": "x", "subtopics": [
+        {"name": "all", "papers": titles[:10]}]}, "retrieved_papers": titles[:20] + ["Unrelated paper"]}) + "\n")
+    assert cli_main(["eval", "taxonomy-score", str(preds), "--data", str(examples), "--sim", "exact",
+                     "--out", str(tmp_path / "s")]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "s" / "scores.jsonl").read_text().splitlines()]
+    assert rows[0]["retrieval"]["recall"] == pytest.approx(20 / 38)
+    assert rows[0]["retrieval"]["precision"] == pytest.approx(20 / 21)
+    assert rows[1]["aligned"] == 0 and rows[1]["sem_path"] == 0.0  # survey 2 had no prediction
+
+
+def test_scorer_rejects_unknown_survey_ids(examples, tmp_path, capsys):
+    preds = tmp_path / "pred.jsonl"
+    preds.write_text(json.dumps({"id": 99, "hierarchy_tree": {"name": "x", "papers": []}}) + "\n")
+    assert cli_main(["eval", "taxonomy-score", str(preds), "--data", str(examples)]) == 2
+    assert "surveys not in the data: [99]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mode", ["bottom-up", "deep-research"])
+def test_runner_writes_predictions_scores_and_summary(examples, tmp_path, mode):
+    out = tmp_path / mode
+    assert cli_main(["eval", "taxonomy", "--data", str(examples), "--mode", mode, "--lm", "offline",
+                     "--sim", "exact", "--limit", "1", "--depth", "1", "--breadth", "2", "--out", str(out)]) == 0
+    pred = json.loads((out / "predictions.jsonl").read_text().splitlines()[0])
+    assert set(pred) >= {"id", "hierarchy_tree", "retrieved_papers", "repairs"}
+    scores = json.loads((out / "scores.jsonl").read_text().splitlines()[0])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["surveys"] == 1
+    if mode == "bottom-up":
+        assert scores["aligned"] == 38 and scores["retrieval"]["recall"] == 1.0
+    else:
+        assert 0 < scores["n_model"] < 76 and 0 < scores["aligned"] <= scores["n_model"]
+        assert scores["dropped"] == 38 - scores["aligned"] and summary["dropped"] == scores["dropped"]
+        assert scores["retrieval"]["recall"] == pytest.approx(scores["aligned"] / 38)
