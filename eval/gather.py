@@ -1,0 +1,236 @@
+"""Information-gathering metrics, as ScholarGym publishes them (spec 004 §4).
+
+Per query and iteration t, with G the ground truth, R_t and S_t the papers retrieved and selected in
+round t, and R_{<=t}, S_{<=t} their unions over rounds 1..t:
+  Ret.R = |G ∩ R_{<=t}| / |G|      Ret.P = |G ∩ R_{<=t}| / |R_{<=t}|   (0 when nothing was retrieved)
+  R     = |G ∩ S_{<=t}| / |G|      P     = |G ∩ S_{<=t}| / |S_{<=t}|   (0 when nothing was selected)
+P, R, Ret.P, Ret.R are averaged over queries (macro) and F1 = 2·P̄·R̄ / (P̄ + R̄), the harmonic mean of the
+means; the mean of per-query F1 and micro P/R are reported beside it under their own names.
+Avg.Distance: d(g) = max(0, 1 - r_g / K), K = 100, r_g the 0-based best rank of g; per query the mean over G.
+GT discard rate: |G ∩ (R_t \\ S_t)| / |R_t \\ S_t| in percent, averaged over queries whose discarded set is
+not empty, then over iterations. Queries with an empty G are skipped and counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from programs.gather import GatherResult
+
+DISTANCE_K = 100
+DISTANCE_VARIANTS = ("per_iteration", "cumulative")
+FAILED_POLICIES = ("excluded", "included")
+
+
+@dataclass(frozen=True)
+class QueryTrace:
+    """What the metrics need from one query: per round, the retrieved and selected ids and the 0-based best
+    rank of each ground-truth paper among that round's subqueries (absent when not ranked)."""
+
+    query_id: str
+    gt: frozenset[str]
+    retrieved: tuple[frozenset[str], ...]
+    selected: tuple[frozenset[str], ...]
+    ranks: tuple[dict[str, int], ...] = ()
+    is_failed: bool = False
+
+    @classmethod
+    def from_result(cls, query_id: str, gt: Sequence[str], result: GatherResult) -> "QueryTrace":
+        gt = frozenset(gt)
+        iterations = [r.iteration for r in result.rounds]
+        return cls(query_id=query_id, gt=gt, retrieved=tuple(frozenset(result.retrieved_in(t)) for t in iterations),
+                   selected=tuple(frozenset(result.selected_in(t)) for t in iterations),
+                   ranks=tuple(gt_ranks(result, gt)), is_failed=result.is_failed)
+
+
+def gt_ranks(result: GatherResult, gt: frozenset[str]) -> list[dict[str, int]]:
+    """Per round, the best 0-based rank of each ground-truth paper over that round's searches: its position in
+    the recorded top of the ranking, or in the page returned (a 1-based Hit rank minus one)."""
+    per_round = []
+    for r in result.rounds:
+        best: dict[str, int] = {}
+        for s in r.searches:
+            positions = [(doc_id, i) for i, doc_id in enumerate(s.ranking) if doc_id in gt]
+            positions += [(c.doc_id, c.rank - 1) for c in s.candidates if c.doc_id in gt]
+            for doc_id, i in positions:
+                best[doc_id] = min(i, best.get(doc_id, i))
+        per_round.append(best)
+    return per_round
+
+
+def precision_recall(gt: frozenset[str], found: set[str] | frozenset[str]) -> tuple[float, float]:
+    """(|G ∩ F| / |F|, |G ∩ F| / |G|); precision is 0 for an empty F. G must not be empty."""
+    hits = len(gt & found)
+    return (hits / len(found) if found else 0.0), hits / len(gt)
+
+
+def harmonic_f1(precision: float, recall: float) -> float:
+    return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+
+
+def distance(rank: int | None, k: int = DISTANCE_K) -> float:
+    """d = max(0, 1 - rank / k) for a 0-based rank; a paper never ranked scores 0."""
+    return 0.0 if rank is None else max(0.0, 1.0 - rank / k)
+
+
+def _padded(trace: QueryTrace, iterations: int) -> tuple[list, list, list]:
+    """Rounds 1..iterations; after an early stop nothing new is retrieved or selected and the last ranks hold."""
+    retrieved, selected, ranks = list(trace.retrieved), list(trace.selected), list(trace.ranks)
+    ranks += [{}] * (len(retrieved) - len(ranks))
+    last = ranks[-1] if ranks else {}
+    while len(retrieved) < iterations:
+        retrieved.append(frozenset())
+        selected.append(frozenset())
+        ranks.append(last)
+    return retrieved[:iterations], selected[:iterations], ranks[:iterations]
+
+
+def query_curves(trace: QueryTrace, iterations: int, variant: str = "per_iteration",
+                 k: int = DISTANCE_K) -> dict[str, list[float]]:
+    """Per-iteration values for one query: cumulative recall/precision on selected and retrieved sets,
+    Avg.Distance, and the GT discard rate (NaN where the round discarded nothing)."""
+    if variant not in DISTANCE_VARIANTS:
+        raise ValueError(f"unknown Avg.Distance variant {variant!r}; choose one of: {', '.join(DISTANCE_VARIANTS)}")
+    if not trace.gt:
+        raise ValueError(f"query {trace.query_id!r} has no ground truth; skip it before scoring")
+    retrieved, selected, ranks = _padded(trace, iterations)
+    curves: dict[str, list[float]] = {m: [] for m in ("recall", "precision", "ret_recall", "ret_precision",
+                                                      "avg_distance", "gt_discard_rate", "selected_size")}
+    all_r, all_s = set(), set()
+    best_ever: dict[str, int] = {}
+    selected_before: set[str] = set()
+    for r_t, s_t, ranks_t in zip(retrieved, selected, ranks):
+        all_r |= r_t
+        all_s |= s_t
+        p, r = precision_recall(trace.gt, all_s)
+        ret_p, ret_r = precision_recall(trace.gt, all_r)
+        if variant == "cumulative":
+            current = {g: min(i, best_ever.get(g, i)) for g, i in ranks_t.items()}
+            current = {**best_ever, **current}
+        else:  # this round's subqueries, plus the best earlier rank of papers already selected (now excluded)
+            current = dict(ranks_t)
+            for g in selected_before & trace.gt:
+                if g in best_ever:
+                    current[g] = min(best_ever[g], current.get(g, best_ever[g]))
+        for g, i in ranks_t.items():
+            best_ever[g] = min(i, best_ever.get(g, i))
+        selected_before |= s_t
+        discarded = r_t - s_t
+        curves["recall"].append(r)
+        curves["precision"].append(p)
+        curves["ret_recall"].append(ret_r)
+        curves["ret_precision"].append(ret_p)
+        curves["avg_distance"].append(sum(distance(current.get(g), k) for g in trace.gt) / len(trace.gt))
+        curves["gt_discard_rate"].append(100 * len(trace.gt & discarded) / len(discarded) if discarded else np.nan)
+        curves["selected_size"].append(float(len(all_s)))
+    return curves
+
+
+def _aggregate(m: dict[str, np.ndarray], hits: dict[str, np.ndarray]) -> dict[str, float]:
+    """Final-iteration summary from per-query arrays of shape (queries, iterations)."""
+    final: dict[str, float | None] = {name: float(m[name][:, -1].mean()) for name in ("recall", "precision", "ret_recall", "ret_precision",
+                                                              "selected_size")}
+    final["f1"] = harmonic_f1(final["precision"], final["recall"])
+    final["ret_f1"] = harmonic_f1(final["ret_precision"], final["ret_recall"])
+    per_query_f1 = [harmonic_f1(p, r) for p, r in zip(m["precision"][:, -1], m["recall"][:, -1])]
+    per_query_ret_f1 = [harmonic_f1(p, r) for p, r in zip(m["ret_precision"][:, -1], m["ret_recall"][:, -1])]
+    final["mean_query_f1"] = float(np.mean(per_query_f1))
+    final["mean_query_ret_f1"] = float(np.mean(per_query_ret_f1))
+    final["avg_distance"] = float(m["avg_distance"].mean(axis=0).mean())
+    final["gt_discard_rate"] = _discard(m["gt_discard_rate"])
+    g, s, r = hits["gt"].sum(), hits["selected"].sum(), hits["retrieved"].sum()
+    final["micro_recall"] = float(hits["gt_selected"].sum() / g)
+    final["micro_precision"] = float(hits["gt_selected"].sum() / s) if s else 0.0
+    final["micro_ret_recall"] = float(hits["gt_retrieved"].sum() / g)
+    final["micro_ret_precision"] = float(hits["gt_retrieved"].sum() / r) if r else 0.0
+    final["gt_retention"] = final["recall"] / final["ret_recall"] if final["ret_recall"] else 0.0
+    final["gt_loss"] = final["ret_recall"] - final["recall"]
+    return final
+
+
+def _discard(values: np.ndarray) -> float | None:
+    """Mean over iterations of the mean over queries that discarded something; None when nothing was discarded."""
+    with np.errstate(invalid="ignore"):
+        counts = (~np.isnan(values)).sum(axis=0)
+        per_iteration = np.where(counts > 0, np.nansum(values, axis=0) / np.maximum(counts, 1), np.nan)
+    return float(np.nanmean(per_iteration)) if (counts > 0).any() else None
+
+
+CI_METRICS = ("recall", "precision", "f1", "ret_recall", "ret_precision", "ret_f1", "avg_distance")
+
+
+def summarize(traces: Sequence[QueryTrace], iterations: int, *, variant: str = "per_iteration",
+              failed: str = "excluded", k: int = DISTANCE_K, bootstrap: int = 1000, seed: int = 0) -> dict:
+    """Scores a run.
+
+    Args:
+        traces: One per query, empty ground truth included (skipped and counted).
+        iterations: T; every curve has T points and the final values are at T.
+        variant: Avg.Distance rank rule, `per_iteration` (default, the reference) or `cumulative`.
+        failed: `excluded` (paper parity: failed queries leave the means) or `included`.
+        k: Avg.Distance cutoff K.
+        bootstrap: Resamples of queries for the 95% intervals (0 for none).
+        seed: Seed of the resampling.
+
+    Returns:
+        A dict with counts (`queries`, `evaluated`, `skipped_no_gt`, `failed`), `final` metrics, `per_iteration`
+        curves (lists of T values) and `ci95` ([low, high] per metric in CI_METRICS).
+    """
+    if failed not in FAILED_POLICIES:
+        raise ValueError(f"unknown failed-query policy {failed!r}; choose one of: {', '.join(FAILED_POLICIES)}")
+    if iterations < 1:
+        raise ValueError(f"iterations must be >= 1, got {iterations}")
+    scored = [t for t in traces if t.gt]
+    n_failed = sum(t.is_failed for t in scored)
+    if failed == "excluded":
+        scored = [t for t in scored if not t.is_failed]
+    counts = {"queries": len(traces), "evaluated": len(scored), "skipped_no_gt": len(traces) - sum(bool(t.gt) for t in traces),
+              "failed": n_failed, "failed_policy": failed, "iterations": iterations, "distance_variant": variant}
+    if not scored:
+        return {**counts, "final": {}, "per_iteration": {}, "ci95": {}}
+    curves = [query_curves(t, iterations, variant, k) for t in scored]
+    m = {name: np.array([c[name] for c in curves], dtype=float) for name in curves[0]}
+    hits = {"gt": np.array([len(t.gt) for t in scored]),
+            "selected": np.array([len(frozenset().union(*t.selected)) for t in scored]),
+            "retrieved": np.array([len(frozenset().union(*t.retrieved)) for t in scored]),
+            "gt_selected": np.array([len(t.gt & frozenset().union(*t.selected)) for t in scored]),
+            "gt_retrieved": np.array([len(t.gt & frozenset().union(*t.retrieved)) for t in scored])}
+    per_iteration = {name: [float(x) for x in m[name].mean(axis=0)] for name in
+                     ("recall", "precision", "ret_recall", "ret_precision", "avg_distance")}
+    per_iteration["f1"] = [harmonic_f1(p, r) for p, r in zip(per_iteration["precision"], per_iteration["recall"])]
+    with np.errstate(invalid="ignore"):
+        per_iteration["gt_discard_rate"] = [float(np.nanmean(col)) if (~np.isnan(col)).any() else None
+                                            for col in m["gt_discard_rate"].T]
+    return {**counts, "final": _aggregate(m, hits), "per_iteration": per_iteration,
+            "ci95": bootstrap_ci(m, hits, bootstrap, seed)}
+
+
+def bootstrap_ci(m: dict[str, np.ndarray], hits: dict[str, np.ndarray], resamples: int = 1000,
+                 seed: int = 0) -> dict[str, list[float]]:
+    """Percentile 95% intervals of the final metrics over query resamples (F1 recomputed from resampled means)."""
+    if resamples <= 0:
+        return {}
+    rng = np.random.default_rng(seed)
+    n = next(iter(m.values())).shape[0]
+    idx = rng.integers(0, n, size=(resamples, n))
+    samples: dict[str, np.ndarray] = {}
+    for name in ("recall", "precision", "ret_recall", "ret_precision"):
+        samples[name] = m[name][:, -1][idx].mean(axis=1)
+    samples["avg_distance"] = m["avg_distance"].mean(axis=1)[idx].mean(axis=1)
+    for f1, (p, r) in {"f1": ("precision", "recall"), "ret_f1": ("ret_precision", "ret_recall")}.items():
+        total = samples[p] + samples[r]
+        samples[f1] = np.divide(2 * samples[p] * samples[r], total, out=np.zeros_like(total), where=total > 0)
+    return {name: [float(np.percentile(samples[name], 2.5)), float(np.percentile(samples[name], 97.5))]
+            for name in CI_METRICS}
+
+
+def gather_metric(example, pred, trace=None) -> float:
+    """Optimizer form: final-iteration F1 of one query (`example.gt_ids`, `pred.result` a GatherResult)."""
+    gt = frozenset(example.gt_ids)
+    if not gt:
+        return 0.0
+    p, r = precision_recall(gt, {x.doc_id for x in pred.result.selected})
+    return harmonic_f1(p, r)

@@ -1,0 +1,276 @@
+"""`deepresearch eval gather`: run the gathering loop or a baseline over a query set and score it.
+
+Writes, under --out: `results.jsonl` (one record per query: the whole GatherResult, which keeps every
+subquery's candidates for replay, plus the ground truth's ranks per round), `run.json` (settings, checked
+on resume), `summary.json` and `summary.md`. An interrupted run resumes from `results.jsonl`, redoing
+only the queries that have no finished record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from eval.gather import DISTANCE_VARIANTS, FAILED_POLICIES, QueryTrace, gt_ranks, summarize
+from eval.querysets import GatherQuery, load_queryset
+from programs.gather import GatherResult
+from retrievers.types import Hit
+
+METHODS = ("loop", "direct", "raw")
+SETTINGS_CHECKED = ("queries", "split", "corpus", "method", "lm", "iterations", "ranking_depth", "tokenizer")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--queries", required=True,
+                        help="a BEIR folder with qrels (scifact, csfcube) or a ScholarGym JSONL file / shenhao/ScholarGym")
+    parser.add_argument("--qrels", default=None, help="BEIR qrels split to evaluate (default test)")
+    parser.add_argument("--split", default=None, help="ScholarGym split: all, test or dev (default all)")
+    parser.add_argument("--min-relevance", type=int, default=1, help="lowest qrels grade counted as ground truth")
+    parser.add_argument("--corpus", default=None, help="corpus to search (default: the --queries BEIR folder)")
+    parser.add_argument("--tokenizer", default="words", help="BM25 tokenizer (words, scholargym)")
+    parser.add_argument("--lm", default=None, help="DSPy model string or 'offline' (default $DEEPRESEARCH_LM, else offline)")
+    parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server")
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--method", default="loop", choices=METHODS,
+                        help="loop: plan-retrieve-assess; direct: one LM-written query, no assessment; "
+                             "raw: the question itself, no LM")
+    parser.add_argument("--iterations", type=int, default=5, help="rounds of the loop (T)")
+    parser.add_argument("--workers", type=int, default=8, help="queries run at once")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N queries")
+    parser.add_argument("--ranking-depth", type=int, default=100, help="ranks recorded per search for Avg.Distance")
+    parser.add_argument("--distance", default="per_iteration", choices=DISTANCE_VARIANTS)
+    parser.add_argument("--failed", default="excluded", choices=FAILED_POLICIES, help="failed queries in the means")
+    parser.add_argument("--bootstrap", type=int, default=1000, help="resamples for the 95%% intervals")
+    parser.add_argument("--program", default=None, help="a compiled Gatherer (DSPy JSON state) to load")
+    parser.add_argument("--out", default=None, help="output folder (default runs/gather-<queries>-<method>)")
+    parser.add_argument("--restart", action="store_true", help="discard earlier results in --out")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def build_program(method: str, retriever, lm, iterations: int, ranking_depth: int):
+    from programs.baselines import DirectQuery
+    from programs.gather import GatherConfig, Gatherer
+
+    if method == "loop":
+        return Gatherer(retriever, GatherConfig(iterations=iterations, ranking_depth=ranking_depth), offline=lm is None)
+    return DirectQuery(retriever, raw=method == "raw", offline=lm is None, ranking_depth=ranking_depth)
+
+
+def record_for(query: GatherQuery, result: GatherResult, seconds: float) -> dict[str, Any]:
+    """The JSONL record of one finished query; the recorded ranking tops are replaced by the ground truth's ranks."""
+    ranks = gt_ranks(result, frozenset(query.gt_ids))
+    slim = replace(result, rounds=tuple(replace(r, searches=tuple(replace(s, ranking=()) for s in r.searches))
+                                        for r in result.rounds))
+    return {**asdict(query), "status": "done", "seconds": round(seconds, 3), "gt_ranks": ranks, "result": slim.to_dict()}
+
+
+def trace_for(record: dict[str, Any]) -> QueryTrace:
+    result = GatherResult.from_dict(record["result"])
+    trace = QueryTrace.from_result(record["query_id"], record["gt_ids"], result)
+    return replace(trace, ranks=tuple({k: int(v) for k, v in r.items()} for r in record["gt_ranks"]))
+
+
+def drop_torn_tail(path: Path) -> None:
+    """Cuts an unfinished last line (a write interrupted mid-record) so appended records start on a new line."""
+    if path.exists():
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            path.write_bytes(data[:data.rfind(b"\n") + 1])
+
+
+def read_records(path: Path) -> dict[str, dict[str, Any]]:
+    """query_id -> its last record; a torn last line (an interrupted write) is ignored."""
+    records: dict[str, dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            records[record["query_id"]] = record
+    return records
+
+
+@dataclass(frozen=True)
+class AssessmentCase:
+    """One recorded search, frozen for re-running the assessor: its inputs, candidates and ground truth."""
+
+    query_id: str
+    question: str
+    subquery: str
+    checklist: str
+    hits: tuple[Hit, ...]
+    gt_ids: tuple[str, ...]
+    labels: tuple[str, ...]
+
+
+def load_frozen_cases(results: str | Path, corpus) -> list[AssessmentCase]:
+    """Every recorded search of a `results.jsonl` with its candidates rebuilt as hits over `corpus`, so an
+    assessor can be re-run (or optimised) on exactly the candidates the loop saw."""
+    cases = []
+    for record in read_records(Path(results)).values():
+        if record.get("status") != "done":
+            continue
+        result = GatherResult.from_dict(record["result"])
+        for r in result.rounds:
+            for s in r.searches:
+                docs = [corpus.get(c.doc_id) for c in s.candidates]
+                if any(d is None for d in docs):
+                    raise ValueError(f"{results}: query {record['query_id']} cites documents missing from the "
+                                     f"corpus; pass the corpus the run used")
+                cases.append(AssessmentCase(
+                    query_id=record["query_id"], question=result.question, subquery=s.text, checklist=r.checklist,
+                    hits=tuple(Hit(doc=d, score=c.score, rank=c.rank) for d, c in zip(docs, s.candidates)),
+                    gt_ids=tuple(record["gt_ids"]), labels=tuple(c.label for c in s.candidates)))
+    return cases
+
+
+async def run_queries(program, queries: list[GatherQuery], workers: int, sink, on_done) -> int:
+    """Runs the queries `workers` at a time, writing each record as it finishes; returns the error count."""
+    slots = asyncio.Semaphore(workers)
+    errors = 0
+
+    async def one(q: GatherQuery) -> None:
+        nonlocal errors
+        async with slots:
+            started = time.perf_counter()
+            try:
+                out = await program.acall(question=q.query, date_constraint=q.date_constraint)
+                record = record_for(q, out.result, time.perf_counter() - started)
+            except Exception as err:  # recorded and redone on resume; the other queries go on
+                errors += 1
+                record = {**asdict(q), "status": "error", "error": f"{type(err).__name__}: {str(err)[:300]}"}
+        sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+        sink.flush()
+        on_done(record)
+
+    await asyncio.gather(*[one(q) for q in queries])
+    return errors
+
+
+def usage_totals(records) -> dict[str, int]:
+    totals = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    for record in records:
+        for stage in record.get("result", {}).get("usage", {}).values():
+            for key in totals:
+                totals[key] += int(stage.get(key, 0))
+    return totals
+
+
+def summary_markdown(summary: dict, settings: dict, usage: dict) -> str:
+    final, ci = summary["final"], summary["ci95"]
+    rows = [("R", "recall"), ("P", "precision"), ("F1", "f1"), ("Ret.R", "ret_recall"), ("Ret.P", "ret_precision"),
+            ("Ret.F1", "ret_f1"), ("Avg.Distance", "avg_distance"), ("GT discard (%)", "gt_discard_rate"),
+            ("mean per-query F1", "mean_query_f1"), ("micro P", "micro_precision"), ("micro R", "micro_recall"),
+            ("selected per query", "selected_size")]
+    lines = [f"# Gathering: {settings['method']} · {settings['lm']} · {Path(settings['queries']).name} "
+             f"({settings['split']})", "",
+             f"Queries {summary['queries']} · evaluated {summary['evaluated']} · skipped without ground truth "
+             f"{summary['skipped_no_gt']} · failed {summary['failed']} ({summary['failed_policy']}) · "
+             f"T = {summary['iterations']} · Avg.Distance {summary['distance_variant']}", "",
+             "| metric | value | 95% CI |", "|---|---|---|"]
+    for label, key in rows:
+        if key in final:
+            interval = f"{ci[key][0]:.3f}–{ci[key][1]:.3f}" if key in ci else ""
+            value = "–" if final[key] is None else f"{final[key]:.3f}"
+            lines.append(f"| {label} | {value} | {interval} |")
+    curves = summary["per_iteration"]
+    if curves:
+        n = len(curves["recall"])
+        lines += ["", "| per iteration | " + " | ".join(f"It.{i + 1}" for i in range(n)) + " |",
+                  "|---|" + "---|" * n]
+        for label, key in [("R", "recall"), ("P", "precision"), ("F1", "f1"), ("Ret.R", "ret_recall"),
+                           ("Ret.P", "ret_precision"), ("Avg.Distance", "avg_distance"),
+                           ("GT discard (%)", "gt_discard_rate")]:
+            lines.append(f"| {label} | " + " | ".join("–" if v is None else f"{v:.3f}" for v in curves[key]) + " |")
+    lines += ["", f"LM calls {usage['calls']} · tokens {usage['prompt_tokens'] + usage['completion_tokens']} "
+                  f"(prompt {usage['prompt_tokens']}, completion {usage['completion_tokens']})", ""]
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    import dspy
+
+    from programs.cli import resolve_corpus
+    from programs.lm import OFFLINE, make_lm
+    from retrievers.bm25 import BM25Retriever
+
+    if args.iterations < 1 or args.workers < 1:
+        raise ValueError(f"--iterations and --workers must be >= 1, got {args.iterations} and {args.workers}")
+    queries = load_queryset(args.queries, args.qrels or args.split, args.min_relevance)
+    split = args.qrels or args.split or ("test" if Path(args.queries).is_dir() else "all")
+    if args.limit is not None:
+        queries = queries[:args.limit]
+    if not queries:
+        raise ValueError(f"no queries in {args.queries} (split {split}); check --qrels/--split")
+    corpus_spec = args.corpus or (args.queries if Path(args.queries).is_dir() else None)
+    if corpus_spec is None:
+        raise ValueError("--corpus is required for a ScholarGym query file (its 570K-paper corpus is not bundled)")
+    model = args.lm or os.environ.get("DEEPRESEARCH_LM") or OFFLINE
+    lm = make_lm(model, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"), temperature=args.temperature)
+    corpus = resolve_corpus(corpus_spec)
+    out = Path(args.out or Path("runs") / f"gather-{Path(args.queries).name}-{args.method}")
+    out.mkdir(parents=True, exist_ok=True)
+    settings = {"queries": str(args.queries), "split": split, "corpus": f"{corpus.name}:{corpus.fingerprint()[:12]}",
+                "method": args.method, "lm": model, "iterations": args.iterations if args.method == "loop" else 1,
+                "ranking_depth": args.ranking_depth, "tokenizer": args.tokenizer, "program": args.program}
+    results_path, run_path = out / "results.jsonl", out / "run.json"
+    if args.restart:
+        results_path.unlink(missing_ok=True)
+    elif results_path.exists() and run_path.exists():
+        before = json.loads(run_path.read_text())
+        changed = [k for k in SETTINGS_CHECKED if before.get(k) != settings[k]]
+        if changed:
+            raise ValueError(f"{out} holds a run with different {', '.join(changed)}; pass --restart or another --out")
+    run_path.write_text(json.dumps(settings, indent=2))
+    drop_torn_tail(results_path)
+    records = read_records(results_path)
+    wanted = {q.query_id for q in queries}
+    todo = [q for q in queries if records.get(q.query_id, {}).get("status") != "done"]
+    print(f"{len(queries)} queries · {len(queries) - len(todo)} already done · corpus {corpus.name} "
+          f"({len(corpus)} documents) · {args.method} · {model}", file=sys.stderr)
+
+    retriever = BM25Retriever(corpus, tokenizer=args.tokenizer)
+    program = build_program(args.method, retriever, lm, args.iterations, args.ranking_depth)
+    if args.program:
+        if lm is None:
+            raise ValueError("--program needs an LM: a compiled program tunes LM prompts; pass --lm")
+        program.load(args.program)
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(todo), unit="query", desc=args.method, file=sys.stderr,
+               disable=args.no_progress or not todo, dynamic_ncols=True)
+
+    def on_done(record):
+        records[record["query_id"]] = record
+        bar.update(1)
+
+    started = time.perf_counter()
+    with results_path.open("a", encoding="utf-8") as sink:
+        with dspy.context(lm=lm, trace=None, disable_history=True):
+            errors = asyncio.run(run_queries(program, todo, args.workers, sink, on_done))
+    bar.close()
+    done = [records[q.query_id] for q in queries if records.get(q.query_id, {}).get("status") == "done"]
+    traces = [trace_for(r) for r in done]
+    iterations = settings["iterations"]
+    summary = summarize(traces, iterations, variant=args.distance, failed=args.failed, bootstrap=args.bootstrap)
+    usage = usage_totals(done)
+    summary.update(settings=settings, usage=usage, errors=len(wanted) - len(done),
+                   seconds=round(time.perf_counter() - started, 2))
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    markdown = summary_markdown(summary, settings, usage)
+    (out / "summary.md").write_text(markdown, encoding="utf-8")
+    print(markdown)
+    print(f"results: {results_path}\nsummary: {out / 'summary.md'}")
+    if errors or len(done) < len(queries):
+        print(f"{len(queries) - len(done)} queries did not finish (errors are in results.jsonl); "
+              f"run the same command again to retry them", file=sys.stderr)
+        return 1
+    return 0

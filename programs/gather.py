@@ -1,0 +1,462 @@
+"""Gatherer: the plan -> retrieve -> assess loop over a tree of subqueries (spec 004 §1).
+
+Each round the planner reads the tree, its memory, its checklist and the assessor's notes from the last
+round, and proposes actions (derive, expand, continue); every action becomes one search against the
+retriever (date constraint, already-selected papers excluded, pages for continue); the assessor labels
+each candidate and writes notes. The loop stops after `iterations` rounds, when the planner says the
+search is complete, or when no valid action is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import dspy
+
+from programs.artifacts import StageUsage
+from programs.events import EventHandler, EventLog
+from programs.research import Shared
+from programs.stage import Stage, run_sync
+from programs.usage import UsageMeter, call_predictor, metered
+from retrievers.types import Hit, Retriever
+from signatures.gather import (AssessCandidates, CandidatePaper, Feedback, PlannedSearch, PlanSubqueries,
+                               RecheckCandidate, RoundResult, SubqueryNode)
+from signatures.types import Judgement
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GatherConfig:
+    """Settings of the gathering loop.
+
+    Args:
+        iterations: Rounds of plan -> retrieve -> assess (T; 5 in the paper).
+        max_actions: Valid actions kept per plan.
+        max_pages: Pages one subquery may fetch, its first search included.
+        max_k: Largest page size; planned `target_k` values are clamped to [1, max_k].
+        ranking_depth: Ids of the top positions recorded per search, for Avg.Distance (0 records none).
+        memory_chars: Longest checklist and memory carried to the next round (the bounded experience buffer).
+        preview_chars: Characters of each abstract shown at the first look.
+        second_look: Re-judge candidates labelled uncertain on their full text.
+        max_concurrency: Searches and assessments of one round running at once.
+    """
+
+    iterations: int = 5
+    max_actions: int = 6
+    max_pages: int = 3
+    max_k: int = 10
+    ranking_depth: int = 0
+    memory_chars: int = 1500
+    preview_chars: int = 1000
+    second_look: bool = True
+    max_concurrency: int = 8
+
+    def __post_init__(self):
+        for name in ("iterations", "max_actions", "max_pages", "max_k", "memory_chars", "preview_chars",
+                     "max_concurrency"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.ranking_depth < 0:
+            raise ValueError(f"ranking_depth must be >= 0, got {self.ranking_depth}")
+
+
+@dataclass(frozen=True)
+class Subquery:
+    """A node of the subquery tree; node 0 is the research question."""
+
+    node_id: int
+    parent_id: int | None
+    link: str
+    text: str
+    iteration: int
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A paper one search returned, its 1-based rank there and the assessor's label."""
+
+    doc_id: str
+    rank: int
+    score: float
+    label: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Search:
+    """One tool call: an action of the plan run against the retriever, and its assessment."""
+
+    node_id: int
+    action: str
+    text: str
+    k: int
+    offset: int
+    candidates: tuple[Candidate, ...]
+    feedback: str = ""
+    ranking: tuple[str, ...] = ()
+
+    @property
+    def selected(self) -> list[str]:
+        return [c.doc_id for c in self.candidates if c.label == "relevant"]
+
+
+@dataclass(frozen=True)
+class Round:
+    """One iteration: its searches, the plan's checklist and memory, and the actions the loop dropped."""
+
+    iteration: int
+    searches: tuple[Search, ...]
+    checklist: str = ""
+    memory: str = ""
+    dropped: tuple[str, ...] = ()
+    repaired: int = 0
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A selected paper, with the round and subquery that first selected it."""
+
+    doc_id: str
+    iteration: int
+    node_id: int
+
+
+@dataclass(frozen=True)
+class GatherResult:
+    """Everything one gathering run produced; round-trips through JSON with `to_dict`/`from_dict`.
+
+    `stop_reason` is `iterations`, `complete` or `no_new_subqueries`; `is_failed` follows the reference:
+    the planner declared completion before anything was selected, or its first plan had no valid action.
+    """
+
+    question: str
+    date_constraint: str | None
+    tree: tuple[Subquery, ...]
+    rounds: tuple[Round, ...]
+    selected: tuple[Selection, ...]
+    stop_reason: str
+    is_failed: bool = False
+    usage: dict[str, StageUsage] = field(default_factory=dict)
+
+    def retrieved_in(self, iteration: int) -> set[str]:
+        return {c.doc_id for r in self.rounds if r.iteration == iteration for s in r.searches for c in s.candidates}
+
+    def selected_in(self, iteration: int) -> set[str]:
+        return {x.doc_id for x in self.selected if x.iteration == iteration}
+
+    def candidates(self) -> dict[str, dict[int, int]]:
+        """doc_id -> {node_id: best rank of the doc in that subquery's results}."""
+        best: dict[str, dict[int, int]] = {}
+        for r in self.rounds:
+            for s in r.searches:
+                for c in s.candidates:
+                    ranks = best.setdefault(c.doc_id, {})
+                    ranks[s.node_id] = min(c.rank, ranks.get(s.node_id, c.rank))
+        return best
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["usage"] = {k: asdict(v) for k, v in self.usage.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "GatherResult":
+        rounds = tuple(Round(**{**r, "searches": tuple(
+            Search(**{**s, "candidates": tuple(Candidate(**c) for c in s["candidates"]),
+                      "ranking": tuple(s.get("ranking", ()))}) for s in r["searches"]),
+            "dropped": tuple(r.get("dropped", ()))}) for r in d["rounds"])
+        return cls(question=d["question"], date_constraint=d.get("date_constraint"),
+                   tree=tuple(Subquery(**n) for n in d["tree"]), rounds=rounds,
+                   selected=tuple(Selection(**x) for x in d["selected"]), stop_reason=d["stop_reason"],
+                   is_failed=d.get("is_failed", False),
+                   usage={k: StageUsage(**v) for k, v in d.get("usage", {}).items()})
+
+
+def clip(text: str, limit: int) -> str:
+    """At most `limit` characters, cut at a word boundary: keeps the planner's memory bounded."""
+    text = " ".join((text or "").split())
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " …"
+
+
+def candidate_paper(hit: Hit, chars: int | None) -> CandidatePaper:
+    text = hit.doc.text if chars is None else hit.doc.text[:chars]
+    return CandidatePaper(paper_id=hit.doc.doc_id, year=hit.doc.year, score=round(hit.score, 3),
+                          title=hit.doc.title, abstract=text)
+
+
+def feedback_text(feedback: Feedback) -> str:
+    return (f"covered: {feedback.covered_topics} | relevant: {feedback.relevant} | "
+            f"irrelevant: {feedback.irrelevant} | next: {feedback.suggestions}")
+
+
+class SubqueryPlanner(Stage):
+    """Tree, memory, checklist and last round's notes -> actions, a new checklist and memory, a completion flag."""
+
+    def __init__(self):
+        super().__init__()
+        self.plan_subqueries = dspy.ChainOfThought(PlanSubqueries)
+
+    async def aforward(self, question: str, date_constraint: str, subquery_tree: list[SubqueryNode],
+                       last_round: list[RoundResult], checklist: str, memory: str) -> dspy.Prediction:
+        out = await call_predictor("gather_plan", self.plan_subqueries, question=question,
+                                   date_constraint=date_constraint, subquery_tree=subquery_tree,
+                                   last_round=last_round, checklist=checklist, memory=memory)
+        return dspy.Prediction(searches=list(out.searches), checklist=out.checklist_update, memory=out.memory_update,
+                               is_complete=bool(out.is_complete))
+
+
+class CandidateAssessor(Stage):
+    """Labels each candidate of one search relevant or irrelevant and writes notes for the planner.
+
+    A candidate the LM did not judge counts as irrelevant (the reference keeps only ids it names);
+    `uncertain` ones get a second look at their full text when `second_look` is on, else are dropped.
+    """
+
+    def __init__(self, second_look: bool = True, preview_chars: int = 1000):
+        super().__init__()
+        self.assess_candidates = dspy.Predict(AssessCandidates)
+        self.recheck_candidate = dspy.Predict(RecheckCandidate)
+        self.second_look, self.preview_chars = second_look, preview_chars
+
+    async def aforward(self, question: str, subquery: str, checklist: str, hits: list[Hit]) -> dspy.Prediction:
+        if not hits:
+            return dspy.Prediction(judgements=[], feedback="no results", rechecked=0)
+        papers = [candidate_paper(h, self.preview_chars) for h in hits]
+        out = await call_predictor("gather_assess", self.assess_candidates, question=question, subquery=subquery,
+                                   checklist=checklist, candidates=papers)
+        by_id = {j.source_id: j for j in out.judgements}
+        judgements = [by_id.get(h.doc.doc_id) or Judgement(source_id=h.doc.doc_id, label="irrelevant",
+                                                           reason="not judged") for h in hits]
+        rechecked = 0
+        if self.second_look:
+            uncertain = [i for i, j in enumerate(judgements) if j.label == "uncertain"]
+            answers = await asyncio.gather(*[
+                call_predictor("gather_recheck", self.recheck_candidate, question=question, checklist=checklist,
+                               paper=candidate_paper(hits[i], None)) for i in uncertain])
+            for i, answer in zip(uncertain, answers):
+                judgements[i] = Judgement(source_id=hits[i].doc.doc_id,
+                                          label="relevant" if answer.is_relevant else "irrelevant",
+                                          reason=clip(answer.evidence, 300))
+            rechecked = len(uncertain)
+        return dspy.Prediction(judgements=judgements, feedback=feedback_text(out.feedback), rechecked=rechecked)
+
+
+def _norm(text: str | None) -> str:
+    return " ".join((text or "").lower().split())
+
+
+def validate_plan(searches: list[PlannedSearch], tree: list[Subquery], pages: dict[int, int],
+                  config: GatherConfig) -> tuple[list[PlannedSearch], list[str], int]:
+    """Keeps the actions the loop can run (spec 004 §1.3 validation): returns kept, drop reasons, repairs.
+
+    Dropped: unknown source, continue on the root, continue past `max_pages`, a derive or expand with
+    no text, a text already in the tree or earlier in the plan, a second continue of one node, and
+    anything past the first `max_actions` valid actions. Repaired: `target_k` clamped to [1, max_k].
+    """
+    nodes = {n.node_id for n in tree}
+    texts = {_norm(n.text) for n in tree}
+    continued: set[int] = set()
+    kept, dropped, repaired = [], [], 0
+    for s in searches:
+        if s.source_id not in nodes:
+            reason = f"unknown source {s.source_id}"
+        elif s.action == "continue" and s.source_id == 0:
+            reason = "continue on the root"
+        elif s.action == "continue" and (s.source_id in continued or pages.get(s.source_id, 0) >= config.max_pages):
+            reason = f"continue of node {s.source_id} past its page limit or twice"
+        elif s.action != "continue" and not _norm(s.text):
+            reason = f"{s.action} without text"
+        elif s.action != "continue" and _norm(s.text) in texts:
+            reason = f"repeated query {s.text!r}"
+        elif len(kept) == config.max_actions:
+            reason = f"more than {config.max_actions} actions"
+        else:
+            reason = ""
+        if reason:
+            dropped.append(reason)
+            continue
+        k = min(max(s.target_k, 1), config.max_k)
+        if k != s.target_k:
+            repaired += 1
+            s = s.model_copy(update={"target_k": k})
+        if s.action == "continue":
+            continued.add(s.source_id)
+        else:
+            texts.add(_norm(s.text))
+        kept.append(s)
+    return kept, dropped, repaired
+
+
+@dataclass
+class _Run:
+    """One run's state, kept off the module so one Gatherer can serve concurrent runs."""
+
+    question: str
+    date_constraint: str | None
+    tree: list[Subquery]
+    pages: dict[int, int] = field(default_factory=dict)
+    returned: dict[int, list[str]] = field(default_factory=dict)
+    selected: dict[str, Selection] = field(default_factory=dict)
+    rounds: list[Round] = field(default_factory=list)
+    checklist: str = ""
+    memory: str = ""
+    last_round: list[RoundResult] = field(default_factory=list)
+
+    def node_states(self) -> list[SubqueryNode]:
+        chosen: dict[int, int] = {}
+        for x in self.selected.values():
+            chosen[x.node_id] = chosen.get(x.node_id, 0) + 1
+        return [SubqueryNode(node_id=n.node_id, parent_id=n.parent_id, link=n.link, iteration=n.iteration,
+                             text=n.text, pages=self.pages.get(n.node_id, 0),
+                             retrieved=len(self.returned.get(n.node_id, ())), selected=chosen.get(n.node_id, 0))
+                for n in self.tree]
+
+
+class Gatherer(dspy.Module):
+    """Finds the papers that answer a research question with ScholarGym's planner-retriever-assessor loop.
+
+    Args:
+        retriever: Any `Retriever`; the loop uses its `offset`, `exclude` and `before` filters.
+        config: Loop settings; `iterations` overrides `config.iterations` when given.
+        offline: Use the deterministic planner and assessor of `programs.gather_offline` (no LM).
+        lms: Per-stage LMs keyed `planner` or `assessor`; other stages use the LM in `dspy.settings`.
+        on_event: Called with a `stage_end` event after every round.
+
+    Example:
+        >>> gatherer = Gatherer(BM25Retriever(load_corpus("scifact")), iterations=3)  # doctest: +SKIP
+        >>> out = gatherer(question="Does vitamin D reduce fracture risk?")           # doctest: +SKIP
+        >>> out.selected, out.candidates, out.tree, out.result.to_dict()               # doctest: +SKIP
+    """
+
+    def __init__(self, retriever: Retriever, config: GatherConfig | None = None, *, iterations: int | None = None,
+                 offline: bool = False, lms: dict[str, Any] | None = None, on_event: EventHandler | None = None):
+        super().__init__()
+        if not hasattr(retriever, "search"):
+            raise TypeError(f"retriever must have a search(query, k) method, got {type(retriever).__name__}")
+        config = config or GatherConfig()
+        self.config = config if iterations is None else GatherConfig(**{**asdict(config), "iterations": iterations})
+        self._retriever = Shared(retriever)
+        self.is_offline = offline
+        self.on_event = on_event
+        if offline:
+            from programs.gather_offline import OfflineCandidateAssessor, OfflineSubqueryPlanner
+
+            self.planner = OfflineSubqueryPlanner(retriever)
+            self.assessor = OfflineCandidateAssessor()
+        else:
+            self.planner = SubqueryPlanner()
+            self.assessor = CandidateAssessor(second_look=self.config.second_look,
+                                              preview_chars=self.config.preview_chars)
+        for name, lm in (lms or {}).items():
+            if name not in ("planner", "assessor"):
+                raise ValueError(f"unknown stage {name!r} in lms; choose from: planner, assessor")
+            getattr(self, name).set_lm(lm)
+
+    @property
+    def retriever(self) -> Retriever:
+        return self._retriever.obj
+
+    def forward(self, question: str, date_constraint: str | None = None) -> dspy.Prediction:
+        return run_sync(self.aforward(question=question, date_constraint=date_constraint))
+
+    async def aforward(self, question: str, date_constraint: str | None = None) -> dspy.Prediction:
+        """Gathers papers for `question`; the Prediction has `result` (a GatherResult), `selected` (doc ids in
+        order of selection), `candidates` (doc_id -> {node_id: best rank}) and `tree`."""
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError("question is empty; pass the research question as a non-empty string")
+        run = _Run(question=question.strip(), date_constraint=date_constraint or None,
+                   tree=[Subquery(node_id=0, parent_id=None, link="root", text=question.strip(), iteration=0)])
+        meter, events = UsageMeter(), EventLog(self.on_event)
+        with metered(meter):
+            stop_reason, is_failed = await self._loop(run, events)
+        result = GatherResult(question=run.question, date_constraint=run.date_constraint, tree=tuple(run.tree),
+                              rounds=tuple(run.rounds), selected=tuple(run.selected.values()),
+                              stop_reason=stop_reason, is_failed=is_failed, usage=meter.snapshot())
+        return dspy.Prediction(result=result, selected=[x.doc_id for x in result.selected],
+                               candidates=result.candidates(), tree=result.tree)
+
+    async def _loop(self, run: _Run, events: EventLog) -> tuple[str, bool]:
+        config = self.config
+        for t in range(1, config.iterations + 1):
+            plan = await self.planner.acall(question=run.question, date_constraint=run.date_constraint or "",
+                                            subquery_tree=run.node_states(), last_round=run.last_round,
+                                            checklist=run.checklist, memory=run.memory)
+            run.checklist, run.memory = clip(plan.checklist, config.memory_chars), clip(plan.memory, config.memory_chars)
+            if plan.is_complete:
+                return "complete", not run.selected
+            actions, dropped, repaired = validate_plan(plan.searches, run.tree, run.pages, config)
+            if dropped:
+                logger.debug("round %d dropped %d actions: %s", t, len(dropped), "; ".join(dropped))
+            if not actions:
+                return "no_new_subqueries", t == 1
+            searches = await self._round(run, t, actions)
+            run.rounds.append(Round(iteration=t, searches=tuple(searches), checklist=run.checklist,
+                                    memory=run.memory, dropped=tuple(dropped), repaired=repaired))
+            events.emit("stage_end", node_id=str(t), stage="round",
+                        counts={"searches": len(searches), "selected": len(run.selected), "dropped": len(dropped)})
+        return "iterations", False
+
+    async def _round(self, run: _Run, t: int, actions: list[PlannedSearch]) -> list[Search]:
+        exclude = frozenset(run.selected)
+        calls = []  # (node_id, action, text, k, offset)
+        for a in actions:
+            if a.action == "continue":
+                node = run.tree[a.source_id]
+                # Offset in the ranking filtered by today's exclusions: this subquery's earlier results that
+                # are still eligible. (The reference counts all earlier results, which skips papers once
+                # some of them were selected.)
+                offset = sum(d not in exclude for d in run.returned.get(node.node_id, ()))
+                calls.append((node.node_id, "continue", node.text, a.target_k, offset))
+            else:
+                source = run.tree[a.source_id]
+                parent = source.node_id if a.action == "derive" or source.parent_id is None else source.parent_id
+                node = Subquery(node_id=len(run.tree), parent_id=parent, link=a.action, text=a.text.strip(),
+                                iteration=t)
+                run.tree.append(node)
+                calls.append((node.node_id, a.action, node.text, a.target_k, 0))
+        slots = asyncio.Semaphore(self.config.max_concurrency)
+
+        async def one(node_id: int, action: str, text: str, k: int, offset: int) -> Search:
+            async with slots:
+                hits, ranking = await self._retrieve(text, k, offset, exclude, run.date_constraint)
+                assessed = await self.assessor.acall(question=run.question, subquery=text, checklist=run.checklist,
+                                                     hits=hits)
+            candidates = tuple(Candidate(doc_id=h.doc.doc_id, rank=h.rank, score=h.score, label=j.label,
+                                         reason=j.reason) for h, j in zip(hits, assessed.judgements))
+            return Search(node_id=node_id, action=action, text=text, k=k, offset=offset, candidates=candidates,
+                          feedback=assessed.feedback, ranking=ranking)
+
+        searches = list(await asyncio.gather(*[one(*c) for c in calls]))
+        for s in searches:
+            run.pages[s.node_id] = run.pages.get(s.node_id, 0) + 1
+            run.returned.setdefault(s.node_id, []).extend(c.doc_id for c in s.candidates)
+            for doc_id in s.selected:
+                run.selected.setdefault(doc_id, Selection(doc_id=doc_id, iteration=t, node_id=s.node_id))
+        run.last_round = [RoundResult(node_id=s.node_id, text=s.text, retrieved=len(s.candidates),
+                                      selected=len(s.selected), feedback=s.feedback) for s in searches]
+        return searches
+
+    async def _retrieve(self, text: str, k: int, offset: int, exclude: frozenset[str],
+                        before: str | None) -> tuple[list[Hit], tuple[str, ...]]:
+        """One page of results and, when `ranking_depth` is set, the ids of the top of the same ranking.
+
+        With a ranking to record, one search of depth max(ranking_depth, offset + k) serves both.
+        """
+        depth = self.config.ranking_depth
+        filters = {"exclude": exclude, "before": before}
+        if depth == 0:
+            return await search_with_filters(self.retriever, text, k, offset=offset, **filters), ()
+        top = await search_with_filters(self.retriever, text, max(depth, offset + k), offset=0, **filters)
+        return top[offset:offset + k], tuple(h.doc.doc_id for h in top[:depth])
+
+
+async def search_with_filters(retriever: Retriever, text: str, k: int, **filters: Any) -> list[Hit]:
+    if hasattr(retriever, "asearch"):
+        return await retriever.asearch(text, k, **filters)
+    return await asyncio.to_thread(retriever.search, text, k, **filters)

@@ -1,0 +1,131 @@
+"""Signatures of the gathering loop: plan subqueries on a tree, assess candidates, take a second look."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import dspy
+from pydantic import BaseModel, ConfigDict, Field
+
+from signatures.types import Judgement
+
+Action = Literal["derive", "expand", "continue"]
+
+
+class SubqueryNode(BaseModel):
+    """One search already in the subquery tree."""
+
+    model_config = ConfigDict(frozen=True)
+
+    node_id: int
+    parent_id: int | None = Field(description="None for the research question itself (node 0)")
+    link: Literal["root", "derive", "expand"]
+    iteration: int = Field(description="the round that created it")
+    text: str
+    pages: int = Field(description="result pages fetched so far")
+    retrieved: int
+    selected: int
+
+
+class RoundResult(BaseModel):
+    """What one search of the last round returned and what the assessor made of it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    node_id: int
+    text: str
+    retrieved: int
+    selected: int
+    feedback: str = Field(description="the assessor's notes on this search")
+
+
+class PlannedSearch(BaseModel):
+    """One action on the subquery tree."""
+
+    model_config = ConfigDict(frozen=True)
+
+    action: Action = Field(description="derive: a narrower child of source_id; expand: a sibling of source_id on "
+                                       "another aspect; continue: the next page of source_id's results")
+    source_id: int = Field(description="an existing node_id; continue never takes node 0")
+    text: str | None = Field(default=None, description="the new keyword query; leave empty for continue")
+    target_k: int = Field(default=10, description="results wanted, 1 to 10")
+
+
+class CandidatePaper(BaseModel):
+    """A retrieved paper as the assessor sees it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    paper_id: str
+    year: int | None = None
+    score: float = Field(description="the search engine's score; higher ranked first")
+    title: str
+    abstract: str
+
+
+class Feedback(BaseModel):
+    """Notes from one assessment, read by the planner in the next round."""
+
+    model_config = ConfigDict(frozen=True)
+
+    covered_topics: str = Field(description="what the retrieved papers are about, in a few words")
+    relevant: str = Field(description="what the kept papers have in common")
+    irrelevant: str = Field(description="why the rest were set aside")
+    suggestions: str = Field(description="how the next searches could be aimed better")
+
+
+# Behaviour: spec 004 §1.3 (PlanSubqueries) with the query-writing strategies S1-S7 condensed. Wording is ours.
+class PlanSubqueries(dspy.Signature):
+    """Plan the next round of searches for papers that answer the research question, acting on the tree of
+    searches made so far: derive a narrower child, expand a sibling on another aspect, or continue an existing
+    search to its next page. Write short keyword queries that keep every key point of the question, using the
+    field's standard terms and synonyms rather than unusual wording, and vary them so they reach different
+    papers. Rewrite the checklist and the memory each round, and mark the search complete only when what was
+    found already covers the question."""
+
+    question: str = dspy.InputField()
+    date_constraint: str = dspy.InputField(desc="papers after this month are out of reach; may be empty")
+    subquery_tree: list[SubqueryNode] = dspy.InputField()
+    last_round: list[RoundResult] = dspy.InputField(desc="empty before the first round")
+    checklist: str = dspy.InputField(desc="the criteria you wrote last round; may be empty")
+    memory: str = dspy.InputField(desc="your running summary of earlier rounds; may be empty")
+    searches: list[PlannedSearch] = dspy.OutputField(desc="3 to 6 actions; none when nothing is worth trying")
+    checklist_update: str = dspy.OutputField(desc="concrete criteria a relevant paper must meet")
+    memory_update: str = dspy.OutputField(desc="at most 150 words: what was found, what was tried, what to try next")
+    is_complete: bool = dspy.OutputField()
+
+
+# Behaviour: spec 004 §1.5 (AssessCandidates), abstract-only mode plus an uncertain label. Wording is ours.
+class AssessCandidates(dspy.Signature):
+    """Decide for each candidate paper whether it belongs in the answer to the research question, judged against
+    the checklist. Keep only papers whose title and abstract show a direct fit; a survey counts only when the
+    question asks for one. Say uncertain when the text shown is too short to decide. Then write brief notes that
+    help plan the next searches."""
+
+    question: str = dspy.InputField()
+    subquery: str = dspy.InputField(desc="the search that found these papers")
+    checklist: str = dspy.InputField()
+    candidates: list[CandidatePaper] = dspy.InputField()
+    judgements: list[Judgement] = dspy.OutputField(desc="one per candidate, source_id = paper_id")
+    feedback: Feedback = dspy.OutputField()
+
+
+# Behaviour: spec 004 §1.5-1.6 (adaptive browsing), reading the full stored text instead of a web page. Wording is ours.
+class RecheckCandidate(dspy.Signature):
+    """Read the full text of a paper that could not be judged from its opening lines and decide whether it
+    belongs in the answer to the research question, judged against the checklist."""
+
+    question: str = dspy.InputField()
+    checklist: str = dspy.InputField()
+    paper: CandidatePaper = dspy.InputField()
+    is_relevant: bool = dspy.OutputField()
+    evidence: str = dspy.OutputField(desc="at most 3 sentences from or about the text")
+
+
+# Behaviour: spec 004 §1.7 (Direct Query baseline): one search written in one shot. Wording is ours.
+class WriteSearchQuery(dspy.Signature):
+    """Turn the research question into a single keyword query for a search engine over scientific papers,
+    keeping every key point and using the field's usual terms."""
+
+    question: str = dspy.InputField()
+    query: str = dspy.OutputField(desc="3 to 12 words")

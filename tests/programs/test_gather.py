@@ -1,0 +1,196 @@
+"""The gathering loop with a scripted LM over a small hand-made corpus whose BM25 ranking is known.
+
+"alpha" documents a00..a19 have equal length and 20, 19, ... occurrences of "alpha", so BM25 ranks them in
+index order; `late` scores highest but is published after the date constraint. The "omega" documents
+keep "alpha" rare enough for a positive IDF.
+"""
+
+import asyncio
+import json
+
+import dspy
+import pytest
+
+from programs.baselines import DirectQuery
+from programs.gather import CandidateAssessor, GatherConfig, Gatherer, GatherResult
+from retrievers import BM25Retriever, Corpus, Doc
+from signatures.gather import AssessCandidates, PlanSubqueries, RecheckCandidate, WriteSearchQuery
+from tests.scripted import inputs_of
+
+DATE = "2020-01"
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    docs = [Doc(doc_id=f"a{i:02d}", title="alpha report", text=" ".join(["alpha"] * (20 - i) + ["filler"] * i),
+                published="2019-05") for i in range(20)]
+    docs += [Doc(doc_id=f"g{i}", title="gamma note", text=" ".join(["gamma"] * (5 - i) + ["filler"] * (15 + i)))
+             for i in range(5)]
+    docs += [Doc(doc_id=f"z{i:02d}", title="omega survey", text="omega lorem ipsum dolor sit amet") for i in range(40)]
+    docs.append(Doc(doc_id="late", title="alpha alpha", text=" ".join(["alpha"] * 20), published="2021-03"))
+    return Corpus(docs, name="toy")
+
+
+@pytest.fixture(scope="module")
+def retriever(corpus):
+    return BM25Retriever(corpus)
+
+
+def tree_of(messages):
+    return json.loads(inputs_of(messages)["subquery_tree"])
+
+
+def planner(rounds, complete_at=None, memory=None):
+    """Answers round n (counted by the tree size seen) with rounds[n]; nothing once the script runs out."""
+    sizes = {}
+
+    def answer(messages):
+        size = len(tree_of(messages))
+        n = sizes.setdefault(size, len(sizes))
+        searches = rounds[n] if n < len(rounds) else []
+        return {"searches": searches, "checklist_update": f"criteria {n}", "memory_update": memory or f"memory {n}",
+                "is_complete": complete_at == n}
+    return answer
+
+
+def assessor(keep, uncertain=()):
+    def answer(messages):
+        papers = json.loads(inputs_of(messages)["candidates"])
+        label = lambda p: "relevant" if p["paper_id"] in keep else "uncertain" if p["paper_id"] in uncertain else "irrelevant"
+        return {"judgements": [{"source_id": p["paper_id"], "label": label(p), "reason": "scripted"} for p in papers],
+                "feedback": {"covered_topics": "alpha", "relevant": "some", "irrelevant": "rest", "suggestions": "page"}}
+    return answer
+
+
+def run(gatherer, lm, question="alpha question", date=DATE):
+    with dspy.context(lm=lm):
+        return asyncio.run(gatherer.acall(question=question, date_constraint=date))
+
+
+ROUNDS = [
+    [{"action": "derive", "source_id": 0, "text": "alpha", "target_k": 3},
+     {"action": "continue", "source_id": 0, "target_k": 3},           # dropped: the root cannot be continued
+     {"action": "derive", "source_id": 9, "text": "beta", "target_k": 3},  # dropped: no node 9
+     {"action": "expand", "source_id": 0, "text": "gamma", "target_k": 50}],  # repaired: k clamped to 10
+    [{"action": "continue", "source_id": 1, "target_k": 3},
+     {"action": "continue", "source_id": 1, "target_k": 3},           # dropped: one continue per node
+     {"action": "expand", "source_id": 1, "text": "gamma filler", "target_k": 2},
+     {"action": "derive", "source_id": 1, "text": "alpha filler", "target_k": 2},
+     {"action": "derive", "source_id": 2, "text": "ALPHA", "target_k": 2}],  # dropped: repeats node 1
+]
+
+
+def test_actions_shape_the_tree_and_invalid_ones_are_dropped(retriever, make_lm, routed):
+    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS), AssessCandidates: assessor({"a01", "g0"})}))
+    out = run(Gatherer(retriever, iterations=5), lm)
+    tree = {n.node_id: (n.parent_id, n.link, n.text, n.iteration) for n in out.tree}
+    assert tree == {0: (None, "root", "alpha question", 0), 1: (0, "derive", "alpha", 1), 2: (0, "expand", "gamma", 1),
+                    3: (0, "expand", "gamma filler", 2), 4: (1, "derive", "alpha filler", 2)}
+    first, second = out.result.rounds
+    assert first.dropped == ("continue on the root", "unknown source 9") and first.repaired == 1
+    assert [s.k for s in first.searches] == [3, 10]
+    assert len(second.dropped) == 2 and any("repeated query" in d for d in second.dropped)
+    assert out.result.stop_reason == "no_new_subqueries" and not out.result.is_failed
+    assert lm.scripted.calls == 3 + 2 + 3  # three plans, two assessments in round 1, three in round 2
+    assert first.checklist == "criteria 0" and second.memory == "memory 1"
+
+
+def test_continue_fetches_the_next_page_without_selected_papers(retriever, make_lm, routed):
+    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS), AssessCandidates: assessor({"a01", "g0"})}))
+    result = run(Gatherer(retriever), lm).result
+    page1 = result.rounds[0].searches[0]
+    assert [c.doc_id for c in page1.candidates] == ["a00", "a01", "a02"]  # `late` is after the date constraint
+    page2 = result.rounds[1].searches[0]
+    assert (page2.node_id, page2.action) == (1, "continue")
+    # a01 was selected, so the filtered ranking is a00 a02 a03 ...: the next page starts after the two still shown.
+    assert page2.offset == 2 and [(c.doc_id, c.rank) for c in page2.candidates] == [("a03", 3), ("a04", 4), ("a05", 5)]
+    selected_before = {"a01", "g0"}
+    assert all(c.doc_id not in selected_before for s in result.rounds[1].searches for c in s.candidates)
+    assert {(x.doc_id, x.iteration, x.node_id) for x in result.selected} == {("a01", 1, 1), ("g0", 1, 2)}
+    assert "late" not in {c.doc_id for r in result.rounds for s in r.searches for c in s.candidates}
+
+
+def test_loop_stops_after_the_iteration_limit(retriever, make_lm, routed):
+    def always_new(messages):
+        n = len(tree_of(messages))
+        return {"searches": [{"action": "derive", "source_id": 0, "text": f"alpha variant {n}", "target_k": 2}],
+                "checklist_update": "c", "memory_update": "m", "is_complete": False}
+    lm = make_lm(routed({PlanSubqueries: always_new, AssessCandidates: assessor(set())}))
+    result = run(Gatherer(retriever, iterations=2), lm).result
+    assert result.stop_reason == "iterations" and len(result.rounds) == 2 and len(result.tree) == 3
+
+
+def test_completion_before_any_selection_marks_the_query_failed(retriever, make_lm, routed):
+    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS, complete_at=0), AssessCandidates: assessor(set())}))
+    result = run(Gatherer(retriever), lm).result
+    assert (result.stop_reason, result.is_failed, result.rounds) == ("complete", True, ())
+    lm = make_lm(routed({PlanSubqueries: planner([]), AssessCandidates: assessor(set())}))
+    result = run(Gatherer(retriever), lm).result
+    assert (result.stop_reason, result.is_failed) == ("no_new_subqueries", True)
+
+
+def test_memory_stays_bounded(retriever, make_lm, routed):
+    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS, memory="word " * 5000), AssessCandidates: assessor(set())}))
+    run(Gatherer(retriever, GatherConfig(memory_chars=300)), lm)
+    memories = [inputs_of(m)["memory"] for m in lm.scripted.prompts if "subquery_tree" in inputs_of(m)]
+    assert memories[0] == "" and all(len(m) <= 302 for m in memories[1:]) and len(memories) == 3
+
+
+def test_uncertain_candidates_get_a_second_look_at_the_full_text(retriever, make_lm, routed):
+    rounds = [[{"action": "derive", "source_id": 0, "text": "alpha", "target_k": 3}]]
+    seen = []
+
+    def recheck(messages):
+        paper = json.loads(inputs_of(messages)["paper"])
+        seen.append(paper)
+        return {"is_relevant": True, "evidence": "The full text fits."}
+    lm = make_lm(routed({PlanSubqueries: planner(rounds), AssessCandidates: assessor(set(), uncertain={"a02"}),
+                         RecheckCandidate: recheck}))
+    result = run(Gatherer(retriever, GatherConfig(preview_chars=20)), lm).result
+    assert [x.doc_id for x in result.selected] == ["a02"]
+    assert len(seen) == 1 and len(seen[0]["abstract"]) > 20  # the first look was cut to 20 characters
+    lm = make_lm(routed({PlanSubqueries: planner(rounds), AssessCandidates: assessor(set(), uncertain={"a02"})}))
+    assert run(Gatherer(retriever, GatherConfig(second_look=False)), lm).result.selected == ()
+
+
+def test_ranking_depth_records_the_top_of_each_ranking(retriever, make_lm, routed):
+    rounds = [[{"action": "derive", "source_id": 0, "text": "alpha", "target_k": 2}]]
+    lm = make_lm(routed({PlanSubqueries: planner(rounds), AssessCandidates: assessor(set())}))
+    search = run(Gatherer(retriever, GatherConfig(ranking_depth=5)), lm).result.rounds[0].searches[0]
+    assert search.ranking == ("a00", "a01", "a02", "a03", "a04") and len(search.candidates) == 2
+
+
+def test_result_round_trips_through_json(retriever, make_lm, routed):
+    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS), AssessCandidates: assessor({"a01"})}))
+    result = run(Gatherer(retriever), lm).result
+    again = GatherResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert again == result and again.candidates()["a00"] == {1: 1}
+    assert result.usage["gather_plan"].calls == 3
+
+
+def test_assessor_ignores_unknown_ids_and_treats_unjudged_as_irrelevant(retriever, make_lm, routed):
+    def answer(messages):
+        return {"judgements": [{"source_id": "nope", "label": "relevant", "reason": "x"}],
+                "feedback": {"covered_topics": "a", "relevant": "b", "irrelevant": "c", "suggestions": "d"}}
+    lm = make_lm(routed({AssessCandidates: answer}))
+    hits = retriever.search("alpha", 2)
+    with dspy.context(lm=lm):
+        out = asyncio.run(CandidateAssessor().acall(question="q", subquery="alpha", checklist="", hits=hits))
+    assert [j.label for j in out.judgements] == ["irrelevant", "irrelevant"] and "next: d" in out.feedback
+
+
+def test_direct_query_baseline_selects_every_result_of_one_written_query(retriever, make_lm, routed):
+    lm = make_lm(routed({WriteSearchQuery: {"query": "gamma"}}))
+    with dspy.context(lm=lm):
+        out = asyncio.run(DirectQuery(retriever, k=3).acall(question="what about gamma?"))
+    assert out.result.tree[1].text == "gamma" and out.selected == ["g0", "g1", "g2"] and lm.scripted.calls == 1
+    raw = DirectQuery(retriever, k=3, raw=True)(question="alpha", date_constraint=DATE)
+    assert raw.selected == ["a00", "a01", "a02"] and raw.result.usage == {}
+
+
+def test_offline_gatherer_is_deterministic_on_real_claims(scifact_bm25):
+    gatherer = Gatherer(scifact_bm25, iterations=3, offline=True)
+    question = "Vitamin D supplementation reduces the risk of fractures in older adults."
+    first, second = gatherer(question=question).result, gatherer(question=question).result
+    assert first == second and first.rounds and len(first.tree) >= 2
+    assert all(s.action in ("derive", "continue") for r in first.rounds for s in r.searches)
