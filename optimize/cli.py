@@ -14,107 +14,143 @@ import dspy
 from optimize.compile import OPTIMIZERS, compile_program
 from optimize.metrics import METRICS, metric_spec
 from optimize.saved import save_compiled
-from optimize.targets import record_candidates, research_target
-from optimize.trainsets import (candidates_from_jsonl, candidates_to_jsonl, fingerprint, from_beir, from_jsonl,
-                                split_dev)
+from optimize.targets import GATHER_STAGES, Target, gather_target, record_candidates, research_target
+from optimize.trainsets import (candidates_from_jsonl, candidates_to_jsonl, fingerprint, from_beir, from_frozen_cases,
+                                from_jsonl, from_queryset, from_taxobench, split_dev)
 from programs.config import PRESETS, preset
 from programs.lm import make_lm
 from programs.research import STAGES, DeepResearch
 
-PROGRAMS = ("research",)
+PROGRAMS = ("research", "gather", "taxonomy")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--program", default="research", choices=PROGRAMS, help="the program to compile")
-    parser.add_argument("--stage", default="all", choices=("all", *STAGES),
-                        help="tune one stage (planner and assessor run on cheap frozen inputs) or all")
+    parser.add_argument("--stage", default="all", choices=("all", *dict.fromkeys(STAGES + GATHER_STAGES)),
+                        help="tune one stage (the assessors run on frozen candidates, the research planner on "
+                             "planning + retrieval only) or all")
     parser.add_argument("--metric", required=True,
                         help="; ".join(f"{t}: {', '.join(m)}" for t, m in METRICS.items()))
     parser.add_argument("--optimizer", default="gepa", choices=OPTIMIZERS)
     parser.add_argument("--train", required=True,
-                        help="a BEIR folder (queries + qrels), a JSONL of questions, or recorded assessor candidates")
-    parser.add_argument("--split", default="train", help="qrels split of a BEIR --train folder")
+                        help="research: a BEIR folder or a JSONL of questions; gather: a ScholarGym file or BEIR "
+                             "folder; taxonomy: TaxoBench data")
+    parser.add_argument("--split", default=None, help="split of --train (qrels file of a BEIR folder; ScholarGym split)")
     parser.add_argument("--dev", default=None, help="dev examples (same forms as --train); default: 30%% of --train")
-    parser.add_argument("--dev-split", default=None, help="qrels split of a BEIR --dev folder (default: --split)")
-    parser.add_argument("--limit", type=int, default=None, help="use at most this many training questions")
-    parser.add_argument("--corpus", default=None, help="corpus to research over (default: the --train folder)")
+    parser.add_argument("--dev-split", default=None, help="split of --dev (default: --split)")
+    parser.add_argument("--limit", type=int, default=None, help="use at most this many training examples")
+    parser.add_argument("--corpus", default=None, help="corpus to search (default: the --train folder)")
+    parser.add_argument("--candidates", default=None,
+                        help="frozen assessor inputs: research: a recorded candidates file; gather: the "
+                             "results.jsonl of a `deepresearch eval gather` run")
+    parser.add_argument("--record-candidates", default=None,
+                        help="research assessor: where to write the candidates recorded from --train")
     parser.add_argument("--budget", type=int, default=100, help="metric calls the optimizer may spend")
     parser.add_argument("--max-lm-calls", type=int, default=None, help="LM calls the whole run may spend")
     parser.add_argument("--lm", default=None, help="task LM (default $DEEPRESEARCH_LM); offline cannot be tuned")
     parser.add_argument("--prompt-lm", default=None, help="LM that proposes instructions (default: --lm)")
     parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server")
-    parser.add_argument("--preset", default="quick", choices=sorted(PRESETS))
+    parser.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="research tree preset")
     parser.add_argument("--depth", type=int, default=None)
     parser.add_argument("--breadth", type=int, default=None)
-    parser.add_argument("--record-candidates", default=None,
-                        help="where to write the assessor candidates recorded from --train (reused with --train)")
+    parser.add_argument("--iterations", type=int, default=5, help="gathering rounds")
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, help="compiled program file (JSON)")
 
 
-def _is_candidates(path: str) -> bool:
-    p = Path(path)
-    if not p.is_file():
-        return False
-    with p.open(encoding="utf-8") as f:
-        return '"sources"' in f.readline()
-
-
-def _examples(source: str, split: str, corpus, limit: int | None):
-    examples = from_beir(source, split, corpus) if Path(source).is_dir() else from_jsonl(source)
-    return examples[:limit] if limit else examples
-
-
-def main(args: argparse.Namespace) -> int:
+def _retriever(args: argparse.Namespace):
     from programs.cli import resolve_corpus
     from retrievers.bm25 import BM25Retriever
 
+    spec = args.corpus or (args.train if Path(args.train).is_dir() else None)
+    if spec is None:
+        raise ValueError("pass --corpus: the program needs documents to search")
+    corpus = resolve_corpus(spec)
+    return corpus, BM25Retriever(corpus)
+
+
+def _split(args, examples, dev_loader):
+    examples = examples[: args.limit] if args.limit else examples
+    if args.dev:
+        return examples, dev_loader(args.dev, args.dev_split or args.split)
+    return split_dev(examples, seed=args.seed)
+
+
+def _research(args: argparse.Namespace, kind: str):
+    corpus, retriever = _retriever(args)
+    overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None}
+    full = DeepResearch(retriever=retriever, config=preset(args.preset, **overrides))
+
+    def load(source, split):
+        return from_beir(source, split or "train", corpus) if Path(source).is_dir() else from_jsonl(source)
+
+    if kind == "assessor":
+        if args.candidates:
+            examples = candidates_from_jsonl(args.candidates)
+        else:
+            questions = load(args.train, args.split)[: args.limit] if args.limit else load(args.train, args.split)
+            print(f"recording assessor candidates from {len(questions)} questions", file=sys.stderr)
+            examples = asyncio.run(record_candidates(full, questions))
+            path = Path(args.record_candidates or Path(args.out).with_suffix(".candidates.jsonl"))
+            candidates_to_jsonl(examples, path)
+            print(f"candidates: {path}", file=sys.stderr)
+        return research_target(full, args.stage, kind), *split_dev(examples, seed=args.seed)
+    return research_target(full, args.stage, kind), *_split(args, load(args.train, args.split), load)
+
+
+def _gather(args: argparse.Namespace, kind: str):
+    from eval.run_gather import load_frozen_cases
+    from programs.gather import GatherConfig, Gatherer
+
+    corpus, retriever = _retriever(args)
+    full = Gatherer(retriever, GatherConfig(iterations=args.iterations))
+    if kind == "assessor":
+        if not args.candidates:
+            raise ValueError("the gathering assessor is tuned on frozen candidates: run `deepresearch eval gather "
+                             "... --out DIR` once and pass --candidates DIR/results.jsonl")
+        examples = from_frozen_cases(load_frozen_cases(args.candidates, corpus))
+        return gather_target(full, args.stage, kind), *split_dev(examples, seed=args.seed)
+    examples = from_queryset(args.train, args.split)
+    return gather_target(full, args.stage, kind), *_split(args, examples, from_queryset)
+
+
+def _taxonomy(args: argparse.Namespace, kind: str):
+    from programs.taxonomy import TaxonomyBuilder
+
+    if args.stage != "all":
+        raise ValueError("the taxonomy program is tuned as a whole; use --stage all")
+    program = TaxonomyBuilder()
+    return Target(program, program, "all", ()), *_split(args, from_taxobench(args.train), lambda s, _: from_taxobench(s))
+
+
+def main(args: argparse.Namespace) -> int:
     model = args.lm or os.environ.get("DEEPRESEARCH_LM")
     if not model or model == "offline":
         raise ValueError("optimization tunes LM prompts; pass --lm (any DSPy/LiteLLM model string)")
+    # The assessors have stage-level metrics of their own; the research planner too (Ret.R, Avg.Distance).
+    stage_level = {"research": ("planner", "assessor"), "gather": ("assessor",)}.get(args.program, ())
+    kind = args.stage if args.stage in stage_level and args.metric in METRICS[args.stage] else "program"
+    spec = metric_spec(args.program if kind == "program" else kind, args.metric)
     api_key = os.environ.get("DEEPRESEARCH_API_KEY")
     lm = make_lm(model, args.api_base, api_key)
     prompt_lm = make_lm(args.prompt_lm, args.api_base, api_key) if args.prompt_lm else lm
-    kind = args.stage if args.stage in ("planner", "assessor") and args.metric in METRICS[args.stage] else "program"
-    spec = metric_spec(args.program if kind == "program" else kind, args.metric)
-
-    corpus_spec = args.corpus or (args.train if Path(args.train).is_dir() else None)
-    if corpus_spec is None:
-        raise ValueError("pass --corpus: the research program needs documents to search")
-    corpus = resolve_corpus(corpus_spec)
-    overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None}
-    full = DeepResearch(retriever=BM25Retriever(corpus), config=preset(args.preset, **overrides))
-    target = research_target(full, args.stage, kind)
 
     with dspy.context(lm=lm):
-        if kind == "assessor":
-            if _is_candidates(args.train):
-                examples = candidates_from_jsonl(args.train)
-            else:
-                questions = _examples(args.train, args.split, corpus, args.limit)
-                print(f"recording assessor candidates from {len(questions)} questions", file=sys.stderr)
-                examples = asyncio.run(record_candidates(full, questions))
-                path = Path(args.record_candidates or Path(args.out).with_suffix(".candidates.jsonl"))
-                candidates_to_jsonl(examples, path)
-                print(f"candidates: {path}", file=sys.stderr)
-            trainset, devset = split_dev(examples, seed=args.seed)
-        else:
-            trainset = _examples(args.train, args.split, corpus, args.limit)
-            if args.dev:
-                devset = _examples(args.dev, args.dev_split or args.split, corpus, None)
-            else:
-                trainset, devset = split_dev(trainset, seed=args.seed)
+        target, trainset, devset = {"research": _research, "gather": _gather, "taxonomy": _taxonomy}[args.program](
+            args, kind)
         result = compile_program(target.program, optimizer=args.optimizer, spec=spec, trainset=trainset,
                                  devset=devset, budget=args.budget, max_lm_calls=args.max_lm_calls,
                                  prompt_lm=prompt_lm, num_threads=args.threads, seed=args.seed,
                                  show_progress=sys.stderr.isatty())
     target.program = result.program
     final = target.finish()
+    config = getattr(target.full, "config", None)
     meta = {"program": args.program, "stage": args.stage, "metric": spec.name, "optimizer": args.optimizer,
             "before": result.before, "after": result.after, "metric_budget": result.metric_budget,
             "lm_calls": result.lm_calls, "lm": model, "n_train": result.n_train, "n_dev": result.n_dev,
-            "trainset": fingerprint(trainset), "config": dataclasses.asdict(full.config)}
+            "trainset": fingerprint(trainset),
+            "config": dataclasses.asdict(config) if dataclasses.is_dataclass(config) else None}
     path = save_compiled(final, args.out, meta)
     print(result.table())
     print(f"compiled: {path}  (LM calls: {result.lm_calls})")

@@ -88,15 +88,31 @@ def research_feedback(example, pred) -> str:
     return " ".join(parts) or "Every relevant paper was found and cited."
 
 
-# --- assessor on frozen candidates: which candidates did it keep? -------------------------------------
+# --- assessors on frozen candidates: which candidates did it keep? -----------------------------------
+# Works for the research program's Assessor (kept Sources, example.relevant_ids) and the gathering loop's
+# CandidateAssessor (judgements by doc id, example.gt_ids restricted to the candidates).
 
 def _kept(pred) -> set[str]:
-    return {s.source_id for s in pred.kept}
+    if "kept" in pred:
+        return {s.source_id for s in pred.kept}
+    return {j.source_id for j in pred.judgements if j.label == "relevant"}
+
+
+def _gold(example) -> set[str]:
+    if "relevant_ids" in example:
+        return set(example.relevant_ids)
+    return set(example.gt_ids) & {h.doc.doc_id for h in example.hits}
+
+
+def _titles(example) -> dict[str, str]:
+    if "sources" in example:
+        return {s.source_id: s.title for s in example.sources}
+    return {h.doc.doc_id: h.doc.title for h in example.hits}
 
 
 def assess_f1(example, pred) -> float:
     """F1 of the kept candidates against the relevant ones among them (both empty: 1)."""
-    gold, kept = set(example.relevant_ids), _kept(pred)
+    gold, kept = _gold(example), _kept(pred)
     if not gold and not kept:
         return 1.0
     tp = len(gold & kept)
@@ -105,18 +121,17 @@ def assess_f1(example, pred) -> float:
 
 def assess_keep_rate(example, pred) -> float:
     """1 - GT discard rate: share of relevant candidates the assessor kept (no relevant ones: 1)."""
-    gold = set(example.relevant_ids)
+    gold = _gold(example)
     return len(gold & _kept(pred)) / len(gold) if gold else 1.0
 
 
 def assess_feedback(example, pred) -> str:
-    gold, kept = set(example.relevant_ids), _kept(pred)
-    titles = {s.source_id: s.title for s in example.sources}
+    gold, kept, titles = _gold(example), _kept(pred), _titles(example)
     parts = []
     if gold - kept:
-        parts.append(f"Relevant papers were discarded: {_names(gold - kept, titles)}.")
+        parts.append(f"Relevant papers were discarded: {_names(sorted(gold - kept), titles)}.")
     if kept - gold:
-        parts.append(f"Irrelevant papers were kept: {_names(kept - gold, titles)}.")
+        parts.append(f"Irrelevant papers were kept: {_names(sorted(kept - gold), titles)}.")
     return " ".join(parts) or "All judgements were right."
 
 
@@ -147,6 +162,95 @@ def plan_feedback(example, pred) -> str:
     return " ".join(parts) or "Every relevant paper ranked in the top 10."
 
 
+# --- the gathering loop (spec 004): selected and retrieved sets of one query -------------------------
+
+def _gt(example) -> set[str]:
+    return set(example.gt_ids)
+
+
+def gather_f1(example, pred) -> float:
+    """F1 of the selected papers (final iteration); 0 for a query without ground truth."""
+    from eval.gather import harmonic_f1, precision_recall
+
+    gt = frozenset(example.gt_ids)
+    return harmonic_f1(*precision_recall(gt, set(pred.selected))) if gt else 0.0
+
+
+def gather_recall(example, pred) -> float:
+    return _recall(set(pred.selected), list(example.gt_ids))
+
+
+def gather_ret_recall(example, pred) -> float:
+    """Ret.R: share of ground-truth papers retrieved by any subquery."""
+    return _recall(set(pred.candidates), list(example.gt_ids))
+
+
+def gather_avg_distance(example, pred) -> float:
+    """Avg.Distance over the whole run: max(0, 1 - best rank / 100) per ground-truth paper, missing = 0."""
+    gt = list(example.gt_ids)
+    if not gt:
+        return 0.0
+    best = {d: min(ranks.values()) for d, ranks in pred.candidates.items()}
+    return sum(max(0.0, 1 - best[d] / 100) if d in best else 0.0 for d in gt) / len(gt)
+
+
+def gather_keep_rate(example, pred) -> float:
+    """1 - GT discard rate: share of retrieved ground-truth papers that were selected (none retrieved: 1)."""
+    found = _gt(example) & set(pred.candidates)
+    return len(found & set(pred.selected)) / len(found) if found else 1.0
+
+
+def gather_feedback(example, pred) -> str:
+    gt, retrieved, selected = _gt(example), set(pred.candidates), set(pred.selected)
+    parts = []
+    if gt - retrieved:
+        parts.append(f"Ground-truth papers no subquery retrieved: {_names(sorted(gt - retrieved), {})}; "
+                     f"derive or expand subqueries toward them.")
+    if (gt & retrieved) - selected:
+        parts.append(f"Ground-truth papers retrieved but discarded: {_names(sorted((gt & retrieved) - selected), {})}.")
+    wrong = selected - gt
+    if wrong:
+        parts.append(f"{len(wrong)} selected papers are not in the ground truth.")
+    return " ".join(parts) or "Every ground-truth paper was found and selected."
+
+
+# --- taxonomies (spec 003): the predicted tree against the expert tree --------------------------------
+
+def _survey_score(example, pred):
+    from eval.taxonomy import score_survey
+
+    cache = getattr(pred, "_score", None)
+    if cache is None:
+        cache = score_survey(example.gt, pred.tree, survey_id=example.get("survey_id"), topic=example.topic)
+        pred._score = cache
+    return cache
+
+
+def taxonomy_ari(example, pred) -> float:
+    """Leaf-level ARI of the paper grouping (negative values count as 0)."""
+    return max(0.0, _survey_score(example, pred).leaf["ari"])
+
+
+def taxonomy_sem_path(example, pred) -> float:
+    return _survey_score(example, pred).sem_path
+
+
+def taxonomy_ted(example, pred) -> float:
+    """1 - US-NTED: 1 for a tree identical to the expert's."""
+    return 1.0 - _survey_score(example, pred).us_nted
+
+
+def taxonomy_feedback(example, pred) -> str:
+    score = _survey_score(example, pred)
+    top = [n.get("name", "") for n in example.gt.get("subtopics", [])][:8]
+    parts = [f"Leaf grouping ARI {score.leaf['ari']:.2f}, SEM-PATH {score.sem_path:.2f}, US-NTED {score.us_nted:.2f}."]
+    if top:
+        parts.append(f"The expert organises the topic under: {'; '.join(top)}.")
+    if score.unmatched_model:
+        parts.append(f"{len(score.unmatched_model)} titles in the tree match no input paper; copy titles exactly.")
+    return " ".join(parts)
+
+
 METRICS: dict[str, dict[str, MetricSpec]] = {
     "research": {
         "recall": MetricSpec("recall", cited_recall, research_feedback, "relevant papers cited by the report"),
@@ -161,6 +265,19 @@ METRICS: dict[str, dict[str, MetricSpec]] = {
         "recall": MetricSpec("recall", plan_recall, plan_feedback, "Ret.R of the planned queries"),
         "avg_distance": MetricSpec("avg_distance", plan_avg_distance, plan_feedback,
                                    "Avg.Distance of the relevant papers' best ranks"),
+    },
+    "gather": {
+        "f1": MetricSpec("f1", gather_f1, gather_feedback, "F1 of the selected papers"),
+        "recall": MetricSpec("recall", gather_recall, gather_feedback, "recall of the selected papers"),
+        "ret_recall": MetricSpec("ret_recall", gather_ret_recall, gather_feedback, "Ret.R of all subqueries"),
+        "avg_distance": MetricSpec("avg_distance", gather_avg_distance, gather_feedback,
+                                   "Avg.Distance of ground-truth papers' best ranks"),
+        "discard": MetricSpec("discard", gather_keep_rate, gather_feedback, "1 - GT discard rate"),
+    },
+    "taxonomy": {
+        "ari": MetricSpec("ari", taxonomy_ari, taxonomy_feedback, "leaf-level ARI against the expert tree"),
+        "sem_path": MetricSpec("sem_path", taxonomy_sem_path, taxonomy_feedback, "SEM-PATH against the expert tree"),
+        "us_nted": MetricSpec("us_nted", taxonomy_ted, taxonomy_feedback, "1 - US-NTED against the expert tree"),
     },
 }
 

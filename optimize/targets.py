@@ -40,15 +40,15 @@ class PlanAndSearch(Stage):
         return dspy.Prediction(tasks=tasks, best_rank=best_rank)
 
 
-def freeze_all_but(program: dspy.Module, stage: str) -> None:
+def freeze_all_but(program: dspy.Module, stage: str, stages: tuple[str, ...] = STAGES) -> None:
     """Hides every stage but `stage` from optimizers (DSPy skips submodules marked compiled)."""
-    if stage not in STAGES:
-        raise ValueError(f"unknown stage {stage!r}; choose one of: all, {', '.join(STAGES)}")
-    for name in STAGES:
+    if stage not in stages:
+        raise ValueError(f"unknown stage {stage!r}; choose one of: all, {', '.join(stages)}")
+    for name in stages:
         getattr(program, name)._compiled = name != stage
 
 
-def install(stage_program: dspy.Module, full: DeepResearch, stage: str) -> DeepResearch:
+def install(stage_program: dspy.Module, full: dspy.Module, stage: str) -> dspy.Module:
     """Copies a tuned stage's state into the full program (same predictor paths under the stage)."""
     module = stage_program.planner if isinstance(stage_program, PlanAndSearch) else stage_program
     getattr(full, stage).load_state(module.dump_state())
@@ -79,15 +79,16 @@ async def record_candidates(program: DeepResearch, examples: list[dspy.Example])
 
 @dataclass
 class Target:
-    """A program to tune and the full research program its state ends up in."""
+    """A program to tune and the full program its state ends up in (the same object, or its parent)."""
 
     program: dspy.Module
-    full: DeepResearch
+    full: dspy.Module
     stage: str
+    stages: tuple[str, ...] = STAGES
 
-    def finish(self) -> DeepResearch:
+    def finish(self) -> dspy.Module:
         if self.program is self.full:
-            for name in STAGES:
+            for name in self.stages:
                 getattr(self.full, name)._compiled = False
             return self.full
         return install(self.program, self.full, self.stage)
@@ -102,3 +103,18 @@ def research_target(full: DeepResearch, stage: str, kind: str) -> Target:
     if stage != "all":
         freeze_all_but(full, stage)
     return Target(full, full, stage)
+
+
+GATHER_STAGES = ("planner", "assessor")
+
+
+def gather_target(full: dspy.Module, stage: str, kind: str) -> Target:
+    """The gathering loop, or its assessor alone on frozen candidates (`kind == "assessor"`)."""
+    from programs.gather import CandidateAssessor
+
+    if kind == "assessor":
+        assessor = CandidateAssessor(second_look=full.config.second_look, preview_chars=full.config.preview_chars)
+        return Target(assessor, full, "assessor", GATHER_STAGES)
+    if stage != "all":
+        freeze_all_but(full, stage, GATHER_STAGES)
+    return Target(full, full, stage, GATHER_STAGES)

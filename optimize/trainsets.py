@@ -101,3 +101,30 @@ def candidates_from_jsonl(path: str | Path) -> list[dspy.Example]:
             except (json.JSONDecodeError, KeyError, TypeError) as err:
                 raise TrainsetError(f"{path}:{n}: not a recorded candidate pool; re-record the file") from err
     return examples
+
+
+# --- gathering (spec 004) and taxonomy (spec 003) examples --------------------------------------------
+
+def from_queryset(spec: str | Path, split: str | None = None, limit: int | None = None) -> list[dspy.Example]:
+    """Gathering examples from a ScholarGym file/dataset or a BEIR folder; queries without ground truth are left out."""
+    from eval.querysets import load_queryset
+
+    queries = [q for q in load_queryset(spec, split) if q.gt_ids]
+    return [dspy.Example(question=q.query, date_constraint=q.date_constraint, gt_ids=list(q.gt_ids),
+                         query_id=q.query_id).with_inputs("question", "date_constraint")
+            for q in queries[:limit]]
+
+
+def from_frozen_cases(cases) -> list[dspy.Example]:
+    """Assessor examples from the candidates a gathering run recorded (`eval.run_gather.load_frozen_cases`)."""
+    return [dspy.Example(question=c.question, subquery=c.subquery, checklist=c.checklist, hits=list(c.hits),
+                         gt_ids=list(c.gt_ids), query_id=c.query_id)
+            .with_inputs("question", "subquery", "checklist", "hits") for c in cases]
+
+
+def from_taxobench(source: str | Path, limit: int | None = None) -> list[dspy.Example]:
+    """Bottom-up taxonomy examples: a survey's topic and papers in, its expert tree as the label."""
+    from eval.taxobench import load_taxobench
+
+    return [dspy.Example(topic=s.topic, papers=list(s.papers), gt=s.gt, survey_id=s.survey_id)
+            .with_inputs("topic", "papers") for s in load_taxobench(source, limit=limit)]
