@@ -1,0 +1,281 @@
+"""LLM judges of reports in the DeepResearchGym style (spec 001 §6.1), as DSPy programs.
+
+* `KeyPointJudge`: labels each ground-truth key point Supported / Omitted / Contradicted; key-point
+  recall (KPR) and contradiction (KPC) follow from the labels.
+* `CriteriaJudge`: one call per quality criterion (clarity, depth, balance, breadth, support,
+  insightfulness), an integer 0-10 with a justification.
+* `CitationSupportJudge`: grades how well a claim's cited sources back it (1 / 0.5 / 0), the
+  input of DeepResearchGym citation precision (`eval.citations.citation_precision`).
+
+The signatures live here, not in `signatures/`, so no optimizer ever tunes the judge. Each judge
+takes its own LM (`judge_lm` builds one at temperature 0) and an optional `JudgeCache`: verdicts are
+stored on disk keyed by the judge's prompt, the LM and the inputs, so re-scoring costs nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import dspy
+
+from eval.citations import Sentence, citation_precision
+from programs.stage import run_sync
+
+logger = logging.getLogger(__name__)
+
+KeyPointLabel = Literal["Supported", "Omitted", "Contradicted"]
+SupportLabel = Literal["full", "partial", "none"]
+SUPPORT_GRADES: dict[str, float] = {"full": 1.0, "partial": 0.5, "none": 0.0}
+
+
+# Behaviour: spec 001 §6.1 (DeepResearchGym key-point judgement). Wording is ours.
+class JudgeKeyPoint(dspy.Signature):
+    """Decide how the report treats one key point that a good answer to the question should cover.
+    Supported means the report states the point or something that clearly implies it.
+    Contradicted means the report asserts the opposite of the point.
+    Omitted means the report neither supports nor contradicts it."""
+
+    question: str = dspy.InputField()
+    report: str = dspy.InputField()
+    key_point: str = dspy.InputField()
+    label: KeyPointLabel = dspy.OutputField()
+
+
+# Behaviour: spec 001 §6.1 (citation precision: graded support of a claim by its cited documents). Wording is ours.
+class GradeCitationSupport(dspy.Signature):
+    """Judge whether the cited sources back the claim, using only what the sources say.
+    Full means every part of the claim is stated in or follows directly from the sources.
+    Partial means some of the claim is backed and some is not. None means the sources do not back it."""
+
+    claim: str = dspy.InputField()
+    sources: list[str] = dspy.InputField(desc="texts of the documents the claim cites")
+    support: SupportLabel = dspy.OutputField()
+
+
+# Behaviour: spec 001 §6.1 (six 0-10 criteria, strict rubric, justification). Wording is ours.
+class RateReport(dspy.Signature):
+    """Rate the report on the single criterion named, following its rubric strictly.
+    Justify the rating briefly with specific strengths and weaknesses, then give an integer from 0 to 10.
+    Keep 9 and 10 for reports with no visible weakness on this criterion; judge only this criterion."""
+
+    question: str = dspy.InputField()
+    report: str = dspy.InputField()
+    criterion: str = dspy.InputField()
+    rubric: str = dspy.InputField()
+    justification: str = dspy.OutputField()
+    score: int = dspy.OutputField(desc="0 to 10")
+
+
+# Rubrics in our own words; each is what a 10 looks like on that criterion.
+CRITERIA: dict[str, str] = {
+    "clarity": "Well organised and easy to follow: a clear structure, precise wording, no needless repetition, "
+               "and a direct answer to the question early on.",
+    "depth": "Explains mechanisms, causes and conditions rather than listing facts; gives concrete details, "
+             "numbers and examples, and follows the question to its harder parts.",
+    "balance": "Presents the competing views and evidence on the question fairly, including disagreements and "
+               "limitations, without favouring one side beyond what the evidence warrants.",
+    "breadth": "Covers the main aspects, subtopics and perspectives relevant to the question without large gaps.",
+    "support": "Backs its claims with specific, credible, cited evidence; the citations fit the claims they follow.",
+    "insightfulness": "Goes beyond summary: synthesises sources into new connections, implications or "
+                      "well-founded recommendations, and points out what remains open.",
+}
+
+
+def judge_lm(model: str, api_base: str | None = None, api_key: str | None = None, temperature: float = 0.0,
+             **kwargs: Any) -> dspy.LM:
+    """A checked judge LM, temperature 0 by default.
+
+    Raises:
+        ValueError: for `offline`, which has no judge (use the lexical fallbacks of eval.citations).
+    """
+    from programs.lm import make_lm
+
+    lm = make_lm(model, api_base, api_key, temperature=temperature, **kwargs)
+    if lm is None:
+        raise ValueError("the judges need an LM; pass a model such as openai/gpt-4.1-mini, not 'offline'")
+    return lm
+
+
+class JudgeCache:
+    """Judge verdicts on disk, one JSON file per (judge prompt, LM, inputs).
+
+    Args:
+        directory: Where verdicts are kept; created when missing.
+    """
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.hits = 0
+        self.misses = 0
+
+    def _path(self, key: str) -> Path:
+        return self.directory / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        path = self._path(key)
+        if not path.exists():
+            self.misses += 1
+            return None
+        self.hits += 1
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as f:
+            json.dump(value, f, ensure_ascii=False)
+        os.replace(f.name, path)  # atomic: a crash never leaves half a verdict
+
+
+def cache_key(predictor: dspy.Predict, lm: Any, inputs: Mapping[str, Any]) -> str:
+    """SHA-256 of the judge's instructions and fields, the LM's model and settings, and the inputs."""
+    sig = predictor.signature
+    payload = {
+        "instructions": sig.instructions, "inputs": list(sig.input_fields), "outputs": list(sig.output_fields),
+        "model": getattr(lm, "model", str(lm)),
+        "temperature": getattr(lm, "kwargs", {}).get("temperature"),
+        "values": dict(inputs),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+async def cached_call(predictor: dspy.Predict, cache: JudgeCache | None, **inputs: Any) -> dict[str, Any]:
+    """The predictor's outputs for `inputs`, from the cache when it has them."""
+    lm = predictor.lm or dspy.settings.lm
+    if lm is None:
+        raise ValueError("no judge LM: pass lm= to the judge or build one with eval.judges.judge_lm(model)")
+    key = cache_key(predictor, lm, inputs) if cache is not None else ""
+    if cache is not None and (hit := cache.get(key)) is not None:
+        return hit
+    out = await predictor.acall(**inputs)
+    value = {name: out[name] for name in predictor.signature.output_fields}
+    if cache is not None:
+        cache.put(key, value)
+    return value
+
+
+def key_point_recall(labels: Sequence[str]) -> float:
+    """KPR: share of key points the report supports (0 with no key points)."""
+    return sum(label == "Supported" for label in labels) / len(labels) if labels else 0.0
+
+
+def key_point_contradiction(labels: Sequence[str]) -> float:
+    """KPC: share of key points the report contradicts (lower is better)."""
+    return sum(label == "Contradicted" for label in labels) / len(labels) if labels else 0.0
+
+
+class _Judge(dspy.Module):
+    def __init__(self, lm: dspy.LM | None, cache: JudgeCache | None, max_concurrency: int):
+        super().__init__()
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        self.cache = cache
+        self.max_concurrency = max_concurrency
+
+    def _bind(self, lm: dspy.LM | None) -> None:
+        if lm is not None:
+            self.set_lm(lm)
+
+    async def _gather(self, predictor: dspy.Predict, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        slots = asyncio.Semaphore(self.max_concurrency)
+
+        async def one(inputs):
+            async with slots:
+                return await cached_call(predictor, self.cache, **inputs)
+
+        return list(await asyncio.gather(*[one(c) for c in calls]))
+
+
+class KeyPointJudge(_Judge):
+    """Labels each key point against the report; returns verdicts (labels), KPR and KPC.
+
+    Example:
+        >>> judge = KeyPointJudge(lm=judge_lm("openai/gpt-4.1-mini"))                   # doctest: +SKIP
+        >>> out = asyncio.run(judge.acall(question=q, report=md, key_points=points))    # doctest: +SKIP
+        >>> out.kpr, out.kpc, out.verdicts                                                 # doctest: +SKIP
+    """
+
+    def __init__(self, lm: dspy.LM | None = None, cache: JudgeCache | None = None, max_concurrency: int = 8):
+        super().__init__(lm, cache, max_concurrency)
+        self.judge_key_point = dspy.Predict(JudgeKeyPoint)
+        self._bind(lm)
+
+    async def aforward(self, question: str, report: str, key_points: Sequence[str]) -> dspy.Prediction:
+        outs = await self._gather(self.judge_key_point, [
+            {"question": question, "report": report, "key_point": kp} for kp in key_points])
+        labels = [o["label"] for o in outs]
+        return dspy.Prediction(verdicts=labels, kpr=key_point_recall(labels), kpc=key_point_contradiction(labels))
+
+    def forward(self, question: str, report: str, key_points: Sequence[str]) -> dspy.Prediction:
+        return run_sync(self.aforward(question=question, report=report, key_points=key_points))
+
+
+class CriteriaJudge(_Judge):
+    """Scores a report 0-10 on each criterion of `criteria` (default: the six of DeepResearchGym)."""
+
+    def __init__(self, lm: dspy.LM | None = None, cache: JudgeCache | None = None, max_concurrency: int = 8,
+                 criteria: Mapping[str, str] | None = None):
+        super().__init__(lm, cache, max_concurrency)
+        self.criteria = dict(criteria or CRITERIA)
+        if not self.criteria:
+            raise ValueError(f"criteria is empty; pass a name -> rubric mapping such as: {', '.join(CRITERIA)}")
+        self.rate_report = dspy.Predict(RateReport)
+        self._bind(lm)
+
+    async def aforward(self, question: str, report: str) -> dspy.Prediction:
+        outs = await self._gather(self.rate_report, [
+            {"question": question, "report": report, "criterion": name, "rubric": rubric}
+            for name, rubric in self.criteria.items()])
+        scores, justifications = {}, {}
+        for name, out in zip(self.criteria, outs):
+            score = int(out["score"])
+            if not 0 <= score <= 10:
+                logger.warning("judge gave %s a score of %s, outside 0-10; clamped", name, score)
+                score = min(max(score, 0), 10)
+            scores[name], justifications[name] = score, out["justification"]
+        return dspy.Prediction(scores=scores, justifications=justifications,
+                               mean=sum(scores.values()) / len(scores))
+
+    def forward(self, question: str, report: str) -> dspy.Prediction:
+        return run_sync(self.aforward(question=question, report=report))
+
+
+class CitationSupportJudge(_Judge):
+    """Grades each cited claim by its cited passages; returns grades and DeepResearchGym citation precision."""
+
+    def __init__(self, lm: dspy.LM | None = None, cache: JudgeCache | None = None, max_concurrency: int = 8,
+                 max_citations: int = 3):
+        super().__init__(lm, cache, max_concurrency)
+        self.max_citations = max_citations
+        self.grade_citation_support = dspy.Predict(GradeCitationSupport)
+        self._bind(lm)
+
+    async def aforward(self, claims: Sequence[Sentence], passages: Mapping[str, str]) -> dspy.Prediction:
+        cited = [c for c in claims if c.citations]
+        calls, slots = [], []
+        for i, claim in enumerate(cited):
+            texts = [passages[c] for c in claim.citations[: self.max_citations] if c in passages]
+            if texts:  # a claim whose citations resolve to nothing is unsupported without asking
+                calls.append({"claim": claim.text, "sources": texts})
+                slots.append(i)
+        outs = await self._gather(self.grade_citation_support, calls)
+        grades = [0.0] * len(cited)
+        for i, out in zip(slots, outs):
+            grades[i] = SUPPORT_GRADES[out["support"]]
+        return dspy.Prediction(grades=grades, precision=citation_precision(grades))
+
+    def forward(self, claims: Sequence[Sentence], passages: Mapping[str, str]) -> dspy.Prediction:
+        return run_sync(self.aforward(claims=claims, passages=passages))
+
+
+__all__ = ["CRITERIA", "CitationSupportJudge", "CriteriaJudge", "GradeCitationSupport", "JudgeCache", "JudgeKeyPoint",
+           "KeyPointJudge", "RateReport", "cached_call", "judge_lm", "key_point_contradiction", "key_point_recall"]

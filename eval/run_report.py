@@ -1,0 +1,181 @@
+"""`deepresearch eval report`: run DeepResearch over a question set and score every report.
+
+Scores per report: source integration (spec 000 §6.3) and the eco heuristics (§6.4); citation recall
+and precision (spec 001 §6.1); ScholarQABench citation P/R/F1 (§6.2) with the offline lexical
+entailment; and, with a judge LM, graded citation precision, key-point recall and contradiction
+(when the questions carry key points) and the six 0-10 criteria. Without a judge LM the citation
+precision is the offline lexical-entailment fallback, reported under its own name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from eval.citations import (
+    claim_sentences, citation_precision, citation_recall, grade_claims, lexical_entails, lexical_support,
+    scholarqa_citation_scores,
+)
+from eval.eco import eco_scores
+from eval.judges import CitationSupportJudge, CriteriaJudge, JudgeCache, KeyPointJudge
+from eval.questions import Question, load_questions
+from eval.report import source_stats
+from programs.artifacts import Report
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Judges:
+    """The LLM judges of one evaluation; all share a judge LM and a cache."""
+
+    support: CitationSupportJudge
+    key_points: KeyPointJudge
+    criteria: CriteriaJudge
+
+    @classmethod
+    def build(cls, lm: dspy.LM, cache: JudgeCache | None = None, max_concurrency: int = 8) -> "Judges":
+        kw = {"lm": lm, "cache": cache, "max_concurrency": max_concurrency}
+        return cls(CitationSupportJudge(**kw), KeyPointJudge(**kw), CriteriaJudge(**kw))
+
+
+def cited_passages(report: Report, text_of) -> dict[str, str]:
+    """Citation number (as text) -> text of the cited document, for the report's references."""
+    out = {}
+    for ref in report.references:
+        text = text_of(ref.doc_id)
+        if text:
+            out[str(ref.number)] = f"{ref.title}\n{text}" if ref.title else text
+    return out
+
+
+async def score_report(question: Question, report: Report, text_of, judges: Judges | None = None) -> dict[str, Any]:
+    """Every metric of one report of the program.
+
+    Args:
+        question: The question, with key points when the benchmark has them.
+        report: The program's report.
+        text_of: doc id -> document text (or None), to resolve citations from the corpus.
+        judges: LLM judges; without them only the offline metrics are computed.
+    """
+    md = report.markdown
+    stats = source_stats(md)
+    claims = claim_sentences(md)
+    passages = cited_passages(report, text_of)
+    recall = citation_recall(claims)
+    sqa = scholarqa_citation_scores(claims, passages, lexical_entails)
+    visited = {d for n in report.nodes() for d in n.retrieved_ids}
+    row: dict[str, Any] = {
+        "qid": question.qid, "question": question.text,
+        "n_sources": stats.n_sources, "n_visited_sources": len(visited), "words": stats.words,
+        "sources_per_1k_words": stats.sources_per_1k_words, "eco_overall": eco_scores(md).overall,
+        "n_claims": recall.n_claims, "citation_recall": recall.recall,
+        "citation_precision_lexical": citation_precision(grade_claims(claims, passages, lexical_support)),
+        "scholarqa_cite_precision_lexical": sqa.precision, "scholarqa_cite_recall_lexical": sqa.recall,
+        "scholarqa_cite_f1_lexical": sqa.f1,
+    }
+    if judges is None:
+        return row
+    support = await judges.support.acall(claims=claims, passages=passages)
+    criteria = await judges.criteria.acall(question=question.text, report=md)
+    row["citation_precision"] = support.precision
+    row.update({f"criterion_{k}": v for k, v in criteria.scores.items()})
+    if question.key_points:
+        kp = await judges.key_points.acall(question=question.text, report=md, key_points=list(question.key_points))
+        row.update(kpr=kp.kpr, kpc=kp.kpc, key_point_labels=kp.verdicts)
+    return row
+
+
+async def evaluate(questions: list[Question], program, text_of, judges: Judges | None = None,
+                   on_report=None) -> list[dict[str, Any]]:
+    """Runs `program` on each question in turn and scores the report; `on_report(question, report)` sees each."""
+    rows = []
+    for q in questions:
+        out = await program.acall(question=q.text)
+        if on_report is not None:
+            on_report(q, out.report)
+        rows.append(await score_report(q, out.report, text_of, judges))
+    return rows
+
+
+def mean_table(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean of every numeric column over the rows that have it."""
+    keys = [k for k in rows[0] if isinstance(rows[0][k], (int, float)) and not isinstance(rows[0][k], bool)]
+    keys += [k for r in rows for k in r if k not in keys and isinstance(r[k], (int, float))]
+    return {k: statistics.fmean(float(r[k]) for r in rows if k in r) for k in dict.fromkeys(keys)}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--questions", required=True,
+                        help="a question file (.csv ecology form, .jsonl, .json, .txt), or eco, researchy, "
+                             "scholarqa (local files under $DEEPRESEARCH_DATA, else the Hugging Face hub), "
+                             "or hf:owner/name[:split]")
+    parser.add_argument("--limit", type=int, default=None, help="use the first N questions")
+    parser.add_argument("--corpus", default="scifact",
+                        help="corpus to research: a JSONL file, a BEIR folder or a dataset name (see `run`)")
+    parser.add_argument("--lm", default="offline", help="the program's LM (DSPy/LiteLLM model string) or 'offline'")
+    parser.add_argument("--judge-lm", default=None,
+                        help="the judge LM (temperature 0); without it only offline metrics are computed")
+    parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server for both LMs")
+    parser.add_argument("--preset", default="quick", help="tree shape preset of the program")
+    parser.add_argument("--depth", type=int, default=None)
+    parser.add_argument("--breadth", type=int, default=None)
+    parser.add_argument("--out", default="runs/eval_report", help="folder for the reports and scores.jsonl")
+    parser.add_argument("--judge-cache", default=None, help="judge verdict cache folder (default OUT/judge_cache)")
+
+
+def main(args: argparse.Namespace) -> int:
+    from programs.cli import resolve_corpus
+    from programs.config import preset
+    from programs.lm import make_lm
+    from programs.research import DeepResearch
+    from retrievers.bm25 import BM25Retriever
+
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be >= 1, got {args.limit}")
+    questions = load_questions(args.questions, data_dir=os.environ.get("DEEPRESEARCH_DATA"), limit=args.limit)
+    api_key = os.environ.get("DEEPRESEARCH_API_KEY")
+    lm = make_lm(args.lm, args.api_base, api_key, temperature=0.0)
+    judges = None
+    out = Path(args.out)
+    if args.judge_lm and args.judge_lm != "offline":
+        from eval.judges import judge_lm
+
+        cache = JudgeCache(args.judge_cache or out / "judge_cache")
+        judges = Judges.build(judge_lm(args.judge_lm, args.api_base, api_key), cache)
+    corpus = resolve_corpus(args.corpus)
+    overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None}
+    program = DeepResearch(retriever=BM25Retriever(corpus), config=preset(args.preset, **overrides),
+                           offline=lm is None)
+    reports_dir = out / "reports"
+    reports_dir.mkdir(parents=True, exist_ok=True)
+
+    def save(q: Question, report: Report) -> None:
+        (reports_dir / f"{q.qid}.md").write_text(report.markdown, encoding="utf-8")
+
+    def text_of(doc_id: str) -> str | None:
+        doc = corpus.get(doc_id)
+        return doc.text if doc is not None else None
+
+    with dspy.context(lm=lm) if lm is not None else contextlib.nullcontext():
+        rows = asyncio.run(evaluate(questions, program, text_of, judges, on_report=save))
+    with (out / "scores.jsonl").open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(f"{len(rows)} questions from {args.questions} · program LM {args.lm} · judge "
+          f"{args.judge_lm or 'none (offline metrics only)'}")
+    for key, value in mean_table(rows).items():
+        print(f"  {key:<34} {value:10.4f}")
+    print(f"reports: {reports_dir}")
+    print(f"scores:  {out / 'scores.jsonl'}")
+    return 0

@@ -1,0 +1,151 @@
+import pytest
+
+from eval.citations import (
+    CitationScores, Sentence, citation_precision, citation_recall, citations_in, claim_sentences,
+    dataset_citation_f1, f1_score, grade_claims, lexical_entails, lexical_support, scholarqa_citation_scores,
+    split_sentences,
+)
+
+REPORT = """## Does warming advance flowering?
+
+Warming advances flowering in temperate herbs by about five days per degree [1][2]. Smith et al. (2020)
+found the same shift in alpine meadows across three mountain ranges [3]. Short one.
+Grazing reduces plant diversity in fertile grasslands, e.g. in central Europe. [4, 5]
+
+- **Drought** lowers seed set in annual plants across many dry sites [2].
+- Nitrogen deposition favours fast-growing grasses over slow-growing forbs in most sites.
+
+| table | row with a long cell that is not prose at all, so it is skipped |
+> Note: 1 of 5 research branches failed; their errors are recorded in the trace.
+
+## References
+
+[1] A title (2020). doc 123
+[2] Another. https://x.org/b
+"""
+
+
+def test_sentences_keep_their_citations_and_drop_markup():
+    sentences = split_sentences(REPORT)
+    assert sentences[0] == Sentence("Warming advances flowering in temperate herbs by about five days per degree.",
+                                    ("1", "2"))
+    texts = [s.text for s in sentences]
+    assert "Smith et al. (2020) found the same shift in alpine meadows across three mountain ranges." in texts
+    assert "Short one." in texts
+    # a citation after the period belongs to the sentence before it
+    assert Sentence("Grazing reduces plant diversity in fertile grasslands, e.g. in central Europe.",
+                    ("4", "5")) in sentences
+    assert Sentence("Drought lowers seed set in annual plants across many dry sites.", ("2",)) in sentences
+    assert not any("table" in t or "Note" in t or "title" in t for t in texts)
+
+
+def test_citation_recall_is_the_share_of_claims_with_a_citation():
+    claims = claim_sentences(REPORT)
+    assert len(claims) == 5  # "Short one." is under 50 characters
+    r = citation_recall(claims)
+    assert (r.n_claims, r.n_cited) == (5, 4)
+    assert r.recall == pytest.approx(0.8)
+    assert citation_recall([]).recall == 0.0
+
+
+def test_citation_labels_include_source_ids_but_not_links():
+    assert citations_in("A [5a7b0fd1_1][3, 4] b [see](https://x.org) [3].") == ["5a7b0fd1_1", "3", "4"]
+
+
+# Spec 001 §9 check 16 (precision part).
+def test_graded_precision_is_the_mean_grade():
+    assert citation_precision([1, 0.5, 0]) == 0.5
+    assert citation_precision([]) == 0.0
+    with pytest.raises(ValueError, match="0, 0.5 or 1"):
+        citation_precision([0.7])
+
+
+def test_lexical_fallback_grades_by_word_coverage():
+    source = "Experimental warming advanced the flowering of temperate herbs by five days per degree."
+    assert lexical_support("Warming advanced flowering of temperate herbs by five days per degree.", [source]) == 1.0
+    assert lexical_support("Warming advanced flowering of herbs, and drought reduced seed mass strongly.",
+                           [source]) == 0.5
+    assert lexical_support("Nitrogen deposition favours grasses over forbs.", [source]) == 0.0
+    assert lexical_entails(source, "Warming advanced flowering of temperate herbs.")
+    assert not lexical_entails("", "Warming advanced flowering.")
+
+
+def test_grade_claims_scores_only_cited_claims_and_zero_for_unknown_sources():
+    claims = [Sentence("Warming advanced flowering of temperate herbs.", ("1",)),
+              Sentence("Uncited claim about something else entirely.", ()),
+              Sentence("A claim citing a source nobody retrieved.", ("9",))]
+    passages = {"1": "Warming advanced flowering of temperate herbs in a field experiment."}
+    assert grade_claims(claims, passages) == [1.0, 0.0]
+
+
+# Spec 001 §9 check 13: Algorithm 1 on a hand-built case.
+S1 = Sentence("s1 is a sentence of at least fifty characters, citing a and b.", ("a", "b"))
+S2 = Sentence("s2 is a sentence of at least fifty characters, citing c only.", ("c",))
+S3 = Sentence("s3 is a sentence of at least fifty characters, with no citation.", ())
+PASSAGES = {"a": "PA", "b": "PB", "c": "PC"}
+ENTAILING = {("PA", S1.text), ("PA\nPB", S1.text)}
+
+
+def table_entails(premise: str, hypothesis: str) -> bool:
+    return (premise, hypothesis) in ENTAILING
+
+
+def test_algorithm_one_default_counting():
+    assert all(len(s.text) >= 50 for s in (S1, S2, S3))
+    scores = scholarqa_citation_scores([S1, S2, S3], PASSAGES, table_entails)
+    assert (scores.n_claims, scores.n_supported, scores.n_necessary, scores.n_cites) == (3, 1, 1, 3)
+    assert scores.precision == pytest.approx(1 / 3)
+    assert scores.recall == pytest.approx(1 / 3)
+    assert scores.f1 == pytest.approx(1 / 3)
+
+
+def test_algorithm_one_printed_counting():
+    scores = scholarqa_citation_scores([S1, S2, S3], PASSAGES, table_entails, printed_algorithm=True)
+    assert scores.n_cites == 2
+    assert (scores.precision, scores.recall) == (pytest.approx(0.5), pytest.approx(1 / 3))
+    assert scores.f1 == pytest.approx(0.4)
+
+
+def test_claim_sentences_apply_the_fifty_character_rule():
+    s4 = "A thirty character sentence [3]."
+    md = f"{S1.text[:-1]} [1][2]. {s4}"
+    assert len(s4) - len(" [3]") == 28
+    assert [(c.text, c.citations) for c in claim_sentences(md)] == [(S1.text, ("1", "2"))]
+
+
+# Spec 001 §9 check 14.
+def test_only_the_first_three_citations_are_scored():
+    s = Sentence("A sentence of at least fifty characters citing five passages.", ("a", "b", "c", "d", "e"))
+    passages = {k: f"P{k}" for k in "abcde"}
+    seen = []
+
+    def entails(premise, hypothesis):
+        seen.append(premise)
+        return True
+
+    scores = scholarqa_citation_scores([s], passages, entails)
+    assert scores.n_cites == 3
+    assert not any("Pd" in p or "Pe" in p for p in seen)
+
+
+def test_a_citation_with_no_passage_is_unsupported_and_not_counted():
+    s = Sentence("A sentence of at least fifty characters citing a ghost.", ("ghost",))
+    scores = scholarqa_citation_scores([s], {"a": "PA"}, lambda p, h: True)
+    assert (scores.n_claims, scores.n_supported, scores.n_cites) == (1, 0, 0)
+
+
+def test_dataset_f1_is_the_f1_of_mean_precision_and_recall():
+    reports = [CitationScores(n_claims=2, n_supported=2, n_cites=2, n_necessary=1),
+               CitationScores(n_claims=2, n_supported=1, n_cites=1, n_necessary=1)]
+    assert [(r.precision, r.recall) for r in reports] == [(0.5, 1.0), (1.0, 0.5)]
+    p, r, f1 = dataset_citation_f1(reports)
+    assert (p, r, f1) == (pytest.approx(0.75), pytest.approx(0.75), pytest.approx(0.75))
+    assert dataset_citation_f1([]) == (0.0, 0.0, 0.0)
+
+
+# Spec 001 §9 check 15: the published F1 values recompute from recall and precision.
+@pytest.mark.parametrize("recall,precision,f1", [
+    (99.35, 84.92, 91.57), (74.00, 70.00, 71.94), (56.00, 54.33, 55.15), (55.17, 55.67, 55.42),
+    (74.92, 70.47, 72.63), (68.91, 64.99, 66.89), (63.25, 57.89, 60.45), (46.72, 47.86, 47.28)])
+def test_published_citation_f1_recomputes(recall, precision, f1):
+    assert f1_score(precision, recall) == pytest.approx(f1, abs=0.1)
