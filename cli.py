@@ -17,7 +17,15 @@ import sys
 COMMANDS: dict[str, tuple[str, str] | dict[str, tuple[str, str]]] = {
     "run": ("programs.cli", "research a question and write report.md and trace.json"),
     "optimize": ("optimize.cli", "compile a program against a benchmark metric and save it"),
-    "eval": {},
+    "index": ("retrievers.cli", "build a persistent BM25 / dense index of a corpus"),
+    "eval": {
+        "retrieval": ("eval.run_retrieval", "nDCG@10, Recall@100, MRR, MAP of BM25, dense and hybrid on BEIR qrels"),
+        "reports": ("eval.run_reports", "source-integration and quality metrics of a folder of reports, by configuration"),
+        "report": ("eval.run_report", "run the program over a question set and score its reports"),
+        "gather": ("eval.run_gather", "run the gathering loop or a baseline over a query set and score it (spec 004)"),
+        "taxonomy": ("eval.run_taxonomy", "build taxonomies for TaxoBench surveys and score them (spec 003)"),
+        "taxonomy-score": ("eval.score_taxonomy", "score a TaxoBench prediction file against the expert trees"),
+    },
 }
 
 
