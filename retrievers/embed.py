@@ -62,3 +62,22 @@ def encode(texts: list[str], model: str | None = None, batch_size: int = 64,
     vectors = load_encoder(model).encode(texts, batch_size=batch_size, show_progress_bar=show_progress,
                                          convert_to_numpy=True, normalize_embeddings=True)
     return np.asarray(vectors, dtype=np.float32)
+
+
+def model_fingerprint(name: str | None = None) -> str:
+    """SHA-1 over the resolved model's file names, sizes and small config files; the name when not local.
+
+    Cheap (no model load), so an index can check it on every open.
+    """
+    import hashlib
+
+    resolved = resolve_model(name)
+    folder = Path(resolved)
+    h = hashlib.sha1(resolved.encode("utf-8") if not folder.is_dir() else b"")
+    if folder.is_dir():
+        for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+            rel = file.relative_to(folder).as_posix()
+            h.update(f"{rel}\x00{file.stat().st_size}\x00".encode("utf-8"))
+            if file.suffix == ".json" and file.stat().st_size < 100_000:
+                h.update(file.read_bytes())
+    return h.hexdigest()

@@ -1,0 +1,111 @@
+"""Exact top-k over a score vector, and the spec 004 filters as boolean masks.
+
+Both are shared by every in-process backend, so BM25 and dense rank and filter the same way: score
+descending, ties by corpus index (lower first); Hit.rank is the 1-based position in the filtered ranking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+import numpy as np
+
+from retrievers.types import Doc, Hit
+
+
+def month_key(date: str | None) -> int:
+    """`YYYY-MM[-DD]` as the integer YYYYMM (a bare year gives YYYY00); 0 when unknown."""
+    if not date or not date[:4].isdigit():
+        return 0
+    month = date[5:7]
+    return int(date[:4]) * 100 + (int(month) if len(month) == 2 and month.isdigit() else 0)
+
+
+def top_k(scores: np.ndarray, k: int, offset: int = 0, *, min_score: float | None = None) -> np.ndarray:
+    """Corpus indices of ranks offset+1 .. offset+k, by score descending then index ascending.
+
+    Args:
+        scores: One score per document; not modified.
+        k: Page size.
+        offset: Results to skip (earlier pages).
+        min_score: Keep only documents scoring strictly above this (BM25 passes 0; filtered-out
+            documents carry -inf).
+
+    Selection is exact: argpartition finds the cut-off score, and every document tied with it is kept
+    before the final sort, so ties never depend on the partition's internal order.
+    """
+    need = offset + k
+    eligible = scores.size if min_score is None else int(np.count_nonzero(scores > min_score))
+    if eligible > need:
+        # the need-th best score is above min_score here, so the cut alone applies both conditions
+        cut = scores[np.argpartition(scores, scores.size - need)[scores.size - need:]].min()
+        index = np.flatnonzero(scores >= cut)
+    elif min_score is None:
+        index = np.arange(scores.size)
+    else:
+        index = np.flatnonzero(scores > min_score)
+    order = np.lexsort((index, -scores[index]))
+    return index[order][offset:need]
+
+
+def to_hits(docs: Sequence[Doc], scores: np.ndarray, index: np.ndarray, offset: int) -> list[Hit]:
+    """Hits for corpus indices `index` (already ranked), numbered from offset + 1."""
+    return [Hit(doc=docs[int(i)], score=float(scores[i]), rank=offset + n)
+            for n, i in enumerate(index, start=1)]
+
+
+def check_page(k: int, offset: int) -> None:
+    if k < 1 or offset < 0:
+        raise ValueError(f"k must be >= 1 and offset >= 0, got k={k}, offset={offset}")
+
+
+class FilterIndex:
+    """Per-document arrays for the filters of `passes_filters`, so a filter is a mask, not a loop.
+
+    Args:
+        docs: The corpus, in order.
+        index_of: Maps a doc id to its corpus index (`Corpus.index_of`); unknown ids raise KeyError.
+    """
+
+    def __init__(self, docs: Sequence[Doc], index_of):
+        self.size = len(docs)
+        self.index_of = index_of
+        self.months = np.fromiter((month_key(d.published) for d in docs), dtype=np.int32, count=self.size)
+        self._docs = docs
+        self._categories: dict[str, np.ndarray] | None = None
+
+    def _category_index(self) -> dict[str, np.ndarray]:
+        if self._categories is None:
+            members: dict[str, list[int]] = {}
+            for i, d in enumerate(self._docs):
+                cats = d.metadata.get("categories") or ()
+                for c in (cats.split() if isinstance(cats, str) else cats):
+                    members.setdefault(str(c), []).append(i)
+            self._categories = {c: np.asarray(v, dtype=np.int64) for c, v in members.items()}
+        return self._categories
+
+    def mask(self, exclude: Collection[str] = (), before: str | None = None,
+             categories: Collection[str] = ()) -> np.ndarray | None:
+        """True for documents that pass; None when no filter is set."""
+        if not exclude and not before and not categories:
+            return None
+        keep = np.ones(self.size, dtype=bool)
+        if before:
+            limit = month_key(before[:7])
+            keep &= (self.months == 0) | (self.months <= limit)
+        if categories:
+            index = self._category_index()
+            in_any = np.zeros(self.size, dtype=bool)
+            for c in categories:
+                if c in index:
+                    in_any[index[c]] = True
+            keep &= in_any
+        if exclude:
+            known = []
+            for doc_id in exclude:
+                try:
+                    known.append(self.index_of(doc_id))
+                except KeyError:
+                    continue
+            keep[np.asarray(known, dtype=np.int64)] = False
+        return keep

@@ -1,0 +1,147 @@
+import asyncio
+
+import numpy as np
+import pytest
+from rank_bm25 import BM25Okapi
+
+from retrievers import BM25Retriever, Corpus, Doc
+from retrievers.bm25 import doc_text
+from retrievers.tokenize import english_tokenize, get_tokenizer, scholargym_tokenize
+
+# Spec 004 §8, BM25 acceptance corpus.
+SPEC_DOCS = [
+    ("Sparse attention for efficient transformers", "We propose sparse attention patterns that reduce transformer cost."),
+    ("Dense retrieval with dual encoders", "Dual encoders embed queries and passages for retrieval."),
+    ("Efficient transformers: a survey", "A survey of efficient transformer models and attention variants."),
+    ("BM25 revisited", "Lexical retrieval with BM25 remains a strong transformer-free baseline."),
+]
+
+
+@pytest.fixture(scope="module")
+def spec_bm25():
+    corpus = Corpus([Doc(doc_id=str(i), title=t, text=a) for i, (t, a) in enumerate(SPEC_DOCS)])
+    return BM25Retriever(corpus, tokenizer="scholargym")
+
+
+def test_scholargym_tokenizer_drops_words_with_digits_or_accents():
+    assert scholargym_tokenize("café naïve résumé über schrödinger x2 bm25 state-of-the-art") == ["state", "of", "the", "art"]
+
+
+def test_english_tokenizer_stems_and_drops_stop_words():
+    assert english_tokenize("The studies of running mice's genes") == ["studi", "run", "mice", "gene"]
+
+
+def test_spec_corpus_lengths_and_idf(spec_bm25):
+    assert spec_bm25.doc_len.tolist() == [16, 15, 15, 12]
+    row = {t: spec_bm25.vocab[t] for t in ("sparse", "attention", "transformer", "title")}
+    # weight / saturated tf = idf; recover idf from doc 0, which holds each of these terms
+    w = spec_bm25.weights.toarray()
+    tf0 = {"sparse": 2, "attention": 2, "transformer": 1, "title": 1}
+    avgdl = 14.5
+    for term, tf in tf0.items():
+        sat = tf * 2.5 / (tf + 1.5 * (0.25 + 0.75 * 16 / avgdl))
+        idf = w[row[term], 0] / sat
+        expected = {"sparse": 0.847298, "attention": 0.0, "transformer": 0.104751, "title": 0.104751}[term]
+        assert idf == pytest.approx(expected, abs=1e-6)
+
+
+def test_spec_query_scores_and_rankings(spec_bm25):
+    assert spec_bm25.scores("efficient sparse attention") == pytest.approx([1.171473, 0, 0, 0], abs=1e-6)
+    assert spec_bm25.scores("sparse sparse")[0] == pytest.approx(2.342946, abs=1e-6)
+    assert spec_bm25.scores("transformer retrieval") == pytest.approx([0.100091, 0, 0.103150, 0.113562], abs=1e-6)
+    assert [h.doc.doc_id for h in spec_bm25.search("transformer retrieval", k=10)] == ["3", "2", "0"]
+
+
+# The 300 test queries here (rank-bm25 needs ~0.03 s per query); all 1,109 in benchmarks/bench_retrieval.py.
+@pytest.mark.parametrize("tokenizer", ["scholargym", "words"])
+def test_scores_and_top100_match_rank_bm25_on_scifact_queries(scifact, scifact_test_queries, tokenizer):
+    tokenize = get_tokenizer(tokenizer)
+    ours = BM25Retriever(scifact, tokenizer=tokenizer)
+    reference = BM25Okapi([tokenize(doc_text(d.title, d.text)) for d in scifact])
+    queries = list(scifact_test_queries.values())
+    if tokenizer == "words":
+        queries = queries[::5]
+    worst, mismatched = 0.0, []
+    for q in queries:
+        expected = np.asarray(reference.get_scores(tokenize(q)))
+        worst = max(worst, float(np.abs(ours.scores(q) - expected).max()))
+        order = [int(i) for i in np.argsort(-expected, kind="stable") if expected[i] > 0][:100]
+        if [h.doc.doc_id for h in ours.search(q, 100)] != [scifact[i].doc_id for i in order]:
+            mismatched.append(q)
+    assert worst <= 1e-6
+    assert mismatched == []
+
+
+def test_ties_break_by_corpus_order_and_repeat_identically():
+    docs = [Doc(doc_id=f"d{i}", title="", text=text) for i, text in
+            enumerate(["alpha beta", "gamma", "alpha beta", "beta alpha", "delta", "eta", "theta", "iota"])]
+    bm25 = BM25Retriever(Corpus(docs))
+    first = bm25.search("alpha", k=3)
+    assert [h.doc.doc_id for h in first] == ["d0", "d2", "d3"]
+    assert first[0].score == first[1].score == first[2].score
+    assert bm25.search("alpha", k=3) == first
+
+
+def test_lucene_method_uses_non_negative_idf():
+    docs = [Doc(doc_id=str(i), title="", text=t) for i, t in enumerate(["a b", "a c", "a d"])]
+    bm25 = BM25Retriever(Corpus(docs), tokenizer="words", method="lucene", text_format="plain")
+    n, df = 3, 3
+    idf = np.log1p((n - df + 0.5) / (df + 0.5))
+    assert bm25.scores("a") == pytest.approx([idf] * 3)  # every doc has tf 1 and average length
+
+
+def dated_corpus():
+    months = ["2024-08", "2024-09-30", "2024-10-01", None, "2024-09"]
+    cats = ["cs.CL", "cs.LG cs.CL", "cs.CL", "stat.ML", ["cs.IR"]]
+    papers = [Doc(doc_id=f"p{i}", title="retrieval", text=f"retrieval study {'x ' * i}", published=m,
+                  metadata={"categories": c}) for i, (m, c) in enumerate(zip(months, cats))]
+    filler = [Doc(doc_id=f"f{i}", title="filler", text="unrelated words only") for i in range(6)]
+    return Corpus(papers + filler)
+
+
+def test_filters_date_categories_exclusion():
+    bm25 = BM25Retriever(dated_corpus())
+    ids = lambda hits: [h.doc.doc_id for h in hits]  # noqa: E731
+    assert ids(bm25.search("retrieval", 10, before="2024-09")) == ["p0", "p1", "p3", "p4"]
+    assert ids(bm25.search("retrieval", 10, categories=["cs.CL"])) == ["p0", "p1", "p2"]
+    assert ids(bm25.search("retrieval", 10, categories=["cs.IR", "stat.ML"])) == ["p3", "p4"]
+    hits = bm25.search("retrieval", 10, exclude={"p0", "unknown"}, before="2024-09")
+    assert ids(hits) == ["p1", "p3", "p4"] and [h.rank for h in hits] == [1, 2, 3]
+
+
+def test_pages_concatenate_to_one_ranking(scifact_bm25):
+    whole = scifact_bm25.search("vitamin D deficiency and cancer risk", 30)
+    pages = [scifact_bm25.search("vitamin D deficiency and cancer risk", 10, offset=o) for o in (0, 10, 20)]
+    assert [h for page in pages for h in page] == whole
+    assert [h.rank for h in whole] == list(range(1, 31))
+
+
+def test_full_ranking_lists_every_positive_document(scifact_bm25):
+    ranking = scifact_bm25.full_ranking("microglia")
+    scores = scifact_bm25.scores("microglia")
+    assert len(ranking) == int((scores > 0).sum())
+    assert ranking[:10] == scifact_bm25.search("microglia", 10)
+
+
+def test_unknown_words_give_no_hits_and_bad_page_raises(scifact_bm25):
+    assert scifact_bm25.search("zzzqqq", 5) == []
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        scifact_bm25.search("cancer", 0)
+
+
+def test_asearch_equals_search(scifact_bm25):
+    assert asyncio.run(scifact_bm25.asearch("cancer", 5, offset=5)) == scifact_bm25.search("cancer", 5, offset=5)
+
+
+def test_save_and_load_round_trip(tmp_path, small_corpus):
+    bm25 = BM25Retriever(small_corpus, tokenizer="english", method="lucene", k1=1.2)
+    bm25.save(tmp_path)
+    loaded = BM25Retriever.load(tmp_path, small_corpus)
+    assert loaded.params() == bm25.params()
+    assert loaded.search("cell differentiation", 20) == bm25.search("cell differentiation", 20)
+
+
+def test_unregistered_tokenizer_cannot_be_saved(tmp_path, small_corpus):
+    bm25 = BM25Retriever(small_corpus, tokenizer=str.split)
+    with pytest.raises(ValueError, match="unregistered tokenizer"):
+        bm25.save(tmp_path)
