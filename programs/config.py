@@ -4,20 +4,117 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-BREADTH_RULES = ("ceil_half", "floor_half")
+BREADTH_RULES = ("ceil_half", "floor_half", "fixed")
+STRATEGIES = ("eco", "hero", "parallel")
+SCHEDULES = ("async", "level", "sequential")
+SELECTIONS = ("submodular", "random", "first_k")
+SPECULATION = ("after_initial_research", "immediate", "none")
+YIELD_MODES = ("share_of_batch", "relative_to_total")
+
+
+@dataclass(frozen=True)
+class HeroConfig:
+    """Settings of the `hero` strategy (spec 001 §2, §5.1).
+
+    Args:
+        turns: Turns T; from the second on, the planner sees earlier queries and summaries.
+        tasks_per_turn: Tasks k kept per turn (the tree's `breadth` is not used by this strategy).
+        multiplier: Candidates m·k are planned and cut to k by `selection`.
+        enrichments: Enrichment tasks k' per task (0 turns enrichment off).
+        deep_depth: Passages examined for a main task.
+        shallow_depth: Passages examined for an enrichment task.
+        batch_size: Passages given to the extractor at once.
+        min_yield: A batch is low-yield below this share (see `yield_mode`).
+        low_yield_patience: Consecutive low-yield batches that stop extraction (2 = one extra tolerated).
+        yield_mode: `share_of_batch` (passages citing a new source / batch size) or `relative_to_total`.
+        alpha: Facility-location α for the main selection (anchor: the question).
+        enrich_alpha: α' for the enrichment selection (anchor: the task's query).
+        selection: `submodular`, `random` (seeded ablation) or `first_k`.
+        seed: Seed of the `random` selection.
+    """
+
+    turns: int = 3
+    tasks_per_turn: int = 3
+    multiplier: int = 3
+    enrichments: int = 2
+    deep_depth: int = 24
+    shallow_depth: int = 8
+    batch_size: int = 8
+    min_yield: float = 0.10
+    low_yield_patience: int = 2
+    yield_mode: str = "share_of_batch"
+    alpha: float = 0.6
+    enrich_alpha: float = 0.65
+    selection: str = "submodular"
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("turns", "tasks_per_turn", "multiplier", "deep_depth", "shallow_depth", "batch_size",
+                     "low_yield_patience"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"hero.{name} must be >= 1, got {getattr(self, name)}")
+        if self.enrichments < 0:
+            raise ValueError(f"hero.enrichments must be >= 0, got {self.enrichments}")
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"unknown hero.selection {self.selection!r}; choose one of: {', '.join(SELECTIONS)}")
+        if self.yield_mode not in YIELD_MODES:
+            raise ValueError(f"unknown hero.yield_mode {self.yield_mode!r}; choose one of: {', '.join(YIELD_MODES)}")
+        for name in ("alpha", "enrich_alpha", "min_yield"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"hero.{name} must be in [0, 1], got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """Settings of the `parallel` strategy (spec 002 §2-§4). Each switch can be turned off for ablations.
+
+    Args:
+        adaptive_breadth: A breadth policy picks 1..max_breadth subqueries per planning node; off: `breadth`.
+        max_breadth: b_max.
+        adaptive_depth: A depth policy decides after each research node whether to go deeper; off: always,
+            down to the tree's `depth`.
+        orchestrate: Score running nodes every `interval_s` and prune subtrees (goal met, or low value).
+        speculation: `after_initial_research` (children planned with their parent, started after its
+            research), `immediate` (started as soon as planned) or `none` (planned after the depth decision).
+        interval_s: Seconds between two evaluations of a running node.
+        satisfied_goal, satisfied_quality: A node scoring at least both is stopped with its subtree (`satisfied`).
+        prune_quality: A node scoring below this quality twice in a row is stopped with its subtree (`low_value`).
+        constraints: The user's constraints on sources, shown to every policy.
+    """
+
+    adaptive_breadth: bool = True
+    max_breadth: int = 6
+    adaptive_depth: bool = True
+    orchestrate: bool = True
+    speculation: str = "after_initial_research"
+    interval_s: float = 8.0
+    satisfied_goal: float = 0.8
+    satisfied_quality: float = 0.7
+    prune_quality: float = 0.3
+    constraints: str = ""
+
+    def __post_init__(self):
+        if self.max_breadth < 1:
+            raise ValueError(f"parallel.max_breadth must be >= 1, got {self.max_breadth}")
+        if self.speculation not in SPECULATION:
+            raise ValueError(f"unknown parallel.speculation {self.speculation!r}; "
+                             f"choose one of: {', '.join(SPECULATION)}")
+        if self.interval_s <= 0:
+            raise ValueError(f"parallel.interval_s must be > 0, got {self.interval_s}")
 
 
 @dataclass(frozen=True)
 class ResearchConfig:
-    """How large the research tree grows and how each node works.
+    """How large the research tree grows, how each node works, how it is scheduled and what it may spend.
 
     Args:
-        depth: Levels of search along any root-to-leaf path (1 = only the planned tasks).
+        depth: Levels of search along any root-to-leaf path (1 = only the planned tasks); the maximum
+            depth for the `parallel` strategy.
         breadth: Tasks planned at the root; deeper levels get next_breadth() of their parent's.
-        breadth_rule: `ceil_half` (b -> ceil(b/2), never 0; spec 000 §3.2) or `floor_half` (b // 2;
-            a level whose breadth reaches 0 is not run).
+        breadth_rule: `ceil_half` (b -> ceil(b/2), never 0; spec 000 §3.2), `floor_half` (b // 2;
+            a level whose breadth reaches 0 is not run) or `fixed` (b at every level).
         hits_per_query: Documents retrieved per search.
         max_passages: Passages (relevant hits) given to the extractor per node.
         max_learnings: Learnings kept per node.
@@ -25,6 +122,25 @@ class ResearchConfig:
         max_concurrency: Nodes doing their own work at the same time, across the whole tree.
         max_failures: Failed nodes tolerated before the run stops and writes what it has.
         passage_chars: Characters of each document shown to the LM.
+        strategy: `eco` (spec 000's recursion), `hero` (spec 001's turns of isolated pipelines) or
+            `parallel` (spec 002's adaptive tree).
+        schedule: `async` (a node starts as soon as its parent is done), `level` (a level starts when the
+            whole level above is done) or `sequential` (one node at a time, depth first). The last two are
+            baselines.
+        lm_concurrency: LM calls in flight at once, across the run.
+        search_concurrency: Searches in flight at once, across the run.
+        rate_limits: (provider, requests per second) pairs, e.g. (("openai", 5.0),).
+        lm_timeout_s: Seconds before an LM call is abandoned and retried (None: no limit).
+        lm_retries: Extra attempts after a rate limit or timeout that DSPy's own retries did not absorb.
+        search_timeout_s: Seconds before a search is abandoned and retried (None: no limit).
+        search_retries: Extra attempts of a search that timed out or lost its connection.
+        backoff_s: First backoff; doubles with each attempt.
+        deadline_s: Wall-clock seconds for the research; on expiry running work is cancelled and the
+            report is written from what exists (the writer runs after the deadline).
+        max_lm_calls: LM calls the run may make, the writer's included (None: no cap).
+        max_tokens: Tokens (prompt + completion) after which research stops (None: no cap).
+        hero: Settings of the `hero` strategy.
+        parallel: Settings of the `parallel` strategy.
     """
 
     depth: int = 2
@@ -37,20 +153,50 @@ class ResearchConfig:
     max_concurrency: int = 8
     max_failures: int = 5
     passage_chars: int = 2000
+    strategy: str = "eco"
+    schedule: str = "async"
+    lm_concurrency: int = 16
+    search_concurrency: int = 8
+    rate_limits: tuple[tuple[str, float], ...] = ()
+    lm_timeout_s: float | None = None
+    lm_retries: int = 1
+    search_timeout_s: float | None = 60.0
+    search_retries: int = 2
+    backoff_s: float = 1.0
+    deadline_s: float | None = None
+    max_lm_calls: int | None = None
+    max_tokens: int | None = None
+    hero: HeroConfig = field(default_factory=HeroConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
 
     def __post_init__(self):
         if self.depth < 1 or self.breadth < 1:
             raise ValueError(f"depth and breadth must be >= 1, got depth={self.depth}, breadth={self.breadth}")
         if self.breadth_rule not in BREADTH_RULES:
             raise ValueError(f"unknown breadth_rule {self.breadth_rule!r}; choose one of: {', '.join(BREADTH_RULES)}")
-        for name in ("hits_per_query", "max_passages", "max_learnings", "max_concurrency", "passage_chars"):
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.strategy!r}; choose one of: {', '.join(STRATEGIES)}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {self.schedule!r}; choose one of: {', '.join(SCHEDULES)}")
+        for name in ("hits_per_query", "max_passages", "max_learnings", "max_concurrency", "passage_chars",
+                     "lm_concurrency", "search_concurrency"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_failures < 0:
-            raise ValueError(f"max_failures must be >= 0, got {self.max_failures}")
+        for name in ("max_failures", "lm_retries", "search_retries", "backoff_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("deadline_s", "max_lm_calls", "max_tokens", "lm_timeout_s", "search_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be > 0 or None, got {value}")
+        for provider, rps in self.rate_limits:
+            if rps <= 0:
+                raise ValueError(f"rate limit of {provider!r} must be > 0 requests per second, got {rps}")
 
     def next_breadth(self, breadth: int) -> int:
         """Breadth of the level below one with `breadth` tasks."""
+        if self.breadth_rule == "fixed":
+            return breadth
         return math.ceil(breadth / 2) if self.breadth_rule == "ceil_half" else breadth // 2
 
 
@@ -58,6 +204,13 @@ PRESETS: dict[str, ResearchConfig] = {
     "quick": ResearchConfig(depth=1, breadth=2),
     "standard": ResearchConfig(),
     "deep": ResearchConfig(depth=4, breadth=4),
+    # spec 000 §3: the depth x breadth recursion with halving breadth (what `standard` runs, named)
+    "eco": ResearchConfig(strategy="eco"),
+    # spec 001 §5.1, DeepResearchGym column: T=3, k=3, k'=2, m=3, depths 24/8, 76 LM calls at most
+    "hero": ResearchConfig(strategy="hero", depth=2, breadth=3, max_lm_calls=76, hero=HeroConfig()),
+    # spec 002 §6: max depth 10, breadth 4 (adaptive up to 6), a 10-minute budget
+    "parallel": ResearchConfig(strategy="parallel", depth=10, breadth=4, breadth_rule="fixed",
+                               max_concurrency=16, deadline_s=600.0, parallel=ParallelConfig()),
 }
 
 

@@ -204,3 +204,52 @@ def offline_stages(retriever: Retriever, config: ResearchConfig) -> dict[str, St
     return {"planner": OfflinePlanner(retriever), "assessor": OfflineAssessor(keep_uncertain=config.keep_uncertain),
             "extractor": OfflineExtractor(max_learnings=config.max_learnings), "merger": OfflineMerger(),
             "enricher": OfflineEnricher(), "writer": OfflineWriter()}
+
+
+class OfflineEnrichmentWriter(Stage):
+    """The enrichment learnings not already in the summary, each with its citation (hero strategy)."""
+
+    async def aforward(self, focus: str, summary: str, learnings: list[Learning]) -> dspy.Prediction:
+        fresh = [x for x in learnings if x.text.rstrip(". ") not in summary]
+        merged = (await OfflineMerger().acall(task=Task(query=focus, goal=focus), learnings=fresh)).summary if fresh else ""
+        return dspy.Prediction(paragraph="" if merged == NO_INFORMATION else merged)
+
+
+class OfflineBreadthPolicy(Stage):
+    """Splits a query by the feedback terms of the findings it does not mention yet (parallel strategy).
+
+    Returns no subqueries when the findings offer no new term, so the branch stops.
+    """
+
+    async def aforward(self, query: str, accumulated_findings: list[str], user_constraints: str,
+                       max_breadth: int) -> dspy.Prediction:
+        base = key_terms(query, min_len=1)[:8]
+        sources = [Source(source_id=str(i), title="", text=f) for i, f in enumerate(accumulated_findings)]
+        terms = feedback_terms(sources, set(base), max_breadth) if sources else []
+        if not sources:
+            return dspy.Prediction(subqueries=[" ".join(base)] if base else [])
+        return dspy.Prediction(subqueries=[f"{' '.join(base)} {t}" for t in terms])
+
+
+class OfflineDepthPolicy(Stage):
+    """Deepens while the node found learnings and the maximum depth is not reached (parallel strategy)."""
+
+    async def aforward(self, query: str, local_findings: list[str], user_constraints: str, depth: int,
+                       max_depth: int) -> dspy.Prediction:
+        deepen = bool(local_findings) and depth < max_depth
+        return dspy.Prediction(deepen=deepen, rationale="findings to follow up" if deepen else "nothing to follow up")
+
+
+class OfflineProgressScorer(Stage):
+    """Goal satisfaction as the share of the goal's key terms the findings cover; quality as the share of
+    findings that mention any of them (parallel strategy)."""
+
+    async def aforward(self, goal: str, user_constraints: str, context_summary: str,
+                       findings: list[str]) -> dspy.Prediction:
+        wanted = set(key_terms(goal))
+        found = [set(key_terms(f)) for f in findings]
+        covered = set().union(*found) & wanted if found else set()
+        satisfaction = len(covered) / len(wanted) if wanted else 0.0
+        quality = sum(bool(f & wanted) for f in found) / len(found) if found else 0.0
+        return dspy.Prediction(goal_satisfaction=satisfaction, quality=quality,
+                               rationale=f"{len(covered)} of {len(wanted)} goal terms covered")

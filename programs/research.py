@@ -1,4 +1,10 @@
-"""DeepResearch: the recursive depth x breadth research program (spec 000 §3, stages of spec 001)."""
+"""DeepResearch: one recursive research module with three strategies as presets.
+
+`eco` (the default) is spec 000 §3's depth x breadth recursion with the stages of spec 001; `hero`
+(programs/hero.py) runs spec 001's turns of isolated pipelines; `parallel` (programs/parallel.py)
+runs spec 002's adaptive tree. All three run their nodes as tasks of one pool (programs/scheduler.py)
+under the run's caps, rate limits and budgets, and share the report assembly below.
+"""
 
 from __future__ import annotations
 
@@ -18,8 +24,9 @@ from programs.events import EventHandler, EventLog
 from programs.extractor import Extractor
 from programs.merger import NO_INFORMATION, Merger
 from programs.planner import Planner
+from programs.scheduler import BudgetExceeded, CostMeter, Scheduler
 from programs.stage import run_sync
-from programs.usage import UsageMeter, metered
+from programs.usage import metered
 from programs.writer import Writer
 from retrievers.types import Hit, Retriever
 from signatures.types import Finding, Learning, Task
@@ -27,6 +34,8 @@ from signatures.types import Finding, Learning, Task
 logger = logging.getLogger(__name__)
 
 STAGES = ("planner", "assessor", "extractor", "merger", "enricher", "writer")
+STRATEGY_STAGES = {"eco": (), "hero": ("enrichment_writer",),
+                   "parallel": ("breadth_policy", "depth_policy", "progress_scorer")}
 
 
 class Shared:
@@ -61,6 +70,43 @@ def tree_size(config: ResearchConfig) -> tuple[int, int]:
     return searches, generations
 
 
+class TreeStore:
+    """The run's nodes as they progress, so a deadline can cut the tree and keep what exists.
+
+    Children keep the order in which their parent registered them, whatever order they finish in.
+    """
+
+    def __init__(self):
+        self.nodes: dict[str, Node] = {}
+        self.children: dict[str, list[str]] = {}
+        self.roots: list[str] = []
+
+    def add(self, node: Node, parent_id: str | None = None) -> Node:
+        self.nodes[node.node_id] = node
+        self.children[node.node_id] = []
+        (self.children[parent_id] if parent_id else self.roots).append(node.node_id)
+        return node
+
+    def update(self, node: Node) -> Node:
+        self.nodes[node.node_id] = node
+        return node
+
+    def get(self, node_id: str) -> Node:
+        return self.nodes[node_id]
+
+    def subtree(self, node_id: str) -> list[str]:
+        ids = [node_id]
+        for c in self.children[node_id]:
+            ids += self.subtree(c)
+        return ids
+
+    def build(self, node_id: str) -> Node:
+        return replace(self.nodes[node_id], children=tuple(self.build(c) for c in self.children[node_id]))
+
+    def tree(self) -> tuple[Node, ...]:
+        return tuple(self.build(r) for r in self.roots)
+
+
 @dataclass
 class _Run:
     """Everything that belongs to one run, kept off the module so a program can run concurrently."""
@@ -69,35 +115,45 @@ class _Run:
     config: ResearchConfig
     events: EventLog
     registry: CitationRegistry = field(default_factory=CitationRegistry)
-    meter: UsageMeter = field(default_factory=UsageMeter)
-    slots: asyncio.Semaphore | None = None
+    meter: CostMeter = field(default_factory=CostMeter)
+    store: TreeStore = field(default_factory=TreeStore)
+    sched: Scheduler | None = None
     searches: int = 0
     failures: int = 0
     invented_citations: int = 0
     is_stopped: bool = False
     stop_reason: str = ""
+    finding_depth: int | None = None  # only nodes at this depth become findings (None: every node)
+    counters: dict[str, Any] = field(default_factory=dict)
+
+    def stop(self, reason: str) -> None:
+        if not self.is_stopped:
+            self.is_stopped = True
+            self.stop_reason = reason
+            self.events.emit("budget", message=f"stopping: {reason}")
 
 
 class DeepResearch(dspy.Module):
     """Plans tasks, researches each as a node of a recursive tree, and writes a cited report.
 
-    Every node retrieves, assesses relevance, extracts cited learnings, merges them and asks for
-    follow-up tasks; children recurse with depth - 1 and the next breadth (ceil(b/2) by default).
-    Predictors are created once here and shared by all nodes, so `named_predictors()` lists each
-    stage once whatever the depth.
+    With the default `eco` strategy every node retrieves, assesses relevance, extracts cited learnings,
+    merges them and asks for follow-up tasks; children recurse with depth - 1 and the next breadth
+    (ceil(b/2) by default). `config.strategy` selects `hero` or `parallel` instead (see the presets in
+    programs/config.py). Predictors are created once here and shared by all nodes, so
+    `named_predictors()` lists each stage once whatever the depth.
 
     Args:
         retriever: Any object with `search(query, k)` (and optionally `asearch`) returning hits.
-        config: Tree shape and node settings; `depth` and `breadth` override it when given.
+        config: Tree shape, strategy, schedule, caps and budgets; `depth` and `breadth` override it.
         offline: Use the deterministic extractive stages of `programs.offline` instead of an LM.
         lms: Per-stage LMs, keyed by stage attribute (`planner`, `assessor`, `extractor`, `merger`,
-            `enricher`, `writer`); other stages use the LM in `dspy.settings`.
+            `enricher`, `writer`, and the strategy's own stages); others use the LM in `dspy.settings`.
         on_event: Called with every progress `Event` of a run.
 
     Example:
         >>> program = DeepResearch(retriever=BM25Retriever(load_corpus("scifact")), depth=2, breadth=3)  # doctest: +SKIP
         >>> out = program(question="Does vitamin D reduce fracture risk?")                           # doctest: +SKIP
-        >>> out.markdown, out.references, out.tree, out.usage                                         # doctest: +SKIP
+        >>> out.markdown, out.references, out.tree, out.usage, out.stats["cost"]                      # doctest: +SKIP
     """
 
     def __init__(self, retriever: Retriever, config: ResearchConfig | None = None, *, depth: int | None = None,
@@ -122,9 +178,12 @@ class DeepResearch(dspy.Module):
                       "enricher": Enricher(), "writer": Writer()}
         self.planner, self.assessor, self.extractor = stages["planner"], stages["assessor"], stages["extractor"]
         self.merger, self.enricher, self.writer = stages["merger"], stages["enricher"], stages["writer"]
+        for name, stage in strategy_stages(self.config, offline).items():
+            setattr(self, name, stage)
+        known = STAGES + STRATEGY_STAGES[self.config.strategy]
         for name, lm in (lms or {}).items():
-            if name not in STAGES:
-                raise ValueError(f"unknown stage {name!r} in lms; choose from: {', '.join(STAGES)}")
+            if name not in known:
+                raise ValueError(f"unknown stage {name!r} in lms; choose from: {', '.join(known)}")
             getattr(self, name).set_lm(lm)
 
     @property
@@ -138,10 +197,9 @@ class DeepResearch(dspy.Module):
         """Researches `question` and returns a Prediction carrying the `Report` fields and `report` itself."""
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question is empty; pass the research question as a non-empty string")
-        question = question.strip()
-        run = _Run(question=question, config=self.config, events=EventLog(self.on_event),
-                   slots=asyncio.Semaphore(self.config.max_concurrency))
+        run = _Run(question=question.strip(), config=self.config, events=EventLog(self.on_event))
         with metered(run.meter):
+            run.sched = Scheduler(self.config, run.meter)
             report = await self._run(run)
         return dspy.Prediction(report=report, **{k: getattr(report, k) for k in report.__dataclass_fields__})
 
@@ -149,68 +207,126 @@ class DeepResearch(dspy.Module):
         config = run.config
         max_searches, _ = tree_size(config)
         run.events.emit("run_start", counts={"max_searches": max_searches, "depth": config.depth,
-                                             "breadth": config.breadth})
+                                             "breadth": config.breadth, "strategy": config.strategy,
+                                             "schedule": config.schedule})
+        if config.strategy == "hero":
+            from programs.hero import research_hero
+
+            research = research_hero(self, run)
+        elif config.strategy == "parallel":
+            from programs.parallel import research_parallel
+
+            research = research_parallel(self, run)
+        else:
+            research = self._research_eco(run)
+        sched = run.sched
+        sched.pool.spawn(self._guarded(run, research))
+        finished = await sched.join(sched.remaining())
+        if not finished:
+            run.stop(f"deadline of {config.deadline_s:g}s reached")
+            cancelled = await sched.cancel()
+            run.events.emit("budget", message="deadline: running work cancelled", counts={"tasks": cancelled})
+        run.counters["tree_s"] = round(sched.elapsed(), 4)
+        return await self._report(run, run.store.tree())
+
+    async def _guarded(self, run: _Run, coro) -> None:
+        """The research phase as a pool task: a failure in planning is recorded, not raised."""
         try:
-            tasks = (await self.planner.acall(question=run.question, known=[], max_tasks=config.breadth)).tasks
+            await coro
+        except BudgetExceeded as err:
+            run.stop(str(err))
+        except Exception as err:  # recorded, and the report is still written
+            self._fail(run, "root", "plan", err)
+
+    async def _research_eco(self, run: _Run) -> None:
+        config = run.config
+        try:
+            tasks = (await run.sched.call(self.planner, question=run.question, known=[],
+                                          max_tasks=config.breadth)).tasks
+        except BudgetExceeded:
+            raise
         except Exception as err:  # recorded, and the report is still written
             self._fail(run, "root", "plan", err)
             tasks = []
+        await self._submit_children(run, None, tasks, level=1, depth_left=config.depth, breadth=config.breadth)
+
+    async def _submit_children(self, run: _Run, parent_id: str | None, tasks: list[Task], level: int,
+                               depth_left: int, breadth: int) -> list[asyncio.Future]:
         queries = [t.query for t in tasks]
-        roots = await asyncio.gather(*[
-            self._node(run, task, str(i + 1), depth_left=config.depth, breadth=config.breadth,
-                       siblings=queries[:i] + queries[i + 1:])
-            for i, task in enumerate(tasks)
-        ])
-        return await self._report(run, tuple(roots))
+        futures = []
+        for i, task in enumerate(tasks):
+            node_id = f"{parent_id}.{i + 1}" if parent_id else str(i + 1)
+            run.store.add(Node(node_id=node_id, depth=level, breadth=breadth, query=task.query, goal=task.goal),
+                          parent_id)
+            siblings = queries[:i] + queries[i + 1:]
+            futures.append(await run.sched.submit(level, lambda release, t=task, n=node_id, s=siblings: self._node(
+                run, t, n, depth_left, breadth, s, release)))
+        return futures
 
     async def _node(self, run: _Run, task: Task, node_id: str, depth_left: int, breadth: int,
-                    siblings: list[str]) -> Node:
-        node = Node(node_id=node_id, depth=run.config.depth - depth_left + 1, breadth=breadth, query=task.query,
-                    goal=task.goal)
+                    siblings: list[str], release) -> None:
+        node = run.store.get(node_id)
         child_breadth = run.config.next_breadth(breadth)
         child_tasks: list[Task] = []
-        stage = "search"
-        async with run.slots:
+        stage_ref = ["search"]  # the stage running now, for the failure record
+        async with run.sched.node_slots:
             if run.is_stopped:  # checked once a slot is free: the run may have stopped while this node waited
                 run.events.emit("node_end", node_id=node_id, message="skipped")
-                return replace(node, status="skipped")
+                run.store.update(replace(node, status="skipped"))
+                return
             run.events.emit("node_start", node_id=node_id, message=task.query)
             try:
-                hits = await search(self.retriever, task.query, run.config.hits_per_query)
-                run.searches += 1
-                sources = [as_source(h, run.registry.register(h.doc), run.config.passage_chars) for h in hits]
-                node = replace(node, retrieved_ids=tuple(h.doc.doc_id for h in hits))
-                stage = "assess"
-                assessed = await self.assessor.acall(task=task, sources=sources, scores=[h.score for h in hits])
-                doc_of = {s.source_id: h.doc.doc_id for s, h in zip(sources, hits)}
-                kept = assessed.kept[: run.config.max_passages]
-                node = replace(node, relevant_ids=tuple(doc_of[s.source_id] for s in assessed.kept))
-                stage = "extract"
-                extracted = await self.extractor.acall(question=run.question, task=task, sources=kept)
-                run.invented_citations += extracted.invented
-                node = replace(node, learnings=tuple(extracted.learnings), follow_ups=tuple(extracted.follow_ups))
-                stage = "merge"
-                merged = await self.merger.acall(task=task, learnings=extracted.learnings)
-                node = replace(node, summary=merged.summary)
+                node, summary, follow_ups = await self._research_node(run, task, node, stage_ref)
                 if depth_left > 1 and child_breadth > 0 and not run.is_stopped:
-                    stage = "enrich"
-                    child_tasks = (await self.enricher.acall(
-                        question=run.question, focus=task.query, summary=merged.summary,
-                        open_questions=list(extracted.follow_ups), sibling_queries=siblings,
-                        max_tasks=child_breadth)).tasks
+                    stage_ref[0] = "enrich"
+                    child_tasks = (await run.sched.call(
+                        self.enricher, question=run.question, focus=task.query, summary=summary,
+                        open_questions=follow_ups, sibling_queries=siblings, max_tasks=child_breadth)).tasks
+            except asyncio.CancelledError:
+                run.store.update(replace(run.store.get(node_id), status="cancelled"))
+                raise
+            except BudgetExceeded as err:
+                run.stop(str(err))
+                run.store.update(replace(run.store.get(node_id), status="cancelled"))
+                run.events.emit("node_end", node_id=node_id, message="cancelled")
+                return
             except Exception as err:  # a failing branch is recorded on its node; the run goes on
-                failure = self._fail(run, node_id, stage, err)
+                failure = self._fail(run, node_id, stage_ref[0], err)
                 run.events.emit("node_end", node_id=node_id, message="failed")
-                return replace(node, status="failed", error=failure)
+                run.store.update(replace(run.store.get(node_id), status="failed", error=failure))
+                return
             run.events.emit("node_end", node_id=node_id, message="done",
                             counts={"hits": len(node.retrieved_ids), "relevant": len(node.relevant_ids),
                                     "learnings": len(node.learnings), "children": len(child_tasks)})
-        queries = [t.query for t in child_tasks]
-        children = await asyncio.gather(*[
-            self._node(run, t, f"{node_id}.{i + 1}", depth_left - 1, child_breadth, queries[:i] + queries[i + 1:])
-            for i, t in enumerate(child_tasks)
-        ])
-        return replace(node, children=tuple(children))
+        await self._submit_children(run, node_id, child_tasks, node.depth + 1, depth_left - 1, child_breadth)
+        release()
+
+    async def _research_node(self, run: _Run, task: Task, node: Node, stage_ref: list[str]):
+        """Search, assess, extract and merge for one node; records progress on the store as it goes.
+
+        Returns the updated node, its summary and its follow-up questions; `stage_ref[0]` names the stage
+        running, so a failure can be attributed.
+        """
+        store = run.store
+        stage_ref[0] = "search"
+        hits = await run.sched.search(self.retriever, task.query, run.config.hits_per_query)
+        run.searches += 1
+        sources = [as_source(h, run.registry.register(h.doc), run.config.passage_chars) for h in hits]
+        node = store.update(replace(node, retrieved_ids=tuple(h.doc.doc_id for h in hits)))
+        stage_ref[0] = "assess"
+        assessed = await run.sched.call(self.assessor, task=task, sources=sources, scores=[h.score for h in hits])
+        doc_of = {s.source_id: h.doc.doc_id for s, h in zip(sources, hits)}
+        kept = assessed.kept[: run.config.max_passages]
+        node = store.update(replace(node, relevant_ids=tuple(doc_of[s.source_id] for s in assessed.kept)))
+        stage_ref[0] = "extract"
+        extracted = await run.sched.call(self.extractor, question=run.question, task=task, sources=kept)
+        run.invented_citations += extracted.invented
+        node = store.update(replace(node, learnings=tuple(extracted.learnings),
+                                    follow_ups=tuple(extracted.follow_ups)))
+        stage_ref[0] = "merge"
+        merged = await run.sched.call(self.merger, task=task, learnings=extracted.learnings)
+        node = store.update(replace(node, summary=merged.summary))
+        return node, merged.summary, list(extracted.follow_ups)
 
     def _fail(self, run: _Run, node_id: str, stage: str, err: Exception) -> Failure:
         failure = Failure(stage=stage, error_type=type(err).__name__, message=str(err).splitlines()[0][:500] if str(err) else "")
@@ -218,20 +334,19 @@ class DeepResearch(dspy.Module):
         logger.warning("node %s failed in %s: %s: %s", node_id, stage, failure.error_type, failure.message)
         run.events.emit("failure", node_id=node_id, stage=stage, message=f"{failure.error_type}: {failure.message}")
         if run.failures > run.config.max_failures and not run.is_stopped:
-            run.is_stopped = True
-            run.stop_reason = f"more than {run.config.max_failures} failures"
-            run.events.emit("budget", message=f"stopping: {run.stop_reason}")
+            run.stop(f"more than {run.config.max_failures} failures")
         return failure
 
     async def _report(self, run: _Run, roots: tuple[Node, ...]) -> Report:
         nodes = [n for r in roots for n in r.walk()]
         findings = [Finding(query=n.query, summary=n.summary) for n in nodes
-                    if n.status == "done" and n.learnings and n.summary != NO_INFORMATION]
+                    if n.status in ("done", "pruned", "cancelled") and n.learnings and n.summary
+                    and n.summary != NO_INFORMATION and run.finding_depth in (None, n.depth)]
         learnings = tuple({x.text: x for n in nodes for x in n.learnings}.values())  # first-seen order, exact dedup
         write_failed = False
         if findings:
             try:
-                body = (await self.writer.acall(question=run.question, findings=findings)).report
+                body = (await run.sched.call(self.writer, reserve=0, question=run.question, findings=findings)).report
             except Exception as err:
                 self._fail(run, "root", "write", err)
                 write_failed = True
@@ -251,17 +366,43 @@ class DeepResearch(dspy.Module):
         if notes:
             markdown += "\n\n" + "\n".join(f"> Note: {n}" for n in notes)
         markdown += "\n\n" + render_references(renumbered.references) + "\n"
+        usage = run.meter.snapshot()
+        costs = run.meter.costs()
         stats = {
             "nodes": len(nodes), "searches": run.searches, "failed_nodes": failed,
             "skipped_nodes": sum(n.status == "skipped" for n in nodes), "learnings": len(learnings),
             "citations": len(renumbered.references), "dropped_citations": renumbered.dropped,
             "invented_citations": run.invented_citations, "registered_sources": len(run.registry),
             "stopped": run.stop_reason or None, "offline": self.is_offline,
+            "cancelled_nodes": sum(n.status == "cancelled" for n in nodes),
+            "pruned_nodes": sum(n.status == "pruned" for n in nodes),
+            "strategy": run.config.strategy, "schedule": run.config.schedule,
+            "lm_calls": run.meter.total_calls, "tokens": run.meter.total_tokens,
+            "cost": {"stages": costs, "total": None if any(v is None for v in costs.values())
+                     else round(sum(costs.values()), 8)},
+            "limits": {"nodes": run.config.max_concurrency, "lm": run.config.lm_concurrency,
+                       "search": run.config.search_concurrency},
+            "retries": dict(run.sched.retries), "tree_s": run.counters.get("tree_s"),
+            "total_s": round(run.sched.elapsed(), 4),
+            **{k: v for k, v in run.counters.items() if k != "tree_s"},
         }
         run.events.emit("run_end", counts=dict(stats))
         return Report(question=run.question, markdown=markdown, references=renumbered.references,
-                      learnings=learnings, tree=roots, usage=run.meter.snapshot(), stats=stats,
+                      learnings=learnings, tree=roots, usage=usage, stats=stats,
                       events=tuple(run.events.events))
+
+
+def strategy_stages(config: ResearchConfig, offline: bool) -> dict[str, dspy.Module]:
+    """The stage modules a strategy adds to the six shared ones (none for `eco`)."""
+    if config.strategy == "hero":
+        from programs.hero import hero_stages
+
+        return hero_stages(offline)
+    if config.strategy == "parallel":
+        from programs.parallel import parallel_stages
+
+        return parallel_stages(offline)
+    return {}
 
 
 def fallback_report(question: str, findings: list[Finding]) -> str:
@@ -271,4 +412,5 @@ def fallback_report(question: str, findings: list[Finding]) -> str:
     return "\n\n".join(parts)
 
 
-__all__ = ["DeepResearch", "Learning", "run_sync", "tree_size"]
+__all__ = ["DeepResearch", "Learning", "STAGES", "Shared", "TreeStore", "fallback_report", "run_sync", "search",
+           "tree_size"]

@@ -1,6 +1,6 @@
 import dspy
 
-from signatures.types import Task
+from signatures.types import Learning, Task
 
 
 # Behaviour: spec 001 §4.4 (FindGaps). Wording is ours.
@@ -17,3 +17,15 @@ class FindGaps(dspy.Signature):
     sibling_queries: list[str] = dspy.InputField()
     max_tasks: int = dspy.InputField()
     tasks: list[Task] = dspy.OutputField(desc="at most max_tasks; empty means stop")
+
+
+# Behaviour: spec 001 §4.5 (enrichment synthesis, appended to the summary, never a rewrite). Wording is ours.
+class WriteEnrichment(dspy.Signature):
+    """Write one paragraph with what the new learnings add to the existing summary of this line of
+    research. Include only information the summary lacks, keep every number, place and method, and put
+    each source id in square brackets right after the claim it supports."""
+
+    focus: str = dspy.InputField(desc="the query this line of research pursued")
+    summary: str = dspy.InputField(desc="the existing summary, which stays as it is")
+    learnings: list[Learning] = dspy.InputField(desc="what the follow-up searches found")
+    paragraph: str = dspy.OutputField()

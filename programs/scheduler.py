@@ -1,0 +1,319 @@
+"""One asyncio pool per run: node tasks, global caps on LM calls and searches, rate limits, budgets.
+
+Every node of a research tree is a task in the run's `TaskPool`; a child is submitted by its parent
+as soon as the parent's own research is done, so no level waits for another (`schedule="async"`).
+The `level` and `sequential` schedules exist as baselines (spec 002 §7): `level` holds a level's nodes
+until the whole level above has finished; `sequential` runs one node at a time, depth first.
+
+LM calls go through `Scheduler.call`, searches through `Scheduler.search`. Each takes a slot of a
+global semaphore and waits for its provider's rate limit. DSPy already retries rate-limit, timeout and
+server errors inside an LM call (dspy.md §1.3), so an LM error that reaches us has survived those
+retries: we do not retry it blindly, we pause the whole provider (every call to it waits) and try
+again at most `lm_retries` times. Timeouts of our own (`lm_timeout_s`, `search_timeout_s`) are not
+seen by DSPy and are retried with exponential backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import dspy
+
+from programs.config import ResearchConfig
+from programs.usage import UsageMeter
+from retrievers.types import Hit, Retriever
+
+logger = logging.getLogger(__name__)
+
+RETRYABLE_SEARCH_ERRORS = (asyncio.TimeoutError, TimeoutError, ConnectionError)
+
+
+class BudgetExceeded(RuntimeError):
+    """Raised before an LM call that the run's call or token budget does not allow."""
+
+
+class TaskPool:
+    """The set of running tasks of one run: spawn, wait until none is left, cancel all."""
+
+    def __init__(self):
+        self._tasks: set[asyncio.Task] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.spawned = 0
+
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        self.spawned += 1
+        self._idle.clear()
+        task.add_done_callback(self._finished)
+        return task
+
+    def _finished(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("a pool task ended with an error", exc_info=task.exception())
+        if not self._tasks:
+            self._idle.set()
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    async def join(self) -> None:
+        """Returns when no task is left, including tasks spawned while waiting."""
+        while self._tasks:
+            await self._idle.wait()
+
+    async def cancel(self) -> int:
+        """Cancels every task and waits until they have all ended; returns how many were cancelled."""
+        cancelled = 0
+        while self._tasks:
+            tasks = list(self._tasks)
+            for t in tasks:
+                cancelled += t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return cancelled
+
+
+class RateLimiter:
+    """Spaces the requests to one provider at least 1/rps seconds apart; `pause` holds them all."""
+
+    def __init__(self, rps: float | None):
+        self.interval = 1.0 / rps if rps else 0.0
+        self._next = 0.0
+        self.pauses = 0
+
+    async def acquire(self) -> None:
+        now = time.monotonic()
+        start = max(now, self._next)
+        self._next = start + self.interval
+        if start > now:
+            await asyncio.sleep(start - now)
+
+    def pause(self, seconds: float) -> None:
+        self.pauses += 1
+        self._next = max(self._next, time.monotonic() + seconds)
+
+
+def provider_of(module: dspy.Module) -> str | None:
+    """The provider (`openai`, `anthropic`...) of the LM a stage would call, or None when it calls none."""
+    predictors = module.predictors()
+    if not predictors:
+        return None
+    lm = predictors[0].lm or dspy.settings.lm
+    model = getattr(lm, "model", None) or ""
+    return model.split("/", 1)[0] if model else None
+
+
+def model_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """US dollars from LiteLLM's local price map, or None for a model it does not price."""
+    import litellm
+
+    names = [model, model.split("/", 1)[-1]]
+    info = next((litellm.model_cost[n] for n in names if n in litellm.model_cost), None)
+    if not info or info.get("input_cost_per_token") is None:
+        return None
+    return (prompt_tokens * float(info["input_cost_per_token"])
+            + completion_tokens * float(info.get("output_cost_per_token") or 0.0))
+
+
+class CostMeter(UsageMeter):
+    """A UsageMeter that also keeps tokens per model, so each stage's cost can be priced."""
+
+    def __init__(self):
+        super().__init__()
+        self._by_model: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+
+    def add_tokens(self, stage: str, usage: dict) -> None:
+        super().add_tokens(stage, usage)
+        with self._lock:
+            for model, per_model in usage.items():
+                tokens = self._by_model[stage][model]
+                tokens[0] += int(per_model.get("prompt_tokens") or 0)
+                tokens[1] += int(per_model.get("completion_tokens") or 0)
+
+    def costs(self) -> dict[str, float | None]:
+        """Dollars per stage; None for a stage that used a model without a known price."""
+        out: dict[str, float | None] = {}
+        with self._lock:
+            for stage, models in sorted(self._by_model.items()):
+                prices = [model_cost(m, p, c) for m, (p, c) in models.items()]
+                out[stage] = None if any(x is None for x in prices) else round(sum(prices), 8)
+        return out
+
+
+Factory = Callable[[Callable[[], None]], Awaitable[Any]]
+
+
+class Scheduler:
+    """The per-run scheduler: pool, node slots, LM and search caps, rate limits, retries and budgets.
+
+    Args:
+        config: Caps, timeouts, retries, budgets and the schedule.
+        meter: The run's meter; the call and token budgets are read from it.
+    """
+
+    def __init__(self, config: ResearchConfig, meter: UsageMeter):
+        self.config = config
+        self.meter = meter
+        sequential = config.schedule == "sequential"
+        self.pool = TaskPool()
+        self.node_slots = asyncio.Semaphore(1 if sequential else config.max_concurrency)
+        self.lm_slots = asyncio.Semaphore(1 if sequential else config.lm_concurrency)
+        self.search_slots = asyncio.Semaphore(1 if sequential else config.search_concurrency)
+        rates = dict(config.rate_limits)
+        self._limiters: dict[str, RateLimiter] = defaultdict(lambda: RateLimiter(None))
+        self._limiters.update({p: RateLimiter(r) for p, r in rates.items()})
+        self._outstanding: dict[int, int] = defaultdict(int)
+        self._held: dict[int, list[tuple[Factory, asyncio.Future]]] = defaultdict(list)
+        self.started = time.monotonic()
+        self.retries = {"lm": 0, "search": 0}
+        self.deadline_hit = False
+
+    # ---- nodes -------------------------------------------------------------------------------------
+    async def submit(self, level: int, factory: Factory) -> asyncio.Future:
+        """Schedules a node at tree level `level` (roots are 1) and returns a future of its result.
+
+        `factory(release)` builds the node's coroutine; the node calls `release()` once its own research
+        is done (the `level` schedule waits for that from every node of a level); ending also releases.
+        """
+        if self.config.schedule == "sequential":
+            fut = asyncio.get_running_loop().create_future()
+            fut.set_result(await factory(lambda: None))
+            return fut
+        fut = asyncio.get_running_loop().create_future()
+        if self.config.schedule == "level" and self._outstanding[level - 1] > 0:
+            self._held[level].append((factory, fut))
+        else:
+            self._start(level, factory, fut)
+        return fut
+
+    def _start(self, level: int, factory: Factory, fut: asyncio.Future) -> None:
+        self._outstanding[level] += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
+            self._outstanding[level] -= 1
+            if self._outstanding[level] == 0 and self._held.get(level + 1):
+                waiting, self._held[level + 1] = self._held[level + 1], []
+                for f, child_fut in waiting:
+                    self._start(level + 1, f, child_fut)
+
+        async def run() -> None:
+            try:
+                result = await factory(release)
+            except asyncio.CancelledError:
+                fut.cancel()
+                raise
+            except BaseException as err:  # node coroutines record their own failures; this is a bug
+                fut.set_exception(err)
+                raise
+            else:
+                fut.set_result(result)
+            finally:
+                release()
+
+        self.pool.spawn(run())
+
+    async def join(self, timeout: float | None) -> bool:
+        """Waits for every node; False when `timeout` seconds passed first (nothing is cancelled here)."""
+        try:
+            await asyncio.wait_for(self.pool.join(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    async def cancel(self) -> int:
+        for level in list(self._held):
+            for _, fut in self._held.pop(level):
+                fut.cancel()
+        return await self.pool.cancel()
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline, or None without one."""
+        if self.config.deadline_s is None:
+            return None
+        return max(0.0, self.config.deadline_s - (time.monotonic() - self.started))
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    # ---- budgets -----------------------------------------------------------------------------------
+    def exhausted(self, reserve: int = 1) -> str | None:
+        """Why research must stop now (call or token budget spent), or None.
+
+        `reserve` LM calls are kept for the writer, so a run within budget can still write its report.
+        """
+        c = self.config
+        if c.max_lm_calls is not None and self.meter.total_calls >= c.max_lm_calls - reserve:
+            return f"LM call budget of {c.max_lm_calls} reached"
+        if c.max_tokens is not None and self.meter.total_tokens >= c.max_tokens:
+            return f"token budget of {c.max_tokens} reached"
+        return None
+
+    # ---- calls -------------------------------------------------------------------------------------
+    async def call(self, module: dspy.Module, *, reserve: int = 1, **inputs) -> dspy.Prediction:
+        """Calls a stage module under the LM cap, its provider's rate limit and the run's budgets.
+
+        Raises:
+            BudgetExceeded: when the call or token budget leaves no room for this call.
+        """
+        provider = provider_of(module)
+        if provider is None:  # an offline stage: no LM, no cap, no budget
+            return await module.acall(**inputs)
+        limiter = self._limiters[provider]
+        attempt = 0
+        while True:
+            reason = self.exhausted(reserve)
+            if reason:
+                raise BudgetExceeded(reason)
+            await limiter.acquire()
+            try:
+                async with self.lm_slots:
+                    if self.config.lm_timeout_s is None:
+                        return await module.acall(**inputs)
+                    return await asyncio.wait_for(module.acall(**inputs), self.config.lm_timeout_s)
+            except (dspy.LMRateLimitError, asyncio.TimeoutError) as err:
+                if attempt >= self.config.lm_retries:
+                    raise
+                wait = getattr(err, "retry_after", None) or self.config.backoff_s * 2 ** attempt
+                if isinstance(err, dspy.LMRateLimitError):
+                    limiter.pause(wait)  # every call to this provider waits, not only this one
+                logger.warning("LM call to %s: %s; retrying in %.2fs", provider, type(err).__name__, wait)
+                self.retries["lm"] += 1
+                attempt += 1
+                await asyncio.sleep(0 if isinstance(err, dspy.LMRateLimitError) else wait)
+
+    async def search(self, retriever: Retriever, query: str, k: int) -> list[Hit]:
+        """One search under the search cap, with a timeout and retries on timeouts and lost connections."""
+        attempt = 0
+        while True:
+            try:
+                async with self.search_slots:
+                    coro = _search(retriever, query, k)
+                    if self.config.search_timeout_s is None:
+                        return await coro
+                    return await asyncio.wait_for(coro, self.config.search_timeout_s)
+            except RETRYABLE_SEARCH_ERRORS as err:
+                if attempt >= self.config.search_retries:
+                    raise
+                wait = self.config.backoff_s * 2 ** attempt
+                logger.warning("search %r: %s; retrying in %.2fs", query, type(err).__name__, wait)
+                self.retries["search"] += 1
+                attempt += 1
+                await asyncio.sleep(wait)
+
+
+async def _search(retriever: Retriever, query: str, k: int) -> list[Hit]:
+    if hasattr(retriever, "asearch"):
+        return await retriever.asearch(query, k)
+    return await asyncio.to_thread(retriever.search, query, k)

@@ -1,0 +1,230 @@
+"""Scheduler and budgets of DeepResearch: one pool, no level barriers, caps, rate limits, deadline, cost."""
+
+import asyncio
+import json
+
+import dspy
+import pytest
+from dspy.lm15 import RateLimitError
+
+from programs.config import ResearchConfig
+from programs.research import DeepResearch
+from programs.scheduler import TaskPool, model_cost
+from tests.research_lm import research_handler
+from tests.scripted import ScriptedEngine, inputs_of
+
+QUESTION = "vitamin D and bone fractures"
+
+
+class TimedEngine:
+    """Async engine whose latency depends on what is asked; records how many calls are in flight."""
+
+    def __init__(self, handler, delay_of=lambda messages: 0.0, fail_first: int = 0):
+        self.sync = ScriptedEngine(handler)
+        self.delay_of, self.fail_first = delay_of, fail_first
+        self.in_flight = self.peak = self.rate_limited = 0
+
+    async def complete(self, request):
+        from tests.scripted import request_to_chat
+
+        if self.rate_limited < self.fail_first:
+            self.rate_limited += 1
+            raise RateLimitError("slow down", retry_after=0.01)
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay_of(request_to_chat(request)))
+        finally:
+            self.in_flight -= 1
+        return self.sync.complete(request)
+
+
+def timed_lm(delay_of=lambda m: 0.0, model="fake/timed", handler=None, **kw):
+    engine = TimedEngine(handler or research_handler(), delay_of, kw.pop("fail_first", 0))
+    lm = dspy.LM(model, engine=engine.sync, async_engine=engine, cache=False, **kw)
+    lm.timed = engine
+    return lm
+
+
+def task_of(messages) -> str:
+    asked = inputs_of(messages)
+    return asked.get("task", "") or asked.get("focus", "")
+
+
+def run(retriever, lm, **config):
+    with dspy.context(lm=lm):
+        return DeepResearch(retriever=retriever, config=ResearchConfig(**config))(question=QUESTION)
+
+
+def order(out, kind, node_id):
+    return next(i for i, e in enumerate(out.events) if e.kind == kind and e.node_id == node_id)
+
+
+def test_the_eco_tree_and_report_do_not_depend_on_the_concurrency_limit(scifact_bm25):
+    # jittered latencies make nodes finish in a different order under each limit
+    delay = lambda m: (sum(map(ord, task_of(m))) % 7) / 1000  # noqa: E731
+    outs = {n: run(scifact_bm25, timed_lm(delay), depth=3, breadth=3, max_concurrency=n, lm_concurrency=n)
+            for n in (1, 2, 16)}
+    seq = run(scifact_bm25, timed_lm(delay), depth=3, breadth=3, schedule="sequential")
+    lvl = run(scifact_bm25, timed_lm(delay), depth=3, breadth=3, schedule="level")
+    reference = outs[16]
+    assert reference.stats["nodes"] == 3 + 6 + 6
+    for out in [outs[1], outs[2], seq, lvl]:
+        assert out.report.tree == reference.report.tree
+        assert out.markdown == reference.markdown
+        assert out.references == reference.references
+        assert {k: v.calls for k, v in out.usage.items()} == {k: v.calls for k, v in reference.usage.items()}
+    finish = {n: [e.node_id for e in o.events if e.kind == "node_end"] for n, o in outs.items()}
+    assert finish[1] != finish[16]  # the schedules really differed
+
+
+def test_a_child_starts_before_a_slow_sibling_finishes(scifact_bm25):
+    slow = lambda m: 0.3 if "aspect 3" in task_of(m) and "gap" not in task_of(m) else 0.005  # noqa: E731
+    out = run(scifact_bm25, timed_lm(slow), depth=2, breadth=3, max_concurrency=16)
+    assert order(out, "node_start", "1.1") < order(out, "node_end", "3")
+    barrier = run(scifact_bm25, timed_lm(slow), depth=2, breadth=3, max_concurrency=16, schedule="level")
+    assert order(barrier, "node_start", "1.1") > order(barrier, "node_end", "3")
+    assert barrier.report.tree == out.report.tree
+
+
+def test_sequential_schedule_runs_one_node_at_a_time_depth_first(scifact_bm25):
+    lm = timed_lm(lambda m: 0.002)
+    out = run(scifact_bm25, lm, depth=2, breadth=2, schedule="sequential")
+    starts = [e.node_id for e in out.events if e.kind == "node_start"]
+    assert starts == ["1", "1.1", "2", "2.1"]
+    assert lm.timed.peak == 1
+
+
+def test_lm_calls_and_searches_stay_under_their_global_caps(scifact_bm25):
+    searching, peak_search = 0, 0
+
+    class ProbeRetriever:
+        async def asearch(self, query, k=10, **kw):
+            nonlocal searching, peak_search
+            searching += 1
+            peak_search = max(peak_search, searching)
+            await asyncio.sleep(0.01)
+            searching -= 1
+            return scifact_bm25.search(query, k)
+
+        def search(self, query, k=10, **kw):
+            return scifact_bm25.search(query, k)
+
+    lm = timed_lm(lambda m: 0.01)
+    out = run(ProbeRetriever(), lm, depth=2, breadth=4, max_concurrency=16, lm_concurrency=3, search_concurrency=2)
+    assert out.stats["searches"] == 4 + 8
+    assert 1 < lm.timed.peak <= 3 and 1 < peak_search <= 2
+    assert out.stats["limits"] == {"nodes": 16, "lm": 3, "search": 2}
+
+
+def test_a_rate_limit_pauses_the_provider_and_the_call_is_retried(scifact_bm25):
+    lm = timed_lm(fail_first=1, num_retries=0)  # DSPy gives up at once; the scheduler waits and retries
+    out = run(scifact_bm25, lm, depth=1, breadth=2, backoff_s=0.01)
+    assert out.stats["failed_nodes"] == 0 and out.stats["retries"]["lm"] == 1
+    lm = timed_lm(fail_first=50, num_retries=0)
+    out = run(scifact_bm25, lm, depth=1, breadth=2, backoff_s=0.001, lm_retries=1)
+    assert out.stats["nodes"] == 0 and out.stats["retries"]["lm"] == 1
+    assert any(e.kind == "failure" and e.stage == "plan" and "RateLimit" in e.message for e in out.events)
+
+
+def test_a_search_that_times_out_is_retried_then_recorded(scifact_bm25):
+    calls = []
+
+    class Flaky:
+        async def asearch(self, query, k=10, **kw):
+            calls.append(query)
+            if len(calls) == 1:
+                await asyncio.sleep(5)
+            return scifact_bm25.search(query, k)
+
+        def search(self, query, k=10, **kw):
+            return scifact_bm25.search(query, k)
+
+    out = run(Flaky(), timed_lm(), depth=1, breadth=1, search_timeout_s=0.05, backoff_s=0.001)
+    assert out.stats["retries"]["search"] == 1 and out.stats["failed_nodes"] == 0 and len(calls) == 2
+
+
+def test_the_deadline_cancels_running_work_and_the_report_uses_what_exists(scifact_bm25):
+    # depth-1 nodes are quick; every deeper extraction takes far longer than the deadline
+    slow_deep = lambda m: 30.0 if "gap" in task_of(m) and "passages" in inputs_of(m) else 0.0  # noqa: E731
+    lm = timed_lm(slow_deep)
+
+    async def go():
+        with dspy.context(lm=lm):
+            out = await DeepResearch(retriever=scifact_bm25, config=ResearchConfig(
+                depth=3, breadth=2, deadline_s=1.0, max_concurrency=16)).acall(question=QUESTION)
+        return out, [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+    out, pending = asyncio.run(go())
+    statuses = {n.node_id: n.status for n in out.report.nodes()}
+    assert statuses["1"] == statuses["2"] == "done"
+    assert {statuses[i] for i in ("1.1", "2.1")} == {"cancelled"}
+    assert pending == []
+    assert "deadline" in out.stats["stopped"] and "stopped early" in out.markdown
+    assert any(e.kind == "budget" and "deadline" in e.message for e in out.events)
+    assert out.usage["write"].calls == 1 and out.stats["cancelled_nodes"] == 2
+    findings = json.loads(inputs_of(next(p for p in lm.timed.sync.prompts if "findings" in inputs_of(p)))["findings"])
+    assert [f["query"] for f in findings] == [out.report.tree[0].query, out.report.tree[1].query]
+
+
+def test_the_lm_call_budget_stops_research_and_keeps_a_call_for_the_writer(scifact_bm25):
+    out = run(scifact_bm25, timed_lm(), depth=2, breadth=3, max_lm_calls=9)
+    total = sum(u.calls for u in out.usage.values())
+    assert total <= 9 and out.usage["write"].calls == 1
+    assert "LM call budget of 9" in out.stats["stopped"]
+    assert out.stats["lm_calls"] == total
+
+
+def test_the_token_budget_stops_research(scifact_bm25):
+    out = run(scifact_bm25, timed_lm(), depth=2, breadth=3, max_tokens=60)  # 15 tokens per call
+    assert "token budget of 60" in out.stats["stopped"]
+    research_tokens = sum(u.total_tokens for s, u in out.usage.items() if s != "write")
+    assert 60 <= research_tokens < 60 + 15 * 3  # checked before each call; calls in flight still finish
+
+
+def test_cost_is_priced_per_stage_from_litellm_prices_and_unknown_models_cost_none(scifact_bm25):
+    import litellm
+
+    out = run(scifact_bm25, timed_lm(model="openai/gpt-4.1-mini"), depth=1, breadth=2)
+    price = litellm.model_cost["gpt-4.1-mini"]
+    per_call = 10 * price["input_cost_per_token"] + 5 * price["output_cost_per_token"]
+    cost = out.stats["cost"]
+    assert cost["stages"]["extract"] == pytest.approx(out.usage["extract"].calls * per_call)
+    assert cost["total"] == pytest.approx(sum(u.calls for u in out.usage.values()) * per_call)
+    unknown = run(scifact_bm25, timed_lm(model="fake/timed"), depth=1, breadth=2)
+    assert unknown.stats["cost"]["total"] is None and unknown.stats["cost"]["stages"]["plan"] is None
+    assert model_cost("fake/timed", 10, 5) is None
+
+
+def test_spec_002_table_7_prices_reproduce_the_orchestration_cost():
+    # spec 002 §10.11: $1.10 / M input, $4.40 / M output (o3-mini)
+    import litellm
+
+    litellm.model_cost["test-o3-mini-prices"] = {"input_cost_per_token": 1.1e-6, "output_cost_per_token": 4.4e-6}
+    try:
+        assert model_cost("test-o3-mini-prices", 9632, 1788) == pytest.approx(0.01846, abs=5e-6)
+        assert model_cost("test-o3-mini-prices", 25646, 4756) == pytest.approx(0.04914, abs=5e-6)
+    finally:
+        del litellm.model_cost["test-o3-mini-prices"]
+
+
+def test_the_pool_waits_for_tasks_spawned_while_joining_and_cancels_cleanly():
+    async def go():
+        pool, done = TaskPool(), []
+
+        async def child():
+            await asyncio.sleep(0.01)
+            done.append("child")
+
+        async def parent():
+            await asyncio.sleep(0.01)
+            pool.spawn(child())
+            done.append("parent")
+
+        pool.spawn(parent())
+        await pool.join()
+        pool.spawn(asyncio.sleep(10))
+        cancelled = await pool.cancel()
+        return done, cancelled, len(pool)
+
+    assert asyncio.run(go()) == (["parent", "child"], 1, 0)

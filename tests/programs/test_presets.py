@@ -1,0 +1,174 @@
+"""The strategies as presets: `eco` (default), `hero` (spec 001) and `parallel` (spec 002)."""
+
+import json
+from dataclasses import replace
+
+import dspy
+import pytest
+
+from programs.config import PRESETS, HeroConfig, ParallelConfig, ResearchConfig, preset
+from programs.hero import is_low_yield
+from programs.research import DeepResearch
+from signatures.enrich import WriteEnrichment
+from signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
+from tests.research_lm import research_handler
+from tests.scripted import inputs_of, scripted_lm
+
+QUESTION = "vitamin D and bone fractures"
+
+
+def hero_handler(**overrides):
+    def enrichment(messages):
+        learnings = json.loads(inputs_of(messages)["learnings"])
+        return {"paragraph": " ".join(f"Also {x['text']} [{x['source_ids'][0]}]." for x in learnings)}
+
+    return research_handler({WriteEnrichment: enrichment, **overrides})
+
+
+def test_presets_exist_and_the_default_is_eco():
+    assert {"eco", "hero", "parallel"} <= set(PRESETS)
+    assert ResearchConfig().strategy == "eco" and preset("eco") == ResearchConfig(strategy="eco")
+    assert preset("hero").hero == HeroConfig(turns=3, tasks_per_turn=3, enrichments=2, multiplier=3,
+                                             deep_depth=24, shallow_depth=8)
+    with pytest.raises(ValueError, match="choose one of: eco, hero, parallel"):
+        ResearchConfig(strategy="storm")
+
+
+def test_hero_named_predictors_list_each_stage_once(scifact_bm25):
+    names = [n for n, _ in DeepResearch(retriever=scifact_bm25, config=preset("hero")).named_predictors()]
+    assert len(names) == len(set(names)) and "enrichment_writer.write_enrichment" in names
+
+
+def test_hero_drg_budgets_and_isolation(scifact, scifact_bm25):
+    # spec 001 §9.5: 9 candidates asked per turn, 3 kept, 3 turns; FindGaps asked for 6, 2 kept; <= 76 LM calls
+    lm = scripted_lm(hero_handler())
+    config = preset("hero", hero=replace(preset("hero").hero, selection="first_k"))
+    with dspy.context(lm=lm):
+        out = DeepResearch(retriever=scifact_bm25, config=config)(question=QUESTION)
+    prompts = lm.scripted.prompts
+    plans = [inputs_of(p) for p in prompts if "known" in inputs_of(p)]
+    assert [int(p["max_tasks"]) for p in plans] == [9, 9, 9]
+    gaps = [inputs_of(p) for p in prompts if "sibling_queries" in inputs_of(p)]
+    assert len(gaps) == 9 and {int(g["max_tasks"]) for g in gaps} == {6}
+    roots = out.report.tree
+    assert len(roots) == 9 and all(len(r.children) == 2 for r in roots)
+    assert sum(u.calls for u in out.usage.values()) <= 76 and out.usage["write"].calls == 1
+    assert out.stats["passages_examined"] <= 360
+    # turn 2 planner sees turn 1's queries and summaries
+    assert roots[0].query in plans[1]["known"] and roots[0].summary.split("\n\n")[0][:30] in plans[1]["known"]
+    # isolation: a pipeline's extraction and merge prompts never show a sibling's documents
+    for root in roots[:3]:
+        own = {d for n in root.walk() for d in n.retrieved_ids}
+        for p in prompts:
+            asked = inputs_of(p)
+            if "passages" in asked and root.query in asked.get("task", ""):
+                titles = {s["title"] for s in json.loads(asked["passages"])}
+                assert titles and titles <= {scifact.get(d).title for d in own}
+        siblings = [r.query for r in roots[:3] if r is not root]
+        mine = next(g for g in gaps if g["focus"] == root.query)
+        assert all(s in mine["sibling_queries"] for s in siblings)
+    # enrichment is append-only
+    merges = {inputs_of(p)["task"]: p for p in prompts if "learnings" in inputs_of(p) and "summary" not in inputs_of(p)}
+    for root in roots:
+        enrich_inputs = [inputs_of(p) for p in prompts if inputs_of(p).get("focus") == root.query
+                         and "learnings" in inputs_of(p)]
+        assert len(enrich_inputs) == 1
+        assert root.summary.startswith(enrich_inputs[0]["summary"]) and len(root.summary) > len(enrich_inputs[0]["summary"])
+    assert merges
+
+
+def test_hero_without_enrichment_makes_no_gap_or_shallow_calls(scifact_bm25):
+    lm = scripted_lm(hero_handler())
+    config = preset("hero", hero=HeroConfig(turns=1, tasks_per_turn=4, multiplier=4, enrichments=0))
+    with dspy.context(lm=lm):
+        out = DeepResearch(retriever=scifact_bm25, config=config)(question=QUESTION)
+    assert "enrich" not in out.usage and "enrich_write" not in out.usage
+    assert len(out.report.tree) == 4 and all(not r.children for r in out.report.tree)
+
+
+@pytest.mark.parametrize("counts,depth,examined", [([3, 0, 0, 0, 0], 80, 24), ([3, 0, 2, 0, 0, 0], 80, 40),
+                                                  ([1] * 10, 80, 80), ([1] * 10, 24, 24)])
+def test_early_stopping_rule_spec_001_check_9(counts, depth, examined):
+    # replay the batch loop's stopping rule over per-batch counts of passages citing a new source
+    low, seen = 0, 0
+    for n in counts:
+        if seen >= depth:
+            break
+        seen += 8
+        low = low + 1 if is_low_yield(n, n, 8, 10, "share_of_batch", 0.10) else 0
+        if low >= 2:
+            break
+    assert seen == examined
+    assert is_low_yield(0, 0, 8, 10, "relative_to_total", 0.10) and not is_low_yield(1, 1, 8, 10, "relative_to_total", 0.10)
+
+
+def test_hero_early_stopping_in_a_run(scifact_bm25):
+    # the extractor cites nothing: two low-yield batches, then the pipeline stops (16 of 24 passages)
+    from signatures import ExtractLearnings
+
+    quiet = scripted_lm(research_handler({ExtractLearnings: {"learnings": [], "follow_up_questions": []}}))
+    config = preset("hero", hero=HeroConfig(turns=1, tasks_per_turn=1, multiplier=1, enrichments=0))
+    with dspy.context(lm=quiet):
+        out = DeepResearch(retriever=scifact_bm25, config=config)(question=QUESTION)
+    assert out.usage["extract"].calls == 2 and out.stats["passages_examined"] == 16
+
+
+def parallel_handler(breadth=3, deepen=True, scores=(0.1, 0.9)):
+    def plan(messages):
+        asked = inputs_of(messages)
+        n = min(breadth, int(asked["max_breadth"]) + 3)
+        return {"subqueries": [f"{asked['query']} part {i + 1}" for i in range(n)]}
+
+    return research_handler({PlanBreadth: plan, DecideDeepen: {"deepen": deepen, "rationale": "scripted"},
+                             EvaluateProgress: {"goal_satisfaction": scores[0], "quality": scores[1],
+                                                "rationale": "scripted"}})
+
+
+def run_parallel(retriever, handler, **parallel):
+    config = preset("parallel", depth=2, deadline_s=60.0, parallel=replace(ParallelConfig(), **parallel))
+    lm = scripted_lm(handler)
+    with dspy.context(lm=lm):
+        return DeepResearch(retriever=retriever, config=config)(question=QUESTION), lm
+
+
+def test_parallel_breadth_is_capped_and_depth_policy_no_kills_speculative_children(scifact_bm25):
+    out, _ = run_parallel(scifact_bm25, parallel_handler(breadth=9), orchestrate=False)
+    assert len(out.report.tree) == 6 and all(len(r.children) == 6 for r in out.report.tree)
+    assert max(n.depth for n in out.report.nodes()) == 2
+    out, _ = run_parallel(scifact_bm25, parallel_handler(breadth=2, deepen=False), orchestrate=False)
+    children = [c for r in out.report.tree for c in r.children]
+    assert children and all(c.status in ("pruned", "done") for c in children)
+    assert out.stats["pruned"]["depth_policy"] == out.stats["wasted_speculative"]
+    assert any(e.kind == "prune" and e.message == "depth_policy" for e in out.events)
+    out, _ = run_parallel(scifact_bm25, parallel_handler(breadth=2, deepen=False), orchestrate=False,
+                          speculation="none")
+    assert all(not r.children for r in out.report.tree) and out.stats["wasted_speculative"] == 0
+
+
+def test_parallel_ablation_switches_use_fixed_breadth_and_always_deepen(scifact_bm25):
+    out, lm = run_parallel(scifact_bm25, parallel_handler(deepen=False), adaptive_breadth=False,
+                           adaptive_depth=False, orchestrate=False)
+    assert len(out.report.tree) == 4 and all(len(r.children) == 4 for r in out.report.tree)
+    assert not any("max_breadth" in inputs_of(p) or "max_depth" in inputs_of(p) for p in lm.scripted.prompts)
+
+
+def test_parallel_monitor_prunes_a_satisfied_subtree_and_records_why(scifact_bm25):
+    import time
+
+    class SlowRetriever:
+        def search(self, query, k=10, **kw):
+            if "part" in query and query.count("part") > 1:
+                time.sleep(0.3)  # grandchildren research slowly, so the monitor sees them running
+            return scifact_bm25.search(query, k)
+
+    out, _ = run_parallel(SlowRetriever(), parallel_handler(breadth=1, scores=(0.9, 0.8)), interval_s=0.05)
+    assert out.stats["pruned"]["satisfied"] >= 1 and out.stats["evaluations"] >= 1
+    assert any(e.kind == "prune" and e.message == "satisfied" for e in out.events)
+    assert "pruned" in {n.status for n in out.report.nodes()}
+
+
+def test_offline_presets_run_without_an_lm(scifact_bm25):
+    for name, kw in [("hero", dict(hero=HeroConfig(turns=1, tasks_per_turn=2, enrichments=1, selection="first_k"))),
+                     ("parallel", dict(depth=2, parallel=ParallelConfig(interval_s=0.05)))]:
+        out = DeepResearch(retriever=scifact_bm25, config=preset(name, **kw), offline=True)(question=QUESTION)
+        assert out.stats["strategy"] == name and out.references and out.usage == {}
