@@ -33,6 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--breadth", type=int, default=None, help="tasks planned at the root (overrides the preset)")
     parser.add_argument("--hits", type=int, default=None, help="documents retrieved per search")
     parser.add_argument("--concurrency", type=int, default=None, help="nodes working at once")
+    parser.add_argument("--deadline", type=float, default=None, help="wall-clock seconds; then write what exists")
+    parser.add_argument("--max-lm-calls", type=int, default=None, help="stop researching after this many LM calls")
+    parser.add_argument("--max-tokens", type=int, default=None, help="stop researching after this many tokens")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--program", default=None, help="a compiled program (JSON state) to load")
     parser.add_argument("--out", default=None, help="output folder (default runs/<question-slug>)")
@@ -64,7 +67,9 @@ def resolve_corpus(spec: str):
 
 def build_program(args: argparse.Namespace, retriever, on_event) -> tuple[DeepResearch, dict]:
     overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth, "hits_per_query": args.hits,
-                                   "max_concurrency": args.concurrency}.items() if v is not None}
+                                   "max_concurrency": args.concurrency, "deadline_s": args.deadline,
+                                   "max_lm_calls": args.max_lm_calls, "max_tokens": args.max_tokens}.items()
+                 if v is not None}
     config = preset(args.preset, **overrides)
     model = args.lm or os.environ.get("DEEPRESEARCH_LM") or OFFLINE
     if not args.lm and not os.environ.get("DEEPRESEARCH_LM"):
