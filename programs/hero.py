@@ -184,16 +184,15 @@ async def _pipeline(program, run, task: Task, node_id: str, siblings: list[str],
                                               learnings=extra)).paragraph
             if paragraph:
                 summary = summary + "\n\n" + paragraph
-                node = run.store.update(replace(run.store.get(node_id), summary=summary))
+                node = run.mark(node_id, summary=summary)
     except asyncio.CancelledError:
-        run.store.update(replace(run.store.get(node_id), status="cancelled"))
+        run.mark(node_id, status="cancelled")
         raise
     except BudgetExceeded as err:
-        run.stop(str(err))
-        run.store.update(replace(run.store.get(node_id), status="cancelled"))
+        run.halt(node_id, err)
     except Exception as err:
         failure = program._fail(run, node_id, stage[0], err)
-        run.store.update(replace(run.store.get(node_id), status="failed", error=failure))
+        run.mark(node_id, status="failed", error=failure)
         run.events.emit("node_end", node_id=node_id, message="failed")
         return None
     node = run.store.get(node_id)
@@ -212,15 +211,14 @@ async def _enrichment(program, run, task: Task, node_id: str, release) -> list[L
             run.events.emit("node_start", node_id=node_id, message=task.query)
             node, learnings, _ = await extract_in_batches(program, run, task, node, run.config.hero.shallow_depth)
     except asyncio.CancelledError:
-        run.store.update(replace(run.store.get(node_id), status="cancelled"))
+        run.mark(node_id, status="cancelled")
         raise
     except BudgetExceeded as err:
-        run.stop(str(err))
-        run.store.update(replace(run.store.get(node_id), status="cancelled"))
+        run.halt(node_id, err)
         return []
     except Exception as err:
         failure = program._fail(run, node_id, "extract", err)
-        run.store.update(replace(run.store.get(node_id), status="failed", error=failure))
+        run.mark(node_id, status="failed", error=failure)
         return []
     run.events.emit("node_end", node_id=node_id, message="done", counts={"learnings": len(learnings)})
     return learnings

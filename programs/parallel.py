@@ -179,7 +179,7 @@ async def _research_node(program, run, tree: _Tree, task: Task, node_id: str, le
     stage_ref = ["search"]
     try:
         if node_id in tree.killed or run.is_stopped:
-            run.store.update(replace(run.store.get(node_id), status="pruned" if node_id in tree.killed else "skipped"))
+            run.mark(node_id, status="pruned" if node_id in tree.killed else "skipped")
             return
         if can_deepen and p.speculation != "none":  # speculative: planned alongside this node's research
             planning = asyncio.ensure_future(_plan(program, run, task.query, child_breadth, is_root=False))
@@ -219,14 +219,13 @@ async def _research_node(program, run, tree: _Tree, task: Task, node_id: str, le
         if planning is not None:
             planning.cancel()
         if node_id not in tree.killed:
-            run.store.update(replace(run.store.get(node_id), status="cancelled"))
+            run.mark(node_id, status="cancelled")
             raise
     except BudgetExceeded as err:
-        run.stop(str(err))
-        run.store.update(replace(run.store.get(node_id), status="cancelled"))
+        run.halt(node_id, err)
     except Exception as err:
         failure = program._fail(run, node_id, stage_ref[0], err)
-        run.store.update(replace(run.store.get(node_id), status="failed", error=failure))
+        run.mark(node_id, status="failed", error=failure)
         run.events.emit("node_end", node_id=node_id, message="failed")
     finally:
         if planning is not None and not planning.done():

@@ -132,6 +132,15 @@ class _Run:
             self.stop_reason = reason
             self.events.emit("budget", message=f"stopping: {reason}")
 
+    def mark(self, node_id: str, **changes: Any) -> Node:
+        """Replaces fields of a stored node (status, error...) and returns the new node."""
+        return self.store.update(replace(self.store.get(node_id), **changes))
+
+    def halt(self, node_id: str, err: Exception) -> None:
+        """A budget ran out inside `node_id`: stop the run and mark the node cancelled."""
+        self.stop(str(err))
+        self.mark(node_id, status="cancelled")
+
 
 class DeepResearch(dspy.Module):
     """Plans tasks, researches each as a node of a recursive tree, and writes a cited report.
@@ -283,17 +292,16 @@ class DeepResearch(dspy.Module):
                         self.enricher, question=run.question, focus=task.query, summary=summary,
                         open_questions=follow_ups, sibling_queries=siblings, max_tasks=child_breadth)).tasks
             except asyncio.CancelledError:
-                run.store.update(replace(run.store.get(node_id), status="cancelled"))
+                run.mark(node_id, status="cancelled")
                 raise
             except BudgetExceeded as err:
-                run.stop(str(err))
-                run.store.update(replace(run.store.get(node_id), status="cancelled"))
+                run.halt(node_id, err)
                 run.events.emit("node_end", node_id=node_id, message="cancelled")
                 return
             except Exception as err:  # a failing branch is recorded on its node; the run goes on
                 failure = self._fail(run, node_id, stage_ref[0], err)
                 run.events.emit("node_end", node_id=node_id, message="failed")
-                run.store.update(replace(run.store.get(node_id), status="failed", error=failure))
+                run.mark(node_id, status="failed", error=failure)
                 return
             run.events.emit("node_end", node_id=node_id, message="done",
                             counts={"hits": len(node.retrieved_ids), "relevant": len(node.relevant_ids),
