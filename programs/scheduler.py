@@ -123,27 +123,14 @@ def model_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float 
 
 
 class CostMeter(UsageMeter):
-    """A UsageMeter that also keeps tokens per model, so each stage's cost can be priced."""
-
-    def __init__(self):
-        super().__init__()
-        self._by_model: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-
-    def add_tokens(self, stage: str, usage: dict) -> None:
-        super().add_tokens(stage, usage)
-        with self._lock:
-            for model, per_model in usage.items():
-                tokens = self._by_model[stage][model]
-                tokens[0] += int(per_model.get("prompt_tokens") or 0)
-                tokens[1] += int(per_model.get("completion_tokens") or 0)
+    """A UsageMeter that prices each stage's tokens per model from LiteLLM's local price map."""
 
     def costs(self) -> dict[str, float | None]:
         """Dollars per stage; None for a stage that used a model without a known price."""
         out: dict[str, float | None] = {}
-        with self._lock:
-            for stage, models in sorted(self._by_model.items()):
-                prices = [model_cost(m, p, c) for m, (p, c) in models.items()]
-                out[stage] = None if any(x is None for x in prices) else round(sum(prices), 8)
+        for stage, models in sorted(self.tokens_by_model().items()):
+            prices = [model_cost(m, p, c) for m, (p, c) in models.items()]
+            out[stage] = None if any(x is None for x in prices) else round(sum(prices), 8)
         return out
 
 
@@ -174,6 +161,7 @@ class Scheduler:
         self.started = time.monotonic()
         self.retries = {"lm": 0, "search": 0}
         self.deadline_hit = False
+        self.lm_in_flight = 0  # stage calls sent but not yet counted by the meter, which counts on return
 
     # ---- nodes -------------------------------------------------------------------------------------
     async def submit(self, level: int, factory: Factory) -> asyncio.Future:
@@ -254,7 +242,7 @@ class Scheduler:
         `reserve` LM calls are kept for the writer, so a run within budget can still write its report.
         """
         c = self.config
-        if c.max_lm_calls is not None and self.meter.total_calls >= c.max_lm_calls - reserve:
+        if c.max_lm_calls is not None and self.meter.total_calls + self.lm_in_flight >= c.max_lm_calls - reserve:
             return f"LM call budget of {c.max_lm_calls} reached"
         if c.max_tokens is not None and self.meter.total_tokens >= c.max_tokens:
             return f"token budget of {c.max_tokens} reached"
@@ -273,15 +261,19 @@ class Scheduler:
         limiter = self._limiters[provider]
         attempt = 0
         while True:
-            reason = self.exhausted(reserve)
-            if reason:
-                raise BudgetExceeded(reason)
             await limiter.acquire()
             try:
                 async with self.lm_slots:
-                    if self.config.lm_timeout_s is None:
-                        return await module.acall(**inputs)
-                    return await asyncio.wait_for(module.acall(**inputs), self.config.lm_timeout_s)
+                    reason = self.exhausted(reserve)  # checked once a slot is held: calls in flight count
+                    if reason:
+                        raise BudgetExceeded(reason)
+                    self.lm_in_flight += 1
+                    try:
+                        if self.config.lm_timeout_s is None:
+                            return await module.acall(**inputs)
+                        return await asyncio.wait_for(module.acall(**inputs), self.config.lm_timeout_s)
+                    finally:
+                        self.lm_in_flight -= 1
             except (dspy.LMRateLimitError, asyncio.TimeoutError) as err:
                 if attempt >= self.config.lm_retries:
                     raise

@@ -1,8 +1,10 @@
-"""Per-stage accounting of LM calls and tokens, through DSPy's callbacks and usage tracking.
+"""Per-stage accounting of LM calls and tokens, through DSPy's usage tracker.
 
-A run installs a UsageMeter; each stage module calls its predictor through `call_predictor`, which
-names the stage in a context variable. The meter's `on_lm_start` callback counts every LM request
-(JSON-adapter fallbacks included) against that stage, and DSPy's usage tracker gives the tokens.
+A run installs a UsageMeter as DSPy's usage tracker (`metered`); each stage module calls its predictor
+through `call_predictor`, which names the stage in a context variable. DSPy hands the tracker one
+usage entry per LM request it sends (JSON-adapter fallbacks and failed attempts included, cache hits
+not), so the meter counts calls and tokens against the stage named at that moment. One tracker for
+the whole run, rather than a callback or a tracker per call, keeps the per-call overhead near zero.
 """
 
 from __future__ import annotations
@@ -10,35 +12,40 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections import defaultdict
+from typing import Any
 
 import dspy
-from dspy.utils.callback import BaseCallback
-from dspy.utils.usage_tracker import track_usage
+from dspy.utils.usage_tracker import UsageTracker
 
 from programs.artifacts import StageUsage
 
 _stage: contextvars.ContextVar[str] = contextvars.ContextVar("deepresearch_stage", default="other")
-_meter: contextvars.ContextVar["UsageMeter | None"] = contextvars.ContextVar("deepresearch_meter", default=None)
 
 
-class UsageMeter(BaseCallback):
-    """Counts LM calls and tokens per stage for one run."""
+class UsageMeter(UsageTracker):
+    """Counts LM calls and tokens per stage (and per model within a stage) for one run."""
 
     def __init__(self):
+        super().__init__()
         self._lock = threading.Lock()
         self._calls: dict[str, int] = defaultdict(int)
         self._prompt: dict[str, int] = defaultdict(int)
         self._completion: dict[str, int] = defaultdict(int)
+        self._by_model: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
 
-    def on_lm_start(self, call_id, instance, inputs):
+    def add_usage(self, lm: str, usage_entry: dict[str, Any]) -> None:
+        stage = _stage.get()
+        usage_entry = usage_entry or {}
+        prompt = int(usage_entry.get("prompt_tokens") or 0)
+        completion = int(usage_entry.get("completion_tokens") or 0)
         with self._lock:
-            self._calls[_stage.get()] += 1
-
-    def add_tokens(self, stage: str, usage: dict) -> None:
-        with self._lock:
-            for per_model in usage.values():
-                self._prompt[stage] += int(per_model.get("prompt_tokens") or 0)
-                self._completion[stage] += int(per_model.get("completion_tokens") or 0)
+            super().add_usage(lm, usage_entry)
+            self._calls[stage] += 1
+            self._prompt[stage] += prompt
+            self._completion[stage] += completion
+            tokens = self._by_model[stage][lm]
+            tokens[0] += prompt
+            tokens[1] += completion
 
     @property
     def total_calls(self) -> int:
@@ -48,6 +55,11 @@ class UsageMeter(BaseCallback):
     def total_tokens(self) -> int:
         return sum(self._prompt.values()) + sum(self._completion.values())
 
+    def tokens_by_model(self) -> dict[str, dict[str, tuple[int, int]]]:
+        """stage -> model -> (prompt tokens, completion tokens)."""
+        with self._lock:
+            return {s: {m: (p, c) for m, (p, c) in models.items()} for s, models in self._by_model.items()}
+
     def snapshot(self) -> dict[str, StageUsage]:
         with self._lock:
             stages = sorted(set(self._calls) | set(self._prompt) | set(self._completion))
@@ -56,35 +68,25 @@ class UsageMeter(BaseCallback):
 
 
 class metered:
-    """Context manager that installs a meter for the code inside (a run)."""
+    """Context manager that makes `meter` DSPy's usage tracker for the code inside (a run)."""
 
     def __init__(self, meter: UsageMeter):
         self.meter = meter
         self._ctx = None
 
     def __enter__(self) -> UsageMeter:
-        callbacks = [*dspy.settings.get("callbacks", []), self.meter]
-        self._ctx = dspy.context(callbacks=callbacks)
+        self._ctx = dspy.context(usage_tracker=self.meter)
         self._ctx.__enter__()
-        self._token = _meter.set(self.meter)
         return self.meter
 
     def __exit__(self, *exc):
-        _meter.reset(self._token)
         self._ctx.__exit__(*exc)
 
 
 async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.Prediction:
     """Calls `predictor` asynchronously, attributing its LM calls and tokens to `stage`."""
-    meter = _meter.get()
     token = _stage.set(stage)
     try:
-        if meter is None:
-            return await predictor.acall(**inputs)
-        # A tracker per call: DSPy only tracks usage at the outermost module call otherwise.
-        with track_usage() as tracker:
-            out = await predictor.acall(**inputs)
-        meter.add_tokens(stage, tracker.get_total_tokens())
-        return out
+        return await predictor.acall(**inputs)
     finally:
         _stage.reset(token)
