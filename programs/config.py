@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 BREADTH_RULES = ("ceil_half", "floor_half", "fixed")
 STRATEGIES = ("eco", "hero", "parallel")
-SCHEDULES = ("async", "level", "sequential")
+SCHEDULES = ("async", "level", "gptr", "sequential")
 SELECTIONS = ("submodular", "random", "first_k")
 SPECULATION = ("after_initial_research", "immediate", "none")
 YIELD_MODES = ("share_of_batch", "relative_to_total")
@@ -124,9 +124,10 @@ class ResearchConfig:
         passage_chars: Characters of each document shown to the LM.
         strategy: `eco` (spec 000's recursion), `hero` (spec 001's turns of isolated pipelines) or
             `parallel` (spec 002's adaptive tree).
-        schedule: `async` (a node starts as soon as its parent is done), `level` (a level starts when the
-            whole level above is done) or `sequential` (one node at a time, depth first). The last two are
-            baselines.
+        schedule: `async` (a node starts as soon as its parent is done), or a baseline of spec 002 §7:
+            `level` (a level starts when the whole level above is done), `gptr` (GPT-Researcher's deep
+            research: the children of one node run two at a time, wait for each other, then recurse one
+            after another; eco only) or `sequential` (one node at a time, depth first).
         lm_concurrency: LM calls in flight at once, across the run.
         search_concurrency: Searches in flight at once, across the run.
         rate_limits: (provider, requests per second) pairs, e.g. (("openai", 5.0),).
@@ -178,6 +179,9 @@ class ResearchConfig:
             raise ValueError(f"unknown strategy {self.strategy!r}; choose one of: {', '.join(STRATEGIES)}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}; choose one of: {', '.join(SCHEDULES)}")
+        if self.schedule == "gptr" and self.strategy != "eco":
+            raise ValueError(f"schedule 'gptr' models the eco recursion; use it with strategy 'eco', "
+                             f"not {self.strategy!r}")
         for name in ("hits_per_query", "max_passages", "max_learnings", "max_concurrency", "passage_chars",
                      "lm_concurrency", "search_concurrency"):
             if getattr(self, name) < 1:

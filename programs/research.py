@@ -269,7 +269,7 @@ class DeepResearch(dspy.Module):
                           parent_id)
             siblings = queries[:i] + queries[i + 1:]
             futures.append(await run.sched.submit(level, lambda release, t=task, n=node_id, s=siblings: self._node(
-                run, t, n, depth_left, breadth, s, release)))
+                run, t, n, depth_left, breadth, s, release), key=node_id, parent=parent_id))
         return futures
 
     async def _node(self, run: _Run, task: Task, node_id: str, depth_left: int, breadth: int,

@@ -137,6 +137,65 @@ class CostMeter(UsageMeter):
 Factory = Callable[[Callable[[], None]], Awaitable[Any]]
 
 
+class GptrSchedule:
+    """GPT-Researcher's deep-research schedule (spec 002 §7 `gptr_style`), as a baseline.
+
+    Each node's children form a family. A family's members run two at a time; the family of a node
+    starts only when the node and all its siblings have finished their research (the level's barrier)
+    and the subtrees of its earlier siblings have finished (the sequential recursion).
+    """
+
+    WIDTH = 2  # the framework's semaphore per deep-research call
+
+    def __init__(self):
+        self._families: dict[str | None, list[str]] = defaultdict(list)  # parent -> children, in order
+        self._waiting: dict[str | None, list[Callable[[asyncio.Semaphore], None]]] = defaultdict(list)
+        self._gates: dict[str | None, asyncio.Semaphore] = {}
+        self._started: set[str | None] = {None}
+        self._parent: dict[str, str | None] = {}
+        self._released: set[str] = set()
+        self._ended: set[str] = set()
+        self._done: set[str] = set()  # subtrees that have finished
+
+    def add(self, key: str, parent: str | None, start: Callable[[asyncio.Semaphore], None]) -> None:
+        self._parent[key] = parent
+        self._families[parent].append(key)
+        gate = self._gates.setdefault(parent, asyncio.Semaphore(self.WIDTH))
+        if parent in self._started:
+            start(gate)
+        else:
+            self._waiting[parent].append(start)
+            self._pump()
+
+    def released(self, key: str) -> None:
+        self._released.add(key)
+        self._pump()
+
+    def ended(self, key: str) -> None:
+        self._ended.add(key)
+        while key is not None and key not in self._done and key in self._ended \
+                and all(c in self._done for c in self._families.get(key, ())):
+            self._done.add(key)
+            key = self._parent[key]
+        self._pump()
+
+    def cancel(self) -> None:
+        self._waiting.clear()
+
+    def _may_start(self, node: str) -> bool:
+        siblings = self._families[self._parent[node]]
+        earlier = siblings[:siblings.index(node)]
+        return all(s in self._released for s in siblings) and all(s in self._done for s in earlier)
+
+    def _pump(self) -> None:
+        for node in [n for n, starts in self._waiting.items() if starts and n not in self._started]:
+            if self._may_start(node):
+                self._started.add(node)
+                gate = self._gates[node]
+                for start in self._waiting.pop(node):
+                    start(gate)
+
+
 class Scheduler:
     """The per-run scheduler: pool, node slots, LM and search caps, rate limits, retries and budgets.
 
@@ -162,26 +221,34 @@ class Scheduler:
         self.retries = {"lm": 0, "search": 0}
         self.deadline_hit = False
         self.lm_in_flight = 0  # stage calls sent but not yet counted by the meter, which counts on return
+        self._gptr = GptrSchedule()
 
     # ---- nodes -------------------------------------------------------------------------------------
-    async def submit(self, level: int, factory: Factory) -> asyncio.Future:
+    async def submit(self, level: int, factory: Factory, *, key: str | None = None,
+                     parent: str | None = None) -> asyncio.Future:
         """Schedules a node at tree level `level` (roots are 1) and returns a future of its result.
 
         `factory(release)` builds the node's coroutine; the node calls `release()` once its own research
-        is done (the `level` schedule waits for that from every node of a level); ending also releases.
+        is done (the `level` and `gptr` schedules wait for that); ending also releases. `key` names the
+        node and `parent` the node that submits it (None at the root); only `gptr` needs them.
         """
         if self.config.schedule == "sequential":
             fut = asyncio.get_running_loop().create_future()
             fut.set_result(await factory(lambda: None))
             return fut
         fut = asyncio.get_running_loop().create_future()
-        if self.config.schedule == "level" and self._outstanding[level - 1] > 0:
+        if self.config.schedule == "gptr":
+            if key is None:
+                raise ValueError("the gptr schedule needs every node's key")
+            self._gptr.add(key, parent, lambda gate: self._start(level, factory, fut, key, gate))
+        elif self.config.schedule == "level" and self._outstanding[level - 1] > 0:
             self._held[level].append((factory, fut))
         else:
             self._start(level, factory, fut)
         return fut
 
-    def _start(self, level: int, factory: Factory, fut: asyncio.Future) -> None:
+    def _start(self, level: int, factory: Factory, fut: asyncio.Future, key: str | None = None,
+               gate: asyncio.Semaphore | None = None) -> None:
         self._outstanding[level] += 1
         released = False
 
@@ -195,10 +262,16 @@ class Scheduler:
                 waiting, self._held[level + 1] = self._held[level + 1], []
                 for f, child_fut in waiting:
                     self._start(level + 1, f, child_fut)
+            if key is not None and self.config.schedule == "gptr":
+                self._gptr.released(key)
 
         async def run() -> None:
             try:
-                result = await factory(release)
+                if gate is None:
+                    result = await factory(release)
+                else:
+                    async with gate:
+                        result = await factory(release)
             except asyncio.CancelledError:
                 fut.cancel()
                 raise
@@ -209,6 +282,8 @@ class Scheduler:
                 fut.set_result(result)
             finally:
                 release()
+                if key is not None and self.config.schedule == "gptr":
+                    self._gptr.ended(key)
 
         self.pool.spawn(run())
 
@@ -221,6 +296,7 @@ class Scheduler:
             return False
 
     async def cancel(self) -> int:
+        self._gptr.cancel()
         for level in list(self._held):
             for _, fut in self._held.pop(level):
                 fut.cancel()

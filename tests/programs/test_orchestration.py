@@ -67,9 +67,10 @@ def test_the_eco_tree_and_report_do_not_depend_on_the_concurrency_limit(scifact_
             for n in (1, 2, 16)}
     seq = run(scifact_bm25, timed_lm(delay), depth=3, breadth=3, schedule="sequential")
     lvl = run(scifact_bm25, timed_lm(delay), depth=3, breadth=3, schedule="level")
+    gptr = run(scifact_bm25, timed_lm(delay), depth=3, breadth=3, schedule="gptr")
     reference = outs[16]
     assert reference.stats["nodes"] == 3 + 6 + 6
-    for out in [outs[1], outs[2], seq, lvl]:
+    for out in [outs[1], outs[2], seq, lvl, gptr]:
         assert out.report.tree == reference.report.tree
         assert out.markdown == reference.markdown
         assert out.references == reference.references
@@ -228,3 +229,42 @@ def test_the_pool_waits_for_tasks_spawned_while_joining_and_cancels_cleanly():
         return done, cancelled, len(pool)
 
     assert asyncio.run(go()) == (["parent", "child"], 1, 0)
+
+
+@pytest.mark.parametrize("schedule, tree_s, d_starts", [("async", 5, 1), ("level", 6, 5), ("gptr", 8, 6),
+                                                       ("sequential", 10, 1)])
+def test_figure_3_tree_times_under_each_schedule(scifact_bm25, schedule, tree_s, d_starts):
+    # spec 002 §10 check 1 on a virtual clock: level-1 nodes A, B, C take 1, 1 and 5 s, A has children D
+    # and E, B has F, each 1 s; the LM answers at once, so a node's time is its search's
+    from signatures import FindGaps
+    from tests.virtual_clock import run_virtual
+
+    started: dict[str, float] = {}
+
+    class TimedRetriever:
+        async def asearch(self, query, k=10, **kw):
+            started[query] = asyncio.get_running_loop().time()
+            await asyncio.sleep(5 if query.endswith("aspect 3") else 1)
+            return scifact_bm25.search(query, k)
+
+        def search(self, query, k=10, **kw):
+            raise AssertionError("the run must search asynchronously")
+
+    children = {"1": 2, "2": 1, "3": 0}
+
+    def gaps(messages):
+        focus = inputs_of(messages)["focus"]
+        return {"tasks": [{"query": f"{focus} gap {i + 1}", "goal": "g"} for i in range(children[focus[-1]])]}
+
+    lm = timed_lm(handler=research_handler({FindGaps: gaps}))
+    program = DeepResearch(retriever=TimedRetriever(),
+                           config=ResearchConfig(depth=2, breadth=3, max_concurrency=16, schedule=schedule))
+
+    async def go():
+        with dspy.context(lm=lm):
+            return await program.acall(question=QUESTION)
+
+    out, elapsed = run_virtual(go())
+    assert [n.node_id for root in out.report.tree for n in root.walk()] == ["1", "1.1", "1.2", "2", "2.1", "3"]
+    assert elapsed == tree_s
+    assert started[f"{QUESTION} aspect 1 gap 1"] == d_starts  # A ends at t = 1: dispatch latency d_starts - 1
