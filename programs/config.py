@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 BREADTH_RULES = ("ceil_half", "floor_half", "fixed")
 STRATEGIES = ("eco", "hero", "parallel")
@@ -12,6 +14,14 @@ SCHEDULES = ("async", "level", "gptr", "sequential")
 SELECTIONS = ("submodular", "random", "first_k")
 SPECULATION = ("after_initial_research", "immediate", "none")
 YIELD_MODES = ("share_of_batch", "relative_to_total")
+
+
+def check_minimum(settings: Any, names: Iterable[str], minimum: float, prefix: str = "") -> None:
+    """Raises ValueError naming the first of the fields `names` of `settings` that is below `minimum`."""
+    for name in names:
+        value = getattr(settings, name)
+        if value < minimum:
+            raise ValueError(f"{prefix}{name} must be >= {minimum}, got {value}")
 
 
 @dataclass(frozen=True)
@@ -51,12 +61,9 @@ class HeroConfig:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("turns", "tasks_per_turn", "multiplier", "deep_depth", "shallow_depth", "batch_size",
-                     "low_yield_patience"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"hero.{name} must be >= 1, got {getattr(self, name)}")
-        if self.enrichments < 0:
-            raise ValueError(f"hero.enrichments must be >= 0, got {self.enrichments}")
+        check_minimum(self, ("turns", "tasks_per_turn", "multiplier", "deep_depth", "shallow_depth", "batch_size",
+                             "low_yield_patience"), 1, prefix="hero.")
+        check_minimum(self, ("enrichments",), 0, prefix="hero.")
         if self.selection not in SELECTIONS:
             raise ValueError(f"unknown hero.selection {self.selection!r}; choose one of: {', '.join(SELECTIONS)}")
         if self.yield_mode not in YIELD_MODES:
@@ -182,13 +189,9 @@ class ResearchConfig:
         if self.schedule == "gptr" and self.strategy != "eco":
             raise ValueError(f"schedule 'gptr' models the eco recursion; use it with strategy 'eco', "
                              f"not {self.strategy!r}")
-        for name in ("hits_per_query", "max_passages", "max_learnings", "max_concurrency", "passage_chars",
-                     "lm_concurrency", "search_concurrency"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("max_failures", "lm_retries", "search_retries", "backoff_s"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        check_minimum(self, ("hits_per_query", "max_passages", "max_learnings", "max_concurrency", "passage_chars",
+                             "lm_concurrency", "search_concurrency"), 1)
+        check_minimum(self, ("max_failures", "lm_retries", "search_retries", "backoff_s"), 0)
         for name in ("deadline_s", "max_lm_calls", "max_tokens", "lm_timeout_s", "search_timeout_s"):
             value = getattr(self, name)
             if value is not None and value <= 0:

@@ -17,6 +17,7 @@ from typing import Any
 import dspy
 
 from programs.artifacts import StageUsage
+from programs.config import check_minimum
 from programs.events import EventHandler, EventLog
 from programs.research import Shared
 from programs.stage import Stage, run_sync
@@ -56,12 +57,9 @@ class GatherConfig:
     max_concurrency: int = 8
 
     def __post_init__(self):
-        for name in ("iterations", "max_actions", "max_pages", "max_k", "memory_chars", "preview_chars",
-                     "max_concurrency"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.ranking_depth < 0:
-            raise ValueError(f"ranking_depth must be >= 0, got {self.ranking_depth}")
+        check_minimum(self, ("iterations", "max_actions", "max_pages", "max_k", "memory_chars", "preview_chars",
+                             "max_concurrency"), 1)
+        check_minimum(self, ("ranking_depth",), 0)
 
 
 @dataclass(frozen=True)

@@ -191,9 +191,7 @@ async def _pipeline(program, run, task: Task, node_id: str, siblings: list[str],
     except BudgetExceeded as err:
         run.halt(node_id, err)
     except Exception as err:
-        failure = program._fail(run, node_id, stage[0], err)
-        run.mark(node_id, status="failed", error=failure)
-        run.events.emit("node_end", node_id=node_id, message="failed")
+        program._fail_node(run, node_id, stage[0], err)
         return None
     node = run.store.get(node_id)
     run.events.emit("node_end", node_id=node_id, message=node.status,
@@ -217,8 +215,7 @@ async def _enrichment(program, run, task: Task, node_id: str, release) -> list[L
         run.halt(node_id, err)
         return []
     except Exception as err:
-        failure = program._fail(run, node_id, "extract", err)
-        run.mark(node_id, status="failed", error=failure)
+        program._fail_node(run, node_id, "extract", err)
         return []
     run.events.emit("node_end", node_id=node_id, message="done", counts={"learnings": len(learnings)})
     return learnings

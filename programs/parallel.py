@@ -224,9 +224,7 @@ async def _research_node(program, run, tree: _Tree, task: Task, node_id: str, le
     except BudgetExceeded as err:
         run.halt(node_id, err)
     except Exception as err:
-        failure = program._fail(run, node_id, stage_ref[0], err)
-        run.mark(node_id, status="failed", error=failure)
-        run.events.emit("node_end", node_id=node_id, message="failed")
+        program._fail_node(run, node_id, stage_ref[0], err)
     finally:
         if planning is not None and not planning.done():
             planning.cancel()

@@ -299,9 +299,7 @@ class DeepResearch(dspy.Module):
                 run.events.emit("node_end", node_id=node_id, message="cancelled")
                 return
             except Exception as err:  # a failing branch is recorded on its node; the run goes on
-                failure = self._fail(run, node_id, stage_ref[0], err)
-                run.events.emit("node_end", node_id=node_id, message="failed")
-                run.mark(node_id, status="failed", error=failure)
+                self._fail_node(run, node_id, stage_ref[0], err)
                 return
             run.events.emit("node_end", node_id=node_id, message="done",
                             counts={"hits": len(node.retrieved_ids), "relevant": len(node.relevant_ids),
@@ -335,6 +333,12 @@ class DeepResearch(dspy.Module):
         merged = await run.sched.call(self.merger, task=task, learnings=extracted.learnings)
         node = store.update(replace(node, summary=merged.summary))
         return node, merged.summary, list(extracted.follow_ups)
+
+    def _fail_node(self, run: _Run, node_id: str, stage: str, err: Exception) -> None:
+        """Records a failure in `stage` of node `node_id`, marks the node failed and ends it in the trace."""
+        failure = self._fail(run, node_id, stage, err)
+        run.mark(node_id, status="failed", error=failure)
+        run.events.emit("node_end", node_id=node_id, message="failed")
 
     def _fail(self, run: _Run, node_id: str, stage: str, err: Exception) -> Failure:
         failure = Failure(stage=stage, error_type=type(err).__name__, message=str(err).splitlines()[0][:500] if str(err) else "")
