@@ -13,9 +13,9 @@ from programs.assessor import Assessor
 from programs.artifacts import as_source
 from programs.citations import source_id_for
 from programs.planner import Planner
-from programs.research import STAGES, DeepResearch, Shared, search
+from programs.research import STAGES, DeepResearch, Shared
 from programs.stage import Stage
-from retrievers.types import Retriever
+from retrievers.types import Retriever, search_async
 from signatures.types import Task
 
 
@@ -35,7 +35,7 @@ class PlanAndSearch(Stage):
         tasks = (await self.planner.acall(question=question, known=[], max_tasks=self.breadth)).tasks
         best_rank: dict[str, int] = {}
         for task in tasks:
-            for hit in await search(self._retriever.obj, task.query, self.depth):
+            for hit in await search_async(self._retriever.obj, task.query, self.depth):
                 best_rank[hit.doc.doc_id] = min(best_rank.get(hit.doc.doc_id, hit.rank), hit.rank)
         return dspy.Prediction(tasks=tasks, best_rank=best_rank)
 
@@ -68,7 +68,7 @@ async def record_candidates(program: DeepResearch, examples: list[dspy.Example])
         for node in out.report.nodes():
             if node.status != "done":
                 continue
-            hits = await search(program.retriever, node.query, program.config.hits_per_query)
+            hits = await search_async(program.retriever, node.query, program.config.hits_per_query)
             sources = [as_source(h, source_id_for(h.doc.doc_id), program.config.passage_chars) for h in hits]
             recorded.append(dspy.Example(
                 task=Task(query=node.query, goal=node.goal), sources=sources,

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dspy
 
-from programs.gather import Candidate, GatherResult, Round, Search, Selection, Subquery, search_with_filters
+from programs.gather import Candidate, GatherResult, Round, Search, Selection, Subquery
 from programs.offline import key_terms
 from programs.stage import run_sync
 from programs.usage import UsageMeter, call_predictor, metered
 from programs.research import Shared
-from retrievers.types import Retriever
+from retrievers.types import Retriever, search_async
 from signatures.gather import WriteSearchQuery
 
 
@@ -54,7 +54,7 @@ class DirectQuery(dspy.Module):
             else:
                 out = await call_predictor("direct_query", self.write_search_query, question=question)
                 query, link = " ".join(out.query.split()) or question, "derive"
-        top = await search_with_filters(self._retriever.obj, query, max(self.k, self.ranking_depth),
+        top = await search_async(self._retriever.obj, query, max(self.k, self.ranking_depth),
                                         before=date_constraint or None)
         hits = top[:self.k]
         search = Search(node_id=1, action=link, text=query, k=self.k, offset=0,

@@ -22,7 +22,7 @@ from programs.events import EventHandler, EventLog
 from programs.research import Shared
 from programs.stage import Stage, run_sync
 from programs.usage import UsageMeter, call_predictor, metered
-from retrievers.types import Hit, Retriever
+from retrievers.types import Hit, Retriever, search_async
 from signatures.gather import (AssessCandidates, CandidatePaper, Feedback, PlannedSearch, PlanSubqueries,
                                RecheckCandidate, RoundResult, SubqueryNode)
 from signatures.types import Judgement
@@ -449,12 +449,6 @@ class Gatherer(dspy.Module):
         depth = self.config.ranking_depth
         filters = {"exclude": exclude, "before": before}
         if depth == 0:
-            return await search_with_filters(self.retriever, text, k, offset=offset, **filters), ()
-        top = await search_with_filters(self.retriever, text, max(depth, offset + k), offset=0, **filters)
+            return await search_async(self.retriever, text, k, offset=offset, **filters), ()
+        top = await search_async(self.retriever, text, max(depth, offset + k), offset=0, **filters)
         return top[offset:offset + k], tuple(h.doc.doc_id for h in top[:depth])
-
-
-async def search_with_filters(retriever: Retriever, text: str, k: int, **filters: Any) -> list[Hit]:
-    if hasattr(retriever, "asearch"):
-        return await retriever.asearch(text, k, **filters)
-    return await asyncio.to_thread(retriever.search, text, k, **filters)

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import dspy
 
-from programs.gather import feedback_text, search_with_filters
+from programs.gather import feedback_text
 from programs.offline import feedback_terms, key_terms
 from programs.stage import Stage
-from retrievers.types import Hit, Retriever
+from retrievers.types import Hit, Retriever, search_async
 from signatures.gather import Feedback, PlannedSearch, RoundResult, SubqueryNode
 from signatures.types import Judgement, Source
 
@@ -41,7 +41,7 @@ class OfflineSubqueryPlanner(Stage):
         if len(subquery_tree) == 1:
             searches = [PlannedSearch(action="derive", source_id=0, text=base)]
             if self.expansions:
-                hits = await search_with_filters(self.retriever, question, self.feedback_docs + self.background_docs,
+                hits = await search_async(self.retriever, question, self.feedback_docs + self.background_docs,
                                      before=date_constraint or None)
                 sources = [Source(source_id=h.doc.doc_id, title=h.doc.title, text=h.doc.text) for h in hits]
                 extra = feedback_terms(sources[:self.feedback_docs], set(terms), 2 * self.expansions,

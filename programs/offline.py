@@ -19,7 +19,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from programs.config import ResearchConfig
 from programs.merger import NO_INFORMATION
 from programs.stage import Stage
-from retrievers.types import Retriever
+from retrievers.types import Retriever, search_async
 from signatures.types import Finding, Judgement, Learning, Source, Task
 
 _WORD = re.compile(r"[a-z][a-z0-9-]*[a-z0-9]|[a-z]")
@@ -78,10 +78,8 @@ class OfflinePlanner(Stage):
         self.feedback_docs, self.background_docs = feedback_docs, background_docs
 
     async def aforward(self, question: str, known: list[str], max_tasks: int) -> dspy.Prediction:
-        from programs.research import search  # the shared search helper
-
         terms = key_terms(question, min_len=1)[:12] or question.split()[:12]
-        hits = await search(self.retriever, question, self.feedback_docs + self.background_docs)
+        hits = await search_async(self.retriever, question, self.feedback_docs + self.background_docs)
         sources = [Source(source_id=h.doc.doc_id, title=h.doc.title, text=h.doc.text) for h in hits]
         exclude = set(terms) | set(key_terms(" ".join(known)))
         expansion = feedback_terms(sources[:self.feedback_docs], exclude, 2 * max(max_tasks - 1, 0),

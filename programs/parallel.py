@@ -102,7 +102,7 @@ class _Tree:
 
 
 async def _plan(program, run, query: str, breadth: int, is_root: bool) -> list[Task]:
-    p, c = run.config.parallel, run.config
+    p = run.config.parallel
     if p.adaptive_breadth:
         findings = [x.text for n in run.store.nodes.values() for x in n.learnings][-MAX_FINDINGS_SHOWN:]
         subqueries = (await run.sched.call(program.breadth_policy, query=query, accumulated_findings=findings,

@@ -28,7 +28,7 @@ from programs.scheduler import BudgetExceeded, CostMeter, Scheduler
 from programs.stage import run_sync
 from programs.usage import metered
 from programs.writer import Writer
-from retrievers.types import Hit, Retriever
+from retrievers.types import Retriever
 from signatures.types import Finding, Learning, Task
 
 logger = logging.getLogger(__name__)
@@ -49,12 +49,6 @@ class Shared:
 
     def __deepcopy__(self, memo):
         return self
-
-
-async def search(retriever: Retriever, query: str, k: int) -> list[Hit]:
-    if hasattr(retriever, "asearch"):
-        return await retriever.asearch(query, k)
-    return await asyncio.to_thread(retriever.search, query, k)
 
 
 def tree_size(config: ResearchConfig) -> tuple[int, int]:
@@ -424,5 +418,5 @@ def fallback_report(question: str, findings: list[Finding]) -> str:
     return "\n\n".join(parts)
 
 
-__all__ = ["DeepResearch", "Learning", "STAGES", "Shared", "TreeStore", "fallback_report", "run_sync", "search",
+__all__ = ["DeepResearch", "Learning", "STAGES", "Shared", "TreeStore", "fallback_report", "run_sync",
            "tree_size"]

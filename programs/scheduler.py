@@ -26,7 +26,7 @@ import dspy
 
 from programs.config import ResearchConfig
 from programs.usage import UsageMeter
-from retrievers.types import Hit, Retriever
+from retrievers.types import Hit, Retriever, search_async
 
 logger = logging.getLogger(__name__)
 
@@ -367,7 +367,7 @@ class Scheduler:
         while True:
             try:
                 async with self.search_slots:
-                    coro = _search(retriever, query, k)
+                    coro = search_async(retriever, query, k)
                     if self.config.search_timeout_s is None:
                         return await coro
                     return await asyncio.wait_for(coro, self.config.search_timeout_s)
@@ -379,9 +379,3 @@ class Scheduler:
                 self.retries["search"] += 1
                 attempt += 1
                 await asyncio.sleep(wait)
-
-
-async def _search(retriever: Retriever, query: str, k: int) -> list[Hit]:
-    if hasattr(retriever, "asearch"):
-        return await retriever.asearch(query, k)
-    return await asyncio.to_thread(retriever.search, query, k)

@@ -68,6 +68,13 @@ class SyncSearchMixin:
         return await asyncio.to_thread(self.search, query, k, **filters)  # type: ignore[attr-defined]
 
 
+async def search_async(retriever: Retriever, query: str, k: int = 10, **filters: Any) -> list[Hit]:
+    """`retriever.asearch` when it has one, else its `search` in a worker thread, so the loop never blocks."""
+    if hasattr(retriever, "asearch"):
+        return await retriever.asearch(query, k, **filters)
+    return await asyncio.to_thread(retriever.search, query, k, **filters)
+
+
 def passes_filters(doc: Doc, exclude: Collection[str] = (), before: str | None = None,
                    categories: Collection[str] = ()) -> bool:
     """Spec 004 §2.1 filters: exclusion set, month-level `published <= before`, any-of categories.

@@ -2,7 +2,6 @@
 
 import json
 
-import dspy
 
 import cli
 from programs.research import DeepResearch
