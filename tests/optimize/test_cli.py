@@ -2,7 +2,6 @@
 
 import json
 
-
 import cli
 from programs.research import DeepResearch
 from tests.integration.openai_server import LocalOpenAIServer
