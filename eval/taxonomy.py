@@ -12,7 +12,6 @@ import difflib
 import logging
 import math
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -20,104 +19,15 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from eval.clustering import adjusted_rand_index, harmonic_mean, homogeneity_completeness_v
+from eval.taxonomy_tree import (Tree, category_labels, children_of, coerce_tree, name_of, paper_assignment,
+                                paper_paths, tree_stats, tree_titles)
+
 logger = logging.getLogger(__name__)
 
-Tree = dict[str, Any]
 LabelSim = Callable[[Sequence[str], Sequence[str]], np.ndarray]
 PROFILES = ("paper", "public_scorer")
 UNRETRIEVED = "\u22a5"  # the one label all unretrieved expert papers share in the end-to-end view
-
-
-# ---------------------------------------------------------------- trees
-
-
-def coerce_tree(tree: Any, topic: str = "") -> Tree:
-    """A tree dict from a prediction: a list of nodes is wrapped under a root named `topic`; a failed
-    parse ("FIX FAILED", None, text) becomes a root-only tree named `topic` (spec 003 §3.2 step 4)."""
-    if isinstance(tree, dict):
-        return tree
-    if isinstance(tree, list):
-        return {"name": topic, "subtopics": [n for n in tree if isinstance(n, dict)]}
-    return {"name": topic, "subtopics": []}
-
-
-def _paper_title(entry: Any) -> str | None:
-    if isinstance(entry, str):
-        return entry
-    if isinstance(entry, dict) and isinstance(entry.get("title"), str):
-        return entry["title"]
-    return None
-
-
-def _children(node: Tree) -> list[Tree]:
-    subs = node.get("subtopics")
-    return [c for c in subs if isinstance(c, dict)] if isinstance(subs, list) else []
-
-
-def _papers(node: Tree) -> list[str]:
-    papers = node.get("papers")
-    if not isinstance(papers, list):
-        return []
-    return [t for t in (_paper_title(p) for p in papers) if t is not None]
-
-
-def _name(node: Tree) -> str:
-    name = node.get("name")
-    return name if isinstance(name, str) else ""
-
-
-def leaf_clusters(tree: Tree) -> list[tuple[str, list[str]]]:
-    """(name, papers) of every node carrying papers, in preorder (a mixed node's papers come first)."""
-    out: list[tuple[str, list[str]]] = []
-
-    def visit(node: Tree) -> None:
-        papers = _papers(node)
-        if papers:
-            out.append((_name(node), papers))
-        for child in _children(node):
-            visit(child)
-
-    visit(tree)
-    return out
-
-
-def tree_titles(tree: Tree) -> list[str]:
-    """Distinct paper titles of a tree in order of first appearance."""
-    return list(dict.fromkeys(t for _, papers in leaf_clusters(tree) for t in papers))
-
-
-def paper_assignment(tree: Tree) -> dict[str, int]:
-    """Title -> index of its cluster in `leaf_clusters` order; a title in several leaves keeps the last."""
-    return {t: i for i, (_, papers) in enumerate(leaf_clusters(tree)) for t in papers}
-
-
-def paper_paths(tree: Tree) -> dict[str, list[tuple[str, ...]]]:
-    """Title -> every root-to-category label chain holding it (root included, paper excluded)."""
-    paths: dict[str, list[tuple[str, ...]]] = {}
-
-    def visit(node: Tree, prefix: tuple[str, ...]) -> None:
-        chain = prefix + (_name(node),)
-        for title in _papers(node):
-            paths.setdefault(title, []).append(chain)
-        for child in _children(node):
-            visit(child, chain)
-
-    visit(tree, ())
-    return paths
-
-
-def category_labels(tree: Tree) -> list[str]:
-    """Category labels in preorder, root included, papers excluded."""
-    return [_name(tree)] + [x for c in _children(tree) for x in category_labels(c)]
-
-
-def tree_stats(tree: Tree) -> dict[str, int]:
-    """Category nodes, hierarchy levels (longest root-to-category chain) and paper categories."""
-    def depth(node: Tree) -> int:
-        return 1 + max((depth(c) for c in _children(node)), default=0)
-
-    return {"categories": len(category_labels(tree)), "depth": depth(tree),
-            "leaves": len(leaf_clusters(tree)), "papers": len(tree_titles(tree))}
 
 
 # ---------------------------------------------------------------- title alignment (§4.1)
@@ -194,61 +104,7 @@ def retrieval_scores(hits: int, n_expert: int, n_model: int) -> dict[str, float]
     return {"recall": recall, "precision": precision, "f1": harmonic_mean(precision, recall)}
 
 
-def harmonic_mean(a: float, b: float) -> float:
-    return 2 * a * b / (a + b) if a + b > 0 else 0.0
-
-
 # ---------------------------------------------------------------- leaf level (§4.3)
-
-
-def _contingency(labels_true: Sequence[Any], labels_pred: Sequence[Any]) -> np.ndarray:
-    if len(labels_true) != len(labels_pred):
-        raise ValueError(f"label lists differ in length: {len(labels_true)} vs {len(labels_pred)}")
-    rows = {x: i for i, x in enumerate(dict.fromkeys(labels_true))}
-    cols = {x: i for i, x in enumerate(dict.fromkeys(labels_pred))}
-    table = np.zeros((len(rows), len(cols)), dtype=np.int64)
-    for t, p in zip(labels_true, labels_pred):
-        table[rows[t], cols[p]] += 1
-    return table
-
-
-def _pairs(x: int) -> int:
-    return x * (x - 1) // 2
-
-
-def adjusted_rand_index(labels_true: Sequence[Any], labels_pred: Sequence[Any]) -> float:
-    """ARI = (Index - Expected) / (Max - Expected), in exact integer arithmetic; 1.0 when Max = Expected."""
-    table = _contingency(labels_true, labels_pred)
-    index = sum(_pairs(int(x)) for x in table.ravel())
-    sum_a = sum(_pairs(int(x)) for x in table.sum(axis=1))
-    sum_b = sum(_pairs(int(x)) for x in table.sum(axis=0))
-    total = _pairs(len(labels_true))
-    # Multiply through by 2 * C(N, 2) so every term is an integer.
-    numerator = 2 * (index * total - sum_a * sum_b)
-    denominator = (sum_a + sum_b) * total - 2 * sum_a * sum_b
-    return 1.0 if denominator == 0 else numerator / denominator
-
-
-def _entropy(counts: np.ndarray) -> float:
-    n = counts.sum()
-    p = counts[counts > 0] / n
-    return float(-(p * np.log(p)).sum()) if n else 0.0
-
-
-def homogeneity_completeness_v(labels_true: Sequence[Any], labels_pred: Sequence[Any]) -> tuple[float, float, float]:
-    """HOM = I/H(U*), COMP = I/H(Û) (1 when the entropy is 0), V their harmonic mean; natural log."""
-    if not labels_true:
-        return 1.0, 1.0, 1.0
-    table = _contingency(labels_true, labels_pred).astype(np.float64)
-    n = table.sum()
-    a, b = table.sum(axis=1), table.sum(axis=0)
-    nz = table > 0
-    outer = np.outer(a, b)
-    mutual = float((table[nz] / n * (np.log(table[nz] * n) - np.log(outer[nz]))).sum())
-    h_true, h_pred = _entropy(a), _entropy(b)
-    hom = mutual / h_true if h_true else 1.0
-    comp = mutual / h_pred if h_pred else 1.0
-    return hom, comp, harmonic_mean(hom, comp)
 
 
 def leaf_scores(labels_true: Sequence[Any], labels_pred: Sequence[Any]) -> dict[str, float]:
@@ -324,10 +180,10 @@ def _flatten(tree: Tree) -> _Flat:
 
     def visit(node: Tree) -> int:
         idx = len(flat.labels)
-        flat.labels.append(_name(node))
+        flat.labels.append(name_of(node))
         flat.children.append([])
         flat.sizes.append(1)
-        for child in _children(node):
+        for child in children_of(node):
             c = visit(child)
             flat.children[idx].append(c)
             flat.sizes[idx] += flat.sizes[c]
@@ -529,8 +385,3 @@ def summarize(scores: Sequence[SurveyScore]) -> dict[str, float]:
         **{k: mean([s.soft[k] for s in scores]) for k in ("nsr", "nsp", "soft_f1")},
     }
     return out | {"surveys": len(scores), "dropped": sum(s.dropped for s in scores)}
-
-
-def counts(tree: Tree) -> Counter:
-    """How often each title occurs in a tree's leaves (validation helper)."""
-    return Counter(t for _, papers in leaf_clusters(tree) for t in papers)

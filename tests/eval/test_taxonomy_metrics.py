@@ -10,9 +10,9 @@ import pytest
 from scipy.stats import spearmanr
 from sklearn.metrics import adjusted_rand_score, homogeneity_completeness_v_measure
 
-from eval.taxonomy import (UNRETRIEVED, EmbeddingSim, adjusted_rand_index, align_titles, exact_sim,
-                           harmonic_mean, homogeneity_completeness_v, leaf_scores, one_sim, path_cost, path_score,
-                           score_survey, soft_recall_precision, summarize, us_ted)
+from eval.clustering import adjusted_rand_index, harmonic_mean, homogeneity_completeness_v
+from eval.taxonomy import (UNRETRIEVED, EmbeddingSim, align_titles, exact_sim, leaf_scores, one_sim, path_cost,
+                           path_score, score_survey, soft_recall_precision, summarize, us_ted)
 
 
 def node(name, *children):

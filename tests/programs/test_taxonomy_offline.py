@@ -7,7 +7,8 @@ from collections import Counter
 
 import pytest
 
-from eval.taxonomy import score_survey, tree_stats
+from eval.taxonomy import score_survey
+from eval.taxonomy_tree import tree_stats
 from programs.taxonomy_offline import cluster_taxonomy, distinctive_terms, level_sizes
 
 
