@@ -20,7 +20,7 @@ from typing import Any
 
 from eval.gather import DISTANCE_VARIANTS, FAILED_POLICIES, QueryTrace, gt_ranks, summarize
 from eval.querysets import GatherQuery, load_queryset
-from programs.gather import GatherResult
+from programs.gather_artifacts import GatherResult
 from retrievers.types import Hit
 
 METHODS = ("loop", "direct", "raw")

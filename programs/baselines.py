@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dspy
 
-from programs.gather import Candidate, GatherResult, Round, Search, Selection, Subquery
+from programs.gather_artifacts import Candidate, GatherResult, Round, Search, Selection, Subquery
 from programs.offline import key_terms
 from programs.stage import run_sync
 from programs.usage import UsageMeter, call_predictor, metered

@@ -16,8 +16,8 @@ from typing import Any
 
 import dspy
 
-from programs.artifacts import StageUsage
 from programs.config import check_minimum
+from programs.gather_artifacts import Candidate, GatherResult, Round, Search, Selection, Subquery
 from programs.events import EventHandler, EventLog
 from programs.research import Shared
 from programs.stage import Stage, run_sync
@@ -60,118 +60,6 @@ class GatherConfig:
         check_minimum(self, ("iterations", "max_actions", "max_pages", "max_k", "memory_chars", "preview_chars",
                              "max_concurrency"), 1)
         check_minimum(self, ("ranking_depth",), 0)
-
-
-@dataclass(frozen=True)
-class Subquery:
-    """A node of the subquery tree; node 0 is the research question."""
-
-    node_id: int
-    parent_id: int | None
-    link: str
-    text: str
-    iteration: int
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A paper one search returned, its 1-based rank there and the assessor's label."""
-
-    doc_id: str
-    rank: int
-    score: float
-    label: str
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class Search:
-    """One tool call: an action of the plan run against the retriever, and its assessment."""
-
-    node_id: int
-    action: str
-    text: str
-    k: int
-    offset: int
-    candidates: tuple[Candidate, ...]
-    feedback: str = ""
-    ranking: tuple[str, ...] = ()
-
-    @property
-    def selected(self) -> list[str]:
-        return [c.doc_id for c in self.candidates if c.label == "relevant"]
-
-
-@dataclass(frozen=True)
-class Round:
-    """One iteration: its searches, the plan's checklist and memory, and the actions the loop dropped."""
-
-    iteration: int
-    searches: tuple[Search, ...]
-    checklist: str = ""
-    memory: str = ""
-    dropped: tuple[str, ...] = ()
-    repaired: int = 0
-
-
-@dataclass(frozen=True)
-class Selection:
-    """A selected paper, with the round and subquery that first selected it."""
-
-    doc_id: str
-    iteration: int
-    node_id: int
-
-
-@dataclass(frozen=True)
-class GatherResult:
-    """Everything one gathering run produced; round-trips through JSON with `to_dict`/`from_dict`.
-
-    `stop_reason` is `iterations`, `complete` or `no_new_subqueries`; `is_failed` follows the reference:
-    the planner declared completion before anything was selected, or its first plan had no valid action.
-    """
-
-    question: str
-    date_constraint: str | None
-    tree: tuple[Subquery, ...]
-    rounds: tuple[Round, ...]
-    selected: tuple[Selection, ...]
-    stop_reason: str
-    is_failed: bool = False
-    usage: dict[str, StageUsage] = field(default_factory=dict)
-
-    def retrieved_in(self, iteration: int) -> set[str]:
-        return {c.doc_id for r in self.rounds if r.iteration == iteration for s in r.searches for c in s.candidates}
-
-    def selected_in(self, iteration: int) -> set[str]:
-        return {x.doc_id for x in self.selected if x.iteration == iteration}
-
-    def candidates(self) -> dict[str, dict[int, int]]:
-        """doc_id -> {node_id: best rank of the doc in that subquery's results}."""
-        best: dict[str, dict[int, int]] = {}
-        for r in self.rounds:
-            for s in r.searches:
-                for c in s.candidates:
-                    ranks = best.setdefault(c.doc_id, {})
-                    ranks[s.node_id] = min(c.rank, ranks.get(s.node_id, c.rank))
-        return best
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["usage"] = {k: asdict(v) for k, v in self.usage.items()}
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "GatherResult":
-        rounds = tuple(Round(**{**r, "searches": tuple(
-            Search(**{**s, "candidates": tuple(Candidate(**c) for c in s["candidates"]),
-                      "ranking": tuple(s.get("ranking", ()))}) for s in r["searches"]),
-            "dropped": tuple(r.get("dropped", ()))}) for r in d["rounds"])
-        return cls(question=d["question"], date_constraint=d.get("date_constraint"),
-                   tree=tuple(Subquery(**n) for n in d["tree"]), rounds=rounds,
-                   selected=tuple(Selection(**x) for x in d["selected"]), stop_reason=d["stop_reason"],
-                   is_failed=d.get("is_failed", False),
-                   usage={k: StageUsage(**v) for k, v in d.get("usage", {}).items()})
 
 
 def clip(text: str, limit: int) -> str:

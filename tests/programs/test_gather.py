@@ -12,7 +12,8 @@ import dspy
 import pytest
 
 from programs.baselines import DirectQuery
-from programs.gather import CandidateAssessor, GatherConfig, Gatherer, GatherResult
+from programs.gather import CandidateAssessor, GatherConfig, Gatherer
+from programs.gather_artifacts import GatherResult
 from retrievers import BM25Retriever, Corpus, Doc
 from signatures.gather import AssessCandidates, PlanSubqueries, RecheckCandidate, WriteSearchQuery
 from tests.scripted import inputs_of
