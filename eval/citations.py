@@ -7,8 +7,8 @@
 * ScholarQABench style (spec 001 §6.2, Algorithm 1): `scholarqa_citation_scores` with a pluggable
   `entails(premise, hypothesis) -> bool`.
 
-Claims are found deterministically: prose sentences of the report body (headings, tables and the
-reference list left out) of at least `min_chars` characters once citation markers are removed.
+Claims are found deterministically: prose sentences of the report body (headings, tables, quotes,
+paragraphs wholly in emphasis and the reference list left out) of at least `min_chars` characters once citation markers are removed.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ _TRAILING = re.compile(rf"([.!?])((?:\s?\[\s*{_ITEM}(?:\s*[,;]\s*{_ITEM})*\s*\](
 _SENTENCE_END = re.compile(r"(?<!\bal\.)(?<!e\.g\.)(?<!i\.e\.)(?<!\bvs\.)(?<!\bFig\.)(?<!\bca\.)(?<=[.!?])\s+"
                            r"(?=[A-Z0-9\[(*_\"'])")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+# A paragraph wholly in emphasis ("*Written offline...*") is an editorial note about the report, not a claim.
+_NOTE = re.compile(r"^(?:\*[^*]+\*|_[^_]+_)$")
 _MARKUP = re.compile(r"[*_`]+")
 
 GRADES = (0.0, 0.5, 1.0)
@@ -81,7 +83,7 @@ def split_sentences(markdown: str) -> list[Sentence]:
 
 
 def _prose_blocks(text: str) -> list[str]:
-    """Paragraphs and list items with wrapped lines joined; headings, tables and quotes dropped."""
+    """Paragraphs and list items with wrapped lines joined; headings, tables, quotes and notes dropped."""
     blocks: list[list[str]] = []
     is_open = False
     for line in text.splitlines():
@@ -94,7 +96,7 @@ def _prose_blocks(text: str) -> list[str]:
             is_open = True
         else:
             blocks[-1].append(stripped)
-    return [" ".join(b) for b in blocks]
+    return [text for text in (" ".join(b) for b in blocks) if not _NOTE.match(text)]
 
 
 def claim_sentences(markdown: str, min_chars: int = 50) -> list[Sentence]:

@@ -39,6 +39,14 @@ def test_sentences_keep_their_citations_and_drop_markup():
     assert not any("table" in t or "Note" in t or "title" in t for t in texts)
 
 
+def test_a_paragraph_wholly_in_emphasis_is_a_note_not_a_claim():
+    report = ("## Q\n\n*Written by the offline baseline: every sentence below is quoted from its source.*\n\n"
+              "_Another editorial remark that is long enough to look like a claim._\n\n"
+              "*Vitamin D* lowered the fracture rate in older adults over three years [1].\n")
+    assert [s.text for s in claim_sentences(report)] == [
+        "Vitamin D lowered the fracture rate in older adults over three years."]
+
+
 def test_citation_recall_is_the_share_of_claims_with_a_citation():
     claims = claim_sentences(REPORT)
     assert len(claims) == 5  # "Short one." is under 50 characters
