@@ -1,7 +1,8 @@
 """BM25 over a Corpus, computed on a sparse term-by-document matrix of precomputed weights.
 
 Scores equal rank-bm25's `BM25Okapi` (method "okapi"); a query is a sum of the matrix rows of its
-terms, each row counted as often as the term repeats in the query.
+terms, each row counted as often as the term repeats in the query. `search` finds the exact top k
+without always reading every posting of every term (MaxScore, see `BM25Retriever._best_pruned`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import numpy as np
 from scipy import sparse
 
 from retrievers.corpus import Corpus
-from retrievers.ranking import FilterIndex, check_page, to_hits, top_k
+from retrievers.ranking import (FilterIndex, best_among, best_positive, check_page, nth_largest, nth_largest_positive,
+                                ranked_hits, score_sample, to_hits, top_k)
 from retrievers.scoring import IDF, tf_saturation
 from retrievers.tokenize import Tokenizer, get_tokenizer, tokenizer_name
 from retrievers.types import Hit, SyncSearchMixin
@@ -63,6 +65,66 @@ def bm25_weights(counts: sparse.csr_matrix, doc_len: np.ndarray, k1: float, b: f
     return sparse.csr_matrix((data, counts.indices, counts.indptr), shape=counts.shape)
 
 
+def row_max(matrix: sparse.csr_matrix) -> np.ndarray:
+    """The largest stored value of each row of a CSR matrix (0 for an empty row)."""
+    out = np.zeros(matrix.shape[0])
+    filled = np.flatnonzero(np.diff(matrix.indptr))
+    if filled.size:  # the rows between two filled ones are empty, so each segment is one row
+        out[filled] = np.maximum.reduceat(matrix.data, matrix.indptr[filled])
+    return out
+
+
+def dense_rows(matrix: sparse.csr_matrix, min_entries: float) -> tuple[dict[int, int], np.ndarray]:
+    """The rows holding at least `min_entries` values as a dense array, and each row's position in it."""
+    rows = np.flatnonzero(np.diff(matrix.indptr) >= min_entries)
+    return {row: i for i, row in enumerate(rows.tolist())}, matrix[rows].toarray()
+
+
+# A term in at least this fraction of the documents also gets a dense row of weights (a few dozen terms
+# in English text), so adding it is one vector addition and looking it up one gather.
+DENSE_FRACTION = 0.5
+# A sparse term in at least n_docs / LONG documents is long: search may look it up for a few candidates
+# instead of adding all its postings. Dense terms are long too.
+LONG = 8
+# Search counts its work in postings added. Adding a dense row counts n_docs * DENSE_COST; checking
+# whether the remaining terms can be skipped, n_docs + CHECK_COST. Per candidate, a lookup in a dense
+# row counts DENSE_LOOKUP, a binary search in a posting list 2 log2(n_docs), pruning and ranking RANK_COST.
+DENSE_COST, CHECK_COST, DENSE_LOOKUP, RANK_COST = 0.5, 20_000, 2, 10
+# A check takes its threshold from the documents in the first SEEN postings of the short terms.
+SEEN = 4096
+# Relative allowance for float rounding when a partial score plus a bound is compared with a threshold.
+SLACK = 1e-9
+
+
+def _leaders(acc: np.ndarray, rest: float, need: int, mask: np.ndarray | None, max_candidates: float,
+             seen: np.ndarray, repeats: int) -> tuple[np.ndarray, float] | None:
+    """Allowed documents whose partial score plus `rest` can reach the `need` best, and the threshold.
+
+    The threshold is a score that `need` allowed documents already reach, taken from the documents in
+    `seen` (where each appears at most `repeats` times) or, without them, from a sample of the scores.
+    None when a document with no partial score yet could still enter the top, or when there would be
+    more than about `max_candidates`.
+    """
+    if mask is not None:
+        seen = seen[mask[seen]]
+    sample = None
+    if repeats and seen.size >= need * repeats:  # the need * repeats best entries hold `need` documents or more
+        threshold = nth_largest(acc[seen], need * repeats)
+    else:
+        sample = score_sample(acc, mask)
+        threshold = nth_largest_positive(sample, need)
+    margin = threshold * SLACK
+    if threshold - margin <= rest:
+        return None
+    if sample is None:
+        sample = score_sample(acc, mask)
+    cut = threshold - rest - margin  # below it, even all remaining terms cannot reach the threshold
+    if np.count_nonzero(sample >= cut) * (acc.size / sample.size) > max_candidates:
+        return None
+    candidates = (acc >= cut).nonzero()[0]
+    return (candidates if mask is None else candidates[mask[candidates]]), threshold
+
+
 class BM25Retriever(SyncSearchMixin):
     """Okapi BM25 (k1, b, epsilon as in rank-bm25's BM25Okapi) on a sparse matrix.
 
@@ -100,24 +162,76 @@ class BM25Retriever(SyncSearchMixin):
             self.weights = bm25_weights(counts, self.doc_len, k1, b, epsilon, method, dtype)
         else:
             self.vocab, self.weights, self.doc_len = _matrix
+        self.weights.sort_indices()  # search binary-searches posting lists
+        n_docs = self.doc_len.size
+        self.max_weight = row_max(self.weights)
+        self._dense_row, self.dense_weights = dense_rows(self.weights, max(1.0, DENSE_FRACTION * n_docs))
+        self.has_negative_weights = bool(self.weights.nnz and self.weights.data.min() < 0)
+        # per-term reads in `_query_terms` as plain Python numbers, without numpy scalars
+        self._indptr, self._max_weight = memoryview(self.weights.indptr), memoryview(self.max_weight)
+        self._long = max(1.0, n_docs / LONG)
 
     @functools.cached_property
     def filters(self) -> FilterIndex:
         return FilterIndex(self.corpus, self.corpus.index_of)
 
+    def _query_terms(self, query: str) -> list[tuple[int, int, int, float, int]]:
+        """The query's known terms, each once, in scoring order, as (start, end, repeat, bound, dense).
+
+        A term's postings are `weights.indices[start:end]` and `weights.data[start:end]`; `repeat` is how
+        often it occurs in the query (its weights count that many times); `bound` is repeat times its
+        largest weight, the most it adds to one document; `dense` is its row in `dense_weights`, or -1.
+
+        Every score of the query sums its terms in this one order, in `scores` and in `search`, so equal
+        weights give bit-equal scores: sparse terms, then dense ones, each group by bound, highest first,
+        then by vocabulary row.
+        """
+        counts: dict[int, int] = {}
+        get = self.vocab.get
+        for token in self.tokenize(query):
+            row = get(token)
+            if row is not None:
+                counts[row] = counts.get(row, 0) + 1
+        indptr, max_weight, dense_row = self._indptr, self._max_weight, self._dense_row
+        keyed = []
+        for row, repeat in counts.items():
+            start, end = indptr[row], indptr[row + 1]
+            if end > start:
+                bound, dense = max_weight[row] * repeat, dense_row.get(row, -1)
+                keyed.append((dense >= 0, -bound, row, (start, end, repeat, bound, dense)))
+        keyed.sort()
+        return [key[3] for key in keyed]
+
+    def _add(self, acc: np.ndarray, terms: list[tuple[int, int, int, float, int]]) -> None:
+        """Adds the terms' weights (times their repeats), in order, to every document's score in `acc`."""
+        indices, data, dense_weights = self.weights.indices, self.weights.data, self.dense_weights
+        for start, end, repeat, _, dense in terms:
+            if dense >= 0:  # adding 0.0 for a document without the term leaves its score as it was
+                weights = dense_weights[dense]
+                np.add(acc, weights * repeat if repeat > 1 else weights, out=acc)
+            else:
+                weights = data[start:end]
+                np.add.at(acc, indices[start:end], weights * repeat if repeat > 1 else weights)
+
+    def _sum_sparse(self, terms: list[tuple[int, int, int, float, int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Scores from sparse terms alone, and their postings' documents, concatenated in term order.
+
+        One pass over the postings: bincount adds each document's weights in the order they come.
+        """
+        indices, data, n_docs = self.weights.indices, self.weights.data, self.doc_len.size
+        if len(terms) < 2:
+            acc = np.zeros(n_docs)
+            self._add(acc, terms)
+            return acc, indices[terms[0][0]:terms[0][1]] if terms else indices[:0]
+        docs = np.concatenate([indices[start:end] for start, end, *_ in terms])
+        weights = np.concatenate([data[start:end] * repeat if repeat > 1 else data[start:end]
+                                  for start, end, repeat, *_ in terms])
+        return np.bincount(docs, weights, minlength=n_docs), docs
+
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for `query` (float64, corpus order)."""
-        ids = [i for i in map(self.vocab.get, self.tokenize(query)) if i is not None]
-        n_docs = self.weights.shape[1]
-        if not ids:
-            return np.zeros(n_docs)
-        terms, repeats = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
-        indptr, indices, data = self.weights.indptr, self.weights.indices, self.weights.data
-        out = np.zeros(n_docs)
-        for term, repeat in zip(terms.tolist(), repeats.tolist()):
-            start, end = indptr[term], indptr[term + 1]
-            # per-term np.add.at measured faster than one bincount over the concatenated postings
-            np.add.at(out, indices[start:end], data[start:end] * repeat if repeat > 1 else data[start:end])
+        out = np.zeros(self.doc_len.size)
+        self._add(out, self._query_terms(query))
         return out
 
     def _filtered_scores(self, query: str, exclude, before, categories) -> np.ndarray:
@@ -125,11 +239,104 @@ class BM25Retriever(SyncSearchMixin):
         mask = self.filters.mask(exclude, before, categories)
         return scores if mask is None else np.where(mask, scores, 0.0)
 
+    def _best(self, terms: list[tuple[int, int, int, float, int]], need: int,
+              mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Corpus indices and scores of the `need` best allowed documents scoring above 0, best first.
+
+        The short terms are summed in one pass, then the long ones are added one by one, unless there
+        is enough of them to try skipping some (`_best_pruned`).
+        """
+        n_docs, n_sparse = self.doc_len.size, 0
+        while n_sparse < len(terms) and terms[n_sparse][4] < 0:
+            n_sparse += 1
+        n_short = 0
+        while n_short < n_sparse and terms[n_short][1] - terms[n_short][0] < self._long:
+            n_short += 1
+        long_cost = (sum(end - start for start, end, *_ in terms[n_short:n_sparse])
+                     + (len(terms) - n_sparse) * n_docs * DENSE_COST)
+        if self.has_negative_weights or long_cost <= n_docs + CHECK_COST:  # the bounds need weights >= 0
+            acc, _ = self._sum_sparse(terms[:n_sparse])
+            self._add(acc, terms[n_sparse:])
+            return best_positive(acc, need, mask)
+        acc, seen = self._sum_sparse(terms[:n_short])
+        return self._best_pruned(acc, terms, n_short, seen, need, mask)
+
+    def _best_pruned(self, acc: np.ndarray, terms: list[tuple[int, int, int, float, int]], done: int,
+                     seen: np.ndarray, need: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """`_best` for many long terms, `terms[:done]` already in `acc` and their postings' documents in `seen`.
+
+        Term-at-a-time MaxScore (Turtle and Flood, "Query evaluation: strategies and optimizations",
+        1995). Before a long term, if `need` allowed documents already have a partial score above the
+        most that all remaining terms can add (the sum of their bounds), no other document can reach
+        them, and only the candidates (documents whose partial score plus that bound reaches the need-th
+        best) are kept. From then on a term is looked up for the candidates alone, and they shrink as the
+        bound does. Every score is still summed in the one scoring order, so it equals `scores()`.
+        """
+        n_docs, n_terms = acc.size, len(terms)
+        repeats, covered = 0, 0  # the first SEEN entries of `seen` hold each document at most `repeats` times
+        for start, end, *_ in terms[:done]:
+            if covered >= SEEN:
+                break
+            repeats, covered = repeats + 1, covered + end - start
+        seen = seen[:SEEN]
+        lookup = 2 * n_docs.bit_length()  # steps of a binary search in a posting list
+        rest_bound = [0.0] * (n_terms + 1)  # rest_bound[j]: the most terms[j:] add to one document
+        rest_cost = [0.0] * (n_terms + 1)  # rest_cost[j]: adding terms[j:] to every document
+        rest_lookup = [RANK_COST] * (n_terms + 1)  # rest_lookup[j]: looking terms[j:] up for one candidate
+        for j in range(n_terms - 1, -1, -1):
+            start, end, _, bound, dense = terms[j]
+            rest_bound[j] = rest_bound[j + 1] + bound
+            rest_cost[j] = rest_cost[j + 1] + (n_docs * DENSE_COST if dense >= 0 else end - start)
+            rest_lookup[j] = rest_lookup[j + 1] + (DENSE_LOOKUP if dense >= 0 else lookup)
+        candidates = None
+        for j in range(max(done, 1), n_terms):
+            # a check is worth it while enough work remains and the remaining terms could be outweighed
+            if rest_cost[j] <= n_docs + CHECK_COST:
+                break
+            if rest_bound[j] >= rest_bound[0] - rest_bound[j]:
+                continue
+            self._add(acc, terms[done:j])
+            done = j
+            candidates = _leaders(acc, rest_bound[j], need, mask, (rest_cost[j] - n_docs) / rest_lookup[j],
+                                  seen, repeats)
+            if candidates is not None:
+                break
+        if candidates is None:
+            self._add(acc, terms[done:])
+            return best_positive(acc, need, mask)
+        candidates, threshold = candidates
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("BM25 search: %d candidates after %d of %d terms; %d postings of the other terms "
+                         "looked up, not scanned", candidates.size, done, n_terms,
+                         sum(end - start for start, end, *_ in terms[done:]))
+        indices, data, dense_weights = self.weights.indices, self.weights.data, self.dense_weights
+        docs = candidates.astype(indices.dtype)  # searchsorted would otherwise copy each posting list
+        for j in range(done, n_terms):
+            start, end, repeat, _, dense = terms[j]
+            if candidates.size > 4 * need:
+                partial = acc[candidates]
+                threshold = max(threshold, nth_largest(partial, need))
+                keep = partial >= threshold - rest_bound[j] - threshold * SLACK
+                candidates, docs = candidates[keep], docs[keep]
+            if dense >= 0:
+                found_weights = dense_weights[dense, candidates]
+            elif candidates.size * lookup < end - start:  # binary search in the sorted posting list
+                row, weights = indices[start:end], data[start:end]
+                at = np.searchsorted(row, docs)
+                found = np.take(row, at, mode="clip") == docs
+                found_weights = np.where(found, np.take(weights, at, mode="clip"), 0.0)  # + 0.0 changes nothing
+            else:
+                self._add(acc, terms[j:j + 1])
+                continue
+            acc[candidates] += found_weights * repeat if repeat > 1 else found_weights
+        return best_among(candidates, acc[candidates], need)
+
     def search(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
                before: str | None = None, categories: Collection[str] = ()) -> list[Hit]:
         check_page(k, offset)
-        scores = self._filtered_scores(query, exclude, before, categories)
-        return to_hits(self.corpus, scores, top_k(scores, k, offset, min_score=0.0), offset)
+        mask = self.filters.mask(exclude, before, categories) if exclude or before or categories else None
+        index, scores = self._best(self._query_terms(query), offset + k, mask)
+        return ranked_hits(self.corpus.docs, index[offset:], scores[offset:], offset)
 
     def full_ranking(self, query: str, *, exclude: Collection[str] = (), before: str | None = None,
                      categories: Collection[str] = ()) -> list[Hit]:

@@ -48,10 +48,64 @@ def top_k(scores: np.ndarray, k: int, offset: int = 0, *, min_score: float | Non
     return index[order][offset:need]
 
 
+# Threshold estimates read about n / 64 scores (at least MIN_SAMPLE, at most MAX_SAMPLE) in evenly
+# spread blocks of BLOCK neighbours: in a large array, contiguous reads cost far less than scattered ones.
+MIN_SAMPLE, MAX_SAMPLE, BLOCK = 1024, 8192, 64
+
+
+def score_sample(scores: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """A spread-out sample of `scores` (a copy, or the scores themselves when short); 0 where `mask` fails."""
+    n_blocks, wanted = scores.size // BLOCK, min(MAX_SAMPLE, max(MIN_SAMPLE, scores.size // 64)) // BLOCK
+    if n_blocks <= wanted:
+        return scores if mask is None else np.where(mask, scores, 0.0)
+    step = n_blocks // wanted
+    sample = scores[:n_blocks * BLOCK].reshape(n_blocks, BLOCK)[::step].ravel()
+    return sample if mask is None else np.where(mask[:n_blocks * BLOCK].reshape(n_blocks, BLOCK)[::step].ravel(),
+                                                  sample, 0.0)
+
+
+def nth_largest(values: np.ndarray, n: int) -> float:
+    """The n-th largest value (1 <= n <= values.size)."""
+    return float(np.partition(values, values.size - n)[values.size - n])
+
+
+def nth_largest_positive(values: np.ndarray, n: int) -> float:
+    """The n-th largest value when at least n values are positive, else 0."""
+    if np.count_nonzero(values) * 2 < values.size:  # numpy's introselect slows down on many equal values
+        values = values[values > 0]
+    return max(nth_largest(values, n), 0.0) if values.size >= n else 0.0
+
+
+def best_among(index: np.ndarray, scores: np.ndarray, need: int) -> tuple[np.ndarray, np.ndarray]:
+    """The `need` best of the documents `index` (ascending, with `scores`): score descending, then index."""
+    if index.size > 4 * need:
+        keep = scores >= nth_largest(scores, need)  # ties with the cut stay: never the partition's choice
+        index, scores = index[keep], scores[keep]
+    order = np.argsort(-scores, kind="stable")[:need]  # stable, so ties keep index order
+    return index[order], scores[order]
+
+
+def best_positive(scores: np.ndarray, need: int, mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Corpus indices and scores of the `need` best documents scoring above 0 that pass `mask`, best first.
+
+    Exact like `top_k`, but the cut-off comes from a sample: the need-th best sampled score is at most
+    the need-th best of all, so comparing with it keeps every winner and few others.
+    """
+    cut = nth_largest_positive(score_sample(scores, mask), need)
+    index = (scores >= cut).nonzero()[0] if cut > 0 else (scores > 0).nonzero()[0]
+    if mask is not None:
+        index = index[mask[index]]
+    return best_among(index, scores[index], need)
+
+
 def to_hits(docs: Sequence[Doc], scores: np.ndarray, index: np.ndarray, offset: int) -> list[Hit]:
     """Hits for corpus indices `index` (already ranked), numbered from offset + 1."""
-    return [Hit(doc=docs[int(i)], score=float(scores[i]), rank=offset + n)
-            for n, i in enumerate(index, start=1)]
+    return ranked_hits(docs, index, scores[index], offset)
+
+
+def ranked_hits(docs: Sequence[Doc], index: np.ndarray, scores: np.ndarray, offset: int) -> list[Hit]:
+    """Hits for corpus indices `index` (already ranked) with their `scores`, numbered from offset + 1."""
+    return [Hit(docs[i], s, rank) for rank, (i, s) in enumerate(zip(index.tolist(), scores.tolist()), start=offset + 1)]
 
 
 def check_page(k: int, offset: int) -> None:

@@ -1,4 +1,6 @@
 import asyncio
+import dataclasses
+import logging
 
 import numpy as np
 import pytest
@@ -7,6 +9,7 @@ from rank_bm25 import BM25Okapi
 from retrievers import BM25Retriever, Corpus, Doc
 from retrievers.bm25 import doc_text
 from retrievers.tokenize import english_tokenize, get_tokenizer, scholargym_tokenize
+from retrievers.types import passes_filters
 
 # Spec 004 §8, BM25 acceptance corpus.
 SPEC_DOCS = [
@@ -145,3 +148,96 @@ def test_unregistered_tokenizer_cannot_be_saved(tmp_path, small_corpus):
     bm25 = BM25Retriever(small_corpus, tokenizer=str.split)
     with pytest.raises(ValueError, match="unregistered tokenizer"):
         bm25.save(tmp_path)
+
+
+# Search ranks without scoring every posting (retrievers/bm25.py, BM25Retriever._best); these tests hold
+# it to the plain ranking of `scores()`: same documents, bit-equal scores, ties by corpus order.
+def ranking_by_scores(bm25, query, k, offset=0, exclude=(), before=None, categories=()):
+    scores = bm25.scores(query)
+    mask = bm25.filters.mask(exclude, before, categories)
+    allowed = np.ones(scores.size, dtype=bool) if mask is None else mask
+    index = np.flatnonzero(allowed & (scores > 0))
+    index = index[np.lexsort((index, -scores[index]))][offset:offset + k]
+    return [(bm25.corpus[int(i)].doc_id, float(scores[i])) for i in index]
+
+
+def assert_search_is_ranking_by_scores(bm25, queries, filters):
+    mismatched = []
+    for n, query in enumerate(queries):
+        for k, offset in ((1, 0), (10, 0), (100, 0), (10, 10), (7, 93)):
+            for f in filters:
+                kwargs = f(bm25, query, n) if callable(f) else f
+                got = [(h.doc.doc_id, h.score) for h in bm25.search(query, k, offset=offset, **kwargs)]
+                if got != ranking_by_scores(bm25, query, k, offset, **kwargs):
+                    mismatched.append((query, k, offset, kwargs))
+    assert mismatched == []
+
+
+def exclude_leaders(bm25, query, n):
+    """The query's own top documents (a different number each time) and an unknown id."""
+    top = [h.doc.doc_id for h in bm25.search(query, 1 + n % 12)]
+    return {"exclude": set(top) | {"no-such-id"}}
+
+
+def with_dates_and_categories(corpus):
+    return Corpus([dataclasses.replace(d, published=f"{2010 + i % 15}-{1 + i % 12:02d}" if i % 7 else None,
+                                       metadata={"categories": ("cs.IR", "cs.CL stat.ML", ["q-bio"])[i % 3]})
+                   for i, d in enumerate(corpus)], name=f"{corpus.name}-dated")
+
+
+FILTERS = [{}, exclude_leaders, {"before": "2016-06"}, {"categories": ["stat.ML", "q-bio"]},
+           {"before": "2019-01", "categories": ["cs.IR"], "exclude": {"4983"}}]
+
+
+@pytest.fixture(scope="module")
+def dated_scifact_bm25(scifact):
+    return BM25Retriever(with_dates_and_categories(scifact), tokenizer="scholargym")
+
+
+def test_filter_masks_are_passes_filters(dated_scifact_bm25):
+    query = "vitamin D deficiency and cancer risk"
+    for f in FILTERS:
+        kwargs = f(dated_scifact_bm25, query, 5) if callable(f) else f
+        mask = dated_scifact_bm25.filters.mask(**kwargs)
+        got = [True] * len(dated_scifact_bm25.corpus) if mask is None else mask.tolist()
+        assert got == [passes_filters(d, **kwargs) for d in dated_scifact_bm25.corpus]
+
+
+def test_search_equals_ranking_by_scores_on_scifact(dated_scifact_bm25, scifact_test_queries):
+    assert_search_is_ranking_by_scores(dated_scifact_bm25, list(scifact_test_queries.values())[::3], FILTERS)
+
+
+def zipf_corpus(n_docs: int, vocabulary: int, seed: int = 7) -> Corpus:
+    """Documents of words drawn with Zipf frequencies (exponent 1.1), dated and in categories."""
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, vocabulary + 1) ** 1.1
+    words = np.array([f"w{r}" for r in range(vocabulary)], dtype=object)
+    lengths = rng.integers(8, 60, n_docs)
+    tokens = words[rng.choice(vocabulary, size=int(lengths.sum()), p=p / p.sum())]
+    ends = np.cumsum(lengths)
+    return with_dates_and_categories(Corpus([Doc(doc_id=str(i), title="", text=" ".join(tokens[e - n:e]))
+                                             for i, (e, n) in enumerate(zip(ends, lengths))], name="zipf"))
+
+
+@pytest.fixture(scope="module")
+def zipf_queries():
+    rng = np.random.default_rng(11)  # two rare words and four of the most common ones
+    return [" ".join([f"w{r}" for r in rng.integers(200, 2000, 2)] + [f"w{r}" for r in rng.integers(0, 8, 4)])
+            for _ in range(40)]
+
+
+@pytest.mark.parametrize("method", ["okapi", "lucene"])
+def test_search_skips_postings_and_still_equals_ranking_by_scores(method, zipf_queries, caplog):
+    bm25 = BM25Retriever(zipf_corpus(60_000, 3000), method=method, text_format="plain")
+    with caplog.at_level(logging.DEBUG, logger="retrievers.bm25"):
+        assert_search_is_ranking_by_scores(bm25, zipf_queries, FILTERS)
+    assert any("looked up, not scanned" in r.getMessage() for r in caplog.records)
+
+
+def test_negative_weights_rank_like_scores():
+    # most words in most documents: rank-bm25's IDF floor is then negative, and so are some weights
+    texts = ["a b c", "a b c d", "a b c e", "a b d", "b c e a"] * 3 + ["f a"]
+    bm25 = BM25Retriever(Corpus([Doc(doc_id=str(i), title="", text=t) for i, t in enumerate(texts)]),
+                         text_format="plain")
+    assert bm25.has_negative_weights
+    assert_search_is_ranking_by_scores(bm25, ["a d", "e f a", "b b c", "d e"], [{}, {"exclude": {"1"}}])
