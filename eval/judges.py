@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import dspy
+from pydantic_core import to_jsonable_python
 
 from eval.citations import Sentence, citation_precision
 from programs.stage import run_sync
@@ -149,7 +150,7 @@ def cache_key(predictor: dspy.Predict, lm: Any, inputs: Mapping[str, Any]) -> st
 
 
 async def cached_call(predictor: dspy.Predict, cache: JudgeCache | None, **inputs: Any) -> dict[str, Any]:
-    """The predictor's outputs for `inputs`, from the cache when it has them."""
+    """The predictor's outputs for `inputs` as JSON values, from the cache when it has them."""
     lm = predictor.lm or dspy.settings.lm
     if lm is None:
         raise ValueError("no judge LM: pass lm= to the judge or build one with eval.judges.judge_lm(model)")
@@ -157,7 +158,8 @@ async def cached_call(predictor: dspy.Predict, cache: JudgeCache | None, **input
     if cache is not None and (hit := cache.get(key)) is not None:
         return hit
     out = await predictor.acall(**inputs)
-    value = {name: out[name] for name in predictor.signature.output_fields}
+    # plain JSON values (pydantic outputs become dicts), so a fresh answer and a cached one look alike
+    value = {name: to_jsonable_python(out[name]) for name in predictor.signature.output_fields}
     if cache is not None:
         cache.put(key, value)
     return value

@@ -98,3 +98,27 @@ def tree_stats(tree: Tree) -> dict[str, int]:
 
     return {"categories": len(category_labels(tree)), "depth": depth(tree),
             "leaves": len(leaf_clusters(tree)), "papers": len(tree_titles(tree))}
+
+
+def render_tree(tree: Tree) -> str:
+    """The category labels as an indented text tree with `├──` / `└──` connectors; papers are left out.
+
+    Example:
+        >>> print(render_tree({"name": "R", "subtopics": [{"name": "A", "subtopics": [{"name": "A1"}]},
+        ...                                                {"name": "B", "papers": ["p"]}]}))
+        R
+        ├── A
+        │   └── A1
+        └── B
+    """
+    lines = [name_of(tree)]
+
+    def visit(node: Tree, indent: str) -> None:
+        children = children_of(node)
+        for i, child in enumerate(children):
+            is_last = i == len(children) - 1
+            lines.append(f"{indent}{'└── ' if is_last else '├── '}{name_of(child)}")
+            visit(child, indent + ("    " if is_last else "│   "))
+
+    visit(tree, "")
+    return "\n".join(lines)
