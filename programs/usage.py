@@ -32,8 +32,11 @@ class UsageMeter(UsageTracker):
         self._prompt: dict[str, int] = defaultdict(int)
         self._completion: dict[str, int] = defaultdict(int)
         self._by_model: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+        self.parent: UsageTracker | None = None  # the tracker this meter was installed inside, if any
 
     def add_usage(self, lm: str, usage_entry: dict[str, Any]) -> None:
+        if self.parent is not None:  # an enclosing meter or `dspy.track_usage` sees every call as it happens
+            self.parent.add_usage(lm, usage_entry)
         stage = _stage.get()
         usage_entry = usage_entry or {}
         prompt = int(usage_entry.get("prompt_tokens") or 0)
@@ -75,12 +78,16 @@ class metered:
         self._ctx = None
 
     def __enter__(self) -> UsageMeter:
+        self._parent = self.meter.parent
+        enclosing = dspy.settings.usage_tracker
+        self.meter.parent = enclosing if enclosing is not self.meter else self._parent
         self._ctx = dspy.context(usage_tracker=self.meter)
         self._ctx.__enter__()
         return self.meter
 
     def __exit__(self, *exc):
         self._ctx.__exit__(*exc)
+        self.meter.parent = self._parent
 
 
 async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.Prediction:

@@ -157,6 +157,22 @@ def test_a_stage_can_have_its_own_lm_and_usage_is_counted_per_stage(scifact_bm25
     assert "enrich" not in out.usage  # depth 1: no follow-ups are asked for
 
 
+def test_usage_also_reaches_an_enclosing_meter_and_dspy_usage_tracker(scifact_bm25):
+    from dspy.utils.usage_tracker import track_usage
+
+    from programs.usage import UsageMeter, metered
+
+    outer = UsageMeter()
+    with dspy.context(lm=scripted_lm(research_handler())), track_usage() as tracker, metered(outer):
+        out = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2)(question="aspirin and colorectal cancer")
+    calls = sum(u.calls for u in out.usage.values())
+    assert calls == outer.total_calls == 1 + 2 * 3 + 1  # plan; assess, extract, merge per node; write
+    assert {s: u.calls for s, u in outer.snapshot().items()} == {s: u.calls for s, u in out.usage.items()}
+    tokens = sum(u.prompt_tokens for u in out.usage.values())
+    assert tokens > 0 and sum(e["prompt_tokens"] for entries in tracker.usage_data.values() for e in entries) == tokens
+    assert outer.parent is None  # left with the `with`
+
+
 def test_bad_input_fails_before_any_lm_call(scifact_bm25):
     lm = scripted_lm(research_handler())
     with dspy.context(lm=lm):
