@@ -1,11 +1,12 @@
 import asyncio
 import math
 import re
+from dataclasses import replace
 
 import dspy
 import pytest
 
-from programs.config import ResearchConfig
+from programs.config import ResearchConfig, preset
 from programs.research import DeepResearch, tree_size
 from signatures import ExtractLearnings, PlanQueries
 from tests.research_lm import CITATION_NUMBER, INVENTED_ID, research_handler
@@ -182,6 +183,12 @@ def test_bad_input_fails_before_any_lm_call(scifact_bm25):
         DeepResearch(retriever=scifact_bm25, depth=0)
     with pytest.raises(ValueError, match="unknown stage"):
         DeepResearch(retriever=scifact_bm25, lms={"judge": lm})
+    with pytest.raises(ValueError, match="unknown schedule 'layers'"):
+        ResearchConfig(schedule="layers")
+    with pytest.raises(ValueError, match="schedule 'gptr' models the eco recursion"):
+        ResearchConfig(strategy="hero", schedule="gptr")
+    with pytest.raises(ValueError, match="hero.turns must be >= 1, got 0"):
+        preset("hero", hero=replace(preset("hero").hero, turns=0))
     assert lm.scripted.calls == 0
 
 
