@@ -1,7 +1,8 @@
 """`deepresearch eval taxonomy`: build a taxonomy per TaxoBench survey and score it against the expert tree.
 
 Writes predictions.jsonl (TaxoBench's scorer format plus the repairs made), scores.jsonl (every
-metric per survey) and summary.json to --out, and prints the summary table.
+metric per survey), judgements.jsonl (with --judge-lm) and summary.json to --out, and prints the
+summary table.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sim", default="embedding", choices=SIMS,
                         help="label similarity: all-MiniLM-L6-v2 cosine (the benchmark's) or exact match")
     parser.add_argument("--out", default=None, help="output folder")
+    parser.add_argument("--judge-lm", default=None,
+                        help="also score each tree with the LLM judge of spec 003 §4.8 (four 1-5 dimensions) using "
+                             "this DSPy/LiteLLM model, e.g. openai/gpt-4o; verdicts are cached under --out")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,7 +98,40 @@ def per_survey_row(score: SurveyScore) -> dict[str, float]:
     return summarize([score])
 
 
-def write_results(out: Path, scores: list[SurveyScore], predictions: list[dict[str, Any]] | None = None) -> dict:
+def judge_all(surveys: Sequence[Survey], predictions: dict[int, Prediction], model: str, *,
+              api_base: str | None = None, cache_dir: Path | None = None) -> list[dict[str, Any]]:
+    """The LLM judge's verdict on every survey's tree (a missing prediction is judged as a failed tree).
+
+    Returns one row per survey: `id` and either `scores`, `reasoning`, `average`, or `error` when the
+    judge's answer was unusable (logged, and left out of the averages).
+    """
+    from eval.judges import JudgeCache, judge_lm
+    from eval.taxonomy_judge import JudgeAnswerError, TaxonomyJudge
+
+    lm = judge_lm(model, api_base, os.environ.get("DEEPRESEARCH_API_KEY"))
+    judge = TaxonomyJudge(lm=lm, cache=JudgeCache(cache_dir) if cache_dir is not None else None)
+    rows = []
+    for s in surveys:
+        pred = predictions.get(s.survey_id)
+        try:
+            out = judge(topic=s.topic, reference=s.gt, tree=pred.tree if pred is not None else "FIX FAILED")
+            rows.append({"id": s.survey_id, **out.judgement.to_dict()})
+        except JudgeAnswerError as e:
+            logger.warning("survey %s: %s", s.survey_id, e)
+            rows.append({"id": s.survey_id, "error": str(e)})
+    return rows
+
+
+def judge_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The judge's per-dimension means and average over the judged surveys, keys prefixed `judge_`."""
+    from eval.taxonomy_judge import summarize_judgements
+
+    judged = summarize_judgements([r["scores"] for r in rows if "scores" in r])
+    return {f"judge_{k}": v for k, v in judged.items()} | {"judge_failures": sum("error" in r for r in rows)}
+
+
+def write_results(out: Path, scores: list[SurveyScore], predictions: list[dict[str, Any]] | None = None,
+                  judgements: list[dict[str, Any]] | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     if predictions is not None:
         with (out / "predictions.jsonl").open("w", encoding="utf-8") as f:
@@ -104,6 +141,11 @@ def write_results(out: Path, scores: list[SurveyScore], predictions: list[dict[s
         for s in scores:
             f.write(json.dumps(s.to_dict(), ensure_ascii=False) + "\n")
     summary = summarize(scores)
+    if judgements is not None:
+        with (out / "judgements.jsonl").open("w", encoding="utf-8") as f:
+            for row in judgements:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        summary |= judge_summary(judgements)
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     return summary
 
@@ -114,6 +156,11 @@ def print_report(scores: list[SurveyScore], summary: dict, out: Path) -> None:
     print(format_table(rows))
     print(f"{summary['surveys']} surveys · expert papers dropped or unmatched: {summary['dropped']} · "
           f"F1 is the harmonic mean of mean P and R (mean of per-survey F1: {summary['f1_mean']:.2f})")
+    if "judge_average" in summary:
+        print(f"LLM judge (1-5) over {summary['judge_trees']} trees: "
+              f"Cov. {summary['judge_semantic_coverage']:.2f} · Org. {summary['judge_sibling_organization']:.2f} · "
+              f"Log. {summary['judge_hierarchical_logic']:.2f} · Topo. {summary['judge_structural_topology']:.2f} · "
+              f"Avg. {summary['judge_average']:.2f} · failures: {summary['judge_failures']}")
     print(f"results: {out}")
 
 
@@ -170,7 +217,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"survey {s.survey_id}: {len(result.retrieved_papers)} papers, {len(result.repairs)} repairs",
               file=sys.stderr)
     scores = score_all(surveys, by_id, profile=args.profile, sim=similarity(args.sim))
-    summary = write_results(out, scores, predictions)
+    judgements = (judge_all(surveys, by_id, args.judge_lm, api_base=args.api_base, cache_dir=out / "judge_cache")
+                  if args.judge_lm else None)
+    summary = write_results(out, scores, predictions, judgements)
     print_report(scores, summary, out)
     return 0
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from eval.run_taxonomy import add_scoring_arguments, print_report, resolve_data, score_all, similarity, write_results
+from eval.run_taxonomy import (
+    add_scoring_arguments, judge_all, print_report, resolve_data, score_all, similarity, write_results,
+)
 from eval.taxobench import load_predictions, load_taxobench
 
 
@@ -25,6 +27,8 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"predictions for surveys not in the data: {unknown[:10]}; check --data")
     scores = score_all(surveys, predictions, profile=args.profile, sim=similarity(args.sim))
     out = Path(args.out or Path(args.predictions).with_suffix("").as_posix() + "-scores")
-    summary = write_results(out, scores)
+    judgements = (judge_all(surveys, predictions, args.judge_lm, cache_dir=out / "judge_cache")
+                  if args.judge_lm else None)
+    summary = write_results(out, scores, judgements=judgements)
     print_report(scores, summary, out)
     return 0

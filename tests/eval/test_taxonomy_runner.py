@@ -1,4 +1,4 @@
-"""TaxoBench loader, scorer command and runner (offline, so no LM is needed)."""
+"""TaxoBench loader, scorer command and runner (offline; the LLM judge gets a scripted LM)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import pytest
 
 from cli import main as cli_main
 from eval.taxobench import TaxoBenchError, load_predictions, load_taxobench
+from signatures.taxonomy_judge import JudgeTaxonomy
+from tests.scripted import chat_format, inputs_of, scripted_lm
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +92,37 @@ def test_runner_writes_predictions_scores_and_summary(examples, tmp_path, mode):
         assert 0 < scores["n_model"] < 76 and 0 < scores["aligned"] <= scores["n_model"]
         assert scores["dropped"] == 38 - scores["aligned"] and summary["dropped"] == scores["dropped"]
         assert scores["retrieval"]["recall"] == pytest.approx(scores["aligned"] / 38)
+
+
+def test_judge_lm_adds_the_judge_averages_to_the_summary(examples, tmp_path, monkeypatch, routed, capsys):
+    def verdict(messages):  # every dimension 4 for survey 1 (personalised alignment), 2 for survey 2
+        score = 4 if "Personalized" in inputs_of(messages)["topic"] else 2
+        return {d: {"reasoning": "r", "score": score} for d in JudgeTaxonomy.output_fields}
+
+    lm = scripted_lm(routed({JudgeTaxonomy: verdict}))
+    monkeypatch.setattr("eval.judges.judge_lm", lambda model, *a, **kw: lm)
+    out = tmp_path / "run"
+    args = ["eval", "taxonomy", "--data", str(examples), "--lm", "offline", "--sim", "exact", "--out", str(out),
+            "--judge-lm", "fake/judge"]
+    assert cli_main(args) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["judge_trees"] == 2 and summary["judge_failures"] == 0
+    assert summary["judge_semantic_coverage"] == 3.0 and summary["judge_average"] == 3.0
+    rows = [json.loads(x) for x in (out / "judgements.jsonl").read_text().splitlines()]
+    assert [r["average"] for r in rows] == [4.0, 2.0]
+    assert all(p[-1]["content"].count("├──") > 0 for p in lm.scripted.prompts)
+    assert "Avg. 3.00" in capsys.readouterr().out
+    assert cli_main(args) == 0 and lm.scripted.calls == 2  # re-judging is served by the cache under --out
+
+
+def test_unusable_judge_answers_are_recorded_as_failures(examples, tmp_path, monkeypatch):
+    lm = scripted_lm(lambda m: chat_format({"semantic_coverage": "fine"}))
+    monkeypatch.setattr("eval.judges.judge_lm", lambda model, *a, **kw: lm)
+    preds = tmp_path / "pred.jsonl"
+    preds.write_text(json.dumps({"id": 1, "hierarchy_tree": {"name": "x", "papers": []}}) + "\n")
+    assert cli_main(["eval", "taxonomy-score", str(preds), "--data", str(examples), "--sim", "exact",
+                     "--out", str(tmp_path / "s"), "--judge-lm", "fake/judge"]) == 0
+    summary = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert summary["judge_failures"] == 2 and summary["judge_trees"] == 0 and summary["judge_average"] == 0.0
+    rows = [json.loads(x) for x in (tmp_path / "s" / "judgements.jsonl").read_text().splitlines()]
+    assert all("could not be parsed" in r["error"] for r in rows)
