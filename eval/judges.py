@@ -6,6 +6,8 @@
   insightfulness), an integer 0-10 with a justification.
 * `CitationSupportJudge`: grades how well a claim's cited sources back it (1 / 0.5 / 0), the
   input of DeepResearchGym citation precision (`eval.citations.citation_precision`).
+* `JudgeTaxonomy`: the signature of TaxoBench's taxonomy judge (spec 003 §4.8), run by
+  `eval.taxonomy_judge.TaxonomyJudge`.
 
 The signatures live here, not in `signatures/`, so no optimizer ever tunes the judge. Each judge
 takes its own LM (`judge_lm` builds one at temperature 0) and an optional `JudgeCache`: verdicts are
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import dspy
+from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
 from eval.citations import Sentence, citation_precision
@@ -281,3 +284,37 @@ class CitationSupportJudge(_Judge):
 
 __all__ = ["CRITERIA", "CitationSupportJudge", "CriteriaJudge", "GradeCitationSupport", "JudgeCache", "JudgeKeyPoint",
            "KeyPointJudge", "RateReport", "cached_call", "judge_lm", "key_point_contradiction", "key_point_recall"]
+
+
+class DimensionScore(BaseModel):
+    """The verdict on one dimension: the reasoning first, then the score it leads to."""
+
+    reasoning: str = Field(description="the evidence from both trees and the gaps found, in two to four sentences")
+    score: int = Field(description="an integer from 1 (worst) to 5 (best)")
+
+
+# Behaviour: spec 003 §4.8 (a rigorous, objective expert's view; evidence -> gap analysis -> score; the four
+# rubrics). Wording is ours; the expert stance is stated as a standard to apply, not a role to play.
+class JudgeTaxonomy(dspy.Signature):
+    """Judge, with the rigour and objectivity of a specialist in the topic's field, how well a generated taxonomy matches one written by experts.
+    For each dimension, first collect evidence by pointing to specific branches of both trees, then analyse the gaps between them, and only then give an integer score from 1 to 5 that follows the rubric.
+    Judge the category names and their arrangement only; the trees list no papers, and the expert tree is the standard, not a template to be copied word for word."""
+
+    topic: str = dspy.InputField()
+    reference_tree: str = dspy.InputField(desc="the expert taxonomy as an indented text tree")
+    model_tree: str = dspy.InputField(desc="the taxonomy to judge, in the same form")
+    semantic_coverage: DimensionScore = dspy.OutputField(
+        desc="how many of the expert tree's core concepts the model tree recalls. 1: more than half of the core "
+             "first- and second-level branches are missing; 4: more than 90% of the core concepts are present; "
+             "5: all of them are, possibly with useful branches the experts lacked")
+    sibling_organization: DimensionScore = dspy.OutputField(
+        desc="whether the children of each node are mutually exclusive and jointly exhaustive. 1: siblings overlap "
+             "by more than half, or follow no visible logic; 5: every level divides its parent along one strict "
+             "criterion")
+    hierarchical_logic: DimensionScore = dspy.OutputField(
+        desc="whether each child is truly a kind or a part of its parent. 1: many parent-child relations are "
+             "inverted or invented; 5: every relation follows strict academic definitions at the depth the experts "
+             "used")
+    structural_topology: DimensionScore = dspy.OutputField(
+        desc="how closely the shape of the model tree matches the expert tree. 1: badly deformed, for example flat "
+             "where the experts go deep; 5: it reproduces how the experts spread detail across levels and branches")

@@ -16,10 +16,9 @@ from typing import Any
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
-from eval.judges import JudgeCache, cached_call
+from eval.judges import JudgeCache, JudgeTaxonomy, cached_call
 from eval.taxonomy_tree import Tree, coerce_tree, render_tree
 from programs.stage import run_sync
-from signatures.taxonomy_judge import JudgeTaxonomy
 
 logger = logging.getLogger(__name__)
 

@@ -6,12 +6,11 @@ import json
 
 import pytest
 
-from eval.judges import JudgeCache
+from eval.judges import JudgeCache, JudgeTaxonomy
 from eval.taxonomy_judge import (
     DIMENSIONS, JudgeAnswerError, TaxonomyJudge, judgement_average, parse_judgement, summarize_judgements,
 )
 from eval.taxonomy_tree import render_tree
-from signatures.taxonomy_judge import JudgeTaxonomy
 from tests.scripted import chat_format, inputs_of, scripted_lm
 
 EXPERT = {"name": "LLM alignment", "subtopics": [
@@ -69,7 +68,7 @@ def test_judge_sees_both_text_trees_without_paper_titles(lm):
     assert inputs["model_tree"] == "LLM alignment\n├── RLHF\n└── Evaluation"
     prompt = "\n".join(m["content"] for m in messages)
     assert not any(title in prompt for title in TITLES)
-    assert "rigorous and objective expert" in messages[0]["content"]
+    assert "rigour and objectivity of a specialist" in messages[0]["content"]  # spec 003 §4.8: the expert standard
 
 
 def test_judge_returns_the_four_scores_and_their_average(lm):

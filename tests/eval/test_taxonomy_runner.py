@@ -7,8 +7,8 @@ import json
 import pytest
 
 from cli import main as cli_main
+from eval.judges import JudgeTaxonomy
 from eval.taxobench import TaxoBenchError, load_predictions, load_taxobench
-from signatures.taxonomy_judge import JudgeTaxonomy
 from tests.scripted import chat_format, inputs_of, scripted_lm
 
 
