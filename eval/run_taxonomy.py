@@ -8,6 +8,7 @@ summary table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -207,7 +208,7 @@ def main(args: argparse.Namespace) -> int:
     predictions, by_id = [], {}
     for s in surveys:
         papers = list(s.papers) if args.mode == "bottom-up" else None
-        with dspy.context(lm=lm) if lm is not None else _null():
+        with dspy.context(lm=lm) if lm is not None else contextlib.nullcontext():
             result = builder(topic=s.topic, papers=papers)
         row = {"id": s.survey_id, "hierarchy_tree": result.tree, "retrieved_papers": result.retrieved_papers,
                "mode": args.mode, "model": model, "repairs": [vars(r) for r in result.repairs]}
@@ -223,10 +224,3 @@ def main(args: argparse.Namespace) -> int:
     print_report(scores, summary, out)
     return 0
 
-
-class _null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False

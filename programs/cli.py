@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -140,7 +141,7 @@ def main(args: argparse.Namespace) -> int:
     trace = {"question": args.question, "corpus": {"name": corpus.name, "documents": len(corpus)},
              "models": meta["models"], "config": meta["config"], "started": started}
     try:
-        with dspy.context(lm=meta["lm"]) if meta["lm"] is not None else _nullcontext():
+        with dspy.context(lm=meta["lm"]) if meta["lm"] is not None else contextlib.nullcontext():
             result = program(question=args.question)
     except BaseException as err:  # keep what exists: the events so far, and the error
         progress.close()
@@ -159,10 +160,3 @@ def main(args: argparse.Namespace) -> int:
           f"citations {s['citations']} · failed branches {s['failed_nodes']}")
     return 0
 
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
