@@ -229,6 +229,12 @@ class DeepResearch(dspy.Module):
             run.stop(f"deadline of {config.deadline_s:g}s reached")
             cancelled = await sched.cancel()
             run.events.emit("budget", message="deadline: running work cancelled", counts={"tasks": cancelled})
+        # a node planned but never started (held by a schedule, waiting for a slot when the run stopped)
+        # still carries the default status; it did not run
+        started = {e.node_id for e in run.events.events if e.kind == "node_start"}
+        for node_id, node in list(run.store.nodes.items()):
+            if node_id not in started and node.status == "done":
+                run.mark(node_id, status="skipped")
         run.counters["tree_s"] = round(sched.elapsed(), 4)
         return await self._report(run, run.store.tree())
 

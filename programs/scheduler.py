@@ -149,7 +149,8 @@ class GptrSchedule:
 
     def __init__(self):
         self._families: dict[str | None, list[str]] = defaultdict(list)  # parent -> children, in order
-        self._waiting: dict[str | None, list[Callable[[asyncio.Semaphore], None]]] = defaultdict(list)
+        self._waiting: dict[str | None, list[tuple[Callable[[asyncio.Semaphore], None], asyncio.Future]]] = \
+            defaultdict(list)  # parent -> (start, future) of children held until their family may start
         self._gates: dict[str | None, asyncio.Semaphore] = {}
         self._started: set[str | None] = {None}
         self._parent: dict[str, str | None] = {}
@@ -157,14 +158,16 @@ class GptrSchedule:
         self._ended: set[str] = set()
         self._done: set[str] = set()  # subtrees that have finished
 
-    def add(self, key: str, parent: str | None, start: Callable[[asyncio.Semaphore], None]) -> None:
+    def add(self, key: str, parent: str | None, start: Callable[[asyncio.Semaphore], None],
+            fut: asyncio.Future) -> None:
+        """Registers node `key`; `start(gate)` runs it once its family may start, `fut` is its result."""
         self._parent[key] = parent
         self._families[parent].append(key)
         gate = self._gates.setdefault(parent, asyncio.Semaphore(self.WIDTH))
         if parent in self._started:
             start(gate)
         else:
-            self._waiting[parent].append(start)
+            self._waiting[parent].append((start, fut))
             self._pump()
 
     def released(self, key: str) -> None:
@@ -180,6 +183,10 @@ class GptrSchedule:
         self._pump()
 
     def cancel(self) -> None:
+        """Cancels the nodes still held; they will never start."""
+        for held in self._waiting.values():
+            for _, fut in held:
+                fut.cancel()
         self._waiting.clear()
 
     def _may_start(self, node: str) -> bool:
@@ -192,7 +199,7 @@ class GptrSchedule:
             if self._may_start(node):
                 self._started.add(node)
                 gate = self._gates[node]
-                for start in self._waiting.pop(node):
+                for start, _ in self._waiting.pop(node):
                     start(gate)
 
 
@@ -240,7 +247,7 @@ class Scheduler:
         if self.config.schedule == "gptr":
             if key is None:
                 raise ValueError("the gptr schedule needs every node's key")
-            self._gptr.add(key, parent, lambda gate: self._start(level, factory, fut, key, gate))
+            self._gptr.add(key, parent, lambda gate: self._start(level, factory, fut, key, gate), fut)
         elif self.config.schedule == "level" and self._outstanding[level - 1] > 0:
             self._held[level].append((factory, fut))
         else:

@@ -231,11 +231,10 @@ def test_the_pool_waits_for_tasks_spawned_while_joining_and_cancels_cleanly():
     assert asyncio.run(go()) == (["parent", "child"], 1, 0)
 
 
-@pytest.mark.parametrize("schedule, tree_s, d_starts", [("async", 5, 1), ("level", 6, 5), ("gptr", 8, 6),
-                                                       ("sequential", 10, 1)])
-def test_figure_3_tree_times_under_each_schedule(scifact_bm25, schedule, tree_s, d_starts):
-    # spec 002 §10 check 1 on a virtual clock: level-1 nodes A, B, C take 1, 1 and 5 s, A has children D
-    # and E, B has F, each 1 s; the LM answers at once, so a node's time is its search's
+def figure_3_run(scifact_bm25, **config):
+    """Spec 002 §10 check 1's tree on a virtual clock: level-1 nodes A, B, C take 1, 1 and 5 s, A has
+    children D and E, B has F, each 1 s; the LM answers at once, so a node's time is its search's.
+    Returns the run, its virtual seconds and when each query's search started."""
     from signatures import FindGaps
     from tests.virtual_clock import run_virtual
 
@@ -258,13 +257,29 @@ def test_figure_3_tree_times_under_each_schedule(scifact_bm25, schedule, tree_s,
 
     lm = timed_lm(handler=research_handler({FindGaps: gaps}))
     program = DeepResearch(retriever=TimedRetriever(),
-                           config=ResearchConfig(depth=2, breadth=3, max_concurrency=16, schedule=schedule))
+                           config=ResearchConfig(depth=2, breadth=3, max_concurrency=16, **config))
 
     async def go():
         with dspy.context(lm=lm):
             return await program.acall(question=QUESTION)
 
     out, elapsed = run_virtual(go())
+    return out, elapsed, started
+
+
+@pytest.mark.parametrize("schedule, tree_s, d_starts", [("async", 5, 1), ("level", 6, 5), ("gptr", 8, 6),
+                                                       ("sequential", 10, 1)])
+def test_figure_3_tree_times_under_each_schedule(scifact_bm25, schedule, tree_s, d_starts):
+    out, elapsed, started = figure_3_run(scifact_bm25, schedule=schedule)
     assert [n.node_id for root in out.report.tree for n in root.walk()] == ["1", "1.1", "1.2", "2", "2.1", "3"]
     assert elapsed == tree_s
     assert started[f"{QUESTION} aspect 1 gap 1"] == d_starts  # A ends at t = 1: dispatch latency d_starts - 1
+
+
+def test_a_deadline_under_the_gptr_schedule_cancels_the_held_children(scifact_bm25):
+    # at t = 3, A and B are done, C is still running and no child has passed gptr's barrier
+    out, elapsed, started = figure_3_run(scifact_bm25, schedule="gptr", deadline_s=3)
+    assert elapsed == pytest.approx(3, abs=0.05)  # the deadline counts real seconds spent before the join
+    assert not any("gap" in query for query in started)
+    assert {n.node_id: n.status for root in out.report.tree for n in root.walk()} == {
+        "1": "done", "1.1": "skipped", "1.2": "skipped", "2": "done", "2.1": "skipped", "3": "cancelled"}
