@@ -1,0 +1,343 @@
+"""Redaction of credentials from text that may reach a trace, a report, a log or stderr.
+
+Error messages from LM providers and HTTP clients often echo what they were sent: a URL with a password
+in it, an `Authorization` header, a query string with `?key=...`, a JSON body with `"api_key": ...`.
+`redact` replaces every credential it recognises with `REDACTED`:
+
+1. the password (and a lone username that looks like a key) of any `scheme://user:pass@host` URL;
+2. the value of an auth header or parameter (`Authorization`, `Bearer`, `x-api-key`, `api_key`,
+   `access_token`, `password`, a query string's `key=`/`token=`/`sig=` ...), case-insensitive;
+3. well-known key shapes wherever they appear (OpenAI/Anthropic `sk-...`, Google `AIza...`,
+   Hugging Face `hf_...`, GitHub `ghp_...`/`github_pat_...`, Groq `gsk_...`, AWS `AKIA...`);
+4. the exact values passed by the caller and those of credential-named environment variables.
+
+Values shorter than `MIN_SECRET_LENGTH` are never redacted as exact values, so that a key such as
+`local` cannot blank out ordinary text; key shapes need a long, random-looking body, so that words such
+as `sk-learn`, `risk-free` or `hf_hub_download` are left alone. Text without a credential comes back
+unchanged, and redacting twice gives the same text as redacting once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import urllib.parse
+from collections.abc import Iterable
+
+__all__ = ["MIN_SECRET_LENGTH", "REDACTED", "RedactingFilter", "env_secrets", "redact", "redact_url"]
+
+REDACTED = "[REDACTED]"
+MIN_SECRET_LENGTH = 8
+
+# Environment variables whose value is a credential: *_API_KEY, *_KEY, *_TOKEN, *_SECRET, *_PASSWORD.
+_SECRET_ENV_NAME = re.compile(r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
+_EXTRA_SECRET_ENV = ("DEEPRESEARCH_API_KEY",)
+
+# Values that, after a credential's name, say that there is no credential.
+_PLACEHOLDERS = frozenset({"", "none", "null", "nil", "undefined", "true", "false", "***", REDACTED.lower()})
+
+# 1. scheme://user:password@ and scheme://user@ (the authority ends at / ? # or whitespace).
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)(?P<password>[^\s/?#]+)(?P<at>@)")
+_URL_USER = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/?#@:\[\]]+)(?P<at>@)")
+
+# 2. Auth headers and parameters. A value never ends with a full stop (the end of a sentence).
+_AUTH_SCHEMES = r"(?:basic|bearer|digest|token|negotiate|ntlm|apikey|aws4-hmac-sha256)"
+_AUTHORIZATION = re.compile(
+    rf"(?P<head>\bauthorization[\"']?\s*[:=]\s*[\"']?(?:(?P<scheme>{_AUTH_SCHEMES})\s+)?)"
+    rf"(?!{_AUTH_SCHEMES}\b)(?P<value>[^\s\"',;<>(){{}}\[\]]*[^\s\"',;<>(){{}}\[\].])",
+    re.IGNORECASE,
+)
+_BEARER = re.compile(r"(?P<head>\bbearer\s+)(?P<value>[A-Za-z0-9._~+/=-]*[A-Za-z0-9_~+/=-])", re.IGNORECASE)
+_KEY_NAME = (
+    r"(?<![A-Za-z0-9])(?:[A-Za-z0-9]+[-_])*"
+    r"(?:api[-_]?key|api[-_]?token|access[-_]?token|refresh[-_]?token|auth[-_]?token|id[-_]?token"
+    r"|session[-_]?token|security[-_]?token|bearer[-_]?token|hf[-_]?token|github[-_]?token|gh[-_]?token"
+    r"|client[-_]?secret|secret[-_]?key|secret[-_]?access[-_]?key|private[-_]?key|password|passwd)"
+)
+_KEY_VALUE = re.compile(
+    rf"(?P<head>{_KEY_NAME}[\"']?\s*[:=]\s*)"
+    r"(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s\"'&,;<>(){}\[\]]*[^\s\"'&,;<>(){}\[\].]))",
+    re.IGNORECASE,
+)
+_QUERY_PARAM = re.compile(
+    r"(?P<head>[?&](?:key|token|api[-_]?key|access[-_]?token|auth|sig|signature|secret|client[-_]?secret"
+    r"|password|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential)=)"
+    r"(?P<value>[^&#\s\"'<>()\[\]]*[^&#\s\"'<>()\[\].])",
+    re.IGNORECASE,
+)
+
+# 3. Key shapes. `check`: the body must look random (see `_looks_random`).
+_B = r"(?<![A-Za-z0-9_-])"  # not inside a longer word
+_KEY_SHAPES = (
+    (re.compile(_B + r"sk-(?P<body>[A-Za-z0-9_-]{16,})"), True),  # OpenAI, Anthropic (sk-ant-), DeepSeek...
+    (re.compile(_B + r"AIza(?P<body>[0-9A-Za-z_-]{30,})"), False),  # Google
+    (re.compile(_B + r"hf_(?P<body>[A-Za-z0-9]{16,})"), True),  # Hugging Face
+    (re.compile(_B + r"gh[pousr]_(?P<body>[A-Za-z0-9]{30,})"), False),  # GitHub tokens
+    (re.compile(_B + r"github_pat_(?P<body>[A-Za-z0-9_]{30,})"), False),  # GitHub fine-grained tokens
+    (re.compile(_B + r"gsk_(?P<body>[A-Za-z0-9]{20,})"), True),  # Groq
+    (re.compile(_B + r"(?:AKIA|ASIA)(?P<body>[0-9A-Z]{16})(?![A-Za-z0-9])"), False),  # AWS access key ids
+)
+
+
+def _mixed(segment: str) -> bool:
+    """Whether a run of letters and digits mixes kinds of characters as random strings do.
+
+    Args:
+        segment: Letters and digits only.
+
+    Returns:
+        True if it holds both a letter and a digit, or a lowercase letter and an uppercase letter after
+        the first character (a capitalised word is not mixed).
+    """
+    has_digit = any(c.isdigit() for c in segment)
+    has_alpha = any(c.isalpha() for c in segment)
+    has_lower = any(c.islower() for c in segment)
+    inner_upper = any(c.isupper() for c in segment[1:])
+    return (has_digit and has_alpha) or (has_lower and inner_upper)
+
+
+def _looks_random(token: str, min_length: int = 16) -> bool:
+    """Whether a token looks like a generated credential rather than a word or a name.
+
+    Args:
+        token: The candidate.
+        min_length: Shortest token that may be a credential.
+
+    Returns:
+        True if the token is at least `min_length` long and one of its alphanumeric runs of 8+
+        characters is mixed (see `_mixed`).
+    """
+    if len(token) < min_length:
+        return False
+    return any(len(seg) >= 8 and _mixed(seg) for seg in re.split(r"[^A-Za-z0-9]+", token))
+
+
+def _usable(values: Iterable[str]) -> list[str]:
+    """The values long enough to be redacted exactly, longest first, without duplicates.
+
+    Args:
+        values: Candidate secret values; None and non-strings are skipped.
+
+    Returns:
+        The values of at least `MIN_SECRET_LENGTH` characters that are not part of the marker.
+    """
+    kept = {v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH and v not in REDACTED}
+    return sorted(kept, key=lambda v: (-len(v), v))
+
+
+def env_secrets() -> list[str]:
+    """The values of environment variables whose name looks like a credential, read now.
+
+    Names ending in `_API_KEY`, `_KEY`, `_TOKEN`, `_SECRET`, `_PASSWORD` (any case), and
+    `DEEPRESEARCH_API_KEY`.
+
+    Returns:
+        Their values of at least `MIN_SECRET_LENGTH` characters, longest first.
+    """
+    return _usable(
+        value for name, value in os.environ.items() if _SECRET_ENV_NAME.search(name) or name in _EXTRA_SECRET_ENV
+    )
+
+
+def _redact_exact(text: str, values: list[str]) -> str:
+    """Replace exact occurrences of the values, and of their percent-encoded forms.
+
+    Args:
+        text: Any text.
+        values: Secret values, already filtered by `_usable`.
+
+    Returns:
+        The text with each occurrence replaced by `REDACTED`.
+    """
+    forms = set(values) | {urllib.parse.quote(v, safe="") for v in values}
+    forms = [f for f in _usable(forms) if f in text]
+    if not forms:
+        return text
+    return re.sub("|".join(re.escape(f) for f in forms), REDACTED, text)
+
+
+def _sub_value(pattern: re.Pattern[str], text: str, keep=lambda value: False) -> str:
+    """Replace the `value` group of each match unless it is already the marker or `keep` says so.
+
+    Args:
+        pattern: A pattern with `head` and `value` groups (and optionally `at`).
+        text: Any text.
+        keep: Predicate on the value; True leaves the match as it is.
+
+    Returns:
+        The text with the values replaced.
+    """
+
+    def replace(m: re.Match[str]) -> str:
+        value = m.group("value")
+        if value == REDACTED or keep(value):
+            return m.group(0)
+        return m.group(0)[: m.start("value") - m.start()] + REDACTED + m.group(0)[m.end("value") - m.start() :]
+
+    return pattern.sub(replace, text)
+
+
+def _redact_urls(text: str) -> str:
+    """Replace the password, and a lone username that looks like a key, of every URL in the text.
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The text with `scheme://user:[REDACTED]@` and `scheme://[REDACTED]@`.
+    """
+    text = _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED + m.group("at"), text)
+
+    def user(m: re.Match[str]) -> str:
+        name = m.group("user")
+        if name == REDACTED or not _looks_random(name, MIN_SECRET_LENGTH):
+            return m.group(0)
+        return m.group("head") + REDACTED + m.group("at")
+
+    return _URL_USER.sub(user, text)
+
+
+def _redact_authorization(text: str) -> str:
+    """Replace the credentials of `Authorization` headers (`Authorization: Basic <b64>` and the like).
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The text with the credential after the scheme replaced; without a scheme (`Authorization: <key>`)
+        only a random-looking value is, so that prose such as "Authorization: users must ..." is kept.
+    """
+
+    def replace(m: re.Match[str]) -> str:
+        value = m.group("value")
+        if value.lower() in _PLACEHOLDERS or (m.group("scheme") is None and not _looks_random(value, MIN_SECRET_LENGTH)):
+            return m.group(0)
+        return m.group("head") + REDACTED
+
+    return _AUTHORIZATION.sub(replace, text)
+
+
+def _redact_key_values(text: str) -> str:
+    """Replace the value after a credential's name (`api_key=`, `"password": "..."`, `x-api-key:`).
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The text with the values replaced; placeholders such as `None` or `null` are kept.
+    """
+
+    def replace(m: re.Match[str]) -> str:
+        group = next(g for g in ("dq", "sq", "bare") if m.group(g) is not None)
+        value = m.group(group)
+        if value.strip().lower() in _PLACEHOLDERS:
+            return m.group(0)
+        start, end = m.start(group) - m.start(), m.end(group) - m.start()
+        return m.group(0)[:start] + REDACTED + m.group(0)[end:]
+
+    return _KEY_VALUE.sub(replace, text)
+
+
+def _redact_shapes(text: str) -> str:
+    """Replace well-known key shapes wherever they appear.
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The text with each key replaced by `REDACTED`.
+    """
+    for pattern, check in _KEY_SHAPES:
+        text = pattern.sub(lambda m, c=check: m.group(0) if c and not _looks_random(m.group("body")) else REDACTED, text)
+    return text
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """Remove every credential from a text.
+
+    Args:
+        text: Any text: an error message, a log line, a trace, a report.
+        secrets: Exact values to remove as well (values under `MIN_SECRET_LENGTH` characters are ignored);
+            the values of credential-named environment variables (`env_secrets`) are always removed.
+
+    Returns:
+        The text with each credential replaced by `REDACTED`; unchanged if it holds none.
+    """
+    if not text:
+        return text
+    text = _redact_exact(text, _usable([*secrets, *env_secrets()]))
+    text = _redact_urls(text)
+    text = _redact_authorization(text)
+    text = _sub_value(_BEARER, text, keep=lambda v: not _looks_random(v, MIN_SECRET_LENGTH))
+    text = _redact_key_values(text)
+    text = _sub_value(_QUERY_PARAM, text)
+    return _redact_shapes(text)
+
+
+def redact_url(url: str) -> str:
+    """A URL fit to print: its password, and a lone username that looks like a key, replaced.
+
+    Credentials in the query string (`?key=...`) and known key shapes are replaced as by `redact`.
+
+    Args:
+        url: A URL such as an `--api-base`.
+
+    Returns:
+        The URL with `user:[REDACTED]@` or `[REDACTED]@` in its authority; unchanged if it has no credential.
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return redact(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if at:
+        user, colon, password = userinfo.partition(":")
+        if colon and password and password != REDACTED:
+            userinfo = f"{user}:{REDACTED}"
+        elif not colon and _looks_random(user, MIN_SECRET_LENGTH):
+            userinfo = REDACTED
+        url = urllib.parse.urlunsplit(parts._replace(netloc=f"{userinfo}@{host}"))
+    return redact(url)
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that removes credentials from each record it sees.
+
+    The message is formatted (`record.getMessage()`), redacted, and stored back in `record.msg` with
+    `record.args = None`; a formatted traceback is redacted into `record.exc_text`. Install it on a
+    handler (`handler.addFilter(RedactingFilter())`) to cover the records of every logger that reaches it.
+    """
+
+    def __init__(self, secrets: Iterable[str] = (), name: str = "") -> None:
+        """Remember the exact values to remove.
+
+        Args:
+            secrets: Exact values removed besides those `redact` finds on its own.
+            name: As for `logging.Filter`: only records of this logger and its children pass.
+        """
+        super().__init__(name)
+        self.secrets = tuple(secrets)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Redact the record in place.
+
+        Args:
+            record: The log record.
+
+        Returns:
+            Whether the record passes `logging.Filter`'s name check (redacted in any case).
+        """
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed %-format: keep what there is
+            message = str(record.msg)
+        record.msg = redact(message, self.secrets)
+        record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text, self.secrets)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info, self.secrets)
+        return super().filter(record)
