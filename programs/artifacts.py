@@ -21,12 +21,15 @@ class Failure:
     stage: str
     error_type: str
     message: str
+    cause: str = ""  # one line naming the cause and the fix (programs.lm.explain), secrets redacted
 
 
 @dataclass(frozen=True)
 class Node:
     """One search of the research tree and everything it produced.
 
+    `notes` records what went wrong without stopping the node: a reply cut at its token limit, a reply
+    that did not parse in the first format and was asked again, a search that fell back to the question.
     `status` is `done`, `failed` (an error stopped the node; see `error`), `skipped` (the run
     stopped before the node started) or `pruned`.
     """
@@ -44,6 +47,7 @@ class Node:
     children: tuple["Node", ...] = ()
     status: str = "done"
     error: Failure | None = None
+    notes: tuple[str, ...] = ()
 
     def walk(self):
         yield self
@@ -57,7 +61,7 @@ class Node:
             "retrieved_ids": list(self.retrieved_ids), "relevant_ids": list(self.relevant_ids),
             "learnings": [x.model_dump() for x in self.learnings], "follow_ups": list(self.follow_ups),
             "summary": self.summary, "status": self.status,
-            "error": asdict(self.error) if self.error else None,
+            "error": asdict(self.error) if self.error else None, "notes": list(self.notes),
             "children": [c.to_dict() for c in self.children],
         }
 
@@ -68,7 +72,7 @@ class Node:
             retrieved_ids=tuple(d["retrieved_ids"]), relevant_ids=tuple(d["relevant_ids"]),
             learnings=tuple(Learning(**x) for x in d["learnings"]), follow_ups=tuple(d["follow_ups"]),
             summary=d["summary"], status=d["status"],
-            error=Failure(**d["error"]) if d.get("error") else None,
+            error=Failure(**d["error"]) if d.get("error") else None, notes=tuple(d.get("notes", ())),
             children=tuple(cls.from_dict(c) for c in d["children"]),
         )
 
@@ -93,9 +97,18 @@ class Reference:
 
 @dataclass(frozen=True)
 class StageUsage:
+    """LM requests of one stage: `calls` answered, `failed` requests that raised (auth, transport,
+    timeout...), `fallbacks` predictor calls whose first reply did not parse and were asked again in
+    JSON, `parse_failures` predictor calls with no parseable reply at all, `truncated` replies cut at
+    the stage's `max_tokens`."""
+
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    failed: int = 0
+    fallbacks: int = 0
+    parse_failures: int = 0
+    truncated: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -115,6 +128,9 @@ class Report:
         usage: LM calls and tokens per stage.
         stats: Counts (nodes, searches, failed branches, dropped citations...).
         events: Progress events of the run, in order.
+        status: `done`, or `failed` when the run produced nothing because of failures (no search ran, or
+            every branch failed); the markdown then says so in its first line.
+        error: For a failed run, one line naming the cause and the fix.
     """
 
     question: str
@@ -125,6 +141,8 @@ class Report:
     usage: dict[str, StageUsage] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
     events: tuple[Any, ...] = ()
+    status: str = "done"
+    error: str | None = None
 
     def nodes(self) -> list[Node]:
         return [n for root in self.tree for n in root.walk()]
@@ -138,6 +156,7 @@ class Report:
             "usage": {k: asdict(v) for k, v in self.usage.items()},
             "stats": dict(self.stats),
             "events": [asdict(e) for e in self.events],
+            "status": self.status, "error": self.error,
         }
 
     @classmethod
@@ -151,6 +170,7 @@ class Report:
             tree=tuple(Node.from_dict(n) for n in d["tree"]),
             usage={k: StageUsage(**v) for k, v in d["usage"].items()},
             stats=dict(d["stats"]), events=tuple(Event(**e) for e in d.get("events", [])),
+            status=d.get("status", "done"), error=d.get("error"),
         )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import os
@@ -14,8 +13,11 @@ from pathlib import Path
 
 from programs.config import PRESETS, preset
 from programs.events import Event
-from programs.lm import OFFLINE, make_lm
+from programs.lm_cli import LMSession, add_lm_arguments, open_lm
 from programs.research import STAGES, DeepResearch, tree_size
+from programs.secrets import redact
+
+EXIT_FAILED = 3  # the run produced nothing because of failures (distinct from 2, bad input)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,10 +25,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--corpus", required=True,
                         help="a JSONL file, a BEIR folder, or a dataset name found under $DEEPRESEARCH_DATA "
                              "(e.g. scifact) or on the Hugging Face hub (e.g. BeIR/scifact)")
-    parser.add_argument("--lm", default=None,
-                        help=f"DSPy/LiteLLM model string (openai/gpt-4.1-mini, ollama_chat/llama3.1) or '{OFFLINE}'; "
-                             "default: $DEEPRESEARCH_LM, else offline")
-    parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server (vLLM, Ollama...)")
     parser.add_argument("--stage-lm", action="append", default=[], metavar="STAGE=MODEL",
                         help=f"an LM for one stage ({', '.join(STAGES)}); repeatable")
     parser.add_argument("--preset", default="standard", choices=sorted(PRESETS), help="tree shape preset")
@@ -37,10 +35,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--deadline", type=float, default=None, help="wall-clock seconds; then write what exists")
     parser.add_argument("--max-lm-calls", type=int, default=None, help="stop researching after this many LM calls")
     parser.add_argument("--max-tokens", type=int, default=None, help="stop researching after this many tokens")
-    parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--program", default=None, help="a compiled program (JSON state) to load")
     parser.add_argument("--out", default=None, help="output folder (default runs/<question-slug>)")
     parser.add_argument("--no-progress", action="store_true", help="do not draw a progress bar")
+    add_lm_arguments(parser)
 
 
 def slug(text: str, limit: int = 48) -> str:
@@ -66,32 +64,31 @@ def resolve_corpus(spec: str):
                       f"$DEEPRESEARCH_DATA, or a Hugging Face dataset name")
 
 
-def build_program(args: argparse.Namespace, retriever, on_event) -> tuple[DeepResearch, dict]:
-    overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth, "hits_per_query": args.hits,
-                                   "max_concurrency": args.concurrency, "deadline_s": args.deadline,
-                                   "max_lm_calls": args.max_lm_calls, "max_tokens": args.max_tokens}.items()
-                 if v is not None}
-    config = preset(args.preset, **overrides)
-    model = args.lm or os.environ.get("DEEPRESEARCH_LM") or OFFLINE
-    if not args.lm and not os.environ.get("DEEPRESEARCH_LM"):
-        print("deepresearch: no LM configured (--lm or DEEPRESEARCH_LM); using the offline extractive baseline",
-              file=sys.stderr)
-    api_key = os.environ.get("DEEPRESEARCH_API_KEY")
-    lm = make_lm(model, args.api_base, api_key, temperature=args.temperature)
-    stage_lms = {}
-    for item in args.stage_lm:
+def parse_stage_lms(items: list[str]) -> dict[str, str]:
+    """`--stage-lm STAGE=MODEL` options as a mapping, checked before any LM is built."""
+    models = {}
+    for item in items:
         stage, _, stage_model = item.partition("=")
         if stage not in STAGES or not stage_model:
             raise ValueError(f"--stage-lm {item!r} should be STAGE=MODEL with STAGE one of: {', '.join(STAGES)}")
-        stage_lms[stage] = make_lm(stage_model, args.api_base, api_key, temperature=args.temperature)
-    program = DeepResearch(retriever=retriever, config=config, offline=lm is None, lms=stage_lms or None,
-                           on_event=on_event)
+        models[stage] = stage_model
+    return models
+
+
+def build_program(args: argparse.Namespace, retriever, on_event, session: LMSession) -> tuple[DeepResearch, dict]:
+    overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth, "hits_per_query": args.hits,
+                                   "max_concurrency": args.concurrency, "deadline_s": args.deadline,
+                                   "max_lm_calls": args.max_lm_calls, "max_tokens": args.max_tokens,
+                                   "lm_timeout_s": args.lm_timeout}.items()
+                 if v is not None}
+    config = preset(args.preset, **overrides)
+    program = DeepResearch(retriever=retriever, config=config, offline=session.is_offline,
+                           lms=session.stage_lms or None, on_event=on_event)
     if args.program:
-        if lm is None:
+        if session.is_offline:
             raise ValueError("--program needs an LM: a compiled program tunes LM prompts; pass --lm")
         program.load(args.program)
-    models = {"default": model, **{s: m.model for s, m in stage_lms.items()}}
-    return program, {"lm": lm, "models": models, "config": dataclasses.asdict(config)}
+    return program, {"models": session.models(), "config": dataclasses.asdict(config)}
 
 
 class Progress:
@@ -123,10 +120,12 @@ def write_trace(out: Path, payload: dict) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
-    import dspy
-
     if not args.question.strip():
         raise ValueError("question is empty; pass the research question in quotes")
+    preset(args.preset, **{k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None})
+    stage_models = parse_stage_lms(args.stage_lm)
+    # the LM is checked before the corpus is loaded: a bad key or a dead server fails in seconds
+    session = open_lm(args, num_retries=0, stage_models=stage_models)  # the run's scheduler retries, and counts
     corpus = resolve_corpus(args.corpus)
     from retrievers.bm25 import BM25Retriever
 
@@ -134,29 +133,33 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("runs") / slug(args.question))
     out.mkdir(parents=True, exist_ok=True)
     progress = Progress(total=1, enabled=not args.no_progress and sys.stderr.isatty())
-    program, meta = build_program(args, retriever, progress)
+    program, meta = build_program(args, retriever, progress, session)
     if progress.bar is not None:
         progress.bar.total = tree_size(program.config)[0]
     started = time.time()
     trace = {"question": args.question, "corpus": {"name": corpus.name, "documents": len(corpus)},
-             "models": meta["models"], "config": meta["config"], "started": started}
+             "models": meta["models"], "config": meta["config"], "structured": args.structured,
+             "started": started}
     try:
-        with dspy.context(lm=meta["lm"]) if meta["lm"] is not None else contextlib.nullcontext():
+        with session.context():
             result = program(question=args.question)
     except BaseException as err:  # keep what exists: the events so far, and the error
         progress.close()
-        trace.update(status="error", error=f"{type(err).__name__}: {err}", events=[dataclasses.asdict(e) for e in progress.events])
+        trace.update(status="error", error=redact(f"{type(err).__name__}: {err}"),
+                     events=[dataclasses.asdict(e) for e in progress.events])
         write_trace(out, trace)
         raise
     progress.close()
     report = result.report
     (out / "report.md").write_text(report.markdown, encoding="utf-8")
-    trace.update(status="done", seconds=round(time.time() - started, 2), **report.to_dict())
+    trace.update(seconds=round(time.time() - started, 2), **report.to_dict())
     write_trace(out, trace)
     s = report.stats
     print(f"report: {out / 'report.md'}")
     print(f"trace:  {out / 'trace.json'}")
     print(f"nodes {s['nodes']} · searches {s['searches']} · learnings {s['learnings']} · "
-          f"citations {s['citations']} · failed branches {s['failed_nodes']}")
+          f"citations {s['citations']} · failed branches {s['failed_nodes']} · LM requests {s['lm_calls']}")
+    if report.status == "failed":
+        print(f"deepresearch run: error: {report.error}", file=sys.stderr)
+        return EXIT_FAILED
     return 0
-

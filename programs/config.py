@@ -139,7 +139,13 @@ class ResearchConfig:
         search_concurrency: Searches in flight at once, across the run.
         rate_limits: (provider, requests per second) pairs, e.g. (("openai", 5.0),).
         lm_timeout_s: Seconds before an LM call is abandoned and retried (None: no limit).
-        lm_retries: Extra attempts after a rate limit or timeout that DSPy's own retries did not absorb.
+        lm_retries: Extra attempts of an LM call after a transient error (rate limit, timeout, server or
+            transport error).
+        retry_after_cap_s: Longest wait a server's Retry-After may impose before a retry.
+        structured: How replies are formatted when no adapter is configured: `schema` (each predictor's
+            output schema sent as response_format), `off` (DSPy's text format), `auto` (schema for an
+            api_base server, native structured output where the model supports it, else text), or None
+            (leave DSPy's default).
         search_timeout_s: Seconds before a search is abandoned and retried (None: no limit).
         search_retries: Extra attempts of a search that timed out or lost its connection.
         backoff_s: First backoff; doubles with each attempt.
@@ -166,8 +172,10 @@ class ResearchConfig:
     lm_concurrency: int = 16
     search_concurrency: int = 8
     rate_limits: tuple[tuple[str, float], ...] = ()
-    lm_timeout_s: float | None = None
-    lm_retries: int = 1
+    lm_timeout_s: float | None = 120.0
+    lm_retries: int = 2
+    retry_after_cap_s: float = 60.0
+    structured: str | None = None
     search_timeout_s: float | None = 60.0
     search_retries: int = 2
     backoff_s: float = 1.0
@@ -191,7 +199,9 @@ class ResearchConfig:
                              f"not {self.strategy!r}")
         check_minimum(self, ("hits_per_query", "max_passages", "max_learnings", "max_concurrency", "passage_chars",
                              "lm_concurrency", "search_concurrency"), 1)
-        check_minimum(self, ("max_failures", "lm_retries", "search_retries", "backoff_s"), 0)
+        check_minimum(self, ("max_failures", "lm_retries", "search_retries", "backoff_s", "retry_after_cap_s"), 0)
+        if self.structured not in (None, "auto", "schema", "off"):
+            raise ValueError(f"unknown structured mode {self.structured!r}; choose one of: auto, schema, off")
         for name in ("deadline_s", "max_lm_calls", "max_tokens", "lm_timeout_s", "search_timeout_s"):
             value = getattr(self, name)
             if value is not None and value <= 0:

@@ -20,7 +20,7 @@ from programs.artifacts import Node, as_source
 from programs.scheduler import BudgetExceeded
 from programs.selector import select
 from programs.stage import Stage
-from programs.usage import call_predictor
+from programs.usage import call_predictor, set_node
 from signatures.enrich import WriteEnrichment
 from signatures.types import Finding, Learning, Task
 
@@ -122,7 +122,11 @@ async def research_hero(program, run) -> None:
             raise
         except Exception as err:
             program._fail(run, "root", "plan", err)
-            break
+            if turn > 1:
+                break
+            candidates = []
+        if turn == 1 and not candidates:  # one failed LM call must not empty the run
+            candidates = program._fallback_plan(run)
         fresh = [t for t in candidates if t.query not in queries]
         if not fresh:
             run.counters["turns_stop"] = f"the planner proposed no new task in turn {turn}"
@@ -148,6 +152,7 @@ async def research_hero(program, run) -> None:
 
 async def _pipeline(program, run, task: Task, node_id: str, siblings: list[str], turn: int, release) -> Finding | None:
     h = run.config.hero
+    set_node(node_id)
     node = run.store.get(node_id)
     stage = ["extract"]
     gaps: list[Task] = []

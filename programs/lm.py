@@ -1,24 +1,62 @@
-"""Building language models from model strings, with the checks a user needs before a long run."""
+"""Language models from model strings, and what a user needs around them before and after a long run.
+
+- `make_lm` builds a `dspy.LM` that takes its key from the provider's usual environment variable
+  (OPENAI_API_KEY, ANTHROPIC_API_KEY...) unless one is given, and `DEEPRESEARCH_API_KEY` for an
+  `api_base` server, so a key meant for a hosted provider is never sent to some other server.
+- `structured_adapter` picks how replies are formatted: a JSON schema derived from each predictor's
+  output fields sent as `response_format` (what lets a small local model produce parseable output),
+  the provider's native structured output, or DSPy's text format.
+- `ServerKeyedCache` keys cached answers by provider, model *and* server (DSPy leaves the server out).
+- `preflight` sends one tiny request, so a bad key or a dead server fails in seconds.
+- `explain` turns an LM error into one line naming the cause and the fix, with no secret in it.
+"""
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import dspy
+from dspy.clients.cache import Cache
+
+from programs.secrets import redact, redact_url
 
 OFFLINE = "offline"
 STAGE_ENV = "DEEPRESEARCH_LM_{}"  # e.g. DEEPRESEARCH_LM_WRITER=openai/gpt-5
+SERVER_KEY_ENV = "DEEPRESEARCH_API_KEY"  # the key sent to an --api-base server
+STRUCTURED_MODES = ("auto", "schema", "off")
+DEFAULT_TIMEOUT_S = 120.0
+PREFLIGHT_TIMEOUT_S = 30.0
+DEFAULT_CACHE_DIR = Path("~/.cache/dspy-deepresearch/lm")
 
 
 class LMConfigError(ValueError):
-    """An LM that cannot be used: unknown provider or missing key. The message never shows a key."""
+    """An LM that cannot be used: unknown provider, missing key, bad setting. Never shows a key."""
+
+
+class LMPreflightError(RuntimeError):
+    """The one-request check before a run failed; the message names the cause and the fix."""
 
 
 def _providers() -> set[str]:
     import litellm
 
     return set(litellm.provider_list) | {"openai", "hosted_vllm", "ollama", "ollama_chat"}
+
+
+def key_variables(model: str) -> list[str]:
+    """The environment variables that hold `model`'s API key, as LiteLLM names them."""
+    import litellm
+
+    try:
+        missing = litellm.validate_environment(model).get("missing_keys", [])
+    except Exception:  # LiteLLM cannot tell for this provider
+        missing = []
+    names = [k for k in missing if k.endswith(("_KEY", "_TOKEN"))]
+    return names or [f"{model.split('/', 1)[0].upper()}_API_KEY"]
 
 
 def check_lm(model: str, api_base: str | None = None, api_key: str | None = None) -> None:
@@ -34,33 +72,56 @@ def check_lm(model: str, api_base: str | None = None, api_key: str | None = None
     if provider not in _providers():
         raise LMConfigError(f"unknown LM provider {provider!r} in {model!r}; use a DSPy/LiteLLM provider such as "
                             f"openai, anthropic, gemini, ollama_chat or hosted_vllm")
-    if api_base or api_key:
+    if api_base or api_key or provider in ("ollama", "ollama_chat", "hosted_vllm"):
         return
     import litellm
 
-    missing = [k for k in litellm.validate_environment(model).get("missing_keys", [])
-               if k.endswith(("_KEY", "_TOKEN"))]
+    try:
+        missing = [k for k in litellm.validate_environment(model).get("missing_keys", [])
+                   if k.endswith(("_KEY", "_TOKEN"))]
+    except Exception:
+        missing = []
     if missing:
         raise LMConfigError(f"LM {model!r} needs {' or '.join(missing)} in the environment; set it, "
                             f"or pass --api-base for a local OpenAI-compatible server")
 
 
-def make_lm(model: str | None, api_base: str | None = None, api_key: str | None = None,
-            **kwargs: Any) -> dspy.LM | None:
+def check_temperature(temperature: float | None) -> None:
+    if temperature is not None and (not math.isfinite(temperature) or not 0.0 <= temperature <= 2.0):
+        raise LMConfigError(f"temperature must be a number from 0 to 2, got {temperature}")
+
+
+def make_lm(model: str | None, api_base: str | None = None, api_key: str | None = None, *,
+            timeout_s: float | None = DEFAULT_TIMEOUT_S, **kwargs: Any) -> dspy.LM | None:
     """A checked `dspy.LM` for `model`, or None for the offline baseline (`offline` or empty).
 
     Args:
         model: A DSPy/LiteLLM model string, or `offline`.
         api_base: Base URL of an OpenAI-compatible server (vLLM, Ollama, llama.cpp...).
-        api_key: Key for that server; otherwise the provider's usual environment variable is used.
+        api_key: Key for that server; without one an `api_base` server gets `DEEPRESEARCH_API_KEY` (or a
+            placeholder), and a hosted provider its usual variable (OPENAI_API_KEY...), read by LiteLLM.
+        timeout_s: Seconds an HTTP request may take before it is abandoned (None: the client's default).
         kwargs: Passed to `dspy.LM` (temperature, max_tokens, cache, num_retries...).
+
+    Raises:
+        LMConfigError: unknown provider, missing key, or a temperature that is not a number from 0 to 2.
     """
     if not model or model == OFFLINE:
         return None
+    check_temperature(kwargs.get("temperature"))
+    if timeout_s is not None and (not math.isfinite(timeout_s) or timeout_s <= 0):
+        raise LMConfigError(f"LM timeout must be a positive number of seconds, got {timeout_s}")
     check_lm(model, api_base, api_key)
-    if api_base and not api_key:
-        api_key = "local"  # OpenAI-compatible servers usually ignore the key, but the client requires one
-    return dspy.LM(model, api_base=api_base, api_key=api_key, **kwargs)
+    client: dict[str, Any] = {}  # only what is set: an explicit None switches off LiteLLM's lookup of the env
+    if api_base:
+        client["api_base"] = api_base
+        # never the hosted provider's key: that would send OPENAI_API_KEY to whatever server api_base names
+        client["api_key"] = api_key or os.environ.get(SERVER_KEY_ENV) or "local"
+    elif api_key:
+        client["api_key"] = api_key
+    if timeout_s is not None:
+        client["timeout"] = timeout_s
+    return dspy.LM(model, **client, **kwargs)
 
 
 def stage_lms_from_env(stages: tuple[str, ...], api_base: str | None = None, api_key: str | None = None,
@@ -73,3 +134,193 @@ def stage_lms_from_env(stages: tuple[str, ...], api_base: str | None = None, api
         if lm is not None:
             lms[stage] = lm
     return lms
+
+
+def server_of(lm: Any) -> str | None:
+    """The base URL `lm` sends to: its api_base, else the provider's base-URL variable, else None."""
+    kwargs = getattr(lm, "kwargs", {}) or {}
+    url = kwargs.get("api_base") or kwargs.get("base_url")
+    if url:
+        return url
+    prefix = (getattr(lm, "model", "") or "").split("/", 1)[0].upper()
+    return os.environ.get(f"{prefix}_API_BASE") or os.environ.get(f"{prefix}_BASE_URL") if prefix else None
+
+
+# ---- structured decoding --------------------------------------------------------------------------
+
+def output_schema(signature: type[dspy.Signature]) -> dict[str, Any]:
+    """The JSON schema of a signature's output fields: one object, every field required, no extras.
+
+    This is what OpenAI-compatible servers (llama.cpp, vLLM, Ollama, SGLang) compile into a grammar, so
+    even a small model can only write a reply that parses.
+    """
+    import pydantic
+
+    fields = {name: (f.annotation, ...) for name, f in signature.output_fields.items()}
+    model = pydantic.create_model(f"{signature.__name__}Output", __config__=pydantic.ConfigDict(extra="forbid"),
+                                  **fields)
+    schema = model.model_json_schema()
+    _close_objects(schema)
+    return schema
+
+
+def _close_objects(part: Any) -> None:
+    """Makes every object schema list all its properties as required and forbid others (strict mode)."""
+    if isinstance(part, dict):
+        if part.get("type") == "object" and "properties" in part:
+            part["required"] = list(part["properties"])
+            part["additionalProperties"] = False
+        for value in part.values():
+            _close_objects(value)
+    elif isinstance(part, list):
+        for value in part:
+            _close_objects(value)
+
+
+class SchemaAdapter(dspy.JSONAdapter):
+    """DSPy's JSON adapter that always sends each predictor's output schema as `response_format`.
+
+    DSPy's own JSONAdapter sends a schema only to models its metadata says support one, which leaves out
+    every local server; this one sends it to any server.
+    """
+
+    def _prepare_response_format(self, lm, lm_kwargs, signature):
+        lm_kwargs["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": signature.__name__, "schema": output_schema(signature), "strict": True}}
+
+
+def structured_adapter(mode: str, lm: Any | None) -> dspy.Adapter | None:
+    """The adapter for `--structured mode` with `lm`, or None to keep DSPy's default (its text format).
+
+    `schema` always sends the output schema; `off` uses the text format (with DSPy's JSON fallback);
+    `auto` sends the schema to an `api_base` server, uses the provider's native structured output where
+    the model supports it, and the text format otherwise.
+    """
+    if mode not in STRUCTURED_MODES:
+        raise LMConfigError(f"unknown structured mode {mode!r}; choose one of: {', '.join(STRUCTURED_MODES)}")
+    if mode == "off" or lm is None:
+        return None
+    if mode == "schema" or server_of(lm):
+        return SchemaAdapter()
+    try:
+        native = bool(getattr(lm, "supports_response_schema", False))
+    except Exception:  # capability lookup failed: keep the text format
+        native = False
+    return dspy.JSONAdapter() if native else None
+
+
+# ---- cache ----------------------------------------------------------------------------------------
+
+class ServerKeyedCache(Cache):
+    """DSPy's two-level cache, with the server in the key.
+
+    DSPy drops `api_base` from its cache key, so two servers behind the same model string (`openai/local`
+    on one port, then another model on the same port or another) would share answers. The server URL
+    (credentials removed) joins the key here; API keys never do.
+    """
+
+    def cache_key(self, request: dict[str, Any], ignored_args_for_cache_key: list[str] | None = None) -> str:
+        ignored = [a for a in (ignored_args_for_cache_key or []) if a not in ("api_base", "base_url")]
+        request = dict(request)
+        server = request.pop("api_base", None) or request.pop("base_url", None)
+        if not server:
+            prefix = str(request.get("model", "")).split("/", 1)[0].upper()
+            server = os.environ.get(f"{prefix}_API_BASE") or os.environ.get(f"{prefix}_BASE_URL")
+        request["_server"] = redact_url(server) if server else None
+        return super().cache_key(request, ignored + ["api_key"])
+
+
+def configure_lm_cache(enabled: bool = True, cache_dir: str | os.PathLike | None = None) -> None:
+    """Installs a ServerKeyedCache as DSPy's cache (the command line does this once per command).
+
+    Args:
+        enabled: False turns both the memory and the disk cache off (`--no-cache`).
+        cache_dir: Folder of the disk cache (`--cache-dir`); default ~/.cache/dspy-deepresearch/lm.
+    """
+    folder = Path(cache_dir or DEFAULT_CACHE_DIR).expanduser()
+    cache = ServerKeyedCache(enable_disk_cache=enabled, enable_memory_cache=enabled,
+                             disk_cache_dir=str(folder) if enabled else None,
+                             disk_size_limit_bytes=1024 ** 3)
+    with dspy._cache_lock:
+        dspy.cache = cache
+
+
+# ---- preflight and diagnosis ----------------------------------------------------------------------
+
+def preflight(lm: dspy.LM, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
+    """Sends one tiny uncached request; raises LMPreflightError naming the cause and the fix.
+
+    Costs one call of a few tokens, and saves a run that would otherwise index a corpus for minutes
+    and then fail on every LM call.
+    """
+    from dspy.clients.lm import _is_openai_reasoning_model
+
+    limit = {} if _is_openai_reasoning_model(lm.model) else {"max_tokens": 8}  # those need 16000 or none
+    try:
+        lm.copy(num_retries=0)("Reply with the word OK.", cache=False, timeout=timeout_s, **limit)
+    except Exception as err:
+        raise LMPreflightError(f"LM check failed: {explain(err, lm)}; "
+                               f"(skip this check with --no-preflight)") from None
+
+
+def _provider(err: Exception, lm: Any) -> str:
+    model = getattr(err, "model", None) or getattr(lm, "model", None) or ""
+    return getattr(err, "provider", None) or (model.split("/", 1)[0] if "/" in model else model) or "the provider"
+
+
+def explain(err: BaseException, lm: Any | None = None) -> str:
+    """One line: what went wrong with an LM call and what to do about it. Secrets are redacted.
+
+    Args:
+        err: The exception an LM call raised.
+        lm: The LM that was called (for its model string and server), if known.
+    """
+    import asyncio
+
+    from dspy.utils import exceptions as x
+
+    provider = _provider(err, lm)
+    model = getattr(lm, "model", None) or getattr(err, "model", None) or "the model"
+    server = server_of(lm) if lm is not None else None
+    where = redact_url(server) if server else provider
+    status = getattr(err, "status", None)
+    if isinstance(err, x.LMAuthError) or status in (401, 403):
+        var = SERVER_KEY_ENV if server else " or ".join(key_variables(model))
+        text = f"authentication error from {where}; check {var}"
+    elif isinstance(err, x.LMBillingError):
+        text = f"billing or quota error from {provider}; check the account's credit and limits"
+    elif isinstance(err, x.LMRateLimitError):
+        text = f"rate limited by {provider}; lower --concurrency or try again later"
+    elif isinstance(err, x.ContextWindowExceededError):
+        text = f"prompt longer than {model}'s context window; lower --hits or use a model with a longer context"
+    elif isinstance(err, x.LMUnsupportedModelError) or status == 404:
+        text = f"model {model!r} not found at {where}; check the model name"
+    elif isinstance(err, (x.LMTimeoutError, asyncio.TimeoutError, TimeoutError)):
+        text = f"no answer from {where} in time; check the server or raise --lm-timeout"
+    elif isinstance(err, x.LMTransportError):
+        text = f"could not reach {where}; check that the server is running and the address (--api-base) is right"
+    elif isinstance(err, x.AdapterParseError):
+        text = (f"{model}'s replies did not parse into the expected fields; try --structured schema or "
+                f"a larger model")
+    elif isinstance(err, x.LMNotConfiguredError):
+        text = "no LM configured; pass --lm, or in Python call dspy.configure(lm=...)"
+    elif isinstance(err, x.LMServerError):
+        text = f"server error from {where} ({status or 'no status'}); try again later"
+    else:
+        first = str(err).strip().splitlines()[0][:300] if str(err).strip() else ""
+        text = f"{type(err).__name__} from {where}" + (f": {first}" if first else "")
+    return redact(text)
+
+
+def summarize_failures(causes: Iterable[str]) -> str | None:
+    """The most frequent cause among failure explanations, or None when there are none."""
+    counts: dict[str, int] = {}
+    for cause in causes:
+        counts[cause] = counts.get(cause, 0) + 1
+    return max(counts, key=counts.get) if counts else None
+
+
+__all__ = ["DEFAULT_TIMEOUT_S", "LMConfigError", "LMPreflightError", "OFFLINE", "STRUCTURED_MODES", "SchemaAdapter",
+           "ServerKeyedCache", "check_lm", "configure_lm_cache", "explain", "key_variables", "make_lm",
+           "output_schema", "preflight", "server_of", "stage_lms_from_env", "structured_adapter",
+           "summarize_failures"]

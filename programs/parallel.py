@@ -20,7 +20,7 @@ import dspy
 from programs.artifacts import Node
 from programs.scheduler import BudgetExceeded
 from programs.stage import Stage
-from programs.usage import call_predictor
+from programs.usage import call_predictor, set_node
 from signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
 from signatures.types import Task
 
@@ -125,7 +125,7 @@ async def research_parallel(program, run) -> None:
         raise
     except Exception as err:
         program._fail(run, "root", "plan", err)
-        return
+        tasks = program._fallback_plan(run)
     await _submit(program, run, tree, None, tasks, level=1, breadth=run.config.breadth)
 
 
@@ -171,6 +171,7 @@ def kill(run, tree: _Tree, node_id: str, reason: str, include_self: bool = True)
 async def _research_node(program, run, tree: _Tree, task: Task, node_id: str, level: int, breadth: int,
                          release) -> None:
     p, c = run.config.parallel, run.config
+    set_node(node_id)
     tree.tasks[node_id] = asyncio.current_task()
     can_deepen = level < c.depth
     child_breadth = c.next_breadth(breadth)

@@ -9,6 +9,7 @@ under the run's caps, rate limits and budgets, and share the report assembly bel
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -22,11 +23,13 @@ from programs.config import ResearchConfig
 from programs.enricher import Enricher
 from programs.events import EventHandler, EventLog
 from programs.extractor import Extractor
+from programs.lm import explain, structured_adapter, summarize_failures
 from programs.merger import NO_INFORMATION, Merger
 from programs.planner import Planner
 from programs.scheduler import BudgetExceeded, CostMeter, Scheduler
+from programs.secrets import redact
 from programs.stage import run_sync
-from programs.usage import metered
+from programs.usage import metered, set_node
 from programs.writer import Writer
 from retrievers.types import Retriever
 from signatures.types import Finding, Learning, Task
@@ -119,6 +122,7 @@ class _Run:
     stop_reason: str = ""
     finding_depth: int | None = None  # only nodes at this depth become findings (None: every node)
     counters: dict[str, Any] = field(default_factory=dict)
+    causes: list[str] = field(default_factory=list)  # one explanation per failure, for a failed run's message
 
     def stop(self, reason: str) -> None:
         if not self.is_stopped:
@@ -200,11 +204,25 @@ class DeepResearch(dspy.Module):
         """Researches `question` and returns a Prediction carrying the `Report` fields and `report` itself."""
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question is empty; pass the research question as a non-empty string")
+        self._check_lm()
         run = _Run(question=question.strip(), config=self.config, events=EventLog(self.on_event))
-        with metered(run.meter):
+        adapter = None
+        if self.config.structured and dspy.settings.adapter is None and not self.is_offline:
+            adapter = structured_adapter(self.config.structured, dspy.settings.lm)
+        with metered(run.meter), dspy.context(adapter=adapter) if adapter else contextlib.nullcontext():
             run.sched = Scheduler(self.config, run.meter)
             report = await self._run(run)
         return dspy.Prediction(report=report, **{k: getattr(report, k) for k in report.__dataclass_fields__})
+
+    def _check_lm(self) -> None:
+        """Raises before any work when an LM stage has no LM: neither its own nor one in dspy.settings."""
+        if self.is_offline or dspy.settings.lm is not None:
+            return
+        bare = sorted({name.split(".", 1)[0] for name, p in self.named_predictors() if p.lm is None})
+        if bare:
+            raise dspy.utils.exceptions.LMNotConfiguredError(
+                f"no LM configured for {', '.join(bare)}: call dspy.configure(lm=dspy.LM(...)) or run inside "
+                f"dspy.context(lm=...), or pass offline=True for the extractive baseline")
 
     async def _run(self, run: _Run) -> Report:
         config = run.config
@@ -254,10 +272,21 @@ class DeepResearch(dspy.Module):
                                           max_tasks=config.breadth)).tasks
         except BudgetExceeded:
             raise
-        except Exception as err:  # recorded, and the report is still written
+        except Exception as err:  # recorded, and the question itself is searched instead
             self._fail(run, "root", "plan", err)
             tasks = []
+        tasks = tasks or self._fallback_plan(run)
         await self._submit_children(run, None, tasks, level=1, depth_left=config.depth, breadth=config.breadth)
+
+    def _fallback_plan(self, run: _Run) -> list[Task]:
+        """The question itself as the only task, when planning failed or planned nothing.
+
+        One failed LM call must not empty a run; the fallback is recorded in the trace.
+        """
+        run.counters["plan_fallback"] = True
+        run.events.emit("fallback", stage="plan", message="planning produced no task; searching the question itself")
+        logger.warning("planning produced no task; searching the question itself")
+        return [Task(query=run.question, goal=run.question)]
 
     async def _submit_children(self, run: _Run, parent_id: str | None, tasks: list[Task], level: int,
                                depth_left: int, breadth: int) -> list[asyncio.Future]:
@@ -278,6 +307,7 @@ class DeepResearch(dspy.Module):
         child_breadth = run.config.next_breadth(breadth)
         child_tasks: list[Task] = []
         stage_ref = ["search"]  # the stage running now, for the failure record
+        set_node(node_id)
         async with run.sched.node_slots:
             if run.is_stopped:  # checked once a slot is free: the run may have stopped while this node waited
                 run.events.emit("node_end", node_id=node_id, message="skipped")
@@ -314,6 +344,7 @@ class DeepResearch(dspy.Module):
         running, so a failure can be attributed.
         """
         store = run.store
+        set_node(node.node_id)
         stage_ref[0] = "search"
         hits = await run.sched.search(self.retriever, task.query, run.config.hits_per_query)
         run.searches += 1
@@ -341,7 +372,10 @@ class DeepResearch(dspy.Module):
         run.events.emit("node_end", node_id=node_id, message="failed")
 
     def _fail(self, run: _Run, node_id: str, stage: str, err: Exception) -> Failure:
-        failure = Failure(stage=stage, error_type=type(err).__name__, message=str(err).splitlines()[0][:500] if str(err) else "")
+        lm = dspy.settings.lm
+        message = redact(str(err).strip().splitlines()[0][:500]) if str(err).strip() else ""
+        failure = Failure(stage=stage, error_type=type(err).__name__, message=message, cause=explain(err, lm))
+        run.causes.append(failure.cause)
         run.failures += 1
         logger.warning("node %s failed in %s: %s: %s", node_id, stage, failure.error_type, failure.message)
         run.events.emit("failure", node_id=node_id, stage=stage, message=f"{failure.error_type}: {failure.message}")
@@ -350,23 +384,34 @@ class DeepResearch(dspy.Module):
         return failure
 
     async def _report(self, run: _Run, roots: tuple[Node, ...]) -> Report:
+        roots = tuple(_with_notes(r, run.meter) for r in roots)
         nodes = [n for r in roots for n in r.walk()]
         findings = [Finding(query=n.query, summary=n.summary) for n in nodes
                     if n.status in ("done", "pruned", "cancelled") and n.learnings and n.summary
                     and n.summary != NO_INFORMATION and run.finding_depth in (None, n.depth)]
         learnings = tuple({x.text: x for n in nodes for x in n.learnings}.values())  # first-seen order, exact dedup
         write_failed = False
-        if findings:
+        failed = sum(n.status == "failed" for n in nodes)
+        started = [n for n in nodes if n.status not in ("skipped",)]
+        error = None
+        if run.searches == 0 or (started and all(n.status == "failed" for n in started)):
+            # nothing was researched because of failures: say so, never "no relevant evidence"
+            cause = summarize_failures(run.causes) or run.stop_reason or "no search ran"
+            what = "no search ran" if run.searches == 0 else f"every research branch failed ({failed} of {len(nodes)})"
+            error = f"{what}: {cause}"
+        if error is None and findings:
             try:
-                body = (await run.sched.call(self.writer, reserve=0, question=run.question, findings=findings)).report
+                body = (await self._write(run, findings)).report
             except Exception as err:
                 self._fail(run, "root", "write", err)
                 write_failed = True
                 body = fallback_report(run.question, findings)
-        else:
+        elif error is None:
             body = f"## {run.question}\n\nThe search found no relevant evidence for this question in the corpus."
+        else:
+            body = (f"# Research failed: {error}\n\nNo report was written for: {run.question}\n\n"
+                    f"Every error is recorded in the trace (trace.json), node by node.")
         renumbered = renumber_citations(body, run.registry)
-        failed = sum(n.status == "failed" for n in nodes)
         notes = []
         if failed:
             notes.append(f"{failed} of {len(nodes)} research branches failed; their errors are recorded in the trace.")
@@ -394,14 +439,34 @@ class DeepResearch(dspy.Module):
                      else round(sum(costs.values()), 8)},
             "limits": {"nodes": run.config.max_concurrency, "lm": run.config.lm_concurrency,
                        "search": run.config.search_concurrency},
+            "failed_requests": sum(u.failed for u in usage.values()),
+            "parse_failures": sum(u.parse_failures for u in usage.values()),
+            "format_fallbacks": sum(u.fallbacks for u in usage.values()),
+            "truncated_replies": sum(u.truncated for u in usage.values()),
+            "plan_fallback": bool(run.counters.get("plan_fallback")),
             "retries": dict(run.sched.retries), "tree_s": run.counters.get("tree_s"),
             "total_s": round(run.sched.elapsed(), 4),
-            **{k: v for k, v in run.counters.items() if k != "tree_s"},
+            **{k: v for k, v in run.counters.items() if k not in ("tree_s", "plan_fallback")},
         }
-        run.events.emit("run_end", counts=dict(stats))
+        run.events.emit("run_end", message="failed" if error else "done", counts=dict(stats))
         return Report(question=run.question, markdown=markdown, references=renumbered.references,
                       learnings=learnings, tree=roots, usage=usage, stats=stats,
-                      events=tuple(run.events.events))
+                      events=tuple(run.events.events), status="failed" if error else "done", error=error)
+
+    async def _write(self, run: _Run, findings: list[Finding]) -> dspy.Prediction:
+        """Calls the writer; after a deadline it gets a grace period only, then the findings stand as they are.
+
+        The grace is a tenth of the deadline (at least 5 s, at most the LM timeout), so a server that
+        never answers cannot hold the run long past `deadline_s`.
+        """
+        call = run.sched.call(self.writer, reserve=0, question=run.question, findings=findings)
+        c = run.config
+        if c.deadline_s is None or run.sched.elapsed() < c.deadline_s:
+            return await call
+        grace = max(5.0, 0.1 * c.deadline_s)
+        if c.lm_timeout_s is not None:
+            grace = min(grace, c.lm_timeout_s)
+        return await asyncio.wait_for(call, grace)
 
 
 def strategy_stages(config: ResearchConfig, offline: bool) -> dict[str, dspy.Module]:
@@ -415,6 +480,13 @@ def strategy_stages(config: ResearchConfig, offline: bool) -> dict[str, dspy.Mod
 
         return parallel_stages(offline)
     return {}
+
+
+def _with_notes(node: Node, meter) -> Node:
+    """The node, and its children, with the notes the meter kept for them (truncations, fallbacks)."""
+    notes = meter.notes(node.node_id)
+    children = tuple(_with_notes(c, meter) for c in node.children)
+    return replace(node, notes=node.notes + notes, children=children)
 
 
 def fallback_report(question: str, findings: list[Finding]) -> str:

@@ -6,11 +6,12 @@ The `level` and `sequential` schedules exist as baselines (spec 002 §7): `level
 until the whole level above has finished; `sequential` runs one node at a time, depth first.
 
 LM calls go through `Scheduler.call`, searches through `Scheduler.search`. Each takes a slot of a
-global semaphore and waits for its provider's rate limit. DSPy already retries rate-limit, timeout and
-server errors inside an LM call (dspy.md §1.3), so an LM error that reaches us has survived those
-retries: we do not retry it blindly, we pause the whole provider (every call to it waits) and try
-again at most `lm_retries` times. Timeouts of our own (`lm_timeout_s`, `search_timeout_s`) are not
-seen by DSPy and are retried with exponential backoff.
+global semaphore and waits for its provider's rate limit. LMs built by
+`programs.lm.make_lm` for a run leave retries to us (DSPy's own are invisible to the trace): a
+transient error (rate limit, timeout, server or transport error) is retried at most `lm_retries`
+times, after the server's Retry-After (capped at `retry_after_cap_s`) or exponential backoff, never
+past the deadline; a rate limit pauses the whole provider (every call to it waits). Timeouts of our
+own (`lm_timeout_s`, `search_timeout_s`) are retried the same way.
 """
 
 from __future__ import annotations
@@ -357,10 +358,15 @@ class Scheduler:
                         return await asyncio.wait_for(module.acall(**inputs), self.config.lm_timeout_s)
                     finally:
                         self.lm_in_flight -= 1
-            except (dspy.LMRateLimitError, asyncio.TimeoutError) as err:
-                if attempt >= self.config.lm_retries:
+            except Exception as err:
+                if not (dspy.is_retryable_lm_error(err) or isinstance(err, asyncio.TimeoutError)) \
+                        or attempt >= self.config.lm_retries:
                     raise
-                wait = getattr(err, "retry_after", None) or self.config.backoff_s * 2 ** attempt
+                hint = getattr(err, "retry_after", None)
+                wait = min(float(hint), self.config.retry_after_cap_s) if hint else self.config.backoff_s * 2 ** attempt
+                left = self.remaining()
+                if left is not None and wait >= left:  # a retry after the deadline would hold the run past it
+                    raise
                 if isinstance(err, dspy.LMRateLimitError):
                     limiter.pause(wait)  # every call to this provider waits, not only this one
                 logger.warning("LM call to %s: %s; retrying in %.2fs", provider, type(err).__name__, wait)

@@ -1,10 +1,13 @@
-"""Per-stage accounting of LM calls and tokens, through DSPy's usage tracker.
+"""Per-stage accounting of LM requests and tokens, and the output limit of every predictor call.
 
 A run installs a UsageMeter as DSPy's usage tracker (`metered`); each stage module calls its predictor
-through `call_predictor`, which names the stage in a context variable. DSPy hands the tracker one
-usage entry per LM request it sends (JSON-adapter fallbacks and failed attempts included, cache hits
-not), so the meter counts calls and tokens against the stage named at that moment. One tracker for
-the whole run, rather than a callback or a tracker per call, keeps the per-call overhead near zero.
+through `call_predictor`, which names the stage in a context variable and caps the reply at the stage's
+`max_tokens`. DSPy hands the tracker one usage entry per answered request (JSON-adapter fallbacks
+included, cache hits not); `call_predictor` adds what the tracker never sees: requests that raised,
+predictor calls whose first reply did not parse, and predictor calls that got no parseable reply. A
+reply whose completion tokens reach the stage's limit was cut there (finish reason `length`); it is
+counted and noted on the node that made the call. One tracker for the whole run, rather than a
+callback or a tracker per call, keeps the per-call overhead near zero.
 """
 
 from __future__ import annotations
@@ -12,18 +15,46 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import dspy
+from dspy.utils.exceptions import AdapterParseError, LMError
 from dspy.utils.usage_tracker import UsageTracker
 
 from programs.artifacts import StageUsage
 
+# Output tokens a stage may write, sized to what it produces (a plan of a few queries, one judgement per
+# paper, up to five learnings, a report). They bound a runaway generation; a reply that reaches its
+# limit is recorded as truncated. `output_limits` overrides them.
+MAX_OUTPUT_TOKENS: dict[str, int] = {
+    "plan": 1024, "assess": 1536, "extract": 2048, "merge": 1536, "enrich": 1024, "write": 4096,
+    "enrich_write": 1024, "breadth": 1024, "deepen": 512, "orchestrate": 512,
+    "gather_plan": 1536, "gather_assess": 2048, "gather_recheck": 512, "direct_query": 256,
+    "taxonomy": 4096,
+}
+DEFAULT_MAX_OUTPUT_TOKENS = 2048
+
 _stage: contextvars.ContextVar[str] = contextvars.ContextVar("deepresearch_stage", default="other")
+_node: contextvars.ContextVar[str] = contextvars.ContextVar("deepresearch_node", default="root")
+_limits: contextvars.ContextVar[Mapping[str, int] | None] = contextvars.ContextVar("deepresearch_limits",
+                                                                                   default=None)
+_call: contextvars.ContextVar["_CallStats | None"] = contextvars.ContextVar("deepresearch_call", default=None)
+
+
+@dataclass
+class _CallStats:
+    """Requests answered within one predictor call, and how many reached the output limit."""
+
+    max_tokens: int | None
+    answered: int = 0
+    truncated: int = 0
 
 
 class UsageMeter(UsageTracker):
-    """Counts LM calls and tokens per stage (and per model within a stage) for one run."""
+    """Counts LM requests and tokens per stage (and per model within a stage) for one run."""
 
     def __init__(self):
         super().__init__()
@@ -31,6 +62,11 @@ class UsageMeter(UsageTracker):
         self._calls: dict[str, int] = defaultdict(int)
         self._prompt: dict[str, int] = defaultdict(int)
         self._completion: dict[str, int] = defaultdict(int)
+        self._failed: dict[str, int] = defaultdict(int)
+        self._fallbacks: dict[str, int] = defaultdict(int)
+        self._parse_failures: dict[str, int] = defaultdict(int)
+        self._truncated: dict[str, int] = defaultdict(int)
+        self._notes: dict[str, list[str]] = defaultdict(list)
         self._by_model: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
         self.parent: UsageTracker | None = None  # the tracker this meter was installed inside, if any
 
@@ -41,6 +77,7 @@ class UsageMeter(UsageTracker):
         usage_entry = usage_entry or {}
         prompt = int(usage_entry.get("prompt_tokens") or 0)
         completion = int(usage_entry.get("completion_tokens") or 0)
+        stats = _call.get()
         with self._lock:
             super().add_usage(lm, usage_entry)
             self._calls[stage] += 1
@@ -49,14 +86,34 @@ class UsageMeter(UsageTracker):
             tokens = self._by_model[stage][lm]
             tokens[0] += prompt
             tokens[1] += completion
+            if stats is not None:
+                stats.answered += 1
+                if stats.max_tokens and completion >= stats.max_tokens:
+                    stats.truncated += 1
+
+    def record(self, stage: str, *, failed: int = 0, fallbacks: int = 0, parse_failures: int = 0,
+               truncated: int = 0, note: str | None = None) -> None:
+        """Adds what the tracker does not see to `stage`'s counts, and a note to the current node."""
+        with self._lock:
+            self._failed[stage] += failed
+            self._fallbacks[stage] += fallbacks
+            self._parse_failures[stage] += parse_failures
+            self._truncated[stage] += truncated
+            if note:
+                self._notes[_node.get()].append(note)
 
     @property
     def total_calls(self) -> int:
-        return sum(self._calls.values())
+        """Requests sent: answered ones and ones that raised."""
+        return sum(self._calls.values()) + sum(self._failed.values())
 
     @property
     def total_tokens(self) -> int:
         return sum(self._prompt.values()) + sum(self._completion.values())
+
+    def notes(self, node_id: str) -> tuple[str, ...]:
+        with self._lock:
+            return tuple(self._notes.get(node_id, ()))
 
     def tokens_by_model(self) -> dict[str, dict[str, tuple[int, int]]]:
         """stage -> model -> (prompt tokens, completion tokens)."""
@@ -65,9 +122,13 @@ class UsageMeter(UsageTracker):
 
     def snapshot(self) -> dict[str, StageUsage]:
         with self._lock:
-            stages = sorted(set(self._calls) | set(self._prompt) | set(self._completion))
+            counters = (self._calls, self._prompt, self._completion, self._failed, self._fallbacks,
+                        self._parse_failures, self._truncated)
+            stages = sorted({s for c in counters for s, v in c.items() if v})
             return {s: StageUsage(calls=self._calls[s], prompt_tokens=self._prompt[s],
-                                  completion_tokens=self._completion[s]) for s in stages}
+                                  completion_tokens=self._completion[s], failed=self._failed[s],
+                                  fallbacks=self._fallbacks[s], parse_failures=self._parse_failures[s],
+                                  truncated=self._truncated[s]) for s in stages}
 
 
 class metered:
@@ -90,10 +151,77 @@ class metered:
         self.meter.parent = self._parent
 
 
-async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.Prediction:
-    """Calls `predictor` asynchronously, attributing its LM calls and tokens to `stage`."""
-    token = _stage.set(stage)
+@contextmanager
+def output_limits(limits: Mapping[str, int] | None = None, *, every: int | None = None) -> Iterator[None]:
+    """Overrides the output-token limits of stages for the code inside.
+
+    Args:
+        limits: Stage name -> max tokens (stages as in MAX_OUTPUT_TOKENS).
+        every: One limit for every stage (`--max-output-tokens`); `limits` still wins for its stages.
+    """
+    for name, value in {**(limits or {}), **({"every stage": every} if every is not None else {})}.items():
+        if value is not None and value < 1:
+            raise ValueError(f"max output tokens of {name} must be >= 1, got {value}")
+    table = {s: every for s in MAX_OUTPUT_TOKENS} if every is not None else dict(MAX_OUTPUT_TOKENS)
+    table["*"] = every or DEFAULT_MAX_OUTPUT_TOKENS
+    table.update(limits or {})
+    token = _limits.set(table)
     try:
-        return await predictor.acall(**inputs)
+        yield
     finally:
-        _stage.reset(token)
+        _limits.reset(token)
+
+
+def max_output_tokens(stage: str) -> int:
+    """The output-token limit of `stage` in the current context."""
+    table = _limits.get()
+    if table is None:
+        return MAX_OUTPUT_TOKENS.get(stage, DEFAULT_MAX_OUTPUT_TOKENS)
+    return table.get(stage, table.get("*", DEFAULT_MAX_OUTPUT_TOKENS))
+
+
+def set_node(node_id: str) -> None:
+    """Names the node the current task works for; notes of its LM calls are kept under it."""
+    _node.set(node_id)
+
+
+def _is_reasoning_model(predictor: dspy.Module) -> bool:
+    """OpenAI's reasoning models need a large output allowance of their own (DSPy enforces >= 16000)."""
+    from dspy.clients.lm import _is_openai_reasoning_model
+
+    lm = getattr(predictor, "lm", None) or dspy.settings.lm
+    return bool(lm is not None and _is_openai_reasoning_model(getattr(lm, "model", "") or ""))
+
+
+async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.Prediction:
+    """Calls `predictor` asynchronously under `stage`'s output limit, attributing its requests to `stage`.
+
+    Raises what the predictor raises, after counting it: an LM error as a failed request, an
+    AdapterParseError as a parse failure (both noted on the current node).
+    """
+    limit = None if _is_reasoning_model(predictor) else max_output_tokens(stage)
+    stats = _CallStats(max_tokens=limit)
+    stage_token, call_token = _stage.set(stage), _call.set(stats)
+    meter = dspy.settings.usage_tracker if isinstance(dspy.settings.usage_tracker, UsageMeter) else None
+    try:
+        if limit is not None:
+            inputs["config"] = {**inputs.get("config", {}), "max_tokens": limit}
+        return await predictor.acall(**inputs)
+    except AdapterParseError:
+        if meter is not None:
+            meter.record(stage, parse_failures=1,
+                         note=f"{stage}: no reply parsed into the expected fields ({stats.answered} tried)")
+        raise
+    except LMError as err:
+        if meter is not None:
+            meter.record(stage, failed=1, note=f"{stage}: {type(err).__name__}")
+        raise
+    finally:
+        _stage.reset(stage_token)
+        _call.reset(call_token)
+        if meter is not None and stats.answered:
+            if stats.truncated:
+                meter.record(stage, truncated=stats.truncated,
+                             note=f"{stage}: reply cut at max_tokens={limit} (finish reason length)")
+            if stats.answered > 1:  # the text format did not parse; DSPy asked again in JSON
+                meter.record(stage, fallbacks=1, note=f"{stage}: first reply did not parse; asked again in JSON")

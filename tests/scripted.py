@@ -22,7 +22,7 @@ Messages = list[dict[str, str]]
 Handler = Callable[[Messages], str]
 
 FIELD_DECL = re.compile(r"^\d+\. `(\w+)` \((.*?)\):", re.M)
-INPUT_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with the corresponding|\Z)", re.S)
+INPUT_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with |\Z)", re.S)
 
 
 def request_to_chat(request) -> Messages:
@@ -38,6 +38,18 @@ def chat_format(fields: dict[str, Any]) -> str:
     """A completion in ChatAdapter's format."""
     body = "\n\n".join(f"[[ ## {k} ## ]]\n{v if isinstance(v, str) else json.dumps(v)}" for k, v in fields.items())
     return body + "\n\n[[ ## completed ## ]]"
+
+
+def answer_format(messages: Messages, fields: dict[str, Any]) -> str:
+    """The completion in the format DSPy asked for: a JSON object (JSON adapters) or chat fields."""
+    if "Outputs will be a JSON object" in messages[0]["content"]:
+        return json.dumps(fields)
+    return chat_format(fields)
+
+
+def is_signature_prompt(messages: Messages) -> bool:
+    """Whether DSPy rendered these messages for a signature (else a plain prompt)."""
+    return messages[0]["role"] == "system" and "Your output fields are:" in messages[0]["content"]
 
 
 def output_fields(messages: Messages) -> list[tuple[str, str]]:
@@ -117,6 +129,8 @@ def routed_handler(routes: dict[type, Callable[[Messages], dict[str, Any]] | dic
     table = {key(sig.input_fields, sig.output_fields): answer for sig, answer in routes.items()}
 
     def handler(messages: Messages, request=None) -> str:
+        if not is_signature_prompt(messages):  # e.g. the one-request preflight of the command line
+            return "OK"
         names = [n for n, _ in output_fields(messages)]
         answer = table.get(key(input_fields(messages), names))
         if answer is None:
@@ -128,7 +142,7 @@ def routed_handler(routes: dict[type, Callable[[Messages], dict[str, Any]] | dic
             out = dict(answer)
         if "reasoning" in names and "reasoning" not in out:
             out = {"reasoning": "Scripted.", **out}
-        return chat_format({n: out[n] for n in names if n in out})
+        return answer_format(messages, {n: out[n] for n in names if n in out})
 
     return handler
 
@@ -159,12 +173,12 @@ def universal_handler(overrides: dict[str, Any] | None = None) -> Handler:
     overrides = overrides or {}
 
     def handler(messages: Messages) -> str:
+        if not is_signature_prompt(messages):
+            return "OK"
         out = {}
         for name, type_name in output_fields(messages):
             value = overrides.get(name)
             out[name] = value(messages) if callable(value) else (value if value is not None else default_for(type_name))
-        if "Outputs will be a JSON object" in messages[0]["content"]:
-            return json.dumps(out)
-        return chat_format(out)
+        return answer_format(messages, out)
 
     return handler

@@ -124,7 +124,11 @@ def test_a_rate_limit_pauses_the_provider_and_the_call_is_retried(scifact_bm25):
     assert out.stats["failed_nodes"] == 0 and out.stats["retries"]["lm"] == 1
     lm = timed_lm(fail_first=50, num_retries=0)
     out = run(scifact_bm25, lm, depth=1, breadth=2, backoff_s=0.001, lm_retries=1)
-    assert out.stats["nodes"] == 0 and out.stats["retries"]["lm"] == 1
+    # the plan fails after one retry; the question itself is searched instead, and that node's
+    # assessment fails after one retry too: nothing was researched, and the report says why
+    assert out.stats["plan_fallback"] and out.stats["nodes"] == 1 and out.stats["failed_nodes"] == 1
+    assert out.stats["retries"]["lm"] == 2 and out.report.status == "failed"
+    assert "rate limited by" in out.report.error and out.markdown.startswith("# Research failed")
     assert any(e.kind == "failure" and e.stage == "plan" and "RateLimit" in e.message for e in out.events)
 
 

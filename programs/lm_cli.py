@@ -1,0 +1,126 @@
+"""The LM options every command shares (`run`, `eval ...`, `optimize`), and the session they open.
+
+One place reads `--lm`, `--api-base`, `--structured`, `--max-output-tokens`, `--lm-timeout`,
+`--no-cache`, `--cache-dir` and `--no-preflight`, so each command behaves the same way: the LM is
+built with its key from the environment, the cache knows its server, and one tiny request checks the
+LM before any corpus is loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import dspy
+
+from programs.lm import (DEFAULT_TIMEOUT_S, OFFLINE, SERVER_KEY_ENV, STRUCTURED_MODES, configure_lm_cache,
+                         make_lm, preflight, structured_adapter)
+from programs.usage import output_limits
+
+
+def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool = True) -> None:
+    """Adds the shared LM options to a command's parser."""
+    default = "$DEEPRESEARCH_LM, else offline" if default_offline else "$DEEPRESEARCH_LM"
+    group = parser.add_argument_group("language model")
+    group.add_argument("--lm", default=None,
+                       help=f"DSPy/LiteLLM model string (openai/gpt-4.1-mini, anthropic/..., ollama_chat/qwen2.5) "
+                            f"or '{OFFLINE}'; default: {default}. Keys come from the provider's usual variable "
+                            f"(OPENAI_API_KEY...)")
+    group.add_argument("--api-base", default=None,
+                       help=f"base URL of an OpenAI-compatible server (llama.cpp, vLLM, Ollama...); its key is "
+                            f"${SERVER_KEY_ENV}")
+    group.add_argument("--temperature", type=float, default=0.0)
+    group.add_argument("--structured", default="auto", choices=STRUCTURED_MODES,
+                       help="schema: send each stage's output JSON schema as response_format (constrained "
+                            "decoding on local servers); off: DSPy's text format; auto (default): schema with "
+                            "--api-base, the provider's structured output where supported, else text")
+    group.add_argument("--max-output-tokens", type=int, default=None,
+                       help="cap on the tokens of every reply (default: a limit per stage sized to its output)")
+    group.add_argument("--lm-timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                       help=f"seconds one LM request may take (default {DEFAULT_TIMEOUT_S:g})")
+    group.add_argument("--no-cache", action="store_true", help="do not read or write the LM answer cache")
+    group.add_argument("--cache-dir", default=None,
+                       help="folder of the LM answer cache (default ~/.cache/dspy-deepresearch/lm); answers are "
+                            "keyed by provider, model and server")
+    group.add_argument("--no-preflight", action="store_true",
+                       help="skip the one-request check of the LM before the corpus is loaded")
+
+
+@dataclass
+class LMSession:
+    """The LMs a command uses, and how to call them (adapter, output limits)."""
+
+    model: str
+    lm: dspy.LM | None
+    adapter: Any = None
+    max_output_tokens: int | None = None
+    stage_lms: dict[str, dspy.LM] = field(default_factory=dict)
+
+    @property
+    def is_offline(self) -> bool:
+        return self.lm is None
+
+    def models(self) -> dict[str, str]:
+        return {"default": self.model, **{s: m.model for s, m in self.stage_lms.items()}}
+
+    @contextlib.contextmanager
+    def context(self) -> Iterator[None]:
+        """dspy.context with this session's LM and adapter, under its output limits."""
+        if self.lm is None:
+            yield
+            return
+        overrides = {"lm": self.lm, **({"adapter": self.adapter} if self.adapter is not None else {})}
+        with dspy.context(**overrides), output_limits(every=self.max_output_tokens):
+            yield
+
+
+def model_from_args(args: argparse.Namespace, *, default_offline: bool = True) -> str:
+    """The model string of `--lm`, else $DEEPRESEARCH_LM, else `offline` (or "" when offline is no default)."""
+    model = args.lm or os.environ.get("DEEPRESEARCH_LM") or (OFFLINE if default_offline else "")
+    if default_offline and not args.lm and not os.environ.get("DEEPRESEARCH_LM"):
+        print("deepresearch: no LM configured (--lm or DEEPRESEARCH_LM); using the offline extractive baseline",
+              file=sys.stderr)
+    return model
+
+
+def make_session_lm(args: argparse.Namespace, model: str, **kwargs: Any) -> dspy.LM | None:
+    """An LM for `model` with the command's server, timeout and temperature; retries are left to the run."""
+    return make_lm(model, args.api_base, os.environ.get(SERVER_KEY_ENV), timeout_s=args.lm_timeout,
+                   temperature=args.temperature, **kwargs)
+
+
+def open_lm(args: argparse.Namespace, *, default_offline: bool = True, num_retries: int = 3,
+            stage_models: dict[str, str] | None = None) -> LMSession:
+    """Builds the command's LM session from its options: checks, cache, structured adapter, preflight.
+
+    Args:
+        args: Parsed options of `add_lm_arguments`.
+        default_offline: Without --lm and $DEEPRESEARCH_LM use the offline baseline (else the model is "").
+        num_retries: DSPy's own retries (0 when the run's scheduler retries and counts each request).
+        stage_models: Stage -> model string, for LMs of single stages (same server and settings).
+
+    Raises:
+        LMConfigError: unknown provider, missing key, bad temperature or timeout (before any request).
+        LMPreflightError: the one-request check failed (unless --no-preflight).
+    """
+    if args.max_output_tokens is not None and args.max_output_tokens < 1:
+        raise ValueError(f"--max-output-tokens must be >= 1, got {args.max_output_tokens}")
+    model = model_from_args(args, default_offline=default_offline)
+    configure_lm_cache(enabled=not args.no_cache, cache_dir=args.cache_dir)
+    lm = make_session_lm(args, model, num_retries=num_retries) if model else None
+    stage_lms = {stage: make_session_lm(args, m, num_retries=num_retries)
+                 for stage, m in (stage_models or {}).items()}
+    if not args.no_preflight:
+        for checked in dict.fromkeys([lm, *stage_lms.values()]):
+            if checked is not None:
+                preflight(checked, timeout_s=min(args.lm_timeout, 60.0))
+    return LMSession(model=model, lm=lm, adapter=structured_adapter(args.structured, lm),
+                     max_output_tokens=args.max_output_tokens, stage_lms=stage_lms)
+
+
+__all__ = ["LMSession", "add_lm_arguments", "make_session_lm", "model_from_args", "open_lm"]
