@@ -65,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = [a for a in argv if not (a.startswith("-v") and set(a[1:]) == {"v"}) and a != "--verbose"]
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
                         format="%(levelname)s %(name)s: %(message)s")
+    from programs.secrets import RedactingFilter, redact
+
+    for handler in logging.getLogger().handlers:  # no key reaches a log line, whichever library wrote it
+        handler.addFilter(RedactingFilter())
     resolved = _resolve(argv, "deepresearch", COMMANDS)
     if isinstance(resolved, int):
         return resolved
@@ -73,11 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=prog)
     module.add_arguments(parser)
     args = parser.parse_args(rest)
+    from programs.lm import LMPreflightError
+
     try:
         return int(module.main(args) or 0)
-    except (UsageError, ValueError, FileNotFoundError, PermissionError) as err:
+    except (UsageError, ValueError, FileNotFoundError, PermissionError, LMPreflightError) as err:
         # One line naming the problem; library errors are written to say what to do.
-        print(f"{prog}: error: {err}", file=sys.stderr)
+        print(f"{prog}: error: {redact(str(err).splitlines()[0] if str(err) else type(err).__name__)}",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

@@ -1,18 +1,36 @@
-"""A local OpenAI-compatible chat server for tests: real HTTP on 127.0.0.1, answers from a handler."""
+"""A local OpenAI-compatible chat server for tests: real HTTP on 127.0.0.1, answers from a handler.
+
+The handler returns the reply text, or an `Error` to answer with an HTTP error (status, message,
+headers such as Retry-After), as real providers do. `delay` stalls every answer; `completion_tokens`
+sets the usage a reply reports (a reply reporting its request's max_tokens was cut there).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from aiohttp import web
+
+
+@dataclass
+class Error:
+    """An HTTP error reply in OpenAI's error format."""
+
+    status: int
+    message: str = "error"
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class LocalOpenAIServer:
     """Serves POST /v1/chat/completions on a free loopback port; `requests` keeps what arrived."""
 
-    def __init__(self, handler):
+    def __init__(self, handler, delay: float = 0.0, completion_tokens: Callable[[dict], int] | None = None):
         self.handler = handler
+        self.delay = delay
+        self.completion_tokens = completion_tokens or (lambda body: 7)
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         self._loop = asyncio.new_event_loop()
@@ -23,17 +41,25 @@ class LocalOpenAIServer:
         body = await request.json()
         self.requests.append(body)
         self.headers.append(dict(request.headers))
-        text = self.handler(body["messages"])
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        reply = self.handler(body["messages"])
+        if isinstance(reply, Error):
+            return web.json_response({"error": {"message": reply.message, "type": "error", "code": reply.status}},
+                                     status=reply.status, headers=reply.headers)
+        completion = self.completion_tokens(body)
+        limit = body.get("max_tokens") or body.get("max_completion_tokens")
         return web.json_response({
             "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19},
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
+                         "finish_reason": "length" if limit and completion >= limit else "stop"}],
+            "usage": {"prompt_tokens": 12, "completion_tokens": completion, "total_tokens": 12 + completion},
         })
 
     async def _start(self):
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._complete)
-        self._runner = web.AppRunner(app)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5)  # do not wait for stalled replies
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
@@ -44,8 +70,15 @@ class LocalOpenAIServer:
         asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=10)
         return self
 
+    async def _stop(self):
+        await self._runner.cleanup()
+        stalled = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in stalled:  # replies still sleeping in `delay`
+            task.cancel()
+        await asyncio.gather(*stalled, return_exceptions=True)
+
     def __exit__(self, *exc):
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=10)
+        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
 
