@@ -38,8 +38,10 @@ _EXTRA_SECRET_ENV = ("DEEPRESEARCH_API_KEY",)
 _PLACEHOLDERS = frozenset({"", "none", "null", "nil", "undefined", "true", "false", "***", REDACTED.lower()})
 
 # 1. scheme://user:password@ and scheme://user@ (the authority ends at / ? # or whitespace).
-_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)(?P<password>[^\s/?#]+)(?P<at>@)")
-_URL_USER = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^\s/?#@:\[\]]+)(?P<at>@)")
+# A scheme is bounded in length, so that long hyphenated words are not scanned again from each letter.
+_SCHEME = r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://"
+_URL_PASSWORD = re.compile(rf"(?P<head>{_SCHEME}[^\s/?#@:]*:)(?P<password>[^\s/?#]+)(?P<at>@)")
+_URL_USER = re.compile(rf"(?P<head>{_SCHEME})(?P<user>[^\s/?#@:\[\]]+)(?P<at>@)")
 
 # 2. Auth headers and parameters. A value never ends with a full stop (the end of a sentence).
 _AUTH_SCHEMES = r"(?:basic|bearer|digest|token|negotiate|ntlm|apikey|aws4-hmac-sha256)"
@@ -50,7 +52,7 @@ _AUTHORIZATION = re.compile(
 )
 _BEARER = re.compile(r"(?P<head>\bbearer\s+)(?P<value>[A-Za-z0-9._~+/=-]*[A-Za-z0-9_~+/=-])", re.IGNORECASE)
 _KEY_NAME = (
-    r"(?<![A-Za-z0-9])(?:[A-Za-z0-9]+[-_])*"
+    r"(?<![A-Za-z0-9])"  # `OPENAI_API_KEY` matches from `API_KEY`; no prefix repeat, so no backtracking blow-up
     r"(?:api[-_]?key|api[-_]?token|access[-_]?token|refresh[-_]?token|auth[-_]?token|id[-_]?token"
     r"|session[-_]?token|security[-_]?token|bearer[-_]?token|hf[-_]?token|github[-_]?token|gh[-_]?token"
     r"|client[-_]?secret|secret[-_]?key|secret[-_]?access[-_]?key|private[-_]?key|password|passwd)"
@@ -211,7 +213,8 @@ def _redact_authorization(text: str) -> str:
 
     def replace(m: re.Match[str]) -> str:
         value = m.group("value")
-        if value.lower() in _PLACEHOLDERS or (m.group("scheme") is None and not _looks_random(value, MIN_SECRET_LENGTH)):
+        unsure = m.group("scheme") is None and not _looks_random(value, MIN_SECRET_LENGTH)
+        if unsure or value.lower() in _PLACEHOLDERS:
             return m.group(0)
         return m.group("head") + REDACTED
 
@@ -248,8 +251,12 @@ def _redact_shapes(text: str) -> str:
     Returns:
         The text with each key replaced by `REDACTED`.
     """
+
+    def replace(m: re.Match[str], check: bool) -> str:
+        return m.group(0) if check and not _looks_random(m.group("body")) else REDACTED
+
     for pattern, check in _KEY_SHAPES:
-        text = pattern.sub(lambda m, c=check: m.group(0) if c and not _looks_random(m.group("body")) else REDACTED, text)
+        text = pattern.sub(lambda m, c=check: replace(m, c), text)
     return text
 
 
