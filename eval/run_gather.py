@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -21,6 +20,7 @@ from typing import Any
 from eval.gather import DISTANCE_VARIANTS, FAILED_POLICIES, QueryTrace, gt_ranks, summarize
 from eval.querysets import GatherQuery, load_queryset
 from programs.gather_artifacts import GatherResult
+from programs.lm_cli import add_lm_arguments, open_lm
 from retrievers.types import Hit
 
 METHODS = ("loop", "direct", "raw")
@@ -35,9 +35,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-relevance", type=int, default=1, help="lowest qrels grade counted as ground truth")
     parser.add_argument("--corpus", default=None, help="corpus to search (default: the --queries BEIR folder)")
     parser.add_argument("--tokenizer", default="words", help="BM25 tokenizer (words, scholargym)")
-    parser.add_argument("--lm", default=None, help="DSPy model string or 'offline' (default $DEEPRESEARCH_LM, else offline)")
-    parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server")
-    parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--method", default="loop", choices=METHODS,
                         help="loop: plan-retrieve-assess; direct: one LM-written query, no assessment; "
                              "raw: the question itself, no LM")
@@ -52,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, help="output folder (default runs/gather-<queries>-<method>)")
     parser.add_argument("--restart", action="store_true", help="discard earlier results in --out")
     parser.add_argument("--no-progress", action="store_true")
+    add_lm_arguments(parser)
 
 
 def build_program(method: str, retriever, lm, iterations: int, ranking_depth: int):
@@ -199,11 +197,13 @@ def main(args: argparse.Namespace) -> int:
     import dspy
 
     from programs.cli import resolve_corpus
-    from programs.lm import OFFLINE, make_lm
     from retrievers.bm25 import BM25Retriever
 
     if args.iterations < 1 or args.workers < 1:
         raise ValueError(f"--iterations and --workers must be >= 1, got {args.iterations} and {args.workers}")
+    # the LM is checked before the queries and the corpus are loaded: a bad key or a dead server fails in seconds
+    session = open_lm(args)
+    lm, model = session.lm, session.model
     queries = load_queryset(args.queries, args.qrels or args.split, args.min_relevance)
     split = args.qrels or args.split or ("test" if Path(args.queries).is_dir() else "all")
     if args.limit is not None:
@@ -213,8 +213,6 @@ def main(args: argparse.Namespace) -> int:
     corpus_spec = args.corpus or (args.queries if Path(args.queries).is_dir() else None)
     if corpus_spec is None:
         raise ValueError("--corpus is required for a ScholarGym query file (its 570K-paper corpus is not bundled)")
-    model = args.lm or os.environ.get("DEEPRESEARCH_LM") or OFFLINE
-    lm = make_lm(model, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"), temperature=args.temperature)
     corpus = resolve_corpus(corpus_spec)
     out = Path(args.out or Path("runs") / f"gather-{Path(args.queries).name}-{args.method}")
     out.mkdir(parents=True, exist_ok=True)
@@ -254,7 +252,7 @@ def main(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     with results_path.open("a", encoding="utf-8") as sink:
-        with dspy.context(lm=lm, trace=None, disable_history=True):
+        with session.context(), dspy.context(trace=None, disable_history=True):
             errors = asyncio.run(run_queries(program, todo, args.workers, sink, on_done))
     bar.close()
     done = [records[q.query_id] for q in queries if records.get(q.query_id, {}).get("status") == "done"]

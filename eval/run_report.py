@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -31,6 +30,7 @@ from eval.judges import CitationSupportJudge, CriteriaJudge, JudgeCache, KeyPoin
 from eval.questions import Question, load_questions
 from eval.report import source_stats
 from programs.artifacts import Report
+from programs.lm_cli import add_lm_arguments, open_lm
 
 logger = logging.getLogger(__name__)
 
@@ -123,40 +123,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="use the first N questions")
     parser.add_argument("--corpus", default="scifact",
                         help="corpus to research: a JSONL file, a BEIR folder or a dataset name (see `run`)")
-    parser.add_argument("--lm", default="offline", help="the program's LM (DSPy/LiteLLM model string) or 'offline'")
     parser.add_argument("--judge-lm", default=None,
-                        help="the judge LM (temperature 0); without it only offline metrics are computed")
-    parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server for both LMs")
+                        help="the judge LM (temperature 0, on the --api-base server when one is given); without it "
+                             "only offline metrics are computed")
     parser.add_argument("--preset", default="quick", help="tree shape preset of the program")
     parser.add_argument("--depth", type=int, default=None)
     parser.add_argument("--breadth", type=int, default=None)
     parser.add_argument("--out", default="runs/eval_report", help="folder for the reports and scores.jsonl")
     parser.add_argument("--judge-cache", default=None, help="judge verdict cache folder (default OUT/judge_cache)")
+    add_lm_arguments(parser)  # the program's LM (--lm), and the server and settings both LMs share
 
 
 def main(args: argparse.Namespace) -> int:
     from programs.cli import resolve_corpus
     from programs.config import preset
-    from programs.lm import make_lm
+    from programs.lm import preflight
     from programs.research import DeepResearch
     from retrievers.bm25 import BM25Retriever
 
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be >= 1, got {args.limit}")
-    questions = load_questions(args.questions, data_dir=os.environ.get("DEEPRESEARCH_DATA"), limit=args.limit)
-    api_key = os.environ.get("DEEPRESEARCH_API_KEY")
-    lm = make_lm(args.lm, args.api_base, api_key, temperature=0.0)
+    overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None}
+    config = preset(args.preset, **overrides, lm_timeout_s=args.lm_timeout)
+    # both LMs are checked before the questions and the corpus are loaded: a bad key or a dead server fails
+    # in seconds, not after the program ran over every question
+    session = open_lm(args, num_retries=0)  # the program's scheduler retries, and counts each request
     judges = None
     out = Path(args.out)
     if args.judge_lm and args.judge_lm != "offline":
         from eval.judges import judge_lm
 
-        cache = JudgeCache(args.judge_cache or out / "judge_cache")
-        judges = Judges.build(judge_lm(args.judge_lm, args.api_base, api_key), cache)
+        judge = judge_lm(args.judge_lm, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"),
+                         timeout_s=args.lm_timeout)
+        if not args.no_preflight and args.judge_lm != session.model:  # that one was checked already
+            preflight(judge, timeout_s=min(args.lm_timeout, 60.0))
+        judges = Judges.build(judge, JudgeCache(args.judge_cache or out / "judge_cache"))
+    questions = load_questions(args.questions, data_dir=os.environ.get("DEEPRESEARCH_DATA"), limit=args.limit)
     corpus = resolve_corpus(args.corpus)
-    overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None}
-    program = DeepResearch(retriever=BM25Retriever(corpus), config=preset(args.preset, **overrides),
-                           offline=lm is None)
+    program = DeepResearch(retriever=BM25Retriever(corpus), config=config, offline=session.is_offline)
     reports_dir = out / "reports"
     reports_dir.mkdir(parents=True, exist_ok=True)
 
@@ -167,12 +171,12 @@ def main(args: argparse.Namespace) -> int:
         doc = corpus.get(doc_id)
         return doc.text if doc is not None else None
 
-    with dspy.context(lm=lm) if lm is not None else contextlib.nullcontext():
+    with session.context():
         rows = asyncio.run(evaluate(questions, program, text_of, judges, on_report=save))
     with (out / "scores.jsonl").open("w", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    print(f"{len(rows)} questions from {args.questions} · program LM {args.lm} · judge "
+    print(f"{len(rows)} questions from {args.questions} · program LM {session.model} · judge "
           f"{args.judge_lm or 'none (offline metrics only)'}")
     for key, value in mean_table(rows).items():
         print(f"  {key:<34} {value:10.4f}")

@@ -8,7 +8,6 @@ summary table.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import logging
 import os
@@ -19,6 +18,7 @@ from typing import Any
 
 from eval.taxobench import HF_DATASET, Prediction, Survey, load_taxobench
 from eval.taxonomy import PROFILES, EmbeddingSim, SurveyScore, exact_sim, score_survey, summarize
+from programs.lm_cli import LMSession, add_lm_arguments, open_lm
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +47,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_scoring_arguments(parser)
     parser.add_argument("--mode", default="bottom-up", choices=MODES,
                         help="bottom-up: organise the expert papers; deep-research: find papers first")
-    parser.add_argument("--lm", default=None, help="DSPy/LiteLLM model string, or 'offline' for the clustering "
-                                                    "baseline (default: $DEEPRESEARCH_LM, else offline)")
-    parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server")
-    parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--corpus", default=None,
                         help="deep-research mode: the corpus to search (default: the benchmark's own papers, pooled "
                              "over all loaded surveys)")
@@ -58,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--breadth", type=int, default=3, help="deep-research mode: research breadth")
     parser.add_argument("--max-papers-per-call", type=int, default=60,
                         help="larger paper sets are organised in groups and merged")
+    add_lm_arguments(parser)  # --lm offline: the clustering baseline; --judge-lm shares --api-base, --lm-timeout
 
 
 def resolve_data(spec: str | None) -> str:
@@ -100,16 +97,17 @@ def per_survey_row(score: SurveyScore) -> dict[str, float]:
 
 
 def judge_all(surveys: Sequence[Survey], predictions: dict[int, Prediction], model: str, *,
-              api_base: str | None = None, cache_dir: Path | None = None) -> list[dict[str, Any]]:
+              api_base: str | None = None, cache_dir: Path | None = None, lm=None) -> list[dict[str, Any]]:
     """The LLM judge's verdict on every survey's tree (a missing prediction is judged as a failed tree).
 
+    `lm` is the judge LM when already built (else one is built for `model` on `api_base`).
     Returns one row per survey: `id` and either `scores`, `reasoning`, `average`, or `error` when the
     judge's answer was unusable (logged, and left out of the averages).
     """
     from eval.judges import JudgeCache, judge_lm
     from eval.taxonomy_judge import JudgeAnswerError, TaxonomyJudge
 
-    lm = judge_lm(model, api_base, os.environ.get("DEEPRESEARCH_API_KEY"))
+    lm = lm if lm is not None else judge_lm(model, api_base, os.environ.get("DEEPRESEARCH_API_KEY"))
     judge = TaxonomyJudge(lm=lm, cache=JudgeCache(cache_dir) if cache_dir is not None else None)
     rows = []
     for s in surveys:
@@ -165,12 +163,15 @@ def print_report(scores: list[SurveyScore], summary: dict, out: Path) -> None:
     print(f"results: {out}")
 
 
-def build_builder(args: argparse.Namespace, surveys: Sequence[Survey]):
-    from programs.lm import OFFLINE, make_lm
+def build_builder(args: argparse.Namespace, surveys: Sequence[Survey], session: LMSession | None = None):
+    """The taxonomy builder of `args.mode`, its LM (None offline) and model string.
+
+    Without `session` the LM is opened from `args` (checked with one request unless --no-preflight).
+    """
     from programs.taxonomy import TaxonomyBuilder
 
-    model = args.lm or os.environ.get("DEEPRESEARCH_LM") or OFFLINE
-    lm = make_lm(model, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"), temperature=args.temperature)
+    session = session if session is not None else open_lm(args)
+    lm = session.lm
     research = None
     if args.mode == "deep-research":
         from programs.research import DeepResearch
@@ -179,7 +180,7 @@ def build_builder(args: argparse.Namespace, surveys: Sequence[Survey]):
         research = DeepResearch(retriever=BM25Retriever(_corpus(args.corpus, surveys)), depth=args.depth,
                                 breadth=args.breadth, offline=lm is None)
     builder = TaxonomyBuilder(research=research, max_papers_per_call=args.max_papers_per_call, offline=lm is None)
-    return builder, lm, model
+    return builder, lm, session.model
 
 
 def _corpus(spec: str | None, surveys: Sequence[Survey]):
@@ -199,16 +200,30 @@ def _corpus(spec: str | None, surveys: Sequence[Survey]):
     return Corpus(docs, name="taxobench-papers")
 
 
-def main(args: argparse.Namespace) -> int:
-    import dspy
+def open_judge(args: argparse.Namespace, session: LMSession):
+    """The judge LM of --judge-lm (None without one), on the --api-base server, checked like the main LM."""
+    if not args.judge_lm:
+        return None
+    from eval.judges import judge_lm
+    from programs.lm import preflight
 
+    lm = judge_lm(args.judge_lm, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"), timeout_s=args.lm_timeout)
+    if not args.no_preflight and args.judge_lm != session.model:  # the main LM was checked already
+        preflight(lm, timeout_s=min(args.lm_timeout, 60.0))
+    return lm
+
+
+def main(args: argparse.Namespace) -> int:
+    # the LMs are checked before the benchmark is loaded: a bad key or a dead server fails in seconds
+    session = open_lm(args)
+    judge = open_judge(args, session)
     surveys = load_taxobench(resolve_data(args.data), limit=args.limit)
-    builder, lm, model = build_builder(args, surveys)
+    builder, lm, model = build_builder(args, surveys, session)
     out = Path(args.out or Path("runs") / f"taxonomy-{args.mode}")
     predictions, by_id = [], {}
     for s in surveys:
         papers = list(s.papers) if args.mode == "bottom-up" else None
-        with dspy.context(lm=lm) if lm is not None else contextlib.nullcontext():
+        with session.context():
             result = builder(topic=s.topic, papers=papers)
         row = {"id": s.survey_id, "hierarchy_tree": result.tree, "retrieved_papers": result.retrieved_papers,
                "mode": args.mode, "model": model, "repairs": [vars(r) for r in result.repairs]}
@@ -218,9 +233,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"survey {s.survey_id}: {len(result.retrieved_papers)} papers, {len(result.repairs)} repairs",
               file=sys.stderr)
     scores = score_all(surveys, by_id, profile=args.profile, sim=similarity(args.sim))
-    judgements = (judge_all(surveys, by_id, args.judge_lm, api_base=args.api_base, cache_dir=out / "judge_cache")
-                  if args.judge_lm else None)
+    judgements = (judge_all(surveys, by_id, args.judge_lm, api_base=args.api_base, cache_dir=out / "judge_cache",
+                            lm=judge) if judge is not None else None)
     summary = write_results(out, scores, predictions, judgements)
     print_report(scores, summary, out)
     return 0
-

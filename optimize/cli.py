@@ -7,9 +7,8 @@ import asyncio
 import dataclasses
 import os
 import sys
+import tempfile
 from pathlib import Path
-
-import dspy
 
 from optimize.compile import OPTIMIZERS, compile_program
 from optimize.metrics import METRICS, metric_spec
@@ -18,8 +17,10 @@ from optimize.targets import GATHER_STAGES, Target, gather_target, record_candid
 from optimize.trainsets import (candidates_from_jsonl, candidates_to_jsonl, fingerprint, from_beir, from_frozen_cases,
                                 from_jsonl, from_queryset, from_taxobench, split_dev)
 from programs.config import PRESETS, preset
-from programs.lm import make_lm
+from programs.lm import OFFLINE, preflight
+from programs.lm_cli import add_lm_arguments, make_session_lm, open_lm
 from programs.research import STAGES, DeepResearch
+from programs.usage import UsageMeter, metered
 
 PROGRAMS = ("research", "gather", "taxonomy")
 
@@ -47,9 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="research assessor: where to write the candidates recorded from --train")
     parser.add_argument("--budget", type=int, default=100, help="metric calls the optimizer may spend")
     parser.add_argument("--max-lm-calls", type=int, default=None, help="LM calls the whole run may spend")
-    parser.add_argument("--lm", default=None, help="task LM (default $DEEPRESEARCH_LM); offline cannot be tuned")
-    parser.add_argument("--prompt-lm", default=None, help="LM that proposes instructions (default: --lm)")
-    parser.add_argument("--api-base", default=None, help="base URL of an OpenAI-compatible server")
+    parser.add_argument("--prompt-lm", default=None,
+                        help="LM that proposes instructions (default: --lm; same server and settings)")
     parser.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="research tree preset")
     parser.add_argument("--depth", type=int, default=None)
     parser.add_argument("--breadth", type=int, default=None)
@@ -57,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, help="compiled program file (JSON)")
+    add_lm_arguments(parser, default_offline=False)  # the task LM (--lm): offline cannot be tuned
 
 
 def _retriever(args: argparse.Namespace):
@@ -124,34 +125,68 @@ def _taxonomy(args: argparse.Namespace, kind: str):
     return Target(program, program, "all", ()), *_split(args, from_taxobench(args.train), lambda s, _: from_taxobench(s))
 
 
+def check_out(args: argparse.Namespace) -> None:
+    """Makes sure the compiled file (and the recorded candidates) can be written, before any LM call.
+
+    Creates the missing parent folders. Raises ValueError (one line) otherwise.
+    """
+    out = Path(args.out).expanduser()
+    if out.is_dir():
+        raise ValueError(f"--out {args.out} is a folder; pass a file path such as {out / 'compiled.json'}")
+    if out.suffix != ".json":
+        raise ValueError(f"--out {args.out} should be a .json file (the compiled program's state)")
+    folders = [out.parent] + ([Path(args.record_candidates).expanduser().parent] if args.record_candidates else [])
+    for folder in dict.fromkeys(folders):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=folder):  # writable, not only present
+                pass
+        except OSError as err:
+            reason = err.strerror or type(err).__name__
+            raise ValueError(f"cannot write to {folder} ({reason}); pass an --out whose folder can be "
+                             f"created") from None
+
+
 def main(args: argparse.Namespace) -> int:
     model = args.lm or os.environ.get("DEEPRESEARCH_LM")
-    if not model or model == "offline":
+    if not model or model == OFFLINE:
         raise ValueError("optimization tunes LM prompts; pass --lm (any DSPy/LiteLLM model string)")
     # The assessors have stage-level metrics of their own; the research planner too (Ret.R, Avg.Distance).
     stage_level = {"research": ("planner", "assessor"), "gather": ("assessor",)}.get(args.program, ())
     kind = args.stage if args.stage in stage_level and args.metric in METRICS[args.stage] else "program"
     spec = metric_spec(args.program if kind == "program" else kind, args.metric)
-    api_key = os.environ.get("DEEPRESEARCH_API_KEY")
-    lm = make_lm(model, args.api_base, api_key)
-    prompt_lm = make_lm(args.prompt_lm, args.api_base, api_key) if args.prompt_lm else lm
+    check_out(args)  # an optimization that cannot save its result fails now, not after its LM calls
+    # the LMs are checked before any dataset or corpus is loaded: a bad key or a dead server fails in seconds
+    session = open_lm(args, default_offline=False)
+    prompt_lm = session.lm
+    if args.prompt_lm and args.prompt_lm != session.model:
+        prompt_lm = make_session_lm(args, args.prompt_lm)
+        if prompt_lm is None:
+            raise ValueError("--prompt-lm proposes instructions; pass an LM, not 'offline'")
+        if not args.no_preflight:
+            preflight(prompt_lm, timeout_s=min(args.lm_timeout, 60.0))
 
-    with dspy.context(lm=lm):
+    meter = UsageMeter()  # every request of the run: recorded candidates, the optimizer, both evaluations
+    with session.context(), metered(meter):
         target, trainset, devset = {"research": _research, "gather": _gather, "taxonomy": _taxonomy}[args.program](
             args, kind)
+        left = None if args.max_lm_calls is None else max(0, args.max_lm_calls - meter.total_calls)
         result = compile_program(target.program, optimizer=args.optimizer, spec=spec, trainset=trainset,
-                                 devset=devset, budget=args.budget, max_lm_calls=args.max_lm_calls,
+                                 devset=devset, budget=args.budget, max_lm_calls=left,
                                  prompt_lm=prompt_lm, num_threads=args.threads, seed=args.seed,
                                  show_progress=sys.stderr.isatty())
+    if target.program is target.full:  # the whole program was tuned: the optimizer returned a tuned copy of it
+        target.full = result.program
     target.program = result.program
     final = target.finish()
     config = getattr(target.full, "config", None)
     meta = {"program": args.program, "stage": args.stage, "metric": spec.name, "optimizer": args.optimizer,
             "before": result.before, "after": result.after, "metric_budget": result.metric_budget,
-            "lm_calls": result.lm_calls, "lm": model, "n_train": result.n_train, "n_dev": result.n_dev,
+            "lm_calls": meter.total_calls, "compile_lm_calls": result.lm_calls, "lm": session.model,
+            "prompt_lm": args.prompt_lm or session.model, "n_train": result.n_train, "n_dev": result.n_dev,
             "trainset": fingerprint(trainset),
             "config": dataclasses.asdict(config) if dataclasses.is_dataclass(config) else None}
     path = save_compiled(final, args.out, meta)
     print(result.table())
-    print(f"compiled: {path}  (LM calls: {result.lm_calls})")
+    print(f"compiled: {path}  (LM calls: {meter.total_calls})")
     return 0

@@ -103,7 +103,7 @@ def test_judge_lm_adds_the_judge_averages_to_the_summary(examples, tmp_path, mon
     monkeypatch.setattr("eval.judges.judge_lm", lambda model, *a, **kw: lm)
     out = tmp_path / "run"
     args = ["eval", "taxonomy", "--data", str(examples), "--lm", "offline", "--sim", "exact", "--out", str(out),
-            "--judge-lm", "fake/judge"]
+            "--judge-lm", "fake/judge", "--no-preflight"]  # a scripted engine takes no request timeout
     assert cli_main(args) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["judge_trees"] == 2 and summary["judge_failures"] == 0

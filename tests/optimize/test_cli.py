@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 import cli
 from programs.research import DeepResearch
 from tests.integration.openai_server import LocalOpenAIServer
@@ -43,3 +45,44 @@ def test_optimize_refuses_the_offline_lm(data_dir, capsys):
     code = cli.main(["optimize", "--metric", "recall", "--train", str(data_dir / "scifact"), "--out", "x.json",
                      "--lm", "offline"])
     assert code == 2 and "optimization tunes LM prompts" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("check", [[], ["--no-preflight"]])
+def test_an_out_that_cannot_be_written_fails_before_any_lm_request(check, data_dir, tmp_path, capsys):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file, so no folder can be made under it")
+    with LocalOpenAIServer(research_handler()) as server:
+        code = cli.main(["optimize", "--program", "research", "--stage", "assessor", "--metric", "f1",
+                         "--optimizer", "bootstrap-rs", "--train", str(data_dir / "scifact"), "--limit", "3",
+                         "--out", str(blocker / "sub" / "compiled.json"), "--lm", "openai/local-model",
+                         "--api-base", server.base_url, "--no-cache", *check])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"cannot write to {blocker / 'sub'}" in err[0], err
+    assert server.requests == []  # not even the preflight: the folder is checked first
+
+
+@pytest.mark.parametrize("out,message", [("compiled.txt", "should be a .json file"), (".", "is a folder")])
+def test_an_out_that_is_no_json_file_is_refused(out, message, data_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["optimize", "--metric", "recall", "--train", str(data_dir / "scifact"), "--out", out,
+                     "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_whole_program_is_saved_and_every_lm_request_is_counted(data_dir, tmp_path, capsys):
+    out = tmp_path / "new" / "deeper" / "compiled.json"  # missing folders are created
+    with LocalOpenAIServer(research_handler()) as server:
+        code = cli.main(["optimize", "--program", "research", "--stage", "all", "--metric", "recall",
+                         "--optimizer", "bootstrap-rs", "--train", str(data_dir / "scifact"), "--limit", "3",
+                         "--budget", "8", "--threads", "1", "--out", str(out), "--lm", "openai/local-model",
+                         "--api-base", server.base_url, "--no-cache"])
+    assert code == 0
+    requests = len(server.requests) - 1  # all but the preflight
+    assert requests > 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == f"compiled: {out}  (LM calls: {requests})"
+    meta = json.loads(out.with_name("compiled.meta.json").read_text())
+    assert meta["lm_calls"] == requests and meta["stage"] == "all" and meta["lm"] == "openai/local-model"
+    state = json.loads(out.read_text())
+    assert "assessor.assess_relevance" in state and "writer.write_report" in state
