@@ -31,6 +31,7 @@ STRUCTURED_MODES = ("auto", "schema", "off")
 DEFAULT_TIMEOUT_S = 120.0
 PREFLIGHT_TIMEOUT_S = 30.0
 DEFAULT_CACHE_DIR = Path("~/.cache/dspy-deepresearch/lm")
+MAX_REASONING_CHARS = 1000  # small models otherwise spend their whole output budget "thinking"
 
 
 class LMConfigError(ValueError):
@@ -161,6 +162,8 @@ def output_schema(signature: type[dspy.Signature]) -> dict[str, Any]:
                                   **fields)
     schema = model.model_json_schema()
     _close_objects(schema)
+    if "reasoning" in schema["properties"]:  # ChainOfThought's field: a grammar-enforced bound on rambling
+        schema["properties"]["reasoning"]["maxLength"] = MAX_REASONING_CHARS
     return schema
 
 

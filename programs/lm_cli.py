@@ -45,8 +45,8 @@ def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool =
                        help=f"seconds one LM request may take (default {DEFAULT_TIMEOUT_S:g})")
     group.add_argument("--no-cache", action="store_true", help="do not read or write the LM answer cache")
     group.add_argument("--cache-dir", default=None,
-                       help="folder of the LM answer cache (default ~/.cache/dspy-deepresearch/lm); answers are "
-                            "keyed by provider, model and server")
+                       help="folder of the LM answer cache (default $DEEPRESEARCH_CACHE_DIR, else "
+                            "~/.cache/dspy-deepresearch/lm); answers are keyed by provider, model and server")
     group.add_argument("--no-preflight", action="store_true",
                        help="skip the one-request check of the LM before the corpus is loaded")
 
@@ -111,7 +111,7 @@ def open_lm(args: argparse.Namespace, *, default_offline: bool = True, num_retri
     if args.max_output_tokens is not None and args.max_output_tokens < 1:
         raise ValueError(f"--max-output-tokens must be >= 1, got {args.max_output_tokens}")
     model = model_from_args(args, default_offline=default_offline)
-    configure_lm_cache(enabled=not args.no_cache, cache_dir=args.cache_dir)
+    configure_lm_cache(enabled=not args.no_cache, cache_dir=args.cache_dir or os.environ.get("DEEPRESEARCH_CACHE_DIR"))
     lm = make_session_lm(args, model, num_retries=num_retries) if model else None
     stage_lms = {stage: make_session_lm(args, m, num_retries=num_retries)
                  for stage, m in (stage_models or {}).items()}

@@ -444,6 +444,7 @@ class DeepResearch(dspy.Module):
             "format_fallbacks": sum(u.fallbacks for u in usage.values()),
             "truncated_replies": sum(u.truncated for u in usage.values()),
             "plan_fallback": bool(run.counters.get("plan_fallback")),
+            "root_notes": list(run.meter.notes("root")),  # notes of calls made outside any node (planning, writing)
             "retries": dict(run.sched.retries), "tree_s": run.counters.get("tree_s"),
             "total_s": round(run.sched.elapsed(), 4),
             **{k: v for k, v in run.counters.items() if k not in ("tree_s", "plan_fallback")},

@@ -70,6 +70,11 @@ class UsageMeter(UsageTracker):
         self._by_model: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
         self.parent: UsageTracker | None = None  # the tracker this meter was installed inside, if any
 
+    def __deepcopy__(self, memo):
+        # dspy.Evaluate deep-copies the usage tracker into each worker thread; a copy would hold a copy of
+        # the lock (which raises) and count nothing. Every thread shares this one, which is thread-safe.
+        return self
+
     def add_usage(self, lm: str, usage_entry: dict[str, Any]) -> None:
         if self.parent is not None:  # an enclosing meter or `dspy.track_usage` sees every call as it happens
             self.parent.add_usage(lm, usage_entry)

@@ -8,6 +8,8 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("DSPY_CACHEDIR", str(Path(__file__).resolve().parents[1] / ".cache" / "dspy"))
+# the commands' LM answer cache: inside the checkout (ignored by git), never the user's home cache
+os.environ["DEEPRESEARCH_CACHE_DIR"] = str(Path(__file__).resolve().parents[1] / ".cache" / "lm-tests")
 
 import dspy  # noqa: E402
 import pytest  # noqa: E402
@@ -57,3 +59,6 @@ def routed():
 def _reset_dspy_settings():
     yield
     dspy.settings.configure(lm=None, trace=[], callbacks=[])
+    # commands install a disk cache of their own (programs.lm.configure_lm_cache); no later test may be
+    # answered from it
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
