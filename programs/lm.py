@@ -31,7 +31,6 @@ STRUCTURED_MODES = ("auto", "schema", "off")
 DEFAULT_TIMEOUT_S = 120.0
 PREFLIGHT_TIMEOUT_S = 30.0
 DEFAULT_CACHE_DIR = Path("~/.cache/dspy-deepresearch/lm")
-MAX_REASONING_CHARS = 1000  # small models otherwise spend their whole output budget "thinking"
 
 
 class LMConfigError(ValueError):
@@ -162,9 +161,36 @@ def output_schema(signature: type[dspy.Signature]) -> dict[str, Any]:
                                   **fields)
     schema = model.model_json_schema()
     _close_objects(schema)
-    if "reasoning" in schema["properties"]:  # ChainOfThought's field: a grammar-enforced bound on rambling
-        schema["properties"]["reasoning"]["maxLength"] = MAX_REASONING_CHARS
+    _bound(schema)
     return schema
+
+
+# Bounds sent with the schema, by property name: the limits the signatures state in words ("at most 5",
+# "one short sentence"), made part of the grammar so a small model cannot fill arrays and strings until
+# its token limit cuts the JSON. Only the decoder sees them; parsing does not enforce them. Arrays with
+# one entry per input (judgements, placements) and free-form outputs (report, taxonomy) stay unbounded.
+GRAMMAR_LIMITS: dict[str, dict[str, int]] = {
+    "reasoning": {"maxLength": 600}, "query": {"maxLength": 150}, "goal": {"maxLength": 200},
+    "reason": {"maxLength": 150}, "text": {"maxLength": 400}, "rationale": {"maxLength": 300},
+    "evidence": {"maxLength": 400}, "summary": {"maxLength": 2000}, "paragraph": {"maxLength": 1200},
+    "checklist_update": {"maxLength": 500}, "memory_update": {"maxLength": 800},
+    "tasks": {"maxItems": 6}, "learnings": {"maxItems": 5}, "follow_up_questions": {"maxItems": 3},
+    "searches": {"maxItems": 6}, "subqueries": {"maxItems": 6}, "source_ids": {"maxItems": 3},
+}
+
+
+def _bound(part: Any) -> None:
+    """Adds GRAMMAR_LIMITS to every property they name, at any depth of the schema."""
+    if isinstance(part, dict):
+        for name, prop in (part.get("properties") or {}).items():
+            if isinstance(prop, dict) and name in GRAMMAR_LIMITS and prop.get("type") in ("string", "array"):
+                prop.update({k: v for k, v in GRAMMAR_LIMITS[name].items()
+                             if k == ("maxLength" if prop["type"] == "string" else "maxItems")})
+        for value in part.values():
+            _bound(value)
+    elif isinstance(part, list):
+        for value in part:
+            _bound(value)
 
 
 def _close_objects(part: Any) -> None:

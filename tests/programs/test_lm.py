@@ -1,0 +1,90 @@
+"""programs.lm: output schemas with grammar bounds, the choice of adapter, and errors a user can act on."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import dspy
+import pytest
+from dspy.utils import exceptions as x
+
+from programs.extractor import Extractor
+from programs.lm import (GRAMMAR_LIMITS, LMConfigError, SchemaAdapter, explain, make_lm, output_schema,
+                         structured_adapter)
+from signatures.extract import ExtractLearnings
+from signatures.types import Source, Task
+
+
+def test_the_schema_carries_the_bounds_the_signature_states_in_words():
+    schema = output_schema(dspy.ChainOfThought(ExtractLearnings).predict.signature)
+    props = schema["properties"]
+    assert schema["required"] == ["reasoning", "learnings", "follow_up_questions"]
+    assert props["learnings"]["maxItems"] == 5 and props["follow_up_questions"]["maxItems"] == 3
+    assert props["reasoning"]["maxLength"] == GRAMMAR_LIMITS["reasoning"]["maxLength"]
+    learning = schema["$defs"]["Learning"]
+    assert learning["properties"]["text"]["maxLength"] == GRAMMAR_LIMITS["text"]["maxLength"]
+    assert learning["additionalProperties"] is False and learning["required"] == ["text", "source_ids"]
+
+
+def test_bounds_reach_only_the_decoder_a_longer_reply_still_parses(make_lm):
+    sources = [Source(source_id=f"S{i}", title=f"t{i}", text="x") for i in range(1, 8)]
+    many = [{"text": f"finding {i}", "source_ids": [f"S{i}"]} for i in range(1, 8)]  # 7 > maxItems 5
+    sent = []
+
+    def handler(messages, request):
+        sent.append(request)
+        return json.dumps({"reasoning": "r", "learnings": many, "follow_up_questions": []})
+
+    lm = make_lm(handler)
+    with dspy.context(lm=lm, adapter=SchemaAdapter()):
+        out = asyncio.run(Extractor(max_learnings=10).acall(question="q", task=Task(query="q", goal="g"),
+                                                             sources=sources))
+    assert len(out.learnings) == 7  # parsed in full; the program's own limit decides what is kept
+    assert sent[0].config.response_format is not None
+
+
+@pytest.mark.parametrize("mode,model,api_base,expected", [
+    ("off", "openai/local", "http://127.0.0.1:9/v1", type(None)),
+    ("schema", "openai/gpt-4o-mini", None, SchemaAdapter),
+    ("auto", "openai/local", "http://127.0.0.1:9/v1", SchemaAdapter),
+    ("auto", "openai/gpt-4o-mini", None, dspy.JSONAdapter),
+    ("auto", "ollama_chat/some-unknown-model", None, type(None)),
+])
+def test_structured_mode_picks_the_adapter(mode, model, api_base, expected, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    adapter = structured_adapter(mode, make_lm(model, api_base=api_base))
+    assert type(adapter) is expected
+
+
+def test_unknown_mode_and_bad_settings_are_refused_before_any_request():
+    with pytest.raises(LMConfigError, match="unknown structured mode"):
+        structured_adapter("grammar", None)
+    for temperature in (float("nan"), -1.0, 3.0):
+        with pytest.raises(LMConfigError, match="temperature must be a number from 0 to 2"):
+            make_lm("openai/local", api_base="http://127.0.0.1:9/v1", temperature=temperature)
+    with pytest.raises(LMConfigError, match="timeout"):
+        make_lm("openai/local", api_base="http://127.0.0.1:9/v1", timeout_s=0)
+
+
+SECRET = "sk-proj-Zx81TestSecretValue0000aaaa"
+
+
+@pytest.mark.parametrize("err,lm_kind,expected", [
+    (x.LMAuthError(f"Incorrect API key {SECRET}", status=401, provider="openai"), "hosted",
+     "authentication error from openai; check OPENAI_API_KEY"),
+    (x.LMAuthError("bad key", status=401), "server", "check DEEPRESEARCH_API_KEY"),
+    (x.LMTransportError("connection refused"), "server", "could not reach http://user:[REDACTED]@h:1/v1"),
+    (x.LMRateLimitError("slow down", status=429, provider="openai"), "hosted", "rate limited by openai"),
+    (x.ContextWindowExceededError(model="openai/gpt-4o-mini"), "hosted", "context window"),
+    (x.AdapterParseError(adapter_name="ChatAdapter", signature=ExtractLearnings, lm_response="garbage"), "hosted",
+     "--structured schema"),
+    (asyncio.TimeoutError(), "server", "--lm-timeout"),
+])
+def test_explain_names_the_cause_and_the_fix_without_secrets(err, lm_kind, expected, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    lm = (make_lm("openai/gpt-4o-mini", api_key="sk-x") if lm_kind == "hosted"
+          else make_lm("openai/local", api_base=f"http://user:{SECRET}@h:1/v1"))
+    text = explain(err, lm)
+    assert expected in text and SECRET not in text
