@@ -53,6 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="research tree preset")
     parser.add_argument("--depth", type=int, default=None)
     parser.add_argument("--breadth", type=int, default=None)
+    parser.add_argument("--hits", type=int, default=None, help="documents retrieved per search (research)")
     parser.add_argument("--iterations", type=int, default=5, help="gathering rounds")
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
@@ -80,7 +81,8 @@ def _split(args, examples, dev_loader):
 
 def _research(args: argparse.Namespace, kind: str):
     corpus, retriever = _retriever(args)
-    overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None}
+    overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth,
+                                   "hits_per_query": args.hits}.items() if v is not None}
     full = DeepResearch(retriever=retriever, config=preset(args.preset, **overrides))
 
     def load(source, split):

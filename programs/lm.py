@@ -167,8 +167,8 @@ def output_schema(signature: type[dspy.Signature]) -> dict[str, Any]:
 
 # Bounds sent with the schema, by property name: the limits the signatures state in words ("at most 5",
 # "one short sentence"), made part of the grammar so a small model cannot fill arrays and strings until
-# its token limit cuts the JSON. Only the decoder sees them; parsing does not enforce them. Arrays with
-# one entry per input (judgements, placements) and free-form outputs (report, taxonomy) stay unbounded.
+# its token limit cuts the JSON. Only the decoder sees them; parsing does not enforce them. Placements (one
+# per paper, up to 60 a call) and free-form outputs (report, taxonomy) stay unbounded.
 GRAMMAR_LIMITS: dict[str, dict[str, int]] = {
     "reasoning": {"maxLength": 600}, "query": {"maxLength": 150}, "goal": {"maxLength": 200},
     "reason": {"maxLength": 150}, "text": {"maxLength": 400}, "rationale": {"maxLength": 300},
@@ -176,6 +176,10 @@ GRAMMAR_LIMITS: dict[str, dict[str, int]] = {
     "checklist_update": {"maxLength": 500}, "memory_update": {"maxLength": 800},
     "tasks": {"maxItems": 6}, "learnings": {"maxItems": 5}, "follow_up_questions": {"maxItems": 3},
     "searches": {"maxItems": 6}, "subqueries": {"maxItems": 6}, "source_ids": {"maxItems": 3},
+    # one per paper shown (10 by default; a paper left unjudged counts as uncertain). llama.cpp expands a
+    # bounded repetition rule by rule: 20 items of objects with bounded strings decoded at ~10 tokens/s
+    # on SmolLM2, 12 at full speed
+    "judgements": {"maxItems": 12},
 }
 
 
@@ -328,6 +332,10 @@ def explain(err: BaseException, lm: Any | None = None) -> str:
         text = f"no answer from {where} in time; check the server or raise --lm-timeout"
     elif isinstance(err, x.LMTransportError):
         text = f"could not reach {where}; check that the server is running and the address (--api-base) is right"
+    elif isinstance(err, x.AdapterParseError) and isinstance(dspy.settings.adapter, SchemaAdapter):
+        text = (f"{model}'s replies did not parse into the expected fields even with the output schema (cut "
+                f"at the token limit, or values the schema cannot rule out); raise --max-output-tokens or use "
+                f"a larger model")
     elif isinstance(err, x.AdapterParseError):
         text = (f"{model}'s replies did not parse into the expected fields; try --structured schema or "
                 f"a larger model")

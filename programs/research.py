@@ -275,7 +275,7 @@ class DeepResearch(dspy.Module):
         except Exception as err:  # recorded, and the question itself is searched instead
             self._fail(run, "root", "plan", err)
             tasks = []
-        tasks = tasks or self._fallback_plan(run)
+        tasks = self._top_up_plan(run, tasks) if tasks else self._fallback_plan(run)
         await self._submit_children(run, None, tasks, level=1, depth_left=config.depth, breadth=config.breadth)
 
     def _fallback_plan(self, run: _Run) -> list[Task]:
@@ -287,6 +287,20 @@ class DeepResearch(dspy.Module):
         run.events.emit("fallback", stage="plan", message="planning produced no task; searching the question itself")
         logger.warning("planning produced no task; searching the question itself")
         return [Task(query=run.question, goal=run.question)]
+
+    def _top_up_plan(self, run: _Run, tasks: list[Task]) -> list[Task]:
+        """Adds the question itself when the root plan has fewer tasks than `breadth` and lacks it.
+
+        The tree's size (spec 000 §3.4) assumes `breadth` searches at the root; a short plan (small models
+        often write one task) would leave that budget unused, and the question is always a sound search.
+        """
+        planned = {" ".join(t.query.lower().split()) for t in tasks}
+        if len(tasks) >= run.config.breadth or " ".join(run.question.lower().split()) in planned:
+            return tasks
+        run.counters["plan_topped_up"] = True
+        run.events.emit("fallback", stage="plan", message=f"{len(tasks)} of {run.config.breadth} tasks planned; "
+                                                         f"the question itself is searched too")
+        return [*tasks, Task(query=run.question, goal=run.question)]
 
     async def _submit_children(self, run: _Run, parent_id: str | None, tasks: list[Task], level: int,
                                depth_left: int, breadth: int) -> list[asyncio.Future]:
@@ -444,10 +458,11 @@ class DeepResearch(dspy.Module):
             "format_fallbacks": sum(u.fallbacks for u in usage.values()),
             "truncated_replies": sum(u.truncated for u in usage.values()),
             "plan_fallback": bool(run.counters.get("plan_fallback")),
+            "plan_topped_up": bool(run.counters.get("plan_topped_up")),
             "root_notes": list(run.meter.notes("root")),  # notes of calls made outside any node (planning, writing)
             "retries": dict(run.sched.retries), "tree_s": run.counters.get("tree_s"),
             "total_s": round(run.sched.elapsed(), 4),
-            **{k: v for k, v in run.counters.items() if k not in ("tree_s", "plan_fallback")},
+            **{k: v for k, v in run.counters.items() if k not in ("tree_s", "plan_fallback", "plan_topped_up")},
         }
         run.events.emit("run_end", message="failed" if error else "done", counts=dict(stats))
         return Report(question=run.question, markdown=markdown, references=renumbered.references,

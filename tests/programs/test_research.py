@@ -200,3 +200,29 @@ def test_report_round_trips_through_json(scifact_bm25):
     report = out.report
     assert Report.from_dict(report.to_dict()) == report
     assert re.search(r"\[1\]", report.markdown)
+
+
+def one_task(messages):
+    return {"tasks": [{"query": "fish oil trials", "goal": "find the trials"}]}
+
+
+def test_a_short_root_plan_is_topped_up_with_the_question_itself(scifact_bm25):
+    lm = scripted_lm(research_handler({PlanQueries: one_task}))
+    with dspy.context(lm=lm):
+        out = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2)(question="omega-3 and heart disease")
+    assert [n.query for n in out.tree] == ["fish oil trials", "omega-3 and heart disease"]
+    assert out.stats["plan_topped_up"] and not out.stats["plan_fallback"] and out.stats["searches"] == 2
+    with dspy.context(lm=scripted_lm(research_handler())):  # a full plan is left as it is
+        full = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2)(question="omega-3 and heart disease")
+    assert not full.stats["plan_topped_up"] and len(full.tree) == 2
+
+
+def test_a_failed_plan_searches_the_question_itself(scifact_bm25):
+    def broken(messages):
+        return {"tasks": "not a list"}
+
+    with dspy.context(lm=scripted_lm(research_handler({PlanQueries: broken}))):
+        out = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2)(question="omega-3 and heart disease")
+    assert out.stats["plan_fallback"] and [n.query for n in out.tree] == ["omega-3 and heart disease"]
+    assert out.report.status == "done" and out.stats["parse_failures"] == 1
+    assert any("plan: no reply parsed" in n for n in out.stats["root_notes"])
