@@ -202,3 +202,16 @@ def test_the_cache_keys_answers_by_server_and_can_be_turned_off(tmp_path):
         assert ask(a) == "from A" and len(a.requests) == 1  # the same server again: from the cache
         assert ask(a, enabled=False) == "from A" and len(a.requests) == 2  # --no-cache: asked again
     assert any((tmp_path / "cache").iterdir())  # the cache folder setting is where answers are kept
+
+
+def test_optimize_also_takes_the_key_from_the_provider_variable(monkeypatch, tmp_path, data_dir):
+    with LocalOpenAIServer(research_handler()) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        code = cli.main(["optimize", "--program", "research", "--stage", "assessor", "--metric", "f1",
+                         "--optimizer", "bootstrap-rs", "--train", str(data_dir / "scifact"), "--limit", "3",
+                         "--budget", "8", "--preset", "quick", "--no-cache", "--lm", "openai/gpt-4o-mini",
+                         "--out", str(tmp_path / "compiled.json")])
+    assert code == 0 and len(server.headers) > 1
+    assert all(h["Authorization"] == f"Bearer {SECRET}" for h in server.headers)
+    assert SECRET not in (tmp_path / "compiled.json").read_text() + (tmp_path / "compiled.meta.json").read_text()
