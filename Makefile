@@ -13,7 +13,7 @@ endif
 
 DEMO_QUESTION ?= Does vitamin D supplementation reduce fracture risk?
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench clean llama
 
 setup: $(STAMP)
 
@@ -29,7 +29,12 @@ demo: $(STAMP)
 	HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-$$( [ -n "$$DEEPRESEARCH_DATA" ] && echo 1 || echo 0 )} \
 	$(VENV)/bin/deepresearch run "$(DEMO_QUESTION)" --corpus BeIR/scifact --depth 2 --breadth 3 --out runs/demo
 
-test: $(STAMP)
+# llama.cpp's llama-server and SmolLM2-135M-Instruct for tests/real_lm: built once per machine
+# (about 7 minutes on 2 cores), cached under ~/.cache/dspy-deepresearch/llama; later runs only print the paths.
+llama:
+	PYTHON=$(PYTHON) bash tests/real_lm/build_llama_server.sh
+
+test: $(STAMP) llama
 	HF_HUB_OFFLINE=1 $(PY) -m pytest
 
 bench: $(STAMP)

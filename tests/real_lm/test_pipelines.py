@@ -1,0 +1,143 @@
+"""Every LM path of the program against a real model: SmolLM2-135M-Instruct served by llama-server.
+
+A 135M model proves the plumbing, not research quality: these tests assert structure (runs complete,
+citations resolve, failures are recorded where they happened), never wording. Settings are small
+(few hits, capped replies) so that the whole folder takes a few minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import dspy
+import pytest
+
+import cli
+from eval.taxobench import load_taxobench
+from programs.lm import SchemaAdapter, make_lm
+from programs.taxonomy import TaxonomyBuilder
+from programs.config import HeroConfig, preset
+from programs.research import DeepResearch
+from programs.usage import output_limits
+
+QUESTION = "Does omega-3 fatty acid supplementation reduce cardiovascular events?"
+CITATION = re.compile(r"\[(\d+)\]")
+# 1024 output tokens fit every structured reply under the schema's bounds, and keep the free-form
+# ones (report, taxonomy) from running on for minutes
+CAP = 1024
+SMALL = ["--hits", "3", "--max-output-tokens", str(CAP), "--no-cache", "--no-progress"]
+
+
+@pytest.fixture(autouse=True)
+def _offline_env(monkeypatch, data_dir):
+    monkeypatch.setenv("DEEPRESEARCH_DATA", str(data_dir))
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DEEPRESEARCH_LM"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def lm_args(server) -> list[str]:
+    return ["--lm", "openai/smollm2", "--api-base", server.base_url, "--structured", "schema"]
+
+
+def nodes_of(trace: dict) -> list[dict]:
+    out, stack = [], list(trace["tree"])
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(node["children"])
+    return out
+
+
+def check_run(out, scifact) -> dict:
+    """Structure every finished run must have: resolving citations, recorded failures and notes."""
+    trace = json.loads((out / "trace.json").read_text())
+    report = (out / "report.md").read_text()
+    numbers = {int(n) for n in CITATION.findall(report.split("## References")[0])}
+    references = {r["number"]: r for r in trace["references"]}
+    assert numbers <= set(references), f"citations without a reference: {numbers - set(references)}"
+    assert all(r["doc_id"] in scifact for r in references.values())
+    for node in nodes_of(trace):
+        assert node["status"] in ("done", "failed", "skipped", "cancelled", "pruned")
+        if node["status"] == "failed":
+            assert node["error"]["stage"] and node["error"]["cause"]
+    parse_failures = sum(u["parse_failures"] for u in trace["usage"].values())
+    recorded = sum("no reply parsed" in n for node in nodes_of(trace) for n in node["notes"])
+    recorded += sum("no reply parsed" in n for n in trace["stats"]["root_notes"])
+    assert parse_failures == recorded, "every failed parse is recorded where it happened"
+    assert trace["stats"]["lm_calls"] == sum(u["calls"] + u["failed"] for u in trace["usage"].values())
+    return trace
+
+
+def test_run_depth_1_breadth_2_researches_and_cites(llama_server, scifact, tmp_path, capsys):
+    out = tmp_path / "run"
+    code = cli.main(["run", QUESTION, "--corpus", "scifact", "--depth", "1", "--breadth", "2", "--out", str(out),
+                     *SMALL, *lm_args(llama_server)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err[-2000:]
+    trace = check_run(out, scifact)
+    assert trace["status"] == "done" and trace["stats"]["searches"] >= 2
+    learnings = [x for node in nodes_of(trace) for x in node["learnings"]]
+    assert learnings and all(x["source_ids"] for x in learnings)
+    # every request carried the cap: no stage got more completion tokens than that per answered request
+    assert all(u["completion_tokens"] <= CAP * u["calls"] for u in trace["usage"].values())
+
+
+def test_hero_preset_completes_with_the_real_model(llama_server, scifact_bm25):
+    # the hero preset's strategy at a size a 135M model on two cores runs in a minute or two
+    hero = HeroConfig(turns=1, tasks_per_turn=2, multiplier=2, enrichments=1, deep_depth=3, shallow_depth=2,
+                      batch_size=3)
+    config = preset("hero", hero=hero, passage_chars=600, max_lm_calls=16)
+    lm = make_lm("openai/smollm2", api_base=llama_server.base_url, num_retries=0, cache=False)
+    with dspy.context(lm=lm, adapter=SchemaAdapter()), output_limits(every=CAP):
+        out = DeepResearch(retriever=scifact_bm25, config=config)(question=QUESTION)
+    assert out.stats["strategy"] == "hero" and out.stats["searches"] >= 1 and out.stats["lm_calls"] <= 16
+    assert out.report.status in ("done", "failed")
+    if out.report.status == "failed":  # a failed run says why, in its first line
+        assert out.report.error and out.markdown.startswith("# Research failed")
+    for node in out.report.nodes():
+        assert node.status != "failed" or (node.error and node.error.cause)
+    assert all(r.doc_id in scifact_bm25.corpus for r in out.references)
+
+
+def test_gathering_loop_on_three_scifact_claims(llama_server, data_dir, tmp_path, capsys):
+    out = tmp_path / "gather"
+    code = cli.main(["eval", "gather", "--queries", str(data_dir / "scifact"), "--limit", "3", "--iterations", "1",
+                     "--out", str(out), "--max-output-tokens", str(CAP), "--no-cache", *lm_args(llama_server)])
+    printed = capsys.readouterr()
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(records) == 3 and {r["status"] for r in records} <= {"done", "error"}
+    assert any(r["status"] == "done" for r in records), printed.err[-2000:]
+    assert all(r["error"] for r in records if r["status"] == "error")  # each failure kept with its reason
+    assert code == (0 if all(r["status"] == "done" for r in records) else 1)  # never success over failures
+
+
+def test_taxonomy_of_ten_papers_places_every_paper_once(llama_server, data_dir):
+    survey = load_taxobench(data_dir / "taxobench_examples", limit=1)[0]
+    papers = list(survey.papers[:10])
+    lm = make_lm("openai/smollm2", api_base=llama_server.base_url, num_retries=0, cache=False)
+    with dspy.context(lm=lm, adapter=SchemaAdapter()), output_limits(every=CAP):
+        out = TaxonomyBuilder(abstract_chars=300)(topic=survey.topic, papers=papers)
+    placed = []
+
+    def walk(node):
+        placed.extend(node.get("papers", []))
+        for child in node.get("subtopics", []):
+            walk(child)
+
+    walk(out.tree)
+    assert sorted(placed) == sorted(p["title"] for p in papers)  # repairs guarantee each exactly once
+
+
+def test_optimize_with_a_tiny_budget_compiles_and_saves(llama_server, data_dir, tmp_path, capsys):
+    out = tmp_path / "compiled.json"
+    code = cli.main(["optimize", "--program", "research", "--stage", "assessor", "--metric", "f1",
+                     "--optimizer", "bootstrap-rs", "--train", str(data_dir / "scifact"), "--limit", "3",
+                     "--budget", "4", "--depth", "1", "--breadth", "1", "--hits", "3", "--threads", "1",
+                     "--out", str(out), "--max-output-tokens", str(CAP), "--no-cache", *lm_args(llama_server)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err[-2000:]
+    state = json.loads(out.read_text())
+    assert "assessor.assess_relevance" in state
+    meta = json.loads((tmp_path / "compiled.meta.json").read_text())
+    assert meta["lm_calls"] > 0 and "api_key" not in out.read_text()
