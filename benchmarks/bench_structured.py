@@ -33,7 +33,7 @@ from retrievers import BM25Retriever, load_corpus  # noqa: E402
 QUESTION = "Does omega-3 fatty acid supplementation reduce cardiovascular events?"
 # small enough for two runs in minutes on 2 cores; the same for both modes
 CONFIG = ResearchConfig(depth=2, breadth=3, hits_per_query=5, passage_chars=1000, lm_timeout_s=300.0)
-MAX_OUTPUT_TOKENS = 512
+MAX_OUTPUT_TOKENS = 1024  # fits every reply the schema bounds (see tests/real_lm)
 
 
 def run_mode(mode: str, model: str, api_base: str, retriever) -> dict:

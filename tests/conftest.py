@@ -55,6 +55,14 @@ def routed():
     return routed_handler
 
 
+@pytest.fixture
+def clean_lm_env(monkeypatch, tmp_path):
+    """No LM key, base URL or default model from the developer's environment; work in a temporary folder."""
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "DEEPRESEARCH_API_KEY", "DEEPRESEARCH_LM"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture(autouse=True)
 def _reset_dspy_settings():
     yield

@@ -7,7 +7,6 @@ import argparse
 import importlib
 import time
 
-import dspy
 import pytest
 
 import cli
@@ -24,13 +23,7 @@ COMMANDS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch, tmp_path):
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "DEEPRESEARCH_API_KEY", "DEEPRESEARCH_LM"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.chdir(tmp_path)
-    yield
-    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)  # as tests/conftest.py leaves it
+pytestmark = pytest.mark.usefixtures("clean_lm_env")
 
 
 def error_lines(capsys) -> list[str]:

@@ -22,13 +22,7 @@ QUESTION = "omega-3 and heart disease"
 SECRET = "sk-proj-Zx81TestSecretValue0000aaaa"
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch, tmp_path):
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "DEEPRESEARCH_API_KEY", "DEEPRESEARCH_LM"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.chdir(tmp_path)
-    yield
-    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)  # as tests/conftest.py leaves it
+pytestmark = pytest.mark.usefixtures("clean_lm_env")
 
 
 def run_cli(*argv, out):
