@@ -47,16 +47,20 @@ def _providers() -> set[str]:
     return set(litellm.provider_list) | {"openai", "hosted_vllm", "ollama", "ollama_chat"}
 
 
-def key_variables(model: str) -> list[str]:
-    """The environment variables that hold `model`'s API key, as LiteLLM names them."""
+def _missing_keys(model: str) -> list[str]:
+    """The key variables LiteLLM finds unset for `model` (empty when it cannot tell)."""
     import litellm
 
     try:
         missing = litellm.validate_environment(model).get("missing_keys", [])
     except Exception:  # LiteLLM cannot tell for this provider
         missing = []
-    names = [k for k in missing if k.endswith(("_KEY", "_TOKEN"))]
-    return names or [f"{model.split('/', 1)[0].upper()}_API_KEY"]
+    return [k for k in missing if k.endswith(("_KEY", "_TOKEN"))]
+
+
+def key_variables(model: str) -> list[str]:
+    """The environment variables that hold `model`'s API key, as LiteLLM names them."""
+    return _missing_keys(model) or [f"{model.split('/', 1)[0].upper()}_API_KEY"]
 
 
 def check_lm(model: str, api_base: str | None = None, api_key: str | None = None) -> None:
@@ -74,13 +78,7 @@ def check_lm(model: str, api_base: str | None = None, api_key: str | None = None
                             f"openai, anthropic, gemini, ollama_chat or hosted_vllm")
     if api_base or api_key or provider in ("ollama", "ollama_chat", "hosted_vllm"):
         return
-    import litellm
-
-    try:
-        missing = [k for k in litellm.validate_environment(model).get("missing_keys", [])
-                   if k.endswith(("_KEY", "_TOKEN"))]
-    except Exception:
-        missing = []
+    missing = _missing_keys(model)
     if missing:
         raise LMConfigError(f"LM {model!r} needs {' or '.join(missing)} in the environment; set it, "
                             f"or pass --api-base for a local OpenAI-compatible server")
@@ -142,8 +140,13 @@ def server_of(lm: Any) -> str | None:
     url = kwargs.get("api_base") or kwargs.get("base_url")
     if url:
         return url
-    prefix = (getattr(lm, "model", "") or "").split("/", 1)[0].upper()
-    return os.environ.get(f"{prefix}_API_BASE") or os.environ.get(f"{prefix}_BASE_URL") if prefix else None
+    return env_base_url(getattr(lm, "model", "") or "")
+
+
+def env_base_url(model: str) -> str | None:
+    """The provider's base-URL variable as LiteLLM reads it (`OPENAI_API_BASE`, `OPENAI_BASE_URL`), if set."""
+    prefix = model.split("/", 1)[0].upper()
+    return (os.environ.get(f"{prefix}_API_BASE") or os.environ.get(f"{prefix}_BASE_URL")) if prefix else None
 
 
 # ---- structured decoding --------------------------------------------------------------------------
@@ -256,9 +259,7 @@ class ServerKeyedCache(Cache):
         ignored = [a for a in (ignored_args_for_cache_key or []) if a not in ("api_base", "base_url")]
         request = dict(request)
         server = request.pop("api_base", None) or request.pop("base_url", None)
-        if not server:
-            prefix = str(request.get("model", "")).split("/", 1)[0].upper()
-            server = os.environ.get(f"{prefix}_API_BASE") or os.environ.get(f"{prefix}_BASE_URL")
+        server = server or env_base_url(str(request.get("model", "")))
         request["_server"] = redact_url(server) if server else None
         return super().cache_key(request, ignored + ["api_key"])
 

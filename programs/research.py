@@ -283,10 +283,8 @@ class DeepResearch(dspy.Module):
 
         One failed LM call must not empty a run; the fallback is recorded in the trace.
         """
-        run.counters["plan_fallback"] = True
-        run.events.emit("fallback", stage="plan", message="planning produced no task; searching the question itself")
         logger.warning("planning produced no task; searching the question itself")
-        return [Task(query=run.question, goal=run.question)]
+        return [_question_task(run, "plan_fallback", "planning produced no task; searching the question itself")]
 
     def _top_up_plan(self, run: _Run, tasks: list[Task]) -> list[Task]:
         """Adds the question itself when the root plan has fewer tasks than `breadth` and lacks it.
@@ -297,10 +295,8 @@ class DeepResearch(dspy.Module):
         planned = {" ".join(t.query.lower().split()) for t in tasks}
         if len(tasks) >= run.config.breadth or " ".join(run.question.lower().split()) in planned:
             return tasks
-        run.counters["plan_topped_up"] = True
-        run.events.emit("fallback", stage="plan", message=f"{len(tasks)} of {run.config.breadth} tasks planned; "
-                                                         f"the question itself is searched too")
-        return [*tasks, Task(query=run.question, goal=run.question)]
+        return [*tasks, _question_task(run, "plan_topped_up", f"{len(tasks)} of {run.config.breadth} tasks "
+                                                              f"planned; the question itself is searched too")]
 
     async def _submit_children(self, run: _Run, parent_id: str | None, tasks: list[Task], level: int,
                                depth_left: int, breadth: int) -> list[asyncio.Future]:
@@ -496,6 +492,13 @@ def strategy_stages(config: ResearchConfig, offline: bool) -> dict[str, dspy.Mod
 
         return parallel_stages(offline)
     return {}
+
+
+def _question_task(run: _Run, counter: str, message: str) -> Task:
+    """The question as a task of its own, recorded as a planning fallback (`counter` in the stats)."""
+    run.counters[counter] = True
+    run.events.emit("fallback", stage="plan", message=message)
+    return Task(query=run.question, goal=run.question)
 
 
 def _with_notes(node: Node, meter) -> Node:
