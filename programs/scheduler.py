@@ -228,7 +228,6 @@ class Scheduler:
         self.started = time.monotonic()
         self.retries = {"lm": 0, "search": 0}
         self.deadline_hit = False
-        self.lm_in_flight = 0  # stage calls sent but not yet counted by the meter, which counts on return
         self._gptr = GptrSchedule()
 
     # ---- nodes -------------------------------------------------------------------------------------
@@ -326,7 +325,7 @@ class Scheduler:
         `reserve` LM calls are kept for the writer, so a run within budget can still write its report.
         """
         c = self.config
-        if c.max_lm_calls is not None and self.meter.total_calls + self.lm_in_flight >= c.max_lm_calls - reserve:
+        if c.max_lm_calls is not None and self.meter.total_calls + self.meter.reserved >= c.max_lm_calls - reserve:
             return f"LM call budget of {c.max_lm_calls} reached"
         if c.max_tokens is not None and self.meter.total_tokens >= c.max_tokens:
             return f"token budget of {c.max_tokens} reached"
@@ -351,13 +350,10 @@ class Scheduler:
                     reason = self.exhausted(reserve)  # checked once a slot is held: calls in flight count
                     if reason:
                         raise BudgetExceeded(reason)
-                    self.lm_in_flight += 1
-                    try:
+                    with self.meter.reserving():
                         if self.config.lm_timeout_s is None:
                             return await module.acall(**inputs)
                         return await asyncio.wait_for(module.acall(**inputs), self.config.lm_timeout_s)
-                    finally:
-                        self.lm_in_flight -= 1
             except Exception as err:
                 if not (dspy.is_retryable_lm_error(err) or isinstance(err, asyncio.TimeoutError)) \
                         or attempt >= self.config.lm_retries:

@@ -42,6 +42,22 @@ _node: contextvars.ContextVar[str] = contextvars.ContextVar("deepresearch_node",
 _limits: contextvars.ContextVar[Mapping[str, int] | None] = contextvars.ContextVar("deepresearch_limits",
                                                                                    default=None)
 _call: contextvars.ContextVar["_CallStats | None"] = contextvars.ContextVar("deepresearch_call", default=None)
+_reservation: contextvars.ContextVar["Reservation | None"] = contextvars.ContextVar("deepresearch_reservation",
+                                                                                   default=None)
+
+
+class Reservation:
+    """One LM request a scheduled stage call is about to send, counted against the budget until it is.
+
+    The meter counts a request when DSPy reports its usage, inside the call; the reservation is released
+    at that same moment (under the meter's lock), so no budget check ever sees a request twice, once
+    reserved and once counted, nor misses it in between.
+    """
+
+    __slots__ = ("is_open",)
+
+    def __init__(self):
+        self.is_open = True
 
 
 @dataclass
@@ -69,6 +85,26 @@ class UsageMeter(UsageTracker):
         self._notes: dict[str, list[str]] = defaultdict(list)
         self._by_model: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
         self.parent: UsageTracker | None = None  # the tracker this meter was installed inside, if any
+        self.reserved = 0  # requests of stage calls under way that the meter has not counted yet
+
+    @contextmanager
+    def reserving(self) -> Iterator[None]:
+        """Reserves one request for the stage call inside; the call's first counted request releases it."""
+        reservation = Reservation()
+        with self._lock:
+            self.reserved += 1
+        token = _reservation.set(reservation)
+        try:
+            yield
+        finally:
+            _reservation.reset(token)
+            with self._lock:
+                self._release(reservation)
+
+    def _release(self, reservation: "Reservation | None") -> None:
+        if reservation is not None and reservation.is_open:  # caller holds the lock
+            reservation.is_open = False
+            self.reserved -= 1
 
     def __deepcopy__(self, memo):
         # dspy.Evaluate deep-copies the usage tracker into each worker thread; a copy would hold a copy of
@@ -84,6 +120,7 @@ class UsageMeter(UsageTracker):
         completion = int(usage_entry.get("completion_tokens") or 0)
         stats = _call.get()
         with self._lock:
+            self._release(_reservation.get())
             super().add_usage(lm, usage_entry)
             self._calls[stage] += 1
             self._prompt[stage] += prompt
@@ -100,6 +137,8 @@ class UsageMeter(UsageTracker):
                truncated: int = 0, note: str | None = None) -> None:
         """Adds what the tracker does not see to `stage`'s counts, and a note to the current node."""
         with self._lock:
+            if failed:
+                self._release(_reservation.get())
             self._failed[stage] += failed
             self._fallbacks[stage] += fallbacks
             self._parse_failures[stage] += parse_failures

@@ -226,3 +226,31 @@ def test_a_failed_plan_searches_the_question_itself(scifact_bm25):
     assert out.stats["plan_fallback"] and [n.query for n in out.tree] == ["omega-3 and heart disease"]
     assert out.report.status == "done" and out.stats["parse_failures"] == 1
     assert any("plan: no reply parsed" in n for n in out.stats["root_notes"])
+
+
+
+def test_a_request_is_never_counted_twice_by_the_budget():
+    # a stage call reserves one request; the request is counted inside the LM call (DSPy's usage
+    # report), and the reservation is released at that moment, not when the call returns to the
+    # scheduler: between the two, a concurrent budget check once saw the request twice
+    from programs.usage import UsageMeter
+
+    meter = UsageMeter()
+    with meter.reserving():
+        assert meter.total_calls + meter.reserved == 1
+        meter.add_usage("fake/lm", {"prompt_tokens": 3, "completion_tokens": 2})
+        assert (meter.total_calls, meter.reserved) == (1, 0)
+        meter.add_usage("fake/lm", {"prompt_tokens": 3, "completion_tokens": 2})  # a JSON fallback: one more
+        assert (meter.total_calls, meter.reserved) == (2, 0)
+    with meter.reserving():  # a call that raised before any request was counted gives its reservation back
+        pass
+    assert (meter.total_calls, meter.reserved) == (2, 0)
+
+
+def test_a_budget_that_fits_the_run_exactly_never_stops_it(scifact_bm25):
+    # depth 1 x breadth 4: plan, 4 x (assess, extract, merge), write = 14 requests, four nodes at once
+    config = ResearchConfig(depth=1, breadth=4, max_lm_calls=14, lm_timeout_s=30.0, max_concurrency=4)
+    with dspy.context(lm=scripted_lm(research_handler(), delay=0.01)):
+        out = DeepResearch(retriever=scifact_bm25, config=config)(question="aspirin and colorectal cancer")
+    assert out.stats["stopped"] is None and sum(u.calls for u in out.usage.values()) == 14
+    assert all(n.status == "done" and n.summary for n in out.tree)
