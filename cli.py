@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = [a for a in argv if not (a.startswith("-v") and set(a[1:]) == {"v"}) and a != "--verbose"]
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
                         format="%(levelname)s %(name)s: %(message)s")
-    from programs.secrets import RedactingFilter, redact
+    from programs.runtime.secrets import RedactingFilter, redact
 
     for handler in logging.getLogger().handlers:  # no key reaches a log line, whichever library wrote it
         handler.addFilter(RedactingFilter())
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=prog)
     module.add_arguments(parser)
     args = parser.parse_args(rest)
-    from programs.lm import LMPreflightError
+    from programs.runtime.lm import LMPreflightError
 
     try:
         return int(module.main(args) or 0)

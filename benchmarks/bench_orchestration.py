@@ -32,12 +32,12 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import dspy  # noqa: E402
 
 from programs.config import ResearchConfig, preset  # noqa: E402
-from tests.virtual_clock import run_virtual  # noqa: E402
-from programs.research import DeepResearch  # noqa: E402
+from programs.research.program import DeepResearch  # noqa: E402
 from retrievers.types import Doc, Hit  # noqa: E402
 from signatures.enrich import WriteEnrichment  # noqa: E402
 from tests.research_lm import research_handler  # noqa: E402
 from tests.scripted import ScriptedEngine, request_to_chat  # noqa: E402
+from tests.virtual_clock import run_virtual  # noqa: E402
 
 LATENCY_S = 0.25
 SEARCH_S = 0.02
@@ -153,9 +153,9 @@ def scenario(name: str, config: ResearchConfig, latency: Latency) -> None:
 
 def overhead(n: int = 300) -> None:
     """Zero-latency LM: a stage call through the scheduler against a bare dspy.Predict loop."""
-    from programs.merger import Merger
-    from programs.scheduler import CostMeter, Scheduler
-    from programs.usage import metered
+    from programs.runtime.scheduler import CostMeter, Scheduler
+    from programs.runtime.usage import metered
+    from programs.stages.merger import Merger
     from signatures.types import Learning, Task
 
     lm = dspy.LM("sim/zero", engine=ScriptedEngine(research_handler()),

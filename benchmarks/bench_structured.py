@@ -25,9 +25,9 @@ import dspy  # noqa: E402
 
 from benchmarks._common import table  # noqa: E402
 from programs.config import ResearchConfig  # noqa: E402
-from programs.lm import make_lm, structured_adapter  # noqa: E402
-from programs.research import DeepResearch  # noqa: E402
-from programs.usage import output_limits  # noqa: E402
+from programs.research.program import DeepResearch  # noqa: E402
+from programs.runtime.lm import make_lm, structured_adapter  # noqa: E402
+from programs.runtime.usage import output_limits  # noqa: E402
 from retrievers import BM25Retriever, load_corpus  # noqa: E402
 
 QUESTION = "Does omega-3 fatty acid supplementation reduce cardiovascular events?"

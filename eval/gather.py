@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from programs.gather_artifacts import GatherResult
+from programs.gather.artifacts import GatherResult
 
 DISTANCE_K = 100
 DISTANCE_VARIANTS = ("per_iteration", "cumulative")

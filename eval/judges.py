@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
 from eval.citations import Sentence, citation_precision
-from programs.stage import run_sync
+from programs.runtime.stage import run_sync
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def judge_lm(model: str, api_base: str | None = None, api_key: str | None = None
     Raises:
         ValueError: for `offline`, which has no judge (use the lexical fallbacks of eval.citations).
     """
-    from programs.lm import make_lm
+    from programs.runtime.lm import make_lm
 
     lm = make_lm(model, api_base, api_key, temperature=temperature, **kwargs)
     if lm is None:

@@ -19,8 +19,8 @@ from typing import Any
 
 from eval.gather import DISTANCE_VARIANTS, FAILED_POLICIES, QueryTrace, gt_ranks, summarize
 from eval.querysets import GatherQuery, load_queryset
-from programs.gather_artifacts import GatherResult
-from programs.lm_cli import add_lm_arguments, open_lm
+from programs.gather.artifacts import GatherResult
+from programs.runtime.lm_cli import add_lm_arguments, open_lm
 from retrievers.types import Hit
 
 METHODS = ("loop", "direct", "raw")
@@ -53,8 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_program(method: str, retriever, lm, iterations: int, ranking_depth: int):
-    from programs.baselines import DirectQuery
-    from programs.gather import GatherConfig, Gatherer
+    from programs.gather.baselines import DirectQuery
+    from programs.gather.loop import GatherConfig, Gatherer
 
     if method == "loop":
         return Gatherer(retriever, GatherConfig(iterations=iterations, ranking_depth=ranking_depth), offline=lm is None)

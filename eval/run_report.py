@@ -22,7 +22,12 @@ from typing import Any
 import dspy
 
 from eval.citations import (
-    claim_sentences, citation_precision, citation_recall, grade_claims, lexical_entails, lexical_support,
+    citation_precision,
+    citation_recall,
+    claim_sentences,
+    grade_claims,
+    lexical_entails,
+    lexical_support,
     scholarqa_citation_scores,
 )
 from eval.eco import eco_scores
@@ -30,7 +35,7 @@ from eval.judges import CitationSupportJudge, CriteriaJudge, JudgeCache, KeyPoin
 from eval.questions import Question, load_questions
 from eval.report import source_stats
 from programs.artifacts import Report
-from programs.lm_cli import add_lm_arguments, open_lm
+from programs.runtime.lm_cli import add_lm_arguments, open_lm
 
 logger = logging.getLogger(__name__)
 
@@ -137,8 +142,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from programs.cli import resolve_corpus
     from programs.config import preset
-    from programs.lm import preflight
-    from programs.research import DeepResearch
+    from programs.research.program import DeepResearch
+    from programs.runtime.lm import preflight
     from retrievers.bm25 import BM25Retriever
 
     if args.limit is not None and args.limit < 1:

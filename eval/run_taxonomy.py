@@ -18,7 +18,7 @@ from typing import Any
 
 from eval.taxobench import HF_DATASET, Prediction, Survey, load_taxobench
 from eval.taxonomy import PROFILES, EmbeddingSim, SurveyScore, exact_sim, score_survey, summarize
-from programs.lm_cli import LMSession, add_lm_arguments, open_lm
+from programs.runtime.lm_cli import LMSession, add_lm_arguments, open_lm
 
 logger = logging.getLogger(__name__)
 
@@ -168,13 +168,13 @@ def build_builder(args: argparse.Namespace, surveys: Sequence[Survey], session: 
 
     Without `session` the LM is opened from `args` (checked with one request unless --no-preflight).
     """
-    from programs.taxonomy import TaxonomyBuilder
+    from programs.taxonomy.builder import TaxonomyBuilder
 
     session = session if session is not None else open_lm(args)
     lm = session.lm
     research = None
     if args.mode == "deep-research":
-        from programs.research import DeepResearch
+        from programs.research.program import DeepResearch
         from retrievers.bm25 import BM25Retriever
 
         research = DeepResearch(retriever=BM25Retriever(_corpus(args.corpus, surveys)), depth=args.depth,
@@ -205,7 +205,7 @@ def open_judge(args: argparse.Namespace, session: LMSession):
     if not args.judge_lm:
         return None
     from eval.judges import judge_lm
-    from programs.lm import preflight
+    from programs.runtime.lm import preflight
 
     lm = judge_lm(args.judge_lm, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"), timeout_s=args.lm_timeout)
     if not args.no_preflight and args.judge_lm != session.model:  # the main LM was checked already

@@ -18,7 +18,7 @@ from dspy.utils.exceptions import AdapterParseError
 
 from eval.judges import JudgeCache, JudgeTaxonomy, cached_call
 from eval.taxonomy_tree import Tree, coerce_tree, render_tree
-from programs.stage import run_sync
+from programs.runtime.stage import run_sync
 
 logger = logging.getLogger(__name__)
 

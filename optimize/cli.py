@@ -14,13 +14,22 @@ from optimize.compile import OPTIMIZERS, compile_program
 from optimize.metrics import METRICS, metric_spec
 from optimize.saved import save_compiled
 from optimize.targets import GATHER_STAGES, Target, gather_target, record_candidates, research_target
-from optimize.trainsets import (candidates_from_jsonl, candidates_to_jsonl, fingerprint, from_beir, from_frozen_cases,
-                                from_jsonl, from_queryset, from_taxobench, split_dev)
+from optimize.trainsets import (
+    candidates_from_jsonl,
+    candidates_to_jsonl,
+    fingerprint,
+    from_beir,
+    from_frozen_cases,
+    from_jsonl,
+    from_queryset,
+    from_taxobench,
+    split_dev,
+)
 from programs.config import PRESETS, preset
-from programs.lm import OFFLINE, preflight
-from programs.lm_cli import add_lm_arguments, make_session_lm, open_lm
-from programs.research import STAGES, DeepResearch
-from programs.usage import UsageMeter, metered
+from programs.research.program import STAGES, DeepResearch
+from programs.runtime.lm import OFFLINE, preflight
+from programs.runtime.lm_cli import add_lm_arguments, make_session_lm, open_lm
+from programs.runtime.usage import UsageMeter, metered
 
 PROGRAMS = ("research", "gather", "taxonomy")
 
@@ -104,7 +113,7 @@ def _research(args: argparse.Namespace, kind: str):
 
 def _gather(args: argparse.Namespace, kind: str):
     from eval.run_gather import load_frozen_cases
-    from programs.gather import GatherConfig, Gatherer
+    from programs.gather.loop import GatherConfig, Gatherer
 
     corpus, retriever = _retriever(args)
     full = Gatherer(retriever, GatherConfig(iterations=args.iterations))
@@ -119,7 +128,7 @@ def _gather(args: argparse.Namespace, kind: str):
 
 
 def _taxonomy(args: argparse.Namespace, kind: str):
-    from programs.taxonomy import TaxonomyBuilder
+    from programs.taxonomy.builder import TaxonomyBuilder
 
     if args.stage != "all":
         raise ValueError("the taxonomy program is tuned as a whole; use --stage all")

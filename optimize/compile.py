@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import dspy
 
 from optimize.metrics import MetricSpec, as_gepa_metric, as_metric
-from programs.usage import UsageMeter, metered
+from programs.runtime.usage import UsageMeter, metered
 
 logger = logging.getLogger(__name__)
 

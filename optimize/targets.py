@@ -7,14 +7,15 @@ full research program, so the saved file always loads into `DeepResearch`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import dspy
 
-from programs.assessor import Assessor
 from programs.artifacts import as_source
-from programs.citations import source_id_for
-from programs.planner import Planner
-from programs.research import STAGES, DeepResearch, Shared
-from programs.stage import Stage
+from programs.research.citations import source_id_for
+from programs.research.program import STAGES, DeepResearch
+from programs.runtime.stage import Shared, Stage
+from programs.stages.assessor import Assessor
+from programs.stages.planner import Planner
 from retrievers.types import Retriever, search_async
 from signatures.types import Task
 
@@ -110,7 +111,7 @@ GATHER_STAGES = ("planner", "assessor")
 
 def gather_target(full: dspy.Module, stage: str, kind: str) -> Target:
     """The gathering loop, or its assessor alone on frozen candidates (`kind == "assessor"`)."""
-    from programs.gather import CandidateAssessor
+    from programs.gather.loop import CandidateAssessor
 
     if kind == "assessor":
         assessor = CandidateAssessor(second_look=full.config.second_look, preview_chars=full.config.preview_chars)

@@ -21,7 +21,7 @@ class Failure:
     stage: str
     error_type: str
     message: str
-    cause: str = ""  # one line naming the cause and the fix (programs.lm.explain), secrets redacted
+    cause: str = ""  # one line naming the cause and the fix (programs.runtime.lm.explain), secrets redacted
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ class Report:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Report":
-        from programs.events import Event
+        from programs.runtime.events import Event
 
         return cls(
             question=d["question"], markdown=d["markdown"],

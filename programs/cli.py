@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 from programs.config import PRESETS, preset
-from programs.events import Event
-from programs.lm_cli import LMSession, add_lm_arguments, open_lm
-from programs.research import STAGES, DeepResearch, tree_size
-from programs.secrets import redact
+from programs.research.program import STAGES, DeepResearch, tree_size
+from programs.runtime.events import Event
+from programs.runtime.lm_cli import LMSession, add_lm_arguments, open_lm
+from programs.runtime.secrets import redact
 
 EXIT_FAILED = 3  # the run produced nothing because of failures (distinct from 2, bad input)
 

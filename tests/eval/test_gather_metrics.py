@@ -5,7 +5,7 @@ import math
 import pytest
 
 from eval.gather import QueryTrace, distance, gt_ranks, harmonic_f1, query_curves, summarize
-from programs.gather_artifacts import Candidate, GatherResult, Round, Search, Selection, Subquery
+from programs.gather.artifacts import Candidate, GatherResult, Round, Search, Selection, Subquery
 
 
 def trace(qid, gt, retrieved, selected, ranks=(), failed=False):

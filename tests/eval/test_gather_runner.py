@@ -9,7 +9,7 @@ import dspy
 import cli
 from eval.querysets import load_queryset
 from eval.run_gather import load_frozen_cases, read_records, run_queries, usage_totals
-from programs.gather import CandidateAssessor, Gatherer
+from programs.gather.loop import CandidateAssessor, Gatherer
 from signatures.gather import AssessCandidates, PlanSubqueries
 from tests.scripted import inputs_of
 

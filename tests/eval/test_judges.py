@@ -5,8 +5,17 @@ import pytest
 
 from eval.citations import Sentence
 from eval.judges import (
-    CRITERIA, CitationSupportJudge, CriteriaJudge, GradeCitationSupport, JudgeCache, JudgeKeyPoint, KeyPointJudge,
-    RateReport, judge_lm, key_point_contradiction, key_point_recall,
+    CRITERIA,
+    CitationSupportJudge,
+    CriteriaJudge,
+    GradeCitationSupport,
+    JudgeCache,
+    JudgeKeyPoint,
+    KeyPointJudge,
+    RateReport,
+    judge_lm,
+    key_point_contradiction,
+    key_point_recall,
 )
 from tests.scripted import inputs_of
 
@@ -105,7 +114,7 @@ def test_judge_lm_defaults_to_temperature_zero():
 
 
 def test_judges_are_not_visible_to_program_optimizers():
-    from programs.research import DeepResearch
+    from programs.research.program import DeepResearch
 
     class Null:
         def search(self, query, k=10):

@@ -8,7 +8,7 @@ from eval.judges import GradeCitationSupport, JudgeCache, JudgeKeyPoint, RateRep
 from eval.questions import Question
 from eval.run_report import Judges, evaluate
 from eval.run_reports import group_summaries, heatmap_grid, score_folder
-from programs.research import DeepResearch
+from programs.research.program import DeepResearch
 from tests.scripted import inputs_of
 
 PNG = b"\x89PNG"

@@ -2,8 +2,8 @@
 
 import dspy
 
-from programs.lm import make_lm
-from programs.research import DeepResearch
+from programs.research.program import DeepResearch
+from programs.runtime.lm import make_lm
 from tests.integration.openai_server import LocalOpenAIServer
 from tests.research_lm import research_handler
 

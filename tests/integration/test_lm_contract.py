@@ -12,9 +12,9 @@ import pytest
 
 import cli
 from programs.config import ResearchConfig
-from programs.lm import configure_lm_cache, make_lm
-from programs.research import DeepResearch
-from programs.usage import MAX_OUTPUT_TOKENS
+from programs.research.program import DeepResearch
+from programs.runtime.lm import configure_lm_cache, make_lm
+from programs.runtime.usage import MAX_OUTPUT_TOKENS
 from tests.integration.openai_server import Error, LocalOpenAIServer
 from tests.research_lm import research_handler
 

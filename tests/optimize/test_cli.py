@@ -5,7 +5,7 @@ import json
 import pytest
 
 import cli
-from programs.research import DeepResearch
+from programs.research.program import DeepResearch
 from tests.integration.openai_server import LocalOpenAIServer
 from tests.research_lm import research_handler
 

@@ -11,7 +11,7 @@ from eval.taxobench import load_taxobench
 from optimize.compile import compile_program
 from optimize.metrics import metric_spec
 from optimize.trainsets import from_frozen_cases
-from programs.gather import CandidateAssessor
+from programs.gather.loop import CandidateAssessor
 from signatures.gather import AssessCandidates
 from tests.scripted import inputs_of, routed_handler, scripted_lm
 

@@ -1,4 +1,4 @@
-from programs.citations import CitationRegistry, render_references, renumber_citations, source_id_for
+from programs.research.citations import CitationRegistry, render_references, renumber_citations, source_id_for
 from retrievers.types import Doc
 
 

@@ -11,9 +11,9 @@ import json
 import dspy
 import pytest
 
-from programs.baselines import DirectQuery
-from programs.gather import CandidateAssessor, GatherConfig, Gatherer
-from programs.gather_artifacts import GatherResult
+from programs.gather.artifacts import GatherResult
+from programs.gather.baselines import DirectQuery
+from programs.gather.loop import CandidateAssessor, GatherConfig, Gatherer
 from retrievers import BM25Retriever, Corpus, Doc
 from signatures.gather import AssessCandidates, PlanSubqueries, RecheckCandidate, WriteSearchQuery
 from tests.scripted import inputs_of

@@ -1,4 +1,4 @@
-"""programs.lm: output schemas with grammar bounds, the choice of adapter, and errors a user can act on."""
+"""programs.runtime.lm: output schemas with grammar bounds, the choice of adapter, and errors a user can act on."""
 
 from __future__ import annotations
 
@@ -9,9 +9,16 @@ import dspy
 import pytest
 from dspy.utils import exceptions as x
 
-from programs.extractor import Extractor
-from programs.lm import (GRAMMAR_LIMITS, LMConfigError, SchemaAdapter, explain, make_lm, output_schema,
-                         structured_adapter)
+from programs.runtime.lm import (
+    GRAMMAR_LIMITS,
+    LMConfigError,
+    SchemaAdapter,
+    explain,
+    make_lm,
+    output_schema,
+    structured_adapter,
+)
+from programs.stages.extractor import Extractor
 from signatures.extract import ExtractLearnings
 from signatures.types import Source, Task
 

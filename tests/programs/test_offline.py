@@ -1,7 +1,7 @@
 import re
 
-from programs.citations import source_id_for
-from programs.research import DeepResearch
+from programs.research.citations import source_id_for
+from programs.research.program import DeepResearch
 
 QUESTION = "Does vitamin D supplementation reduce fracture risk?"
 

@@ -8,8 +8,8 @@ import pytest
 from dspy.lm15 import RateLimitError
 
 from programs.config import ResearchConfig
-from programs.research import DeepResearch
-from programs.scheduler import TaskPool, model_cost
+from programs.research.program import DeepResearch
+from programs.runtime.scheduler import TaskPool, model_cost
 from tests.research_lm import research_handler
 from tests.scripted import ScriptedEngine, inputs_of
 

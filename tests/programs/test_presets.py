@@ -7,8 +7,8 @@ import dspy
 import pytest
 
 from programs.config import PRESETS, HeroConfig, ParallelConfig, ResearchConfig, preset
-from programs.hero import is_low_yield
-from programs.research import DeepResearch
+from programs.research.hero import is_low_yield
+from programs.research.program import DeepResearch
 from signatures.enrich import WriteEnrichment
 from signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
 from tests.research_lm import research_handler

@@ -10,8 +10,8 @@ from collections import Counter
 import dspy
 import pytest
 
-from programs.research import DeepResearch
-from programs.taxonomy import TaxonomyBuilder, TaxonomyError, paper_cards, parse_tree_text
+from programs.research.program import DeepResearch
+from programs.taxonomy.builder import TaxonomyBuilder, TaxonomyError, paper_cards, parse_tree_text
 from retrievers import BM25Retriever
 from retrievers.corpus import Corpus
 from retrievers.types import Doc

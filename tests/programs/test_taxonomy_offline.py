@@ -9,7 +9,7 @@ import pytest
 
 from eval.taxonomy import score_survey
 from eval.taxonomy_tree import tree_stats
-from programs.taxonomy_offline import cluster_taxonomy, distinctive_terms, level_sizes
+from programs.taxonomy.offline import cluster_taxonomy, distinctive_terms, level_sizes
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,11 @@ import pytest
 
 import cli
 from eval.taxobench import load_taxobench
-from programs.lm import SchemaAdapter, make_lm
-from programs.taxonomy import TaxonomyBuilder
 from programs.config import HeroConfig, preset
-from programs.research import DeepResearch
-from programs.usage import output_limits
+from programs.research.program import DeepResearch
+from programs.runtime.lm import SchemaAdapter, make_lm
+from programs.runtime.usage import output_limits
+from programs.taxonomy.builder import TaxonomyBuilder
 
 QUESTION = "Does omega-3 fatty acid supplementation reduce cardiovascular events?"
 CITATION = re.compile(r"\[(\d+)\]")

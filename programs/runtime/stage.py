@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import dspy
 
@@ -18,6 +19,19 @@ def run_sync(coro):
     ctx = contextvars.copy_context()  # keep dspy.context overrides in the worker thread
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(ctx.run, asyncio.run, coro).result()
+
+
+class Shared:
+    """Holds an object a program uses but must not copy or save (a retriever with a large index).
+
+    Optimizers deep-copy programs; this keeps every copy pointing at the same retriever.
+    """
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __deepcopy__(self, memo):
+        return self
 
 
 class Stage(dspy.Module):

@@ -18,9 +18,9 @@ from dataclasses import replace
 import dspy
 
 from programs.artifacts import Node
-from programs.scheduler import BudgetExceeded
-from programs.stage import Stage
-from programs.usage import call_predictor, set_node
+from programs.runtime.scheduler import BudgetExceeded
+from programs.runtime.stage import Stage
+from programs.runtime.usage import call_predictor, set_node
 from signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
 from signatures.types import Task
 
@@ -84,7 +84,7 @@ class ProgressScorer(Stage):
 
 def parallel_stages(offline: bool) -> dict[str, Stage]:
     if offline:
-        from programs.offline import OfflineBreadthPolicy, OfflineDepthPolicy, OfflineProgressScorer
+        from programs.stages.offline import OfflineBreadthPolicy, OfflineDepthPolicy, OfflineProgressScorer
 
         return {"breadth_policy": OfflineBreadthPolicy(), "depth_policy": OfflineDepthPolicy(),
                 "progress_scorer": OfflineProgressScorer()}

@@ -17,14 +17,20 @@ from typing import Any
 import dspy
 
 from programs.config import check_minimum
-from programs.gather_artifacts import Candidate, GatherResult, Round, Search, Selection, Subquery
-from programs.events import EventHandler, EventLog
-from programs.research import Shared
-from programs.stage import Stage, run_sync
-from programs.usage import UsageMeter, call_predictor, metered
+from programs.gather.artifacts import Candidate, GatherResult, Round, Search, Selection, Subquery, feedback_text
+from programs.runtime.events import EventHandler, EventLog
+from programs.runtime.stage import Shared, Stage, run_sync
+from programs.runtime.usage import UsageMeter, call_predictor, metered
 from retrievers.types import Hit, Retriever, search_async
-from signatures.gather import (AssessCandidates, CandidatePaper, Feedback, PlannedSearch, PlanSubqueries,
-                               RecheckCandidate, RoundResult, SubqueryNode)
+from signatures.gather import (
+    AssessCandidates,
+    CandidatePaper,
+    PlannedSearch,
+    PlanSubqueries,
+    RecheckCandidate,
+    RoundResult,
+    SubqueryNode,
+)
 from signatures.types import Judgement
 
 logger = logging.getLogger(__name__)
@@ -74,11 +80,6 @@ def candidate_paper(hit: Hit, chars: int | None) -> CandidatePaper:
     text = hit.doc.text if chars is None else hit.doc.text[:chars]
     return CandidatePaper(paper_id=hit.doc.doc_id, year=hit.doc.year, score=round(hit.score, 3),
                           title=hit.doc.title, abstract=text)
-
-
-def feedback_text(feedback: Feedback) -> str:
-    return (f"covered: {feedback.covered_topics} | relevant: {feedback.relevant} | "
-            f"irrelevant: {feedback.irrelevant} | next: {feedback.suggestions}")
 
 
 class SubqueryPlanner(Stage):
@@ -210,7 +211,7 @@ class Gatherer(dspy.Module):
     Args:
         retriever: Any `Retriever`; the loop uses its `offset`, `exclude` and `before` filters.
         config: Loop settings; `iterations` overrides `config.iterations` when given.
-        offline: Use the deterministic planner and assessor of `programs.gather_offline` (no LM).
+        offline: Use the deterministic planner and assessor of `programs.gather.offline` (no LM).
         lms: Per-stage LMs keyed `planner` or `assessor`; other stages use the LM in `dspy.settings`.
         on_event: Called with a `stage_end` event after every round.
 
@@ -231,7 +232,7 @@ class Gatherer(dspy.Module):
         self.is_offline = offline
         self.on_event = on_event
         if offline:
-            from programs.gather_offline import OfflineCandidateAssessor, OfflineSubqueryPlanner
+            from programs.gather.offline import OfflineCandidateAssessor, OfflineSubqueryPlanner
 
             self.planner = OfflineSubqueryPlanner(retriever)
             self.assessor = OfflineCandidateAssessor()

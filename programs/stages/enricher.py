@@ -1,8 +1,8 @@
 import dspy
 
-from programs.planner import clean_tasks
-from programs.stage import Stage
-from programs.usage import call_predictor
+from programs.runtime.stage import Stage
+from programs.runtime.usage import call_predictor
+from programs.stages.planner import clean_tasks
 from signatures.enrich import FindGaps
 from signatures.types import Task
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dspy
 
-from programs.gather import feedback_text
-from programs.offline import feedback_terms, key_terms
-from programs.stage import Stage
+from programs.gather.artifacts import feedback_text
+from programs.runtime.stage import Stage
+from programs.stages.offline import feedback_terms, key_terms
 from retrievers.types import Hit, Retriever, search_async
 from signatures.gather import Feedback, PlannedSearch, RoundResult, SubqueryNode
 from signatures.types import Judgement, Source

@@ -22,7 +22,7 @@ from typing import Any
 import dspy
 from dspy.clients.cache import Cache
 
-from programs.secrets import redact, redact_url
+from programs.runtime.secrets import redact, redact_url
 
 OFFLINE = "offline"
 STAGE_ENV = "DEEPRESEARCH_LM_{}"  # e.g. DEEPRESEARCH_LM_WRITER=openai/gpt-5

@@ -1,8 +1,8 @@
 """DeepResearch: one recursive research module with three strategies as presets.
 
 `eco` (the default) is spec 000 §3's depth x breadth recursion with the stages of spec 001; `hero`
-(programs/hero.py) runs spec 001's turns of isolated pipelines; `parallel` (programs/parallel.py)
-runs spec 002's adaptive tree. All three run their nodes as tasks of one pool (programs/scheduler.py)
+(programs/research/hero.py) runs spec 001's turns of isolated pipelines; `parallel` (programs/research/parallel.py)
+runs spec 002's adaptive tree. All three run their nodes as tasks of one pool (programs/runtime/scheduler.py)
 under the run's caps, rate limits and budgets, and share the report assembly below.
 """
 
@@ -17,20 +17,20 @@ from typing import Any
 import dspy
 
 from programs.artifacts import Failure, Node, Report, as_source
-from programs.assessor import Assessor
-from programs.citations import CitationRegistry, render_references, renumber_citations
 from programs.config import ResearchConfig
-from programs.enricher import Enricher
-from programs.events import EventHandler, EventLog
-from programs.extractor import Extractor
-from programs.lm import explain, structured_adapter, summarize_failures
-from programs.merger import NO_INFORMATION, Merger
-from programs.planner import Planner
-from programs.scheduler import BudgetExceeded, CostMeter, Scheduler
-from programs.secrets import redact
-from programs.stage import run_sync
-from programs.usage import metered, set_node
-from programs.writer import Writer
+from programs.research.citations import CitationRegistry, render_references, renumber_citations
+from programs.runtime.events import EventHandler, EventLog
+from programs.runtime.lm import explain, structured_adapter, summarize_failures
+from programs.runtime.scheduler import BudgetExceeded, CostMeter, Scheduler
+from programs.runtime.secrets import redact
+from programs.runtime.stage import Shared, run_sync
+from programs.runtime.usage import metered, set_node
+from programs.stages.assessor import Assessor
+from programs.stages.enricher import Enricher
+from programs.stages.extractor import Extractor
+from programs.stages.merger import NO_INFORMATION, Merger
+from programs.stages.planner import Planner
+from programs.stages.writer import Writer
 from retrievers.types import Retriever
 from signatures.types import Finding, Learning, Task
 
@@ -39,19 +39,6 @@ logger = logging.getLogger(__name__)
 STAGES = ("planner", "assessor", "extractor", "merger", "enricher", "writer")
 STRATEGY_STAGES = {"eco": (), "hero": ("enrichment_writer",),
                    "parallel": ("breadth_policy", "depth_policy", "progress_scorer")}
-
-
-class Shared:
-    """Holds an object a program uses but must not copy or save (a retriever with a large index).
-
-    Optimizers deep-copy programs; this keeps every copy pointing at the same retriever.
-    """
-
-    def __init__(self, obj: Any):
-        self.obj = obj
-
-    def __deepcopy__(self, memo):
-        return self
 
 
 def tree_size(config: ResearchConfig) -> tuple[int, int]:
@@ -152,7 +139,7 @@ class DeepResearch(dspy.Module):
     Args:
         retriever: Any object with `search(query, k)` (and optionally `asearch`) returning hits.
         config: Tree shape, strategy, schedule, caps and budgets; `depth` and `breadth` override it.
-        offline: Use the deterministic extractive stages of `programs.offline` instead of an LM.
+        offline: Use the deterministic extractive stages of `programs.stages.offline` instead of an LM.
         lms: Per-stage LMs, keyed by stage attribute (`planner`, `assessor`, `extractor`, `merger`,
             `enricher`, `writer`, and the strategy's own stages); others use the LM in `dspy.settings`.
         on_event: Called with every progress `Event` of a run.
@@ -176,7 +163,7 @@ class DeepResearch(dspy.Module):
         self.is_offline = offline
         self.on_event = on_event
         if offline:
-            from programs.offline import offline_stages
+            from programs.stages.offline import offline_stages
 
             stages = offline_stages(retriever, self.config)
         else:
@@ -231,11 +218,11 @@ class DeepResearch(dspy.Module):
                                              "breadth": config.breadth, "strategy": config.strategy,
                                              "schedule": config.schedule})
         if config.strategy == "hero":
-            from programs.hero import research_hero
+            from programs.research.hero import research_hero
 
             research = research_hero(self, run)
         elif config.strategy == "parallel":
-            from programs.parallel import research_parallel
+            from programs.research.parallel import research_parallel
 
             research = research_parallel(self, run)
         else:
@@ -484,11 +471,11 @@ class DeepResearch(dspy.Module):
 def strategy_stages(config: ResearchConfig, offline: bool) -> dict[str, dspy.Module]:
     """The stage modules a strategy adds to the six shared ones (none for `eco`)."""
     if config.strategy == "hero":
-        from programs.hero import hero_stages
+        from programs.research.hero import hero_stages
 
         return hero_stages(offline)
     if config.strategy == "parallel":
-        from programs.parallel import parallel_stages
+        from programs.research.parallel import parallel_stages
 
         return parallel_stages(offline)
     return {}

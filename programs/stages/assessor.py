@@ -2,8 +2,8 @@ import logging
 
 import dspy
 
-from programs.stage import Stage
-from programs.usage import call_predictor
+from programs.runtime.stage import Stage
+from programs.runtime.usage import call_predictor
 from signatures.assess import AssessRelevance
 from signatures.types import Judgement, Source, Task
 

@@ -18,9 +18,17 @@ from typing import Any
 
 import dspy
 
-from programs.lm import (DEFAULT_TIMEOUT_S, OFFLINE, SERVER_KEY_ENV, STRUCTURED_MODES, configure_lm_cache,
-                         make_lm, preflight, structured_adapter)
-from programs.usage import output_limits
+from programs.runtime.lm import (
+    DEFAULT_TIMEOUT_S,
+    OFFLINE,
+    SERVER_KEY_ENV,
+    STRUCTURED_MODES,
+    configure_lm_cache,
+    make_lm,
+    preflight,
+    structured_adapter,
+)
+from programs.runtime.usage import output_limits
 
 
 def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool = True) -> None:

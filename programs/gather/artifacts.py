@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from programs.artifacts import StageUsage
+from signatures.gather import Feedback
 
 
 @dataclass(frozen=True)
@@ -120,3 +121,8 @@ class GatherResult:
                    selected=tuple(Selection(**x) for x in d["selected"]), stop_reason=d["stop_reason"],
                    is_failed=d.get("is_failed", False),
                    usage={k: StageUsage(**v) for k, v in d.get("usage", {}).items()})
+
+
+def feedback_text(feedback: Feedback) -> str:
+    return (f"covered: {feedback.covered_topics} | relevant: {feedback.relevant} | "
+            f"irrelevant: {feedback.irrelevant} | next: {feedback.suggestions}")

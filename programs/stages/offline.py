@@ -17,8 +17,8 @@ import dspy
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from programs.config import ResearchConfig
-from programs.merger import NO_INFORMATION
-from programs.stage import Stage
+from programs.runtime.stage import Stage
+from programs.stages.merger import NO_INFORMATION
 from retrievers.types import Retriever, search_async
 from signatures.types import Finding, Judgement, Learning, Source, Task
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import dspy
 
-from programs.gather_artifacts import Candidate, GatherResult, Round, Search, Selection, Subquery
-from programs.offline import key_terms
-from programs.stage import run_sync
-from programs.usage import UsageMeter, call_predictor, metered
-from programs.research import Shared
+from programs.gather.artifacts import Candidate, GatherResult, Round, Search, Selection, Subquery
+from programs.runtime.stage import Shared, run_sync
+from programs.runtime.usage import UsageMeter, call_predictor, metered
+from programs.stages.offline import key_terms
 from retrievers.types import Retriever, search_async
 from signatures.gather import WriteSearchQuery
 

@@ -1,7 +1,7 @@
 import dspy
 
-from programs.stage import Stage
-from programs.usage import call_predictor
+from programs.runtime.stage import Stage
+from programs.runtime.usage import call_predictor
 from signatures.plan import PlanQueries
 from signatures.types import Task
 

@@ -23,12 +23,20 @@ from typing import Any
 import dspy
 import numpy as np
 
-from programs.research import DeepResearch, run_sync
-from programs.taxonomy_offline import cluster_taxonomy
-from programs.usage import call_predictor
+from programs.research.program import DeepResearch
+from programs.runtime.stage import run_sync
+from programs.runtime.usage import call_predictor
+from programs.taxonomy.offline import cluster_taxonomy
 from retrievers.embed import encode
-from signatures.taxonomy import (BuildTaxonomy, CategoryCard, MergeTaxonomies, PaperCard, PlacePapers, RepairJSON,
-                                 TopicNode)
+from signatures.taxonomy import (
+    BuildTaxonomy,
+    CategoryCard,
+    MergeTaxonomies,
+    PaperCard,
+    PlacePapers,
+    RepairJSON,
+    TopicNode,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -261,7 +269,7 @@ class TaxonomyBuilder(dspy.Module):
         abstract_chars: Characters of each abstract shown to the LM.
         relevant_only: In deep-research mode, keep only papers the research run judged relevant
             (otherwise every retrieved paper).
-        offline: Build with hierarchical clustering (`programs.taxonomy_offline`), no LM.
+        offline: Build with hierarchical clustering (`programs.taxonomy.offline`), no LM.
         embed: texts -> L2-normalised vectors, for grouping and similarity repairs (default all-MiniLM-L6-v2).
 
     Example:

@@ -7,7 +7,7 @@ until the whole level above has finished; `sequential` runs one node at a time, 
 
 LM calls go through `Scheduler.call`, searches through `Scheduler.search`. Each takes a slot of a
 global semaphore and waits for its provider's rate limit. LMs built by
-`programs.lm.make_lm` for a run leave retries to us (DSPy's own are invisible to the trace): a
+`programs.runtime.lm.make_lm` for a run leave retries to us (DSPy's own are invisible to the trace): a
 transient error (rate limit, timeout, server or transport error) is retried at most `lm_retries`
 times, after the server's Retry-After (capped at `retry_after_cap_s`) or exponential backoff, never
 past the deadline; a rate limit pauses the whole provider (every call to it waits). Timeouts of our
@@ -26,7 +26,7 @@ from typing import Any
 import dspy
 
 from programs.config import ResearchConfig
-from programs.usage import UsageMeter
+from programs.runtime.usage import UsageMeter
 from retrievers.types import Hit, Retriever, search_async
 
 logger = logging.getLogger(__name__)

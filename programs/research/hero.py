@@ -1,7 +1,7 @@
 """The `hero` strategy (spec 001 §2): turns of isolated pipelines with submodular task selection.
 
 Each turn the planner over-generates m·k candidate tasks (from turn 2 it sees earlier queries and
-enriched summaries), `programs.selector` keeps k (α = 0.6, anchor: the question), and every kept task
+enriched summaries), `programs.research.selector` keeps k (α = 0.6, anchor: the question), and every kept task
 runs as an isolated pipeline, a depth-1 node of the pool: batched extraction with early stopping,
 merge, gap finding (k' of m·k' gaps kept with α' = 0.65, anchor: the task's query), enrichment
 searches as depth-2 nodes, and an enrichment paragraph appended to the summary (S' = S + paragraph).
@@ -17,10 +17,10 @@ from dataclasses import replace
 import dspy
 
 from programs.artifacts import Node, as_source
-from programs.scheduler import BudgetExceeded
-from programs.selector import select
-from programs.stage import Stage
-from programs.usage import call_predictor, set_node
+from programs.research.selector import select
+from programs.runtime.scheduler import BudgetExceeded
+from programs.runtime.stage import Stage
+from programs.runtime.usage import call_predictor, set_node
 from signatures.enrich import WriteEnrichment
 from signatures.types import Finding, Learning, Task
 
@@ -44,7 +44,7 @@ class EnrichmentWriter(Stage):
 
 def hero_stages(offline: bool) -> dict[str, Stage]:
     if offline:
-        from programs.offline import OfflineEnrichmentWriter
+        from programs.stages.offline import OfflineEnrichmentWriter
 
         return {"enrichment_writer": OfflineEnrichmentWriter()}
     return {"enrichment_writer": EnrichmentWriter()}
