@@ -127,7 +127,7 @@ def run_once(config: ResearchConfig, latency: Latency, virtual: bool = False) ->
         (out, _), wall = run_virtual(go())
     else:
         out, wall = asyncio.run(go())
-    return {"wall": wall, "sequential": clock.total, "calls": clock.calls, "nodes": out.stats["nodes"],
+    return {"wall": wall, "sequential": clock.total, "calls": clock.calls, "nodes": out.stats.nodes,
             "tree": out.report.tree}
 
 

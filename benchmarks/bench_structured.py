@@ -48,9 +48,9 @@ def run_mode(mode: str, model: str, api_base: str, retriever) -> dict:
         requests = u.calls + u.failed
         rows.append({"mode": mode, "stage": stage, "requests": requests, "fallbacks": u.fallbacks,
                      "parse_failures": u.parse_failures, "truncated": u.truncated})
-    return {"rows": rows, "seconds": seconds, "requests": out.stats["lm_calls"], "status": out.report.status,
-            "nodes": out.stats["nodes"], "failed_nodes": out.stats["failed_nodes"],
-            "learnings": out.stats["learnings"], "citations": out.stats["citations"]}
+    return {"rows": rows, "seconds": seconds, "requests": out.stats.lm_calls, "status": out.report.status,
+            "nodes": out.stats.nodes, "failed_nodes": out.stats.failed_nodes,
+            "learnings": out.stats.learnings, "citations": out.stats.citations}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,11 +2,31 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal, get_args
 
 from retrievers.types import Hit
 from signatures.types import Learning, Source, Task
+
+
+NodeStatus = Literal[
+    "pending",    # planned, not started (a node's status only while the run works)
+    "running",    # holds a slot, or waits for its children (only while the run works)
+    "done",       # finished its work
+    "failed",     # an error stopped it; `Node.error` says where and why
+    "skipped",    # the run stopped before it started
+    "pruned",     # stopped by the parallel strategy's monitor or depth policy
+    "cancelled",  # stopped while it ran: a budget, the deadline or an interrupt
+]
+NODE_STATUSES: tuple[str, ...] = get_args(NodeStatus)
+FINAL_STATUSES = ("done", "failed", "skipped", "pruned", "cancelled")
+
+RunStatus = Literal[
+    "done",         # the run finished (possibly stopped early by a budget or the deadline; see stats.stopped)
+    "failed",       # nothing was researched because of failures (no search ran, or every branch failed)
+    "interrupted",  # a signal or the caller interrupted it; the report covers what was done before
+]
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 
 
 def as_source(hit: Hit, source_id: str, max_chars: int = 2000) -> Source:
@@ -30,8 +50,7 @@ class Node:
 
     `notes` records what went wrong without stopping the node: a reply cut at its token limit, a reply
     that did not parse in the first format and was asked again, a search that fell back to the question.
-    `status` is `done`, `failed` (an error stopped the node; see `error`), `skipped` (the run
-    stopped before the node started) or `pruned`.
+    `status` is a `NodeStatus`; in a finished run's report it is one of FINAL_STATUSES.
     """
 
     node_id: str
@@ -45,7 +64,7 @@ class Node:
     follow_ups: tuple[str, ...] = ()
     summary: str = ""
     children: tuple["Node", ...] = ()
-    status: str = "done"
+    status: NodeStatus = "pending"
     error: Failure | None = None
     notes: tuple[str, ...] = ()
 
@@ -116,6 +135,81 @@ class StageUsage:
 
 
 @dataclass(frozen=True)
+class RunStats:
+    """What a research run did, in counts. Strategy-specific fields stay at their defaults elsewhere.
+
+    Attributes:
+        nodes: Nodes of the tree, whatever their status; `failed_nodes` ... `resumed_nodes` split them.
+        searches: Searches run (restored nodes' searches are not run again, nor counted).
+        learnings: Distinct learnings of the tree.
+        citations: References of the report; `dropped_citations` are ids the writer cited that name no
+            retrieved document, `invented_citations` those the extractor invented (dropped at extraction).
+        registered_sources: Documents given a source id (every retrieved document).
+        stopped: Why research stopped early (a budget, the deadline, too many failures, an interrupt).
+        lm_calls, tokens, cost: LM requests, tokens and US dollars (None when a model has no known price).
+        failed_requests, parse_failures, format_fallbacks, truncated_replies: LM trouble, summed over stages.
+        plan_fallback, plan_topped_up: The root plan failed (the question was searched instead), or was
+            shorter than `breadth` (the question was added).
+        root_notes: Notes of LM calls made outside any node (planning, writing).
+        retries: Retried LM requests and searches.
+        tree_s, total_s: Seconds of research, and of the whole run.
+        turns, turns_stop, passages_examined, extraction_batches: `hero` only.
+        pruned, wasted_speculative, evaluations: `parallel` only (pruned nodes by reason).
+    """
+
+    nodes: int = 0
+    searches: int = 0
+    failed_nodes: int = 0
+    skipped_nodes: int = 0
+    cancelled_nodes: int = 0
+    pruned_nodes: int = 0
+    resumed_nodes: int = 0
+    learnings: int = 0
+    citations: int = 0
+    dropped_citations: int = 0
+    invented_citations: int = 0
+    registered_sources: int = 0
+    stopped: str | None = None
+    offline: bool = False
+    strategy: str = "eco"
+    schedule: str = "async"
+    lm_calls: int = 0
+    tokens: int = 0
+    cost: dict[str, Any] = field(default_factory=dict)
+    limits: dict[str, int] = field(default_factory=dict)
+    failed_requests: int = 0
+    parse_failures: int = 0
+    format_fallbacks: int = 0
+    truncated_replies: int = 0
+    plan_fallback: bool = False
+    plan_topped_up: bool = False
+    root_notes: tuple[str, ...] = ()
+    retries: dict[str, int] = field(default_factory=dict)
+    tree_s: float | None = None
+    total_s: float | None = None
+    turns: int = 0
+    turns_stop: str | None = None
+    passages_examined: int = 0
+    extraction_batches: int = 0
+    pruned: dict[str, int] = field(default_factory=dict)
+    wasted_speculative: int = 0
+    evaluations: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["root_notes"] = list(self.root_notes)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunStats":
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in d.items() if k in known}
+        if "root_notes" in values:
+            values["root_notes"] = tuple(values["root_notes"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
 class Report:
     """The result of a research run.
 
@@ -126,11 +220,12 @@ class Report:
         learnings: Every learning of the tree, with the source ids it rests on, in tree order.
         tree: The research tree (roots are the planned tasks).
         usage: LM calls and tokens per stage.
-        stats: Counts (nodes, searches, failed branches, dropped citations...).
+        stats: What the run did, in counts (`RunStats`).
         events: Progress events of the run, in order.
-        status: `done`, or `failed` when the run produced nothing because of failures (no search ran, or
-            every branch failed); the markdown then says so in its first line.
-        error: For a failed run, one line naming the cause and the fix.
+        status: A `RunStatus`: `done`; `failed` when the run produced nothing because of failures (no
+            search ran, or every branch failed); `interrupted` when a signal or the caller stopped it.
+            The markdown's first line says when it is not `done`.
+        error: For a failed or interrupted run, one line naming the cause (and the fix).
     """
 
     question: str
@@ -139,9 +234,9 @@ class Report:
     learnings: tuple[Learning, ...]
     tree: tuple[Node, ...]
     usage: dict[str, StageUsage] = field(default_factory=dict)
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: RunStats = field(default_factory=RunStats)
     events: tuple[Any, ...] = ()
-    status: str = "done"
+    status: RunStatus = "done"
     error: str | None = None
 
     def nodes(self) -> list[Node]:
@@ -154,7 +249,7 @@ class Report:
             "learnings": [x.model_dump() for x in self.learnings],
             "tree": [n.to_dict() for n in self.tree],
             "usage": {k: asdict(v) for k, v in self.usage.items()},
-            "stats": dict(self.stats),
+            "stats": self.stats.to_dict(),
             "events": [asdict(e) for e in self.events],
             "status": self.status, "error": self.error,
         }
@@ -169,9 +264,10 @@ class Report:
             learnings=tuple(Learning(**x) for x in d["learnings"]),
             tree=tuple(Node.from_dict(n) for n in d["tree"]),
             usage={k: StageUsage(**v) for k, v in d["usage"].items()},
-            stats=dict(d["stats"]), events=tuple(Event(**e) for e in d.get("events", [])),
+            stats=RunStats.from_dict(d["stats"]), events=tuple(Event(**e) for e in d.get("events", [])),
             status=d.get("status", "done"), error=d.get("error"),
         )
 
 
-__all__ = ["Failure", "Node", "Reference", "Report", "StageUsage", "Task", "as_source"]
+__all__ = ["FINAL_STATUSES", "Failure", "NODE_STATUSES", "Node", "NodeStatus", "RUN_STATUSES", "Reference", "Report",
+           "RunStats", "RunStatus", "StageUsage", "Task", "as_source"]

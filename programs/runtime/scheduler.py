@@ -225,9 +225,9 @@ class Scheduler:
         self._limiters.update({p: RateLimiter(r) for p, r in rates.items()})
         self._outstanding: dict[int, int] = defaultdict(int)
         self._held: dict[int, list[tuple[Factory, asyncio.Future]]] = defaultdict(list)
-        self.started = time.monotonic()
+        self._loop = asyncio.get_running_loop()  # its clock: real time, or a test's virtual time
+        self.started = self._loop.time()
         self.retries = {"lm": 0, "search": 0}
-        self.deadline_hit = False
         self._gptr = GptrSchedule()
 
     # ---- nodes -------------------------------------------------------------------------------------
@@ -313,10 +313,10 @@ class Scheduler:
         """Seconds left before the deadline, or None without one."""
         if self.config.deadline_s is None:
             return None
-        return max(0.0, self.config.deadline_s - (time.monotonic() - self.started))
+        return max(0.0, self.config.deadline_s - self.elapsed())
 
     def elapsed(self) -> float:
-        return time.monotonic() - self.started
+        return self._loop.time() - self.started
 
     # ---- budgets -----------------------------------------------------------------------------------
     def exhausted(self, reserve: int = 1) -> str | None:

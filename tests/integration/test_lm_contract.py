@@ -115,9 +115,9 @@ def test_every_request_sent_is_counted_with_retries_and_retry_after_is_capped(sc
         with dspy.context(lm=lm):
             out = DeepResearch(retriever=scifact_bm25, config=config)(question=QUESTION)
         elapsed = time.monotonic() - started
-    assert out.report.status == "done" and out.stats["failed_nodes"] == 0
-    assert out.stats["retries"]["lm"] >= 1 and out.stats["failed_requests"] == out.stats["retries"]["lm"]
-    assert out.stats["lm_calls"] == len(server.requests)  # answered and rate-limited requests alike
+    assert out.report.status == "done" and out.stats.failed_nodes == 0
+    assert out.stats.retries["lm"] >= 1 and out.stats.failed_requests == out.stats.retries["lm"]
+    assert out.stats.lm_calls == len(server.requests)  # answered and rate-limited requests alike
     assert elapsed < 30  # Retry-After: 3600 was capped
 
 

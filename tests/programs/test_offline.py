@@ -12,7 +12,7 @@ def run(retriever, **kw):
 
 def test_offline_runs_the_same_tree_and_cites_every_sentence(scifact, scifact_bm25):
     out = run(scifact_bm25, depth=2, breadth=3)
-    assert out.stats["searches"] == out.stats["nodes"] >= 3 and out.stats["offline"]
+    assert out.stats.searches == out.stats.nodes >= 3 and out.stats.offline
     body = out.markdown.split("## References")[0]
     paragraphs = [p for p in body.split("\n\n") if p and not p.startswith(("#", "*", ">"))]
     sentences = [s for p in paragraphs for s in re.split(r"(?<=\]\.)\s+", p)]

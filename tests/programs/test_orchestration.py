@@ -69,7 +69,7 @@ def test_the_eco_tree_and_report_do_not_depend_on_the_concurrency_limit(scifact_
     lvl = run(scifact_bm25, timed_lm(delay), depth=3, breadth=3, schedule="level")
     gptr = run(scifact_bm25, timed_lm(delay), depth=3, breadth=3, schedule="gptr")
     reference = outs[16]
-    assert reference.stats["nodes"] == 3 + 6 + 6
+    assert reference.stats.nodes == 3 + 6 + 6
     for out in [outs[1], outs[2], seq, lvl, gptr]:
         assert out.report.tree == reference.report.tree
         assert out.markdown == reference.markdown
@@ -113,21 +113,21 @@ def test_lm_calls_and_searches_stay_under_their_global_caps(scifact_bm25):
 
     lm = timed_lm(lambda m: 0.01)
     out = run(ProbeRetriever(), lm, depth=2, breadth=4, max_concurrency=16, lm_concurrency=3, search_concurrency=2)
-    assert out.stats["searches"] == 4 + 8
+    assert out.stats.searches == 4 + 8
     assert 1 < lm.timed.peak <= 3 and 1 < peak_search <= 2
-    assert out.stats["limits"] == {"nodes": 16, "lm": 3, "search": 2}
+    assert out.stats.limits == {"nodes": 16, "lm": 3, "search": 2}
 
 
 def test_a_rate_limit_pauses_the_provider_and_the_call_is_retried(scifact_bm25):
     lm = timed_lm(fail_first=1, num_retries=0)  # DSPy gives up at once; the scheduler waits and retries
     out = run(scifact_bm25, lm, depth=1, breadth=2, backoff_s=0.01)
-    assert out.stats["failed_nodes"] == 0 and out.stats["retries"]["lm"] == 1
+    assert out.stats.failed_nodes == 0 and out.stats.retries["lm"] == 1
     lm = timed_lm(fail_first=50, num_retries=0)
     out = run(scifact_bm25, lm, depth=1, breadth=2, backoff_s=0.001, lm_retries=1)
     # the plan fails after one retry; the question itself is searched instead, and that node's
     # assessment fails after one retry too: nothing was researched, and the report says why
-    assert out.stats["plan_fallback"] and out.stats["nodes"] == 1 and out.stats["failed_nodes"] == 1
-    assert out.stats["retries"]["lm"] == 2 and out.report.status == "failed"
+    assert out.stats.plan_fallback and out.stats.nodes == 1 and out.stats.failed_nodes == 1
+    assert out.stats.retries["lm"] == 2 and out.report.status == "failed"
     assert "rate limited by" in out.report.error and out.markdown.startswith("# Research failed")
     assert any(e.kind == "failure" and e.stage == "plan" and "RateLimit" in e.message for e in out.events)
 
@@ -146,7 +146,7 @@ def test_a_search_that_times_out_is_retried_then_recorded(scifact_bm25):
             return scifact_bm25.search(query, k)
 
     out = run(Flaky(), timed_lm(), depth=1, breadth=1, search_timeout_s=0.05, backoff_s=0.001)
-    assert out.stats["retries"]["search"] == 1 and out.stats["failed_nodes"] == 0 and len(calls) == 2
+    assert out.stats.retries["search"] == 1 and out.stats.failed_nodes == 0 and len(calls) == 2
 
 
 def test_the_deadline_cancels_running_work_and_the_report_uses_what_exists(scifact_bm25):
@@ -165,9 +165,9 @@ def test_the_deadline_cancels_running_work_and_the_report_uses_what_exists(scifa
     assert statuses["1"] == statuses["2"] == "done"
     assert {statuses[i] for i in ("1.1", "2.1")} == {"cancelled"}
     assert pending == []
-    assert "deadline" in out.stats["stopped"] and "stopped early" in out.markdown
+    assert "deadline" in out.stats.stopped and "stopped early" in out.markdown
     assert any(e.kind == "budget" and "deadline" in e.message for e in out.events)
-    assert out.usage["write"].calls == 1 and out.stats["cancelled_nodes"] == 2
+    assert out.usage["write"].calls == 1 and out.stats.cancelled_nodes == 2
     findings = json.loads(inputs_of(next(p for p in lm.timed.sync.prompts if "findings" in inputs_of(p)))["findings"])
     assert [f["query"] for f in findings] == [out.report.tree[0].query, out.report.tree[1].query]
 
@@ -176,13 +176,13 @@ def test_the_lm_call_budget_stops_research_and_keeps_a_call_for_the_writer(scifa
     out = run(scifact_bm25, timed_lm(), depth=2, breadth=3, max_lm_calls=9)
     total = sum(u.calls for u in out.usage.values())
     assert total <= 9 and out.usage["write"].calls == 1
-    assert "LM call budget of 9" in out.stats["stopped"]
-    assert out.stats["lm_calls"] == total
+    assert "LM call budget of 9" in out.stats.stopped
+    assert out.stats.lm_calls == total
 
 
 def test_the_token_budget_stops_research(scifact_bm25):
     out = run(scifact_bm25, timed_lm(), depth=2, breadth=3, max_tokens=60)  # 15 tokens per call
-    assert "token budget of 60" in out.stats["stopped"]
+    assert "token budget of 60" in out.stats.stopped
     research_tokens = sum(u.total_tokens for s, u in out.usage.items() if s != "write")
     assert 60 <= research_tokens < 60 + 15 * 3  # checked before each call; calls in flight still finish
 
@@ -193,11 +193,11 @@ def test_cost_is_priced_per_stage_from_litellm_prices_and_unknown_models_cost_no
     out = run(scifact_bm25, timed_lm(model="openai/gpt-4.1-mini"), depth=1, breadth=2)
     price = litellm.model_cost["gpt-4.1-mini"]
     per_call = 10 * price["input_cost_per_token"] + 5 * price["output_cost_per_token"]
-    cost = out.stats["cost"]
+    cost = out.stats.cost
     assert cost["stages"]["extract"] == pytest.approx(out.usage["extract"].calls * per_call)
     assert cost["total"] == pytest.approx(sum(u.calls for u in out.usage.values()) * per_call)
     unknown = run(scifact_bm25, timed_lm(model="fake/timed"), depth=1, breadth=2)
-    assert unknown.stats["cost"]["total"] is None and unknown.stats["cost"]["stages"]["plan"] is None
+    assert unknown.stats.cost["total"] is None and unknown.stats.cost["stages"]["plan"] is None
     assert model_cost("fake/timed", 10, 5) is None
 
 

@@ -53,7 +53,7 @@ def test_hero_drg_budgets_and_isolation(scifact, scifact_bm25):
     roots = out.report.tree
     assert len(roots) == 9 and all(len(r.children) == 2 for r in roots)
     assert sum(u.calls for u in out.usage.values()) <= 76 and out.usage["write"].calls == 1
-    assert out.stats["passages_examined"] <= 360
+    assert out.stats.passages_examined <= 360
     # turn 2 planner sees turn 1's queries and summaries
     assert roots[0].query in plans[1]["known"] and roots[0].summary.split("\n\n")[0][:30] in plans[1]["known"]
     # isolation: a pipeline's extraction and merge prompts never show a sibling's documents
@@ -110,7 +110,7 @@ def test_hero_early_stopping_in_a_run(scifact_bm25):
     config = preset("hero", hero=HeroConfig(turns=1, tasks_per_turn=1, multiplier=1, enrichments=0))
     with dspy.context(lm=quiet):
         out = DeepResearch(retriever=scifact_bm25, config=config)(question=QUESTION)
-    assert out.usage["extract"].calls == 2 and out.stats["passages_examined"] == 16
+    assert out.usage["extract"].calls == 2 and out.stats.passages_examined == 16
 
 
 def parallel_handler(breadth=3, deepen=True, scores=(0.1, 0.9)):
@@ -138,11 +138,11 @@ def test_parallel_breadth_is_capped_and_depth_policy_no_kills_speculative_childr
     out, _ = run_parallel(scifact_bm25, parallel_handler(breadth=2, deepen=False), orchestrate=False)
     children = [c for r in out.report.tree for c in r.children]
     assert children and all(c.status in ("pruned", "done") for c in children)
-    assert out.stats["pruned"]["depth_policy"] == out.stats["wasted_speculative"]
+    assert out.stats.pruned["depth_policy"] == out.stats.wasted_speculative
     assert any(e.kind == "prune" and e.message == "depth_policy" for e in out.events)
     out, _ = run_parallel(scifact_bm25, parallel_handler(breadth=2, deepen=False), orchestrate=False,
                           speculation="none")
-    assert all(not r.children for r in out.report.tree) and out.stats["wasted_speculative"] == 0
+    assert all(not r.children for r in out.report.tree) and out.stats.wasted_speculative == 0
 
 
 def test_parallel_ablation_switches_use_fixed_breadth_and_always_deepen(scifact_bm25):
@@ -162,7 +162,7 @@ def test_parallel_monitor_prunes_a_satisfied_subtree_and_records_why(scifact_bm2
             return scifact_bm25.search(query, k)
 
     out, _ = run_parallel(SlowRetriever(), parallel_handler(breadth=1, scores=(0.9, 0.8)), interval_s=0.05)
-    assert out.stats["pruned"]["satisfied"] >= 1 and out.stats["evaluations"] >= 1
+    assert out.stats.pruned["satisfied"] >= 1 and out.stats.evaluations >= 1
     assert any(e.kind == "prune" and e.message == "satisfied" for e in out.events)
     assert "pruned" in {n.status for n in out.report.nodes()}
 
@@ -171,4 +171,4 @@ def test_offline_presets_run_without_an_lm(scifact_bm25):
     for name, kw in [("hero", dict(hero=HeroConfig(turns=1, tasks_per_turn=2, enrichments=1, selection="first_k"))),
                      ("parallel", dict(depth=2, parallel=ParallelConfig(interval_s=0.05)))]:
         out = DeepResearch(retriever=scifact_bm25, config=preset(name, **kw), offline=True)(question=QUESTION)
-        assert out.stats["strategy"] == name and out.references and out.usage == {}
+        assert out.stats.strategy == name and out.references and out.usage == {}

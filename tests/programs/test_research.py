@@ -46,7 +46,7 @@ def test_search_count_follows_the_halving_rule(scifact_bm25, depth, breadth, sea
     with dspy.context(lm=lm):
         out = DeepResearch(retriever=retriever, depth=depth, breadth=breadth)(question="vitamin D and bone fractures")
     assert len(retriever.queries) == searches
-    assert out.stats["searches"] == searches == out.stats["nodes"]
+    assert out.stats.searches == searches == out.stats.nodes
     leaves = [n for n in out.report.nodes() if not n.children]
     assert all(n.depth == depth for n in leaves)
 
@@ -70,7 +70,7 @@ def test_every_citation_in_the_report_resolves_to_a_corpus_document(scifact, sci
     assert all(r.doc_id in scifact for r in out.references)
     assert [r.number for r in out.references] == list(range(1, len(out.references) + 1))
     assert INVENTED_ID not in out.markdown
-    assert out.stats["dropped_citations"] == 1
+    assert out.stats.dropped_citations == 1
     # first use order: the first number in the body is [1], then each new number is the next one
     order = list(dict.fromkeys(int(n) for n in CITATION_NUMBER.findall(body)))
     assert order == sorted(order)
@@ -110,7 +110,7 @@ def test_the_run_stops_after_max_failures_and_still_writes_a_report(scifact_bm25
         out = DeepResearch(retriever=scifact_bm25, config=config)(question="sleep and memory")
     statuses = [n.status for n in out.report.nodes()]
     assert statuses.count("failed") == 2 and statuses.count("skipped") == 2
-    assert out.stats["stopped"] and "stopped early" in out.markdown and "## References" in out.markdown
+    assert out.stats.stopped and "stopped early" in out.markdown and "## References" in out.markdown
 
 
 def test_siblings_run_concurrently_under_the_global_limit(scifact_bm25):
@@ -142,13 +142,13 @@ def test_forward_works_inside_a_running_event_loop(scifact_bm25):
             return program(question="caffeine and sleep")  # sync call while a loop runs, as in Jupyter
 
     out = asyncio.run(notebook_cell())
-    assert out.stats["searches"] == 2 and out.references
+    assert out.stats.searches == 2 and out.references
 
 
 def test_a_stage_can_have_its_own_lm_and_usage_is_counted_per_stage(scifact_bm25):
     main, planner_lm = scripted_lm(research_handler()), scripted_lm(research_handler())
     with dspy.context(lm=main):
-        out = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2, lms={"planner": planner_lm})(
+        out = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2, lms={"plan": planner_lm})(
             question="aspirin and colorectal cancer")
     assert planner_lm.scripted.calls == 1
     assert all("PlanQueries" not in p[0]["content"] and PlanQueries.instructions.splitlines()[0] not in p[0]["content"]
@@ -211,10 +211,10 @@ def test_a_short_root_plan_is_topped_up_with_the_question_itself(scifact_bm25):
     with dspy.context(lm=lm):
         out = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2)(question="omega-3 and heart disease")
     assert [n.query for n in out.tree] == ["fish oil trials", "omega-3 and heart disease"]
-    assert out.stats["plan_topped_up"] and not out.stats["plan_fallback"] and out.stats["searches"] == 2
+    assert out.stats.plan_topped_up and not out.stats.plan_fallback and out.stats.searches == 2
     with dspy.context(lm=scripted_lm(research_handler())):  # a full plan is left as it is
         full = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2)(question="omega-3 and heart disease")
-    assert not full.stats["plan_topped_up"] and len(full.tree) == 2
+    assert not full.stats.plan_topped_up and len(full.tree) == 2
 
 
 def test_a_failed_plan_searches_the_question_itself(scifact_bm25):
@@ -223,9 +223,9 @@ def test_a_failed_plan_searches_the_question_itself(scifact_bm25):
 
     with dspy.context(lm=scripted_lm(research_handler({PlanQueries: broken}))):
         out = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2)(question="omega-3 and heart disease")
-    assert out.stats["plan_fallback"] and [n.query for n in out.tree] == ["omega-3 and heart disease"]
-    assert out.report.status == "done" and out.stats["parse_failures"] == 1
-    assert any("plan: no reply parsed" in n for n in out.stats["root_notes"])
+    assert out.stats.plan_fallback and [n.query for n in out.tree] == ["omega-3 and heart disease"]
+    assert out.report.status == "done" and out.stats.parse_failures == 1
+    assert any("plan: no reply parsed" in n for n in out.stats.root_notes)
 
 
 
@@ -252,5 +252,5 @@ def test_a_budget_that_fits_the_run_exactly_never_stops_it(scifact_bm25):
     config = ResearchConfig(depth=1, breadth=4, max_lm_calls=14, lm_timeout_s=30.0, max_concurrency=4)
     with dspy.context(lm=scripted_lm(research_handler(), delay=0.01)):
         out = DeepResearch(retriever=scifact_bm25, config=config)(question="aspirin and colorectal cancer")
-    assert out.stats["stopped"] is None and sum(u.calls for u in out.usage.values()) == 14
+    assert out.stats.stopped is None and sum(u.calls for u in out.usage.values()) == 14
     assert all(n.status == "done" and n.summary for n in out.tree)

@@ -91,7 +91,7 @@ def test_hero_preset_completes_with_the_real_model(llama_server, scifact_bm25):
     lm = make_lm("openai/smollm2", api_base=llama_server.base_url, num_retries=0, cache=False)
     with dspy.context(lm=lm, adapter=SchemaAdapter()), output_limits(every=CAP):
         out = DeepResearch(retriever=scifact_bm25, config=config)(question=QUESTION)
-    assert out.stats["strategy"] == "hero" and out.stats["searches"] >= 1 and out.stats["lm_calls"] <= 16
+    assert out.stats.strategy == "hero" and out.stats.searches >= 1 and out.stats.lm_calls <= 16
     assert out.report.status in ("done", "failed")
     if out.report.status == "failed":  # a failed run says why, in its first line
         assert out.report.error and out.markdown.startswith("# Research failed")

@@ -1,0 +1,99 @@
+"""What a research strategy is: the small protocol `DeepResearch` runs, and the steps strategies share.
+
+A strategy names the stages it adds to the six shared ones, builds their modules, and researches a
+question through a `RunContext` only: it plans and spawns nodes, runs each inside `ctx.node(...)`,
+and calls stages by name. Report assembly, budgets, the deadline, failures and the journal are the
+context's and the program's, the same for every strategy.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+import dspy
+
+from programs.config import ResearchConfig
+from programs.runtime.context import NodeLife, RunContext
+from programs.runtime.scheduler import BudgetExceeded
+from signatures.types import Task
+
+logger = logging.getLogger(__name__)
+
+# The stage vocabulary: a stage's name (used by `lms=`, `--stage-lm`, usage, events, failures and the
+# trace) -> the attribute of `DeepResearch` holding its module. `search` is a stage without a module.
+SHARED_STAGES: dict[str, str] = {"plan": "planner", "assess": "assessor", "extract": "extractor",
+                                 "merge": "merger", "enrich": "enricher", "write": "writer"}
+
+
+class Strategy(Protocol):
+    """How the nodes of a research run are planned, scheduled and steered."""
+
+    name: str
+    stages: dict[str, str]  # the strategy's own stages: name -> attribute (as SHARED_STAGES)
+
+    def modules(self, offline: bool) -> dict[str, dspy.Module]:
+        """The modules of the strategy's own stages, keyed by attribute."""
+
+    def planned_nodes(self, config: ResearchConfig) -> int:
+        """The most nodes a run of `config` can plan (a progress bar's horizon; not a budget)."""
+
+    async def research(self, ctx: RunContext) -> None:
+        """Researches `ctx.question`: plans, spawns and runs nodes until none is left."""
+
+
+async def research_task(life: NodeLife, task: Task, hits_k: int) -> list[str]:
+    """Search, assess, extract and merge for one node (spec 000 §3 with spec 001's stages).
+
+    Records what each step produced on the node as it goes; returns the follow-up questions.
+    """
+    ctx = life.ctx
+    hits = await life.search(task.query, hits_k)
+    sources = life.sources(hits)
+    life.update(retrieved_ids=tuple(h.doc.doc_id for h in hits))
+    assessed = await life.call("assess", task=task, sources=sources, scores=[h.score for h in hits])
+    doc_of = {s.source_id: h.doc.doc_id for s, h in zip(sources, hits)}
+    life.update(relevant_ids=tuple(doc_of[s.source_id] for s in assessed.kept))
+    extracted = await life.call("extract", question=ctx.question, task=task,
+                                sources=assessed.kept[: ctx.config.max_passages])
+    life.count(invented_citations=extracted.invented)
+    life.update(learnings=tuple(extracted.learnings), follow_ups=tuple(extracted.follow_ups))
+    merged = await life.call("merge", task=task, learnings=extracted.learnings)
+    life.update(summary=merged.summary)
+    return list(extracted.follow_ups)
+
+
+async def plan_root(ctx: RunContext, max_tasks: int) -> list[Task]:
+    """The root plan: `max_tasks` tasks for the question, with the fallbacks one failed call must not defeat.
+
+    A failed or empty plan falls back to the question itself; a plan shorter than `breadth` is topped up
+    with it (spec 000 §3.4's tree size assumes `breadth` searches at the root; small models often plan
+    one task). Both are recorded (events, `RunStats.plan_fallback` / `plan_topped_up`).
+    """
+    try:
+        tasks = (await ctx.call("plan", question=ctx.question, known=[], max_tasks=max_tasks)).tasks
+    except BudgetExceeded:
+        raise
+    except Exception as err:  # recorded, and the question itself is searched instead
+        ctx.fail("root", "plan", err)
+        tasks = []
+    if not tasks:
+        return [question_task(ctx, "plan_fallback", "planning produced no task; searching the question itself")]
+    planned = {normal(t.query) for t in tasks}
+    if len(tasks) >= ctx.config.breadth or normal(ctx.question) in planned:
+        return tasks
+    return [*tasks, question_task(ctx, "plan_topped_up", f"{len(tasks)} of {ctx.config.breadth} tasks planned; "
+                                                         f"the question itself is searched too")]
+
+
+def question_task(ctx: RunContext, counter: str, message: str) -> Task:
+    """The question as a task of its own, recorded as a planning fallback (`counter` in the stats)."""
+    logger.warning("%s", message)
+    ctx.count(**{counter: True})
+    ctx.events.emit("fallback", stage="plan", message=message)
+    return Task(query=ctx.question, goal=ctx.question)
+
+
+def normal(text: str) -> str:
+    """Lowercased, whitespace-collapsed: the key under which two queries are the same query."""
+    return " ".join(text.lower().split())

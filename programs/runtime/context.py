@@ -1,0 +1,425 @@
+"""One run's context: every node's life, from planned to finished, behind one construct.
+
+A strategy plans nodes (`ctx.plan_node`), schedules them (`ctx.spawn`) and runs each inside
+`async with ctx.node(node_id) as life:`. The context owns what every node's life has in common:
+its id and place in the tree, its slot (`life.slot()`), its status (a `NodeStatus`), the stage
+running now (set by `life.call` and `life.search`), failures, budget stops, cancellation, pruning,
+events, and the journal that lets an interrupted run resume: a node an earlier run finished is
+restored from the journal (`life.restored`) and its body skips its own research.
+
+    async with ctx.node(node_id) as life:
+        if not life.restored:
+            async with life.slot():
+                hits = await life.search(task.query, k)
+                assessed = await life.call("assess", task=task, sources=life.sources(hits), ...)
+                life.update(relevant_ids=...)
+                life.spawned = child_tasks
+        await ctx.spawn(life.spawned, parent_id=node_id, ...)
+
+Leaving the block ends the node: `done`; `failed` with the error recorded on the node (the run goes on);
+`cancelled` when a budget ran out (the run stops) or the run was cancelled; `skipped` when the run had
+stopped before the node got a slot; `pruned` when a strategy stopped its subtree (`ctx.prune`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import dspy
+
+from programs.artifacts import FINAL_STATUSES, Failure, Node, NodeStatus, RunStats, as_source
+from programs.config import ResearchConfig
+from programs.runtime.events import EventLog
+from programs.runtime.journal import Journal
+from programs.runtime.lm import explain
+from programs.runtime.scheduler import BudgetExceeded, Scheduler
+from programs.runtime.secrets import redact
+from programs.runtime.usage import UsageMeter, set_node
+from retrievers.types import Doc, Hit, Retriever
+from signatures.types import Learning, Source, Task
+
+if TYPE_CHECKING:
+    from programs.research.citations import CitationRegistry
+
+logger = logging.getLogger(__name__)
+
+Snapshot = Callable[[dict[str, Any]], None]
+
+
+class NodeSkipped(Exception):
+    """Raised by `life.slot()` when the run stopped (or the node was pruned) while the node waited."""
+
+
+class TreeStore:
+    """The run's nodes as they progress, so a deadline can cut the tree and keep what exists.
+
+    Children keep the order in which their parent planned them, whatever order they finish in.
+    """
+
+    def __init__(self):
+        self.nodes: dict[str, Node] = {}
+        self.children: dict[str, list[str]] = {}
+        self.parents: dict[str, str | None] = {}
+        self.roots: list[str] = []
+
+    def add(self, node: Node, parent_id: str | None = None) -> Node:
+        self.nodes[node.node_id] = node
+        self.children[node.node_id] = []
+        self.parents[node.node_id] = parent_id
+        (self.children[parent_id] if parent_id else self.roots).append(node.node_id)
+        return node
+
+    def update(self, node: Node) -> Node:
+        self.nodes[node.node_id] = node
+        return node
+
+    def get(self, node_id: str) -> Node:
+        return self.nodes[node_id]
+
+    def subtree(self, node_id: str) -> list[str]:
+        ids = [node_id]
+        for c in self.children[node_id]:
+            ids += self.subtree(c)
+        return ids
+
+    def build(self, node_id: str) -> Node:
+        return replace(self.nodes[node_id], children=tuple(self.build(c) for c in self.children[node_id]))
+
+    def tree(self) -> tuple[Node, ...]:
+        return tuple(self.build(r) for r in self.roots)
+
+
+class RunContext:
+    """Everything one run owns: scheduler, tree, citations, counts, journal, events and how it stopped.
+
+    Args:
+        question: The research question.
+        config: Caps, budgets, deadline and the strategy's settings.
+        modules: Stage name (the vocabulary of `lms=`, usage and the trace) -> its module.
+        retriever: What `life.search` searches.
+        registry: Source ids of the documents retrieved (a `CitationRegistry`).
+        events: The run's event log.
+        meter: The run's usage meter (budgets are read from it).
+        journal: Where finished nodes are recorded, and restored from on resume.
+        interrupt: Set by the caller (a signal handler) to stop the run and write what exists.
+        on_snapshot: Called with the tree so far, at most every `snapshot_every_s`, as nodes finish.
+    """
+
+    def __init__(self, question: str, config: ResearchConfig, *, modules: Mapping[str, dspy.Module],
+                 retriever: Retriever, registry: CitationRegistry, events: EventLog, meter: UsageMeter, journal: Journal | None = None,
+                 interrupt: asyncio.Event | None = None, on_snapshot: Snapshot | None = None,
+                 snapshot_every_s: float = 2.0):
+        self.question, self.config, self.modules, self.retriever = question, config, dict(modules), retriever
+        self.events, self.meter, self.journal = events, meter, journal
+        self.interrupt, self.on_snapshot, self.snapshot_every_s = interrupt, on_snapshot, snapshot_every_s
+        self.sched = Scheduler(config, meter)
+        self.store = TreeStore()
+        self.registry = registry
+        self.stats = RunStats(strategy=config.strategy, schedule=config.schedule)  # counts kept as the run goes
+        self.failures = 0
+        self.causes: list[str] = []  # one explanation per failure, for a failed run's message
+        self.stop_reason = ""
+        self.interrupted = ""  # why the caller interrupted the run, when it did
+        self.finding_depth: int | None = None  # only nodes at this depth become findings (None: every node)
+        self.pruned: dict[str, str] = {}  # node id -> why its subtree was stopped
+        self._running: dict[str, asyncio.Task] = {}
+        self._changed = asyncio.Event()
+        self._last_snapshot = 0.0
+
+    # ---- counts and stopping -------------------------------------------------------------------------
+    def count(self, **changes: Any) -> None:
+        """Adds to (numbers) or sets (other values) fields of the run's `RunStats`."""
+        values = {k: getattr(self.stats, k) + v if isinstance(v, int) and not isinstance(v, bool) else v
+                  for k, v in changes.items()}
+        self.stats = replace(self.stats, **values)
+
+    @property
+    def is_stopped(self) -> bool:
+        return bool(self.stop_reason)
+
+    def stop(self, reason: str) -> None:
+        if not self.stop_reason:
+            self.stop_reason = reason
+            self.events.emit("budget", message=f"stopping: {reason}")
+
+    def fail(self, node_id: str, stage: str, err: BaseException) -> Failure:
+        """Records a failure of `stage` in `node_id` (or `root`): trace, log, counts; returns it."""
+        message = redact(str(err).strip().splitlines()[0][:500]) if str(err).strip() else ""
+        failure = Failure(stage=stage, error_type=type(err).__name__, message=message,
+                          cause=explain(err, dspy.settings.lm))
+        self.causes.append(failure.cause)
+        self.failures += 1
+        logger.warning("node %s failed in %s: %s: %s", node_id, stage, failure.error_type, failure.message)
+        self.events.emit("failure", node_id=node_id, stage=stage, message=f"{failure.error_type}: {failure.message}")
+        if self.failures > self.config.max_failures:
+            self.stop(f"more than {self.config.max_failures} failures")
+        return failure
+
+    # ---- LM calls and searches outside any node ----------------------------------------------------
+    async def call(self, stage: str, *, reserve: int = 1, **inputs: Any) -> dspy.Prediction:
+        """Calls stage `stage`'s module under the run's caps, rate limits and budgets."""
+        return await self.sched.call(self.modules[stage], reserve=reserve, **inputs)
+
+    async def once(self, key: str, make: Callable[[], Awaitable[list[Task]]]) -> list[Task]:
+        """The tasks of a plan made outside any node (the root plan, a turn), journaled under `key`.
+
+        On resume the journaled plan is returned without calling `make`, with the counts it set.
+        """
+        saved = self.journal.get(key) if self.journal else None
+        if saved is not None:
+            if saved.get("stats"):
+                self.stats = replace(self.stats, **saved["stats"])
+            return [Task(**t) for t in saved["tasks"]]
+        before = self.stats
+        tasks = await make()
+        if self.journal is not None:
+            changed = {k: v for k, v in vars(self.stats).items() if getattr(before, k) != v
+                       and k in ("plan_fallback", "plan_topped_up")}
+            self.journal.append(key, "plan", tasks=[t.model_dump() for t in tasks], stats=changed)
+        return tasks
+
+    # ---- nodes -------------------------------------------------------------------------------------
+    def plan_node(self, task: Task, parent_id: str | None, *, depth: int, breadth: int) -> str:
+        """Adds a node for `task` under `parent_id` (None: a root) and returns its id (`1`, `1.2`...)."""
+        siblings = self.store.children[parent_id] if parent_id else self.store.roots
+        node_id = f"{parent_id}.{len(siblings) + 1}" if parent_id else str(len(siblings) + 1)
+        self.store.add(Node(node_id=node_id, depth=depth, breadth=breadth, query=task.query, goal=task.goal),
+                       parent_id)
+        self.events.emit("node_planned", node_id=node_id, message=task.query)
+        return node_id
+
+    async def spawn(self, tasks: list[Task], *, parent_id: str | None, level: int, breadth: int,
+                    run: Callable[[str, Task, Callable[[], None]], Awaitable[Any]]) -> list[tuple[str, asyncio.Future]]:
+        """Plans a node per task and schedules `run(node_id, task, release)` for each; returns (id, future)s."""
+        out = []
+        for task in tasks:
+            node_id = self.plan_node(task, parent_id, depth=level, breadth=breadth)
+            fut = await self.sched.submit(level, lambda release, n=node_id, t=task: run(n, t, release),
+                                          key=node_id, parent=parent_id)
+            out.append((node_id, fut))
+        return out
+
+    def node(self, node_id: str) -> NodeLife:
+        """The lifecycle of node `node_id`, as an async context manager (see the module docstring)."""
+        return NodeLife(self, node_id)
+
+    def update(self, node_id: str, **changes: Any) -> Node:
+        return self.store.update(replace(self.store.get(node_id), **changes))
+
+    def prune(self, node_id: str, reason: str, *, include_self: bool = True) -> int:
+        """Stops `node_id`'s subtree: unfinished nodes become `pruned` and running ones are cancelled.
+
+        Returns how many unfinished nodes it stopped.
+        """
+        hit = 0
+        for nid in self.store.subtree(node_id)[0 if include_self else 1:]:
+            if nid in self.pruned or self.store.get(nid).status in FINAL_STATUSES:
+                continue
+            hit += 1
+            self.pruned[nid] = reason
+            self.update(nid, status="pruned", notes=self.store.get(nid).notes + (f"pruned: {reason}",))
+            task = self._running.get(nid)
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+        self.events.emit("prune", node_id=node_id, message=reason, counts={"nodes": hit})
+        return hit
+
+    async def wait_change(self, timeout: float) -> None:
+        """Returns when a node finishes, or after `timeout` seconds."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), max(0.0, timeout))
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def is_live(self, node_id: str) -> bool:
+        """Whether any node of `node_id`'s subtree has not finished."""
+        return any(self.store.get(n).status not in FINAL_STATUSES for n in self.store.subtree(node_id))
+
+    # ---- the run -----------------------------------------------------------------------------------
+    async def run(self, research: Awaitable[None]) -> None:
+        """Runs the research phase until it ends, the deadline passes or the caller interrupts it.
+
+        Whatever stops it, running work is cancelled and every node is left in a final status.
+        """
+        self.sched.pool.spawn(self._guarded(research))
+        joined = asyncio.ensure_future(self.sched.pool.join())
+        waiters = {joined}
+        interrupted = asyncio.ensure_future(self.interrupt.wait()) if self.interrupt is not None else None
+        if interrupted is not None:
+            waiters.add(interrupted)
+        try:
+            await asyncio.wait(waiters, timeout=self.sched.remaining(), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+        if not joined.done() or (interrupted is not None and interrupted.done() and not interrupted.cancelled()):
+            if self.interrupt is not None and self.interrupt.is_set():
+                self.interrupted = self.interrupted or "interrupted"
+                self.events.emit("interrupt", message=self.interrupted)
+                self.stop(self.interrupted)
+            else:
+                self.stop(f"deadline of {self.config.deadline_s:g}s reached")
+            cancelled = await self.sched.cancel()
+            self.events.emit("budget", message="running work cancelled", counts={"tasks": cancelled})
+        for node_id, node in list(self.store.nodes.items()):  # planned but never entered: held when it stopped
+            if node.status not in FINAL_STATUSES:
+                self.update(node_id, status="skipped" if node.status == "pending" else "cancelled")
+        self.count(tree_s=round(self.sched.elapsed(), 4))
+
+    async def _guarded(self, research: Awaitable[None]) -> None:
+        """The research phase as a pool task: a failure outside any node is recorded, not raised."""
+        try:
+            await research
+        except BudgetExceeded as err:
+            self.stop(str(err))
+        except Exception as err:  # recorded, and the report is still written
+            self.fail("root", "plan", err)
+
+    def snapshot(self, force: bool = False) -> None:
+        """Hands the tree so far to `on_snapshot`, at most every `snapshot_every_s` unless `force`."""
+        if self.on_snapshot is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._last_snapshot < self.snapshot_every_s:
+            return
+        self._last_snapshot = now
+        try:
+            self.on_snapshot({"status": "running", "question": self.question,
+                              "tree": [n.to_dict() for n in self.store.tree()],
+                              "events": [vars(e) for e in self.events.events]})
+        except Exception as err:  # a failing writer must not stop research
+            logger.warning("snapshot failed: %s: %s", type(err).__name__, err)
+
+
+class NodeLife:
+    """One node's life inside `async with ctx.node(node_id) as life:` (see programs.runtime.context)."""
+
+    def __init__(self, ctx: RunContext, node_id: str):
+        self.ctx, self.node_id = ctx, node_id
+        self.stage = "search"  # the stage running now, for the failure record
+        self.spawned: list[Task] = []  # the tasks this node spawns (journaled, restored on resume)
+        self.data: dict[str, Any] = {}  # what else a strategy needs on resume (e.g. a deepen decision)
+        self.counted: dict[str, int] = {}  # this node's additions to the run's counts (restored on resume)
+        self.registered: list[tuple[str, Doc]] = []  # documents this node was first to register
+        saved = ctx.journal.get(f"node:{node_id}") if ctx.journal else None
+        self.saved = saved if saved and saved["node"]["query"] == self.node.query else None
+
+    @property
+    def node(self) -> Node:
+        return self.ctx.store.get(self.node_id)
+
+    @property
+    def restored(self) -> bool:
+        """Whether an earlier run finished this node; its state is restored and its research skipped."""
+        return self.saved is not None
+
+    def update(self, **changes: Any) -> Node:
+        return self.ctx.update(self.node_id, **changes)
+
+    async def __aenter__(self) -> NodeLife:
+        set_node(self.node_id)
+        self.ctx._running[self.node_id] = asyncio.current_task()
+        if self.saved is not None:
+            self._restore(self.saved)
+        return self
+
+    def _restore(self, saved: dict[str, Any]) -> None:
+        d = saved["node"]
+        for source_id, doc in saved.get("sources", []):
+            self.ctx.registry.register(Doc(text="", **doc))
+        self.update(retrieved_ids=tuple(d["retrieved_ids"]), relevant_ids=tuple(d["relevant_ids"]),
+                    learnings=tuple(Learning(**x) for x in d["learnings"]), follow_ups=tuple(d["follow_ups"]),
+                    summary=d["summary"], notes=tuple(d.get("notes", ())), status=d["status"])
+        self.spawned = [Task(**t) for t in saved.get("spawned", [])]
+        self.data = dict(saved.get("data", {}))
+        self.ctx.count(resumed_nodes=1, **saved.get("stats", {}))
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Holds one of the run's node slots for the node's own research.
+
+        Raises:
+            NodeSkipped: when the run stopped, or the node was pruned, while it waited for the slot.
+        """
+        async with self.ctx.sched.node_slots:
+            if self.ctx.is_stopped or self.node_id in self.ctx.pruned:
+                raise NodeSkipped(self.node_id)
+            self.update(status="running")
+            self.ctx.events.emit("node_start", node_id=self.node_id, message=self.node.query)
+            yield
+
+    async def search(self, query: str, k: int) -> list[Hit]:
+        self.stage = "search"
+        hits = await self.ctx.sched.search(self.ctx.retriever, query, k)
+        self.ctx.count(searches=1)
+        return hits
+
+    def count(self, **changes: int) -> None:
+        """Adds to the run's counts on behalf of this node (journaled with it, so a resume keeps them)."""
+        self.ctx.count(**changes)
+        for k, v in changes.items():
+            self.counted[k] = self.counted.get(k, 0) + v
+
+    def sources(self, hits: list[Hit]) -> list[Source]:
+        """The LM's view of `hits`, each registered under its stable source id."""
+        out = []
+        for h in hits:
+            before = len(self.ctx.registry)
+            sid = self.ctx.registry.register(h.doc)
+            if len(self.ctx.registry) > before:
+                self.registered.append((sid, h.doc))
+            out.append(as_source(h, sid, self.ctx.config.passage_chars))
+        return out
+
+    async def call(self, stage: str, **inputs: Any) -> dspy.Prediction:
+        """Calls stage `stage` for this node; a failure is attributed to it."""
+        self.stage = stage
+        return await self.ctx.call(stage, **inputs)
+
+    async def __aexit__(self, exc_type, exc, tb) -> bool:
+        ctx = self.ctx
+        ctx._running.pop(self.node_id, None)
+        ctx._notify()
+        if self.saved is not None and exc is None:
+            ctx.events.emit("node_end", node_id=self.node_id, message=self.node.status, counts={"resumed": 1})
+            return False
+        suppress, changes = True, {}
+        if exc is None:
+            status: NodeStatus = "pruned" if self.node_id in ctx.pruned else "done"
+        elif isinstance(exc, NodeSkipped):
+            status = "pruned" if self.node_id in ctx.pruned else "skipped"
+        elif isinstance(exc, asyncio.CancelledError):
+            status = "pruned" if self.node_id in ctx.pruned else "cancelled"
+            suppress = self.node_id in ctx.pruned  # a pruned node ends quietly; a cancelled run goes on cancelling
+        elif isinstance(exc, BudgetExceeded):
+            ctx.stop(str(exc))
+            status = "cancelled"
+        elif isinstance(exc, Exception):  # a failing branch is recorded on its node; the run goes on
+            status, changes = "failed", {"error": ctx.fail(self.node_id, self.stage, exc)}
+        else:  # KeyboardInterrupt, SystemExit: not ours to handle
+            status, suppress = "cancelled", False
+        # the notes of this node's LM calls (truncations, fallbacks) go with it, into the journal too
+        node = self.update(status=status, notes=self.node.notes + ctx.meter.notes(self.node_id), **changes)
+        ctx.events.emit("node_end", node_id=self.node_id, message=status,
+                        counts={"hits": len(node.retrieved_ids), "relevant": len(node.relevant_ids),
+                                "learnings": len(node.learnings), "children": len(self.spawned)})
+        if status in ("done", "pruned") and ctx.journal is not None:  # pruning is the run's decision: kept
+            ctx.journal.append(f"node:{self.node_id}", "node", node=node.to_dict(),
+                               parent=ctx.store.parents[self.node_id],
+                               spawned=[t.model_dump() for t in self.spawned], data=self.data, stats=self.counted,
+                               sources=[(sid, _doc_record(d)) for sid, d in self.registered])
+        ctx.snapshot()
+        return suppress
+
+
+def _doc_record(doc: Doc) -> dict[str, Any]:
+    """What the references need of a document (its text is not journaled)."""
+    return {"doc_id": doc.doc_id, "title": doc.title, "url": doc.url, "year": doc.year, "published": doc.published}

@@ -1,0 +1,25 @@
+"""The `hero` strategy's own stage: an enrichment paragraph appended to a task's summary (spec 001 §2)."""
+
+from __future__ import annotations
+
+import dspy
+
+from programs.runtime.stage import Stage
+from programs.runtime.usage import call_predictor
+from signatures.enrich import WriteEnrichment
+from signatures.types import Learning
+
+
+class EnrichmentWriter(Stage):
+    """Summary + enrichment learnings -> a paragraph to append. No LM call without learnings."""
+
+    def __init__(self):
+        super().__init__()
+        self.write_enrichment = dspy.Predict(WriteEnrichment)
+
+    async def aforward(self, focus: str, summary: str, learnings: list[Learning]) -> dspy.Prediction:
+        if not learnings:
+            return dspy.Prediction(paragraph="")
+        out = await call_predictor("enrich_write", self.write_enrichment, focus=focus, summary=summary,
+                                   learnings=learnings)
+        return dspy.Prediction(paragraph=out.paragraph.strip())
