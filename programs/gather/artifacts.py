@@ -5,10 +5,22 @@ the selected papers, and the run as a whole, which round-trips through JSON.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from programs.artifacts import StageUsage
 from signatures.gather import Feedback
+
+
+StopReason = Literal[
+    "iterations",         # every round ran
+    "complete",           # the planner said the search is complete
+    "no_new_subqueries",  # no valid action was left
+    "single_search",      # a single-search baseline (programs.gather.baselines)
+    "plan_failed",        # the planner's call failed; the rounds before it stand
+    "budget",             # the LM call or token budget ran out
+    "deadline",           # the deadline passed; the rounds finished before it stand
+]
+STOP_REASONS: tuple[str, ...] = get_args(StopReason)
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,7 @@ class Search:
     candidates: tuple[Candidate, ...]
     feedback: str = ""
     ranking: tuple[str, ...] = ()
+    error: str | None = None  # why the search or its assessment failed (the round, and the run, went on)
 
     @property
     def selected(self) -> list[str]:
@@ -76,8 +89,9 @@ class Selection:
 class GatherResult:
     """Everything one gathering run produced; round-trips through JSON with `to_dict`/`from_dict`.
 
-    `stop_reason` is `iterations`, `complete` or `no_new_subqueries`; `is_failed` follows the reference:
-    the planner declared completion before anything was selected, or its first plan had no valid action.
+    `stop_reason` is a `StopReason`; `is_failed` follows the reference: the planner declared completion
+    before anything was selected, or its first plan had no valid action; and a run that stopped (a failed
+    plan, a budget, the deadline) before selecting anything.
     """
 
     question: str
@@ -85,7 +99,7 @@ class GatherResult:
     tree: tuple[Subquery, ...]
     rounds: tuple[Round, ...]
     selected: tuple[Selection, ...]
-    stop_reason: str
+    stop_reason: StopReason
     is_failed: bool = False
     usage: dict[str, StageUsage] = field(default_factory=dict)
 

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import dspy
 
-from programs.config import check_minimum
-from programs.gather.artifacts import Candidate, GatherResult, Round, Search, Selection, Subquery, feedback_text
+from programs.config import ResearchConfig, check_minimum
+from programs.gather.artifacts import (Candidate, GatherResult, Round, Search, Selection, StopReason, Subquery,
+                                      feedback_text)
 from programs.runtime.events import EventHandler, EventLog
+from programs.runtime.scheduler import BudgetExceeded, Scheduler
+from programs.runtime.secrets import redact
 from programs.runtime.stage import Shared, Stage, run_sync
 from programs.runtime.usage import UsageMeter, call_predictor, metered
-from retrievers.types import Hit, Retriever, search_async
+from retrievers.types import Hit, Retriever
 from signatures.gather import (
     AssessCandidates,
     CandidatePaper,
@@ -49,7 +52,11 @@ class GatherConfig:
         memory_chars: Longest checklist and memory carried to the next round (the bounded experience buffer).
         preview_chars: Characters of each abstract shown at the first look.
         second_look: Re-judge candidates labelled uncertain on their full text.
-        max_concurrency: Searches and assessments of one round running at once.
+        max_concurrency: Searches and assessments of one round running at once (each also a cap on LM calls
+            and searches in flight).
+        deadline_s: Wall-clock seconds for the loop; the rounds finished before it stand.
+        max_lm_calls: LM requests the loop may send; the round under way when it runs out is its last.
+        lm_timeout_s: Seconds one LM call may take before it is retried (as in the research program).
     """
 
     iterations: int = 5
@@ -61,11 +68,21 @@ class GatherConfig:
     preview_chars: int = 1000
     second_look: bool = True
     max_concurrency: int = 8
+    deadline_s: float | None = None
+    max_lm_calls: int | None = None
+    lm_timeout_s: float | None = 120.0
 
     def __post_init__(self):
         check_minimum(self, ("iterations", "max_actions", "max_pages", "max_k", "memory_chars", "preview_chars",
                              "max_concurrency"), 1)
         check_minimum(self, ("ranking_depth",), 0)
+        self.limits()  # the run limits are checked here too
+
+    def limits(self) -> ResearchConfig:
+        """The caps, budgets and timeouts of the scheduler the loop runs on (shared with research runs)."""
+        return ResearchConfig(max_concurrency=self.max_concurrency, lm_concurrency=self.max_concurrency,
+                              search_concurrency=self.max_concurrency, deadline_s=self.deadline_s,
+                              max_lm_calls=self.max_lm_calls, lm_timeout_s=self.lm_timeout_s)
 
 
 def clip(text: str, limit: int) -> str:
@@ -261,19 +278,34 @@ class Gatherer(dspy.Module):
                    tree=[Subquery(node_id=0, parent_id=None, link="root", text=question.strip(), iteration=0)])
         meter, events = UsageMeter(), EventLog(self.on_event)
         with metered(meter):
-            stop_reason, is_failed = await self._loop(run, events)
+            sched = Scheduler(self.config.limits(), meter)
+            events.emit("run_start", counts={"iterations": self.config.iterations})
+            try:
+                stop_reason, is_failed = await asyncio.wait_for(self._loop(run, events, sched), sched.remaining())
+            except asyncio.TimeoutError:  # the rounds finished before the deadline stand
+                events.emit("budget", message=f"deadline of {self.config.deadline_s:g}s reached")
+                stop_reason, is_failed = "deadline", not run.selected
         result = GatherResult(question=run.question, date_constraint=run.date_constraint, tree=tuple(run.tree),
                               rounds=tuple(run.rounds), selected=tuple(run.selected.values()),
                               stop_reason=stop_reason, is_failed=is_failed, usage=meter.snapshot())
+        events.emit("run_end", message=stop_reason, counts={"selected": len(result.selected),
+                                                            "rounds": len(result.rounds)})
         return dspy.Prediction(result=result, selected=[x.doc_id for x in result.selected],
                                candidates=result.candidates(), tree=result.tree)
 
-    async def _loop(self, run: _Run, events: EventLog) -> tuple[str, bool]:
+    async def _loop(self, run: _Run, events: EventLog, sched: Scheduler) -> tuple[StopReason, bool]:
         config = self.config
         for t in range(1, config.iterations + 1):
-            plan = await self.planner.acall(question=run.question, date_constraint=run.date_constraint or "",
-                                            subquery_tree=run.node_states(), last_round=run.last_round,
-                                            checklist=run.checklist, memory=run.memory)
+            try:
+                plan = await sched.call(self.planner, reserve=0, question=run.question,
+                                        date_constraint=run.date_constraint or "", subquery_tree=run.node_states(),
+                                        last_round=run.last_round, checklist=run.checklist, memory=run.memory)
+            except BudgetExceeded as err:
+                events.emit("budget", message=str(err))
+                return "budget", not run.selected
+            except Exception as err:  # the rounds before stand; the failure is in the events and the log
+                _record(events, str(t), "plan", err)
+                return "plan_failed", not run.selected
             run.checklist, run.memory = clip(plan.checklist, config.memory_chars), clip(plan.memory, config.memory_chars)
             if plan.is_complete:
                 return "complete", not run.selected
@@ -282,14 +314,19 @@ class Gatherer(dspy.Module):
                 logger.debug("round %d dropped %d actions: %s", t, len(dropped), "; ".join(dropped))
             if not actions:
                 return "no_new_subqueries", t == 1
-            searches = await self._round(run, t, actions)
+            searches = await self._round(run, t, actions, events, sched)
             run.rounds.append(Round(iteration=t, searches=tuple(searches), checklist=run.checklist,
                                     memory=run.memory, dropped=tuple(dropped), repaired=repaired))
             events.emit("stage_end", node_id=str(t), stage="round",
-                        counts={"searches": len(searches), "selected": len(run.selected), "dropped": len(dropped)})
+                        counts={"searches": len(searches), "selected": len(run.selected), "dropped": len(dropped),
+                                "failed": sum(s.error is not None for s in searches)})
+            if sched.exhausted(reserve=0):
+                events.emit("budget", message=sched.exhausted(reserve=0))
+                return "budget", not run.selected
         return "iterations", False
 
-    async def _round(self, run: _Run, t: int, actions: list[PlannedSearch]) -> list[Search]:
+    async def _round(self, run: _Run, t: int, actions: list[PlannedSearch], events: EventLog,
+                     sched: Scheduler) -> list[Search]:
         exclude = frozenset(run.selected)
         calls = []  # (node_id, action, text, k, offset)
         for a in actions:
@@ -307,17 +344,23 @@ class Gatherer(dspy.Module):
                                 iteration=t)
                 run.tree.append(node)
                 calls.append((node.node_id, a.action, node.text, a.target_k, 0))
-        slots = asyncio.Semaphore(self.config.max_concurrency)
-
         async def one(node_id: int, action: str, text: str, k: int, offset: int) -> Search:
-            async with slots:
-                hits, ranking = await self._retrieve(text, k, offset, exclude, run.date_constraint)
-                assessed = await self.assessor.acall(question=run.question, subquery=text, checklist=run.checklist,
-                                                     hits=hits)
+            """One search and its assessment; a failure of either is recorded on the search, not raised."""
+            search = Search(node_id=node_id, action=action, text=text, k=k, offset=offset, candidates=())
+            stage = "search"
+            try:
+                hits, ranking = await self._retrieve(sched, text, k, offset, exclude, run.date_constraint)
+                search = replace(search, ranking=ranking)
+                stage = "assess"
+                assessed = await sched.call(self.assessor, reserve=0, question=run.question, subquery=text,
+                                            checklist=run.checklist, hits=hits)
+            except Exception as err:  # a budget stop included: the loop checks the budget after the round
+                if not isinstance(err, BudgetExceeded):
+                    _record(events, str(node_id), stage, err)
+                return replace(search, error=f"{stage}: {type(err).__name__}: {redact(str(err))[:300]}")
             candidates = tuple(Candidate(doc_id=h.doc.doc_id, rank=h.rank, score=h.score, label=j.label,
                                          reason=j.reason) for h, j in zip(hits, assessed.judgements))
-            return Search(node_id=node_id, action=action, text=text, k=k, offset=offset, candidates=candidates,
-                          feedback=assessed.feedback, ranking=ranking)
+            return replace(search, candidates=candidates, feedback=assessed.feedback)
 
         searches = list(await asyncio.gather(*[one(*c) for c in calls]))
         for s in searches:
@@ -329,7 +372,7 @@ class Gatherer(dspy.Module):
                                       selected=len(s.selected), feedback=s.feedback) for s in searches]
         return searches
 
-    async def _retrieve(self, text: str, k: int, offset: int, exclude: frozenset[str],
+    async def _retrieve(self, sched: Scheduler, text: str, k: int, offset: int, exclude: frozenset[str],
                         before: str | None) -> tuple[list[Hit], tuple[str, ...]]:
         """One page of results and, when `ranking_depth` is set, the ids of the top of the same ranking.
 
@@ -338,6 +381,13 @@ class Gatherer(dspy.Module):
         depth = self.config.ranking_depth
         filters = {"exclude": exclude, "before": before}
         if depth == 0:
-            return await search_async(self.retriever, text, k, offset=offset, **filters), ()
-        top = await search_async(self.retriever, text, max(depth, offset + k), offset=0, **filters)
+            return await sched.search(self.retriever, text, k, offset=offset, **filters), ()
+        top = await sched.search(self.retriever, text, max(depth, offset + k), offset=0, **filters)
         return top[offset:offset + k], tuple(h.doc.doc_id for h in top[:depth])
+
+
+def _record(events: EventLog, where: str, stage: str, err: BaseException) -> None:
+    """A failed step of the loop, in the log and the events (the loop goes on, or stops with a reason)."""
+    message = redact(str(err).strip().splitlines()[0][:300]) if str(err).strip() else ""
+    logger.warning("gathering %s failed in %s: %s: %s", where, stage, type(err).__name__, message)
+    events.emit("failure", node_id=where, stage=stage, message=f"{type(err).__name__}: {message}")

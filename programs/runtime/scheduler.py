@@ -370,13 +370,16 @@ class Scheduler:
                 attempt += 1
                 await asyncio.sleep(0 if isinstance(err, dspy.LMRateLimitError) else wait)
 
-    async def search(self, retriever: Retriever, query: str, k: int) -> list[Hit]:
-        """One search under the search cap, with a timeout and retries on timeouts and lost connections."""
+    async def search(self, retriever: Retriever, query: str, k: int, **filters: Any) -> list[Hit]:
+        """One search under the search cap, with a timeout and retries on timeouts and lost connections.
+
+        `filters` (offset, exclude, before...) go to the retriever as they are.
+        """
         attempt = 0
         while True:
             try:
                 async with self.search_slots:
-                    coro = search_async(retriever, query, k)
+                    coro = search_async(retriever, query, k, **filters)
                     if self.config.search_timeout_s is None:
                         return await coro
                     return await asyncio.wait_for(coro, self.config.search_timeout_s)

@@ -195,3 +195,58 @@ def test_offline_gatherer_is_deterministic_on_real_claims(scifact_bm25):
     first, second = gatherer(question=question).result, gatherer(question=question).result
     assert first == second and first.rounds and len(first.tree) >= 2
     assert all(s.action in ("derive", "continue") for r in first.rounds for s in r.searches)
+
+
+class FlakyRetriever:
+    """A real BM25 retriever whose searches for one subquery fail (a dead engine, a bad page)."""
+
+    def __init__(self, inner, broken: str):
+        self.inner, self.broken = inner, broken
+
+    def search(self, query, k=10, **filters):
+        if query == self.broken:
+            raise RuntimeError("engine unavailable")
+        return self.inner.search(query, k, **filters)
+
+
+def test_a_failed_search_is_recorded_on_its_subquery_and_the_run_goes_on(retriever, make_lm, routed):
+    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS), AssessCandidates: assessor({"a01", "g0", "a03"})}))
+    events = []
+    out = run(Gatherer(FlakyRetriever(retriever, "gamma"), on_event=events.append), lm)
+    first, second = out.result.rounds
+    broken = next(s for s in first.searches if s.text == "gamma")
+    assert broken.error.startswith("search: RuntimeError: engine unavailable") and broken.candidates == ()
+    assert all(s.error is None and s.candidates for s in first.searches if s.text != "gamma")
+    assert {(x.doc_id, x.iteration) for x in out.result.selected} >= {("a01", 1), ("a03", 2)}
+    assert ("g0", 1) not in {(x.doc_id, x.iteration) for x in out.result.selected}  # round 1 lost "gamma"
+    assert second.searches and out.result.stop_reason == "no_new_subqueries"
+    assert any(e.kind == "failure" and e.stage == "search" and e.node_id == "2" for e in events)
+    assert GatherResult.from_dict(json.loads(json.dumps(out.result.to_dict()))) == out.result
+
+
+def test_the_loop_runs_under_the_call_budget_and_the_deadline(retriever, make_lm, routed):
+    def always_new(messages):
+        n = len(tree_of(messages))
+        return {"searches": [{"action": "derive", "source_id": 0, "text": f"alpha variant {n}", "target_k": 2}],
+                "checklist_update": "c", "memory_update": "m", "is_complete": False}
+    lm = make_lm(routed({PlanSubqueries: always_new, AssessCandidates: assessor({"a00"})}))
+    # each round is a plan and one assessment: a budget of 5 requests allows two rounds, not the third's assessment
+    result = run(Gatherer(retriever, GatherConfig(iterations=5, max_lm_calls=5)), lm).result
+    assert result.stop_reason == "budget" and len(result.rounds) == 3 and lm.scripted.calls == 5
+    assert result.rounds[-1].searches[0].error.startswith("assess: BudgetExceeded") and not result.is_failed
+    slow = make_lm(routed({PlanSubqueries: always_new, AssessCandidates: assessor({"a00"})}), delay=0.3)
+    result = run(Gatherer(retriever, GatherConfig(iterations=50, deadline_s=1.0)), slow).result
+    assert result.stop_reason == "deadline" and 1 <= len(result.rounds) < 50 and not result.is_failed
+
+
+def test_a_failed_plan_ends_the_loop_with_what_it_selected(retriever, make_lm, routed):
+    calls = []
+
+    def plan_then_fail(messages):
+        calls.append(1)
+        if len(calls) > 1:
+            return "not a plan at all"
+        return planner(ROUNDS)(messages)
+    lm = make_lm(routed({PlanSubqueries: plan_then_fail, AssessCandidates: assessor({"a01"})}))
+    result = run(Gatherer(retriever), lm).result
+    assert result.stop_reason == "plan_failed" and len(result.rounds) == 1 and not result.is_failed
