@@ -13,7 +13,7 @@ from pathlib import Path
 from optimize.compile import OPTIMIZERS, compile_program
 from optimize.metrics import METRICS, metric_spec
 from optimize.saved import save_compiled
-from optimize.targets import GATHER_STAGES, Target, gather_target, record_candidates, research_target
+from optimize.targets import Target, gather_target, record_candidates, research_target
 from optimize.trainsets import (
     candidates_from_jsonl,
     candidates_to_jsonl,
@@ -26,6 +26,7 @@ from optimize.trainsets import (
     split_dev,
 )
 from programs.config import PRESETS, preset
+from programs.gather.loop import GATHER_STAGES
 from programs.research.program import STAGES, DeepResearch
 from programs.runtime.lm import OFFLINE, preflight
 from programs.runtime.lm_cli import add_lm_arguments, make_session_lm, open_lm
@@ -36,7 +37,7 @@ PROGRAMS = ("research", "gather", "taxonomy")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--program", default="research", choices=PROGRAMS, help="the program to compile")
-    parser.add_argument("--stage", default="all", choices=("all", *dict.fromkeys(STAGES + GATHER_STAGES)),
+    parser.add_argument("--stage", default="all", choices=("all", *STAGES, *GATHER_STAGES),
                         help="tune one stage (the assessors run on frozen candidates, the research planner on "
                              "planning + retrieval only) or all")
     parser.add_argument("--metric", required=True,
@@ -163,8 +164,14 @@ def main(args: argparse.Namespace) -> int:
     if not model or model == OFFLINE:
         raise ValueError("optimization tunes LM prompts; pass --lm (any DSPy/LiteLLM model string)")
     # The assessors have stage-level metrics of their own; the research planner too (Ret.R, Avg.Distance).
-    stage_level = {"research": ("planner", "assessor"), "gather": ("assessor",)}.get(args.program, ())
-    kind = args.stage if args.stage in stage_level and args.metric in METRICS[args.stage] else "program"
+    stage_level = {"research": {"plan": "planner", "assess": "assessor"},
+                   "gather": {"gather_assess": "assessor"}}.get(args.program, {})
+    kind = stage_level.get(args.stage, "program")
+    kind = kind if kind != "program" and args.metric in METRICS[kind] else "program"
+    known = {"research": STAGES, "gather": tuple(GATHER_STAGES), "taxonomy": ()}[args.program]
+    if args.stage != "all" and args.stage not in known:
+        raise ValueError(f"--stage {args.stage} is not a stage of the {args.program} program; choose one of: "
+                         f"all, {', '.join(known)}")
     spec = metric_spec(args.program if kind == "program" else kind, args.metric)
     check_out(args)  # an optimization that cannot save its result fails now, not after its LM calls
     # the LMs are checked before any dataset or corpus is loaded: a bad key or a dead server fails in seconds

@@ -6,13 +6,15 @@ full research program, so the saved file always loads into `DeepResearch`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import dspy
 
 from programs.artifacts import as_source
 from programs.research.citations import source_id_for
-from programs.research.program import STAGES, DeepResearch
+from programs.gather.loop import GATHER_STAGES
+from programs.research.program import DeepResearch
+from programs.research.strategy import SHARED_STAGES
 from programs.runtime.stage import Shared, Stage
 from programs.stages.assessor import Assessor
 from programs.stages.planner import Planner
@@ -41,18 +43,21 @@ class PlanAndSearch(Stage):
         return dspy.Prediction(tasks=tasks, best_rank=best_rank)
 
 
-def freeze_all_but(program: dspy.Module, stage: str, stages: tuple[str, ...] = STAGES) -> None:
-    """Hides every stage but `stage` from optimizers (DSPy skips submodules marked compiled)."""
+def freeze_all_but(program: dspy.Module, stage: str, stages: dict[str, str] = SHARED_STAGES) -> None:
+    """Hides every stage but `stage` from optimizers (DSPy skips submodules marked compiled).
+
+    `stages` maps stage names (the vocabulary of `--stage`) to the attributes holding their modules.
+    """
     if stage not in stages:
         raise ValueError(f"unknown stage {stage!r}; choose one of: all, {', '.join(stages)}")
-    for name in stages:
-        getattr(program, name)._compiled = name != stage
+    for name, attr in stages.items():
+        getattr(program, attr)._compiled = name != stage
 
 
-def install(stage_program: dspy.Module, full: dspy.Module, stage: str) -> dspy.Module:
-    """Copies a tuned stage's state into the full program (same predictor paths under the stage)."""
+def install(stage_program: dspy.Module, full: dspy.Module, attr: str) -> dspy.Module:
+    """Copies a tuned stage's state into the full program's module `attr` (same predictor paths under it)."""
     module = stage_program.planner if isinstance(stage_program, PlanAndSearch) else stage_program
-    getattr(full, stage).load_state(module.dump_state())
+    getattr(full, attr).load_state(module.dump_state())
     return full
 
 
@@ -84,29 +89,27 @@ class Target:
 
     program: dspy.Module
     full: dspy.Module
-    stage: str
-    stages: tuple[str, ...] = STAGES
+    stage: str  # a stage name, or `all`
+    stages: dict[str, str] = field(default_factory=lambda: dict(SHARED_STAGES))  # stage name -> attribute
 
     def finish(self) -> dspy.Module:
         if self.program is self.full:
-            for name in self.stages:
-                getattr(self.full, name)._compiled = False
+            for attr in self.stages.values():
+                getattr(self.full, attr)._compiled = False
             return self.full
-        return install(self.program, self.full, self.stage)
+        return install(self.program, self.full, self.stages[self.stage])
 
 
 def research_target(full: DeepResearch, stage: str, kind: str) -> Target:
     """`kind` is `program` (tune the whole program, or one stage inside it), `planner` or `assessor`."""
     if kind == "planner":
-        return Target(PlanAndSearch(full.retriever, breadth=full.config.breadth), full, "planner")
+        return Target(PlanAndSearch(full.retriever, breadth=full.config.breadth), full, "plan")
     if kind == "assessor":
-        return Target(Assessor(keep_uncertain=full.config.keep_uncertain), full, "assessor")
+        return Target(Assessor(keep_uncertain=full.config.keep_uncertain), full, "assess")
     if stage != "all":
         freeze_all_but(full, stage)
     return Target(full, full, stage)
 
-
-GATHER_STAGES = ("planner", "assessor")
 
 
 def gather_target(full: dspy.Module, stage: str, kind: str) -> Target:
@@ -115,7 +118,7 @@ def gather_target(full: dspy.Module, stage: str, kind: str) -> Target:
 
     if kind == "assessor":
         assessor = CandidateAssessor(second_look=full.config.second_look, preview_chars=full.config.preview_chars)
-        return Target(assessor, full, "assessor", GATHER_STAGES)
+        return Target(assessor, full, "gather_assess", GATHER_STAGES)
     if stage != "all":
         freeze_all_but(full, stage, GATHER_STAGES)
     return Target(full, full, stage, GATHER_STAGES)

@@ -38,6 +38,9 @@ from signatures.types import Judgement
 
 logger = logging.getLogger(__name__)
 
+# The loop's stage names (as in usage and the trace) -> the attribute holding their module.
+GATHER_STAGES: dict[str, str] = {"gather_plan": "planner", "gather_assess": "assessor"}
+
 
 @dataclass(frozen=True)
 class GatherConfig:
@@ -229,7 +232,8 @@ class Gatherer(dspy.Module):
         retriever: Any `Retriever`; the loop uses its `offset`, `exclude` and `before` filters.
         config: Loop settings; `iterations` overrides `config.iterations` when given.
         offline: Use the deterministic planner and assessor of `programs.gather.offline` (no LM).
-        lms: Per-stage LMs keyed `planner` or `assessor`; other stages use the LM in `dspy.settings`.
+        lms: Per-stage LMs keyed by stage name, `gather_plan` or `gather_assess` (which also rechecks);
+            other stages use the LM in `dspy.settings`.
         on_event: Called with a `stage_end` event after every round.
 
     Example:
@@ -258,9 +262,9 @@ class Gatherer(dspy.Module):
             self.assessor = CandidateAssessor(second_look=self.config.second_look,
                                               preview_chars=self.config.preview_chars)
         for name, lm in (lms or {}).items():
-            if name not in ("planner", "assessor"):
-                raise ValueError(f"unknown stage {name!r} in lms; choose from: planner, assessor")
-            getattr(self, name).set_lm(lm)
+            if name not in GATHER_STAGES:
+                raise ValueError(f"unknown stage {name!r} in lms; choose from: {', '.join(GATHER_STAGES)}")
+            getattr(self, GATHER_STAGES[name]).set_lm(lm)
 
     @property
     def retriever(self) -> Retriever:

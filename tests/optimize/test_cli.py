@@ -15,7 +15,7 @@ def test_optimize_assessor_then_run_with_the_compiled_program(data_dir, scifact_
     out = tmp_path / "compiled.json"
     with LocalOpenAIServer(research_handler()) as server:
         lm = ["--lm", "openai/local-model", "--api-base", server.base_url]
-        code = cli.main(["optimize", "--program", "research", "--stage", "assessor", "--metric", "f1",
+        code = cli.main(["optimize", "--program", "research", "--stage", "assess", "--metric", "f1",
                          "--optimizer", "bootstrap-rs", "--train", str(data_dir / "scifact"), "--limit", "3",
                          "--budget", "16", "--out", str(out), *lm])
         assert code == 0
@@ -52,7 +52,7 @@ def test_an_out_that_cannot_be_written_fails_before_any_lm_request(check, data_d
     blocker = tmp_path / "blocker"
     blocker.write_text("a file, so no folder can be made under it")
     with LocalOpenAIServer(research_handler()) as server:
-        code = cli.main(["optimize", "--program", "research", "--stage", "assessor", "--metric", "f1",
+        code = cli.main(["optimize", "--program", "research", "--stage", "assess", "--metric", "f1",
                          "--optimizer", "bootstrap-rs", "--train", str(data_dir / "scifact"), "--limit", "3",
                          "--out", str(blocker / "sub" / "compiled.json"), "--lm", "openai/local-model",
                          "--api-base", server.base_url, "--no-cache", *check])
