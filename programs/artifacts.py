@@ -29,6 +29,34 @@ RunStatus = Literal[
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 
 
+EventKind = Literal[
+    "run_start",     # counts: the run's shape (strategy, depth, breadth, schedule)
+    "node_planned",  # a node was added to the tree; it has not started (message: its query)
+    "node_start",    # a node got its slot and began its own research
+    "node_end",      # a node left its lifecycle; message: its final status (a NodeStatus)
+    "stage_end",     # a step worth showing inside a node or a round (selection, deepen decision, round)
+    "failure",       # an error was recorded on a node (stage and message say where and what)
+    "fallback",      # a stage's answer was replaced by a stated fallback (e.g. the question as the plan)
+    "budget",        # a budget, deadline or failure limit stopped the run, or running work was cancelled
+    "prune",         # a subtree was stopped by the parallel strategy's monitor or depth policy
+    "interrupt",     # the run was interrupted (a signal, or the caller's interrupt event)
+    "run_end",       # message: the run's status (a RunStatus); counts: its stats
+]
+EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something that happened during a run, `elapsed_s` seconds after it started."""
+
+    kind: EventKind
+    node_id: str = ""
+    stage: str = ""
+    counts: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+    elapsed_s: float = 0.0
+
+
 def as_source(hit: Hit, source_id: str, max_chars: int = 2000) -> Source:
     """The LM's view of a hit: id, title and (truncated) text, no scores."""
     return Source(source_id=source_id, title=hit.doc.title, text=hit.doc.text[:max_chars])
@@ -256,8 +284,6 @@ class Report:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Report":
-        from programs.runtime.events import Event
-
         return cls(
             question=d["question"], markdown=d["markdown"],
             references=tuple(Reference(**r) for r in d["references"]),
@@ -269,5 +295,5 @@ class Report:
         )
 
 
-__all__ = ["FINAL_STATUSES", "Failure", "NODE_STATUSES", "Node", "NodeStatus", "RUN_STATUSES", "Reference", "Report",
+__all__ = ["EVENT_KINDS", "Event", "EventKind", "FINAL_STATUSES", "Failure", "NODE_STATUSES", "Node", "NodeStatus", "RUN_STATUSES", "Reference", "Report",
            "RunStats", "RunStatus", "StageUsage", "Task", "as_source"]

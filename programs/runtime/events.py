@@ -1,39 +1,12 @@
-"""Progress events: small records a program emits to one optional callback, and keeps for its trace."""
+"""The event log: a run's progress events (programs.artifacts.Event), kept for its trace and sent to one callback."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
-EventKind = Literal[
-    "run_start",     # counts: the run's shape (strategy, depth, breadth, schedule)
-    "node_planned",  # a node was added to the tree; it has not started (message: its query)
-    "node_start",    # a node got its slot and began its own research
-    "node_end",      # a node left its lifecycle; message: its final status (a NodeStatus)
-    "stage_end",     # a step worth showing inside a node or a round (selection, deepen decision, round)
-    "failure",       # an error was recorded on a node (stage and message say where and what)
-    "fallback",      # a stage's answer was replaced by a stated fallback (e.g. the question as the plan)
-    "budget",        # a budget, deadline or failure limit stopped the run, or running work was cancelled
-    "prune",         # a subtree was stopped by the parallel strategy's monitor or depth policy
-    "interrupt",     # the run was interrupted (a signal, or the caller's interrupt event)
-    "run_end",       # message: the run's status (a RunStatus); counts: its stats
-]
-EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
-
-
-@dataclass(frozen=True)
-class Event:
-    """Something that happened during a run, `elapsed_s` seconds after it started."""
-
-    kind: EventKind
-    node_id: str = ""
-    stage: str = ""
-    counts: dict[str, Any] = field(default_factory=dict)
-    message: str = ""
-    elapsed_s: float = 0.0
-
+from programs.artifacts import EVENT_KINDS, Event, EventKind
 
 EventHandler = Callable[[Event], None]
 
@@ -54,3 +27,6 @@ class EventLog:
         if self.handler is not None:
             self.handler(event)
         return event
+
+
+__all__ = ["EVENT_KINDS", "Event", "EventHandler", "EventKind", "EventLog"]
