@@ -45,12 +45,10 @@ class TaskPool:
         self._tasks: set[asyncio.Task] = set()
         self._idle = asyncio.Event()
         self._idle.set()
-        self.spawned = 0
 
     def spawn(self, coro: Awaitable[Any]) -> asyncio.Task:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
-        self.spawned += 1
         self._idle.clear()
         task.add_done_callback(self._finished)
         return task
@@ -87,7 +85,6 @@ class RateLimiter:
     def __init__(self, rps: float | None):
         self.interval = 1.0 / rps if rps else 0.0
         self._next = 0.0
-        self.pauses = 0
 
     async def acquire(self) -> None:
         now = time.monotonic()
@@ -97,7 +94,6 @@ class RateLimiter:
             await asyncio.sleep(start - now)
 
     def pause(self, seconds: float) -> None:
-        self.pauses += 1
         self._next = max(self._next, time.monotonic() + seconds)
 
 
@@ -293,14 +289,6 @@ class Scheduler:
                     self._gptr.ended(key)
 
         self.pool.spawn(run())
-
-    async def join(self, timeout: float | None) -> bool:
-        """Waits for every node; False when `timeout` seconds passed first (nothing is cancelled here)."""
-        try:
-            await asyncio.wait_for(self.pool.join(), timeout)
-            return True
-        except asyncio.TimeoutError:
-            return False
 
     async def cancel(self) -> int:
         self._gptr.cancel()
