@@ -17,17 +17,15 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from eval.f1 import harmonic_mean
 from eval.report import body_text
+from programs.research.citations import CITATION, citation_labels
 
 Entails = Callable[[str, str], bool]
 Grader = Callable[[str, Sequence[str]], float]
 
-# One bracket group of citations: "[3]", "[1, 2]", "[5a7b0fd1_1]", "[3][4]" (two groups). Links are excluded.
-_ITEM = r"(?:[0-9a-f]{8,40}_\d+|\d+)"
-CITATION = re.compile(rf"\[\s*({_ITEM}(?:\s*[,;]\s*{_ITEM})*)\s*\](?!\()", re.I)
-_SEP = re.compile(r"\s*[,;]\s*")
 # Citations written after the sentence's period ("Claim. [1]") are moved before it ("Claim [1].").
-_TRAILING = re.compile(rf"([.!?])((?:\s?\[\s*{_ITEM}(?:\s*[,;]\s*{_ITEM})*\s*\](?!\())+)", re.I)
+_TRAILING = re.compile(rf"([.!?])((?:\s?{CITATION.pattern})+)", re.I)
 _SENTENCE_END = re.compile(r"(?<!\bal\.)(?<!e\.g\.)(?<!i\.e\.)(?<!\bvs\.)(?<!\bFig\.)(?<!\bca\.)(?<=[.!?])\s+"
                            r"(?=[A-Z0-9\[(*_\"'])")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
@@ -58,7 +56,7 @@ class Sentence:
 
 def citations_in(text: str) -> list[str]:
     """Citation labels of `text` in order of appearance, without repeats."""
-    labels = [item.lower() for m in CITATION.finditer(text) for item in _SEP.split(m.group(1).strip())]
+    labels = [label for m in CITATION.finditer(text) for label in citation_labels(m)]
     return list(dict.fromkeys(labels))
 
 
@@ -200,11 +198,7 @@ class CitationScores:
 
     @property
     def f1(self) -> float:
-        return f1_score(self.precision, self.recall)
-
-
-def f1_score(precision: float, recall: float) -> float:
-    return 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        return harmonic_mean(self.precision, self.recall)
 
 
 def scholarqa_citation_scores(claims: Iterable[Sentence], passages: Mapping[str, str], entails: Entails,
@@ -249,20 +243,9 @@ def dataset_citation_f1(reports: Sequence[CitationScores]) -> tuple[float, float
         return 0.0, 0.0, 0.0
     p = sum(r.precision for r in reports) / len(reports)
     r = sum(r.recall for r in reports) / len(reports)
-    return p, r, f1_score(p, r)
-
-
-def reference_passages(labels_to_ids: Mapping[str, str], text_of: Callable[[str], str | None]) -> dict[str, str]:
-    """Citation label -> source text, looking each referenced document up with `text_of`."""
-    out = {}
-    for label, doc_id in labels_to_ids.items():
-        text = text_of(doc_id)
-        if text:
-            out[str(label).lower()] = text
-    return out
+    return p, r, harmonic_mean(p, r)
 
 
 __all__ = ["CitationRecall", "CitationScores", "Sentence", "citation_precision", "citation_recall", "citations_in",
-           "claim_sentences", "dataset_citation_f1", "f1_score", "grade_claims", "lexical_coverage",
-           "lexical_entails", "lexical_support", "reference_passages", "scholarqa_citation_scores",
-           "split_sentences", "strip_citations"]
+           "claim_sentences", "dataset_citation_f1", "grade_claims", "lexical_coverage", "lexical_entails",
+           "lexical_support", "scholarqa_citation_scores", "split_sentences", "strip_citations"]

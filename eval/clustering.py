@@ -11,9 +11,7 @@ from typing import Any
 
 import numpy as np
 
-
-def harmonic_mean(a: float, b: float) -> float:
-    return 2 * a * b / (a + b) if a + b > 0 else 0.0
+from eval.f1 import harmonic_mean
 
 
 def _contingency(labels_true: Sequence[Any], labels_pred: Sequence[Any]) -> np.ndarray:

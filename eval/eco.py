@@ -202,12 +202,6 @@ def eco_scores(markdown: str, vocab: Mapping[str, tuple[str, ...]] | None = None
     return EcoScores(**parts, overall=overall_quality(parts), counts=c)
 
 
-def overall_quality_metric(example, pred, trace=None) -> float:
-    """Optimizer form: overall quality of `pred.markdown` (the example is not used)."""
-    return eco_scores(pred.markdown).overall
-
-
 __all__ = ["OVERALL_WEIGHTS", "EcoScores", "binomials", "breadth_score", "capped", "count_signals", "density_score",
            "depth_score", "distinct", "eco_scores", "ecological_score", "formal_citations", "innovation_score",
-           "load_vocab", "occurrences", "overall_quality", "overall_quality_metric", "rigor_score",
-           "taxonomic_score", "temporal_precision"]
+           "load_vocab", "occurrences", "overall_quality", "rigor_score", "taxonomic_score", "temporal_precision"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from eval.f1 import harmonic_mean
 from programs.gather.artifacts import GatherResult
 
 DISTANCE_K = 100
@@ -65,10 +66,6 @@ def precision_recall(gt: frozenset[str], found: set[str] | frozenset[str]) -> tu
     """(|G ∩ F| / |F|, |G ∩ F| / |G|); precision is 0 for an empty F. G must not be empty."""
     hits = len(gt & found)
     return (hits / len(found) if found else 0.0), hits / len(gt)
-
-
-def harmonic_f1(precision: float, recall: float) -> float:
-    return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
 
 
 def distance(rank: int | None, k: int = DISTANCE_K) -> float:
@@ -133,10 +130,10 @@ def _aggregate(m: dict[str, np.ndarray], hits: dict[str, np.ndarray]) -> dict[st
     """Final-iteration summary from per-query arrays of shape (queries, iterations)."""
     final: dict[str, float | None] = {name: float(m[name][:, -1].mean()) for name in ("recall", "precision", "ret_recall", "ret_precision",
                                                               "selected_size")}
-    final["f1"] = harmonic_f1(final["precision"], final["recall"])
-    final["ret_f1"] = harmonic_f1(final["ret_precision"], final["ret_recall"])
-    per_query_f1 = [harmonic_f1(p, r) for p, r in zip(m["precision"][:, -1], m["recall"][:, -1])]
-    per_query_ret_f1 = [harmonic_f1(p, r) for p, r in zip(m["ret_precision"][:, -1], m["ret_recall"][:, -1])]
+    final["f1"] = harmonic_mean(final["precision"], final["recall"])
+    final["ret_f1"] = harmonic_mean(final["ret_precision"], final["ret_recall"])
+    per_query_f1 = [harmonic_mean(p, r) for p, r in zip(m["precision"][:, -1], m["recall"][:, -1])]
+    per_query_ret_f1 = [harmonic_mean(p, r) for p, r in zip(m["ret_precision"][:, -1], m["ret_recall"][:, -1])]
     final["mean_query_f1"] = float(np.mean(per_query_f1))
     final["mean_query_ret_f1"] = float(np.mean(per_query_ret_f1))
     final["avg_distance"] = float(m["avg_distance"].mean(axis=0).mean())
@@ -200,7 +197,7 @@ def summarize(traces: Sequence[QueryTrace], iterations: int, *, variant: str = "
             "gt_retrieved": np.array([len(t.gt & frozenset().union(*t.retrieved)) for t in scored])}
     per_iteration = {name: [float(x) for x in m[name].mean(axis=0)] for name in
                      ("recall", "precision", "ret_recall", "ret_precision", "avg_distance")}
-    per_iteration["f1"] = [harmonic_f1(p, r) for p, r in zip(per_iteration["precision"], per_iteration["recall"])]
+    per_iteration["f1"] = [harmonic_mean(p, r) for p, r in zip(per_iteration["precision"], per_iteration["recall"])]
     with np.errstate(invalid="ignore"):
         per_iteration["gt_discard_rate"] = [float(np.nanmean(col)) if (~np.isnan(col)).any() else None
                                             for col in m["gt_discard_rate"].T]
@@ -225,12 +222,3 @@ def bootstrap_ci(m: dict[str, np.ndarray], hits: dict[str, np.ndarray], resample
         samples[f1] = np.divide(2 * samples[p] * samples[r], total, out=np.zeros_like(total), where=total > 0)
     return {name: [float(np.percentile(samples[name], 2.5)), float(np.percentile(samples[name], 97.5))]
             for name in CI_METRICS}
-
-
-def gather_metric(example, pred, trace=None) -> float:
-    """Optimizer form: final-iteration F1 of one query (`example.gt_ids`, `pred.result` a GatherResult)."""
-    gt = frozenset(example.gt_ids)
-    if not gt:
-        return 0.0
-    p, r = precision_recall(gt, {x.doc_id for x in pred.result.selected})
-    return harmonic_f1(p, r)

@@ -118,8 +118,6 @@ class JudgeCache:
     def __init__(self, directory: str | Path):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.hits = 0
-        self.misses = 0
 
     def _path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
@@ -127,9 +125,7 @@ class JudgeCache:
     def get(self, key: str) -> dict[str, Any] | None:
         path = self._path(key)
         if not path.exists():
-            self.misses += 1
             return None
-        self.hits += 1
         return json.loads(path.read_text(encoding="utf-8"))
 
     def put(self, key: str, value: dict[str, Any]) -> None:

@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from eval.clustering import adjusted_rand_index, harmonic_mean, homogeneity_completeness_v
+from eval.clustering import adjusted_rand_index, homogeneity_completeness_v
+from eval.f1 import harmonic_mean
 from eval.taxonomy_tree import (Tree, category_labels, children_of, coerce_tree, name_of, paper_assignment,
                                 paper_paths, tree_stats, tree_titles)
+from programs.runtime.text import norm_text, norm_title
 
 logger = logging.getLogger(__name__)
 
@@ -33,12 +35,8 @@ UNRETRIEVED = "\u22a5"  # the one label all unretrieved expert papers share in t
 # ---------------------------------------------------------------- title alignment (§4.1)
 
 
-def norm_title(title: str) -> str:
-    """`paper` profile normalisation: lowercase, drop non-word characters, collapse whitespace."""
-    return re.sub(r"\s+", " ", re.sub(r"[^\w\s]", "", title.lower())).strip()
-
-
 def _public_norm(title: str) -> str:
+    """`public_scorer` profile key: like `norm_title`, but punctuation becomes a space instead of vanishing."""
     return re.sub(r"\s+", " ", re.sub(r"[^\w\s]", " ", title.lower())).strip()
 
 
@@ -120,8 +118,8 @@ def leaf_scores(labels_true: Sequence[Any], labels_pred: Sequence[Any]) -> dict[
 
 def exact_sim(xs: Sequence[str], ys: Sequence[str]) -> np.ndarray:
     """1 when two labels are equal after lowercasing and collapsing whitespace, else 0."""
-    key = [" ".join(x.lower().split()) for x in xs]
-    other = [" ".join(y.lower().split()) for y in ys]
+    key = [norm_text(x) for x in xs]
+    other = [norm_text(y) for y in ys]
     return np.array([[float(a == b) for b in other] for a in key], dtype=np.float64).reshape(len(xs), len(ys))
 
 

@@ -170,10 +170,11 @@ def _gt(example) -> set[str]:
 
 def gather_f1(example, pred) -> float:
     """F1 of the selected papers (final iteration); 0 for a query without ground truth."""
-    from eval.gather import harmonic_f1, precision_recall
+    from eval.f1 import harmonic_mean
+    from eval.gather import precision_recall
 
     gt = frozenset(example.gt_ids)
-    return harmonic_f1(*precision_recall(gt, set(pred.selected))) if gt else 0.0
+    return harmonic_mean(*precision_recall(gt, set(pred.selected))) if gt else 0.0
 
 
 def gather_recall(example, pred) -> float:

@@ -11,6 +11,7 @@ import dspy
 
 from programs.gather.artifacts import Candidate, GatherResult, Round, Search, Selection, Subquery
 from programs.runtime.stage import Shared, run_sync
+from programs.runtime.text import collapse_whitespace
 from programs.runtime.usage import UsageMeter, call_predictor, metered
 from programs.stages.offline import key_terms
 from retrievers.types import Retriever, search_async
@@ -52,7 +53,7 @@ class DirectQuery(dspy.Module):
                 query, link = " ".join(key_terms(question, min_len=1)) or question, "derive"
             else:
                 out = await call_predictor("direct_query", self.write_search_query, question=question)
-                query, link = " ".join(out.query.split()) or question, "derive"
+                query, link = collapse_whitespace(out.query) or question, "derive"
         top = await search_async(self._retriever.obj, query, max(self.k, self.ranking_depth),
                                         before=date_constraint or None)
         hits = top[:self.k]

@@ -9,11 +9,32 @@ from dataclasses import dataclass
 from programs.artifacts import Reference
 from retrievers.types import Doc
 
-# A bracket group whose items all look like citations: our ids (8+ hex, "_", passage number),
-# bare numbers, or "source"/"doc" style labels an LM may invent. Markdown links `[text](url)` are excluded.
-_ITEM = r"(?:[0-9a-f]{8,40}_\d+|\d+|(?:source|doc|ref)[\s_-]?\w+)"
-CITATION = re.compile(rf"\s?\[\s*({_ITEM}(?:\s*[,;]\s*{_ITEM})*)\s*\](?!\()", re.IGNORECASE)
-_SPLIT = re.compile(r"\s*[,;]\s*")
+# A citation is one bracket group of labels, "[3]", "[1, 2]", "[5a7b0fd1_1; 3]" ("[3][4]" is two groups);
+# a Markdown link `[text](url)` is not one. Our labels are source ids (`source_id_for`) and the numbers
+# renumbering gives them.
+_LABEL = r"(?:[0-9a-f]{8,40}_\d+|\d+)"
+# A writer LM may also invent "source"/"doc"/"ref" style labels; the draft pattern reads them, so
+# renumbering drops them (with the space before the group) instead of leaving them in the report.
+_DRAFT_LABEL = rf"(?:{_LABEL}|(?:source|doc|ref)[\s_-]?\w+)"
+_SEPARATOR = re.compile(r"\s*[,;]\s*")
+
+
+def _bracket_group(label: str) -> str:
+    return rf"\[\s*({label}(?:\s*[,;]\s*{label})*)\s*\](?!\()"
+
+
+CITATION = re.compile(_bracket_group(_LABEL), re.IGNORECASE)
+DRAFT_CITATION = re.compile(r"\s?" + _bracket_group(_DRAFT_LABEL), re.IGNORECASE)
+
+
+def citation_labels(match: re.Match) -> list[str]:
+    """The labels of one `CITATION` or `DRAFT_CITATION` match, lowercased, in order.
+
+    Example:
+        >>> citation_labels(CITATION.search("Shown [5A7B0FD1_1; 3]."))
+        ['5a7b0fd1_1', '3']
+    """
+    return [label.lower() for label in _SEPARATOR.split(match.group(1).strip())]
 
 
 def source_id_for(doc_id: str, n_hex: int = 8) -> str:
@@ -76,8 +97,7 @@ def renumber_citations(markdown: str, registry: CitationRegistry) -> Renumbered:
     def replace(match: re.Match) -> str:
         nonlocal dropped
         out = []
-        for item in _SPLIT.split(match.group(1).strip()):
-            sid = item.lower()
+        for sid in citation_labels(match):
             doc = registry.get(sid)
             if doc is None:
                 dropped += 1
@@ -92,7 +112,7 @@ def renumber_citations(markdown: str, registry: CitationRegistry) -> Renumbered:
         lead = " " if match.group(0)[:1].isspace() and out else ""
         return lead + "".join(out)
 
-    text = CITATION.sub(replace, markdown)
+    text = DRAFT_CITATION.sub(replace, markdown)
     return Renumbered(markdown=text, references=tuple(refs), dropped=dropped)
 
 

@@ -25,7 +25,6 @@ from dspy.clients.cache import Cache
 from programs.runtime.secrets import redact, redact_url
 
 OFFLINE = "offline"
-STAGE_ENV = "DEEPRESEARCH_LM_{}"  # e.g. DEEPRESEARCH_LM_WRITER=openai/gpt-5
 SERVER_KEY_ENV = "DEEPRESEARCH_API_KEY"  # the key sent to an --api-base server
 STRUCTURED_MODES = ("auto", "schema", "off")
 DEFAULT_TIMEOUT_S = 120.0
@@ -120,18 +119,6 @@ def make_lm(model: str | None, api_base: str | None = None, api_key: str | None 
     if timeout_s is not None:
         client["timeout"] = timeout_s
     return dspy.LM(model, **client, **kwargs)
-
-
-def stage_lms_from_env(stages: tuple[str, ...], api_base: str | None = None, api_key: str | None = None,
-                       **kwargs: Any) -> dict[str, dspy.LM]:
-    """Per-stage LMs named by DEEPRESEARCH_LM_<STAGE> variables (for example DEEPRESEARCH_LM_WRITER)."""
-    lms = {}
-    for stage in stages:
-        model = os.environ.get(STAGE_ENV.format(stage.upper()))
-        lm = make_lm(model, api_base, api_key, **kwargs) if model else None
-        if lm is not None:
-            lms[stage] = lm
-    return lms
 
 
 def server_of(lm: Any) -> str | None:
@@ -360,5 +347,4 @@ def summarize_failures(causes: Iterable[str]) -> str | None:
 
 __all__ = ["DEFAULT_TIMEOUT_S", "LMConfigError", "LMPreflightError", "OFFLINE", "STRUCTURED_MODES", "SchemaAdapter",
            "ServerKeyedCache", "check_lm", "configure_lm_cache", "explain", "key_variables", "make_lm",
-           "output_schema", "preflight", "server_of", "stage_lms_from_env", "structured_adapter",
-           "summarize_failures"]
+           "output_schema", "preflight", "server_of", "structured_adapter", "summarize_failures"]

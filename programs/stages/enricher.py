@@ -1,6 +1,7 @@
 import dspy
 
 from programs.runtime.stage import Stage
+from programs.runtime.text import norm_text
 from programs.runtime.usage import call_predictor
 from programs.stages.planner import clean_tasks
 from signatures.enrich import FindGaps
@@ -19,8 +20,8 @@ class Enricher(Stage):
         out = await call_predictor("enrich", self.find_gaps, question=question, focus=focus, summary=summary,
                                    open_questions=open_questions, sibling_queries=sibling_queries,
                                    max_tasks=max_tasks)
-        taken = {" ".join(q.lower().split()) for q in [focus, *sibling_queries]}
-        fresh = [t for t in out.tasks if " ".join(t.query.lower().split()) not in taken]
+        taken = {norm_text(q) for q in [focus, *sibling_queries]}
+        fresh = [t for t in out.tasks if norm_text(t.query) not in taken]
         return dspy.Prediction(tasks=clean_tasks(fresh, max_tasks))
 
 

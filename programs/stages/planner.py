@@ -1,6 +1,7 @@
 import dspy
 
 from programs.runtime.stage import Stage
+from programs.runtime.text import norm_text
 from programs.runtime.usage import call_predictor
 from signatures.plan import PlanQueries
 from signatures.types import Task
@@ -10,7 +11,7 @@ def clean_tasks(tasks: list[Task], limit: int) -> list[Task]:
     """Drops empty and repeated queries (case-insensitive) and keeps at most `limit`."""
     seen, kept = set(), []
     for t in tasks:
-        key = " ".join(t.query.lower().split())
+        key = norm_text(t.query)
         if key and key not in seen:
             seen.add(key)
             kept.append(t)

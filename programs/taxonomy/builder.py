@@ -17,7 +17,7 @@ import logging
 import math
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import dspy
@@ -25,6 +25,7 @@ import numpy as np
 
 from programs.research.program import DeepResearch
 from programs.runtime.stage import run_sync
+from programs.runtime.text import norm_title
 from programs.runtime.usage import call_predictor
 from programs.taxonomy.offline import cluster_taxonomy
 from retrievers.embed import encode
@@ -57,11 +58,6 @@ class Repair:
 
 
 # ---------------------------------------------------------------- inputs
-
-
-def norm_title(title: str) -> str:
-    """Lowercase, drop non-word characters, collapse whitespace (TaxoBench's title key)."""
-    return re.sub(r"\s+", " ", re.sub(r"[^\w\s]", "", title.lower())).strip()
 
 
 def paper_cards(papers: Sequence[Any], abstract_chars: int = 1200) -> list[PaperCard]:
@@ -424,7 +420,3 @@ class TaxonomyBuilder(dspy.Module):
             return parsed
         repairs.append(Repair("fix_failed", "answer could not be parsed or repaired"))
         return None
-
-
-def repairs_as_dicts(repairs: Sequence[Repair]) -> list[dict[str, str]]:
-    return [asdict(r) for r in repairs]

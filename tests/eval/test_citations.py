@@ -2,9 +2,10 @@ import pytest
 
 from eval.citations import (
     CitationScores, Sentence, citation_precision, citation_recall, citations_in, claim_sentences,
-    dataset_citation_f1, f1_score, grade_claims, lexical_entails, lexical_support, scholarqa_citation_scores,
+    dataset_citation_f1, grade_claims, lexical_entails, lexical_support, scholarqa_citation_scores,
     split_sentences,
 )
+from eval.f1 import harmonic_mean
 
 REPORT = """## Does warming advance flowering?
 
@@ -156,4 +157,4 @@ def test_dataset_f1_is_the_f1_of_mean_precision_and_recall():
     (99.35, 84.92, 91.57), (74.00, 70.00, 71.94), (56.00, 54.33, 55.15), (55.17, 55.67, 55.42),
     (74.92, 70.47, 72.63), (68.91, 64.99, 66.89), (63.25, 57.89, 60.45), (46.72, 47.86, 47.28)])
 def test_published_citation_f1_recomputes(recall, precision, f1):
-    assert f1_score(precision, recall) == pytest.approx(f1, abs=0.1)
+    assert harmonic_mean(precision, recall) == pytest.approx(f1, abs=0.1)

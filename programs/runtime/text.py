@@ -1,0 +1,31 @@
+"""Normalised text keys shared by the programs and the evaluation: when two queries, labels or titles are the same."""
+
+from __future__ import annotations
+
+import re
+
+
+def collapse_whitespace(text: str | None) -> str:
+    """`text` on one line: runs of whitespace become one space, the ends are trimmed (None gives '')."""
+    return " ".join((text or "").split())
+
+
+def norm_text(text: str | None) -> str:
+    """Case- and whitespace-insensitive key of a query or label: lowercase, whitespace collapsed.
+
+    Example:
+        >>> norm_text("  Soil  Carbon\\nLoss ") == norm_text("soil carbon loss")
+        True
+    """
+    return collapse_whitespace(text).lower()
+
+
+def norm_title(title: str) -> str:
+    """TaxoBench's title key (spec 003 §4.1, `paper` profile): lowercase, drop non-word characters, collapse whitespace.
+
+    Punctuation is dropped, not replaced, so "Self-Attention" and "SelfAttention" share a key.
+    """
+    return re.sub(r"\s+", " ", re.sub(r"[^\w\s]", "", title.lower())).strip()
+
+
+__all__ = ["collapse_whitespace", "norm_text", "norm_title"]
