@@ -326,9 +326,18 @@ class Scheduler:
         Raises:
             BudgetExceeded: when the call or token budget leaves no room for this call.
         """
+        return await self.guard(module, lambda: module.acall(**inputs), reserve=reserve)
+
+    async def guard(self, module: dspy.Module, make: Callable[[], Awaitable[Any]], *, reserve: int = 1) -> Any:
+        """Awaits `make()`, an LM call of `module`'s predictors, under the LM cap, its provider's rate limit,
+        the timeout, retries and the run's budgets (`call` does this for a stage module's `acall`).
+
+        Raises:
+            BudgetExceeded: when the call or token budget leaves no room for this call.
+        """
         provider = provider_of(module)
         if provider is None:  # an offline stage: no LM, no cap, no budget
-            return await module.acall(**inputs)
+            return await make()
         limiter = self._limiters[provider]
         attempt = 0
         while True:
@@ -340,8 +349,8 @@ class Scheduler:
                         raise BudgetExceeded(reason)
                     with self.meter.reserving():
                         if self.config.lm_timeout_s is None:
-                            return await module.acall(**inputs)
-                        return await asyncio.wait_for(module.acall(**inputs), self.config.lm_timeout_s)
+                            return await make()
+                        return await asyncio.wait_for(make(), self.config.lm_timeout_s)
             except Exception as err:
                 if not (dspy.is_retryable_lm_error(err) or isinstance(err, asyncio.TimeoutError)) \
                         or attempt >= self.config.lm_retries:

@@ -23,10 +23,13 @@ from typing import Any
 import dspy
 import numpy as np
 
+from programs.config import ResearchConfig
 from programs.research.program import DeepResearch
+from programs.runtime.events import EventHandler, EventLog
+from programs.runtime.scheduler import BudgetExceeded, Scheduler
 from programs.runtime.stage import run_sync
 from programs.runtime.text import norm_title
-from programs.runtime.usage import call_predictor
+from programs.runtime.usage import UsageMeter, call_predictor, metered
 from programs.taxonomy.offline import cluster_taxonomy
 from retrievers.embed import encode
 from signatures.taxonomy import (
@@ -254,6 +257,26 @@ def group_papers(cards: list[PaperCard], max_size: int, embed: Embed) -> list[li
 # ---------------------------------------------------------------- the program
 
 
+@dataclass
+class _Run:
+    """One LM build's scheduler, events and repairs, kept off the module so one builder serves concurrent runs."""
+
+    sched: Scheduler
+    events: EventLog
+    repairs: list[Repair]
+    stopped: str = ""
+
+    def budget(self, reason: str) -> None:
+        if not self.stopped:
+            self.stopped = reason
+            self.events.emit("budget", message=f"stopping: {reason}")
+
+
+def _clustered(topic: str, cards: list[PaperCard]) -> dict:
+    """`cards` organised by clustering (no LM), keyed by paper id as the LM trees are."""
+    return clean_tree(cluster_taxonomy(topic, cards), topic, _resolver({c.paper_id: c.title for c in cards}), [])
+
+
 class TaxonomyBuilder(dspy.Module):
     """Builds a TaxoBench taxonomy for a topic, from given papers or from papers a research run finds.
 
@@ -267,6 +290,10 @@ class TaxonomyBuilder(dspy.Module):
             (otherwise every retrieved paper).
         offline: Build with hierarchical clustering (`programs.taxonomy.offline`), no LM.
         embed: texts -> L2-normalised vectors, for grouping and similarity repairs (default all-MiniLM-L6-v2).
+        max_lm_calls, deadline_s, lm_timeout_s, max_concurrency: The run limits of the shared scheduler
+            (programs.runtime.scheduler): past the call budget or the deadline, what the LM has not organised
+            is clustered (a `budget` or `deadline` repair), so a tree always comes out.
+        on_event: Called with the run's progress events (run_start, stage_end per group, budget, run_end).
 
     Example:
         >>> builder = TaxonomyBuilder()                                                   # doctest: +SKIP
@@ -276,7 +303,9 @@ class TaxonomyBuilder(dspy.Module):
 
     def __init__(self, research: DeepResearch | None = None, *, max_papers_per_call: int = 60,
                  target_depth: int | None = None, target_leaves: int | None = None, abstract_chars: int = 1200,
-                 relevant_only: bool = True, offline: bool = False, embed: Embed | None = None):
+                 relevant_only: bool = True, offline: bool = False, embed: Embed | None = None,
+                 max_lm_calls: int | None = None, deadline_s: float | None = None, lm_timeout_s: float | None = 120.0,
+                 max_concurrency: int = 8, on_event: EventHandler | None = None):
         super().__init__()
         if max_papers_per_call < 2:
             raise ValueError(f"max_papers_per_call must be >= 2, got {max_papers_per_call}")
@@ -291,6 +320,9 @@ class TaxonomyBuilder(dspy.Module):
         self.relevant_only = relevant_only
         self.is_offline = offline
         self.embed = embed or encode
+        self.limits = ResearchConfig(max_concurrency=max_concurrency, lm_concurrency=max_concurrency,
+                                     max_lm_calls=max_lm_calls, deadline_s=deadline_s, lm_timeout_s=lm_timeout_s)
+        self.on_event = on_event
 
     def forward(self, topic: str, papers: Sequence[Any] | None = None) -> dspy.Prediction:
         return run_sync(self.aforward(topic=topic, papers=papers))
@@ -319,8 +351,7 @@ class TaxonomyBuilder(dspy.Module):
         elif self.is_offline:
             tree = cluster_taxonomy(topic, cards)
         else:
-            keyed = await self._organise(topic, cards, repairs)
-            tree = with_titles(keyed, {c.paper_id: c.title for c in cards})
+            tree = with_titles(await self._run(topic, cards, repairs), {c.paper_id: c.title for c in cards})
         return dspy.Prediction(tree=tree, papers=cards, retrieved_papers=[c.title for c in cards],
                                repairs=repairs, mode=mode, report=report)
 
@@ -333,12 +364,32 @@ class TaxonomyBuilder(dspy.Module):
         titled = {r.doc_id: r.title for r in report.references}  # a retriever without a corpus: cited titles
         return [{"paper_id": i, "title": titled[i]} for i in ids if titled.get(i)]
 
-    async def _organise(self, topic: str, cards: list[PaperCard], repairs: list[Repair]) -> dict:
+    async def _run(self, topic: str, cards: list[PaperCard], repairs: list[Repair]) -> dict:
+        """Organises `cards` with the LM on the run's scheduler; the tree keys papers by id."""
+        meter, events = UsageMeter(), EventLog(self.on_event)
+        with metered(meter):
+            run = _Run(sched=Scheduler(self.limits, meter), events=events, repairs=repairs)
+            events.emit("run_start", counts={"papers": len(cards)})
+            try:
+                keyed = await asyncio.wait_for(self._organise(topic, cards, run), run.sched.remaining())
+            except asyncio.TimeoutError:  # the deadline: every paper still gets a place, by clustering
+                events.emit("budget", message=f"deadline of {self.limits.deadline_s:g}s reached")
+                repairs.append(Repair("deadline", f"deadline reached; {len(cards)} papers organised by clustering"))
+                keyed = _clustered(topic, cards)
+            events.emit("run_end", message="done", counts={"lm_calls": meter.total_calls, "repairs": len(repairs)})
+        return keyed
+
+    async def _call(self, run: _Run, predictor: dspy.Module, **inputs: Any) -> dspy.Prediction:
+        """One LM call of the builder under the run's caps, timeout, retries and call budget."""
+        return await run.sched.guard(predictor, lambda: call_predictor("taxonomy", predictor, **inputs), reserve=0)
+
+    async def _organise(self, topic: str, cards: list[PaperCard], run: _Run) -> dict:
+        repairs = run.repairs
         if len(cards) <= self.max_papers_per_call:
-            return await self._build_group(topic, cards, repairs)
+            return await self._build_group(topic, cards, run)
         groups = group_papers(cards, self.max_papers_per_call, self.embed)
         repairs.append(Repair("grouped", f"{len(cards)} papers organised in {len(groups)} groups, then merged"))
-        partials = await asyncio.gather(*[self._build_group(topic, g, repairs) for g in groups])
+        partials = await asyncio.gather(*[self._build_group(topic, g, run) for g in groups])
         members: dict[str, list[str]] = {}
         categories: list[CategoryCard] = []
         title_of = {c.paper_id: c.title for c in cards}
@@ -350,9 +401,12 @@ class TaxonomyBuilder(dspy.Module):
                                                examples=[title_of[k] for k in leaf["papers"][:3]]))
         label = {c.category_id: PATH_SEP.join(c.path) for c in categories}
         try:
-            raw = (await call_predictor("taxonomy", self.merge_taxonomies, topic=topic, categories=categories)).taxonomy
+            raw = (await self._call(run, self.merge_taxonomies, topic=topic, categories=categories)).taxonomy
         except dspy.AdapterParseError as err:
-            raw = await self._recover(err.lm_response, repairs)
+            raw = await self._recover(err.lm_response, run)
+        except BudgetExceeded as err:
+            run.budget(str(err))
+            raw = None
         skeleton = clean_tree(raw, topic, _resolver(label), repairs)
         missing = [c for c in label if c not in set(keys_of(skeleton))]
         if missing and not leaves_of(skeleton):
@@ -363,35 +417,38 @@ class TaxonomyBuilder(dspy.Module):
             leaf["papers"] = [k for cid in leaf["papers"] for k in members[cid]]
         return skeleton
 
-    async def _build_group(self, topic: str, cards: list[PaperCard], repairs: list[Repair]) -> dict:
+    async def _build_group(self, topic: str, cards: list[PaperCard], run: _Run) -> dict:
+        repairs = run.repairs
         try:
-            out = await call_predictor("taxonomy", self.build_taxonomy, topic=topic, papers=cards,
-                                       target_depth=self.target_depth, target_leaves=self.target_leaves)
+            out = await self._call(run, self.build_taxonomy, topic=topic, papers=cards,
+                                   target_depth=self.target_depth, target_leaves=self.target_leaves)
             raw = out.taxonomy
         except dspy.AdapterParseError as err:
-            raw = await self._recover(err.lm_response, repairs)
+            raw = await self._recover(err.lm_response, run)
+        except BudgetExceeded as err:  # no LM call left: this group is clustered
+            run.budget(str(err))
+            repairs.append(Repair("budget", f"LM call budget spent; {len(cards)} papers organised by clustering"))
+            return _clustered(topic, cards)
         title_of = {c.paper_id: c.title for c in cards}
         tree = clean_tree(raw, topic, _resolver(title_of), repairs)
         placed = set(keys_of(tree))
         missing = [c for c in cards if c.paper_id not in placed]
         if missing and not leaves_of(tree):
             repairs.append(Repair("clustered", f"no usable leaves; {len(missing)} papers organised by clustering"))
-            clustered = cluster_taxonomy(topic, missing)
-            return clean_tree(clustered, topic, _resolver(title_of), [])
+            return _clustered(topic, missing)
         if missing:
-            missing = await self._place_with_lm(topic, tree, missing, repairs)
+            missing = await self._place_with_lm(topic, tree, missing, run)
         place_by_similarity(tree, [c.paper_id for c in missing], title_of, self.embed, repairs)
+        run.events.emit("stage_end", stage="taxonomy", counts={"papers": len(cards), "left_out": len(missing)})
         return tree
 
-    async def _place_with_lm(self, topic: str, tree: dict, missing: list[PaperCard],
-                             repairs: list[Repair]) -> list[PaperCard]:
+    async def _place_with_lm(self, topic: str, tree: dict, missing: list[PaperCard], run: _Run) -> list[PaperCard]:
         """Asks the LM where the left-out papers go; returns those it did not place in a real leaf."""
         leaves = {PATH_SEP.join(p): leaf for p, leaf in leaves_of(tree)}
         try:
-            out = await call_predictor("taxonomy", self.place_papers, topic=topic, leaves=list(leaves),
-                                       papers=missing)
+            out = await self._call(run, self.place_papers, topic=topic, leaves=list(leaves), papers=missing)
             placements = out.placements
-        except Exception as err:  # the similarity fallback still places every paper
+        except Exception as err:  # a budget stop included: the similarity fallback still places every paper
             logger.warning("placing %d left-out papers failed (%s); using label similarity", len(missing),
                            type(err).__name__)
             return missing
@@ -400,18 +457,19 @@ class TaxonomyBuilder(dspy.Module):
             leaf = leaves.get(p.leaf.strip())
             if leaf is not None and p.paper_id in by_id:
                 leaf["papers"].append(p.paper_id)
-                repairs.append(Repair("placed_by_lm", f"paper {p.paper_id} put in {p.leaf.strip()!r}"))
+                run.repairs.append(Repair("placed_by_lm", f"paper {p.paper_id} put in {p.leaf.strip()!r}"))
                 del by_id[p.paper_id]
         return list(by_id.values())
 
-    async def _recover(self, text: str | None, repairs: list[Repair]) -> Any:
+    async def _recover(self, text: str | None, run: _Run) -> Any:
         """Parses an answer the adapter could not: JSON extraction, then one RepairJSON call (§3.2)."""
+        repairs = run.repairs
         parsed = parse_tree_text(text or "")
         if parsed is not None:
             repairs.append(Repair("json_parsed", "answer parsed from raw text"))
             return parsed
         try:
-            fixed = (await call_predictor("taxonomy", self.repair_json, text=text or "")).json_text
+            fixed = (await self._call(run, self.repair_json, text=text or "")).json_text
             parsed = parse_tree_text(fixed)
         except Exception as err:
             logger.warning("JSON repair call failed: %s", type(err).__name__)

@@ -213,3 +213,25 @@ def test_parse_tree_text_handles_fences_and_inner_quotes():
 def test_named_predictors_are_stable():
     names = [n for n, _ in TaxonomyBuilder(offline=True).named_predictors()]
     assert names == ["build_taxonomy", "merge_taxonomies", "place_papers", "repair_json"]
+
+
+def test_the_builder_runs_under_a_call_budget_and_a_deadline_and_still_places_every_paper(surveys, make_lm,
+                                                                                        routed):
+    # 40 papers in groups of at most 10: four group calls and a merge; a budget of 2 calls builds two groups with
+    # the LM, clusters the other two, and the merge falls back to keeping each group as a subtree
+    papers = surveys[0]["pdfs"][:40]
+    events = []
+    lm = make_lm(routed({BuildTaxonomy: two_leaf_answer}))
+    builder = TaxonomyBuilder(max_papers_per_call=10, max_lm_calls=2, on_event=events.append)
+    with dspy.context(lm=lm):
+        out = asyncio.run(builder.acall(topic=surveys[0]["survey_topic"], papers=papers))
+    assert_guarantees(out.tree, papers)
+    assert lm.scripted.calls == 2 and sum(r.kind == "budget" for r in out.repairs) == 2
+    assert [e.kind for e in events][0] == "run_start" and events[-1].kind == "run_end"
+    assert any(e.kind == "budget" and "LM call budget of 2" in e.message for e in events)
+    # every call answers after 2 s; the deadline is 1 s: the whole set is clustered, and the tree still comes out
+    slow = make_lm(routed({BuildTaxonomy: two_leaf_answer}), delay=2.0)
+    with dspy.context(lm=slow):
+        out = asyncio.run(TaxonomyBuilder(deadline_s=1.0).acall(topic=surveys[0]["survey_topic"], papers=papers))
+    assert_guarantees(out.tree, papers)
+    assert [r.kind for r in out.repairs] == ["deadline"]
