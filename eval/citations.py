@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from eval.f1 import harmonic_mean
 from eval.report import body_text
-from programs.research.citations import CITATION, citation_labels
+from programs.runtime.citations import CITATION, citation_labels
 
 Entails = Callable[[str, str], bool]
 Grader = Callable[[str, Sequence[str]], float]

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 import dspy
 
 from programs.artifacts import as_source
-from programs.research.citations import source_id_for
 from programs.gather.loop import GATHER_STAGES
 from programs.research.program import DeepResearch
 from programs.research.strategy import SHARED_STAGES
+from programs.runtime.citations import source_id_for
 from programs.runtime.stage import Shared, Stage
 from programs.stages.assessor import Assessor
 from programs.stages.planner import Planner

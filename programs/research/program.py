@@ -20,11 +20,15 @@ import dspy
 
 from programs.artifacts import Node, Report, RunStats, RunStatus
 from programs.config import ResearchConfig
-from programs.research.citations import CitationRegistry, render_references, renumber_citations
 from programs.research.eco import Eco, tree_size
 from programs.research.hero import Hero
 from programs.research.parallel import PRUNE_REASONS, Parallel
 from programs.research.strategy import SHARED_STAGES, Strategy
+from programs.runtime.citations import (
+    CitationRegistry,
+    render_references,
+    renumber_citations,
+)
 from programs.runtime.context import RunContext, Snapshot
 from programs.runtime.events import EventHandler, EventLog
 from programs.runtime.journal import Journal

@@ -29,12 +29,20 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import dspy
 
-from programs.artifacts import FINAL_STATUSES, Failure, Node, NodeStatus, RunStats, as_source
+from programs.artifacts import (
+    FINAL_STATUSES,
+    Failure,
+    Node,
+    NodeStatus,
+    RunStats,
+    as_source,
+)
 from programs.config import ResearchConfig
+from programs.runtime.citations import CitationRegistry
 from programs.runtime.events import EventLog
 from programs.runtime.journal import Journal
 from programs.runtime.lm import explain
@@ -43,9 +51,6 @@ from programs.runtime.secrets import redact
 from programs.runtime.usage import UsageMeter, set_node
 from retrievers.types import Doc, Hit, Retriever
 from signatures.types import Learning, Source, Task
-
-if TYPE_CHECKING:
-    from programs.research.citations import CitationRegistry
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import pytest
 from optimize.compile import compile_program, evaluate
 from optimize.metrics import metric_spec
 from optimize.saved import load_compiled, meta_path, save_compiled
-from programs.research.citations import source_id_for
+from programs.runtime.citations import source_id_for
 from programs.stages.assessor import Assessor
 from signatures import AssessRelevance, Source, Task
 from tests.scripted import inputs_of, routed_handler, scripted_lm, universal_handler

@@ -1,4 +1,4 @@
-from programs.research.citations import CITATION, DRAFT_CITATION, citation_labels
+from programs.runtime.citations import CITATION, DRAFT_CITATION, citation_labels
 
 
 def labels(pattern, text):

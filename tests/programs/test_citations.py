@@ -1,4 +1,9 @@
-from programs.research.citations import CitationRegistry, render_references, renumber_citations, source_id_for
+from programs.runtime.citations import (
+    CitationRegistry,
+    render_references,
+    renumber_citations,
+    source_id_for,
+)
 from retrievers.types import Doc
 
 

@@ -8,10 +8,17 @@ from typing import get_args
 import dspy
 import pytest
 
-from programs.artifacts import FINAL_STATUSES, NODE_STATUSES, RUN_STATUSES, NodeStatus, Report, RunStats
+from programs.artifacts import (
+    FINAL_STATUSES,
+    NODE_STATUSES,
+    RUN_STATUSES,
+    NodeStatus,
+    Report,
+    RunStats,
+)
 from programs.config import ResearchConfig, preset
 from programs.research import DeepResearch
-from programs.research.citations import CitationRegistry
+from programs.runtime.citations import CitationRegistry
 from programs.runtime.context import RunContext
 from programs.runtime.events import EVENT_KINDS, EventLog
 from programs.runtime.journal import Journal

@@ -1,7 +1,7 @@
 import re
 
-from programs.research.citations import source_id_for
 from programs.research.program import DeepResearch
+from programs.runtime.citations import source_id_for
 
 QUESTION = "Does vitamin D supplementation reduce fracture risk?"
 
