@@ -17,12 +17,21 @@ from typing import Any
 import dspy
 
 from programs.config import ResearchConfig, check_minimum
-from programs.gather.artifacts import (Candidate, GatherResult, Round, Search, Selection, StopReason, Subquery,
-                                      feedback_text)
+from programs.gather.artifacts import (
+    Candidate,
+    GatherResult,
+    Round,
+    Search,
+    Selection,
+    StopReason,
+    Subquery,
+    feedback_text,
+)
 from programs.runtime.events import EventHandler, EventLog
 from programs.runtime.scheduler import BudgetExceeded, Scheduler
 from programs.runtime.secrets import redact
 from programs.runtime.stage import Shared, Stage, run_sync
+from programs.runtime.text import collapse_whitespace, norm_text
 from programs.runtime.usage import UsageMeter, call_predictor, metered
 from retrievers.types import Hit, Retriever
 from signatures.gather import (
@@ -90,7 +99,7 @@ class GatherConfig:
 
 def clip(text: str, limit: int) -> str:
     """At most `limit` characters, cut at a word boundary: keeps the planner's memory bounded."""
-    text = " ".join((text or "").split())
+    text = collapse_whitespace(text)
     if len(text) <= limit:
         return text
     return text[:limit].rsplit(" ", 1)[0] + " …"
@@ -154,10 +163,6 @@ class CandidateAssessor(Stage):
         return dspy.Prediction(judgements=judgements, feedback=feedback_text(out.feedback), rechecked=rechecked)
 
 
-def _norm(text: str | None) -> str:
-    return " ".join((text or "").lower().split())
-
-
 def validate_plan(searches: list[PlannedSearch], tree: list[Subquery], pages: dict[int, int],
                   config: GatherConfig) -> tuple[list[PlannedSearch], list[str], int]:
     """Keeps the actions the loop can run (spec 004 §1.3 validation): returns kept, drop reasons, repairs.
@@ -167,7 +172,7 @@ def validate_plan(searches: list[PlannedSearch], tree: list[Subquery], pages: di
     anything past the first `max_actions` valid actions. Repaired: `target_k` clamped to [1, max_k].
     """
     nodes = {n.node_id for n in tree}
-    texts = {_norm(n.text) for n in tree}
+    texts = {norm_text(n.text) for n in tree}
     continued: set[int] = set()
     kept, dropped, repaired = [], [], 0
     for s in searches:
@@ -177,9 +182,9 @@ def validate_plan(searches: list[PlannedSearch], tree: list[Subquery], pages: di
             reason = "continue on the root"
         elif s.action == "continue" and (s.source_id in continued or pages.get(s.source_id, 0) >= config.max_pages):
             reason = f"continue of node {s.source_id} past its page limit or twice"
-        elif s.action != "continue" and not _norm(s.text):
+        elif s.action != "continue" and not norm_text(s.text):
             reason = f"{s.action} without text"
-        elif s.action != "continue" and _norm(s.text) in texts:
+        elif s.action != "continue" and norm_text(s.text) in texts:
             reason = f"repeated query {s.text!r}"
         elif len(kept) == config.max_actions:
             reason = f"more than {config.max_actions} actions"
@@ -195,7 +200,7 @@ def validate_plan(searches: list[PlannedSearch], tree: list[Subquery], pages: di
         if s.action == "continue":
             continued.add(s.source_id)
         else:
-            texts.add(_norm(s.text))
+            texts.add(norm_text(s.text))
         kept.append(s)
     return kept, dropped, repaired
 
@@ -253,7 +258,10 @@ class Gatherer(dspy.Module):
         self.is_offline = offline
         self.on_event = on_event
         if offline:
-            from programs.gather.offline import OfflineCandidateAssessor, OfflineSubqueryPlanner
+            from programs.gather.offline import (
+                OfflineCandidateAssessor,
+                OfflineSubqueryPlanner,
+            )
 
             self.planner = OfflineSubqueryPlanner(retriever)
             self.assessor = OfflineCandidateAssessor()

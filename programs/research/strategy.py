@@ -16,6 +16,7 @@ import dspy
 from programs.config import ResearchConfig
 from programs.runtime.context import NodeLife, RunContext
 from programs.runtime.scheduler import BudgetExceeded
+from programs.runtime.text import norm_text
 from signatures.types import Task
 
 logger = logging.getLogger(__name__)
@@ -79,8 +80,8 @@ async def plan_root(ctx: RunContext, max_tasks: int) -> list[Task]:
         tasks = []
     if not tasks:
         return [question_task(ctx, "plan_fallback", "planning produced no task; searching the question itself")]
-    planned = {normal(t.query) for t in tasks}
-    if len(tasks) >= ctx.config.breadth or normal(ctx.question) in planned:
+    planned = {norm_text(t.query) for t in tasks}
+    if len(tasks) >= ctx.config.breadth or norm_text(ctx.question) in planned:
         return tasks
     return [*tasks, question_task(ctx, "plan_topped_up", f"{len(tasks)} of {ctx.config.breadth} tasks planned; "
                                                          f"the question itself is searched too")]
@@ -92,8 +93,3 @@ def question_task(ctx: RunContext, counter: str, message: str) -> Task:
     ctx.count(**{counter: True})
     ctx.events.emit("fallback", stage="plan", message=message)
     return Task(query=ctx.question, goal=ctx.question)
-
-
-def normal(text: str) -> str:
-    """Lowercased, whitespace-collapsed: the key under which two queries are the same query."""
-    return " ".join(text.lower().split())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dspy
 
 from programs.runtime.stage import Stage
+from programs.runtime.text import norm_text
 from programs.runtime.usage import call_predictor
 from signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
 
@@ -22,7 +23,7 @@ class BreadthPolicy(Stage):
                                    user_constraints=user_constraints, max_breadth=max_breadth)
         seen, kept = set(), []
         for q in out.subqueries:
-            key = " ".join(q.lower().split())
+            key = norm_text(q)
             if key and key not in seen:
                 seen.add(key)
                 kept.append(q.strip())

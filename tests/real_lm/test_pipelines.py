@@ -8,7 +8,6 @@ citations resolve, failures are recorded where they happened), never wording. Se
 from __future__ import annotations
 
 import json
-import re
 
 import dspy
 import pytest
@@ -20,9 +19,9 @@ from programs.research.program import DeepResearch
 from programs.runtime.lm import SchemaAdapter, make_lm
 from programs.runtime.usage import output_limits
 from programs.taxonomy.builder import TaxonomyBuilder
+from tests.research_lm import CITATION_NUMBER
 
 QUESTION = "Does omega-3 fatty acid supplementation reduce cardiovascular events?"
-CITATION = re.compile(r"\[(\d+)\]")
 # 1024 output tokens fit every structured reply under the schema's bounds, and keep the free-form
 # ones (report, taxonomy) from running on for minutes
 CAP = 1024
@@ -53,7 +52,7 @@ def check_run(out, scifact) -> dict:
     """Structure every finished run must have: resolving citations, recorded failures and notes."""
     trace = json.loads((out / "trace.json").read_text())
     report = (out / "report.md").read_text()
-    numbers = {int(n) for n in CITATION.findall(report.split("## References")[0])}
+    numbers = {int(n) for n in CITATION_NUMBER.findall(report.split("## References")[0])}
     references = {r["number"]: r for r in trace["references"]}
     assert numbers <= set(references), f"citations without a reference: {numbers - set(references)}"
     assert all(r["doc_id"] in scifact for r in references.values())
