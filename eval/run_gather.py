@@ -2,8 +2,9 @@
 
 Writes, under --out: `results.jsonl` (one record per query: the whole GatherResult, which keeps every
 subquery's candidates for replay, plus the ground truth's ranks per round), `run.json` (settings, checked
-on resume), `summary.json` and `summary.md`. An interrupted run resumes from `results.jsonl`, redoing
-only the queries that have no finished record.
+on resume), `summary.json` and `summary.md`. Each record is fsynced as its query finishes, and the summary
+files are written whole at the end. Running the same command into the same --out again (after a kill, say)
+resumes from `results.jsonl`, redoing only the queries that have no finished record; --restart starts afresh.
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from eval.gather import DISTANCE_VARIANTS, FAILED_POLICIES, QueryTrace, gt_ranks, summarize
+from eval.gather import (
+    DISTANCE_VARIANTS,
+    FAILED_POLICIES,
+    QueryTrace,
+    gt_ranks,
+    summarize,
+)
+from eval.jsonl import JsonlAppender, read_jsonl, write_text_atomic
 from eval.querysets import GatherQuery, load_queryset
 from programs.gather.artifacts import GatherResult
 from programs.runtime.lm_cli import add_lm_arguments, open_lm
@@ -25,6 +33,7 @@ from retrievers.types import Hit
 
 METHODS = ("loop", "direct", "raw")
 SETTINGS_CHECKED = ("queries", "split", "corpus", "method", "lm", "iterations", "ranking_depth", "tokenizer")
+DAMAGED = "fix or remove the line, or pass --restart to start the run afresh"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,25 +84,10 @@ def trace_for(record: dict[str, Any]) -> QueryTrace:
     return replace(trace, ranks=tuple({k: int(v) for k, v in r.items()} for r in record["gt_ranks"]))
 
 
-def drop_torn_tail(path: Path) -> None:
-    """Cuts an unfinished last line (a write interrupted mid-record) so appended records start on a new line."""
-    if path.exists():
-        data = path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            path.write_bytes(data[:data.rfind(b"\n") + 1])
-
-
-def read_records(path: Path) -> dict[str, dict[str, Any]]:
-    """query_id -> its last record; a torn last line (an interrupted write) is ignored."""
-    records: dict[str, dict[str, Any]] = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            records[record["query_id"]] = record
-    return records
+def read_records(path: Path, hint: str = "fix or remove the line") -> dict[str, dict[str, Any]]:
+    """query_id -> its last record (a query that failed and was redone has two); a last line cut by a kill is
+    ignored with a warning, a damaged line before it raises `eval.jsonl.JsonlError` ending with `hint`."""
+    return {record["query_id"]: record for record in read_jsonl(path, hint=hint)}
 
 
 @dataclass(frozen=True)
@@ -131,7 +125,8 @@ def load_frozen_cases(results: str | Path, corpus) -> list[AssessmentCase]:
 
 
 async def run_queries(program, queries: list[GatherQuery], workers: int, sink, on_done) -> int:
-    """Runs the queries `workers` at a time, writing each record as it finishes; returns the error count."""
+    """Runs the queries `workers` at a time, appending each record to `sink` (a `JsonlAppender`) as it
+    finishes; returns the error count."""
     slots = asyncio.Semaphore(workers)
     errors = 0
 
@@ -145,8 +140,7 @@ async def run_queries(program, queries: list[GatherQuery], workers: int, sink, o
             except Exception as err:  # recorded and redone on resume; the other queries go on
                 errors += 1
                 record = {**asdict(q), "status": "error", "error": f"{type(err).__name__}: {str(err)[:300]}"}
-        sink.write(json.dumps(record, ensure_ascii=False) + "\n")
-        sink.flush()
+        sink.append(record)  # fsynced: a kill after this line never costs this query again
         on_done(record)
 
     await asyncio.gather(*[one(q) for q in queries])
@@ -227,9 +221,8 @@ def main(args: argparse.Namespace) -> int:
         changed = [k for k in SETTINGS_CHECKED if before.get(k) != settings[k]]
         if changed:
             raise ValueError(f"{out} holds a run with different {', '.join(changed)}; pass --restart or another --out")
-    run_path.write_text(json.dumps(settings, indent=2))
-    drop_torn_tail(results_path)
-    records = read_records(results_path)
+    write_text_atomic(run_path, json.dumps(settings, indent=2))
+    records = read_records(results_path, DAMAGED)
     wanted = {q.query_id for q in queries}
     todo = [q for q in queries if records.get(q.query_id, {}).get("status") != "done"]
     print(f"{len(queries)} queries · {len(queries) - len(todo)} already done · corpus {corpus.name} "
@@ -251,7 +244,7 @@ def main(args: argparse.Namespace) -> int:
         bar.update(1)
 
     started = time.perf_counter()
-    with results_path.open("a", encoding="utf-8") as sink:
+    with JsonlAppender(results_path) as sink:  # cuts the line a kill left unfinished
         with session.context(), dspy.context(trace=None, disable_history=True):
             errors = asyncio.run(run_queries(program, todo, args.workers, sink, on_done))
     bar.close()
@@ -262,9 +255,9 @@ def main(args: argparse.Namespace) -> int:
     usage = usage_totals(done)
     summary.update(settings=settings, usage=usage, errors=len(wanted) - len(done),
                    seconds=round(time.perf_counter() - started, 2))
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2))
     markdown = summary_markdown(summary, settings, usage)
-    (out / "summary.md").write_text(markdown, encoding="utf-8")
+    write_text_atomic(out / "summary.md", markdown)
     print(markdown)
     print(f"results: {results_path}\nsummary: {out / 'summary.md'}")
     if errors or len(done) < len(queries):

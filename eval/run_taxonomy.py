@@ -1,8 +1,10 @@
 """`deepresearch eval taxonomy`: build a taxonomy per TaxoBench survey and score it against the expert tree.
 
-Writes predictions.jsonl (TaxoBench's scorer format plus the repairs made), scores.jsonl (every
-metric per survey), judgements.jsonl (with --judge-lm) and summary.json to --out, and prints the
-summary table.
+Writes to --out: predictions.jsonl (TaxoBench's scorer format plus the repairs made; one line per survey,
+fsynced as the survey finishes), run.json (the settings, checked on resume), and at the end, from every
+finished prediction, scores.jsonl (every metric per survey), judgements.jsonl (with --judge-lm) and
+summary.json, each written whole; then prints the summary table. Running the same command into the same
+--out again (after a kill, say) builds only the surveys without a prediction; --restart starts afresh.
 """
 
 from __future__ import annotations
@@ -16,8 +18,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from eval.jsonl import JsonlAppender, read_jsonl, write_jsonl_atomic, write_text_atomic
 from eval.taxobench import HF_DATASET, Prediction, Survey, load_taxobench
-from eval.taxonomy import PROFILES, EmbeddingSim, SurveyScore, exact_sim, score_survey, summarize
+from eval.taxonomy import (
+    PROFILES,
+    EmbeddingSim,
+    SurveyScore,
+    exact_sim,
+    score_survey,
+    summarize,
+)
 from programs.runtime.lm_cli import LMSession, add_lm_arguments, open_lm
 
 logger = logging.getLogger(__name__)
@@ -27,6 +37,10 @@ SIMS = ("embedding", "exact")
 TABLE = (("R", "recall"), ("P", "precision"), ("F1", "f1"), ("ARI", "ari"), ("HOM", "hom"), ("COMP", "comp"),
          ("V", "v"), ("ARI-e2e", "ari_e2e"), ("V-e2e", "v_e2e"), ("US-TED", "us_ted"), ("US-NTED", "us_nted"),
          ("SEM-PATH", "sem_path"))
+# what a prediction depends on; a rerun into the same --out must match them (--limit, --sim, --profile and
+# --judge-lm may change: they pick the surveys scored and how)
+SETTINGS_CHECKED = ("data", "mode", "lm", "max_papers_per_call", "corpus", "depth", "breadth")
+DAMAGED = "fix or remove the line, or pass --restart to start the run afresh"
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--breadth", type=int, default=3, help="deep-research mode: research breadth")
     parser.add_argument("--max-papers-per-call", type=int, default=60,
                         help="larger paper sets are organised in groups and merged")
+    parser.add_argument("--restart", action="store_true", help="discard earlier predictions in --out")
     add_lm_arguments(parser)  # --lm offline: the clustering baseline; --judge-lm shares --api-base, --lm-timeout
 
 
@@ -129,23 +144,16 @@ def judge_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {f"judge_{k}": v for k, v in judged.items()} | {"judge_failures": sum("error" in r for r in rows)}
 
 
-def write_results(out: Path, scores: list[SurveyScore], predictions: list[dict[str, Any]] | None = None,
-                  judgements: list[dict[str, Any]] | None = None) -> dict:
+def write_results(out: Path, scores: list[SurveyScore], judgements: list[dict[str, Any]] | None = None) -> dict:
+    """Writes scores.jsonl, judgements.jsonl (when judged) and summary.json to `out`, each whole or not at all;
+    returns the summary."""
     out.mkdir(parents=True, exist_ok=True)
-    if predictions is not None:
-        with (out / "predictions.jsonl").open("w", encoding="utf-8") as f:
-            for p in predictions:
-                f.write(json.dumps(p, ensure_ascii=False) + "\n")
-    with (out / "scores.jsonl").open("w", encoding="utf-8") as f:
-        for s in scores:
-            f.write(json.dumps(s.to_dict(), ensure_ascii=False) + "\n")
+    write_jsonl_atomic(out / "scores.jsonl", [s.to_dict() for s in scores])
     summary = summarize(scores)
     if judgements is not None:
-        with (out / "judgements.jsonl").open("w", encoding="utf-8") as f:
-            for row in judgements:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        write_jsonl_atomic(out / "judgements.jsonl", judgements)
         summary |= judge_summary(judgements)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2))
     return summary
 
 
@@ -163,10 +171,12 @@ def print_report(scores: list[SurveyScore], summary: dict, out: Path) -> None:
     print(f"results: {out}")
 
 
-def build_builder(args: argparse.Namespace, surveys: Sequence[Survey], session: LMSession | None = None):
+def build_builder(args: argparse.Namespace, surveys: Sequence[Survey], session: LMSession | None = None,
+                  corpus=None):
     """The taxonomy builder of `args.mode`, its LM (None offline) and model string.
 
     Without `session` the LM is opened from `args` (checked with one request unless --no-preflight).
+    Deep-research mode searches `corpus`, by default the one `research_corpus` gives.
     """
     from programs.taxonomy.builder import TaxonomyBuilder
 
@@ -177,13 +187,15 @@ def build_builder(args: argparse.Namespace, surveys: Sequence[Survey], session: 
         from programs.research.program import DeepResearch
         from retrievers.bm25 import BM25Retriever
 
-        research = DeepResearch(retriever=BM25Retriever(_corpus(args.corpus, surveys)), depth=args.depth,
-                                breadth=args.breadth, offline=lm is None)
+        corpus = corpus if corpus is not None else research_corpus(args.corpus, surveys)
+        research = DeepResearch(retriever=BM25Retriever(corpus), depth=args.depth, breadth=args.breadth,
+                                offline=lm is None)
     builder = TaxonomyBuilder(research=research, max_papers_per_call=args.max_papers_per_call, offline=lm is None)
     return builder, lm, session.model
 
 
-def _corpus(spec: str | None, surveys: Sequence[Survey]):
+def research_corpus(spec: str | None, surveys: Sequence[Survey]):
+    """The corpus of deep-research mode: `spec`, else the benchmark's papers pooled over `surveys`."""
     from retrievers.corpus import Corpus
     from retrievers.types import Doc
 
@@ -213,28 +225,69 @@ def open_judge(args: argparse.Namespace, session: LMSession):
     return lm
 
 
+def run_settings(args: argparse.Namespace, data: str, model: str, corpus) -> dict[str, Any]:
+    """The settings a prediction depends on (`SETTINGS_CHECKED`), as run.json records them."""
+    deep = args.mode == "deep-research"
+    return {"data": data, "mode": args.mode, "lm": model, "max_papers_per_call": args.max_papers_per_call,
+            "corpus": f"{corpus.name}:{corpus.fingerprint()[:12]}" if deep else None,
+            "depth": args.depth if deep else None, "breadth": args.breadth if deep else None}
+
+
+def check_resume(out: Path, settings: dict[str, Any], restart: bool) -> None:
+    """Lets a run go on from the predictions in `out` only when they were made with the same settings."""
+    predictions, run = out / "predictions.jsonl", out / "run.json"
+    if restart:
+        predictions.unlink(missing_ok=True)
+    elif predictions.exists() and not run.exists():
+        raise ValueError(f"{out} holds predictions of unknown settings (no run.json); pass --restart or another --out")
+    elif predictions.exists():
+        before = json.loads(run.read_text(encoding="utf-8"))
+        changed = [k for k in SETTINGS_CHECKED if before.get(k) != settings[k]]
+        if changed:
+            raise ValueError(f"{out} holds a run with different {', '.join(changed)}; pass --restart or another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(run, json.dumps(settings, indent=2))
+
+
+def prediction_row(survey: Survey, result, mode: str, model: str) -> dict[str, Any]:
+    """The predictions.jsonl line of one built taxonomy."""
+    return {"id": survey.survey_id, "hierarchy_tree": result.tree, "retrieved_papers": result.retrieved_papers,
+            "mode": mode, "model": model, "repairs": [vars(r) for r in result.repairs]}
+
+
 def main(args: argparse.Namespace) -> int:
     # the LMs are checked before the benchmark is loaded: a bad key or a dead server fails in seconds
     session = open_lm(args)
     judge = open_judge(args, session)
-    surveys = load_taxobench(resolve_data(args.data), limit=args.limit)
-    builder, lm, model = build_builder(args, surveys, session)
+    data = resolve_data(args.data)
+    surveys = load_taxobench(data, limit=args.limit)
+    corpus = research_corpus(args.corpus, surveys) if args.mode == "deep-research" else None
     out = Path(args.out or Path("runs") / f"taxonomy-{args.mode}")
-    predictions, by_id = [], {}
-    for s in surveys:
-        papers = list(s.papers) if args.mode == "bottom-up" else None
-        with session.context():
-            result = builder(topic=s.topic, papers=papers)
-        row = {"id": s.survey_id, "hierarchy_tree": result.tree, "retrieved_papers": result.retrieved_papers,
-               "mode": args.mode, "model": model, "repairs": [vars(r) for r in result.repairs]}
-        predictions.append(row)
-        by_id[s.survey_id] = Prediction(s.survey_id, result.tree,
-                                        tuple(result.retrieved_papers) if args.mode == "deep-research" else None)
-        print(f"survey {s.survey_id}: {len(result.retrieved_papers)} papers, {len(result.repairs)} repairs",
-              file=sys.stderr)
+    check_resume(out, run_settings(args, data, session.model, corpus), args.restart)
+    predictions_path = out / "predictions.jsonl"
+    done = {int(row["id"]) for row in read_jsonl(predictions_path, hint=DAMAGED)}
+    todo = [s for s in surveys if s.survey_id not in done]
+    print(f"{len(surveys)} surveys · {len(surveys) - len(todo)} already done · {args.mode} · {session.model}",
+          file=sys.stderr)
+    if todo:
+        builder, _, model = build_builder(args, surveys, session, corpus=corpus)
+        with JsonlAppender(predictions_path) as sink:  # cuts the line a kill left unfinished
+            for s in todo:
+                papers = list(s.papers) if args.mode == "bottom-up" else None
+                with session.context():
+                    result = builder(topic=s.topic, papers=papers)
+                sink.append(prediction_row(s, result, args.mode, model))  # fsynced: never built again
+                print(f"survey {s.survey_id}: {len(result.retrieved_papers)} papers, {len(result.repairs)} repairs",
+                      file=sys.stderr)
+    # every score comes from the file, so a resumed run scores exactly what an uninterrupted one would
+    rows = {int(row["id"]): row for row in read_jsonl(predictions_path, hint=DAMAGED)}
+    by_id = {s.survey_id: Prediction(s.survey_id, rows[s.survey_id]["hierarchy_tree"],
+                                     tuple(rows[s.survey_id]["retrieved_papers"]) if args.mode == "deep-research"
+                                     else None)
+             for s in surveys if s.survey_id in rows}
     scores = score_all(surveys, by_id, profile=args.profile, sim=similarity(args.sim))
     judgements = (judge_all(surveys, by_id, args.judge_lm, api_base=args.api_base, cache_dir=out / "judge_cache",
                             lm=judge) if judge is not None else None)
-    summary = write_results(out, scores, predictions, judgements)
+    summary = write_results(out, scores, judgements=judgements)
     print_report(scores, summary, out)
     return 0

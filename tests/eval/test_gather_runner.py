@@ -1,23 +1,62 @@
-"""`deepresearch eval gather`: files, resume, settings check, LM accounting, frozen-candidate replay."""
+"""`deepresearch eval gather`: files, resume (after a kill too), settings check, LM accounting, frozen-candidate
+replay; and the record files every eval runner appends to (`eval.jsonl`)."""
 
 import asyncio
-import io
 import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import dspy
+import pytest
 
 import cli
+from eval.jsonl import JsonlAppender, JsonlError, read_jsonl
 from eval.querysets import load_queryset
 from eval.run_gather import load_frozen_cases, read_records, run_queries, usage_totals
 from programs.gather.loop import CandidateAssessor, Gatherer
 from signatures.gather import AssessCandidates, PlanSubqueries
 from tests.scripted import inputs_of
 
+ROOT = Path(cli.__file__).resolve().parent
 
-def gather(data_dir, out, *extra):
-    return cli.main(["eval", "gather", "--queries", str(data_dir / "scifact"), "--qrels", "test", "--lm", "offline",
-                     "--limit", "4", "--iterations", "2", "--bootstrap", "50", "--out", str(out), "--no-progress",
-                     *extra])
+
+def gather_argv(data_dir, out, *extra, limit=4):
+    return ["eval", "gather", "--queries", str(data_dir / "scifact"), "--qrels", "test", "--lm", "offline",
+            "--limit", str(limit), "--iterations", "2", "--bootstrap", "50", "--out", str(out), "--no-progress", *extra]
+
+
+def gather(data_dir, out, *extra, limit=4):
+    return cli.main(gather_argv(data_dir, out, *extra, limit=limit))
+
+
+def kill_when(records: Path, count: int, argv: list[str]) -> None:
+    """Runs `deepresearch argv` in a process of its own and kills it (SIGKILL) once `records` holds `count`
+    finished lines, failing if the run ends first (its stderr goes to a file beside the run's folder)."""
+    with open(records.parent.with_suffix(".stderr"), "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "cli", *argv], cwd=ROOT,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=err)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if records.exists() and records.read_bytes().count(b"\n") >= count:
+                break
+            time.sleep(0.01)
+        still_running = proc.poll() is None
+        if still_running:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert still_running, f"the run ended before it could be killed: {Path(err.name).read_text()[-2000:]}"
+
+
+def summary_without_timing(out: Path) -> dict:
+    summary = json.loads((out / "summary.json").read_text())
+    summary.pop("seconds")
+    return summary
 
 
 def test_offline_run_writes_results_and_summary_then_resumes(data_dir, tmp_path, capsys):
@@ -50,6 +89,72 @@ def test_resume_refuses_a_run_with_other_settings(data_dir, tmp_path, capsys):
     assert gather(data_dir, out, "--method", "raw", "--restart") == 0
 
 
+def test_a_killed_run_resumes_without_redoing_finished_queries(data_dir, tmp_path, capsys):
+    out = tmp_path / "killed"
+    results = out / "results.jsonl"
+    kill_when(results, 3, gather_argv(data_dir, out, limit=120))
+    finished = read_records(results)  # a line the kill cut is ignored
+    assert len(finished) >= 3 and not (out / "summary.json").exists()
+    finished_lines = [json.dumps(r, ensure_ascii=False) for r in finished.values()]
+
+    assert gather(data_dir, out, limit=120) == 0
+    assert f"120 queries · {len(finished)} already done" in capsys.readouterr().err
+    records = read_jsonl(results)
+    assert len(records) == 120 and len({r["query_id"] for r in records}) == 120  # no query recorded twice
+    assert [json.dumps(r, ensure_ascii=False) for r in records[:len(finished)]] == finished_lines
+
+    assert gather(data_dir, tmp_path / "whole", limit=120) == 0  # never interrupted
+    assert summary_without_timing(out) == summary_without_timing(tmp_path / "whole")
+
+
+def test_a_damaged_line_before_the_last_stops_the_run_naming_it(data_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert gather(data_dir, out) == 0
+    lines = (out / "results.jsonl").read_text().splitlines()
+    (out / "results.jsonl").write_text("\n".join([lines[0], lines[1][:40], *lines[2:]]) + "\n")
+    capsys.readouterr()
+    assert gather(data_dir, out) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and f"{out / 'results.jsonl'} line 2 is not a JSON record" in err[0] and "--restart" in err[0]
+    assert gather(data_dir, out, "--restart") == 0
+
+
+def test_reader_ignores_only_a_cut_last_line(tmp_path, caplog):
+    path = tmp_path / "r.jsonl"
+    whole = json.dumps({"id": 2, "title": "Vitamin D – fracture risk"}, ensure_ascii=False).encode()
+    path.write_bytes(b'{"id": 1}\n\n' + whole[:-6])
+    with caplog.at_level(logging.WARNING, logger="eval.jsonl"):
+        assert read_jsonl(path) == [{"id": 1}]
+    assert "line 3 is incomplete" in caplog.text
+    path.write_bytes(b'{"id": 1}\n' + whole[:whole.index("–".encode()) + 1])  # cut inside a character's bytes
+    assert read_jsonl(path) == [{"id": 1}]
+    path.write_bytes(b'{"id": 1}\n{"id": 2\n{"id": 3}\n')
+    with pytest.raises(JsonlError, match=re.escape(f"{path} line 2 is not a JSON record; fix or remove the line")):
+        read_jsonl(path)
+    path.write_bytes(b'{"id": 1}\n[1, 2]\n{"id": 3}\n')  # JSON, but not a record
+    with pytest.raises(JsonlError, match="line 2"):
+        read_jsonl(path)
+    assert read_jsonl(tmp_path / "missing.jsonl") == []
+
+
+@pytest.mark.parametrize("tail,kept", [(b'{"id": 2, "x": [1, ', [{"id": 1}]),  # cut mid-record: dropped
+                                       (b'{"id": 2}', [{"id": 1}, {"id": 2}]),  # only the newline cut: kept
+                                       (b"", [{"id": 1}])])
+def test_appender_starts_after_the_last_whole_record_and_fsyncs_each(tmp_path, monkeypatch, tail, kept):
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"id": 1}\n' + tail)
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    with JsonlAppender(path) as sink:
+        before = len(synced)
+        sink.append({"id": 9, "text": "é"})
+        sink.append({"id": 10})
+        assert len(synced) == before + 2  # one fsync per record, before append returns
+    assert read_jsonl(path) == [*kept, {"id": 9, "text": "é"}, {"id": 10}]
+    assert path.read_bytes().endswith(b'{"id": 10}\n')
+
+
 def planner(messages):
     if len(json.loads(inputs_of(messages)["subquery_tree"])) > 1:
         return {"searches": [], "checklist_update": "c", "memory_update": "m", "is_complete": False}
@@ -69,13 +174,12 @@ def test_concurrent_queries_count_lm_calls_and_frozen_candidates_replay(data_dir
                                                                         make_lm, routed):
     queries = load_queryset(data_dir / "scifact")[:3]
     lm = make_lm(routed({PlanSubqueries: planner, AssessCandidates: keep_first}), delay=0.01)
-    sink, done = io.StringIO(), []
-    with dspy.context(lm=lm):
+    path, done = tmp_path / "results.jsonl", []
+    with dspy.context(lm=lm), JsonlAppender(path) as sink:
         errors = asyncio.run(run_queries(Gatherer(scifact_bm25), queries, 2, sink, done.append))
     assert errors == 0 and [r["status"] for r in done] == ["done"] * 3
     assert usage_totals(done) == {"calls": 9, "prompt_tokens": 90, "completion_tokens": 45}  # 2 plans + 1 assessment each
-    path = tmp_path / "results.jsonl"
-    path.write_text(sink.getvalue())
+    assert [r["query_id"] for r in read_jsonl(path)] == [r["query_id"] for r in done]
     cases = load_frozen_cases(path, scifact)
     assert len(cases) == 3 and all(len(c.hits) == 5 for c in cases)
     assert [c.labels[0] for c in cases] == ["relevant"] * 3 and cases[0].checklist == "on topic"

@@ -1,4 +1,5 @@
-"""TaxoBench loader, scorer command and runner (offline; the LLM judge gets a scripted LM)."""
+"""TaxoBench loader, scorer command and runner, resumed after a kill too (offline; the LLM judge gets a
+scripted LM)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import json
 import pytest
 
 from cli import main as cli_main
+from eval.jsonl import read_jsonl
 from eval.judges import JudgeTaxonomy
 from eval.taxobench import TaxoBenchError, load_predictions, load_taxobench
+from tests.eval.test_gather_runner import kill_when
 from tests.scripted import chat_format, inputs_of, scripted_lm
 
 
@@ -92,6 +95,43 @@ def test_runner_writes_predictions_scores_and_summary(examples, tmp_path, mode):
         assert 0 < scores["n_model"] < 76 and 0 < scores["aligned"] <= scores["n_model"]
         assert scores["dropped"] == 38 - scores["aligned"] and summary["dropped"] == scores["dropped"]
         assert scores["retrieval"]["recall"] == pytest.approx(scores["aligned"] / 38)
+
+
+def taxonomy_argv(data, out, *extra):
+    return ["eval", "taxonomy", "--data", str(data), "--mode", "deep-research", "--lm", "offline", "--sim",
+            "exact", "--depth", "1", "--breadth", "2", "--out", str(out), *extra]
+
+
+def test_a_killed_run_resumes_without_rebuilding_finished_surveys(examples, tmp_path, capsys):
+    two = [json.loads(x) for x in (examples / "data_subset.jsonl").read_text().splitlines()]
+    data = tmp_path / "three.jsonl"  # a third survey (the first one again) keeps the run going past the first
+    data.write_text("".join(json.dumps(r) + "\n" for r in [*two, {**two[0], "id": 3}]))
+    out = tmp_path / "killed"
+    predictions = out / "predictions.jsonl"
+    kill_when(predictions, 1, taxonomy_argv(data, out))
+    finished = read_jsonl(predictions)
+    assert finished and finished[0]["id"] == 1 and not (out / "summary.json").exists()
+    with predictions.open("a") as f:  # and the line a kill mid-write leaves
+        f.write(f'{{"id": {len(finished) + 1}, "hierarchy_tree": {{"name": "Personalized')
+
+    assert cli_main(taxonomy_argv(data, out)) == 0
+    err = capsys.readouterr().err
+    assert f"3 surveys · {len(finished)} already done" in err
+    assert [f"survey {i}:" in err for i in (1, 2, 3)] == [i > len(finished) for i in (1, 2, 3)]  # built once each
+    rows = read_jsonl(predictions)
+    assert rows[:len(finished)] == finished and [r["id"] for r in rows] == [1, 2, 3]
+
+    assert cli_main(taxonomy_argv(data, tmp_path / "whole")) == 0  # never interrupted
+    for name in ("summary.json", "scores.jsonl"):
+        assert (out / name).read_text() == (tmp_path / "whole" / name).read_text()
+    assert read_jsonl(predictions) == read_jsonl(tmp_path / "whole" / "predictions.jsonl")
+
+    capsys.readouterr()
+    assert cli_main(taxonomy_argv(data, out, "--breadth", "3")) == 2  # refused before building anything
+    refused = f"error: {out} holds a run with different breadth; pass --restart or another --out"
+    assert [line.split(": ", 1)[1] for line in capsys.readouterr().err.splitlines() if "error" in line] == [refused]
+    assert cli_main(taxonomy_argv(data, out, "--breadth", "3", "--limit", "1", "--restart")) == 0
+    assert [r["id"] for r in read_jsonl(predictions)] == [1]
 
 
 def test_judge_lm_adds_the_judge_averages_to_the_summary(examples, tmp_path, monkeypatch, routed, capsys):
