@@ -38,7 +38,7 @@ def test_keys_come_from_the_provider_variable_for_every_lm_of_the_run(monkeypatc
     with LocalOpenAIServer(research_handler()) as server:
         monkeypatch.setenv("OPENAI_API_KEY", SECRET)
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)  # LiteLLM's base-URL variable
-        code = run_cli("--lm", "openai/gpt-4o-mini", "--stage-lm", "writer=openai/gpt-4.1-mini", out=tmp_path / "r")
+        code = run_cli("--lm", "openai/gpt-4o-mini", "--stage-lm", "write=openai/gpt-4.1-mini", out=tmp_path / "r")
     assert code == 0
     assert server.headers and all(h["Authorization"] == f"Bearer {SECRET}" for h in server.headers)
     models = {r["model"] for r in server.requests}
@@ -202,7 +202,7 @@ def test_optimize_also_takes_the_key_from_the_provider_variable(monkeypatch, tmp
     with LocalOpenAIServer(research_handler()) as server:
         monkeypatch.setenv("OPENAI_API_KEY", SECRET)
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        code = cli.main(["optimize", "--program", "research", "--stage", "assessor", "--metric", "f1",
+        code = cli.main(["optimize", "--program", "research", "--stage", "assess", "--metric", "f1",
                          "--optimizer", "bootstrap-rs", "--train", str(data_dir / "scifact"), "--limit", "3",
                          "--budget", "8", "--preset", "quick", "--no-cache", "--lm", "openai/gpt-4o-mini",
                          "--out", str(tmp_path / "compiled.json")])

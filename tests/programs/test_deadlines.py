@@ -55,7 +55,7 @@ def test_each_preset_stops_at_its_deadline_in_real_time_offline(scifact_bm25, na
     elapsed = time.monotonic() - started
     # the deadline, then cancellation and the report: seconds, not minutes (the run's own clock, then the
     # wall clock with the event loop's start and shutdown, on a machine that may be busy)
-    assert out.stats.total_s < 5.0 + 3.0 and elapsed < 5.0 + 10.0, (out.stats.total_s, elapsed)
+    assert out.stats.total_s < 5.0 + 5.0 and elapsed < 5.0 + 15.0, (out.stats.total_s, elapsed)
     assert out.report.status == "done", out.report.error
     assert out.markdown.strip() and "## References" in out.markdown
     if out.stats.stopped:  # hero's default tree is small: it may finish before its deadline
