@@ -36,6 +36,7 @@ class UsageError(Exception):
 def _parser_for(prog: str, table: dict) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="count", default=0, help="-v for INFO logs, -vv for DEBUG")
+    parser.add_argument("-q", "--quiet", action="store_true", help="show no progress (bars or lines)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, entry in table.items():
         help_text = entry[1] if isinstance(entry, tuple) else f"{name} subcommands"
@@ -58,11 +59,25 @@ def _resolve(argv: list[str], prog: str, table: dict) -> tuple[str, str, list[st
     return f"{prog} {name}", entry[0], rest
 
 
+def _take_global_options(argv: list[str]) -> tuple[int, bool, list[str]]:
+    """(verbosity, quiet, the other arguments): -v/-vv/--verbose and -q/--quiet, wherever they stand before `--`."""
+    verbose, quiet, rest = 0, False, []
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        if arg == "--verbose" or (arg.startswith("-v") and set(arg[1:]) == {"v"}):
+            verbose += 1 if arg == "--verbose" else len(arg) - 1
+        elif arg in ("-q", "--quiet"):
+            quiet = True
+        else:
+            rest.append(arg)
+    return verbose, quiet, rest
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network call for LiteLLM's price map
-    argv = list(sys.argv[1:] if argv is None else argv)
-    verbose = sum(a.count("v") for a in argv if a.startswith("-v") and set(a[1:]) == {"v"})
-    argv = [a for a in argv if not (a.startswith("-v") and set(a[1:]) == {"v"}) and a != "--verbose"]
+    verbose, quiet, argv = _take_global_options(list(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
                         format="%(levelname)s %(name)s: %(message)s")
     from programs.runtime.secrets import RedactingFilter, redact
@@ -76,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=prog)
     module.add_arguments(parser)
+    parser.set_defaults(verbose=verbose, quiet=quiet)  # a command reads args.quiet to show no progress
     args = parser.parse_args(rest)
     from programs.runtime.lm import LMPreflightError
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import re
 import sys
@@ -12,9 +11,17 @@ import time
 from pathlib import Path
 
 from programs.config import PRESETS, preset
-from programs.research.program import STAGES, DeepResearch, tree_size
-from programs.runtime.events import Event
+from programs.research.program import STAGES, DeepResearch
+from programs.runtime.events import Event, EventHandler
 from programs.runtime.lm_cli import LMSession, add_lm_arguments, open_lm
+from programs.runtime.outputs import (
+    RUN_FILES,
+    RunFolder,
+    check_out_folder,
+    open_run,
+    out_folder_lock,
+)
+from programs.runtime.progress import Progress
 from programs.runtime.secrets import redact
 
 EXIT_FAILED = 3  # the run produced nothing because of failures (distinct from 2, bad input)
@@ -36,8 +43,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-lm-calls", type=int, default=None, help="stop researching after this many LM calls")
     parser.add_argument("--max-tokens", type=int, default=None, help="stop researching after this many tokens")
     parser.add_argument("--program", default=None, help="a compiled program (JSON state) to load")
-    parser.add_argument("--out", default=None, help="output folder (default runs/<question-slug>)")
-    parser.add_argument("--no-progress", action="store_true", help="do not draw a progress bar")
+    parser.add_argument("--out", default=None, help="output folder (default runs/<question-slug>); one run at a "
+                                                    "time, one question per folder")
+    parser.add_argument("--overwrite", action="store_true",
+                        help=f"replace a run of another question in --out (removes its {', '.join(RUN_FILES)})")
+    parser.add_argument("--no-progress", action="store_true", help="show no progress (the same as -q)")
     add_lm_arguments(parser)
 
 
@@ -91,51 +101,23 @@ def build_program(args: argparse.Namespace, retriever, on_event, session: LMSess
     return program, {"models": session.models(), "config": dataclasses.asdict(config)}
 
 
-class Progress:
-    """Draws a bar from node events; the total is the largest tree the configuration allows."""
+def recording(events: list[Event], progress: Progress) -> EventHandler:
+    """An event handler that keeps every event (for the trace of a run that raised) and shows it."""
 
-    def __init__(self, total: int, enabled: bool):
-        self.bar = None
-        if enabled:
-            from tqdm import tqdm
+    def on_event(event: Event) -> None:
+        events.append(event)
+        progress(event)
 
-            self.bar = tqdm(total=total, unit="search", desc="researching", file=sys.stderr, leave=False)
-        self.events: list[Event] = []
-
-    def __call__(self, event: Event) -> None:
-        self.events.append(event)
-        if self.bar is not None and event.kind == "node_end":
-            self.bar.update(1)
-            self.bar.set_postfix_str(event.message)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+    return on_event
 
 
-def write_trace(out: Path, payload: dict) -> Path:
-    path = out / "trace.json"
-    path.write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-    return path
-
-
-def main(args: argparse.Namespace) -> int:
-    if not args.question.strip():
-        raise ValueError("question is empty; pass the research question in quotes")
-    preset(args.preset, **{k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None})
-    stage_models = parse_stage_lms(args.stage_lm)
-    # the LM is checked before the corpus is loaded: a bad key or a dead server fails in seconds
-    session = open_lm(args, num_retries=0, stage_models=stage_models)  # the run's scheduler retries, and counts
-    corpus = resolve_corpus(args.corpus)
+def run_research(args: argparse.Namespace, session: LMSession, corpus, folder: RunFolder) -> int:
+    """Runs the program into a claimed folder: report.md and trace.json, also the trace of a run that raised."""
     from retrievers.bm25 import BM25Retriever
 
-    retriever = BM25Retriever(corpus)
-    out = Path(args.out or Path("runs") / slug(args.question))
-    out.mkdir(parents=True, exist_ok=True)
-    progress = Progress(total=1, enabled=not args.no_progress and sys.stderr.isatty())
-    program, meta = build_program(args, retriever, progress, session)
-    if progress.bar is not None:
-        progress.bar.total = tree_size(program.config)[0]
+    progress = Progress(quiet=getattr(args, "quiet", False) or args.no_progress)  # -q is the dispatcher's option
+    events: list[Event] = []
+    program, meta = build_program(args, BM25Retriever(corpus), recording(events, progress), session)
     started = time.time()
     trace = {"question": args.question, "corpus": {"name": corpus.name, "documents": len(corpus)},
              "models": meta["models"], "config": meta["config"], "structured": args.structured,
@@ -146,20 +128,36 @@ def main(args: argparse.Namespace) -> int:
     except BaseException as err:  # keep what exists: the events so far, and the error
         progress.close()
         trace.update(status="error", error=redact(f"{type(err).__name__}: {err}"),
-                     events=[dataclasses.asdict(e) for e in progress.events])
-        write_trace(out, trace)
+                     events=[dataclasses.asdict(e) for e in events])
+        folder.write_json("trace.json", trace)
         raise
     progress.close()
     report = result.report
-    (out / "report.md").write_text(report.markdown, encoding="utf-8")
+    folder.write_text("report.md", report.markdown)
     trace.update(seconds=round(time.time() - started, 2), **report.to_dict())
-    write_trace(out, trace)
+    folder.write_json("trace.json", trace)
+    folder.finish(report.status, error=report.error or "")
     s = report.stats
-    print(f"report: {out / 'report.md'}")
-    print(f"trace:  {out / 'trace.json'}")
-    print(f"nodes {s['nodes']} · searches {s['searches']} · learnings {s['learnings']} · "
-          f"citations {s['citations']} · failed branches {s['failed_nodes']} · LM requests {s['lm_calls']}")
+    print(f"report: {folder.path / 'report.md'}")
+    print(f"trace:  {folder.path / 'trace.json'}")
+    print(f"nodes {s.nodes} · searches {s.searches} · learnings {s.learnings} · "
+          f"citations {s.citations} · failed branches {s.failed_nodes} · LM requests {s.lm_calls}")
     if report.status == "failed":
         print(f"deepresearch run: error: {report.error}", file=sys.stderr)
         return EXIT_FAILED
     return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    if not args.question.strip():
+        raise ValueError("question is empty; pass the research question in quotes")
+    preset(args.preset, **{k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None})
+    stage_models = parse_stage_lms(args.stage_lm)
+    # the LM is checked before the corpus is loaded: a bad key or a dead server fails in seconds
+    session = open_lm(args, num_retries=0, stage_models=stage_models)  # the run's scheduler retries, and counts
+    out = Path(args.out or Path("runs") / slug(args.question))
+    with out_folder_lock(out):  # a second run into the same folder stops here, at once
+        check_out_folder(out, args.question, overwrite=args.overwrite)  # before the corpus: bad input fails fast
+        corpus = resolve_corpus(args.corpus)
+        with open_run(out, args.question, overwrite=args.overwrite) as folder:  # nothing is removed before this
+            return run_research(args, session, corpus, folder)

@@ -1,8 +1,13 @@
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 import cli
+from programs.runtime.outputs import RUN_FILES
 
 QUESTION = "Does vitamin D supplementation reduce fracture risk?"
 
@@ -47,3 +52,78 @@ def test_a_bad_corpus_line_is_named(tmp_path, capsys):
     corpus.write_text('{"_id": "1", "title": "A", "text": "ok"}\n{"_id": "2", "title": \n')
     assert cli.main(["run", QUESTION, "--corpus", str(corpus), "--out", str(tmp_path / "o")]) == 2
     assert f"{corpus}:2" in capsys.readouterr().err
+
+
+def run_into(out, data_dir, *extra, question=QUESTION):
+    return cli.main(["run", question, "--corpus", str(data_dir / "scifact"), "--depth", "1", "--breadth", "1",
+                     "--out", str(out), *extra])
+
+
+def contents(folder):
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.name in RUN_FILES}
+
+
+def error_lines(err):
+    return [line for line in err.splitlines() if "error" in line]
+
+
+# holds the lock of the folder named by its argument until its stdin closes, as a run in progress would
+HOLD_LOCK = """import sys
+from programs.runtime.outputs import out_folder_lock
+with out_folder_lock(sys.argv[1]):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_second_run_into_the_same_folder_stops_at_once(tmp_path, data_dir, capsys):
+    out = tmp_path / "vitd"
+    assert run_into(out, data_dir, "-q") == 0
+    assert json.loads((out / "run.json").read_text())["status"] == "done"
+    first = contents(out)
+    capsys.readouterr()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, cwd=Path(cli.__file__).parent)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert run_into(out, data_dir, "-q") == 2
+    finally:
+        holder.communicate("")
+    err = error_lines(capsys.readouterr().err)
+    assert len(err) == 1 and f"another run is writing to {out} (pid {holder.pid})" in err[0]
+    assert contents(out) == first  # the first run's files are untouched
+
+
+def test_a_folder_of_another_question_is_refused_unless_overwrite(tmp_path, data_dir, capsys):
+    out = tmp_path / "shared"
+    assert run_into(out, data_dir, "-q") == 0
+    (out / "notes.txt").write_text("mine")
+    first = contents(out)
+    capsys.readouterr()
+    other = "Does exercise improve sleep quality?"
+    assert run_into(out, data_dir, "-q", question=other) == 2
+    err = error_lines(capsys.readouterr().err)
+    assert len(err) == 1 and "holds another question" in err[0] and "--overwrite" in err[0]
+    assert contents(out) == first
+    assert run_into(out, data_dir, "-q", "--overwrite", question=other) == 0
+    assert json.loads((out / "trace.json").read_text())["question"] == other
+    assert json.loads((out / "run.json").read_text())["question"] == other
+    assert (out / "notes.txt").read_text() == "mine"  # --overwrite removes the run's files, nothing else
+    assert run_into(out, data_dir, "-q", question=other) == 0  # the same question again: allowed
+
+
+@pytest.mark.parametrize("flags,shows_progress", [
+    ([], True), (["-q"], False), (["--quiet"], False), (["--no-progress"], False),
+])
+def test_progress_lines_unless_quiet(flags, shows_progress, tmp_path, data_dir, capsys):
+    assert run_into(tmp_path / "out", data_dir, *flags) == 0
+    err = capsys.readouterr().err.splitlines()  # captured stderr is not a terminal: plain lines, no bar
+    nodes = [line for line in err if re.match(r"\[\d+\.\ds\] node 1 done · \d+ hits · ", line)]
+    ends = [line for line in err if re.match(r"\[\d+\.\ds\] run done · 1 nodes · 1 searches", line)]
+    assert (len(nodes), len(ends)) == ((1, 1) if shows_progress else (0, 0))
+
+
+def test_quiet_and_verbose_are_taken_anywhere_before_a_double_dash():
+    assert cli._take_global_options(["-q", "run", "q", "--verbose", "-vv", "--", "-v"]) == (
+        3, True, ["run", "q", "--", "-v"])
+    assert cli._take_global_options(["run", "q"]) == (0, False, ["run", "q"])

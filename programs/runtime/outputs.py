@@ -1,0 +1,259 @@
+"""A run's output folder: files written whole or not at all, one writer at a time, one question per folder.
+
+- `atomic_write_text` / `atomic_write_json` write beside the target, fsync, then `os.replace`: a reader
+  sees the old file or the new one, never a torn one, even if the process dies mid-write.
+- `out_folder_lock` holds an exclusive lock file in the folder for the whole run; a second run into the
+  same folder stops at once, naming the process that holds it.
+- `check_out_folder` / `open_run` keep one question per folder: `run.json` records the question, when the
+  run started and its status. A folder holding another question's run is refused unless `overwrite`,
+  which removes that run's files (`RUN_FILES`, nothing else). Before a run of the same question starts,
+  the earlier report and trace are removed, so an old report is never taken for the new run's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from programs.runtime.secrets import redact
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LOCK_FILE", "RUN_FILES", "RUN_RECORD", "STALE_FILES", "OutFolderBusy", "OutFolderError", "RunFolder",
+           "atomic_write_json", "atomic_write_text", "check_out_folder", "held_question", "open_run",
+           "out_folder_lock"]
+
+RUN_RECORD = "run.json"
+RUN_FILES = ("report.md", "trace.json", "journal.jsonl", RUN_RECORD)  # a run's own files; --overwrite removes these
+STALE_FILES = ("report.md", "trace.json")  # outputs of an earlier run of the same question; the journal is resume's
+LOCK_FILE = ".deepresearch.lock"
+
+
+class OutFolderError(ValueError):
+    """The output folder cannot take this run (another question's run, or not a folder); says what to do."""
+
+
+class OutFolderBusy(OutFolderError):
+    """Another process is writing to the output folder."""
+
+
+def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> Path:
+    """Replaces `path` with `text` in one step: a reader never sees a partly written file.
+
+    The text goes to a temporary file in the same folder (so the rename stays on one filesystem), which is
+    flushed and fsynced before `os.replace` puts it in place. On any error the temporary file is removed
+    and the old file, if any, is left as it was.
+
+    Args:
+        path: The file to write; its folder must exist.
+        text: The whole new content.
+        encoding: Text encoding.
+
+    Returns:
+        The path written.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    # os.open with 0o666 lets the umask decide the mode, as a plain open() would (mkstemp would force 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with open(fd, "w", encoding=encoding, newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_folder(path.parent)
+    return path
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> Path:
+    """`atomic_write_text` of `obj` as indented JSON (UTF-8 kept as is; unknown types written with `str`)."""
+    return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Makes a rename inside `folder` durable; a no-op where folders cannot be opened (Windows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        with suppress(OSError):  # some filesystems refuse to fsync a folder; the file itself is synced
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def out_folder_lock(folder: str | Path) -> Iterator[Path]:
+    """Holds the folder's lock file for the duration of the block; creates the folder if needed.
+
+    The lock is taken with timeout 0 and released when the block exits, also on an exception. The holder
+    writes its process id into the lock file so that a second run can name it.
+
+    Args:
+        folder: The run's output folder.
+
+    Yields:
+        The folder, as a Path.
+
+    Raises:
+        OutFolderBusy: another process holds the lock.
+        OutFolderError: `folder` is a file.
+    """
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise OutFolderError(f"--out {folder} is a file; pass a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    lock_path = folder / LOCK_FILE
+    lock = FileLock(lock_path, timeout=0, thread_local=False)
+    try:
+        lock.acquire()
+    except Timeout:
+        holder = _lock_holder(lock_path)
+        raise OutFolderBusy(f"another run is writing to {folder}{f' (pid {holder})' if holder else ''}; "
+                            f"wait for it or pass another --out") from None
+    try:
+        _write_holder(lock_path)
+        yield folder
+    finally:
+        lock.release()
+
+
+def _write_holder(lock_path: Path) -> None:
+    # The lock is advisory (flock), so the holder may write the file it locks; filelock truncated it on acquire.
+    try:
+        with open(lock_path, "r+", encoding="ascii") as f:
+            f.write(str(os.getpid()))
+    except OSError as err:  # the pid is only for the message of a second run
+        logger.debug("could not record the pid in %s: %s", lock_path, err)
+
+
+def _lock_holder(lock_path: Path) -> str:
+    try:
+        pid = lock_path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return pid if pid.isdigit() else ""
+
+
+def held_question(folder: str | Path) -> str | None:
+    """The question whose run the folder holds: from `run.json`, else from a `trace.json` of an older run.
+
+    Returns:
+        The question; "" when the folder holds run outputs that name no readable question; None when it
+        holds no run.
+    """
+    folder = Path(folder)
+    for name in (RUN_RECORD, "trace.json"):
+        path = folder / name
+        if not path.exists():
+            continue
+        try:
+            question = json.loads(path.read_text(encoding="utf-8")).get("question")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(question, str) and question.strip():
+            return question
+    return "" if any((folder / name).exists() for name in RUN_FILES) else None
+
+
+def check_out_folder(folder: str | Path, question: str, *, overwrite: bool = False) -> None:
+    """Refuses a folder holding another question's run, unless `overwrite`; reads only, removes nothing.
+
+    Raises:
+        OutFolderError: the folder holds a run of another (or an unreadable) question and `overwrite` is false.
+    """
+    held = held_question(folder)
+    if held is None or overwrite or held.strip() == question.strip():
+        return
+    what = f"another question ({_short(held)!r})" if held else "a run whose question it does not record"
+    raise OutFolderError(f"{folder} holds {what}; pass --overwrite to replace it, or pass another --out")
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass
+class RunFolder:
+    """An output folder claimed by a run: its files are written atomically and `run.json` tracks its status."""
+
+    path: Path
+    question: str
+    started: float
+    status: str = "running"
+
+    def write_text(self, name: str, text: str) -> Path:
+        return atomic_write_text(self.path / name, text)
+
+    def write_json(self, name: str, obj: Any) -> Path:
+        return atomic_write_json(self.path / name, obj)
+
+    def finish(self, status: str, error: str = "") -> None:
+        """Records the run's final status (`done`, `failed`, `error`, `interrupted`) in `run.json`."""
+        self.status = status
+        self.write_record(finished=time.time(), **({"error": redact(error)} if error else {}))
+
+    def write_record(self, **extra: Any) -> None:
+        """Writes `run.json`: the question, start time, status and process id, plus `extra`."""
+        atomic_write_json(self.path / RUN_RECORD, {"question": self.question, "started": self.started,
+                                                   "status": self.status, "pid": os.getpid(), **extra})
+
+
+@contextmanager
+def open_run(folder: str | Path, question: str, *, overwrite: bool = False) -> Iterator[RunFolder]:
+    """Starts a run in `folder`; hold `out_folder_lock(folder)` around it.
+
+    Checks the folder (`check_out_folder`), removes another question's files when `overwrite`, or the
+    stale report and trace of the same question, and writes `run.json` with status `running`. If the block
+    raises, `run.json` records `interrupted` (KeyboardInterrupt) or `error`, and the exception goes on.
+
+    Args:
+        folder: The run's output folder; it must exist.
+        question: The run's question.
+        overwrite: Replace a run of another question.
+
+    Yields:
+        The claimed folder; call `finish(status)` on it when the run ends.
+
+    Raises:
+        OutFolderError: the folder holds another question's run and `overwrite` is false.
+    """
+    folder = Path(folder)
+    check_out_folder(folder, question, overwrite=overwrite)
+    held = held_question(folder)
+    is_same = held is not None and held.strip() == question.strip()
+    for name in STALE_FILES if is_same else RUN_FILES:
+        (folder / name).unlink(missing_ok=True)
+    run = RunFolder(path=folder, question=question, started=time.time())
+    run.write_record()
+    try:
+        yield run
+    except BaseException as err:
+        if isinstance(err, KeyboardInterrupt):
+            _record_end(run, "interrupted")
+        else:
+            _record_end(run, "error", f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+        raise
+
+
+def _record_end(run: RunFolder, status: str, error: str = "") -> None:
+    """`run.finish` while an exception is on its way out: a failure to record must not replace that exception."""
+    try:
+        run.finish(status, error=error)
+    except OSError as err:
+        logger.warning("could not record status %r in %s: %s", status, run.path / RUN_RECORD, err)
