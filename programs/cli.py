@@ -1,17 +1,28 @@
-"""`deepresearch run`: research one question over a corpus and write report.md and trace.json."""
+"""`deepresearch run`: research one question over a corpus and write report.md and trace.json.
+
+Every finished node is appended to `--out/journal.jsonl`, and trace.json is rewritten as nodes finish,
+so a reader always sees a valid, current trace. SIGINT or SIGTERM stops the running work, writes the
+report of what exists (its first line says it was interrupted) and exits 130 or 143; a second signal
+stops at once. `--resume` runs again only what the journal does not hold.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import dataclasses
 import os
 import re
+import signal
 import sys
 import time
 from pathlib import Path
 
 from programs.config import PRESETS, preset
-from programs.research.program import STAGES, DeepResearch
+from programs.research.program import STRATEGIES, DeepResearch
+from programs.research.strategy import SHARED_STAGES
+from programs.runtime.context import Interrupt
 from programs.runtime.events import Event, EventHandler
 from programs.runtime.lm_cli import LMSession, add_lm_arguments, open_lm
 from programs.runtime.outputs import (
@@ -25,6 +36,8 @@ from programs.runtime.progress import Progress
 from programs.runtime.secrets import redact
 
 EXIT_FAILED = 3  # the run produced nothing because of failures (distinct from 2, bad input)
+SIGNALS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # the exit code of a run each signal interrupted (128 + n)
+STAGES = tuple(dict.fromkeys([*SHARED_STAGES, *(s for x in STRATEGIES.values() for s in x.stages)]))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                     "time, one question per folder")
     parser.add_argument("--overwrite", action="store_true",
                         help=f"replace a run of another question in --out (removes its {', '.join(RUN_FILES)})")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run of this question in --out: nodes its journal.jsonl holds are "
+                             "restored, not researched again (no LM call, no search)")
     parser.add_argument("--no-progress", action="store_true", help="show no progress (the same as -q)")
     add_lm_arguments(parser)
 
@@ -122,9 +138,14 @@ def run_research(args: argparse.Namespace, session: LMSession, corpus, folder: R
     trace = {"question": args.question, "corpus": {"name": corpus.name, "documents": len(corpus)},
              "models": meta["models"], "config": meta["config"], "structured": args.structured,
              "started": started}
+    received: list[signal.Signals] = []
+
+    def snapshot(tree: dict) -> None:  # the trace as nodes finish: valid and current while the run works
+        folder.write_json("trace.json", {**trace, **tree})
+
     try:
         with session.context():
-            result = program(question=args.question)
+            result = asyncio.run(_research(program, args, folder, snapshot, received))
     except BaseException as err:  # keep what exists: the events so far, and the error
         progress.close()
         trace.update(status="error", error=redact(f"{type(err).__name__}: {err}"),
@@ -145,7 +166,40 @@ def run_research(args: argparse.Namespace, session: LMSession, corpus, folder: R
     if report.status == "failed":
         print(f"deepresearch run: error: {report.error}", file=sys.stderr)
         return EXIT_FAILED
+    if report.status == "interrupted":
+        print(f"deepresearch run: {report.error}; continue it with --resume", file=sys.stderr)
+        return SIGNALS[received[0]] if received else 130
+    if report.stats.resumed_nodes:
+        print(f"resumed: {report.stats.resumed_nodes} nodes restored from {folder.path / 'journal.jsonl'}")
     return 0
+
+
+async def _research(program: DeepResearch, args: argparse.Namespace, folder: RunFolder, snapshot,
+                    received: list[signal.Signals]):
+    """Runs the program with SIGINT and SIGTERM turned into an interrupt: the first stops the running work
+    and lets the report of what exists be written; a second one acts as if no handler were installed."""
+    loop = asyncio.get_running_loop()
+    interrupt = Interrupt()
+
+    def on_signal(sig: signal.Signals) -> None:
+        received.append(sig)
+        for s in SIGNALS:  # from now on the default: a second Ctrl-C raises KeyboardInterrupt, SIGTERM ends us
+            loop.remove_signal_handler(s)
+        print(f"deepresearch run: {sig.name} received; stopping and writing the report of what exists "
+              f"(send it again to stop at once)", file=sys.stderr)
+        interrupt.set(f"interrupted by {sig.name}")
+
+    installed = []
+    for sig in SIGNALS:
+        with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):  # not the main thread, or Windows
+            loop.add_signal_handler(sig, on_signal, sig)
+            installed.append(sig)
+    try:
+        return await program.acall(question=args.question, interrupt=interrupt, journal=folder.path / "journal.jsonl",
+                                   resume=args.resume, on_snapshot=snapshot)
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -155,6 +209,8 @@ def main(args: argparse.Namespace) -> int:
     stage_models = parse_stage_lms(args.stage_lm)
     # the LM is checked before the corpus is loaded: a bad key or a dead server fails in seconds
     session = open_lm(args, num_retries=0, stage_models=stage_models)  # the run's scheduler retries, and counts
+    if args.resume and args.overwrite:
+        raise ValueError("--resume continues the run in --out and --overwrite removes it; pass one of them")
     out = Path(args.out or Path("runs") / slug(args.question))
     with out_folder_lock(out):  # a second run into the same folder stops here, at once
         check_out_folder(out, args.question, overwrite=args.overwrite)  # before the corpus: bad input fails fast

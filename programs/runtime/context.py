@@ -57,6 +57,18 @@ logger = logging.getLogger(__name__)
 Snapshot = Callable[[dict[str, Any]], None]
 
 
+class Interrupt(asyncio.Event):
+    """An event that says why it was set: `interrupt.set("interrupted by SIGINT")` stops a run."""
+
+    def __init__(self):
+        super().__init__()
+        self.reason = "interrupted"
+
+    def set(self, reason: str = "interrupted") -> None:
+        self.reason = reason
+        super().set()
+
+
 class NodeSkipped(Exception):
     """Raised by `life.slot()` when the run stopped (or the node was pruned) while the node waited."""
 
@@ -267,7 +279,7 @@ class RunContext:
                 w.cancel()
         if not joined.done() or (interrupted is not None and interrupted.done() and not interrupted.cancelled()):
             if self.interrupt is not None and self.interrupt.is_set():
-                self.interrupted = self.interrupted or "interrupted"
+                self.interrupted = getattr(self.interrupt, "reason", "") or "interrupted"
                 self.events.emit("interrupt", message=self.interrupted)
                 self.stop(self.interrupted)
             else:
