@@ -25,10 +25,11 @@ from eval.gather import (
     gt_ranks,
     summarize,
 )
-from eval.jsonl import JsonlAppender, read_jsonl, write_text_atomic
 from eval.querysets import GatherQuery, load_queryset
 from programs.gather.artifacts import GatherResult
+from programs.runtime.jsonl import JsonlAppender, read_jsonl
 from programs.runtime.lm_cli import add_lm_arguments, open_lm
+from programs.runtime.outputs import atomic_write_text
 from retrievers.types import Hit
 
 METHODS = ("loop", "direct", "raw")
@@ -86,7 +87,7 @@ def trace_for(record: dict[str, Any]) -> QueryTrace:
 
 def read_records(path: Path, hint: str = "fix or remove the line") -> dict[str, dict[str, Any]]:
     """query_id -> its last record (a query that failed and was redone has two); a last line cut by a kill is
-    ignored with a warning, a damaged line before it raises `eval.jsonl.JsonlError` ending with `hint`."""
+    ignored with a warning, a damaged line before it raises `programs.runtime.jsonl.JsonlError` ending with `hint`."""
     return {record["query_id"]: record for record in read_jsonl(path, hint=hint)}
 
 
@@ -221,7 +222,7 @@ def main(args: argparse.Namespace) -> int:
         changed = [k for k in SETTINGS_CHECKED if before.get(k) != settings[k]]
         if changed:
             raise ValueError(f"{out} holds a run with different {', '.join(changed)}; pass --restart or another --out")
-    write_text_atomic(run_path, json.dumps(settings, indent=2))
+    atomic_write_text(run_path, json.dumps(settings, indent=2))
     records = read_records(results_path, DAMAGED)
     wanted = {q.query_id for q in queries}
     todo = [q for q in queries if records.get(q.query_id, {}).get("status") != "done"]
@@ -255,9 +256,9 @@ def main(args: argparse.Namespace) -> int:
     usage = usage_totals(done)
     summary.update(settings=settings, usage=usage, errors=len(wanted) - len(done),
                    seconds=round(time.perf_counter() - started, 2))
-    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2))
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     markdown = summary_markdown(summary, settings, usage)
-    write_text_atomic(out / "summary.md", markdown)
+    atomic_write_text(out / "summary.md", markdown)
     print(markdown)
     print(f"results: {results_path}\nsummary: {out / 'summary.md'}")
     if errors or len(done) < len(queries):

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.jsonl import JsonlAppender, read_jsonl, write_jsonl_atomic, write_text_atomic
 from eval.taxobench import HF_DATASET, Prediction, Survey, load_taxobench
 from eval.taxonomy import (
     PROFILES,
@@ -28,7 +27,9 @@ from eval.taxonomy import (
     score_survey,
     summarize,
 )
+from programs.runtime.jsonl import JsonlAppender, read_jsonl, write_jsonl_atomic
 from programs.runtime.lm_cli import LMSession, add_lm_arguments, open_lm
+from programs.runtime.outputs import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +154,7 @@ def write_results(out: Path, scores: list[SurveyScore], judgements: list[dict[st
     if judgements is not None:
         write_jsonl_atomic(out / "judgements.jsonl", judgements)
         summary |= judge_summary(judgements)
-    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2))
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     return summary
 
 
@@ -246,7 +247,7 @@ def check_resume(out: Path, settings: dict[str, Any], restart: bool) -> None:
         if changed:
             raise ValueError(f"{out} holds a run with different {', '.join(changed)}; pass --restart or another --out")
     out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(run, json.dumps(settings, indent=2))
+    atomic_write_text(run, json.dumps(settings, indent=2))
 
 
 def prediction_row(survey: Survey, result, mode: str, model: str) -> dict[str, Any]:

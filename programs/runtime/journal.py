@@ -6,19 +6,17 @@ plan is made outside any node (the root plan, a `hero` turn). `--resume` reads t
 runs only what has no entry: a finished node is restored as it was, without an LM call or a search.
 
 The first line names the question; a journal of another question is refused. A line cut by a kill
-(the last one, written when the process died) is ignored, so the file is always readable.
+(the last one) is ignored and cut before the next append (programs.runtime.jsonl), so the file is
+always readable.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
-logger = logging.getLogger(__name__)
+from programs.runtime.jsonl import JsonlAppender, JsonlError, read_jsonl
 
 VERSION = 1
 
@@ -41,48 +39,31 @@ class Journal:
         self.question = question
         self.entries: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
-        if resume and self.path.exists():
-            self.entries = self._read()
-            mode = "a"
-        else:
-            mode = "w"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(self.path, mode, encoding="utf-8")
-        if mode == "w":
-            self._write({"kind": "header", "version": VERSION, "question": question})
+        records = self._read() if resume else []
+        if not records:
+            self.path.unlink(missing_ok=True)
+        self._appender = JsonlAppender(self.path)
+        if not records:
+            self._appender.append({"kind": "header", "version": VERSION, "question": question})
 
-    def _read(self) -> dict[str, dict[str, Any]]:
-        entries: dict[str, dict[str, Any]] = {}
-        with open(self.path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-        for i, line in enumerate(lines):
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                if i == len(lines) - 1:  # cut by the kill that ended the earlier run
-                    logger.warning("journal %s: last line is incomplete; ignored", self.path)
-                    continue
-                raise JournalError(f"journal {self.path} is damaged at line {i + 1}; "
-                                   f"pass --overwrite to start the run afresh") from None
-            if entry.get("kind") == "header":
-                if entry.get("question") != self.question:
-                    raise JournalError(f"journal {self.path} belongs to another question "
-                                       f"({entry.get('question')!r}); pass --overwrite or another --out")
-                if entry.get("version") != VERSION:
-                    raise JournalError(f"journal {self.path} has version {entry.get('version')}, this program "
-                                       f"writes {VERSION}; pass --overwrite to start afresh")
-                continue
-            entries[entry["key"]] = entry
-        if lines and not entries and not lines[0].startswith('{"kind": "header"'):
+    def _read(self) -> list[dict[str, Any]]:
+        try:
+            records = read_jsonl(self.path, hint="pass --overwrite to start the run afresh")
+        except JsonlError as err:
+            raise JournalError(str(err).replace("is not a JSON record", "is damaged")) from None
+        if not records:
+            return []
+        header = records[0]
+        if header.get("kind") != "header":
             raise JournalError(f"{self.path} is not a journal of this program; pass another --out")
-        return entries
-
-    def _write(self, entry: dict[str, Any]) -> None:
-        line = json.dumps(entry, ensure_ascii=False, default=str)
-        with self._lock:
-            self._file.write(line + "\n")
-            self._file.flush()
-            os.fsync(self._file.fileno())
+        if header.get("question") != self.question:
+            raise JournalError(f"journal {self.path} belongs to another question ({header.get('question')!r}); "
+                               f"pass --overwrite or another --out")
+        if header.get("version") != VERSION:
+            raise JournalError(f"journal {self.path} has version {header.get('version')}, this program writes "
+                               f"{VERSION}; pass --overwrite to start afresh")
+        self.entries = {r["key"]: r for r in records[1:]}
+        return records
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The entry an earlier run finished under `key`, or None."""
@@ -90,13 +71,13 @@ class Journal:
 
     def append(self, key: str, kind: str, **data: Any) -> None:
         """Records a finished step; an entry restored from the earlier run is not written twice."""
-        if key in self.entries:
-            return
-        entry = {"kind": kind, "key": key, **data}
-        self.entries[key] = entry
-        self._write(entry)
+        with self._lock:
+            if key in self.entries:
+                return
+            entry = {"kind": kind, "key": key, **data}
+            self.entries[key] = entry
+            self._appender.append(entry)
 
     def close(self) -> None:
         with self._lock:
-            if not self._file.closed:
-                self._file.close()
+            self._appender.close()

@@ -25,6 +25,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from programs.runtime.secrets import redact
+from programs.runtime.text import shorten
 
 logger = logging.getLogger(__name__)
 
@@ -179,13 +180,8 @@ def check_out_folder(folder: str | Path, question: str, *, overwrite: bool = Fal
     held = held_question(folder)
     if held is None or overwrite or held.strip() == question.strip():
         return
-    what = f"another question ({_short(held)!r})" if held else "a run whose question it does not record"
+    what = f"another question ({shorten(held, 60)!r})" if held else "a run whose question it does not record"
     raise OutFolderError(f"{folder} holds {what}; pass --overwrite to replace it, or pass another --out")
-
-
-def _short(text: str, limit: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass

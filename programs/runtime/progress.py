@@ -20,6 +20,7 @@ import sys
 from typing import Any, Literal, TextIO
 
 from programs.artifacts import Event
+from programs.runtime.text import shorten
 
 logger = logging.getLogger(__name__)
 
@@ -80,11 +81,6 @@ class _GuardedStream:
 
     def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding: what tqdm asks of its file
         return getattr(self.stream, name)
-
-
-def _cut(text: str, limit: int = QUERY_CHARS) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class Progress:
@@ -164,11 +160,11 @@ class Progress:
             counts = [f"{v} {k.replace('_', ' ')}" for k, v in event.counts.items()
                       if isinstance(v, int) and not isinstance(v, bool)]
             parts = [f"[{event.elapsed_s:.1f}s] node {event.node_id} {event.message or 'ended'}", *counts]
-            self._line(" · ".join(parts + ([_cut(query)] if query else [])))
+            self._line(" · ".join(parts + ([shorten(query, QUERY_CHARS)] if query else [])))
         else:
             self._grow_bar()  # a node that ends unannounced still counts
             bar = self._bar()
-            bar.set_postfix_str(_cut(query, 40), refresh=False)
+            bar.set_postfix_str(shorten(query, 40), refresh=False)
             bar.update(1)
 
     def _run_done(self, event: Event) -> None:

@@ -10,6 +10,12 @@ def collapse_whitespace(text: str | None) -> str:
     return " ".join((text or "").split())
 
 
+def shorten(text: str | None, limit: int) -> str:
+    """`text` on one line, cut to at most `limit` characters with an ellipsis (for one-line messages)."""
+    text = collapse_whitespace(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def norm_text(text: str | None) -> str:
     """Case- and whitespace-insensitive key of a query or label: lowercase, whitespace collapsed.
 
@@ -28,4 +34,4 @@ def norm_title(title: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"[^\w\s]", "", title.lower())).strip()
 
 
-__all__ = ["collapse_whitespace", "norm_text", "norm_title"]
+__all__ = ["collapse_whitespace", "norm_text", "norm_title", "shorten"]

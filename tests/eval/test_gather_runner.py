@@ -1,5 +1,5 @@
 """`deepresearch eval gather`: files, resume (after a kill too), settings check, LM accounting, frozen-candidate
-replay; and the record files every eval runner appends to (`eval.jsonl`)."""
+replay; and the record files every eval runner appends to (`programs.runtime.jsonl`)."""
 
 import asyncio
 import json
@@ -16,10 +16,10 @@ import dspy
 import pytest
 
 import cli
-from eval.jsonl import JsonlAppender, JsonlError, read_jsonl
 from eval.querysets import load_queryset
 from eval.run_gather import load_frozen_cases, read_records, run_queries, usage_totals
 from programs.gather.loop import CandidateAssessor, Gatherer
+from programs.runtime.jsonl import JsonlAppender, JsonlError, read_jsonl
 from signatures.gather import AssessCandidates, PlanSubqueries
 from tests.scripted import inputs_of
 
@@ -123,7 +123,7 @@ def test_reader_ignores_only_a_cut_last_line(tmp_path, caplog):
     path = tmp_path / "r.jsonl"
     whole = json.dumps({"id": 2, "title": "Vitamin D – fracture risk"}, ensure_ascii=False).encode()
     path.write_bytes(b'{"id": 1}\n\n' + whole[:-6])
-    with caplog.at_level(logging.WARNING, logger="eval.jsonl"):
+    with caplog.at_level(logging.WARNING, logger="programs.runtime.jsonl"):
         assert read_jsonl(path) == [{"id": 1}]
     assert "line 3 is incomplete" in caplog.text
     path.write_bytes(b'{"id": 1}\n' + whole[:whole.index("–".encode()) + 1])  # cut inside a character's bytes

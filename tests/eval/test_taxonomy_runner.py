@@ -8,9 +8,9 @@ import json
 import pytest
 
 from cli import main as cli_main
-from eval.jsonl import read_jsonl
 from eval.judges import JudgeTaxonomy
 from eval.taxobench import TaxoBenchError, load_predictions, load_taxobench
+from programs.runtime.jsonl import read_jsonl
 from tests.eval.test_gather_runner import kill_when
 from tests.scripted import chat_format, inputs_of, scripted_lm
 

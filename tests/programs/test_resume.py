@@ -96,7 +96,11 @@ def test_a_line_cut_by_a_kill_is_ignored_and_other_damage_is_refused(tmp_path):
     j.close()
     with open(path, "a") as f:
         f.write('{"kind": "node", "key": "node:2", "no')  # the kill came mid-line
-    assert set(Journal(path, "q", resume=True).entries) == {"node:1"}
+    j = Journal(path, "q", resume=True)
+    assert set(j.entries) == {"node:1"}
+    j.append("node:2", "node", node={"node_id": "2"})  # the cut line was cut: node 2 starts a line of its own
+    j.close()
+    assert set(Journal(path, "q", resume=True).entries) == {"node:1", "node:2"}
     path.write_text(path.read_text().replace('"key": "node:1"', '"key": node:1'))
-    with pytest.raises(JournalError, match="damaged at line 2"):
+    with pytest.raises(JournalError, match="line 2 is damaged; pass --overwrite"):
         Journal(path, "q", resume=True)

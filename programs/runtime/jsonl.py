@@ -1,10 +1,10 @@
-"""Record files of the eval runners: appends that survive a kill, and whole-file writes that never tear.
+"""Record files that survive a kill: the research journal's and the eval runners' JSON Lines.
 
-A runner appends one JSON line per finished item (a query, a survey) with `JsonlAppender.append`, which
+A run appends one JSON line per finished item (a node, a query, a survey) with `JsonlAppender.append`, which
 flushes and fsyncs before it returns, so a line on disk is an item done. A kill mid-append can leave only
 the last line cut short: `read_jsonl` ignores that line with a warning and `JsonlAppender` cuts it before
 appending, so a rerun redoes that one item. A damaged line anywhere else is an error naming the file and
-the line. Summaries and scores are written whole at the end with `write_text_atomic`.
+the line. Whole files (summaries, scores) are written with `programs.runtime.outputs.atomic_write_text`.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
+from programs.runtime.outputs import atomic_write_text
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["JsonlAppender", "JsonlError", "read_jsonl", "write_jsonl_atomic", "write_text_atomic"]
+__all__ = ["JsonlAppender", "JsonlError", "read_jsonl", "write_jsonl_atomic"]
 
 
 class JsonlError(ValueError):
@@ -115,23 +116,6 @@ class JsonlAppender:
         self.close()
 
 
-def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Replaces `path` with `text` in one step (a temporary file beside it, fsynced, then `os.replace`):
-    a reader, or a run killed mid-write, sees the old file or the new one, never a torn one."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
-
-
 def write_jsonl_atomic(path: str | Path, records: list[dict[str, Any]]) -> Path:
-    """`write_text_atomic` of `records`, one JSON line each."""
-    return write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    """Replaces `path` with `records`, one JSON line each, in one step (`atomic_write_text`)."""
+    return atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
