@@ -8,7 +8,6 @@ from typing import Any, Literal, get_args
 from retrievers.types import Hit
 from signatures.types import Learning, Source, Task
 
-
 NodeStatus = Literal[
     "pending",    # planned, not started (a node's status only while the run works)
     "running",    # holds a slot, or waits for its children (only while the run works)

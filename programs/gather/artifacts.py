@@ -10,7 +10,6 @@ from typing import Any, Literal, get_args
 from programs.artifacts import StageUsage
 from signatures.gather import Feedback
 
-
 StopReason = Literal[
     "iterations",         # every round ran
     "complete",           # the planner said the search is complete

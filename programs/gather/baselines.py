@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import dspy
 
-from programs.gather.artifacts import Candidate, GatherResult, Round, Search, Selection, Subquery
+from programs.gather.artifacts import (
+    Candidate,
+    GatherResult,
+    Round,
+    Search,
+    Selection,
+    Subquery,
+)
 from programs.runtime.stage import Shared, run_sync
 from programs.runtime.text import collapse_whitespace
 from programs.runtime.usage import UsageMeter, call_predictor, metered

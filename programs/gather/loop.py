@@ -30,7 +30,7 @@ from programs.gather.artifacts import (
 from programs.runtime.events import EventHandler, EventLog
 from programs.runtime.scheduler import BudgetExceeded, Scheduler
 from programs.runtime.secrets import redact
-from programs.runtime.stage import Shared, Stage, run_sync
+from programs.runtime.stage import Shared, Stage, run_sync, set_stage_lms
 from programs.runtime.text import collapse_whitespace, norm_text
 from programs.runtime.usage import UsageMeter, call_predictor, metered
 from retrievers.types import Hit, Retriever
@@ -269,10 +269,7 @@ class Gatherer(dspy.Module):
             self.planner = SubqueryPlanner()
             self.assessor = CandidateAssessor(second_look=self.config.second_look,
                                               preview_chars=self.config.preview_chars)
-        for name, lm in (lms or {}).items():
-            if name not in GATHER_STAGES:
-                raise ValueError(f"unknown stage {name!r} in lms; choose from: {', '.join(GATHER_STAGES)}")
-            getattr(self, GATHER_STAGES[name]).set_lm(lm)
+        set_stage_lms(self, GATHER_STAGES, lms)
 
     @property
     def retriever(self) -> Retriever:

@@ -31,7 +31,11 @@ class Parallel:
 
     def modules(self, offline: bool) -> dict:
         if offline:
-            from programs.stages.offline import OfflineBreadthPolicy, OfflineDepthPolicy, OfflineProgressScorer
+            from programs.stages.offline import (
+                OfflineBreadthPolicy,
+                OfflineDepthPolicy,
+                OfflineProgressScorer,
+            )
 
             return {"breadth_policy": OfflineBreadthPolicy(), "depth_policy": OfflineDepthPolicy(),
                     "progress_scorer": OfflineProgressScorer()}

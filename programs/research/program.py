@@ -34,7 +34,7 @@ from programs.runtime.events import EventHandler, EventLog
 from programs.runtime.journal import Journal
 from programs.runtime.lm import structured_adapter, summarize_failures
 from programs.runtime.scheduler import CostMeter
-from programs.runtime.stage import Shared, run_sync
+from programs.runtime.stage import Shared, run_sync, set_stage_lms
 from programs.runtime.usage import metered
 from programs.stages.merger import NO_INFORMATION
 from retrievers.types import Retriever
@@ -100,11 +100,7 @@ class DeepResearch(dspy.Module):
                       "enricher": Enricher(), "writer": Writer()}
         for attr, module in {**stages, **self.strategy.modules(offline)}.items():
             setattr(self, attr, module)
-        known = self.stage_table()
-        for name, lm in (lms or {}).items():
-            if name not in known:
-                raise ValueError(f"unknown stage {name!r} in lms; choose from: {', '.join(known)}")
-            getattr(self, known[name]).set_lm(lm)
+        set_stage_lms(self, self.stage_table(), lms)
 
     @property
     def retriever(self) -> Retriever:

@@ -42,3 +42,15 @@ class Stage(dspy.Module):
 
     def forward(self, **inputs) -> dspy.Prediction:
         return run_sync(self.aforward(**inputs))
+
+
+def set_stage_lms(program: dspy.Module, stages: dict[str, str], lms: dict[str, Any] | None) -> None:
+    """Gives each stage named in `lms` its own LM; `stages` maps stage names to the attributes of their modules.
+
+    Raises:
+        ValueError: for a name that is not a stage of `program` (the message lists them).
+    """
+    for name, lm in (lms or {}).items():
+        if name not in stages:
+            raise ValueError(f"unknown stage {name!r} in lms; choose from: {', '.join(stages)}")
+        getattr(program, stages[name]).set_lm(lm)
