@@ -130,7 +130,7 @@ def test_taxonomy_of_ten_papers_places_every_paper_once(llama_server, data_dir):
 
 def test_optimize_with_a_tiny_budget_compiles_and_saves(llama_server, data_dir, tmp_path, capsys):
     out = tmp_path / "compiled.json"
-    code = cli.main(["optimize", "--program", "research", "--stage", "assessor", "--metric", "f1",
+    code = cli.main(["optimize", "--program", "research", "--stage", "assess", "--metric", "f1",
                      "--optimizer", "bootstrap-rs", "--train", str(data_dir / "scifact"), "--limit", "3",
                      "--budget", "4", "--depth", "1", "--breadth", "1", "--hits", "3", "--threads", "1",
                      "--out", str(out), "--max-output-tokens", str(CAP), "--no-cache", *lm_args(llama_server)])
