@@ -323,7 +323,6 @@ class NodeLife:
         self.ctx, self.node_id = ctx, node_id
         self.stage = "search"  # the stage running now, for the failure record
         self.spawned: list[Task] = []  # the tasks this node spawns (journaled, restored on resume)
-        self.data: dict[str, Any] = {}  # what else a strategy needs on resume (e.g. a deepen decision)
         self.counted: dict[str, int] = {}  # this node's additions to the run's counts (restored on resume)
         self.registered: list[tuple[str, Doc]] = []  # documents this node was first to register
         saved = ctx.journal.get(f"node:{node_id}") if ctx.journal else None
@@ -356,7 +355,6 @@ class NodeLife:
                     learnings=tuple(Learning(**x) for x in d["learnings"]), follow_ups=tuple(d["follow_ups"]),
                     summary=d["summary"], notes=tuple(d.get("notes", ())), status=d["status"])
         self.spawned = [Task(**t) for t in saved.get("spawned", [])]
-        self.data = dict(saved.get("data", {}))
         self.ctx.count(resumed_nodes=1, **saved.get("stats", {}))
 
     @contextlib.asynccontextmanager
@@ -431,7 +429,7 @@ class NodeLife:
         if status in ("done", "pruned") and ctx.journal is not None:  # pruning is the run's decision: kept
             ctx.journal.append(f"node:{self.node_id}", "node", node=node.to_dict(),
                                parent=ctx.store.parents[self.node_id],
-                               spawned=[t.model_dump() for t in self.spawned], data=self.data, stats=self.counted,
+                               spawned=[t.model_dump() for t in self.spawned], stats=self.counted,
                                sources=[(sid, _doc_record(d)) for sid, d in self.registered])
         ctx.snapshot()
         return suppress
