@@ -253,6 +253,12 @@ class Report:
             search ran, or every branch failed); `interrupted` when a signal or the caller stopped it.
             The markdown's first line says when it is not `done`.
         error: For a failed or interrupted run, one line naming the cause (and the fix).
+        answer: The short cited answer (answer mode), numbered like the report; empty when not asked for.
+        taxonomy: The TaxoBench tree of the papers the run judged relevant (taxonomy mode), else None.
+        gathered: What the gathering loop of the `gather` strategy did (its rounds, subqueries and
+            selected papers, as `GatherResult.to_dict()`), else None.
+        clarifications: The clarifying questions asked before research and the user's answers
+            (`{"question": ..., "answer": ...}`), folded into the research brief.
     """
 
     question: str
@@ -265,6 +271,10 @@ class Report:
     events: tuple[Any, ...] = ()
     status: RunStatus = "done"
     error: str | None = None
+    answer: str = ""
+    taxonomy: dict[str, Any] | None = None
+    gathered: dict[str, Any] | None = None
+    clarifications: tuple[dict[str, str], ...] = ()
 
     def nodes(self) -> list[Node]:
         return [n for root in self.tree for n in root.walk()]
@@ -278,7 +288,8 @@ class Report:
             "usage": {k: asdict(v) for k, v in self.usage.items()},
             "stats": self.stats.to_dict(),
             "events": [asdict(e) for e in self.events],
-            "status": self.status, "error": self.error,
+            "status": self.status, "error": self.error, "answer": self.answer, "taxonomy": self.taxonomy,
+            "gathered": self.gathered, "clarifications": [dict(c) for c in self.clarifications],
         }
 
     @classmethod
@@ -290,7 +301,9 @@ class Report:
             tree=tuple(Node.from_dict(n) for n in d["tree"]),
             usage={k: StageUsage(**v) for k, v in d["usage"].items()},
             stats=RunStats.from_dict(d["stats"]), events=tuple(Event(**e) for e in d.get("events", [])),
-            status=d.get("status", "done"), error=d.get("error"),
+            status=d.get("status", "done"), error=d.get("error"), answer=d.get("answer", ""),
+            taxonomy=d.get("taxonomy"), gathered=d.get("gathered"),
+            clarifications=tuple(dict(c) for c in d.get("clarifications", ())),
         )
 
 

@@ -229,7 +229,7 @@ class DeepResearch(dspy.Module):
         ctx.events.emit("run_end", message=status, counts=stats.to_dict())
         return Report(question=ctx.question, markdown=markdown, references=renumbered.references,
                       learnings=learnings, tree=roots, usage=usage, stats=stats,
-                      events=tuple(ctx.events.events), status=status, error=error)
+                      events=tuple(ctx.events.events), status=status, error=error, gathered=ctx.gathered)
 
     async def _write(self, ctx: RunContext, findings: list[Finding]) -> dspy.Prediction:
         """Calls the writer; after the deadline or an interrupt it gets a grace period only, then the

@@ -145,6 +145,7 @@ class RunContext:
         self.interrupted = ""  # why the caller interrupted the run, when it did
         self.finding_depth: int | None = None  # only nodes at this depth become findings (None: every node)
         self.pruned: dict[str, str] = {}  # node id -> why its subtree was stopped
+        self.gathered: dict[str, Any] | None = None  # the `gather` strategy's loop result, for the report
         self._running: dict[str, asyncio.Task] = {}
         self._changed = asyncio.Event()
         self._last_snapshot = 0.0
