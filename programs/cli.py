@@ -20,8 +20,7 @@ import time
 from pathlib import Path
 
 from programs.config import PRESETS, preset
-from programs.research.program import STRATEGIES, DeepResearch
-from programs.research.strategy import SHARED_STAGES
+from programs.research.program import DeepResearch, stage_names
 from programs.runtime.context import Interrupt
 from programs.runtime.events import Event, EventHandler
 from programs.runtime.lm_cli import LMSession, add_lm_arguments, open_lm
@@ -37,7 +36,7 @@ from programs.runtime.secrets import redact
 
 EXIT_FAILED = 3  # the run produced nothing because of failures (distinct from 2, bad input)
 SIGNALS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # the exit code of a run each signal interrupted (128 + n)
-STAGES = tuple(dict.fromkeys([*SHARED_STAGES, *(s for x in STRATEGIES.values() for s in x.stages)]))
+STAGES = stage_names()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +63,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="continue the run of this question in --out: nodes its journal.jsonl holds are "
                              "restored, not researched again (no LM call, no search)")
     parser.add_argument("--no-progress", action="store_true", help="show no progress (the same as -q)")
+    # deliverables beside the report (issue 14)
+    parser.add_argument("--answer", action="store_true",
+                        help="also write a short cited answer (a few sentences) to answer.md")
+    parser.add_argument("--taxonomy", action="store_true",
+                        help="also organise the papers judged relevant into a taxonomy: taxonomy.json (TaxoBench "
+                             "JSON) and a 'Map of the literature' section of the report")
     add_lm_arguments(parser)
 
 
@@ -105,7 +110,8 @@ def build_program(args: argparse.Namespace, retriever, on_event, session: LMSess
     overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth, "hits_per_query": args.hits,
                                    "max_concurrency": args.concurrency, "deadline_s": args.deadline,
                                    "max_lm_calls": args.max_lm_calls, "max_tokens": args.max_tokens,
-                                   "lm_timeout_s": args.lm_timeout}.items()
+                                   "lm_timeout_s": args.lm_timeout,
+                                   "answer": args.answer or None, "taxonomy": args.taxonomy or None}.items()
                  if v is not None}
     config = preset(args.preset, **overrides)
     program = DeepResearch(retriever=retriever, config=config, offline=session.is_offline,
@@ -115,6 +121,17 @@ def build_program(args: argparse.Namespace, retriever, on_event, session: LMSess
             raise ValueError("--program needs an LM: a compiled program tunes LM prompts; pass --lm")
         program.load(args.program)
     return program, {"models": session.models(), "config": dataclasses.asdict(config)}
+
+
+def answer_markdown(report) -> str:
+    """answer.md: the question, the short answer, and the references it cites (numbered as in the report)."""
+    cited = {int(n) for n in re.findall(r"\[(\d+)\]", report.answer)}
+    refs = [r.render() for r in report.references if r.number in cited]
+    lead = f"> {report.error}\n\n" if report.status != "done" and report.error else ""
+    parts = [f"# {report.question}", lead + (report.answer or "No answer was written.")]
+    if refs:
+        parts.append("## References\n\n" + "\n".join(refs))
+    return "\n\n".join(parts) + "\n"
 
 
 def recording(events: list[Event], progress: Progress) -> EventHandler:
@@ -155,12 +172,20 @@ def run_research(args: argparse.Namespace, session: LMSession, corpus, folder: R
     progress.close()
     report = result.report
     folder.write_text("report.md", report.markdown)
+    if args.answer:
+        folder.write_text("answer.md", answer_markdown(report))
+    if report.taxonomy is not None:
+        folder.write_json("taxonomy.json", report.taxonomy)
     trace.update(seconds=round(time.time() - started, 2), **report.to_dict())
     folder.write_json("trace.json", trace)
     folder.finish(report.status, error=report.error or "")
     s = report.stats
     print(f"report: {folder.path / 'report.md'}")
     print(f"trace:  {folder.path / 'trace.json'}")
+    if args.answer:
+        print(f"answer: {folder.path / 'answer.md'}")
+    if report.taxonomy is not None:
+        print(f"taxonomy: {folder.path / 'taxonomy.json'}")
     print(f"nodes {s.nodes} · searches {s.searches} · learnings {s.learnings} · "
           f"citations {s.citations} · failed branches {s.failed_nodes} · LM requests {s.lm_calls}")
     if report.status == "failed":

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 BREADTH_RULES = ("ceil_half", "floor_half", "fixed")
-STRATEGIES = ("eco", "hero", "parallel")
+STRATEGIES = ("eco", "hero", "parallel", "gather")
 SCHEDULES = ("async", "level", "gptr", "sequential")
 SELECTIONS = ("submodular", "random", "first_k")
 SPECULATION = ("after_initial_research", "immediate", "none")
@@ -113,6 +113,38 @@ class ParallelConfig:
 
 
 @dataclass(frozen=True)
+class GatherLoopConfig:
+    """Settings of ScholarGym's gathering loop (spec 004 §1), for the `gather` strategy and the standalone
+    `Gatherer` (whose `GatherConfig` adds the run limits a research run takes from `ResearchConfig`).
+
+    Args:
+        iterations: Rounds of plan -> retrieve -> assess (T; 5 in the paper).
+        max_actions: Valid actions kept per plan.
+        max_pages: Pages one subquery may fetch, its first search included.
+        max_k: Largest page size; planned `target_k` values are clamped to [1, max_k] (in a research run
+            also to `hits_per_query`).
+        ranking_depth: Ids of the top positions recorded per search, for Avg.Distance (0 records none).
+        memory_chars: Longest checklist and memory carried to the next round (the bounded experience buffer).
+        preview_chars: Characters of each abstract shown at the first look.
+        second_look: Re-judge candidates labelled uncertain on their full text.
+    """
+
+    iterations: int = 5
+    max_actions: int = 6
+    max_pages: int = 3
+    max_k: int = 10
+    ranking_depth: int = 0
+    memory_chars: int = 1500
+    preview_chars: int = 1000
+    second_look: bool = True
+
+    def __post_init__(self):
+        check_minimum(self, ("iterations", "max_actions", "max_pages", "max_k", "memory_chars", "preview_chars"), 1,
+                      prefix="gather.")
+        check_minimum(self, ("ranking_depth",), 0, prefix="gather.")
+
+
+@dataclass(frozen=True)
 class ResearchConfig:
     """How large the research tree grows, how each node works, how it is scheduled and what it may spend.
 
@@ -129,8 +161,9 @@ class ResearchConfig:
         max_concurrency: Nodes doing their own work at the same time, across the whole tree.
         max_failures: Failed nodes tolerated before the run stops and writes what it has.
         passage_chars: Characters of each document shown to the LM.
-        strategy: `eco` (spec 000's recursion), `hero` (spec 001's turns of isolated pipelines) or
-            `parallel` (spec 002's adaptive tree).
+        strategy: `eco` (spec 000's recursion), `hero` (spec 001's turns of isolated pipelines),
+            `parallel` (spec 002's adaptive tree) or `gather` (spec 004's gathering loop, then one
+            research node per subquery).
         schedule: `async` (a node starts as soon as its parent is done), or a baseline of spec 002 §7:
             `level` (a level starts when the whole level above is done), `gptr` (GPT-Researcher's deep
             research: the children of one node run two at a time, wait for each other, then recurse one
@@ -153,8 +186,12 @@ class ResearchConfig:
             report is written from what exists (the writer runs after the deadline).
         max_lm_calls: LM calls the run may make, the writer's included (None: no cap).
         max_tokens: Tokens (prompt + completion) after which research stops (None: no cap).
+        answer: Also write a short answer (a few cited sentences) from the same findings (spec 000 §4.6).
+        taxonomy: Also organise the papers the run judged relevant into a TaxoBench tree (spec 003 §3.5)
+            and add it to the report as a map of the literature.
         hero: Settings of the `hero` strategy.
         parallel: Settings of the `parallel` strategy.
+        gather: Settings of the `gather` strategy's loop.
     """
 
     depth: int = 2
@@ -182,8 +219,11 @@ class ResearchConfig:
     deadline_s: float | None = None
     max_lm_calls: int | None = None
     max_tokens: int | None = None
+    answer: bool = False
+    taxonomy: bool = False
     hero: HeroConfig = field(default_factory=HeroConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    gather: GatherLoopConfig = field(default_factory=GatherLoopConfig)
 
     def __post_init__(self):
         if self.depth < 1 or self.breadth < 1:
@@ -228,6 +268,8 @@ PRESETS: dict[str, ResearchConfig] = {
     # spec 002 §6: max depth 10, breadth 4 (adaptive up to 6), a 10-minute budget
     "parallel": ResearchConfig(strategy="parallel", depth=10, breadth=4, breadth_rule="fixed",
                                max_concurrency=16, deadline_s=600.0, parallel=ParallelConfig()),
+    # spec 004 §1: T=5 rounds of 3-6 subqueries, pages of at most 10, then extraction from what was selected
+    "gather": ResearchConfig(strategy="gather", gather=GatherLoopConfig()),
 }
 
 

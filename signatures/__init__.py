@@ -1,5 +1,6 @@
 """One DSPy signature per research stage. Depends on nothing else of ours."""
 
+from signatures.answer import WriteAnswer
 from signatures.assess import AssessRelevance
 from signatures.enrich import FindGaps
 from signatures.extract import ExtractLearnings
@@ -9,4 +10,4 @@ from signatures.types import Finding, Judgement, Label, Learning, Source, Task
 from signatures.write import WriteReport
 
 __all__ = ["AssessRelevance", "ExtractLearnings", "Finding", "FindGaps", "Judgement", "Label", "Learning",
-           "MergeLearnings", "PlanQueries", "Source", "Task", "WriteReport"]
+           "MergeLearnings", "PlanQueries", "Source", "Task", "WriteAnswer", "WriteReport"]

@@ -20,6 +20,12 @@ import dspy
 
 from programs.artifacts import Node, Report, RunStats, RunStatus
 from programs.config import ResearchConfig
+from programs.research.deliverables import (
+    MAP_HEADING,
+    literature_map,
+    renumber_together,
+    short_answer,
+)
 from programs.research.eco import Eco, tree_size
 from programs.research.hero import Hero
 from programs.research.parallel import PRUNE_REASONS, Parallel
@@ -27,7 +33,6 @@ from programs.research.strategy import SHARED_STAGES, Strategy
 from programs.runtime.citations import (
     CitationRegistry,
     render_references,
-    renumber_citations,
 )
 from programs.runtime.context import RunContext, Snapshot
 from programs.runtime.events import EventHandler, EventLog
@@ -37,13 +42,22 @@ from programs.runtime.scheduler import CostMeter
 from programs.runtime.stage import Shared, run_sync, set_stage_lms
 from programs.runtime.usage import metered
 from programs.stages.merger import NO_INFORMATION
+from programs.taxonomy.builder import TaxonomyBuilder
 from retrievers.types import Retriever
 from signatures.types import Finding, Learning
 
 logger = logging.getLogger(__name__)
 
 STRATEGIES: dict[str, Strategy] = {"eco": Eco(), "hero": Hero(), "parallel": Parallel()}
-STAGES: tuple[str, ...] = tuple(SHARED_STAGES)  # the shared stages' names; a strategy adds its own
+# Stages that turn what a run found into deliverables beside the report (deliverables.py); every
+# program has them, so a compiled program's state does not depend on which deliverables are asked for.
+OUTPUT_STAGES: dict[str, str] = {"answer": "answerer", "taxonomy": "taxonomist"}
+STAGES: tuple[str, ...] = (*SHARED_STAGES, *OUTPUT_STAGES)  # a strategy adds its own
+
+
+def stage_names() -> tuple[str, ...]:
+    """Every stage name any research program may have: the shared, output and strategies' stages."""
+    return tuple(dict.fromkeys([*STAGES, *(s for x in STRATEGIES.values() for s in x.stages)]))
 
 
 class DeepResearch(dspy.Module):
@@ -88,6 +102,7 @@ class DeepResearch(dspy.Module):
 
             stages = offline_stages(retriever, self.config)
         else:
+            from programs.stages.answerer import Answerer
             from programs.stages.assessor import Assessor
             from programs.stages.enricher import Enricher
             from programs.stages.extractor import Extractor
@@ -97,7 +112,13 @@ class DeepResearch(dspy.Module):
 
             stages = {"planner": Planner(), "assessor": Assessor(keep_uncertain=self.config.keep_uncertain),
                       "extractor": Extractor(max_learnings=self.config.max_learnings), "merger": Merger(),
-                      "enricher": Enricher(), "writer": Writer()}
+                      "enricher": Enricher(), "writer": Writer(), "answerer": Answerer()}
+        if offline:
+            from programs.stages.offline import OfflineAnswerer
+
+            stages["answerer"] = OfflineAnswerer()
+        stages["taxonomist"] = TaxonomyBuilder(offline=offline, lm_timeout_s=self.config.lm_timeout_s,
+                                               max_concurrency=self.config.lm_concurrency)
         for attr, module in {**stages, **self.strategy.modules(offline)}.items():
             setattr(self, attr, module)
         set_stage_lms(self, self.stage_table(), lms)
@@ -108,7 +129,7 @@ class DeepResearch(dspy.Module):
 
     def stage_table(self) -> dict[str, str]:
         """Stage name -> the attribute holding its module, for this program's strategy."""
-        return {**SHARED_STAGES, **self.strategy.stages}
+        return {**SHARED_STAGES, **OUTPUT_STAGES, **self.strategy.stages}
 
     def planned_nodes(self) -> int:
         """The most nodes a run plans at the start (an adaptive strategy's tree grows past it as it runs)."""
@@ -191,7 +212,13 @@ class DeepResearch(dspy.Module):
             body = f"## {ctx.question}\n\nThe search found no relevant evidence for this question in the corpus."
         if status == "interrupted":
             body = f"# Research interrupted: {error}\n\n{body}"
-        renumbered = renumber_citations(body, ctx.registry)
+        taxonomy, answer = None, ""
+        if self.config.taxonomy and status != "failed":
+            taxonomy, section = await literature_map(ctx, self.taxonomist, roots, self._late(ctx))
+            body += f"\n\n{section}" if section else f"\n\n{MAP_HEADING}\n\nNo paper was judged relevant."
+        if self.config.answer and status != "failed":
+            answer = await short_answer(ctx, lambda stage, **inputs: self._late_call(ctx, stage, **inputs), findings)
+        (body, answer), references, dropped = renumber_together([body, answer], ctx.registry)
         failed = sum(n.status == "failed" for n in nodes)
         notes = []
         if failed:
@@ -200,10 +227,10 @@ class DeepResearch(dspy.Module):
             notes.append("The writer failed, so this report lists the merged findings as they are.")
         if ctx.is_stopped and status != "interrupted":  # an interrupted report says so in its first line
             notes.append(f"The run stopped early ({ctx.stop_reason}); this report covers what was gathered before.")
-        markdown = renumbered.markdown
+        markdown = body
         if notes:
             markdown += "\n\n" + "\n".join(f"> Note: {n}" for n in notes)
-        markdown += "\n\n" + render_references(renumbered.references) + "\n"
+        markdown += "\n\n" + render_references(references) + "\n"
         usage = ctx.meter.snapshot()
         costs = ctx.meter.costs()
         pruned = ({r: sum(f"pruned: {r}" in n.notes for n in nodes) for r in PRUNE_REASONS}
@@ -212,7 +239,7 @@ class DeepResearch(dspy.Module):
             ctx.stats, nodes=len(nodes), failed_nodes=failed, skipped_nodes=sum(n.status == "skipped" for n in nodes),
             cancelled_nodes=sum(n.status == "cancelled" for n in nodes),
             pruned_nodes=sum(n.status == "pruned" for n in nodes), learnings=len(learnings),
-            citations=len(renumbered.references), dropped_citations=renumbered.dropped,
+            citations=len(references), dropped_citations=dropped,
             registered_sources=len(ctx.registry), stopped=ctx.stop_reason or None, offline=self.is_offline,
             lm_calls=ctx.meter.total_calls, tokens=ctx.meter.total_tokens,
             cost={"stages": costs, "total": None if any(v is None for v in costs.values())
@@ -227,21 +254,30 @@ class DeepResearch(dspy.Module):
             retries=dict(ctx.sched.retries), total_s=round(ctx.sched.elapsed(), 4),
             pruned=pruned, wasted_speculative=pruned.get("depth_policy", 0))
         ctx.events.emit("run_end", message=status, counts=stats.to_dict())
-        return Report(question=ctx.question, markdown=markdown, references=renumbered.references,
+        return Report(question=ctx.question, markdown=markdown, references=references,
                       learnings=learnings, tree=roots, usage=usage, stats=stats,
-                      events=tuple(ctx.events.events), status=status, error=error, gathered=ctx.gathered)
+                      events=tuple(ctx.events.events), status=status, error=error, gathered=ctx.gathered,
+                      answer=answer.strip(), taxonomy=taxonomy)
 
     async def _write(self, ctx: RunContext, findings: list[Finding]) -> dspy.Prediction:
-        """Calls the writer; after the deadline or an interrupt it gets a grace period only, then the
-        findings stand as they are.
+        return await self._late_call(ctx, "write", question=ctx.question, findings=findings)
+
+    @staticmethod
+    def _late(ctx: RunContext) -> bool:
+        """Whether the run is past its deadline or interrupted (the stages after research then get a grace)."""
+        c = ctx.config
+        return bool(ctx.interrupted) or (c.deadline_s is not None and ctx.sched.elapsed() >= c.deadline_s)
+
+    async def _late_call(self, ctx: RunContext, stage: str, **inputs: Any) -> dspy.Prediction:
+        """Calls a stage that runs after research (writer, answer) outside the call budget; after the
+        deadline or an interrupt it gets a grace period only, then the caller's fallback stands.
 
         The grace is a tenth of the deadline (at least 5 s, at most the LM timeout), so a server that
         never answers cannot hold the run long past `deadline_s`, nor long past a Ctrl-C.
         """
-        call = ctx.call("write", reserve=0, question=ctx.question, findings=findings)
+        call = ctx.call(stage, reserve=0, **inputs)
         c = ctx.config
-        late = bool(ctx.interrupted) or (c.deadline_s is not None and ctx.sched.elapsed() >= c.deadline_s)
-        if not late:
+        if not self._late(ctx):
             return await call
         grace = max(5.0, 0.1 * (c.deadline_s or 0.0))
         if c.lm_timeout_s is not None:

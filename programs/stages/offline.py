@@ -197,6 +197,31 @@ class OfflineWriter(Stage):
         return dspy.Prediction(report="\n\n".join(parts))
 
 
+class OfflineAnswerer(Stage):
+    """A short extractive answer: the cited sentences of the findings that share most of the question's
+    key terms (at most `max_sentences`, each quoted with its citation), best first."""
+
+    def __init__(self, max_sentences: int = 3):
+        super().__init__()
+        self.max_sentences = max_sentences
+
+    async def aforward(self, question: str, findings: list[Finding]) -> dspy.Prediction:
+        terms = set(key_terms(question))
+        scored: dict[str, int] = {}
+        for f in findings:
+            for sentence in _CITED_SENTENCE.findall(f.summary):
+                sentence = sentence.strip()
+                overlap = len(terms & set(key_terms(sentence)))
+                if overlap and sentence not in scored:
+                    scored[sentence] = overlap
+        best = sorted(scored, key=lambda x: -scored[x])[: self.max_sentences]  # stable: ties keep tree order
+        answer = " ".join(best) if best else NO_ANSWER
+        return dspy.Prediction(answer=answer)
+
+
+NO_ANSWER = "The findings do not answer this question."
+
+
 def offline_stages(retriever: Retriever, config: ResearchConfig) -> dict[str, Stage]:
     """The six offline stages, keyed like DeepResearch's stage attributes."""
     return {"planner": OfflinePlanner(retriever), "assessor": OfflineAssessor(keep_uncertain=config.keep_uncertain),

@@ -1,7 +1,8 @@
 """TaxonomyBuilder: organise papers into a TaxoBench taxonomy tree (spec 003 §3).
 
-Two modes. Bottom-up: topic + papers -> tree. Deep research: topic -> `DeepResearch` finds papers ->
-tree, with the retrieved paper list kept beside it. Whatever the LM answers, the tree that comes out
+Topic + papers -> tree (TaxoBench's bottom-up mode). Deep-research mode, where the research program
+finds the papers first, is `DeepResearch` with `taxonomy=True` (programs/research/deliverables.py),
+which hands this builder the papers the run judged relevant. Whatever the LM answers, the tree that comes out
 has one root, papers only in leaves, and every input paper exactly once under its exact input title:
 the answer is validated, then repaired (a targeted LM call places left-out papers; embedding
 similarity places the rest), and every repair is recorded. Paper sets larger than one prompt are
@@ -24,7 +25,6 @@ import dspy
 import numpy as np
 
 from programs.config import ResearchConfig
-from programs.research.program import DeepResearch
 from programs.runtime.events import EventHandler, EventLog
 from programs.runtime.scheduler import BudgetExceeded, Scheduler
 from programs.runtime.stage import run_sync
@@ -278,16 +278,13 @@ def _clustered(topic: str, cards: list[PaperCard]) -> dict:
 
 
 class TaxonomyBuilder(dspy.Module):
-    """Builds a TaxoBench taxonomy for a topic, from given papers or from papers a research run finds.
+    """Builds a TaxoBench taxonomy for a topic from a set of papers.
 
     Args:
-        research: A `DeepResearch` program, needed only for deep-research mode (no papers given).
         max_papers_per_call: The most papers shown in one prompt; larger sets are grouped and merged.
         target_depth: Levels below the root to ask for (None: the LM chooses).
         target_leaves: Leaf topics to ask for (None: the LM chooses).
         abstract_chars: Characters of each abstract shown to the LM.
-        relevant_only: In deep-research mode, keep only papers the research run judged relevant
-            (otherwise every retrieved paper).
         offline: Build with hierarchical clustering (`programs.taxonomy.offline`), no LM.
         embed: texts -> L2-normalised vectors, for grouping and similarity repairs (default all-MiniLM-L6-v2).
         max_lm_calls, deadline_s, lm_timeout_s, max_concurrency: The run limits of the shared scheduler
@@ -301,9 +298,9 @@ class TaxonomyBuilder(dspy.Module):
         >>> out.tree, out.repairs                                                         # doctest: +SKIP
     """
 
-    def __init__(self, research: DeepResearch | None = None, *, max_papers_per_call: int = 60,
+    def __init__(self, *, max_papers_per_call: int = 60,
                  target_depth: int | None = None, target_leaves: int | None = None, abstract_chars: int = 1200,
-                 relevant_only: bool = True, offline: bool = False, embed: Embed | None = None,
+                 offline: bool = False, embed: Embed | None = None,
                  max_lm_calls: int | None = None, deadline_s: float | None = None, lm_timeout_s: float | None = 120.0,
                  max_concurrency: int = 8, on_event: EventHandler | None = None):
         super().__init__()
@@ -313,11 +310,9 @@ class TaxonomyBuilder(dspy.Module):
         self.merge_taxonomies = dspy.Predict(MergeTaxonomies)
         self.place_papers = dspy.Predict(PlacePapers)
         self.repair_json = dspy.Predict(RepairJSON)
-        self.research = research
         self.max_papers_per_call = max_papers_per_call
         self.target_depth, self.target_leaves = target_depth, target_leaves
         self.abstract_chars = abstract_chars
-        self.relevant_only = relevant_only
         self.is_offline = offline
         self.embed = embed or encode
         self.limits = ResearchConfig(max_concurrency=max_concurrency, lm_concurrency=max_concurrency,
@@ -327,46 +322,36 @@ class TaxonomyBuilder(dspy.Module):
     def forward(self, topic: str, papers: Sequence[Any] | None = None) -> dspy.Prediction:
         return run_sync(self.aforward(topic=topic, papers=papers))
 
-    async def aforward(self, topic: str, papers: Sequence[Any] | None = None) -> dspy.Prediction:
-        """Returns a Prediction with `tree` (TaxoBench JSON, exact input titles), `papers` (the cards
-        organised), `retrieved_papers` (their titles), `repairs` (list[Repair]), `mode`, and `report`
-        (the research report in deep-research mode, else None)."""
+    async def aforward(self, topic: str, papers: Sequence[Any] | None = None, *,
+                       meter: UsageMeter | None = None) -> dspy.Prediction:
+        """Returns a Prediction with `tree` (TaxoBench JSON, exact input titles), `by_id` (the same tree
+        with paper ids in its leaves), `papers` (the cards organised), `retrieved_papers` (their titles),
+        `repairs` (list[Repair]) and `mode` ("bottom-up").
+
+        `meter` counts the builder's LM calls into a caller's meter (a research run's); by default
+        they are counted apart.
+        """
         if not isinstance(topic, str) or not topic.strip():
             raise TaxonomyError("topic is empty; pass the survey topic as a non-empty string")
-        topic = topic.strip()
-        report = None
         if papers is None:
-            if self.research is None:
-                raise TaxonomyError("no papers and no research program; pass papers (bottom-up mode) or "
-                                    "TaxonomyBuilder(research=DeepResearch(...)) for deep-research mode")
-            mode = "deep-research"
-            report = (await self.research.acall(question=topic)).report
-            cards = paper_cards(self._found_papers(report), self.abstract_chars)
-        else:
-            mode = "bottom-up"
-            cards = paper_cards(papers, self.abstract_chars)
+            raise TaxonomyError("no papers given; pass the papers to organise, or run the research program "
+                                "with taxonomy=True (`deepresearch run ... --taxonomy`) to organise what it finds")
+        topic = topic.strip()
+        cards = paper_cards(papers, self.abstract_chars)
         repairs: list[Repair] = []
         if not cards:
-            tree = {"name": topic, "subtopics": []}
+            by_id = {"name": topic, "subtopics": []}
         elif self.is_offline:
-            tree = cluster_taxonomy(topic, cards)
+            by_id = _clustered(topic, cards)
         else:
-            tree = with_titles(await self._run(topic, cards, repairs), {c.paper_id: c.title for c in cards})
-        return dspy.Prediction(tree=tree, papers=cards, retrieved_papers=[c.title for c in cards],
-                               repairs=repairs, mode=mode, report=report)
+            by_id = await self._run(topic, cards, repairs, meter or UsageMeter())
+        tree = with_titles(by_id, {c.paper_id: c.title for c in cards})
+        return dspy.Prediction(tree=tree, by_id=by_id, papers=cards, retrieved_papers=[c.title for c in cards],
+                               repairs=repairs, mode="bottom-up")
 
-    def _found_papers(self, report) -> list[Any]:
-        ids = list(dict.fromkeys(i for root in report.tree for n in root.walk()
-                                 for i in (n.relevant_ids if self.relevant_only else n.retrieved_ids)))
-        corpus = getattr(self.research.retriever, "corpus", None)
-        if corpus is not None and hasattr(corpus, "get"):
-            return [d for d in (corpus.get(i) for i in ids) if d is not None and d.title]
-        titled = {r.doc_id: r.title for r in report.references}  # a retriever without a corpus: cited titles
-        return [{"paper_id": i, "title": titled[i]} for i in ids if titled.get(i)]
-
-    async def _run(self, topic: str, cards: list[PaperCard], repairs: list[Repair]) -> dict:
+    async def _run(self, topic: str, cards: list[PaperCard], repairs: list[Repair], meter: UsageMeter) -> dict:
         """Organises `cards` with the LM on the run's scheduler; the tree keys papers by id."""
-        meter, events = UsageMeter(), EventLog(self.on_event)
+        events = EventLog(self.on_event)
         with metered(meter):
             run = _Run(sched=Scheduler(self.limits, meter), events=events, repairs=repairs)
             events.emit("run_start", counts={"papers": len(cards)})

@@ -57,7 +57,10 @@ def test_named_predictors_list_each_stage_once_whatever_the_depth(scifact_bm25):
     assert names[1] == names[4]
     assert sorted(names[1]) == sorted([
         "planner.plan_queries.predict", "assessor.assess_relevance", "extractor.extract_learnings.predict",
-        "merger.merge_learnings", "enricher.find_gaps.predict", "writer.write_report"])
+        "merger.merge_learnings", "enricher.find_gaps.predict", "writer.write_report",
+        # the output stages, present whether or not a run asks for an answer or a taxonomy
+        "answerer.write_answer", "taxonomist.build_taxonomy", "taxonomist.merge_taxonomies",
+        "taxonomist.place_papers", "taxonomist.repair_json"])
 
 
 def test_every_citation_in_the_report_resolves_to_a_corpus_document(scifact, scifact_bm25):

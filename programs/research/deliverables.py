@@ -1,0 +1,119 @@
+"""What a research run delivers besides its report: a short answer and a map of the literature.
+
+Both are written after research from what the run found, through the run's context (its meter,
+failures and events), and both cite with source ids so that one renumbering gives the report, the
+answer and the map the same reference numbers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from programs.artifacts import Node
+from programs.runtime.citations import CitationRegistry, renumber_citations
+from programs.runtime.context import RunContext
+from programs.runtime.text import collapse_whitespace
+from programs.taxonomy.builder import TaxonomyBuilder
+from retrievers.types import Doc
+from signatures.types import Finding
+
+logger = logging.getLogger(__name__)
+
+MAP_HEADING = "## Map of the literature"
+NO_EVIDENCE_ANSWER = "The search found no relevant evidence for this question in the corpus."
+_SEPARATOR = "\n\n\x1e\n\n"  # between texts renumbered together; no citation pattern can span it
+
+
+def relevant_docs(roots: Sequence[Node], registry: CitationRegistry) -> list[Doc]:
+    """The documents the run judged relevant, each once, in tree order (a pruned or cancelled node's
+    judgements count: the papers were read and judged)."""
+    by_id = {doc.doc_id: doc for _, doc in registry.items()}
+    ids = dict.fromkeys(i for root in roots for n in root.walk() for i in n.relevant_ids)
+    return [by_id[i] for i in ids if i in by_id]
+
+
+def render_map(by_id: dict[str, Any], cite: dict[str, str]) -> str:
+    """The taxonomy as a nested Markdown list under `MAP_HEADING`: categories in bold, and in each leaf
+    its papers by title, each cited with its source id `cite[doc_id]` (renumbered later)."""
+    lines = [MAP_HEADING, ""]
+
+    def visit(node: dict[str, Any], depth: int) -> None:
+        indent = "  " * depth
+        name = collapse_whitespace(str(node.get("name", ""))) or "Other"
+        lines.append(f"{indent}- **{name}**")
+        for child in node.get("subtopics", ()):
+            visit(child, depth + 1)
+        for doc_id in node.get("papers", ()):
+            lines.append(f"{indent}  - {cite[doc_id][1]} [{cite[doc_id][0]}]")
+
+    for child in by_id.get("subtopics", ()):
+        visit(child, 0)
+    if "papers" in by_id:  # a root that is itself a leaf: its papers directly
+        lines += [f"- {cite[d][1]} [{cite[d][0]}]" for d in by_id["papers"]]
+    return "\n".join(lines)
+
+
+async def literature_map(ctx: RunContext, builder: TaxonomyBuilder, roots: Sequence[Node],
+                         late: bool) -> tuple[dict[str, Any], str]:
+    """Organises the papers the run judged relevant; returns the taxonomy record and the map section.
+
+    The builder's LM calls count in the run's meter. When the run is late (deadline or interrupt) or
+    the builder fails, the papers are organised by clustering instead (no LM), and the record says so.
+    """
+    docs = [d for d in relevant_docs(roots, ctx.registry) if d.title.strip()]
+    untitled = len(relevant_docs(roots, ctx.registry)) - len(docs)
+    papers = [{"paper_id": d.doc_id, "title": d.title, "abstract": d.text} for d in docs]
+    repairs: list[dict[str, str]] = []
+    if untitled:
+        repairs.append({"kind": "untitled", "detail": f"{untitled} relevant papers have no title and are left out"})
+    if late and not builder.is_offline:
+        builder = TaxonomyBuilder(offline=True)
+        repairs.append({"kind": "late", "detail": "the run was out of time; papers organised by clustering"})
+    try:
+        out = await builder.acall(topic=ctx.question, papers=papers, meter=ctx.meter)
+    except Exception as err:
+        ctx.fail("root", "taxonomy", err)
+        out = await TaxonomyBuilder(offline=True).acall(topic=ctx.question, papers=papers)
+        repairs.append({"kind": "failed", "detail": "the taxonomy stage failed; papers organised by clustering"})
+    repairs += [{"kind": r.kind, "detail": r.detail} for r in out.repairs]
+    cite = {d.doc_id: (ctx.registry.register(d), collapse_whitespace(d.title).rstrip(". ")) for d in docs}
+    record = {"topic": ctx.question, "hierarchy_tree": out.tree, "retrieved_papers": list(out.retrieved_papers),
+              "papers": [{"doc_id": c.paper_id, "title": c.title, "source_id": cite[c.paper_id][0]}
+                         for c in out.papers],
+              "repairs": repairs}
+    ctx.events.emit("stage_end", stage="taxonomy", counts={"papers": len(out.papers), "repairs": len(repairs)})
+    section = render_map(out.by_id, cite) if out.papers else ""
+    return record, section
+
+
+async def short_answer(ctx: RunContext, call, findings: list[Finding]) -> str:
+    """The answer stage's reply (source ids, not yet renumbered); `call` runs the stage with the run's
+    late-call rules. A failed call is recorded and replaced by the extractive answer, marked as such."""
+    if not findings:
+        return NO_EVIDENCE_ANSWER
+    try:
+        answer = (await call("answer", question=ctx.question, findings=findings)).answer.strip()
+        if answer:
+            return answer
+        ctx.events.emit("fallback", stage="answer", message="the answer stage returned nothing")
+    except Exception as err:
+        ctx.fail("root", "answer", err)
+    from programs.stages.offline import OfflineAnswerer
+
+    extractive = (await OfflineAnswerer().acall(question=ctx.question, findings=findings)).answer
+    return f"{extractive}\n\n> Note: the answer stage failed; these sentences are quoted from the findings."
+
+
+def renumber_together(texts: Sequence[str], registry: CitationRegistry):
+    """Renumbers several texts as one (the report first), so a source has one number in all of them.
+
+    Returns the texts rewritten, the references in order of first use, and the dropped citations.
+    """
+    joined = _SEPARATOR.join(t.replace("\x1e", "") for t in texts)
+    out = renumber_citations(joined, registry)
+    return out.markdown.split(_SEPARATOR), out.references, out.dropped
+
+
+__all__ = ["MAP_HEADING", "literature_map", "relevant_docs", "render_map", "renumber_together", "short_answer"]
