@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import dspy
+
 from eval.taxobench import HF_DATASET, Prediction, Survey, load_taxobench
 from eval.taxonomy import (
     PROFILES,
@@ -174,25 +176,37 @@ def print_report(scores: list[SurveyScore], summary: dict, out: Path) -> None:
 
 def build_builder(args: argparse.Namespace, surveys: Sequence[Survey], session: LMSession | None = None,
                   corpus=None):
-    """The taxonomy builder of `args.mode`, its LM (None offline) and model string.
+    """A function topic, papers -> taxonomy Prediction for `args.mode`, its LM (None offline) and model string.
 
+    Bottom-up mode organises the given papers with `TaxonomyBuilder`. Deep-research mode runs the research
+    program with `taxonomy=True` over `corpus` (by default the one `research_corpus` gives): the same path
+    as `deepresearch run --taxonomy`, so what is scored here is what a user gets.
     Without `session` the LM is opened from `args` (checked with one request unless --no-preflight).
-    Deep-research mode searches `corpus`, by default the one `research_corpus` gives.
     """
-    from programs.taxonomy.builder import TaxonomyBuilder
+    from programs.taxonomy.builder import Repair, TaxonomyBuilder
 
     session = session if session is not None else open_lm(args)
     lm = session.lm
-    research = None
-    if args.mode == "deep-research":
-        from programs.research.program import DeepResearch
-        from retrievers.bm25 import BM25Retriever
+    if args.mode == "bottom-up":
+        builder = TaxonomyBuilder(max_papers_per_call=args.max_papers_per_call, offline=lm is None)
+        return (lambda topic, papers: builder(topic=topic, papers=papers)), lm, session.model
+    from programs.config import ResearchConfig
+    from programs.research.program import DeepResearch
+    from retrievers.bm25 import BM25Retriever
 
-        corpus = corpus if corpus is not None else research_corpus(args.corpus, surveys)
-        research = DeepResearch(retriever=BM25Retriever(corpus), depth=args.depth, breadth=args.breadth,
-                                offline=lm is None)
-    builder = TaxonomyBuilder(research=research, max_papers_per_call=args.max_papers_per_call, offline=lm is None)
-    return builder, lm, session.model
+    corpus = corpus if corpus is not None else research_corpus(args.corpus, surveys)
+    research = DeepResearch(retriever=BM25Retriever(corpus), offline=lm is None,
+                            config=ResearchConfig(depth=args.depth, breadth=args.breadth, taxonomy=True))
+    research.taxonomist.max_papers_per_call = args.max_papers_per_call
+
+    def organise(topic: str, papers) -> dspy.Prediction:
+        report = research(question=topic).report
+        taxonomy = report.taxonomy or {}
+        return dspy.Prediction(tree=taxonomy.get("hierarchy_tree", {"name": topic, "subtopics": []}),
+                               retrieved_papers=taxonomy.get("retrieved_papers", []),
+                               repairs=[Repair(**r) for r in taxonomy.get("repairs", [])], report=report)
+
+    return organise, lm, session.model
 
 
 def research_corpus(spec: str | None, surveys: Sequence[Survey]):
@@ -276,7 +290,7 @@ def main(args: argparse.Namespace) -> int:
             for s in todo:
                 papers = list(s.papers) if args.mode == "bottom-up" else None
                 with session.context():
-                    result = builder(topic=s.topic, papers=papers)
+                    result = builder(s.topic, papers)
                 sink.append(prediction_row(s, result, args.mode, model))  # fsynced: never built again
                 print(f"survey {s.survey_id}: {len(result.retrieved_papers)} papers, {len(result.repairs)} repairs",
                       file=sys.stderr)
