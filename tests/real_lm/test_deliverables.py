@@ -1,0 +1,49 @@
+"""Answer and taxonomy modes against the real model (SmolLM2-135M-Instruct on llama-server).
+
+Structure only: the run completes, the answer's citations resolve to the report's references, every
+paper judged relevant sits in the taxonomy exactly once, and the two stages' calls are counted or
+their failures recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+
+import cli
+from tests.real_lm.test_pipelines import QUESTION, SMALL, check_run, lm_args, nodes_of
+
+
+def leaf_titles(tree) -> Counter:
+    out = Counter(tree.get("papers", []))
+    for child in tree.get("subtopics", []):
+        out += leaf_titles(child)
+    return out
+
+
+def test_answer_and_taxonomy_modes_with_the_real_model(llama_server, scifact, tmp_path, capsys):
+    out = tmp_path / "run"
+    code = cli.main(["run", QUESTION, "--corpus", "scifact", "--depth", "1", "--breadth", "1", "--answer",
+                     "--taxonomy", "--out", str(out), *SMALL, *lm_args(llama_server)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err[-2000:]
+    trace = check_run(out, scifact)
+    failed_stages = {e["stage"] for e in trace["events"] if e["kind"] == "failure"}
+
+    # the answer: written (or its failure recorded and replaced by quoted sentences), numbered like the report
+    answer = (out / "answer.md").read_text()
+    assert trace["answer"] and answer.startswith(f"# {QUESTION}\n\n{trace['answer']}")
+    references = {r["number"] for r in trace["references"]}
+    assert {int(n) for n in re.findall(r"\[(\d+)\]", trace["answer"])} <= references
+    assert trace["usage"].get("answer", {}).get("calls", 0) >= 1 or "answer" in failed_stages
+
+    # the taxonomy: every paper judged relevant exactly once, whatever the model answered
+    taxonomy = json.loads((out / "taxonomy.json").read_text())
+    relevant = {i for node in nodes_of(trace) for i in node["relevant_ids"]}
+    titled = {i for i in relevant if scifact.get(i).title.strip()}
+    assert {p["doc_id"] for p in taxonomy["papers"]} == titled
+    assert leaf_titles(taxonomy["hierarchy_tree"]) == Counter(taxonomy["retrieved_papers"])
+    if titled:
+        assert "## Map of the literature" in (out / "report.md").read_text()
+        assert trace["usage"].get("taxonomy", {}).get("calls", 0) >= 1 or "taxonomy" in failed_stages
