@@ -9,12 +9,16 @@ means; the mean of per-query F1 and micro P/R are reported beside it under their
 Avg.Distance: d(g) = max(0, 1 - r_g / K), K = 100, r_g the 0-based best rank of g; per query the mean over G.
 GT discard rate: |G ∩ (R_t \\ S_t)| / |R_t \\ S_t| in percent, averaged over queries whose discarded set is
 not empty, then over iterations. Queries with an empty G are skipped and counted.
+
+The same metrics come from a research run's trace.json when it ran the `gather` strategy
+(`deepresearch run --preset gather`): `metrics_from_trace`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -222,3 +226,38 @@ def bootstrap_ci(m: dict[str, np.ndarray], hits: dict[str, np.ndarray], resample
         samples[f1] = np.divide(2 * samples[p] * samples[r], total, out=np.zeros_like(total), where=total > 0)
     return {name: [float(np.percentile(samples[name], 2.5)), float(np.percentile(samples[name], 97.5))]
             for name in CI_METRICS}
+
+
+def trace_query(trace: Mapping[str, Any], relevant_ids: Iterable[str], query_id: str | None = None) -> QueryTrace:
+    """The `QueryTrace` of a research run of the `gather` strategy, from its trace.json (or `Report.to_dict()`).
+
+    Raises:
+        ValueError: when the trace holds no gathering result (the run used another strategy).
+    """
+    if not trace.get("gathered"):
+        raise ValueError("the trace has no gathering result (`gathered`); it comes from runs of the gather "
+                         "strategy: deepresearch run ... --preset gather")
+    result = GatherResult.from_dict(trace["gathered"])
+    return QueryTrace.from_result(query_id or result.question, relevant_ids, result)
+
+
+def metrics_from_trace(trace: Mapping[str, Any], relevant_ids: Iterable[str], *, iterations: int | None = None,
+                       failed: str = "included", bootstrap: int = 0, **options: Any) -> dict:
+    """ScholarGym's metrics (spec 004 §4) of one research run of the `gather` strategy, from its trace.
+
+    Args:
+        trace: The parsed trace.json of `deepresearch run ... --preset gather` (or `Report.to_dict()`).
+        relevant_ids: The question's ground truth G.
+        iterations: T; by default the run's `config.gather.iterations` as the trace records it, else the
+            rounds it ran (a loop that stopped early is padded to T, as in `summarize`).
+        failed: As in `summarize`; `included` by default, so a failed loop scores zeros instead of nothing.
+        bootstrap: As in `summarize`; none by default (one query).
+        **options: Passed on to `summarize` (`variant`, `k`, `seed`).
+
+    Returns:
+        `summarize`'s dict for this one query.
+    """
+    query = trace_query(trace, relevant_ids)
+    if iterations is None:
+        iterations = (trace.get("config") or {}).get("gather", {}).get("iterations") or max(len(query.retrieved), 1)
+    return summarize([query], iterations, failed=failed, bootstrap=bootstrap, **options)

@@ -18,6 +18,8 @@ StopReason = Literal[
     "plan_failed",        # the planner's call failed; the rounds before it stand
     "budget",             # the LM call or token budget ran out
     "deadline",           # the deadline passed; the rounds finished before it stand
+    "stopped",            # the research run the loop is part of stopped (too many failures)
+    "interrupted",        # the research run was interrupted; the rounds finished before it stand
 ]
 STOP_REASONS: tuple[str, ...] = get_args(StopReason)
 
@@ -124,7 +126,7 @@ class GatherResult:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "GatherResult":
+    def from_dict(cls, d: dict[str, Any]) -> GatherResult:
         rounds = tuple(Round(**{**r, "searches": tuple(
             Search(**{**s, "candidates": tuple(Candidate(**c) for c in s["candidates"]),
                       "ranking": tuple(s.get("ranking", ()))}) for s in r["searches"]),

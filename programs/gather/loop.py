@@ -5,18 +5,23 @@ round, and proposes actions (derive, expand, continue); every action becomes one
 retriever (date constraint, already-selected papers excluded, pages for continue); the assessor labels
 each candidate and writes notes. The loop stops after `iterations` rounds, when the planner says the
 search is complete, or when no valid action is left.
+
+`GatherLoop` is the loop itself, run on behalf of a `LoopHost` that sends its LM calls and searches
+under some run's caps and budgets and records its failures: the standalone `Gatherer` hosts it on a
+scheduler of its own; the research program's `gather` strategy (programs/research/gather.py) on its run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Protocol
 
 import dspy
 
-from programs.config import ResearchConfig, check_minimum
+from programs.artifacts import StageUsage
+from programs.config import GatherLoopConfig, ResearchConfig, check_minimum
 from programs.gather.artifacts import (
     Candidate,
     GatherResult,
@@ -52,18 +57,11 @@ GATHER_STAGES: dict[str, str] = {"gather_plan": "planner", "gather_assess": "ass
 
 
 @dataclass(frozen=True)
-class GatherConfig:
-    """Settings of the gathering loop.
+class GatherConfig(GatherLoopConfig):
+    """Settings of the standalone `Gatherer`: the loop's (`programs.config.GatherLoopConfig`: iterations,
+    max_actions, max_pages, max_k, ranking_depth, memory_chars, preview_chars, second_look) and the run's limits.
 
     Args:
-        iterations: Rounds of plan -> retrieve -> assess (T; 5 in the paper).
-        max_actions: Valid actions kept per plan.
-        max_pages: Pages one subquery may fetch, its first search included.
-        max_k: Largest page size; planned `target_k` values are clamped to [1, max_k].
-        ranking_depth: Ids of the top positions recorded per search, for Avg.Distance (0 records none).
-        memory_chars: Longest checklist and memory carried to the next round (the bounded experience buffer).
-        preview_chars: Characters of each abstract shown at the first look.
-        second_look: Re-judge candidates labelled uncertain on their full text.
         max_concurrency: Searches and assessments of one round running at once (each also a cap on LM calls
             and searches in flight).
         deadline_s: Wall-clock seconds for the loop; the rounds finished before it stand.
@@ -71,23 +69,14 @@ class GatherConfig:
         lm_timeout_s: Seconds one LM call may take before it is retried (as in the research program).
     """
 
-    iterations: int = 5
-    max_actions: int = 6
-    max_pages: int = 3
-    max_k: int = 10
-    ranking_depth: int = 0
-    memory_chars: int = 1500
-    preview_chars: int = 1000
-    second_look: bool = True
     max_concurrency: int = 8
     deadline_s: float | None = None
     max_lm_calls: int | None = None
     lm_timeout_s: float | None = 120.0
 
     def __post_init__(self):
-        check_minimum(self, ("iterations", "max_actions", "max_pages", "max_k", "memory_chars", "preview_chars",
-                             "max_concurrency"), 1)
-        check_minimum(self, ("ranking_depth",), 0)
+        super().__post_init__()
+        check_minimum(self, ("max_concurrency",), 1)
         self.limits()  # the run limits are checked here too
 
     def limits(self) -> ResearchConfig:
@@ -132,6 +121,7 @@ class CandidateAssessor(Stage):
 
     A candidate the LM did not judge counts as irrelevant (the reference keeps only ids it names);
     `uncertain` ones get a second look at their full text when `second_look` is on, else are dropped.
+    A call may set `preview_chars` and `second_look` for itself (the loop passes its run's settings).
     """
 
     def __init__(self, second_look: bool = True, preview_chars: int = 1000):
@@ -140,17 +130,20 @@ class CandidateAssessor(Stage):
         self.recheck_candidate = dspy.Predict(RecheckCandidate)
         self.second_look, self.preview_chars = second_look, preview_chars
 
-    async def aforward(self, question: str, subquery: str, checklist: str, hits: list[Hit]) -> dspy.Prediction:
+    async def aforward(self, question: str, subquery: str, checklist: str, hits: list[Hit],
+                       preview_chars: int | None = None, second_look: bool | None = None) -> dspy.Prediction:
         if not hits:
             return dspy.Prediction(judgements=[], feedback="no results", rechecked=0)
-        papers = [candidate_paper(h, self.preview_chars) for h in hits]
+        preview_chars = self.preview_chars if preview_chars is None else preview_chars
+        second_look = self.second_look if second_look is None else second_look
+        papers = [candidate_paper(h, preview_chars) for h in hits]
         out = await call_predictor("gather_assess", self.assess_candidates, question=question, subquery=subquery,
                                    checklist=checklist, candidates=papers)
         by_id = {j.source_id: j for j in out.judgements}
         judgements = [by_id.get(h.doc.doc_id) or Judgement(source_id=h.doc.doc_id, label="irrelevant",
                                                            reason="not judged") for h in hits]
         rechecked = 0
-        if self.second_look:
+        if second_look:
             uncertain = [i for i, j in enumerate(judgements) if j.label == "uncertain"]
             answers = await asyncio.gather(*[
                 call_predictor("gather_recheck", self.recheck_candidate, question=question, checklist=checklist,
@@ -164,7 +157,7 @@ class CandidateAssessor(Stage):
 
 
 def validate_plan(searches: list[PlannedSearch], tree: list[Subquery], pages: dict[int, int],
-                  config: GatherConfig) -> tuple[list[PlannedSearch], list[str], int]:
+                  config: GatherLoopConfig) -> tuple[list[PlannedSearch], list[str], int]:
     """Keeps the actions the loop can run (spec 004 §1.3 validation): returns kept, drop reasons, repairs.
 
     Dropped: unknown source, continue on the root, continue past `max_pages`, a derive or expand with
@@ -205,20 +198,60 @@ def validate_plan(searches: list[PlannedSearch], tree: list[Subquery], pages: di
     return kept, dropped, repaired
 
 
-@dataclass
-class _Run:
-    """One run's state, kept off the module so one Gatherer can serve concurrent runs."""
+class LoopHost(Protocol):
+    """What the loop needs from the run it is part of.
 
-    question: str
-    date_constraint: str | None
-    tree: list[Subquery]
-    pages: dict[int, int] = field(default_factory=dict)
-    returned: dict[int, list[str]] = field(default_factory=dict)
-    selected: dict[str, Selection] = field(default_factory=dict)
-    rounds: list[Round] = field(default_factory=list)
-    checklist: str = ""
-    memory: str = ""
-    last_round: list[RoundResult] = field(default_factory=list)
+    `plan` and `assess` call the loop's planner and assessor, `search` the retriever, each under the run's
+    caps, budgets and timeouts (an exhausted budget raises `BudgetExceeded`); `failed` records a failed step
+    (`where` is a round or a subquery id, `stage` one of `plan`, `search`, `assess`); `halted` says why no
+    further round may start (a stop reason and a message), or None; `events` is the run's event log.
+    """
+
+    events: EventLog
+
+    async def plan(self, **inputs: Any) -> dspy.Prediction: ...
+
+    async def assess(self, **inputs: Any) -> dspy.Prediction: ...
+
+    async def search(self, query: str, k: int, **filters: Any) -> list[Hit]: ...
+
+    def failed(self, where: str, stage: str, err: BaseException) -> None: ...
+
+    def halted(self) -> tuple[StopReason, str] | None: ...
+
+
+class GatherLoop:
+    """One run of the loop for one question: the subquery tree, pages, selections, rounds and memory.
+
+    The state stays here, off the modules, so one program can serve concurrent runs; `result` can be taken
+    at any time, also from a loop cut short by a deadline (the rounds finished before it stand).
+
+    Args:
+        question: The research question (node 0 of the tree).
+        date_constraint: Papers published after this month (`YYYY-MM`) are out of reach; None for no limit.
+        config: The loop's settings.
+        host: Where LM calls and searches go and failures are recorded.
+        tag: Put before round and subquery ids in events and failure records (e.g. `gather:`).
+    """
+
+    def __init__(self, question: str, date_constraint: str | None, config: GatherLoopConfig, host: LoopHost,
+                 tag: str = ""):
+        self.question, self.date_constraint = question, date_constraint or None
+        self.config, self.host, self.tag = config, host, tag
+        self.tree = [Subquery(node_id=0, parent_id=None, link="root", text=question, iteration=0)]
+        self.pages: dict[int, int] = {}
+        self.returned: dict[int, list[str]] = {}
+        self.selected: dict[str, Selection] = {}
+        self.rounds: list[Round] = []
+        self.checklist = ""
+        self.memory = ""
+        self.last_round: list[RoundResult] = []
+
+    def result(self, stop_reason: StopReason, is_failed: bool,
+               usage: dict[str, StageUsage] | None = None) -> GatherResult:
+        return GatherResult(question=self.question, date_constraint=self.date_constraint, tree=tuple(self.tree),
+                            rounds=tuple(self.rounds), selected=tuple(self.selected.values()),
+                            stop_reason=stop_reason, is_failed=is_failed, usage=usage or {})
 
     def node_states(self) -> list[SubqueryNode]:
         chosen: dict[int, int] = {}
@@ -228,6 +261,105 @@ class _Run:
                              text=n.text, pages=self.pages.get(n.node_id, 0),
                              retrieved=len(self.returned.get(n.node_id, ())), selected=chosen.get(n.node_id, 0))
                 for n in self.tree]
+
+    async def run(self) -> tuple[StopReason, bool]:
+        """Runs the rounds; returns why the loop stopped and whether the query counts as failed."""
+        config, host = self.config, self.host
+        for t in range(1, config.iterations + 1):
+            halted = host.halted()
+            if halted:
+                host.events.emit("budget", message=halted[1])
+                return halted[0], not self.selected
+            try:
+                plan = await host.plan(question=self.question, date_constraint=self.date_constraint or "",
+                                       subquery_tree=self.node_states(), last_round=self.last_round,
+                                       checklist=self.checklist, memory=self.memory)
+            except BudgetExceeded as err:
+                host.events.emit("budget", message=str(err))
+                return "budget", not self.selected
+            except Exception as err:  # the rounds before stand; the failure is recorded by the host
+                host.failed(f"{self.tag}{t}", "plan", err)
+                return "plan_failed", not self.selected
+            self.checklist = clip(plan.checklist, config.memory_chars)
+            self.memory = clip(plan.memory, config.memory_chars)
+            if plan.is_complete:
+                return "complete", not self.selected
+            actions, dropped, repaired = validate_plan(plan.searches, self.tree, self.pages, config)
+            if dropped:
+                logger.debug("round %d dropped %d actions: %s", t, len(dropped), "; ".join(dropped))
+            if not actions:
+                return "no_new_subqueries", t == 1
+            searches = await self._round(t, actions)
+            self.rounds.append(Round(iteration=t, searches=tuple(searches), checklist=self.checklist,
+                                     memory=self.memory, dropped=tuple(dropped), repaired=repaired))
+            host.events.emit("stage_end", node_id=f"{self.tag}{t}", stage="round",
+                             counts={"searches": len(searches), "selected": len(self.selected),
+                                     "dropped": len(dropped), "failed": sum(s.error is not None for s in searches)})
+            halted = host.halted()
+            if halted:
+                host.events.emit("budget", message=halted[1])
+                return halted[0], not self.selected
+        return "iterations", False
+
+    async def _round(self, t: int, actions: list[PlannedSearch]) -> list[Search]:
+        exclude = frozenset(self.selected)
+        calls = []  # (node_id, action, text, k, offset)
+        for a in actions:
+            if a.action == "continue":
+                node = self.tree[a.source_id]
+                # Offset in the ranking filtered by today's exclusions: this subquery's earlier results that
+                # are still eligible. (The reference counts all earlier results, which skips papers once
+                # some of them were selected.)
+                offset = sum(d not in exclude for d in self.returned.get(node.node_id, ()))
+                calls.append((node.node_id, "continue", node.text, a.target_k, offset))
+            else:
+                source = self.tree[a.source_id]
+                parent = source.node_id if a.action == "derive" or source.parent_id is None else source.parent_id
+                node = Subquery(node_id=len(self.tree), parent_id=parent, link=a.action, text=a.text.strip(),
+                                iteration=t)
+                self.tree.append(node)
+                calls.append((node.node_id, a.action, node.text, a.target_k, 0))
+
+        async def one(node_id: int, action: str, text: str, k: int, offset: int) -> Search:
+            """One search and its assessment; a failure of either is recorded on the search, not raised."""
+            search = Search(node_id=node_id, action=action, text=text, k=k, offset=offset, candidates=())
+            stage = "search"
+            try:
+                hits, ranking = await self._retrieve(text, k, offset, exclude)
+                search = replace(search, ranking=ranking)
+                stage = "assess"
+                assessed = await self.host.assess(question=self.question, subquery=text, checklist=self.checklist,
+                                                  hits=hits, preview_chars=self.config.preview_chars,
+                                                  second_look=self.config.second_look)
+            except Exception as err:  # a budget stop included: the loop checks the budget after the round
+                if not isinstance(err, BudgetExceeded):
+                    self.host.failed(f"{self.tag}{node_id}", stage, err)
+                return replace(search, error=f"{stage}: {type(err).__name__}: {redact(str(err))[:300]}")
+            candidates = tuple(Candidate(doc_id=h.doc.doc_id, rank=h.rank, score=h.score, label=j.label,
+                                         reason=j.reason) for h, j in zip(hits, assessed.judgements))
+            return replace(search, candidates=candidates, feedback=assessed.feedback)
+
+        searches = list(await asyncio.gather(*[one(*c) for c in calls]))
+        for s in searches:
+            self.pages[s.node_id] = self.pages.get(s.node_id, 0) + 1
+            self.returned.setdefault(s.node_id, []).extend(c.doc_id for c in s.candidates)
+            for doc_id in s.selected:
+                self.selected.setdefault(doc_id, Selection(doc_id=doc_id, iteration=t, node_id=s.node_id))
+        self.last_round = [RoundResult(node_id=s.node_id, text=s.text, retrieved=len(s.candidates),
+                                       selected=len(s.selected), feedback=s.feedback) for s in searches]
+        return searches
+
+    async def _retrieve(self, text: str, k: int, offset: int, exclude: frozenset[str]) -> tuple[list[Hit], tuple[str, ...]]:
+        """One page of results and, when `ranking_depth` is set, the ids of the top of the same ranking.
+
+        With a ranking to record, one search of depth max(ranking_depth, offset + k) serves both.
+        """
+        depth = self.config.ranking_depth
+        filters = {"exclude": exclude, "before": self.date_constraint}
+        if depth == 0:
+            return await self.host.search(text, k, offset=offset, **filters), ()
+        top = await self.host.search(text, max(depth, offset + k), offset=0, **filters)
+        return top[offset:offset + k], tuple(h.doc.doc_id for h in top[:depth])
 
 
 class Gatherer(dspy.Module):
@@ -283,120 +415,43 @@ class Gatherer(dspy.Module):
         order of selection), `candidates` (doc_id -> {node_id: best rank}) and `tree`."""
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question is empty; pass the research question as a non-empty string")
-        run = _Run(question=question.strip(), date_constraint=date_constraint or None,
-                   tree=[Subquery(node_id=0, parent_id=None, link="root", text=question.strip(), iteration=0)])
         meter, events = UsageMeter(), EventLog(self.on_event)
         with metered(meter):
             sched = Scheduler(self.config.limits(), meter)
+            loop = GatherLoop(question.strip(), date_constraint, self.config, _SchedulerHost(self, sched, events))
             events.emit("run_start", counts={"iterations": self.config.iterations})
             try:
-                stop_reason, is_failed = await asyncio.wait_for(self._loop(run, events, sched), sched.remaining())
+                stop_reason, is_failed = await asyncio.wait_for(loop.run(), sched.remaining())
             except asyncio.TimeoutError:  # the rounds finished before the deadline stand
                 events.emit("budget", message=f"deadline of {self.config.deadline_s:g}s reached")
-                stop_reason, is_failed = "deadline", not run.selected
-        result = GatherResult(question=run.question, date_constraint=run.date_constraint, tree=tuple(run.tree),
-                              rounds=tuple(run.rounds), selected=tuple(run.selected.values()),
-                              stop_reason=stop_reason, is_failed=is_failed, usage=meter.snapshot())
+                stop_reason, is_failed = "deadline", not loop.selected
+        result = loop.result(stop_reason, is_failed, meter.snapshot())
         events.emit("run_end", message=stop_reason, counts={"selected": len(result.selected),
                                                             "rounds": len(result.rounds)})
         return dspy.Prediction(result=result, selected=[x.doc_id for x in result.selected],
                                candidates=result.candidates(), tree=result.tree)
 
-    async def _loop(self, run: _Run, events: EventLog, sched: Scheduler) -> tuple[StopReason, bool]:
-        config = self.config
-        for t in range(1, config.iterations + 1):
-            try:
-                plan = await sched.call(self.planner, reserve=0, question=run.question,
-                                        date_constraint=run.date_constraint or "", subquery_tree=run.node_states(),
-                                        last_round=run.last_round, checklist=run.checklist, memory=run.memory)
-            except BudgetExceeded as err:
-                events.emit("budget", message=str(err))
-                return "budget", not run.selected
-            except Exception as err:  # the rounds before stand; the failure is in the events and the log
-                _record(events, str(t), "plan", err)
-                return "plan_failed", not run.selected
-            run.checklist, run.memory = clip(plan.checklist, config.memory_chars), clip(plan.memory, config.memory_chars)
-            if plan.is_complete:
-                return "complete", not run.selected
-            actions, dropped, repaired = validate_plan(plan.searches, run.tree, run.pages, config)
-            if dropped:
-                logger.debug("round %d dropped %d actions: %s", t, len(dropped), "; ".join(dropped))
-            if not actions:
-                return "no_new_subqueries", t == 1
-            searches = await self._round(run, t, actions, events, sched)
-            run.rounds.append(Round(iteration=t, searches=tuple(searches), checklist=run.checklist,
-                                    memory=run.memory, dropped=tuple(dropped), repaired=repaired))
-            events.emit("stage_end", node_id=str(t), stage="round",
-                        counts={"searches": len(searches), "selected": len(run.selected), "dropped": len(dropped),
-                                "failed": sum(s.error is not None for s in searches)})
-            if sched.exhausted(reserve=0):
-                events.emit("budget", message=sched.exhausted(reserve=0))
-                return "budget", not run.selected
-        return "iterations", False
 
-    async def _round(self, run: _Run, t: int, actions: list[PlannedSearch], events: EventLog,
-                     sched: Scheduler) -> list[Search]:
-        exclude = frozenset(run.selected)
-        calls = []  # (node_id, action, text, k, offset)
-        for a in actions:
-            if a.action == "continue":
-                node = run.tree[a.source_id]
-                # Offset in the ranking filtered by today's exclusions: this subquery's earlier results that
-                # are still eligible. (The reference counts all earlier results, which skips papers once
-                # some of them were selected.)
-                offset = sum(d not in exclude for d in run.returned.get(node.node_id, ()))
-                calls.append((node.node_id, "continue", node.text, a.target_k, offset))
-            else:
-                source = run.tree[a.source_id]
-                parent = source.node_id if a.action == "derive" or source.parent_id is None else source.parent_id
-                node = Subquery(node_id=len(run.tree), parent_id=parent, link=a.action, text=a.text.strip(),
-                                iteration=t)
-                run.tree.append(node)
-                calls.append((node.node_id, a.action, node.text, a.target_k, 0))
-        async def one(node_id: int, action: str, text: str, k: int, offset: int) -> Search:
-            """One search and its assessment; a failure of either is recorded on the search, not raised."""
-            search = Search(node_id=node_id, action=action, text=text, k=k, offset=offset, candidates=())
-            stage = "search"
-            try:
-                hits, ranking = await self._retrieve(sched, text, k, offset, exclude, run.date_constraint)
-                search = replace(search, ranking=ranking)
-                stage = "assess"
-                assessed = await sched.call(self.assessor, reserve=0, question=run.question, subquery=text,
-                                            checklist=run.checklist, hits=hits)
-            except Exception as err:  # a budget stop included: the loop checks the budget after the round
-                if not isinstance(err, BudgetExceeded):
-                    _record(events, str(node_id), stage, err)
-                return replace(search, error=f"{stage}: {type(err).__name__}: {redact(str(err))[:300]}")
-            candidates = tuple(Candidate(doc_id=h.doc.doc_id, rank=h.rank, score=h.score, label=j.label,
-                                         reason=j.reason) for h, j in zip(hits, assessed.judgements))
-            return replace(search, candidates=candidates, feedback=assessed.feedback)
+class _SchedulerHost:
+    """The Gatherer's own run: a scheduler of its own, failures in the log and the events."""
 
-        searches = list(await asyncio.gather(*[one(*c) for c in calls]))
-        for s in searches:
-            run.pages[s.node_id] = run.pages.get(s.node_id, 0) + 1
-            run.returned.setdefault(s.node_id, []).extend(c.doc_id for c in s.candidates)
-            for doc_id in s.selected:
-                run.selected.setdefault(doc_id, Selection(doc_id=doc_id, iteration=t, node_id=s.node_id))
-        run.last_round = [RoundResult(node_id=s.node_id, text=s.text, retrieved=len(s.candidates),
-                                      selected=len(s.selected), feedback=s.feedback) for s in searches]
-        return searches
+    def __init__(self, gatherer: Gatherer, sched: Scheduler, events: EventLog):
+        self.gatherer, self.sched, self.events = gatherer, sched, events
 
-    async def _retrieve(self, sched: Scheduler, text: str, k: int, offset: int, exclude: frozenset[str],
-                        before: str | None) -> tuple[list[Hit], tuple[str, ...]]:
-        """One page of results and, when `ranking_depth` is set, the ids of the top of the same ranking.
+    async def plan(self, **inputs: Any) -> dspy.Prediction:
+        return await self.sched.call(self.gatherer.planner, reserve=0, **inputs)
 
-        With a ranking to record, one search of depth max(ranking_depth, offset + k) serves both.
-        """
-        depth = self.config.ranking_depth
-        filters = {"exclude": exclude, "before": before}
-        if depth == 0:
-            return await sched.search(self.retriever, text, k, offset=offset, **filters), ()
-        top = await sched.search(self.retriever, text, max(depth, offset + k), offset=0, **filters)
-        return top[offset:offset + k], tuple(h.doc.doc_id for h in top[:depth])
+    async def assess(self, **inputs: Any) -> dspy.Prediction:
+        return await self.sched.call(self.gatherer.assessor, reserve=0, **inputs)
 
+    async def search(self, query: str, k: int, **filters: Any) -> list[Hit]:
+        return await self.sched.search(self.gatherer.retriever, query, k, **filters)
 
-def _record(events: EventLog, where: str, stage: str, err: BaseException) -> None:
-    """A failed step of the loop, in the log and the events (the loop goes on, or stops with a reason)."""
-    message = redact(str(err).strip().splitlines()[0][:300]) if str(err).strip() else ""
-    logger.warning("gathering %s failed in %s: %s: %s", where, stage, type(err).__name__, message)
-    events.emit("failure", node_id=where, stage=stage, message=f"{type(err).__name__}: {message}")
+    def failed(self, where: str, stage: str, err: BaseException) -> None:
+        message = redact(str(err).strip().splitlines()[0][:300]) if str(err).strip() else ""
+        logger.warning("gathering %s failed in %s: %s: %s", where, stage, type(err).__name__, message)
+        self.events.emit("failure", node_id=where, stage=stage, message=f"{type(err).__name__}: {message}")
+
+    def halted(self) -> tuple[StopReason, str] | None:
+        reason = self.sched.exhausted(reserve=0)
+        return ("budget", reason) if reason else None

@@ -25,9 +25,13 @@ def _stem(word: str) -> str:
 
 class OfflineSubqueryPlanner(Stage):
     """Round 1: one derived key-term query plus `expansions` derived variants with two feedback terms each.
-    Later rounds: continue every subquery whose last page had a selection; nothing left ends the loop."""
+    Later rounds: continue every subquery whose last page had a selection; nothing left ends the loop.
 
-    def __init__(self, retriever: Retriever, expansions: int = 2, feedback_docs: int = 10,
+    The feedback terms come from a search of `retriever`, the one given to the constructor or, when built
+    without one (as a research strategy's stage is), the one each call passes.
+    """
+
+    def __init__(self, retriever: Retriever | None = None, expansions: int = 2, feedback_docs: int = 10,
                  background_docs: int = 40, max_terms: int = 12):
         super().__init__()
         self.retriever = retriever
@@ -35,13 +39,18 @@ class OfflineSubqueryPlanner(Stage):
         self.max_terms = max_terms
 
     async def aforward(self, question: str, date_constraint: str, subquery_tree: list[SubqueryNode],
-                       last_round: list[RoundResult], checklist: str, memory: str) -> dspy.Prediction:
+                       last_round: list[RoundResult], checklist: str, memory: str,
+                       retriever: Retriever | None = None) -> dspy.Prediction:
+        retriever = retriever or self.retriever
+        if retriever is None and self.expansions:
+            raise ValueError("the offline subquery planner needs a retriever for its feedback terms; pass one "
+                             "to the constructor or the call")
         terms = key_terms(question, min_len=1)[:self.max_terms] or question.split()[:self.max_terms]
         base = " ".join(terms)
         if len(subquery_tree) == 1:
             searches = [PlannedSearch(action="derive", source_id=0, text=base)]
             if self.expansions:
-                hits = await search_async(self.retriever, question, self.feedback_docs + self.background_docs,
+                hits = await search_async(retriever, question, self.feedback_docs + self.background_docs,
                                      before=date_constraint or None)
                 sources = [Source(source_id=h.doc.doc_id, title=h.doc.title, text=h.doc.text) for h in hits]
                 extra = feedback_terms(sources[:self.feedback_docs], set(terms), 2 * self.expansions,
@@ -67,7 +76,9 @@ class OfflineCandidateAssessor(Stage):
             raise ValueError(f"min_coverage must be in (0, 1], got {min_coverage}")
         self.min_coverage = min_coverage
 
-    async def aforward(self, question: str, subquery: str, checklist: str, hits: list[Hit]) -> dspy.Prediction:
+    async def aforward(self, question: str, subquery: str, checklist: str, hits: list[Hit],
+                       preview_chars: int | None = None, second_look: bool | None = None) -> dspy.Prediction:
+        # preview_chars and second_look are the LM assessor's settings: this one reads the whole text once
         wanted = {_stem(t) for t in key_terms(question, min_len=1)}
         judgements = []
         for h in hits:

@@ -28,6 +28,7 @@ from programs.research.deliverables import (
 )
 from programs.research.eco import Eco, tree_size
 from programs.research.hero import Hero
+from programs.research.gather import Gather
 from programs.research.parallel import PRUNE_REASONS, Parallel
 from programs.research.strategy import SHARED_STAGES, Strategy
 from programs.runtime.citations import (
@@ -48,7 +49,7 @@ from signatures.types import Finding, Learning
 
 logger = logging.getLogger(__name__)
 
-STRATEGIES: dict[str, Strategy] = {"eco": Eco(), "hero": Hero(), "parallel": Parallel()}
+STRATEGIES: dict[str, Strategy] = {"eco": Eco(), "hero": Hero(), "parallel": Parallel(), "gather": Gather()}
 # Stages that turn what a run found into deliverables beside the report (deliverables.py); every
 # program has them, so a compiled program's state does not depend on which deliverables are asked for.
 OUTPUT_STAGES: dict[str, str] = {"answer": "answerer", "taxonomy": "taxonomist"}
