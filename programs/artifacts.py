@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
+from programs.runtime.provenance import SentenceProvenance, sentence_provenance
+from programs.runtime.text import collapse_whitespace
 from retrievers.types import Hit
 from signatures.types import Learning, Source, Task
 
@@ -125,7 +127,16 @@ class Node:
 
 @dataclass(frozen=True)
 class Reference:
-    """One entry of a report's reference list."""
+    """One entry of a report's reference list: the cited document and what its corpus record says about it.
+
+    Attributes:
+        number: The citation number in the report ([1]..[n], in order of first use).
+        source_id: The run's id of the document (spec 001 §4.7), which learnings cite.
+        doc_id: The document's id in the corpus.
+        title, year, url: From the document (`url` may be built from an arXiv or PubMed id).
+        authors, venue, doi: From the corpus record, when it has them (`retrievers.bibliographic`);
+            `doi` is bare (`10.1234/abc`).
+    """
 
     number: int
     source_id: str
@@ -133,12 +144,38 @@ class Reference:
     title: str
     year: int | None = None
     url: str | None = None
+    authors: tuple[str, ...] = ()
+    venue: str | None = None
+    doi: str | None = None
 
-    def render(self) -> str:
+    def render(self, max_authors: int = 3) -> str:
+        """The line of the References list: authors, year, title, venue, then where to find it.
+
+        Where: the DOI link, else the URL, else the corpus id as `doc <id>` (which `eval.report` reads):
+        "[2] A. Smith, B. Jones, C. Lee, et al. (2020). Title. Nature. https://doi.org/10.1038/x",
+        "[3] Title (2004). doc 388". Past `max_authors` names the list ends with "et al.".
+        """
+        title = collapse_whitespace(self.title).rstrip(". ") or _title_from_url(self.url) or self.doc_id
         year = f" ({self.year})" if self.year else ""
-        where = self.url or f"doc {self.doc_id}"
-        title = (self.title or self.doc_id).rstrip(". ")
-        return f"[{self.number}] {title}{year}. {where}"
+        names = list(self.authors[:max_authors]) + (["et al."] if len(self.authors) > max_authors else [])
+        parts = [f"{', '.join(names)}{year}", title] if names else [f"{title}{year}"]
+        if self.venue:
+            parts.append(collapse_whitespace(self.venue).rstrip(". "))
+        where = f"https://doi.org/{self.doi}" if self.doi else self.url or f"doc {self.doc_id}"
+        return f"[{self.number}] " + ". ".join(parts) + f". {where}"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Reference":
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in d.items() if k in known}
+        values["authors"] = tuple(values.get("authors") or ())
+        return cls(**values)
+
+
+def _title_from_url(url: str | None) -> str:
+    """Spec 001 §4.7: with no title, the title-cased last segment of the URL's path ("Documento.Php?Id=1")."""
+    rest = (url or "").split("#")[0].split("://", 1)[-1].rstrip("/")
+    return rest.rsplit("/", 1)[-1].title() if "/" in rest else ""
 
 
 @dataclass(frozen=True)
@@ -279,6 +316,10 @@ class Report:
     def nodes(self) -> list[Node]:
         return [n for root in self.tree for n in root.walk()]
 
+    def provenance(self) -> tuple[SentenceProvenance, ...]:
+        """Each sentence of the report body with the references, source ids and learnings behind its citations."""
+        return sentence_provenance(self.markdown, self.references, self.learnings)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "question": self.question, "markdown": self.markdown,
@@ -290,13 +331,14 @@ class Report:
             "events": [asdict(e) for e in self.events],
             "status": self.status, "error": self.error, "answer": self.answer, "taxonomy": self.taxonomy,
             "gathered": self.gathered, "clarifications": [dict(c) for c in self.clarifications],
+            "provenance": [p.to_dict() for p in self.provenance()],  # derived; provenance() rebuilds it after from_dict
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Report":
         return cls(
             question=d["question"], markdown=d["markdown"],
-            references=tuple(Reference(**r) for r in d["references"]),
+            references=tuple(Reference.from_dict(r) for r in d["references"]),
             learnings=tuple(Learning(**x) for x in d["learnings"]),
             tree=tuple(Node.from_dict(n) for n in d["tree"]),
             usage={k: StageUsage(**v) for k, v in d["usage"].items()},

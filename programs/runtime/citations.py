@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from programs.artifacts import Reference
+from retrievers.bibliographic import bibliographic
 from retrievers.types import Doc
 
 # A citation is one bracket group of labels, "[3]", "[1, 2]", "[5a7b0fd1_1; 3]" ("[3][4]" is two groups);
@@ -104,8 +105,7 @@ def renumber_citations(markdown: str, registry: CitationRegistry) -> Renumbered:
                 continue
             if sid not in numbers:
                 numbers[sid] = len(numbers) + 1
-                refs.append(Reference(number=numbers[sid], source_id=sid, doc_id=doc.doc_id, title=doc.title,
-                                      year=doc.year, url=doc.url))
+                refs.append(reference_for(numbers[sid], sid, doc))
             tag = f"[{numbers[sid]}]"
             if tag not in out:
                 out.append(tag)
@@ -114,6 +114,13 @@ def renumber_citations(markdown: str, registry: CitationRegistry) -> Renumbered:
 
     text = DRAFT_CITATION.sub(replace, markdown)
     return Renumbered(markdown=text, references=tuple(refs), dropped=dropped)
+
+
+def reference_for(number: int, source_id: str, doc: Doc) -> Reference:
+    """The reference list entry of a cited document, with the authors, venue, DOI and link its record carries."""
+    bib = bibliographic(doc)
+    return Reference(number=number, source_id=source_id, doc_id=doc.doc_id, title=doc.title, year=bib.year,
+                     url=bib.url, authors=bib.authors, venue=bib.venue, doi=bib.doi)
 
 
 def render_references(references: tuple[Reference, ...]) -> str:

@@ -1,0 +1,207 @@
+"""Sentence provenance: from each sentence of a report to the references, sources and learnings behind it.
+
+`sentence_provenance(markdown, references, learnings)` reads a finished report (citations renumbered
+[1]..[n]) and returns one record per sentence of its body, in order: the numbers it cites, the source
+ids and corpus ids those numbers stand for, and the learnings of the run that rest on those sources.
+A reader goes sentence -> [n] -> source id -> learning (the finding the writer was given) and doc id
+(the passage in the corpus). `Report.provenance()` calls it, and trace.json carries the result.
+
+What counts as a sentence: the body is the report before its last References (or Sources) heading.
+Headings, fenced code and rules are left out; paragraphs, list items, block quotes and table rows are
+split into sentences at `.`, `!` or `?` followed by a space and a capital, digit, bracket or quote, not
+after common abbreviations (et al., e.g., Fig., ...) or an initial. A citation written after the
+period ("Claim. [2] Next") belongs to the sentence before it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from signatures.types import Learning
+
+if TYPE_CHECKING:
+    from programs.artifacts import Reference
+
+# A renumbered citation group: "[3]", "[1, 2]" (a Markdown link "[text](url)" is not one).
+NUMBERED_CITATION = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\](?!\()")
+_REFERENCE_HEADING = re.compile(r"^#{1,6}\s*(?:references|sources)\s*$", re.I | re.M)
+# A sentence ends at . ! or ? (then closing quotes, then any citations written after it) before a space and
+# a capital, digit, quote, emphasis or bracket that does not open a citation.
+_BOUNDARY = re.compile(r"[.!?][\"')]*((?:\s*\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\](?!\())*)\s+(?=[A-Z0-9(\"'*_]|\[(?!\s*\d))")
+_ABBREVIATIONS = frozenset(
+    "al e.g i.e vs fig figs ca cf approx eq eqs no nos ref refs dr mr mrs ms prof st vol pp p resp".split())
+_LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
+_RULE = re.compile(r"^(?:-{3,}|\*{3,}|_{3,})$")
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    "a an and are as at be been but by for from has have in into is it its not of on or such that the their "
+    "then there these they this to was were will with which while than also can may more most other some".split())
+
+
+@dataclass(frozen=True)
+class CitedSource:
+    """What one citation number of a sentence stands for."""
+
+    number: int
+    source_id: str
+    doc_id: str
+    title: str
+
+
+@dataclass(frozen=True)
+class SupportingLearning:
+    """A learning of the run that rests on a source the sentence cites.
+
+    Attributes:
+        index: Position in `Report.learnings`.
+        text: The learning.
+        source_ids: Its sources that the sentence cites (a subset of the learning's `source_ids`).
+        overlap: Share of the sentence's content words found in the learning (0..1); the list is ordered
+            by it, so the learning the sentence most likely restates comes first.
+    """
+
+    index: int
+    text: str
+    source_ids: tuple[str, ...]
+    overlap: float
+
+
+@dataclass(frozen=True)
+class SentenceProvenance:
+    """One sentence of the report body and what it rests on.
+
+    Attributes:
+        index: Position among the body's sentences (0-based).
+        text: The sentence as written, citation markers kept.
+        citations: The numbers it cites, in order, without repeats.
+        sources: The references those numbers name (a number with no reference is left out).
+        learnings: Learnings resting on any cited source, best match first; () for an uncited sentence.
+    """
+
+    index: int
+    text: str
+    citations: tuple[int, ...] = ()
+    sources: tuple[CitedSource, ...] = ()
+    learnings: tuple[SupportingLearning, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """As JSON holds it (lists for tuples), as trace.json's `provenance` entries."""
+        return {"index": self.index, "text": self.text, "citations": list(self.citations),
+                "sources": [asdict(s) for s in self.sources],
+                "learnings": [{**asdict(x), "source_ids": list(x.source_ids)} for x in self.learnings]}
+
+
+def body_of(markdown: str) -> str:
+    """The report without its trailing References or Sources section."""
+    headings = list(_REFERENCE_HEADING.finditer(markdown))
+    return markdown[: headings[-1].start()] if headings else markdown
+
+
+def cited_numbers(text: str) -> tuple[int, ...]:
+    """The citation numbers of `text`, in order of appearance, without repeats."""
+    numbers = (int(n) for m in NUMBERED_CITATION.finditer(text) for n in re.split(r"\s*[,;]\s*", m.group(1).strip()))
+    return tuple(dict.fromkeys(numbers))
+
+
+def report_sentences(markdown: str) -> list[str]:
+    """The sentences of the report body, as written (see the module docstring for what is left out)."""
+    return [s for block in _blocks(body_of(markdown)) for s in split_sentences(block)]
+
+
+def split_sentences(block: str) -> list[str]:
+    """Sentences of one paragraph; a citation after the period stays with the sentence before it.
+
+    Example:
+        >>> split_sentences("Rates fell (Smith et al. 2020) [1]. Fig. 2 shows it. [2] Then more [3].")
+        ['Rates fell (Smith et al. 2020) [1].', 'Fig. 2 shows it. [2]', 'Then more [3].']
+    """
+    sentences, start = [], 0
+    for m in _BOUNDARY.finditer(block):
+        before = block[max(0, m.start() - 40):m.start()].split()
+        word = before[-1].lstrip("(\"'").lower() if before else ""
+        if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+            continue
+        end = m.end(1)  # after the punctuation, closing quotes and any citations written after it
+        sentences.append(block[start:end].strip())
+        start = m.end()
+    sentences.append(block[start:].strip())
+    return [s for s in sentences if s]
+
+
+def _blocks(text: str) -> list[str]:
+    """Paragraphs (wrapped lines joined), list items, block quotes and table rows; headings, code and rules dropped."""
+    blocks: list[list[str]] = []
+    is_open = is_code = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            is_code, is_open = not is_code, False
+            continue
+        if is_code or not stripped or stripped.startswith("#") or _RULE.match(stripped):
+            is_open = False
+            continue
+        if stripped.startswith("|"):
+            if not _TABLE_RULE.match(stripped):
+                blocks.append([" ".join(c.strip() for c in stripped.strip("|").split("|") if c.strip())])
+            is_open = False
+            continue
+        if stripped.startswith(">"):
+            stripped = stripped.lstrip("> ").strip()
+            if not stripped:
+                continue
+        if _LIST_MARK.match(line) or not is_open:
+            blocks.append([_LIST_MARK.sub("", stripped)])
+            is_open = True
+        else:
+            blocks[-1].append(stripped)
+    return [" ".join(b) for b in blocks if any(b)]
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(NUMBERED_CITATION.sub(" ", text).lower()) if len(w) > 2 and w not in _STOP}
+
+
+def sentence_provenance(markdown: str, references: Sequence[Reference],
+                        learnings: Sequence[Learning]) -> tuple[SentenceProvenance, ...]:
+    """Each sentence of the report body with the references, source ids and learnings behind its citations.
+
+    Args:
+        markdown: The finished report: citations renumbered [1]..[n], References list at the end.
+        references: The list behind the numbers (`Report.references`).
+        learnings: The run's learnings with the source ids each rests on (`Report.learnings`).
+
+    Returns:
+        One record per sentence, in report order. A sentence without citations has no sources and no
+        learnings; a cited source no learning rests on adds a source but no learning.
+    """
+    by_number = {r.number: r for r in references}
+    out = []
+    for i, text in enumerate(report_sentences(markdown)):
+        numbers = cited_numbers(text)
+        sources = tuple(CitedSource(number=n, source_id=r.source_id, doc_id=r.doc_id, title=r.title)
+                        for n in numbers if (r := by_number.get(n)) is not None)
+        out.append(SentenceProvenance(index=i, text=text, citations=numbers, sources=sources,
+                                      learnings=_supporting(text, {s.source_id for s in sources}, learnings)))
+    return tuple(out)
+
+
+def _supporting(sentence: str, source_ids: set[str], learnings: Iterable[Learning]) -> tuple[SupportingLearning, ...]:
+    if not source_ids:
+        return ()
+    words = _content_words(sentence)
+    found = []
+    for index, learning in enumerate(learnings):
+        shared = tuple(s for s in learning.source_ids if s in source_ids)
+        if shared:
+            overlap = len(words & _content_words(learning.text)) / len(words) if words else 0.0
+            found.append(SupportingLearning(index=index, text=learning.text, source_ids=shared,
+                                            overlap=round(overlap, 3)))
+    return tuple(sorted(found, key=lambda x: (-x.overlap, x.index)))
+
+
+__all__ = ["CitedSource", "SentenceProvenance", "SupportingLearning", "body_of", "cited_numbers",
+           "report_sentences", "sentence_provenance", "split_sentences"]
