@@ -69,6 +69,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--taxonomy", action="store_true",
                         help="also organise the papers judged relevant into a taxonomy: taxonomy.json (TaxoBench "
                              "JSON) and a 'Map of the literature' section of the report")
+    # exports (issue 14)
+    parser.add_argument("--bibtex", action="store_true",
+                        help="also write references.bib: the report's references as BibTeX (title, authors, year, "
+                             "venue, DOI or URL where the corpus has them)")
     add_lm_arguments(parser)
 
 
@@ -172,6 +176,10 @@ def run_research(args: argparse.Namespace, session: LMSession, corpus, folder: R
     progress.close()
     report = result.report
     folder.write_text("report.md", report.markdown)
+    if args.bibtex:  # exports (issue 14)
+        from programs.runtime.exports import to_bibtex
+
+        folder.write_text("references.bib", to_bibtex(report.references))
     if args.answer:
         folder.write_text("answer.md", answer_markdown(report))
     if report.taxonomy is not None:
@@ -182,6 +190,8 @@ def run_research(args: argparse.Namespace, session: LMSession, corpus, folder: R
     s = report.stats
     print(f"report: {folder.path / 'report.md'}")
     print(f"trace:  {folder.path / 'trace.json'}")
+    if args.bibtex:
+        print(f"bibtex: {folder.path / 'references.bib'}")
     if args.answer:
         print(f"answer: {folder.path / 'answer.md'}")
     if report.taxonomy is not None:
