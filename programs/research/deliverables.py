@@ -26,12 +26,15 @@ NO_EVIDENCE_ANSWER = "The search found no relevant evidence for this question in
 _SEPARATOR = "\n\n\x1e\n\n"  # between texts renumbered together; no citation pattern can span it
 
 
-def relevant_docs(roots: Sequence[Node], registry: CitationRegistry) -> list[Doc]:
+def relevant_docs(roots: Sequence[Node], registry: CitationRegistry, corpus: Any = None) -> list[Doc]:
     """The documents the run judged relevant, each once, in tree order (a pruned or cancelled node's
-    judgements count: the papers were read and judged)."""
+    judgements count: the papers were read and judged), read from `corpus` when it has them."""
     by_id = {doc.doc_id: doc for _, doc in registry.items()}
     ids = dict.fromkeys(i for root in roots for n in root.walk() for i in n.relevant_ids)
-    return [by_id[i] for i in ids if i in by_id]
+    docs = [by_id[i] for i in ids if i in by_id]
+    if corpus is not None and hasattr(corpus, "get"):  # a resumed node's documents were journaled without text
+        docs = [corpus.get(d.doc_id) or d for d in docs]
+    return docs
 
 
 def render_map(by_id: dict[str, Any], cite: dict[str, str]) -> str:
@@ -62,8 +65,9 @@ async def literature_map(ctx: RunContext, builder: TaxonomyBuilder, roots: Seque
     The builder's LM calls count in the run's meter. When the run is late (deadline or interrupt) or
     the builder fails, the papers are organised by clustering instead (no LM), and the record says so.
     """
-    docs = [d for d in relevant_docs(roots, ctx.registry) if d.title.strip()]
-    untitled = len(relevant_docs(roots, ctx.registry)) - len(docs)
+    found = relevant_docs(roots, ctx.registry, getattr(ctx.retriever, "corpus", None))
+    docs = [d for d in found if d.title.strip()]
+    untitled = len(found) - len(docs)
     papers = [{"paper_id": d.doc_id, "title": d.title, "abstract": d.text} for d in docs]
     repairs: list[dict[str, str]] = []
     if untitled:

@@ -437,5 +437,6 @@ class NodeLife:
 
 
 def _doc_record(doc: Doc) -> dict[str, Any]:
-    """What the references need of a document (its text is not journaled)."""
-    return {"doc_id": doc.doc_id, "title": doc.title, "url": doc.url, "year": doc.year, "published": doc.published}
+    """What the references need of a document: its bibliographic fields, not its text."""
+    return {"doc_id": doc.doc_id, "title": doc.title, "url": doc.url, "year": doc.year, "published": doc.published,
+            "metadata": dict(doc.metadata)}
