@@ -12,7 +12,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from programs.artifacts import Node
-from programs.runtime.citations import CitationRegistry, renumber_citations
+from programs.runtime.citations import (
+    CITATION,
+    CitationRegistry,
+    citation_labels,
+    renumber_citations,
+)
 from programs.runtime.context import RunContext
 from programs.runtime.text import collapse_whitespace
 from programs.taxonomy.builder import TaxonomyBuilder
@@ -82,6 +87,9 @@ async def literature_map(ctx: RunContext, builder: TaxonomyBuilder, roots: Seque
         out = await TaxonomyBuilder(offline=True).acall(topic=ctx.question, papers=papers)
         repairs.append({"kind": "failed", "detail": "the taxonomy stage failed; papers organised by clustering"})
     repairs += [{"kind": r.kind, "detail": r.detail} for r in out.repairs]
+    for r in out.repairs:
+        if r.kind == "lm_failed":  # the builder fell back to clustering: a failure of the run's taxonomy stage
+            ctx.events.emit("failure", stage="taxonomy", message=r.detail)
     cite = {d.doc_id: (ctx.registry.register(d), collapse_whitespace(d.title).rstrip(". ")) for d in docs}
     record = {"topic": ctx.question, "hierarchy_tree": out.tree, "retrieved_papers": list(out.retrieved_papers),
               "papers": [{"doc_id": c.paper_id, "title": c.title, "source_id": cite[c.paper_id][0]}
@@ -97,17 +105,25 @@ async def short_answer(ctx: RunContext, call, findings: list[Finding]) -> str:
     late-call rules. A failed call is recorded and replaced by the extractive answer, marked as such."""
     if not findings:
         return NO_EVIDENCE_ANSWER
+    why = "the answer stage failed"
     try:
         answer = (await call("answer", question=ctx.question, findings=findings)).answer.strip()
-        if answer:
+        if cites_a_source(answer, ctx.registry):
             return answer
-        ctx.events.emit("fallback", stage="answer", message="the answer stage returned nothing")
+        # an answer citing nothing (or only ids that name no document) is not shipped as if it were grounded
+        why = "the answer stage's reply cited no source"
+        ctx.events.emit("fallback", stage="answer", message=f"{why}: {answer[:200]!r}")
     except Exception as err:
         ctx.fail("root", "answer", err)
     from programs.stages.offline import OfflineAnswerer
 
     extractive = (await OfflineAnswerer().acall(question=ctx.question, findings=findings)).answer
-    return f"{extractive}\n\n> Note: the answer stage failed; these sentences are quoted from the findings."
+    return f"{extractive}\n\n> Note: {why}; these sentences are quoted from the findings."
+
+
+def cites_a_source(text: str, registry: CitationRegistry) -> bool:
+    """Whether `text` cites at least one document the run retrieved."""
+    return any(registry.get(label) for m in CITATION.finditer(text) for label in citation_labels(m))
 
 
 def renumber_together(texts: Sequence[str], registry: CitationRegistry):

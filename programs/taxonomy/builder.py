@@ -27,6 +27,7 @@ import numpy as np
 from programs.config import ResearchConfig
 from programs.runtime.events import EventHandler, EventLog
 from programs.runtime.scheduler import BudgetExceeded, Scheduler
+from programs.runtime.secrets import redact
 from programs.runtime.stage import run_sync
 from programs.runtime.text import norm_title
 from programs.runtime.usage import UsageMeter, call_predictor, metered
@@ -355,14 +356,29 @@ class TaxonomyBuilder(dspy.Module):
         with metered(meter):
             run = _Run(sched=Scheduler(self.limits, meter), events=events, repairs=repairs)
             events.emit("run_start", counts={"papers": len(cards)})
+            left = run.sched.remaining()
             try:
-                keyed = await asyncio.wait_for(self._organise(topic, cards, run), run.sched.remaining())
-            except asyncio.TimeoutError:  # the deadline: every paper still gets a place, by clustering
-                events.emit("budget", message=f"deadline of {self.limits.deadline_s:g}s reached")
-                repairs.append(Repair("deadline", f"deadline reached; {len(cards)} papers organised by clustering"))
-                keyed = _clustered(topic, cards)
+                work = self._organise(topic, cards, run)
+                keyed = await (asyncio.wait_for(work, left) if left is not None else work)
+            except Exception as err:
+                if isinstance(err, asyncio.TimeoutError) and left is not None and not run.sched.remaining():
+                    # the deadline: every paper still gets a place, by clustering
+                    events.emit("budget", message=f"deadline of {self.limits.deadline_s:g}s reached")
+                    repairs.append(Repair("deadline", f"deadline reached; {len(cards)} papers organised by clustering"))
+                    keyed = _clustered(topic, cards)
+                else:  # an LM call that timed out or failed past its retries: still a tree
+                    keyed = self._failed(topic, cards, err, run)
             events.emit("run_end", message="done", counts={"lm_calls": meter.total_calls, "repairs": len(repairs)})
         return keyed
+
+    @staticmethod
+    def _failed(topic: str, cards: list[PaperCard], err: BaseException, run: _Run) -> dict:
+        """The tree when the LM work failed: every paper organised by clustering, the failure recorded."""
+        what = redact(f"{type(err).__name__}: {err}".strip().rstrip(":"))
+        logger.warning("taxonomy LM work failed (%s); organising %d papers by clustering", what, len(cards))
+        run.events.emit("failure", stage="taxonomy", message=what)
+        run.repairs.append(Repair("lm_failed", f"{what}; {len(cards)} papers organised by clustering"))
+        return _clustered(topic, cards)
 
     async def _call(self, run: _Run, predictor: dspy.Module, **inputs: Any) -> dspy.Prediction:
         """One LM call of the builder under the run's caps, timeout, retries and call budget."""

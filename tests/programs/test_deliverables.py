@@ -14,6 +14,7 @@ from programs.config import ResearchConfig
 from programs.research.deliverables import MAP_HEADING, render_map, renumber_together
 from programs.research.program import DeepResearch
 from programs.runtime.citations import CitationRegistry
+from programs.taxonomy.builder import TaxonomyBuilder
 from retrievers import BM25Retriever
 from retrievers.corpus import Corpus
 from retrievers.types import Doc
@@ -133,3 +134,24 @@ def test_renumbering_together_gives_a_source_one_number_everywhere():
                                                         registry)
     assert (report, answer, dropped) == ("R [1]. S [2].", "Ans [2].", 1)
     assert [r.doc_id for r in refs] == ["a", "b"]
+
+
+def test_an_answer_citing_nothing_is_replaced_by_quoted_sentences(scifact_bm25):
+    # what SmolLM2-135M answered on llama-server: the output template itself
+    program = DeepResearch(retriever=scifact_bm25, config=ResearchConfig(depth=1, breadth=2, answer=True))
+    with dspy.context(lm=scripted_lm(research_handler({WriteAnswer: {"answer": "{{answer}}"}}))):
+        report = program(question=QUESTION).report
+    assert "{{answer}}" not in report.answer and CITATION.search(report.answer)
+    assert "cited no source" in report.answer
+    assert any(e.kind == "fallback" and e.stage == "answer" and "{{answer}}" in e.message for e in report.events)
+
+
+def test_a_taxonomy_lm_that_fails_still_gives_every_paper_a_place(surveys):
+    def broken(messages):
+        raise RuntimeError("the taxonomy server fell over")
+
+    papers = surveys[0]["pdfs"][:12]
+    with dspy.context(lm=scripted_lm(broken)):
+        out = TaxonomyBuilder()(topic="Personalized alignment", papers=papers)
+    assert leaf_titles(out.tree) == Counter(p["title"] for p in papers)
+    assert [r.kind for r in out.repairs] == ["lm_failed"] and "fell over" in out.repairs[0].detail

@@ -35,8 +35,14 @@ def test_answer_and_taxonomy_modes_with_the_real_model(llama_server, scifact, tm
     answer = (out / "answer.md").read_text()
     assert trace["answer"] and answer.startswith(f"# {QUESTION}\n\n{trace['answer']}")
     references = {r["number"] for r in trace["references"]}
-    assert {int(n) for n in re.findall(r"\[(\d+)\]", trace["answer"])} <= references
-    assert trace["usage"].get("answer", {}).get("calls", 0) >= 1 or "answer" in failed_stages
+    cited = {int(n) for n in re.findall(r"\[(\d+)\]", trace["answer"])}
+    assert cited <= references
+    if trace["learnings"]:  # grounded: the model's answer cites, or the quoted fallback (which always cites) stands
+        assert cited
+    asked = {stage: u["calls"] + u["failed"] for stage, u in trace["usage"].items()}
+    assert asked.get("answer", 0) >= 1
+    if not trace["usage"]["answer"]["calls"]:  # never answered: the failure is in the trace
+        assert "answer" in failed_stages
 
     # the taxonomy: every paper judged relevant exactly once, whatever the model answered
     taxonomy = json.loads((out / "taxonomy.json").read_text())
@@ -46,4 +52,6 @@ def test_answer_and_taxonomy_modes_with_the_real_model(llama_server, scifact, tm
     assert leaf_titles(taxonomy["hierarchy_tree"]) == Counter(taxonomy["retrieved_papers"])
     if titled:
         assert "## Map of the literature" in (out / "report.md").read_text()
-        assert trace["usage"].get("taxonomy", {}).get("calls", 0) >= 1 or "taxonomy" in failed_stages
+        assert asked.get("taxonomy", 0) >= 1
+        if any(r["kind"] == "lm_failed" for r in taxonomy["repairs"]):
+            assert "taxonomy" in failed_stages
