@@ -32,7 +32,9 @@ from programs.runtime.outputs import (
     out_folder_lock,
 )
 from programs.runtime.progress import Progress
+from programs.runtime.scheduler import CostMeter
 from programs.runtime.secrets import redact
+from programs.stages.clarifier import MAX_QUESTIONS, read_clarifications, research_brief
 
 EXIT_FAILED = 3  # the run produced nothing because of failures (distinct from 2, bad input)
 SIGNALS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # the exit code of a run each signal interrupted (128 + n)
@@ -73,6 +75,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bibtex", action="store_true",
                         help="also write references.bib: the report's references as BibTeX (title, authors, year, "
                              "venue, DOI or URL where the corpus has them)")
+    # clarifying questions (issue 14)
+    parser.add_argument("--clarify", action="store_true",
+                        help=f"before research, the LM asks up to {MAX_QUESTIONS} clarifying questions on the "
+                             f"terminal (Enter skips one); the answers join the question in the research brief and "
+                             f"trace.json records them. Without a terminal (or offline) nothing is asked")
+    parser.add_argument("--clarify-answers", default=None, metavar="FILE",
+                        help="answers given in advance, nothing asked: a JSON list of {\"question\": ..., "
+                             "\"answer\": ...} (as trace.json records them; a trace.json works too) or text lines "
+                             "'Q: <question>' each followed by 'A: <answer>'; blank answers are left out")
     add_lm_arguments(parser)
 
 
@@ -148,17 +159,67 @@ def recording(events: list[Event], progress: Progress) -> EventHandler:
     return on_event
 
 
-def run_research(args: argparse.Namespace, session: LMSession, corpus, folder: RunFolder) -> int:
-    """Runs the program into a claimed folder: report.md and trace.json, also the trace of a run that raised."""
+def ask_clarifications(args: argparse.Namespace, program: DeepResearch, session: LMSession,
+                       meter: CostMeter) -> tuple[dict[str, str], ...]:
+    """`--clarify`: the LM's clarifying questions asked on the terminal, with the user's answers (blank
+    ones included: the brief leaves them out, the trace keeps them).
+
+    Asks nothing, saying why in one line on stderr, when the program is offline, when stdin or stdout is
+    not a terminal, when the LM asks nothing, or when its call fails; research then goes on with the
+    question as given. The call is counted in `meter`, the run's usage meter.
+    """
+    def skip(why: str) -> tuple[dict[str, str], ...]:
+        print(f"deepresearch run: --clarify: {why}; researching the question as given", file=sys.stderr)
+        return ()
+
+    if session.is_offline:
+        return skip("no clarifying questions offline (no LM to ask them); pass --clarify-answers FILE to add answers")
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return skip("no clarifying questions asked: stdin or stdout is not a terminal; pass --clarify-answers FILE "
+                    "to give answers without one")
+    try:
+        with session.context():
+            questions = program.clarify(args.question, meter=meter)
+    except Exception as err:  # the run goes on; its usage counts the failed request
+        return skip(f"the clarifying step failed ({redact(f'{type(err).__name__}: {err}'.splitlines()[0])[:200]})")
+    if not questions:
+        unparsed = meter.snapshot().get("clarify")
+        return skip("the LM's reply did not parse (recorded in trace.json), so no question was asked"
+                    if unparsed and unparsed.parse_failures else "the LM found the question clear and asked nothing")
+    print(f"{len(questions)} clarifying question{'s' if len(questions) > 1 else ''} before research "
+          f"(Enter skips one):", flush=True)
+    answers = []
+    for i, question in enumerate(questions, start=1):
+        print(f"[{i}/{len(questions)}] {question}\n> ", end="", flush=True)  # input() may prompt on stderr
+        try:
+            answer = input()
+        except EOFError:  # Ctrl-D: this and the remaining questions stay unanswered
+            print(flush=True)
+            answers += [{"question": q, "answer": ""} for q in questions[i - 1:]]
+            break
+        answers.append({"question": question, "answer": answer.strip()})
+    return tuple(answers)
+
+
+def run_research(args: argparse.Namespace, session: LMSession, corpus, folder: RunFolder,
+                 answers: tuple[dict[str, str], ...] | None = None) -> int:
+    """Runs the program into a claimed folder: report.md and trace.json, also the trace of a run that raised.
+
+    `answers` are clarifications given in advance (`--clarify-answers`); without them `--clarify` asks.
+    """
     from retrievers.bm25 import BM25Retriever
 
     progress = Progress(quiet=getattr(args, "quiet", False) or args.no_progress)  # -q is the dispatcher's option
     events: list[Event] = []
     program, meta = build_program(args, BM25Retriever(corpus), recording(events, progress), session)
+    meter = CostMeter()  # the run's usage: the clarifying questions are counted in it too
+    clarifications = answers if answers is not None else (
+        ask_clarifications(args, program, session, meter) if args.clarify else ())
     started = time.time()
     trace = {"question": args.question, "corpus": {"name": corpus.name, "documents": len(corpus)},
              "models": meta["models"], "config": meta["config"], "structured": args.structured,
              "started": started}
+    trace.update(clarifications=list(clarifications), brief=research_brief(args.question.strip(), clarifications))
     received: list[signal.Signals] = []
 
     def snapshot(tree: dict) -> None:  # the trace as nodes finish: valid and current while the run works
@@ -166,7 +227,7 @@ def run_research(args: argparse.Namespace, session: LMSession, corpus, folder: R
 
     try:
         with session.context():
-            result = asyncio.run(_research(program, args, folder, snapshot, received))
+            result = asyncio.run(_research(program, args, folder, snapshot, received, clarifications, meter))
     except BaseException as err:  # keep what exists: the events so far, and the error
         progress.close()
         trace.update(status="error", error=redact(f"{type(err).__name__}: {err}"),
@@ -210,7 +271,8 @@ def run_research(args: argparse.Namespace, session: LMSession, corpus, folder: R
 
 
 async def _research(program: DeepResearch, args: argparse.Namespace, folder: RunFolder, snapshot,
-                    received: list[signal.Signals]):
+                    received: list[signal.Signals], clarifications: tuple[dict[str, str], ...] = (),
+                    meter: CostMeter | None = None):
     """Runs the program with SIGINT and SIGTERM turned into an interrupt: the first stops the running work
     and lets the report of what exists be written; a second one acts as if no handler were installed."""
     loop = asyncio.get_running_loop()
@@ -231,7 +293,8 @@ async def _research(program: DeepResearch, args: argparse.Namespace, folder: Run
             installed.append(sig)
     try:
         return await program.acall(question=args.question, interrupt=interrupt, journal=folder.path / "journal.jsonl",
-                                   resume=args.resume, on_snapshot=snapshot)
+                                   resume=args.resume, on_snapshot=snapshot, clarifications=clarifications,
+                                   meter=meter)
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
@@ -242,6 +305,7 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError("question is empty; pass the research question in quotes")
     preset(args.preset, **{k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None})
     stage_models = parse_stage_lms(args.stage_lm)
+    answers = read_clarifications(args.clarify_answers) if args.clarify_answers else None  # before any LM call
     # the LM is checked before the corpus is loaded: a bad key or a dead server fails in seconds
     session = open_lm(args, num_retries=0, stage_models=stage_models)  # the run's scheduler retries, and counts
     if args.resume and args.overwrite:
@@ -251,4 +315,4 @@ def main(args: argparse.Namespace) -> int:
         check_out_folder(out, args.question, overwrite=args.overwrite)  # before the corpus: bad input fails fast
         corpus = resolve_corpus(args.corpus)
         with open_run(out, args.question, overwrite=args.overwrite) as folder:  # nothing is removed before this
-            return run_research(args, session, corpus, folder)
+            return run_research(args, session, corpus, folder, answers)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,9 +40,15 @@ from programs.runtime.context import RunContext, Snapshot
 from programs.runtime.events import EventHandler, EventLog
 from programs.runtime.journal import Journal
 from programs.runtime.lm import structured_adapter, summarize_failures
-from programs.runtime.scheduler import CostMeter
+from programs.runtime.scheduler import CostMeter, Scheduler
 from programs.runtime.stage import Shared, run_sync, set_stage_lms
 from programs.runtime.usage import metered
+from programs.stages.clarifier import (
+    MAX_QUESTIONS,
+    Clarifier,
+    check_clarifications,
+    research_brief,
+)
 from programs.stages.merger import NO_INFORMATION
 from programs.taxonomy.builder import TaxonomyBuilder
 from retrievers.types import Retriever
@@ -74,7 +81,7 @@ class DeepResearch(dspy.Module):
         retriever: Any object with `search(query, k)` (and optionally `asearch`) returning hits.
         config: Tree shape, strategy, schedule, caps and budgets; `depth` and `breadth` override it.
         offline: Use the deterministic extractive stages of `programs.stages.offline` instead of an LM.
-        lms: Per-stage LMs keyed by stage name: `plan`, `assess`, `extract`, `merge`, `enrich`, `write`,
+        lms: Per-stage LMs keyed by stage name: `clarify`, `plan`, `assess`, `extract`, `merge`, `enrich`, `write`,
             and the strategy's own (`enrich_write` for hero; `breadth`, `deepen`, `orchestrate` for
             parallel). Other stages use the LM in `dspy.settings`.
         on_event: Called with every progress `Event` of a run.
@@ -99,7 +106,7 @@ class DeepResearch(dspy.Module):
         self.on_event = on_event
         self.strategy = STRATEGIES[self.config.strategy]
         if offline:
-            from programs.stages.offline import offline_stages
+            from programs.stages.offline import OfflineClarifier, offline_stages
 
             stages = offline_stages(retriever, self.config)
         else:
@@ -120,6 +127,7 @@ class DeepResearch(dspy.Module):
             stages["answerer"] = OfflineAnswerer()
         stages["taxonomist"] = TaxonomyBuilder(offline=offline, lm_timeout_s=self.config.lm_timeout_s,
                                                max_concurrency=self.config.lm_concurrency)
+        stages["clarifier"] = OfflineClarifier() if offline else Clarifier()  # asks before research (`clarify`)
         for attr, module in {**stages, **self.strategy.modules(offline)}.items():
             setattr(self, attr, module)
         set_stage_lms(self, self.stage_table(), lms)
@@ -139,13 +147,18 @@ class DeepResearch(dspy.Module):
     def forward(self, question: str, **run_options: Any) -> dspy.Prediction:
         return run_sync(self.aforward(question=question, **run_options))
 
-    async def aforward(self, question: str, *, interrupt: asyncio.Event | None = None,
-                       journal: str | Path | None = None, resume: bool = False,
-                       on_snapshot: Snapshot | None = None) -> dspy.Prediction:
-        """Researches `question`; the Prediction carries the `Report` fields and `report` itself.
+    async def aforward(self, question: str, *, clarifications: Sequence[Mapping[str, str]] = (),
+                       interrupt: asyncio.Event | None = None, journal: str | Path | None = None,
+                       resume: bool = False, on_snapshot: Snapshot | None = None,
+                       meter: CostMeter | None = None) -> dspy.Prediction:
+        """Researches `question`; the Prediction carries the `Report` fields, `report` itself and `brief`.
 
         Args:
             question: The research question.
+            clarifications: The user's answers to clarifying questions (`clarify`), as `{"question": ...,
+                "answer": ...}`. Research runs on the brief they make with the question (`brief`: spec 000
+                §4.1's combined form, blank answers left out); the report keeps `question` as its question
+                and records them in `clarifications`.
             interrupt: Set it (from a signal handler, another task) to stop the run: running work is
                 cancelled and the report of what exists is written, with status `interrupted`.
             journal: A JSON-lines file where every finished node is recorded as it finishes.
@@ -153,20 +166,24 @@ class DeepResearch(dspy.Module):
                 researching them again (no LM call, no search); the rest runs as usual.
             on_snapshot: Called with the tree so far (a dict) at most every 2 s as nodes finish, e.g. to
                 keep a trace file current.
+            meter: The usage meter to count the run's LM calls in (a new one by default); pass the one
+                `clarify` counted in, so that the report's usage includes the clarifying questions.
         """
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question is empty; pass the research question as a non-empty string")
         self._check_lm()
         question = question.strip()
-        log = Journal(journal, question, resume=resume) if journal is not None else None
-        adapter = None
-        if self.config.structured and dspy.settings.adapter is None and not self.is_offline:
-            adapter = structured_adapter(self.config.structured, dspy.settings.lm)
-        meter = CostMeter()
+        clarified = check_clarifications(clarifications)
+        brief = research_brief(question, clarified)
+        log = Journal(journal, brief, resume=resume) if journal is not None else None  # resumed with the same answers
+        adapter = self._adapter()
+        meter = CostMeter() if meter is None else meter
+        if on_snapshot is not None and brief != question:  # the trace names the user's question, as the report
+            on_snapshot = _with_question(on_snapshot, question)
         try:
             with metered(meter), dspy.context(adapter=adapter) if adapter else contextlib.nullcontext():
                 modules = {name: getattr(self, attr) for name, attr in self.stage_table().items()}
-                ctx = RunContext(question, self.config, modules=modules, retriever=self.retriever,
+                ctx = RunContext(brief, self.config, modules=modules, retriever=self.retriever,
                                  registry=CitationRegistry(), events=EventLog(self.on_event), meter=meter,
                                  journal=log, interrupt=interrupt, on_snapshot=on_snapshot)
                 c = self.config
@@ -178,7 +195,56 @@ class DeepResearch(dspy.Module):
         finally:
             if log is not None:
                 log.close()
-        return dspy.Prediction(report=report, **{k: getattr(report, k) for k in report.__dataclass_fields__})
+        report = replace(report, question=question, clarifications=clarified)
+        return dspy.Prediction(report=report, brief=brief,
+                               **{k: getattr(report, k) for k in report.__dataclass_fields__})
+
+    def clarify(self, question: str, *, max_questions: int = MAX_QUESTIONS,
+                meter: CostMeter | None = None) -> list[str]:
+        """The clarifying questions to ask the user before researching `question` (spec 000 §4.1).
+
+        At most `max_questions`, none when the question is clear, when the LM's reply does not parse
+        (counted as a parse failure of the `clarify` stage) or when the program is offline. The call runs
+        under the run's rules: the `clarify` stage's LM, the timeout, retries and the call budget.
+
+        Args:
+            question: The research question.
+            max_questions: The most questions to ask.
+            meter: Count the call in this usage meter; pass the same one to the run so that its report's
+                usage includes it.
+
+        Returns:
+            The questions. Answer them and pass the answers to the run as `clarifications`.
+
+        Example:
+            >>> meter = CostMeter()                                                              # doctest: +SKIP
+            >>> asked = program.clarify("Does green tea prevent cancer?", meter=meter)           # doctest: +SKIP
+            >>> answers = [{"question": q, "answer": input(q + " ")} for q in asked]             # doctest: +SKIP
+            >>> out = program(question="Does green tea prevent cancer?", clarifications=answers, meter=meter)  # doctest: +SKIP
+            >>> out.brief, out.report.clarifications                                             # doctest: +SKIP
+        """
+        return run_sync(self.aclarify(question, max_questions=max_questions, meter=meter))
+
+    async def aclarify(self, question: str, *, max_questions: int = MAX_QUESTIONS,
+                       meter: CostMeter | None = None) -> list[str]:
+        """`clarify`, asynchronously."""
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError("question is empty; pass the research question as a non-empty string")
+        if max_questions < 1:
+            raise ValueError(f"max_questions must be >= 1, got {max_questions}")
+        self._check_lm()
+        meter = CostMeter() if meter is None else meter
+        adapter = self._adapter()
+        with metered(meter), dspy.context(adapter=adapter) if adapter else contextlib.nullcontext():
+            out = await Scheduler(self.config, meter).call(self.clarifier, question=question.strip(),
+                                                           max_questions=max_questions)
+        return list(out.questions)
+
+    def _adapter(self) -> dspy.Adapter | None:
+        """The structured-output adapter of `config.structured` when the caller set none (None offline)."""
+        if self.config.structured and dspy.settings.adapter is None and not self.is_offline:
+            return structured_adapter(self.config.structured, dspy.settings.lm)
+        return None
 
     def _check_lm(self) -> None:
         """Raises before any work when an LM stage has no LM: neither its own nor one in dspy.settings."""
@@ -299,6 +365,11 @@ def _run_status(ctx: RunContext, nodes: list[Node]) -> tuple[RunStatus, str | No
     failed = sum(n.status == "failed" for n in nodes)
     what = "no search ran" if not researched else f"every research branch failed ({failed} of {len(nodes)})"
     return "failed", f"{what}: {cause}"
+
+
+def _with_question(on_snapshot: Snapshot, question: str) -> Snapshot:
+    """`on_snapshot` given snapshots that name `question` (the run's context names the research brief)."""
+    return lambda tree: on_snapshot({**tree, "question": question})
 
 
 def fallback_report(question: str, findings: list[Finding]) -> str:

@@ -1,6 +1,6 @@
 """What a research strategy is: the small protocol `DeepResearch` runs, and the steps strategies share.
 
-A strategy names the stages it adds to the six shared ones, builds their modules, and researches a
+A strategy names the stages it adds to the shared ones, builds their modules, and researches a
 question through a `RunContext` only: it plans and spawns nodes, runs each inside `ctx.node(...)`,
 and calls stages by name. Report assembly, budgets, the deadline, failures and the journal are the
 context's and the program's, the same for every strategy.
@@ -23,8 +23,10 @@ logger = logging.getLogger(__name__)
 
 # The stage vocabulary: a stage's name (used by `lms=`, `--stage-lm`, usage, events, failures and the
 # trace) -> the attribute of `DeepResearch` holding its module. `search` is a stage without a module.
-SHARED_STAGES: dict[str, str] = {"plan": "planner", "assess": "assessor", "extract": "extractor",
-                                 "merge": "merger", "enrich": "enricher", "write": "writer"}
+# `clarify` (clarifying questions, asked before research) and `write` are the program's own calls; the
+# strategies call the other five.
+SHARED_STAGES: dict[str, str] = {"clarify": "clarifier", "plan": "planner", "assess": "assessor",
+                                 "extract": "extractor", "merge": "merger", "enrich": "enricher", "write": "writer"}
 
 
 class Strategy(Protocol):

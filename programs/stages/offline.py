@@ -18,6 +18,7 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from programs.config import ResearchConfig
 from programs.runtime.stage import Stage
+from programs.stages.clarifier import plain_brief, split_brief
 from programs.stages.merger import NO_INFORMATION
 from retrievers.types import Retriever, search_async
 from signatures.types import Finding, Judgement, Learning, Source, Task
@@ -78,6 +79,7 @@ class OfflinePlanner(Stage):
         self.feedback_docs, self.background_docs = feedback_docs, background_docs
 
     async def aforward(self, question: str, known: list[str], max_tasks: int) -> dspy.Prediction:
+        question = plain_brief(question)  # a clarified brief: its question and answers, not its labels
         terms = key_terms(question, min_len=1)[:12] or question.split()[:12]
         hits = await search_async(self.retriever, question, self.feedback_docs + self.background_docs)
         sources = [Source(source_id=h.doc.doc_id, title=h.doc.title, text=h.doc.text) for h in hits]
@@ -185,7 +187,7 @@ class OfflineWriter(Stage):
     """An extractive synthesis: the merged, cited findings grouped under their tasks."""
 
     async def aforward(self, question: str, findings: list[Finding]) -> dspy.Prediction:
-        parts = [f"## {question}",
+        parts = [f"## {split_brief(question)[0]}",
                  "*Extractive synthesis by the offline baseline (no language model): every sentence below "
                  "is quoted from the abstract it cites.*"]
         shown: set[str] = set()
@@ -276,3 +278,11 @@ class OfflineProgressScorer(Stage):
         quality = sum(bool(f & wanted) for f in found) / len(found) if found else 0.0
         return dspy.Prediction(goal_satisfaction=satisfaction, quality=quality,
                                rationale=f"{len(covered)} of {len(wanted)} goal terms covered")
+
+
+class OfflineClarifier(Stage):
+    """Asks no clarifying question: without an LM nothing judges what a question leaves open. Answers the
+    user gives (a file) are still folded into the research brief."""
+
+    async def aforward(self, question: str, max_questions: int = 3) -> dspy.Prediction:
+        return dspy.Prediction(questions=[], is_parsed=True)
