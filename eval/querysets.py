@@ -16,6 +16,7 @@ from pathlib import Path
 
 from retrievers.beir import load_qrels, load_queries
 from retrievers.corpus import CorpusError
+from retrievers.sources import find_local, not_found_message
 
 HF_DATASET = "shenhao/ScholarGym"
 SCHOLARGYM_SPLITS = ("all", "test", "dev")
@@ -119,12 +120,39 @@ def load_beir_queryset(folder: str | Path, qrels: str = "test", min_relevance: i
                         source=source, split=qrels) for q, docs in judged.items()]
 
 
-def load_queryset(spec: str | Path, split: str | None = None, min_relevance: int = 1) -> list[GatherQuery]:
-    """A BEIR folder (split = its qrels file, default `test`) or a ScholarGym file/dataset (default `all`)."""
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        return load_beir_queryset(path, split or "test", min_relevance)
-    return load_scholargym(spec, split or "all")
+def find_queryset(spec: str | Path, data_dir: str | Path | None = None) -> tuple[str, Path | str]:
+    """What a query-set spec names, found as corpora are (`retrievers.sources`): ("beir", folder) for a
+    folder with queries.jsonl, ("scholargym", file) for a JSONL file or a folder holding one benchmark file
+    (the data folder's `scholargym`), ("scholargym", name) for the hub dataset.
+
+    Raises:
+        QuerySetError: for a spec that names nothing usable.
+    """
+    path = find_local(spec, data_dir)
+    if path is None:
+        if str(spec) == HF_DATASET:
+            return "scholargym", HF_DATASET
+        raise QuerySetError(not_found_message(str(spec), data_dir, what="query set"))
+    if path.is_file():
+        return "scholargym", path
+    if (path / "queries.jsonl").exists():
+        return "beir", path
+    files = sorted(path.glob("*.jsonl"))
+    if len(files) == 1:
+        return "scholargym", files[0]
+    raise QuerySetError(f"{path} holds no queries.jsonl (BEIR) and not exactly one ScholarGym .jsonl file "
+                        f"(found {len(files)}); pass the file itself")
+
+
+def load_queryset(spec: str | Path, split: str | None = None, min_relevance: int = 1,
+                  data_dir: str | Path | None = None) -> list[GatherQuery]:
+    """A BEIR folder (split = its qrels file, default `test`) or a ScholarGym file/dataset (default `all`),
+    named as `find_queryset` reads it (`scifact`, `BeIR/scifact` and `shenhao/ScholarGym` find the local
+    copies in `data_dir`)."""
+    kind, found = find_queryset(spec, data_dir)
+    if kind == "beir":
+        return load_beir_queryset(found, split or "test", min_relevance)
+    return load_scholargym(found, split or "all")
 
 
 def dev_split(queries: Sequence[GatherQuery], held_out: Iterable[str], size: int, seed: int = 0) -> list[GatherQuery]:

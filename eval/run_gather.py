@@ -25,26 +25,26 @@ from eval.gather import (
     gt_ranks,
     summarize,
 )
-from eval.querysets import GatherQuery, load_queryset
+from eval.querysets import GatherQuery, find_queryset, load_queryset
 from programs.gather.artifacts import GatherResult
 from programs.runtime.jsonl import JsonlAppender, read_jsonl
 from programs.runtime.lm_cli import add_lm_arguments, open_lm
 from programs.runtime.outputs import atomic_write_text
+from retrievers.cli import add_retriever_arguments, data_dir, describe, open_from_args
 from retrievers.types import Hit
 
 METHODS = ("loop", "direct", "raw")
-SETTINGS_CHECKED = ("queries", "split", "corpus", "method", "lm", "iterations", "ranking_depth", "tokenizer")
+SETTINGS_CHECKED = ("queries", "split", "corpus", "method", "lm", "iterations", "ranking_depth", "retriever")
 DAMAGED = "fix or remove the line, or pass --restart to start the run afresh"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queries", required=True,
-                        help="a BEIR folder with qrels (scifact, csfcube) or a ScholarGym JSONL file / shenhao/ScholarGym")
+                        help="a BEIR folder with qrels or a ScholarGym JSONL file, or a name found under "
+                             "$DEEPRESEARCH_DATA (scifact, csfcube, scholargym; shenhao/ScholarGym finds the local copy)")
     parser.add_argument("--qrels", default=None, help="BEIR qrels split to evaluate (default test)")
     parser.add_argument("--split", default=None, help="ScholarGym split: all, test or dev (default all)")
     parser.add_argument("--min-relevance", type=int, default=1, help="lowest qrels grade counted as ground truth")
-    parser.add_argument("--corpus", default=None, help="corpus to search (default: the --queries BEIR folder)")
-    parser.add_argument("--tokenizer", default="words", help="BM25 tokenizer (words, scholargym)")
     parser.add_argument("--method", default="loop", choices=METHODS,
                         help="loop: plan-retrieve-assess; direct: one LM-written query, no assessment; "
                              "raw: the question itself, no LM")
@@ -59,6 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, help="output folder (default runs/gather-<queries>-<method>)")
     parser.add_argument("--restart", action="store_true", help="discard earlier results in --out")
     parser.add_argument("--no-progress", action="store_true")
+    add_retriever_arguments(parser, corpus_help="the corpus to search (default: the --queries BEIR folder): "
+                                                "a path, a name under $DEEPRESEARCH_DATA, hf:NAME; BM25 defaults "
+                                                "to spec 004's settings (--bm25-preset scholargym) for ScholarGym "
+                                                "queries")
     add_lm_arguments(parser)
 
 
@@ -191,29 +195,30 @@ def summary_markdown(summary: dict, settings: dict, usage: dict) -> str:
 def main(args: argparse.Namespace) -> int:
     import dspy
 
-    from programs.cli import resolve_corpus
-    from retrievers.bm25 import BM25Retriever
-
     if args.iterations < 1 or args.workers < 1:
         raise ValueError(f"--iterations and --workers must be >= 1, got {args.iterations} and {args.workers}")
     # the LM is checked before the queries and the corpus are loaded: a bad key or a dead server fails in seconds
     session = open_lm(args)
     lm, model = session.lm, session.model
-    queries = load_queryset(args.queries, args.qrels or args.split, args.min_relevance)
-    split = args.qrels or args.split or ("test" if Path(args.queries).is_dir() else "all")
+    kind, found = find_queryset(args.queries, data_dir())
+    queries = load_queryset(found, args.qrels or args.split, args.min_relevance)
+    split = args.qrels or args.split or ("test" if kind == "beir" else "all")
     if args.limit is not None:
         queries = queries[:args.limit]
     if not queries:
         raise ValueError(f"no queries in {args.queries} (split {split}); check --qrels/--split")
-    corpus_spec = args.corpus or (args.queries if Path(args.queries).is_dir() else None)
-    if corpus_spec is None:
-        raise ValueError("--corpus is required for a ScholarGym query file (its 570K-paper corpus is not bundled)")
-    corpus = resolve_corpus(corpus_spec)
+    corpus_spec = args.corpus or (str(found) if kind == "beir" else None)
+    if corpus_spec is None and args.index is None:
+        raise ValueError("a ScholarGym query set needs --corpus or --index (its 570K-paper corpus is not bundled)")
+    # spec 004 §2.1: ScholarGym's own BM25 for its queries, unless an index or --bm25-preset says otherwise
+    retrieval = open_from_args(args, corpus_spec, default_preset="default" if kind == "beir" else "scholargym")
+    corpus = retrieval.corpus
+    described = {k: retrieval.description.get(k) for k in ("retriever", "index", "bm25", "dense", "qdrant")}
     out = Path(args.out or Path("runs") / f"gather-{Path(args.queries).name}-{args.method}")
     out.mkdir(parents=True, exist_ok=True)
     settings = {"queries": str(args.queries), "split": split, "corpus": f"{corpus.name}:{corpus.fingerprint()[:12]}",
                 "method": args.method, "lm": model, "iterations": args.iterations if args.method == "loop" else 1,
-                "ranking_depth": args.ranking_depth, "tokenizer": args.tokenizer, "program": args.program}
+                "ranking_depth": args.ranking_depth, "retriever": described, "program": args.program}
     results_path, run_path = out / "results.jsonl", out / "run.json"
     if args.restart:
         results_path.unlink(missing_ok=True)
@@ -226,11 +231,10 @@ def main(args: argparse.Namespace) -> int:
     records = read_records(results_path, DAMAGED)
     wanted = {q.query_id for q in queries}
     todo = [q for q in queries if records.get(q.query_id, {}).get("status") != "done"]
-    print(f"{len(queries)} queries · {len(queries) - len(todo)} already done · corpus {corpus.name} "
-          f"({len(corpus)} documents) · {args.method} · {model}", file=sys.stderr)
+    print(f"{len(queries)} queries · {len(queries) - len(todo)} already done · {describe(retrieval)} · "
+          f"{args.method} · {model}", file=sys.stderr)
 
-    retriever = BM25Retriever(corpus, tokenizer=args.tokenizer)
-    program = build_program(args.method, retriever, lm, args.iterations, args.ranking_depth)
+    program = build_program(args.method, retrieval.retriever, lm, args.iterations, args.ranking_depth)
     if args.program:
         if lm is None:
             raise ValueError("--program needs an LM: a compiled program tunes LM prompts; pass --lm")

@@ -36,6 +36,7 @@ from eval.questions import Question, load_questions
 from eval.report import source_stats
 from programs.artifacts import Report
 from programs.runtime.lm_cli import add_lm_arguments, open_lm
+from retrievers.cli import add_retriever_arguments, open_from_args
 
 logger = logging.getLogger(__name__)
 
@@ -126,8 +127,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "scholarqa (local files under $DEEPRESEARCH_DATA, else the Hugging Face hub), "
                              "or hf:owner/name[:split]")
     parser.add_argument("--limit", type=int, default=None, help="use the first N questions")
-    parser.add_argument("--corpus", default="scifact",
-                        help="corpus to research: a JSONL file, a BEIR folder or a dataset name (see `run`)")
     parser.add_argument("--judge-lm", default=None,
                         help="the judge LM (temperature 0, on the --api-base server when one is given); without it "
                              "only offline metrics are computed")
@@ -136,15 +135,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--breadth", type=int, default=None)
     parser.add_argument("--out", default="runs/eval_report", help="folder for the reports and scores.jsonl")
     parser.add_argument("--judge-cache", default=None, help="judge verdict cache folder (default OUT/judge_cache)")
+    add_retriever_arguments(parser, corpus_help="corpus to research (default scifact, or the --index's): a path, a "
+                                                "name under $DEEPRESEARCH_DATA, hf:NAME (see `run`)")
     add_lm_arguments(parser)  # the program's LM (--lm), and the server and settings both LMs share
 
 
 def main(args: argparse.Namespace) -> int:
-    from programs.cli import resolve_corpus
     from programs.config import preset
     from programs.research.program import DeepResearch
     from programs.runtime.lm import preflight
-    from retrievers.bm25 import BM25Retriever
 
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be >= 1, got {args.limit}")
@@ -164,8 +163,9 @@ def main(args: argparse.Namespace) -> int:
             preflight(judge, timeout_s=min(args.lm_timeout, 60.0))
         judges = Judges.build(judge, JudgeCache(args.judge_cache or out / "judge_cache"))
     questions = load_questions(args.questions, data_dir=os.environ.get("DEEPRESEARCH_DATA"), limit=args.limit)
-    corpus = resolve_corpus(args.corpus)
-    program = DeepResearch(retriever=BM25Retriever(corpus), config=config, offline=session.is_offline)
+    retrieval = open_from_args(args, args.corpus or (None if args.index else "scifact"))
+    corpus = retrieval.corpus
+    program = DeepResearch(retriever=retrieval.retriever, config=config, offline=session.is_offline)
     reports_dir = out / "reports"
     reports_dir.mkdir(parents=True, exist_ok=True)
 

@@ -32,6 +32,7 @@ from eval.taxonomy import (
 from programs.runtime.jsonl import JsonlAppender, read_jsonl, write_jsonl_atomic
 from programs.runtime.lm_cli import LMSession, add_lm_arguments, open_lm
 from programs.runtime.outputs import atomic_write_text
+from retrievers.cli import add_retriever_arguments
 
 logger = logging.getLogger(__name__)
 
@@ -64,14 +65,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_scoring_arguments(parser)
     parser.add_argument("--mode", default="bottom-up", choices=MODES,
                         help="bottom-up: organise the expert papers; deep-research: find papers first")
-    parser.add_argument("--corpus", default=None,
-                        help="deep-research mode: the corpus to search (default: the benchmark's own papers, pooled "
-                             "over all loaded surveys)")
     parser.add_argument("--depth", type=int, default=2, help="deep-research mode: research depth")
     parser.add_argument("--breadth", type=int, default=3, help="deep-research mode: research breadth")
     parser.add_argument("--max-papers-per-call", type=int, default=60,
                         help="larger paper sets are organised in groups and merged")
     parser.add_argument("--restart", action="store_true", help="discard earlier predictions in --out")
+    add_retriever_arguments(parser, corpus_help="deep-research mode: the corpus to search (default: the benchmark's "
+                                                "own papers, pooled over all loaded surveys): a path, a name under "
+                                                "$DEEPRESEARCH_DATA, hf:NAME (see `run`)")
     add_lm_arguments(parser)  # --lm offline: the clustering baseline; --judge-lm shares --api-base, --lm-timeout
 
 
@@ -175,11 +176,11 @@ def print_report(scores: list[SurveyScore], summary: dict, out: Path) -> None:
 
 
 def build_builder(args: argparse.Namespace, surveys: Sequence[Survey], session: LMSession | None = None,
-                  corpus=None):
+                  retrieval=None):
     """A function topic, papers -> taxonomy Prediction for `args.mode`, its LM (None offline) and model string.
 
     Bottom-up mode organises the given papers with `TaxonomyBuilder`. Deep-research mode runs the research
-    program with `taxonomy=True` over `corpus` (by default the one `research_corpus` gives): the same path
+    program with `taxonomy=True` over `retrieval` (by default what `research_retrieval` opens): the same path
     as `deepresearch run --taxonomy`, so what is scored here is what a user gets.
     Without `session` the LM is opened from `args` (checked with one request unless --no-preflight).
     """
@@ -192,10 +193,9 @@ def build_builder(args: argparse.Namespace, surveys: Sequence[Survey], session: 
         return (lambda topic, papers: builder(topic=topic, papers=papers)), lm, session.model
     from programs.config import ResearchConfig
     from programs.research.program import DeepResearch
-    from retrievers.bm25 import BM25Retriever
 
-    corpus = corpus if corpus is not None else research_corpus(args.corpus, surveys)
-    research = DeepResearch(retriever=BM25Retriever(corpus), offline=lm is None,
+    retrieval = retrieval if retrieval is not None else research_retrieval(args, surveys)
+    research = DeepResearch(retriever=retrieval.retriever, offline=lm is None,
                             config=ResearchConfig(depth=args.depth, breadth=args.breadth, taxonomy=True))
     research.taxonomist.max_papers_per_call = args.max_papers_per_call
 
@@ -209,15 +209,19 @@ def build_builder(args: argparse.Namespace, surveys: Sequence[Survey], session: 
     return organise, lm, session.model
 
 
-def research_corpus(spec: str | None, surveys: Sequence[Survey]):
-    """The corpus of deep-research mode: `spec`, else the benchmark's papers pooled over `surveys`."""
+def research_retrieval(args: argparse.Namespace, surveys: Sequence[Survey]):
+    """The retriever of deep-research mode (`retrievers.open.Retrieval`): over --corpus or --index as every
+    command opens them, else over the benchmark's papers pooled over `surveys`."""
+    from retrievers.cli import open_from_args
+
+    return open_from_args(args, args.corpus or (None if args.index else pooled_corpus(surveys)))
+
+
+def pooled_corpus(surveys: Sequence[Survey]):
+    """The benchmark's own papers over `surveys`, each title once."""
     from retrievers.corpus import Corpus
     from retrievers.types import Doc
 
-    if spec:
-        from programs.cli import resolve_corpus
-
-        return resolve_corpus(spec)
     docs, seen = [], set()
     for s in surveys:
         for p in s.papers:
@@ -276,16 +280,16 @@ def main(args: argparse.Namespace) -> int:
     judge = open_judge(args, session)
     data = resolve_data(args.data)
     surveys = load_taxobench(data, limit=args.limit)
-    corpus = research_corpus(args.corpus, surveys) if args.mode == "deep-research" else None
+    retrieval = research_retrieval(args, surveys) if args.mode == "deep-research" else None
     out = Path(args.out or Path("runs") / f"taxonomy-{args.mode}")
-    check_resume(out, run_settings(args, data, session.model, corpus), args.restart)
+    check_resume(out, run_settings(args, data, session.model, retrieval.corpus if retrieval else None), args.restart)
     predictions_path = out / "predictions.jsonl"
     done = {int(row["id"]) for row in read_jsonl(predictions_path, hint=DAMAGED)}
     todo = [s for s in surveys if s.survey_id not in done]
     print(f"{len(surveys)} surveys · {len(surveys) - len(todo)} already done · {args.mode} · {session.model}",
           file=sys.stderr)
     if todo:
-        builder, _, model = build_builder(args, surveys, session, corpus=corpus)
+        builder, _, model = build_builder(args, surveys, session, retrieval=retrieval)
         with JsonlAppender(predictions_path) as sink:  # cuts the line a kill left unfinished
             for s in todo:
                 papers = list(s.papers) if args.mode == "bottom-up" else None

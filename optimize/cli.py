@@ -31,6 +31,8 @@ from programs.research.program import STAGES, DeepResearch
 from programs.runtime.lm import OFFLINE, preflight
 from programs.runtime.lm_cli import add_lm_arguments, make_session_lm, open_lm
 from programs.runtime.usage import UsageMeter, metered
+from retrievers.cli import add_retriever_arguments, data_dir, open_from_args
+from retrievers.sources import find_local
 
 PROGRAMS = ("research", "gather", "taxonomy")
 
@@ -50,7 +52,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dev", default=None, help="dev examples (same forms as --train); default: 30%% of --train")
     parser.add_argument("--dev-split", default=None, help="split of --dev (default: --split)")
     parser.add_argument("--limit", type=int, default=None, help="use at most this many training examples")
-    parser.add_argument("--corpus", default=None, help="corpus to search (default: the --train folder)")
     parser.add_argument("--candidates", default=None,
                         help="frozen assessor inputs: research: a recorded candidates file; gather: the "
                              "results.jsonl of a `deepresearch eval gather` run")
@@ -68,18 +69,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, help="compiled program file (JSON)")
+    add_retriever_arguments(parser, corpus_help="corpus to search (default: the --train BEIR folder): a path, a name "
+                                                "under $DEEPRESEARCH_DATA, hf:NAME (see `run`)")
     add_lm_arguments(parser, default_offline=False)  # the task LM (--lm): offline cannot be tuned
 
 
-def _retriever(args: argparse.Namespace):
-    from programs.cli import resolve_corpus
-    from retrievers.bm25 import BM25Retriever
+def _train_folder(args: argparse.Namespace) -> Path | None:
+    """The BEIR folder --train names (a path or a name under $DEEPRESEARCH_DATA), or None."""
+    found = find_local(args.train, data_dir())
+    return found if found is not None and (found / "corpus.jsonl").exists() else None
 
-    spec = args.corpus or (args.train if Path(args.train).is_dir() else None)
-    if spec is None:
-        raise ValueError("pass --corpus: the program needs documents to search")
-    corpus = resolve_corpus(spec)
-    return corpus, BM25Retriever(corpus)
+
+def _retriever(args: argparse.Namespace, default_preset: str = "default"):
+    """The corpus and retriever the program searches: --corpus or --index, else the --train BEIR folder."""
+    train = _train_folder(args)
+    spec = args.corpus or (str(train) if train is not None else None)
+    if spec is None and args.index is None:
+        raise ValueError("pass --corpus or --index: the program needs documents to search")
+    retrieval = open_from_args(args, spec, default_preset=default_preset)
+    return retrieval.corpus, retrieval.retriever
 
 
 def _split(args, examples, dev_loader):
@@ -96,7 +104,8 @@ def _research(args: argparse.Namespace, kind: str):
     full = DeepResearch(retriever=retriever, config=preset(args.preset, **overrides))
 
     def load(source, split):
-        return from_beir(source, split or "train", corpus) if Path(source).is_dir() else from_jsonl(source)
+        found = find_local(source, data_dir())
+        return from_beir(found, split or "train", corpus) if found is not None and found.is_dir() else from_jsonl(source)
 
     if kind == "assessor":
         if args.candidates:
@@ -113,10 +122,13 @@ def _research(args: argparse.Namespace, kind: str):
 
 
 def _gather(args: argparse.Namespace, kind: str):
+    from eval.querysets import find_queryset
     from eval.run_gather import load_frozen_cases
     from programs.gather.loop import GatherConfig, Gatherer
 
-    corpus, retriever = _retriever(args)
+    # spec 004 §2.1: ScholarGym's own BM25 for its queries, unless an index or --bm25-preset says otherwise
+    preset = "default" if find_queryset(args.train, data_dir())[0] == "beir" else "scholargym"
+    corpus, retriever = _retriever(args, preset)
     full = Gatherer(retriever, GatherConfig(iterations=args.iterations))
     if kind == "assessor":
         if not args.candidates:
@@ -124,8 +136,9 @@ def _gather(args: argparse.Namespace, kind: str):
                              "... --out DIR` once and pass --candidates DIR/results.jsonl")
         examples = from_frozen_cases(load_frozen_cases(args.candidates, corpus))
         return gather_target(full, args.stage, kind), *split_dev(examples, seed=args.seed)
-    examples = from_queryset(args.train, args.split)
-    return gather_target(full, args.stage, kind), *_split(args, examples, from_queryset)
+    examples = from_queryset(args.train, args.split, data_dir=data_dir())
+    return gather_target(full, args.stage, kind), *_split(
+        args, examples, lambda source, split: from_queryset(source, split, data_dir=data_dir()))
 
 
 def _taxonomy(args: argparse.Namespace, kind: str):

@@ -105,11 +105,13 @@ def candidates_from_jsonl(path: str | Path) -> list[dspy.Example]:
 
 # --- gathering (spec 004) and taxonomy (spec 003) examples --------------------------------------------
 
-def from_queryset(spec: str | Path, split: str | None = None, limit: int | None = None) -> list[dspy.Example]:
-    """Gathering examples from a ScholarGym file/dataset or a BEIR folder; queries without ground truth are left out."""
+def from_queryset(spec: str | Path, split: str | None = None, limit: int | None = None,
+                  data_dir: str | Path | None = None) -> list[dspy.Example]:
+    """Gathering examples from a ScholarGym file/dataset or a BEIR folder (a name is looked up in `data_dir`, as
+    `eval.querysets.load_queryset` does); queries without ground truth are left out."""
     from eval.querysets import load_queryset
 
-    queries = [q for q in load_queryset(spec, split) if q.gt_ids]
+    queries = [q for q in load_queryset(spec, split, data_dir=data_dir) if q.gt_ids]
     return [dspy.Example(question=q.query, date_constraint=q.date_constraint, gt_ids=list(q.gt_ids),
                          query_id=q.query_id).with_inputs("question", "date_constraint")
             for q in queries[:limit]]

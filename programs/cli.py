@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
-import os
 import re
 import signal
 import sys
@@ -43,9 +42,9 @@ STAGES = stage_names()
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("question", help="the research question")
-    parser.add_argument("--corpus", required=True,
-                        help="a JSONL file, a BEIR folder, or a dataset name found under $DEEPRESEARCH_DATA "
-                             "(e.g. scifact) or on the Hugging Face hub (e.g. BeIR/scifact)")
+    from retrievers.cli import add_retriever_arguments
+
+    add_retriever_arguments(parser)  # --corpus or --index, --retriever, --qdrant-url, BM25 and dense settings
     parser.add_argument("--stage-lm", action="append", default=[], metavar="STAGE=MODEL",
                         help=f"an LM for one stage ({', '.join(STAGES)}); repeatable")
     parser.add_argument("--preset", default="standard", choices=sorted(PRESETS), help="tree shape preset")
@@ -89,25 +88,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def slug(text: str, limit: int = 48) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:limit].rstrip("-") or "run"
-
-
-def resolve_corpus(spec: str):
-    """Loads the corpus named by `spec`: a path, a folder under $DEEPRESEARCH_DATA, or a hub dataset."""
-    from retrievers.corpus import CorpusError, load_corpus
-
-    path = Path(spec).expanduser()
-    if path.exists():
-        return load_corpus(path)
-    data = os.environ.get("DEEPRESEARCH_DATA")
-    name = spec.split("/")[-1].lower()
-    if data and (Path(data) / name).exists():
-        return load_corpus(Path(data) / name)
-    if "/" in spec and not spec.startswith((".", "/", "~")):
-        from retrievers.hf import load_hf_corpus
-
-        return load_hf_corpus(spec)
-    raise CorpusError(f"corpus not found: {spec}; pass a JSONL file, a BEIR folder, a dataset under "
-                      f"$DEEPRESEARCH_DATA, or a Hugging Face dataset name")
 
 
 def parse_stage_lms(items: list[str]) -> dict[str, str]:
@@ -201,22 +181,20 @@ def ask_clarifications(args: argparse.Namespace, program: DeepResearch, session:
     return tuple(answers)
 
 
-def run_research(args: argparse.Namespace, session: LMSession, corpus, folder: RunFolder,
+def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder: RunFolder,
                  answers: tuple[dict[str, str], ...] | None = None) -> int:
     """Runs the program into a claimed folder: report.md and trace.json, also the trace of a run that raised.
 
     `answers` are clarifications given in advance (`--clarify-answers`); without them `--clarify` asks.
     """
-    from retrievers.bm25 import BM25Retriever
-
     progress = Progress(quiet=getattr(args, "quiet", False) or args.no_progress)  # -q is the dispatcher's option
     events: list[Event] = []
-    program, meta = build_program(args, BM25Retriever(corpus), recording(events, progress), session)
+    program, meta = build_program(args, retrieval.retriever, recording(events, progress), session)
     meter = CostMeter()  # the run's usage: the clarifying questions are counted in it too
     clarifications = answers if answers is not None else (
         ask_clarifications(args, program, session, meter) if args.clarify else ())
     started = time.time()
-    trace = {"question": args.question, "corpus": {"name": corpus.name, "documents": len(corpus)},
+    trace = {"question": args.question, "corpus": dict(retrieval.description),
              "models": meta["models"], "config": meta["config"], "structured": args.structured,
              "started": started}
     trace.update(clarifications=list(clarifications), brief=research_brief(args.question.strip(), clarifications))
@@ -313,6 +291,8 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("runs") / slug(args.question))
     with out_folder_lock(out):  # a second run into the same folder stops here, at once
         check_out_folder(out, args.question, overwrite=args.overwrite)  # before the corpus: bad input fails fast
-        corpus = resolve_corpus(args.corpus)
+        from retrievers.cli import open_from_args
+
+        retrieval = open_from_args(args)  # a corpus spec or a memory-mapped index (retrievers/open.py)
         with open_run(out, args.question, overwrite=args.overwrite) as folder:  # nothing is removed before this
-            return run_research(args, session, corpus, folder, answers)
+            return run_research(args, session, retrieval, folder, answers)

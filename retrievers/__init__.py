@@ -6,11 +6,14 @@ from retrievers.dense import DenseRetriever
 from retrievers.hf import load_hf_corpus
 from retrievers.hybrid import HybridRetriever, rrf_fuse
 from retrievers.index import Index, IndexMismatchError, build_index, open_index
+from retrievers.open import BM25_PRESETS, Retrieval, open_retriever
 from retrievers.qdrant import QdrantRetriever
 from retrievers.scholargym import load_paper_db
-from retrievers.sources import open_corpus
+from retrievers.sources import find_local, open_corpus
+from retrievers.store import StoredCorpus
 from retrievers.types import Doc, Hit, Retriever
 
-__all__ = ["BM25Retriever", "Corpus", "CorpusError", "DenseRetriever", "Doc", "Hit", "HybridRetriever", "Index",
-           "IndexMismatchError", "QdrantRetriever", "Retriever", "build_index", "load_corpus", "load_hf_corpus",
-           "load_paper_db", "open_corpus", "open_index", "rrf_fuse"]
+__all__ = ["BM25_PRESETS", "BM25Retriever", "Corpus", "CorpusError", "DenseRetriever", "Doc", "Hit", "HybridRetriever",
+           "Index", "IndexMismatchError", "QdrantRetriever", "Retrieval", "Retriever", "StoredCorpus", "build_index",
+           "find_local", "load_corpus", "load_hf_corpus", "load_paper_db", "open_corpus", "open_index",
+           "open_retriever", "rrf_fuse"]

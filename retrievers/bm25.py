@@ -11,16 +11,27 @@ import functools
 import json
 import logging
 from array import array
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 from scipy import sparse
 
 from retrievers.corpus import Corpus
-from retrievers.ranking import (FilterIndex, best_among, best_positive, check_page, nth_largest, nth_largest_positive,
-                                ranked_hits, score_sample, to_hits, top_k)
+from retrievers.ranking import (
+    FilterIndex,
+    best_among,
+    best_positive,
+    check_page,
+    nth_largest,
+    nth_largest_positive,
+    ranked_hits,
+    score_sample,
+    to_hits,
+    top_k,
+)
 from retrievers.scoring import IDF, tf_saturation
+from retrievers.store import StringTable
 from retrievers.tokenize import Tokenizer, get_tokenizer, tokenizer_name
 from retrievers.types import Hit, SyncSearchMixin
 
@@ -28,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 # How a document becomes the text BM25 indexes. "scholargym" is the reference's form (spec 004 §2.1).
 TEXT_FORMATS = {"scholargym": "title: {title} abstract: {text}", "plain": "{title} {text}"}
+# Version of the files `save` writes (2: one memory-mappable .npy per array, the vocabulary as a string table).
+STORE_FORMAT = 2
 
 
 def doc_text(title: str, text: str, text_format: str = "scholargym") -> str:
@@ -74,10 +87,10 @@ def row_max(matrix: sparse.csr_matrix) -> np.ndarray:
     return out
 
 
-def dense_rows(matrix: sparse.csr_matrix, min_entries: float) -> tuple[dict[int, int], np.ndarray]:
-    """The rows holding at least `min_entries` values as a dense array, and each row's position in it."""
+def dense_rows(matrix: sparse.csr_matrix, min_entries: float) -> tuple[np.ndarray, np.ndarray]:
+    """The ids of the rows holding at least `min_entries` values, and those rows as a dense array."""
     rows = np.flatnonzero(np.diff(matrix.indptr) >= min_entries)
-    return {row: i for i, row in enumerate(rows.tolist())}, matrix[rows].toarray()
+    return rows, matrix[rows].toarray()
 
 
 # A term in at least this fraction of the documents also gets a dense row of weights (a few dozen terms
@@ -146,7 +159,18 @@ class BM25Retriever(SyncSearchMixin):
 
     def __init__(self, corpus: Corpus, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25,
                  tokenizer: str | Tokenizer = "words", *, method: str = "okapi",
-                 text_format: str = "scholargym", dtype=np.float64, _matrix=None):
+                 text_format: str = "scholargym", dtype=np.float64):
+        self._configure(corpus, k1, b, epsilon, tokenizer, method, text_format)
+        tokens = (self.tokenize(doc_text(d.title, d.text, text_format)) for d in corpus)
+        vocab, counts, doc_len = term_doc_counts(tokens, len(corpus))
+        weights = bm25_weights(counts, doc_len, k1, b, epsilon, method, dtype)
+        weights.sort_indices()  # search binary-searches posting lists
+        dense_ids, dense_weights = dense_rows(weights, max(1.0, DENSE_FRACTION * doc_len.size))
+        self._index(vocab, weights, doc_len, row_max(weights), dense_ids, dense_weights,
+                    has_negative_weights=bool(weights.nnz and weights.data.min() < 0))
+
+    def _configure(self, corpus: Corpus, k1: float, b: float, epsilon: float, tokenizer: str | Tokenizer,
+                   method: str, text_format: str) -> None:
         if method not in IDF:
             raise ValueError(f"unknown BM25 method {method!r}; choose one of: {', '.join(IDF)}")
         if k1 < 0 or not 0 <= b <= 1:
@@ -156,24 +180,22 @@ class BM25Retriever(SyncSearchMixin):
         self.tokenizer = tokenizer
         self.tokenize = get_tokenizer(tokenizer)
         self.k1, self.b, self.epsilon, self.method, self.text_format = k1, b, epsilon, method, text_format
-        if _matrix is None:
-            tokens = (self.tokenize(doc_text(d.title, d.text, text_format)) for d in corpus)
-            self.vocab, counts, self.doc_len = term_doc_counts(tokens, len(corpus))
-            self.weights = bm25_weights(counts, self.doc_len, k1, b, epsilon, method, dtype)
-        else:
-            self.vocab, self.weights, self.doc_len = _matrix
-        self.weights.sort_indices()  # search binary-searches posting lists
-        n_docs = self.doc_len.size
-        self.max_weight = row_max(self.weights)
-        self._dense_row, self.dense_weights = dense_rows(self.weights, max(1.0, DENSE_FRACTION * n_docs))
-        self.has_negative_weights = bool(self.weights.nnz and self.weights.data.min() < 0)
+
+    def _index(self, vocab: Mapping[str, int], weights: sparse.csr_matrix, doc_len: np.ndarray,
+               max_weight: np.ndarray, dense_ids: np.ndarray, dense_weights: np.ndarray, *,
+               has_negative_weights: bool) -> None:
+        """Takes the computed (or memory-mapped) arrays; costs O(1) beyond the few dense rows."""
+        self.vocab, self.weights, self.doc_len, self.max_weight = vocab, weights, doc_len, max_weight
+        self._dense_row = {row: i for i, row in enumerate(dense_ids.tolist())}
+        self.dense_ids, self.dense_weights = dense_ids, dense_weights
+        self.has_negative_weights = has_negative_weights
         # per-term reads in `_query_terms` as plain Python numbers, without numpy scalars
-        self._indptr, self._max_weight = memoryview(self.weights.indptr), memoryview(self.max_weight)
-        self._long = max(1.0, n_docs / LONG)
+        self._indptr, self._max_weight = memoryview(weights.indptr), memoryview(max_weight)
+        self._long = max(1.0, doc_len.size / LONG)
 
     @functools.cached_property
     def filters(self) -> FilterIndex:
-        return FilterIndex(self.corpus, self.corpus.index_of)
+        return FilterIndex(self.corpus)
 
     def _query_terms(self, query: str) -> list[tuple[int, int, int, float, int]]:
         """The query's known terms, each once, in scoring order, as (start, end, repeat, bound, dense).
@@ -336,7 +358,7 @@ class BM25Retriever(SyncSearchMixin):
         check_page(k, offset)
         mask = self.filters.mask(exclude, before, categories) if exclude or before or categories else None
         index, scores = self._best(self._query_terms(query), offset + k, mask)
-        return ranked_hits(self.corpus.docs, index[offset:], scores[offset:], offset)
+        return ranked_hits(self.corpus, index[offset:], scores[offset:], offset)
 
     def full_ranking(self, query: str, *, exclude: Collection[str] = (), before: str | None = None,
                      categories: Collection[str] = ()) -> list[Hit]:
@@ -358,31 +380,53 @@ class BM25Retriever(SyncSearchMixin):
                 "vocabulary": len(self.vocab)}
 
     def save(self, folder: str | Path) -> dict:
-        """Writes `bm25.json`, `vocab.json` and `bm25.npz` into `folder`; returns the settings."""
+        """Writes the settings (`bm25.json`), the vocabulary and every array search reads into `folder`.
+
+        Each array is its own `.npy` file, so `load` memory-maps them: opening reads nothing but the settings.
+        Returns the settings.
+        """
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         params = self.params()
-        (folder / "bm25.json").write_text(json.dumps(params, indent=2), encoding="utf-8")
-        (folder / "vocab.json").write_text(json.dumps(list(self.vocab), ensure_ascii=False), encoding="utf-8")
-        np.savez(folder / "bm25.npz", indptr=self.weights.indptr, indices=self.weights.indices,
-                 data=self.weights.data, doc_len=self.doc_len)
+        arrays = {"indptr": self.weights.indptr, "indices": self.weights.indices, "data": self.weights.data,
+                  "doc_len": self.doc_len, "max_weight": self.max_weight, "dense_rows": self.dense_ids,
+                  "dense_weights": self.dense_weights}
+        for name, values in arrays.items():
+            np.save(folder / f"{name}.npy", np.ascontiguousarray(values))
+        StringTable.write(folder, "vocab", self.vocab)
+        stored = {**params, "format": STORE_FORMAT, "documents": int(self.doc_len.size),
+                  "has_negative_weights": self.has_negative_weights}
+        (folder / "bm25.json").write_text(json.dumps(stored, indent=2), encoding="utf-8")
         return params
 
     @classmethod
     def load(cls, folder: str | Path, corpus: Corpus) -> BM25Retriever:
-        """Reads what `save` wrote; `corpus` must be the one the index was built from."""
+        """Memory-maps what `save` wrote; `corpus` must be the one it was built from.
+
+        Opening costs O(1) in the corpus size: nothing is recomputed, and the operating system reads only
+        the pages a query touches.
+
+        Raises:
+            ValueError: for files of another format, or a corpus of another size (rebuild the index).
+        """
         folder = Path(folder)
         params = json.loads((folder / "bm25.json").read_text(encoding="utf-8"))
-        terms = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
-        with np.load(folder / "bm25.npz") as arrays:
-            n_docs = arrays["doc_len"].size
-            if n_docs != len(corpus):
-                raise ValueError(f"BM25 index in {folder} has {n_docs} documents but the corpus has "
-                                 f"{len(corpus)}; rebuild the index with `deepresearch index`")
-            weights = sparse.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
-                                        shape=(len(terms), n_docs))
-            doc_len = arrays["doc_len"]
-        vocab = {t: i for i, t in enumerate(terms)}
-        return cls(corpus, params["k1"], params["b"], params["epsilon"], params["tokenizer"],
-                   method=params["method"], text_format=params["text_format"],
-                   _matrix=(vocab, weights, doc_len))
+        if params.get("format") != STORE_FORMAT:
+            raise ValueError(f"BM25 files in {folder} are of format {params.get('format', 1)!r}, this version "
+                             f"reads {STORE_FORMAT}; rebuild the index with `deepresearch index`")
+        arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in
+                  ("indptr", "indices", "data", "doc_len", "max_weight", "dense_rows", "dense_weights")}
+        n_docs = arrays["doc_len"].size
+        if n_docs != len(corpus):
+            raise ValueError(f"BM25 index in {folder} has {n_docs} documents but the corpus has "
+                             f"{len(corpus)}; rebuild the index with `deepresearch index`")
+        vocab = StringTable(folder, "vocab")
+        weights = sparse.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
+                                    shape=(len(vocab), n_docs), copy=False)
+        weights.has_sorted_indices = True  # they were sorted when saved; checking would read every posting
+        retriever = cls.__new__(cls)
+        retriever._configure(corpus, params["k1"], params["b"], params["epsilon"], params["tokenizer"],
+                             params["method"], params["text_format"])
+        retriever._index(vocab, weights, arrays["doc_len"], arrays["max_weight"], arrays["dense_rows"],
+                         arrays["dense_weights"], has_negative_weights=params["has_negative_weights"])
+        return retriever

@@ -1,16 +1,41 @@
-"""`deepresearch index CORPUS --out DIR [--dense MODEL]`: build a persistent index once."""
+"""`deepresearch index CORPUS --out DIR [--dense MODEL]`: build a persistent index once.
+
+Also the retrieval options every command shares (`add_retriever_arguments`) and the one call that opens
+what they name (`open_from_args`): `run`, the `eval` runners and `optimize` all read corpora, indexes and
+BM25 settings the same way. Dataset names are looked up in $DEEPRESEARCH_DATA.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
 from retrievers.bm25 import TEXT_FORMATS
 from retrievers.index import build_index
+from retrievers.open import (
+    BM25_KEYS,
+    BM25_PRESETS,
+    KINDS,
+    QDRANT_MODES,
+    Retrieval,
+    bm25_settings,
+    open_retriever,
+)
 from retrievers.scoring import IDF
 from retrievers.sources import open_corpus
 from retrievers.tokenize import TOKENIZERS
+
+DATA_ENV = "DEEPRESEARCH_DATA"
+CORPUS_HELP = ("a .jsonl file, a BEIR folder, a ScholarGym paper DB (.json), a dataset name under "
+               "$DEEPRESEARCH_DATA (e.g. scifact; BeIR/scifact finds the same folder), hf:NAME or a Hugging Face "
+               "owner/name")
+
+
+def data_dir() -> str | None:
+    """The folder dataset names are looked up in ($DEEPRESEARCH_DATA)."""
+    return os.environ.get(DATA_ENV) or None
 
 
 def parse_fields(items: list[str]) -> dict[str, str]:
@@ -32,46 +57,117 @@ def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
                         help="map a Doc attribute to a dataset column (repeatable), for hf:NAME corpora")
 
 
-def add_bm25_arguments(parser: argparse.ArgumentParser, tokenizer: str, k1: float, method: str,
-                       text_format: str) -> None:
-    parser.add_argument("--tokenizer", default=tokenizer, choices=sorted(TOKENIZERS), help=f"default {tokenizer}")
-    parser.add_argument("--k1", type=float, default=k1, help=f"BM25 k1 (default {k1})")
-    parser.add_argument("--b", type=float, default=0.75, help="BM25 b (default 0.75)")
-    parser.add_argument("--epsilon", type=float, default=0.25, help="floor for negative IDF, okapi only")
-    parser.add_argument("--method", default=method, choices=sorted(IDF), help=f"IDF form (default {method})")
-    parser.add_argument("--text-format", default=text_format, choices=sorted(TEXT_FORMATS),
-                        help=f"how title and text are joined (default {text_format})")
+def add_bm25_arguments(parser) -> None:
+    """BM25 options, all unset by default: a preset's value applies, or with --index the index's own."""
+    default = BM25_PRESETS["default"]
+    parser.add_argument("--bm25-preset", default=None, choices=sorted(BM25_PRESETS),
+                        help="named BM25 settings (default: default, i.e. "
+                             + ", ".join(f"{k}={v}" for k, v in default.items()) + "; scholargym is spec 004's)")
+    parser.add_argument("--tokenizer", default=None, choices=sorted(TOKENIZERS),
+                        help=f"BM25 tokenizer (default {default['tokenizer']}, which keeps tokens with digits)")
+    parser.add_argument("--k1", type=float, default=None, help=f"BM25 k1 (default {default['k1']})")
+    parser.add_argument("--b", type=float, default=None, help=f"BM25 b (default {default['b']})")
+    parser.add_argument("--epsilon", type=float, default=None, help="floor for negative IDF, okapi only (default 0.25)")
+    parser.add_argument("--idf", default=None, choices=sorted(IDF),
+                        help=f"BM25 IDF form (default {default['method']})")
+    parser.add_argument("--text-format", default=None, choices=sorted(TEXT_FORMATS),
+                        help=f"how title and text are joined (default {default['text_format']})")
 
 
-def bm25_settings(args: argparse.Namespace) -> dict:
-    return {"k1": args.k1, "b": args.b, "epsilon": args.epsilon, "tokenizer": args.tokenizer,
-            "method": args.method, "text_format": args.text_format}
+def bm25_overrides(args: argparse.Namespace) -> dict:
+    """The BM25 settings given explicitly on the command line (`--idf` sets `method`, a name commands use for
+    other things)."""
+    given = {k: getattr(args, "idf" if k == "method" else k, None) for k in BM25_KEYS}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def add_retriever_arguments(parser: argparse.ArgumentParser, *, corpus_help: str = CORPUS_HELP,
+                            corpus_default: str | None = None, kinds: tuple[str, ...] = KINDS,
+                            default_kind: str = "bm25") -> None:
+    """--corpus, --index, --retriever, --qdrant-url and the BM25 and dense options, in one group."""
+    group = parser.add_argument_group("retrieval", "what to search and how (the same options in every command)")
+    group.add_argument("--corpus", default=corpus_default, help=corpus_help)
+    group.add_argument("--index", default=None, metavar="DIR",
+                       help="a folder built by `deepresearch index`: opens memory-mapped in about a second at any "
+                            "size, with the tokenizer and BM25 settings it was built with (--corpus may be left out)")
+    group.add_argument("--retriever", default=None, choices=kinds,
+                       help=f"{', '.join(kinds)} (default {default_kind}"
+                            + ("; qdrant when --qdrant-url is given)" if "qdrant" in kinds else ")"))
+    if "qdrant" in kinds:
+        group.add_argument("--qdrant-url", default=None, metavar="URL",
+                           help="a Qdrant server for --retriever qdrant (default: a collection in the index folder, "
+                                "or in memory without --index)")
+        group.add_argument("--qdrant-mode", default="hybrid", choices=QDRANT_MODES,
+                           help="what Qdrant searches with (default hybrid)")
+    group.add_argument("--dense-model", default=None, metavar="MODEL",
+                       help="encoder for dense retrieval without an index (default all-MiniLM-L6-v2); an index "
+                            "uses its own")
+    group.add_argument("--verify-index", action="store_true",
+                       help="re-read the corpus source and compare it with the index's fingerprint (slow on a big "
+                            "corpus; by default file sizes and times are compared)")
+    add_bm25_arguments(group)
+
+
+def open_from_args(args: argparse.Namespace, corpus=None, *, default_preset: str = "default",
+                   kind: str | None = None) -> Retrieval:
+    """Opens what the retrieval options name.
+
+    Args:
+        args: Parsed options of `add_retriever_arguments`.
+        corpus: A corpus spec or loaded `Corpus` to use instead of --corpus (a command's own default).
+        default_preset: The BM25 preset when neither --bm25-preset nor --index gives one.
+        kind: The retriever kind when --retriever is unset (default bm25, or qdrant with --qdrant-url).
+
+    Raises:
+        ValueError: as `open_retriever`, and for an unreachable Qdrant server.
+    """
+    qdrant_url = getattr(args, "qdrant_url", None)
+    kind = args.retriever or kind or ("qdrant" if qdrant_url else "bm25")
+    preset = args.bm25_preset if args.index else (args.bm25_preset or default_preset)
+    try:
+        return open_retriever(corpus if corpus is not None else args.corpus, index=args.index, kind=kind,
+                              qdrant_url=qdrant_url, qdrant_mode=getattr(args, "qdrant_mode", "hybrid"),
+                              dense_model=args.dense_model, bm25=bm25_overrides(args), bm25_preset=preset,
+                              data_dir=data_dir(), verify=args.verify_index, show_progress=sys.stderr.isatty())
+    except ConnectionError as err:  # a Qdrant server that cannot be reached: one line, like other bad input
+        raise ValueError(str(err)) from err
+
+
+def describe(retrieval: Retrieval) -> str:
+    """One line naming what is searched, for a command's first output."""
+    d = retrieval.description
+    how = f"index {d['index']}" if d.get("index") else "built in memory"
+    bm25 = f", tokenizer {d['bm25']['tokenizer']}" if d.get("bm25") else ""
+    return f"corpus {d['name']} ({d['documents']} documents) · {d['retriever']} · {how}{bm25}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.splitlines()[0]
-    parser.add_argument("corpus", help="a .jsonl file, a BEIR folder, a ScholarGym paper DB (.json), or hf:NAME")
+    parser.add_argument("corpus", help=CORPUS_HELP)
     parser.add_argument("--out", required=True, help="index folder to write")
     parser.add_argument("--dense", default=None, metavar="MODEL",
                         help="also embed the corpus with this sentence-transformers model (e.g. all-MiniLM-L6-v2)")
     parser.add_argument("--no-bm25", action="store_true", help="build only the dense part")
     parser.add_argument("--batch-size", type=int, default=64, help="encoder batch size")
     add_corpus_arguments(parser)
-    add_bm25_arguments(parser, tokenizer="scholargym", k1=1.5, method="okapi", text_format="scholargym")
+    add_bm25_arguments(parser)
 
 
 def main(args: argparse.Namespace) -> int:
     if args.no_bm25 and not args.dense:
         raise ValueError("nothing to build: --no-bm25 needs --dense MODEL")
+    settings = bm25_settings(args.bm25_preset or "default", bm25_overrides(args))
     started = time.perf_counter()
-    corpus, source, skipped = open_corpus(args.corpus, skip_bad=args.skip_bad, hf_config=args.hf_config,
-                                          hf_split=args.split, fields=parse_fields(args.field))
+    corpus, source, skipped = open_corpus(args.corpus, data_dir=data_dir(), skip_bad=args.skip_bad,
+                                          hf_config=args.hf_config, hf_split=args.split,
+                                          fields=parse_fields(args.field))
     if skipped:
         print(f"skipped {skipped} bad lines in {args.corpus}", file=sys.stderr)
     loaded = time.perf_counter() - started
-    index = build_index(corpus, args.out, source, bm25=None if args.no_bm25 else bm25_settings(args),
+    index = build_index(corpus, args.out, source, bm25=None if args.no_bm25 else settings,
                         dense_model=args.dense, batch_size=args.batch_size, show_progress=sys.stderr.isatty())
     parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in index.manifest["build_seconds"].items())
+    bm25 = "" if args.no_bm25 else f"; tokenizer {settings['tokenizer']}"
     print(f"indexed {len(corpus)} documents from {args.corpus} into {args.out} "
-          f"(load {loaded:.1f}s; {parts}; fingerprint {index.manifest['corpus']['fingerprint'][:12]})")
+          f"(load {loaded:.1f}s; {parts}; fingerprint {index.manifest['corpus']['fingerprint'][:12]}{bm25})")
     return 0

@@ -8,6 +8,8 @@ import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from retrievers.types import Doc
 
 logger = logging.getLogger(__name__)
@@ -64,6 +66,12 @@ class Corpus(Sequence[Doc]):
 
     def index_of(self, doc_id: str) -> int:
         return self._by_id[doc_id]
+
+    def month_keys(self) -> np.ndarray:
+        """Each document's publication month as the integer YYYYMM (0 when unknown), for date filters."""
+        from retrievers.ranking import month_key
+
+        return np.fromiter((month_key(d.published) for d in self.docs), dtype=np.int32, count=len(self.docs))
 
     def fingerprint(self) -> str:
         """SHA-1 over ids, titles and texts: changes whenever the content does."""

@@ -54,7 +54,7 @@ class DenseRetriever(SyncSearchMixin):
 
     @functools.cached_property
     def filters(self) -> FilterIndex:
-        return FilterIndex(self.corpus, self.corpus.index_of)
+        return FilterIndex(self.corpus)
 
     def encode_query(self, query: str) -> np.ndarray:
         return embed.encode([query], self.model)[0]

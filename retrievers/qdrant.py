@@ -23,12 +23,13 @@ from retrievers.corpus import Corpus
 from retrievers.dense import dense_text
 from retrievers.ranking import check_page, month_key
 from retrievers.scoring import tf_saturation
-from retrievers.tokenize import Tokenizer, get_tokenizer
+from retrievers.tokenize import Tokenizer, get_tokenizer, tokenizer_name
 from retrievers.types import Hit
 
 logger = logging.getLogger(__name__)
 
 MODES = ("bm25", "dense", "hybrid")
+MEMORY = ":memory:"  # path= for a collection held in memory (tests, small corpora)
 
 
 def term_id(term: str) -> int:
@@ -47,13 +48,14 @@ class QdrantRetriever:
 
     Args:
         corpus: The documents (loaded into the collection when it is new, or checked against it).
-        path: Folder for Qdrant's embedded local mode.
+        path: Folder for Qdrant's embedded local mode, or ":memory:" for a collection held in memory.
         url: A Qdrant server URL (instead of `path`).
         collection: Collection name.
         mode: "bm25" (sparse), "dense", or "hybrid" (Qdrant's reciprocal-rank fusion of both).
         model: Encoder for the dense vectors (default all-MiniLM-L6-v2).
         embeddings: Precomputed normalised document embeddings, one row per document.
-        tokenizer, k1, b: BM25 settings for the sparse vectors.
+        tokenizer, k1, b, text_format: BM25 settings for the sparse vectors (recorded with the collection,
+            and checked when it is reused).
         recreate: Drop and rebuild the collection even if it exists.
         depth: How many results each side contributes to the hybrid fusion.
 
@@ -66,17 +68,22 @@ class QdrantRetriever:
     def __init__(self, corpus: Corpus, *, path: str | Path | None = None, url: str | None = None,
                  collection: str = "deepresearch", mode: str = "hybrid", model: str | None = None,
                  embeddings: np.ndarray | None = None, tokenizer: str | Tokenizer = "scholargym",
-                 k1: float = 1.5, b: float = 0.75, recreate: bool = False, batch_size: int = 256, depth: int = 100):
+                 k1: float = 1.5, b: float = 0.75, text_format: str = "scholargym", recreate: bool = False,
+                 batch_size: int = 256, depth: int = 100):
         from qdrant_client import QdrantClient
 
         if mode not in MODES:
             raise ValueError(f"unknown Qdrant mode {mode!r}; choose one of: {', '.join(MODES)}")
         if (path is None) == (url is None):
-            raise ValueError("pass exactly one of path= (embedded Qdrant in a folder) or url= (a Qdrant server)")
+            raise ValueError("pass exactly one of path= (embedded Qdrant in a folder, or ':memory:') or url= "
+                             "(a Qdrant server)")
+        doc_text("", "", text_format)
         self.corpus, self.mode, self.collection, self.depth = corpus, mode, collection, depth
         self.model = model or embed.DEFAULT_MODEL
         self.tokenize = get_tokenizer(tokenizer)
-        self.k1, self.b = k1, b
+        self.k1, self.b, self.text_format = k1, b, text_format
+        self.settings = {"model": self.model, "k1": k1, "b": b, "text_format": text_format,
+                         "tokenizer": tokenizer_name(tokenizer)}
         if url is not None:
             self.client = QdrantClient(url=url)
             try:
@@ -84,6 +91,8 @@ class QdrantRetriever:
             except Exception as err:
                 raise ConnectionError(f"cannot reach Qdrant at {url} ({type(err).__name__}); check the server "
                                       f"is running and the URL and port are right") from err
+        elif str(path) == MEMORY:
+            self.client = QdrantClient(location=MEMORY)
         else:
             Path(path).mkdir(parents=True, exist_ok=True)
             self.client = QdrantClient(path=str(path))
@@ -95,10 +104,16 @@ class QdrantRetriever:
         fingerprint = self.corpus.fingerprint()
         if self.client.collection_exists(self.collection) and not recreate:
             info = self.client.get_collection(self.collection)
-            stored = (info.config.metadata or {}).get("corpus_fingerprint")
+            metadata = info.config.metadata or {}
+            stored = metadata.get("corpus_fingerprint")
             if stored != fingerprint:
                 raise ValueError(f"Qdrant collection {self.collection!r} holds another corpus (fingerprint "
                                  f"{str(stored)[:12]}, expected {fingerprint[:12]}); pass recreate=True to rebuild it")
+            changed = [k for k, v in self.settings.items() if k in metadata and metadata[k] != v]
+            if changed:
+                raise ValueError(f"Qdrant collection {self.collection!r} was built with {changed[0]}="
+                                 f"{metadata[changed[0]]!r}, not {self.settings[changed[0]]!r}; pass recreate=True "
+                                 f"to rebuild it")
             return
         if self.client.collection_exists(self.collection):
             self.client.delete_collection(self.collection)
@@ -108,9 +123,9 @@ class QdrantRetriever:
             self.collection,
             vectors_config={"dense": models.VectorParams(size=int(embeddings.shape[1]), distance=models.Distance.COSINE)},
             sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)},
-            metadata={"corpus_fingerprint": fingerprint, "model": self.model, "k1": self.k1, "b": self.b},
+            metadata={"corpus_fingerprint": fingerprint, **self.settings},
         )
-        tokens = [self.tokenize(doc_text(d.title, d.text)) for d in self.corpus]
+        tokens = [self.tokenize(doc_text(d.title, d.text, self.text_format)) for d in self.corpus]
         doc_len = np.asarray([len(t) for t in tokens], dtype=np.float64)
         avgdl = float(doc_len.mean())
         points = []

@@ -117,15 +117,16 @@ class FilterIndex:
     """Per-document arrays for the filters of `passes_filters`, so a filter is a mask, not a loop.
 
     Args:
-        docs: The corpus, in order.
-        index_of: Maps a doc id to its corpus index (`Corpus.index_of`); unknown ids raise KeyError.
+        corpus: A `Corpus` (or a `StoredCorpus`, whose month keys are read from disk): its `month_keys()`
+            give the date filter, `index_of` the exclusion set, and its documents the categories (read on
+            the first category filter only).
     """
 
-    def __init__(self, docs: Sequence[Doc], index_of):
-        self.size = len(docs)
-        self.index_of = index_of
-        self.months = np.fromiter((month_key(d.published) for d in docs), dtype=np.int32, count=self.size)
-        self._docs = docs
+    def __init__(self, corpus):
+        self.size = len(corpus)
+        self.index_of = corpus.index_of
+        self.months = corpus.month_keys()
+        self._docs = corpus
         self._categories: dict[str, np.ndarray] | None = None
 
     def _category_index(self) -> dict[str, np.ndarray]:

@@ -1,6 +1,14 @@
-"""Opening a corpus from one spec string: a JSONL file, a BEIR folder, ScholarGym's paper DB or a HF dataset.
+"""One grammar for corpus and dataset specs, shared by every command.
 
-The returned `source` record is what a persistent index stores to reopen (and re-verify) its corpus.
+A spec is read as the first of these that applies:
+  1. an existing path: a `.jsonl` file, a BEIR folder (holding `corpus.jsonl`), or a `.json` ScholarGym
+     paper DB;
+  2. `hf:NAME`: a Hugging Face dataset (a hub name, or a local path `datasets` can read);
+  3. a dataset name in the data folder (`$DEEPRESEARCH_DATA` on the command line), case-insensitive; for
+     `owner/name` the folder `name`, so `BeIR/scifact` is the local `scifact` when there is one;
+  4. a bare `owner/name`: a Hugging Face hub dataset.
+Query sets use the same lookup (`find_local`). The `source` record `resolve_source` returns is what a
+persistent index stores to reopen its corpus, and to notice when it changed.
 """
 
 from __future__ import annotations
@@ -8,48 +16,136 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from retrievers.corpus import Corpus, read_jsonl, resolve_corpus_file
+from retrievers.corpus import Corpus, CorpusError, read_jsonl, resolve_corpus_file
 from retrievers.hf import load_hf_corpus
 from retrievers.scholargym import load_paper_db
 
 HF_PREFIX = "hf:"
 
 
-def open_corpus(spec: str, *, skip_bad: bool = False, hf_config: str | None = None, hf_split: str = "train",
-                fields: Mapping[str, str] | None = None) -> tuple[Corpus, dict, int]:
-    """Loads the corpus named by `spec`; returns it, its source record and the number of skipped bad lines.
+def data_names(data_dir: str | Path | None) -> dict[str, Path]:
+    """Lower-cased names of the dataset folders in the data folder, and their paths (none without one)."""
+    root = Path(data_dir).expanduser() if data_dir else None
+    if root is None or not root.is_dir():
+        return {}
+    return {p.name.lower(): p for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".")}
 
-    `spec` is a `.jsonl` file or BEIR folder, a `.json` ScholarGym paper DB, or `hf:NAME` for a Hugging
-    Face dataset (hub name or local path; `hf_config`, `hf_split` and `fields` apply).
+
+def _is_hub_name(spec: str) -> bool:
+    return spec.count("/") == 1 and not spec.startswith((".", "/", "~")) and all(spec.split("/"))
+
+
+def find_local(spec: str | Path, data_dir: str | Path | None = None) -> Path | None:
+    """The local file or folder `spec` names: an existing path, else an entry of `data_dir` (rule 3 above).
+
+    Returns None for anything else (`hf:NAME`, a hub name with no local copy, a missing path).
+    """
+    path = Path(spec).expanduser()
+    if path.exists():
+        return path
+    spec = str(spec)
+    if spec.startswith(HF_PREFIX):
+        return None
+    names = data_names(data_dir)
+    candidates = [spec, spec.rsplit("/", 1)[-1]] if _is_hub_name(spec) else [spec]
+    return next((names[c.lower()] for c in candidates if c.lower() in names), None)
+
+
+def not_found_message(spec: str, data_dir: str | Path | None, what: str = "corpus") -> str:
+    names = ", ".join(data_names(data_dir)) or "none"
+    where = f"under $DEEPRESEARCH_DATA ({names})" if data_dir else "under $DEEPRESEARCH_DATA (not set)"
+    return (f"{what} not found: {spec}; pass a .jsonl file, a BEIR folder, a ScholarGym paper DB (.json), "
+            f"hf:NAME or a Hugging Face owner/name, or a dataset name {where}")
+
+
+def resolve_source(spec: str, *, data_dir: str | Path | None = None, skip_bad: bool = False,
+                   hf_config: str | None = None, hf_split: str = "train",
+                   fields: Mapping[str, str] | None = None) -> dict:
+    """The source record of `spec`, without reading the corpus.
 
     Raises:
-        CorpusError: for a missing path or malformed data (file and line named).
+        CorpusError: when the spec names nothing (the message lists the data folder's datasets).
     """
+    spec = str(spec)
     if spec.startswith(HF_PREFIX):
         name = spec[len(HF_PREFIX):]
         local = Path(name).expanduser()
-        name = str(local.resolve()) if local.exists() else name
-        corpus = load_hf_corpus(name, hf_config, hf_split, fields, skip_bad=skip_bad)
-        source = {"kind": "hf", "name": name, "config": hf_config, "split": hf_split, "fields": dict(fields or {})}
-        return corpus, source, 0
-    path = Path(spec).expanduser()
+        return {"kind": "hf", "name": str(local.resolve()) if local.exists() else name, "config": hf_config,
+                "split": hf_split, "fields": dict(fields or {})}
+    path = find_local(spec, data_dir)
+    if path is None:
+        if _is_hub_name(spec):
+            return {"kind": "hf", "name": spec, "config": hf_config, "split": hf_split, "fields": dict(fields or {})}
+        raise CorpusError(not_found_message(spec, data_dir))
+    path = path.resolve()
     if path.is_file() and path.suffix == ".json":
-        corpus = load_paper_db(path, skip_bad=skip_bad)
-        return corpus, {"kind": "paper_db", "path": str(path.resolve())}, 0
-    file = resolve_corpus_file(path)
-    docs, skipped = read_jsonl(file, skip_bad=skip_bad)
-    corpus = Corpus(docs, name=path.resolve().name or file.stem)
-    return corpus, {"kind": "jsonl", "path": str(path.resolve()), "skip_bad": skip_bad}, skipped
+        return {"kind": "paper_db", "path": str(path), "skip_bad": skip_bad}
+    resolve_corpus_file(path)  # a folder without corpus.jsonl fails here, before anything is read
+    return {"kind": "jsonl", "path": str(path), "skip_bad": skip_bad}
+
+
+def load_source(source: Mapping) -> tuple[Corpus, int]:
+    """Reads the corpus a source record describes; returns it and the number of skipped bad lines."""
+    kind = source.get("kind")
+    skip_bad = bool(source.get("skip_bad"))
+    if kind == "hf":
+        corpus = load_hf_corpus(source["name"], source.get("config"), source.get("split", "train"),
+                                source.get("fields"), skip_bad=skip_bad)
+        return corpus, 0
+    if kind == "paper_db":
+        return load_paper_db(source["path"], skip_bad=skip_bad), 0
+    if kind == "jsonl":
+        path = Path(source["path"])
+        file = resolve_corpus_file(path)
+        docs, skipped = read_jsonl(file, skip_bad=skip_bad)
+        return Corpus(docs, name=path.name or file.stem), skipped
+    raise CorpusError(f"unknown corpus source kind {kind!r}; rebuild the index with `deepresearch index`")
+
+
+def open_corpus(spec: str, *, data_dir: str | Path | None = None, skip_bad: bool = False,
+                hf_config: str | None = None, hf_split: str = "train",
+                fields: Mapping[str, str] | None = None) -> tuple[Corpus, dict, int]:
+    """Loads the corpus named by `spec`; returns it, its source record and the number of skipped bad lines.
+
+    Args:
+        spec: See the module docstring.
+        data_dir: The folder dataset names are looked up in.
+        skip_bad: Skip malformed lines (counted) instead of raising.
+        hf_config, hf_split, fields: For Hugging Face datasets: configuration, split, and a mapping of Doc
+            attributes to columns.
+
+    Raises:
+        CorpusError: for a spec naming nothing, or malformed data (file and line named).
+
+    Example:
+        >>> corpus, source, _ = open_corpus("scifact", data_dir="../shared/data")  # doctest: +SKIP
+    """
+    source = resolve_source(spec, data_dir=data_dir, skip_bad=skip_bad, hf_config=hf_config, hf_split=hf_split,
+                            fields=fields)
+    corpus, skipped = load_source(source)
+    return corpus, source, skipped
 
 
 def reopen_corpus(source: Mapping) -> Corpus:
     """Loads the corpus a source record (from `open_corpus`) describes."""
-    kind = source.get("kind")
-    if kind == "hf":
-        return load_hf_corpus(source["name"], source.get("config"), source.get("split", "train"),
-                              source.get("fields"))
-    if kind == "paper_db":
-        return load_paper_db(source["path"])
-    if kind == "jsonl":
-        return open_corpus(source["path"], skip_bad=bool(source.get("skip_bad")))[0]
-    raise ValueError(f"unknown corpus source kind {kind!r} in the index manifest; rebuild the index")
+    return load_source(source)[0]
+
+
+def source_files(source: Mapping) -> list[Path]:
+    """The local files a source reads (none for a hub dataset), to notice when they change."""
+    if source.get("kind") == "jsonl":
+        return [resolve_corpus_file(source["path"])]
+    if source.get("kind") == "paper_db":
+        return [Path(source["path"])]
+    local = Path(source.get("name") or "")
+    if source.get("kind") == "hf" and local.is_absolute() and local.exists():
+        return sorted(p for p in local.rglob("*") if p.is_file()) if local.is_dir() else [local]
+    return []
+
+
+def same_source(a: Mapping | None, b: Mapping | None) -> bool:
+    """True when two source records name the same data (skipping bad lines or not aside)."""
+    if not a or not b:
+        return False
+    keys = ("kind", "path", "name", "config", "split", "fields")
+    return all(a.get(k) == b.get(k) for k in keys)

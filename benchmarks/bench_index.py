@@ -1,0 +1,200 @@
+"""Opening a persistent index against building BM25 in memory, on a corpus as large as ScholarGym's.
+
+    python -m benchmarks index     or     python benchmarks/bench_index.py [--docs 570205] [--skip-run]
+
+No 570,205-document corpus ships with the data, so one is made once, deterministically, from real text:
+the SciFact and CSFCube documents themselves, then documents that recombine their sentences (a title of
+one, three to nine sentences of others, a publication month), to 570,205 in all. The corpus and its index
+(built once with `deepresearch index`'s defaults) are cached under ~/.cache/dspy-deepresearch/bench.
+
+Each measurement runs in a fresh subprocess, so its time and peak resident memory (VmHWM) are its own:
+  1. open: `open_retriever(index=DIR)` then one query, against `open_retriever(corpus=FILE)` (read the
+     JSONL, build BM25) then the same query; the index also opened after its files were dropped from the
+     page cache (cold). The top 10 of five SciFact queries must be identical, scores included.
+  2. run: the whole `deepresearch run --index DIR` command (offline LM, depth 1, breadth 1) against
+     `deepresearch run --corpus FILE`.
+Target (issue 14): the index opens in under 2 s, with the same results as the in-memory index.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._common import table  # noqa: E402
+
+SCHOLARGYM_DOCS = 570_205
+CACHE = Path.home() / ".cache" / "dspy-deepresearch" / "bench"
+GENERATOR = 1  # bump when the generated corpus changes, so the cache is rebuilt
+QUESTION = "Does vitamin D supplementation reduce fracture risk?"
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
+
+# Runs in a fresh interpreter: opens a retriever one way, answers the queries, prints one JSON line.
+CHILD = """
+import json, sys, time
+started = time.perf_counter()
+sys.path.insert(0, {root!r})
+from retrievers.open import open_retriever
+imported = time.perf_counter()
+mode, target, queries = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+retrieval = open_retriever(index=target) if mode == "index" else open_retriever(target)
+opened = time.perf_counter()
+first = retrieval.retriever.search(queries[0], 10)
+queried = time.perf_counter()
+tops = [[(h.doc.doc_id, h.score) for h in retrieval.retriever.search(q, 10)] for q in queries]
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print(json.dumps({{"import_s": imported - started, "open_s": opened - imported, "query_s": queried - opened,
+                  "peak_mib": hwm / 1024, "tops": tops, "documents": len(retrieval.corpus)}}))
+"""
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in SENTENCE_END.split(text) if len(s.strip()) > 20]
+
+
+def generate(data: Path, n_docs: int, path: Path) -> None:
+    """Writes the synthetic corpus (see the module docstring) to `path`, the same bytes on every run."""
+    from retrievers.corpus import load_corpus
+
+    real = [(name, d) for name in ("scifact", "csfcube") for d in load_corpus(data / name)]
+    titles = [d.title for _, d in real if d.title]
+    sentences = [s for _, d in real for s in _sentences(d.text)]
+    rng = np.random.default_rng(SCHOLARGYM_DOCS)
+    tmp = path.with_suffix(".part")
+    with tmp.open("w", encoding="utf-8") as f:
+        for name, d in real[:n_docs]:
+            f.write(json.dumps({"_id": f"{name}-{d.doc_id}", "title": d.title, "text": d.text}) + "\n")
+        for i in range(max(0, n_docs - len(real))):
+            picks = rng.integers(0, len(sentences), int(rng.integers(3, 10)))
+            year, month = int(rng.integers(2000, 2025)), int(rng.integers(1, 13))
+            f.write(json.dumps({"_id": f"syn-{i:06d}", "title": titles[int(rng.integers(0, len(titles)))],
+                                "text": " ".join(sentences[j] for j in picks),
+                                "published": f"{year}-{month:02d}"}) + "\n")
+    tmp.replace(path)
+
+
+def cached_corpus_and_index(data: Path, n_docs: int) -> tuple[Path, Path, str]:
+    """The generated corpus and its index, made once; returns their paths and what was (re)built."""
+    from retrievers.index import FORMAT, MANIFEST
+
+    folder = CACHE / f"synthetic-{n_docs}-v{GENERATOR}"
+    folder.mkdir(parents=True, exist_ok=True)
+    corpus, index = folder / "corpus.jsonl", folder / "index"
+    built = []
+    if not corpus.exists():
+        started = time.perf_counter()
+        generate(data, n_docs, corpus)
+        built.append(f"corpus generated in {time.perf_counter() - started:.0f}s")
+    manifest = index / MANIFEST
+    if not manifest.exists() or json.loads(manifest.read_text()).get("format") != FORMAT \
+            or json.loads(manifest.read_text())["corpus"]["files"][0]["mtime_ns"] != corpus.stat().st_mtime_ns:
+        started = time.perf_counter()
+        subprocess.run([sys.executable, str(ROOT / "cli.py"), "index", str(corpus), "--out", str(index)],
+                       check=True, cwd=ROOT)
+        built.append(f"index built in {time.perf_counter() - started:.0f}s")
+    return corpus, index, "; ".join(built) or "cached"
+
+
+def drop_page_cache(folder: Path) -> None:
+    """Asks the kernel to forget the cached pages of every file under `folder` (clean pages; no root needed)."""
+    for file in folder.rglob("*"):
+        if file.is_file():
+            fd = os.open(file, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def child(mode: str, target: Path, queries: list[str]) -> dict:
+    out = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT)), mode, str(target), json.dumps(queries)],
+                         check=True, capture_output=True, text=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def command(argv: list[str]) -> dict:
+    """Wall seconds and peak resident memory of one `deepresearch` command in a child process."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.pop("DEEPRESEARCH_LM", None)
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *argv], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    stdout, stderr = proc.stdout.read().decode(), proc.stderr.read().decode()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"deepresearch {' '.join(argv)} failed: {stderr.strip().splitlines()[-1:]}")
+    return {"wall_s": seconds, "peak_mib": usage.ru_maxrss / 1024, "stdout": stdout}
+
+
+def open_section(corpus: Path, index: Path, queries: list[str]) -> list[str]:
+    memory = child("memory", corpus, queries)
+    warm = child("index", index, queries)
+    drop_page_cache(index)
+    cold = child("index", index, queries)
+    rows = [{"how": how, **r, "total_s": r["open_s"] + r["query_s"]}
+            for how, r in (("index (warm)", warm), ("index (cold)", cold), ("in memory", memory))]
+    columns = [("how", "", ""), ("open_s", "open s", ".3f"), ("query_s", "1st query s", ".3f"),
+               ("total_s", "open+query s", ".3f"), ("peak_mib", "peak MiB", ".0f"), ("import_s", "import s", ".2f")]
+    same = warm["tops"] == memory["tops"] and cold["tops"] == memory["tops"]
+    return [table(rows, columns),
+            f"ratios, in memory / index (warm): open+query {memory['open_s'] + memory['query_s']:.1f}s / "
+            f"{warm['open_s'] + warm['query_s']:.3f}s = {(memory['open_s'] + memory['query_s']) / (warm['open_s'] + warm['query_s']):,.0f}x, "
+            f"peak memory {memory['peak_mib'] / warm['peak_mib']:.1f}x; cold open {cold['open_s']:.3f}s",
+            f"top 10 of {len(queries)} queries identical (ids and scores): {same}",
+            f"verdict: index opens in {max(warm['open_s'], cold['open_s']):.3f}s (target < 2 s): "
+            f"{'PASS' if max(warm['open_s'], cold['open_s']) < 2.0 and same else 'FAIL'}"]
+
+
+def run_section(corpus: Path, index: Path) -> list[str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        common = [QUESTION, "--lm", "offline", "--depth", "1", "--breadth", "1", "--no-progress"]
+        by_index = command(["run", *common, "--index", str(index), "--out", f"{tmp}/index"])
+        in_memory = command(["run", *common, "--corpus", str(corpus), "--out", f"{tmp}/memory"])
+        same = (json.loads(Path(f"{tmp}/index/trace.json").read_text())["tree"]
+                == json.loads(Path(f"{tmp}/memory/trace.json").read_text())["tree"])
+    rows = [{"how": "run --index", **by_index}, {"how": "run --corpus", **in_memory}]
+    columns = [("how", "", ""), ("wall_s", "wall s", ".2f"), ("peak_mib", "peak MiB", ".0f")]
+    return [table(rows, columns),
+            f"ratios, run --corpus / run --index: wall {in_memory['wall_s'] / by_index['wall_s']:.1f}x, "
+            f"peak memory {in_memory['peak_mib'] / by_index['peak_mib']:.1f}x; same research tree: {same}"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=os.environ.get("DEEPRESEARCH_DATA"),
+                        help="the shared data folder holding scifact/ and csfcube/ (default $DEEPRESEARCH_DATA)")
+    parser.add_argument("--docs", type=int, default=SCHOLARGYM_DOCS, help="corpus size")
+    parser.add_argument("--skip-run", action="store_true", help="only the opener, not whole `deepresearch run` commands")
+    args, _ = parser.parse_known_args()  # `python -m benchmarks index` passes the suite name through
+    if not args.data:
+        parser.error("pass --data or set DEEPRESEARCH_DATA to the shared data folder")
+    from retrievers.beir import load_qrels, load_queries
+
+    data = Path(args.data)
+    corpus, index, built = cached_corpus_and_index(data, args.docs)
+    queries_all = load_queries(data / "scifact")
+    queries = [queries_all[q] for q in list(load_qrels(data / "scifact", "test"))[:5]]
+    size = sum(f.stat().st_size for f in index.rglob("*") if f.is_file())
+    print(f"== {args.docs:,} documents ({corpus.stat().st_size / 2**20:,.0f} MiB JSONL; index {size / 2**20:,.0f} MiB; "
+          f"{built}), default BM25 settings, query: {queries[0][:60]!r}")
+    print("\n".join(open_section(corpus, index, queries)))
+    if not args.skip_run:
+        print(f"\n== deepresearch run {QUESTION!r} --lm offline --depth 1 --breadth 1")
+        print("\n".join(run_section(corpus, index)))
+
+
+if __name__ == "__main__":
+    main()

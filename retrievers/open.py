@@ -1,0 +1,227 @@
+"""One opener for every command: a corpus spec or an index folder in, a ready retriever out.
+
+`open_retriever` is what `deepresearch run`, every `eval` runner and `optimize` call (through
+`retrievers.cli.open_from_args`), and what Python users call. With an index the settings are the index's
+own (a conflicting explicit setting is refused); without one, BM25 is built in memory with the same
+defaults `deepresearch index` uses, and dense embeddings are encoded in memory (slow on a big corpus).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from retrievers import embed
+from retrievers.bm25 import BM25Retriever
+from retrievers.corpus import Corpus
+from retrievers.dense import DenseRetriever
+from retrievers.hybrid import HybridRetriever
+from retrievers.index import Index, IndexMismatchError, open_index, rebuild_command
+from retrievers.sources import load_source, resolve_source, same_source
+from retrievers.types import Retriever
+
+logger = logging.getLogger(__name__)
+
+KINDS = ("bm25", "dense", "hybrid", "qdrant")
+QDRANT_MODES = ("bm25", "dense", "hybrid")
+
+# Named BM25 settings. "default" is every command's: BEIR's Elasticsearch setup (English analyzer with Porter
+# stemming, which keeps tokens with digits such as p53, brca1, h1n1 and covid + 19; Lucene IDF; k1 = 1.2),
+# SciFact test nDCG@10 0.683 here against 0.662 for `words` and 0.607 for `scholargym`. "scholargym" is spec
+# 004 §2.1 (rank-bm25's BM25Okapi over whole ASCII-letter words), for the ScholarGym gathering evaluation.
+BM25_PRESETS: dict[str, dict[str, Any]] = {
+    "default": {"tokenizer": "english", "k1": 1.2, "b": 0.75, "epsilon": 0.25, "method": "lucene",
+                "text_format": "plain"},
+    "scholargym": {"tokenizer": "scholargym", "k1": 1.5, "b": 0.75, "epsilon": 0.25, "method": "okapi",
+                   "text_format": "scholargym"},
+}
+BM25_KEYS = tuple(BM25_PRESETS["default"])
+
+
+def bm25_settings(preset: str = "default", overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The settings of a named preset with `overrides` (BM25Retriever keywords) applied.
+
+    Raises:
+        ValueError: for an unknown preset or setting.
+    """
+    if preset not in BM25_PRESETS:
+        raise ValueError(f"unknown BM25 preset {preset!r}; choose one of: {', '.join(BM25_PRESETS)}")
+    overrides = dict(overrides or {})
+    unknown = set(overrides) - set(BM25_KEYS)
+    if unknown:
+        raise ValueError(f"unknown BM25 setting {min(unknown)!r}; choose from: {', '.join(BM25_KEYS)}")
+    return {**BM25_PRESETS[preset], **overrides}
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """An opened retriever, the corpus it searches, and what it is.
+
+    Attributes:
+        retriever: The retriever of the requested kind.
+        corpus: Its documents (a `StoredCorpus` read on demand when it comes from an index).
+        kind: bm25, dense, hybrid or qdrant.
+        parts: The in-process retrievers it is made of, by name (`bm25`, `dense`; empty for qdrant).
+        description: A small JSON-able record for traces and run settings: corpus name and size, kind,
+            index folder, BM25 settings, dense model, Qdrant location.
+        index: The opened index, when there is one.
+    """
+
+    retriever: Retriever
+    corpus: Corpus
+    kind: str
+    parts: Mapping[str, Retriever] = field(default_factory=dict)
+    description: Mapping[str, Any] = field(default_factory=dict)
+    index: Index | None = None
+
+
+def open_retriever(corpus: str | Corpus | None = None, *, index: str | Path | None = None, kind: str = "bm25",
+                   qdrant_url: str | None = None, qdrant_mode: str = "hybrid", dense_model: str | None = None,
+                   bm25: Mapping[str, Any] | None = None, bm25_preset: str | None = None,
+                   data_dir: str | Path | None = None, verify: bool = False,
+                   show_progress: bool = False) -> Retrieval:
+    """Opens a retriever over a corpus (built in memory) or over a persistent index (memory-mapped).
+
+    Args:
+        corpus: A corpus spec (`retrievers.sources`: a path, a dataset name in `data_dir`, `hf:NAME`...) or a
+            loaded `Corpus`. With `index` it is optional, and checked to be the index's corpus.
+        index: A folder written by `deepresearch index` / `build_index`.
+        kind: bm25, dense, hybrid (reciprocal-rank fusion of both) or qdrant.
+        qdrant_url: A Qdrant server for kind qdrant; without one the collection is kept in the index folder
+            (`DIR/qdrant`), or in memory when there is no index.
+        qdrant_mode: What the Qdrant collection is searched with: bm25, dense or hybrid.
+        dense_model: The encoder for dense retrieval in memory (default all-MiniLM-L6-v2); with an index,
+            it must be the index's.
+        bm25: Explicit BM25 settings (tokenizer, k1, b, epsilon, method, text_format); with an index, each
+            must equal the index's.
+        bm25_preset: A name in `BM25_PRESETS` (default "default"); with an index, checked like `bm25`.
+        data_dir: The folder dataset names are looked up in.
+        verify: With an index, re-read the corpus source and compare fingerprints (slow on a big corpus).
+        show_progress: Draw the encoder's progress bar when embedding in memory.
+
+    Raises:
+        ValueError: for an unknown kind, mode or setting, or neither corpus nor index.
+        IndexMismatchError: for an index that cannot serve this request (another corpus, settings or
+            model, a missing part, a changed corpus source, an older format).
+        CorpusError: for a corpus spec that names nothing, or malformed data.
+
+    Example:
+        >>> retrieval = open_retriever(index="idx/scifact")  # doctest: +SKIP
+        >>> retrieval.retriever.search("vitamin D and fractures", k=5)  # doctest: +SKIP
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown retriever {kind!r}; choose one of: {', '.join(KINDS)}")
+    if qdrant_mode not in QDRANT_MODES:
+        raise ValueError(f"unknown Qdrant mode {qdrant_mode!r}; choose one of: {', '.join(QDRANT_MODES)}")
+    if qdrant_url and kind != "qdrant":
+        raise ValueError(f"a Qdrant URL needs the qdrant retriever, not {kind}; pass --retriever qdrant")
+    if corpus is None and index is None:
+        raise ValueError("nothing to search: pass a corpus (--corpus SPEC) or an index (--index DIR)")
+    if bm25_preset is not None:
+        bm25_settings(bm25_preset)  # a wrong name fails before anything is read
+    bm25_settings("default", bm25)
+    if index is not None:
+        return _from_index(Path(index), corpus, kind, qdrant_url, qdrant_mode, dense_model, bm25, bm25_preset,
+                           data_dir, verify)
+    if isinstance(corpus, Corpus):
+        loaded = corpus
+    else:
+        loaded, _ = load_source(resolve_source(corpus, data_dir=data_dir))
+    return _in_memory(loaded, kind, qdrant_url, qdrant_mode, dense_model,
+                      bm25_settings(bm25_preset or "default", bm25), show_progress)
+
+
+def _in_memory(corpus: Corpus, kind: str, qdrant_url: str | None, qdrant_mode: str, dense_model: str | None,
+               settings: dict[str, Any], show_progress: bool) -> Retrieval:
+    parts: dict[str, Retriever] = {}
+    model = dense_model or embed.DEFAULT_MODEL
+    uses_dense = kind in ("dense", "hybrid") or (kind == "qdrant" and qdrant_mode != "bm25")
+    if kind in ("bm25", "hybrid"):
+        parts["bm25"] = BM25Retriever(corpus, **settings)
+    if kind in ("dense", "hybrid"):
+        logger.warning("embedding %d documents in memory with %s; slow on a big corpus, where `deepresearch index "
+                       "CORPUS --out DIR --dense MODEL` embeds them once", len(corpus), model)
+        parts["dense"] = DenseRetriever(corpus, model, show_progress=show_progress)
+    description = {"name": corpus.name, "documents": len(corpus), "retriever": kind, "index": None,
+                   "bm25": settings if kind in ("bm25", "hybrid", "qdrant") else None,
+                   "dense": model if uses_dense else None, "qdrant": None}
+    if kind == "qdrant":
+        location = {"url": qdrant_url} if qdrant_url else {"path": ":memory:"}
+        retriever = _qdrant(corpus, location, qdrant_mode, model, None, settings)
+        description.update(qdrant=qdrant_url or ":memory:", qdrant_mode=qdrant_mode)
+        return Retrieval(retriever, corpus, kind, {}, description)
+    retriever = HybridRetriever(parts) if kind == "hybrid" else parts[kind]
+    return Retrieval(retriever, corpus, kind, parts, description)
+
+
+def _from_index(folder: Path, corpus: str | Corpus | None, kind: str, qdrant_url: str | None, qdrant_mode: str,
+                dense_model: str | None, bm25: Mapping[str, Any] | None, bm25_preset: str | None,
+                data_dir: str | Path | None, verify: bool) -> Retrieval:
+    parts = {"bm25": ("bm25",), "dense": ("dense",), "hybrid": ("bm25", "dense"), "qdrant": ("dense",)}[kind]
+    given = corpus if isinstance(corpus, Corpus) else None
+    opened = open_index(folder, given, parts=parts, verify=verify)
+    manifest = opened.manifest
+    if isinstance(corpus, str):
+        _check_same_corpus(folder, manifest, corpus, data_dir)
+    stored = manifest.get("bm25")
+    explicit = {**(BM25_PRESETS[bm25_preset] if bm25_preset else {}), **(bm25 or {})}
+    for key, value in explicit.items():
+        if stored and stored.get(key) != value:
+            raise IndexMismatchError(
+                f"index {folder} was built with {key}={stored.get(key)!r}, not {value!r}; leave the {key} setting "
+                f"out (the index's own applies) or rebuild it with "
+                f"{rebuild_command(folder, manifest, f' {_flag(key)} {value}')}")
+    dense = manifest.get("dense")
+    if dense_model and dense and embed.resolve_model(dense_model) != embed.resolve_model(dense["model"]):
+        raise IndexMismatchError(f"index {folder} holds embeddings of {dense['model']!r}, not {dense_model!r}; leave "
+                                 f"the model out or rebuild it with "
+                                 f"{rebuild_command(folder, manifest, f' --dense {dense_model}')}")
+    settings = {k: stored[k] for k in BM25_KEYS} if stored else bm25_settings(bm25_preset or "default", bm25)
+    recorded = manifest["corpus"]
+    description = {"name": recorded["name"], "documents": recorded["documents"], "retriever": kind,
+                   "index": str(folder), "fingerprint": recorded["fingerprint"][:12],
+                   "bm25": settings if kind != "dense" and stored else None,
+                   "dense": dense["model"] if dense and kind != "bm25" else None, "qdrant": None}
+    if kind == "qdrant":
+        model = dense["model"] if dense else (dense_model or embed.DEFAULT_MODEL)
+        embeddings = opened.dense.embeddings if opened.dense is not None else None
+        location = {"url": qdrant_url} if qdrant_url else {"path": folder / "qdrant"}
+        retriever = _qdrant(opened.corpus, location, qdrant_mode, model, embeddings, settings)
+        description.update(bm25=settings, dense=model, qdrant=qdrant_url or str(folder / "qdrant"),
+                           qdrant_mode=qdrant_mode)
+        return Retrieval(retriever, opened.corpus, kind, {}, description, opened)
+    retriever = opened.retriever(kind)
+    parts_by_name = {name: getattr(opened, name) for name in ("bm25", "dense") if getattr(opened, name) is not None}
+    return Retrieval(retriever, opened.corpus, kind, parts_by_name, description, opened)
+
+
+def _flag(key: str) -> str:
+    """The `deepresearch index` option of a BM25 setting (`text_format` -> `--text-format`)."""
+    return "--idf" if key == "method" else "--" + key.replace("_", "-")
+
+
+def _check_same_corpus(folder: Path, manifest: Mapping, spec: str, data_dir: str | Path | None) -> None:
+    """Refuses a corpus spec naming another corpus than the index's (by source, else by fingerprint)."""
+    recorded = manifest["corpus"]
+    source = resolve_source(spec, data_dir=data_dir)
+    if same_source(source, recorded.get("source")):
+        return
+    corpus, _ = load_source(source)
+    if corpus.fingerprint() != recorded["fingerprint"]:
+        raise IndexMismatchError(f"index {folder} holds corpus {recorded['name']!r} ({recorded['documents']} documents), "
+                                 f"not {spec} ({len(corpus)} documents); leave the corpus out or rebuild the index "
+                                 f"with `deepresearch index {spec} --out {folder}`")
+
+
+def _qdrant(corpus: Corpus, location: Mapping[str, Any], mode: str, model: str, embeddings,
+            settings: Mapping[str, Any]) -> Retriever:
+    from retrievers.qdrant import QdrantRetriever
+
+    # one collection per corpus, so a server can hold several; its BM25 settings are checked on reuse
+    collection = f"deepresearch-{corpus.fingerprint()[:12]}"
+    return QdrantRetriever(corpus, **location, collection=collection, mode=mode, model=model, embeddings=embeddings,
+                           tokenizer=settings["tokenizer"], k1=settings["k1"], b=settings["b"],
+                           text_format=settings["text_format"])
