@@ -34,7 +34,13 @@ from programs.stages.clarifier import (
 from signatures.clarify import ClarifyQuestion
 from tests.integration.openai_server import LocalOpenAIServer
 from tests.research_lm import research_handler
-from tests.scripted import input_fields, inputs_of, is_signature_prompt, routed_handler, scripted_lm
+from tests.scripted import (
+    input_fields,
+    inputs_of,
+    is_signature_prompt,
+    routed_handler,
+    scripted_lm,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 QUESTION = "Does vitamin D supplementation reduce fracture risk?"
