@@ -50,7 +50,7 @@ class Gather:
             )
 
             return {"subquery_planner": OfflineSubqueryPlanner(), "candidate_assessor": OfflineCandidateAssessor()}
-        from programs.gather.loop import CandidateAssessor, SubqueryPlanner
+        from programs.gather.stages import CandidateAssessor, SubqueryPlanner
 
         # preview_chars and second_look come with every call, from the run's `config.gather`
         return {"subquery_planner": SubqueryPlanner(), "candidate_assessor": CandidateAssessor()}
