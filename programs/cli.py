@@ -33,7 +33,12 @@ from programs.runtime.outputs import (
 from programs.runtime.progress import Progress
 from programs.runtime.scheduler import CostMeter
 from programs.runtime.secrets import redact
-from programs.stages.clarifier import MAX_QUESTIONS, read_clarifications, research_brief
+from programs.stages.clarifier import (
+    MAX_QUESTIONS,
+    ClarificationsError,
+    read_clarifications,
+    research_brief,
+)
 
 EXIT_FAILED = 3  # the run produced nothing because of failures (distinct from 2, bad input)
 SIGNALS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # the exit code of a run each signal interrupted (128 + n)
@@ -82,7 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clarify-answers", default=None, metavar="FILE",
                         help="answers given in advance, nothing asked: a JSON list of {\"question\": ..., "
                              "\"answer\": ...} (as trace.json records them; a trace.json works too) or text lines "
-                             "'Q: <question>' each followed by 'A: <answer>'; blank answers are left out")
+                             "'Q: <question>' each followed by 'A: <answer>'; blank answers are left out. "
+                             "--resume keeps the answers the run's trace.json recorded")
     add_lm_arguments(parser)
 
 
@@ -291,6 +297,9 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("runs") / slug(args.question))
     with out_folder_lock(out):  # a second run into the same folder stops here, at once
         check_out_folder(out, args.question, overwrite=args.overwrite)  # before the corpus: bad input fails fast
+        if args.resume and answers is None and (out / "trace.json").exists():  # the journal's brief holds them
+            with contextlib.suppress(ClarificationsError):  # a trace of a run before clarifications: none kept
+                answers = read_clarifications(out / "trace.json")
         from retrievers.cli import open_from_args
 
         retrieval = open_from_args(args)  # a corpus spec or a memory-mapped index (retrievers/open.py)

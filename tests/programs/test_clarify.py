@@ -269,6 +269,22 @@ def test_cli_offline_answers_from_a_file_join_the_brief(tmp_path, capsys):
 
 
 @pytest.mark.usefixtures("clean_lm_env")
+def test_cli_resume_keeps_the_answers_the_trace_recorded(tmp_path, capsys):
+    answers = tmp_path / "answers.txt"
+    answers.write_text(f"Q: {ASKED[0]}\nA: postmenopausal women\n")
+    out = tmp_path / "r"
+    assert cli.main(run_args("--clarify-answers", str(answers), out=out)) == 0
+    first = json.loads((out / "trace.json").read_text())
+    capsys.readouterr()
+    # the journal is keyed by the brief: resuming without the answers file researches the same brief
+    assert cli.main(run_args("--resume", out=out)) == 0
+    assert "resumed: 2 nodes restored" in capsys.readouterr().out
+    trace = json.loads((out / "trace.json").read_text())
+    assert trace["clarifications"] == first["clarifications"] and trace["brief"] == first["brief"]
+    assert trace["stats"]["resumed_nodes"] == 2 and trace["markdown"] == first["markdown"]
+
+
+@pytest.mark.usefixtures("clean_lm_env")
 def test_cli_offline_clarify_says_in_one_line_that_nothing_is_asked(tmp_path, capsys):
     assert cli.main(run_args("--clarify", out=tmp_path / "r")) == 0
     lines = [x for x in capsys.readouterr().err.splitlines() if "--clarify" in x]
