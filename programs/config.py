@@ -268,8 +268,9 @@ PRESETS: dict[str, ResearchConfig] = {
     # spec 002 §6: max depth 10, breadth 4 (adaptive up to 6), a 10-minute budget
     "parallel": ResearchConfig(strategy="parallel", depth=10, breadth=4, breadth_rule="fixed",
                                max_concurrency=16, deadline_s=600.0, parallel=ParallelConfig()),
-    # spec 004 §1: T=5 rounds of 3-6 subqueries, pages of at most 10, then extraction from what was selected
-    "gather": ResearchConfig(strategy="gather", gather=GatherLoopConfig()),
+    # spec 004 §1: T=5 rounds of 3-6 subqueries, pages of at most 10, then extraction from what was selected;
+    # the top 100 ids of every search are kept in the trace, so Avg.Distance is computable from it (§4)
+    "gather": ResearchConfig(strategy="gather", gather=GatherLoopConfig(ranking_depth=100)),
 }
 
 

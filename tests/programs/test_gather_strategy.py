@@ -94,7 +94,7 @@ def candidates_of(result: GatherResult, node_id: int) -> list[str]:
 
 
 def test_the_gather_preset_and_its_stages_join_the_vocabulary(retriever, corpus):
-    assert preset("gather").strategy == "gather" and preset("gather").gather == GatherLoopConfig(iterations=5)
+    assert preset("gather").strategy == "gather" and preset("gather").gather == GatherLoopConfig(iterations=5, ranking_depth=100)
     assert "gather" in PRESETS
     program = DeepResearch(retriever=retriever, config=preset("gather"))
     assert {"gather_plan", "gather_assess"} <= set(program.stage_table())
