@@ -142,6 +142,8 @@ class Progress:
             self._node_done(event)
         elif event.kind == "run_end":
             self._run_done(event)
+        elif event.kind == "stage_end" and event.stage in ("round", "gather"):
+            self._gathering(event)  # the gather strategy's loop: rounds before any node exists
 
     def _grow_bar(self) -> None:
         if self.display not in ("bar", "notebook"):
@@ -166,6 +168,15 @@ class Progress:
             bar = self._bar()
             bar.set_postfix_str(shorten(query, 40), refresh=False)
             bar.update(1)
+
+    def _gathering(self, event: Event) -> None:
+        counts = [f"{v} {k}" for k, v in event.counts.items() if isinstance(v, int) and not isinstance(v, bool)]
+        what = f"round {event.node_id.rsplit(':', 1)[-1]}" if event.stage == "round" else f"done ({event.message})"
+        text = " · ".join([f"[{event.elapsed_s:.1f}s] gathering {what}", *counts])
+        if self.bar is not None:  # above the bar, which stays
+            self.bar.write(text, file=self._out if self.display == "bar" else None)
+        else:
+            self._line(text)
 
     def _run_done(self, event: Event) -> None:
         if self.display == "lines":

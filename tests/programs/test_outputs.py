@@ -136,6 +136,18 @@ def test_progress_lines_when_not_a_terminal():
     ]
 
 
+def test_progress_shows_the_gathering_rounds_before_any_node():
+    stream = io.StringIO()
+    progress = Progress(stream=stream, display="lines")
+    progress(Event(kind="stage_end", node_id="gather:1", stage="round", elapsed_s=4.0,
+                   counts={"searches": 3, "selected": 5, "dropped": 0, "failed": 0}))
+    progress(Event(kind="stage_end", node_id="gather", stage="gather", message="no_new_subqueries", elapsed_s=9.0,
+                   counts={"rounds": 2, "subqueries": 4, "selected": 7, "searches": 6}))
+    assert stream.getvalue().splitlines() == [
+        "[4.0s] gathering round 1 · 3 searches · 5 selected · 0 dropped · 0 failed",
+        "[9.0s] gathering done (no_new_subqueries) · 2 rounds · 4 subqueries · 7 selected · 6 searches"]
+
+
 def test_a_long_query_is_cut_in_its_line():
     stream = io.StringIO()
     progress = Progress(stream=stream, display="lines")
