@@ -1,10 +1,12 @@
-"""DeepResearch: one recursive research module with three strategies as presets.
+"""DeepResearch: one recursive research module with four strategies as presets.
 
 `eco` (the default) is spec 000 §3's depth x breadth recursion with the stages of spec 001
 (programs/research/eco.py); `hero` runs spec 001's turns of isolated pipelines (hero.py); `parallel`
-runs spec 002's adaptive tree (parallel.py). A strategy researches through one `RunContext`
+runs spec 002's adaptive tree (parallel.py); `gather` runs spec 004's gathering loop, then extracts
+from what it selected (gather.py). A strategy researches through one `RunContext`
 (programs/runtime/context.py), which owns every node's life; this module builds the stages, runs the
-strategy, and assembles the report the same way for all three.
+strategy, and assembles the report the same way for all four, with the deliverables asked for beside
+it (a short answer, a map of the literature: deliverables.py).
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from programs.research.deliverables import (
     short_answer,
 )
 from programs.research.eco import Eco, tree_size
-from programs.research.hero import Hero
 from programs.research.gather import Gather
+from programs.research.hero import Hero
 from programs.research.parallel import PRUNE_REASONS, Parallel
 from programs.research.strategy import SHARED_STAGES, Strategy
 from programs.runtime.citations import (
@@ -73,17 +75,19 @@ class DeepResearch(dspy.Module):
 
     With the default `eco` strategy every node retrieves, assesses relevance, extracts cited learnings,
     merges them and asks for follow-up tasks; children recurse with depth - 1 and the next breadth
-    (ceil(b/2) by default). `config.strategy` selects `hero` or `parallel` instead (see the presets in
-    programs/config.py). Predictors are created once here and shared by all nodes, so
+    (ceil(b/2) by default). `config.strategy` selects `hero`, `parallel` or `gather` instead (see the
+    presets in programs/config.py); `config.answer` and `config.taxonomy` add a short cited answer and a
+    taxonomy of the papers judged relevant to the report. Predictors are created once here and shared by all nodes, so
     `named_predictors()` lists each stage once whatever the depth.
 
     Args:
         retriever: Any object with `search(query, k)` (and optionally `asearch`) returning hits.
         config: Tree shape, strategy, schedule, caps and budgets; `depth` and `breadth` override it.
         offline: Use the deterministic extractive stages of `programs.stages.offline` instead of an LM.
-        lms: Per-stage LMs keyed by stage name: `clarify`, `plan`, `assess`, `extract`, `merge`, `enrich`, `write`,
-            and the strategy's own (`enrich_write` for hero; `breadth`, `deepen`, `orchestrate` for
-            parallel). Other stages use the LM in `dspy.settings`.
+        lms: Per-stage LMs keyed by stage name: `clarify`, `plan`, `assess`, `extract`, `merge`, `enrich`,
+            `write`, `answer`, `taxonomy`, and the strategy's own (`enrich_write` for hero; `breadth`,
+            `deepen`, `orchestrate` for parallel; `gather_plan`, `gather_assess` for gather). Other stages
+            use the LM in `dspy.settings`.
         on_event: Called with every progress `Event` of a run.
 
     Example:
