@@ -132,7 +132,7 @@ def find_queryset(spec: str | Path, data_dir: str | Path | None = None) -> tuple
     if path is None:
         if str(spec) == HF_DATASET:
             return "scholargym", HF_DATASET
-        raise QuerySetError(not_found_message(str(spec), data_dir, what="query set"))
+        raise QuerySetError(not_found_message(str(spec), data_dir, what="query file"))
     if path.is_file():
         return "scholargym", path
     if (path / "queries.jsonl").exists():

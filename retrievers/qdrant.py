@@ -53,7 +53,8 @@ class QdrantRetriever:
         collection: Collection name.
         mode: "bm25" (sparse), "dense", or "hybrid" (Qdrant's reciprocal-rank fusion of both).
         model: Encoder for the dense vectors (default all-MiniLM-L6-v2).
-        embeddings: Precomputed normalised document embeddings, one row per document.
+        embeddings: Precomputed normalised document embeddings, one row per document; without them the
+            corpus is encoded, except for a new collection in mode "bm25", which then holds BM25 vectors only.
         tokenizer, k1, b, text_format: BM25 settings for the sparse vectors (recorded with the collection,
             and checked when it is reused).
         recreate: Drop and rebuild the collection even if it exists.
@@ -114,14 +115,20 @@ class QdrantRetriever:
                 raise ValueError(f"Qdrant collection {self.collection!r} was built with {changed[0]}="
                                  f"{metadata[changed[0]]!r}, not {self.settings[changed[0]]!r}; pass recreate=True "
                                  f"to rebuild it")
+            if self.mode != "bm25" and "dense" not in (info.config.params.vectors or {}):
+                raise ValueError(f"Qdrant collection {self.collection!r} holds BM25 vectors only, so it cannot serve "
+                                 f"mode {self.mode!r}; pass recreate=True to rebuild it with dense vectors")
             return
         if self.client.collection_exists(self.collection):
             self.client.delete_collection(self.collection)
-        if embeddings is None:
+        if embeddings is None and self.mode != "bm25":
             embeddings = embed.encode([dense_text(d) for d in self.corpus], self.model)
+        # a BM25-only collection without given embeddings skips encoding the corpus
+        dense = {} if embeddings is None else {
+            "dense": models.VectorParams(size=int(embeddings.shape[1]), distance=models.Distance.COSINE)}
         self.client.create_collection(
             self.collection,
-            vectors_config={"dense": models.VectorParams(size=int(embeddings.shape[1]), distance=models.Distance.COSINE)},
+            vectors_config=dense,
             sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)},
             metadata={"corpus_fingerprint": fingerprint, **self.settings},
         )
@@ -135,9 +142,10 @@ class QdrantRetriever:
             cats = doc.metadata.get("categories") or ()
             payload = {"doc_id": doc.doc_id, "published_month": month_key(doc.published),
                        "categories": cats.split() if isinstance(cats, str) else list(cats)}
-            points.append(models.PointStruct(id=i, payload=payload, vector={
-                "dense": np.asarray(embeddings[i], dtype=np.float32).tolist(),
-                "bm25": models.SparseVector(indices=ids, values=values.tolist())}))
+            vector = {"bm25": models.SparseVector(indices=ids, values=values.tolist())}
+            if embeddings is not None:
+                vector["dense"] = np.asarray(embeddings[i], dtype=np.float32).tolist()
+            points.append(models.PointStruct(id=i, payload=payload, vector=vector))
             if len(points) == batch_size:
                 self.client.upsert(self.collection, points)
                 points = []

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from eval.querysets import (GatherQuery, QuerySetError, check_disjoint, dev_split, load_beir_queryset, load_queryset,
-                            load_scholargym, parse_scholargym)
+from eval.querysets import (GatherQuery, QuerySetError, check_disjoint, dev_split, find_queryset, load_beir_queryset,
+                            load_queryset, load_scholargym, parse_scholargym)
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +78,15 @@ def test_dev_split_is_stratified_seeded_and_disjoint_from_the_held_out_set(bench
     assert not {q.query_id for q in dev} & set(held_out)
     with pytest.raises(QuerySetError, match="in both splits"):
         check_disjoint(dev, [dev[0].query_id])
+
+
+def test_query_sets_are_found_by_name_as_corpora_are(data_dir):
+    assert find_queryset("scifact", data_dir) == ("beir", data_dir / "scifact")
+    assert find_queryset("BeIR/SciFact", data_dir) == ("beir", data_dir / "scifact")
+    kind, path = find_queryset("shenhao/ScholarGym", data_dir)  # the local copy of the hub dataset
+    assert (kind, path) == ("scholargym", data_dir / "scholargym" / "scholargym_bench.jsonl")
+    assert find_queryset("shenhao/ScholarGym") == ("scholargym", "shenhao/ScholarGym")  # no data folder: the hub
+    assert len(load_queryset("scholargym", "dev", data_dir=data_dir)) == 1000
+    assert len(load_queryset("CSFCube", data_dir=data_dir)) == 50
+    with pytest.raises(QuerySetError, match=r"query file not found: nothing; .*\(csfcube, "):
+        find_queryset("nothing", data_dir)
