@@ -88,11 +88,14 @@ def add_retriever_arguments(parser: argparse.ArgumentParser, *, corpus_help: str
     group = parser.add_argument_group("retrieval", "what to search and how (the same options in every command)")
     group.add_argument("--corpus", default=corpus_default, help=corpus_help)
     group.add_argument("--index", default=None, metavar="DIR",
-                       help="a folder built by `deepresearch index`: opens memory-mapped in about a second at any "
+                       help="a folder built by `deepresearch index`: opens memory-mapped in well under a second at any "
                             "size, with the tokenizer and BM25 settings it was built with (--corpus may be left out)")
+    meaning = {"bm25": "BM25", "dense": "embeddings", "hybrid": "reciprocal-rank fusion of both",
+               "qdrant": "a Qdrant collection"}
     group.add_argument("--retriever", default=None, choices=kinds,
-                       help=f"{', '.join(kinds)} (default {default_kind}"
-                            + ("; qdrant when --qdrant-url is given)" if "qdrant" in kinds else ")"))
+                       help="what searches: " + ", ".join(f"{k} ({meaning[k]})" for k in kinds)
+                            + f"; default {default_kind}"
+                            + (", or qdrant when --qdrant-url is given" if "qdrant" in kinds else ""))
     if "qdrant" in kinds:
         group.add_argument("--qdrant-url", default=None, metavar="URL",
                            help="a Qdrant server for --retriever qdrant (default: a collection in the index folder, "
