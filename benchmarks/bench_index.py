@@ -14,6 +14,10 @@ Each measurement runs in a fresh subprocess, so its time and peak resident memor
   2. run: the whole `deepresearch run --index DIR` command (offline LM, depth 1, breadth 1) against
      `deepresearch run --corpus FILE`.
 Target (issue 14): the index opens in under 2 s, with the same results as the in-memory index.
+Measured on the 2-core development machine (warm page cache): the index opens in 0.008 s (0.013 s cold) and
+answers the first query in 0.2 s at a peak of 121 MiB, where reading the JSONL and building BM25 takes
+82.6 s and 3,781 MiB (about 390x and 31x); `run --index` 4.0 s and 237 MiB against `run --corpus` 86.9 s
+and 3,823 MiB; identical top 10s and research trees.
 """
 
 from __future__ import annotations
