@@ -12,6 +12,7 @@ import dspy
 
 from programs.gather.artifacts import feedback_text
 from programs.runtime.stage import Stage
+from programs.stages.clarifier import plain_brief
 from programs.stages.offline import feedback_terms, key_terms
 from retrievers.types import Hit, Retriever, search_async
 from signatures.gather import Feedback, PlannedSearch, RoundResult, SubqueryNode
@@ -45,6 +46,7 @@ class OfflineSubqueryPlanner(Stage):
         if retriever is None and self.expansions:
             raise ValueError("the offline subquery planner needs a retriever for its feedback terms; pass one "
                              "to the constructor or the call")
+        question = plain_brief(question)  # a clarified brief: its question and answers, not its labels
         terms = key_terms(question, min_len=1)[:self.max_terms] or question.split()[:self.max_terms]
         base = " ".join(terms)
         if len(subquery_tree) == 1:
@@ -79,7 +81,7 @@ class OfflineCandidateAssessor(Stage):
     async def aforward(self, question: str, subquery: str, checklist: str, hits: list[Hit],
                        preview_chars: int | None = None, second_look: bool | None = None) -> dspy.Prediction:
         # preview_chars and second_look are the LM assessor's settings: this one reads the whole text once
-        wanted = {_stem(t) for t in key_terms(question, min_len=1)}
+        wanted = {_stem(t) for t in key_terms(plain_brief(question), min_len=1)}
         judgements = []
         for h in hits:
             present = {_stem(t) for t in key_terms(f"{h.doc.title} {h.doc.text}", min_len=1)}

@@ -81,17 +81,17 @@ async def literature_map(ctx: RunContext, builder: TaxonomyBuilder, roots: Seque
         builder = TaxonomyBuilder(offline=True)
         repairs.append({"kind": "late", "detail": "the run was out of time; papers organised by clustering"})
     try:
-        out = await builder.acall(topic=ctx.question, papers=papers, meter=ctx.meter)
+        out = await builder.acall(topic=ctx.title, papers=papers, meter=ctx.meter)
     except Exception as err:
         ctx.fail("root", "taxonomy", err)
-        out = await TaxonomyBuilder(offline=True).acall(topic=ctx.question, papers=papers)
+        out = await TaxonomyBuilder(offline=True).acall(topic=ctx.title, papers=papers)
         repairs.append({"kind": "failed", "detail": "the taxonomy stage failed; papers organised by clustering"})
     repairs += [{"kind": r.kind, "detail": r.detail} for r in out.repairs]
     for r in out.repairs:
         if r.kind == "lm_failed":  # the builder fell back to clustering: a failure of the run's taxonomy stage
             ctx.events.emit("failure", stage="taxonomy", message=r.detail)
     cite = {d.doc_id: (ctx.registry.register(d), collapse_whitespace(d.title).rstrip(". ")) for d in docs}
-    record = {"topic": ctx.question, "hierarchy_tree": out.tree, "retrieved_papers": list(out.retrieved_papers),
+    record = {"topic": ctx.title, "hierarchy_tree": out.tree, "retrieved_papers": list(out.retrieved_papers),
               "papers": [{"doc_id": c.paper_id, "title": c.title, "source_id": cite[c.paper_id][0]}
                          for c in out.papers],
               "repairs": repairs}
@@ -117,7 +117,7 @@ async def short_answer(ctx: RunContext, call, findings: list[Finding]) -> str:
         ctx.fail("root", "answer", err)
     from programs.stages.offline import OfflineAnswerer
 
-    extractive = (await OfflineAnswerer().acall(question=ctx.question, findings=findings)).answer
+    extractive = (await OfflineAnswerer().acall(question=ctx.title, findings=findings)).answer
     return f"{extractive}\n\n> Note: {why}; these sentences are quoted from the findings."
 
 

@@ -189,7 +189,7 @@ class DeepResearch(dspy.Module):
                 modules = {name: getattr(self, attr) for name, attr in self.stage_table().items()}
                 ctx = RunContext(brief, self.config, modules=modules, retriever=self.retriever,
                                  registry=CitationRegistry(), events=EventLog(self.on_event), meter=meter,
-                                 journal=log, interrupt=interrupt, on_snapshot=on_snapshot)
+                                 journal=log, interrupt=interrupt, on_snapshot=on_snapshot, title=question)
                 c = self.config
                 ctx.events.emit("run_start", counts={"planned_nodes": self.planned_nodes(), "depth": c.depth,
                                                      "breadth": c.breadth, "strategy": c.strategy,
@@ -270,7 +270,7 @@ class DeepResearch(dspy.Module):
         status, error = _run_status(ctx, nodes)
         write_failed = False
         if status == "failed":
-            body = (f"# Research failed: {error}\n\nNo report was written for: {ctx.question}\n\n"
+            body = (f"# Research failed: {error}\n\nNo report was written for: {ctx.title}\n\n"
                     f"Every error is recorded in the trace (trace.json), node by node.")
         elif findings:
             try:
@@ -278,9 +278,9 @@ class DeepResearch(dspy.Module):
             except Exception as err:
                 ctx.fail("root", "write", err)
                 write_failed = True
-                body = fallback_report(ctx.question, findings)
+                body = fallback_report(ctx.title, findings)
         else:
-            body = f"## {ctx.question}\n\nThe search found no relevant evidence for this question in the corpus."
+            body = f"## {ctx.title}\n\nThe search found no relevant evidence for this question in the corpus."
         if status == "interrupted":
             body = f"# Research interrupted: {error}\n\n{body}"
         taxonomy, answer = None, ""

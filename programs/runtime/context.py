@@ -126,13 +126,16 @@ class RunContext:
         journal: Where finished nodes are recorded, and restored from on resume.
         interrupt: Set by the caller (a signal handler) to stop the run and write what exists.
         on_snapshot: Called with the tree so far, at most every `snapshot_every_s`, as nodes finish.
+        title: The user's question when `question` is the research brief made from it and the answers to
+            clarifying questions (reports, headings and the taxonomy's topic name it).
     """
 
     def __init__(self, question: str, config: ResearchConfig, *, modules: Mapping[str, dspy.Module],
                  retriever: Retriever, registry: CitationRegistry, events: EventLog, meter: UsageMeter, journal: Journal | None = None,
                  interrupt: asyncio.Event | None = None, on_snapshot: Snapshot | None = None,
-                 snapshot_every_s: float = 2.0):
+                 snapshot_every_s: float = 2.0, title: str | None = None):
         self.question, self.config, self.modules, self.retriever = question, config, dict(modules), retriever
+        self.title = title or question  # the user's question, when `question` is a brief built around it
         self.events, self.meter, self.journal = events, meter, journal
         self.interrupt, self.on_snapshot, self.snapshot_every_s = interrupt, on_snapshot, snapshot_every_s
         self.sched = Scheduler(config, meter)

@@ -166,6 +166,7 @@ GRAMMAR_LIMITS: dict[str, dict[str, int]] = {
     "checklist_update": {"maxLength": 500}, "memory_update": {"maxLength": 800},
     "tasks": {"maxItems": 6}, "learnings": {"maxItems": 5}, "follow_up_questions": {"maxItems": 3},
     "searches": {"maxItems": 6}, "subqueries": {"maxItems": 6}, "source_ids": {"maxItems": 3},
+    "questions": {"maxItems": 3}, "answer": {"maxLength": 1200},  # clarifying questions; the short answer
     # one per paper shown (10 by default; a paper left unjudged counts as uncertain). llama.cpp expands a
     # bounded repetition rule by rule: 20 items of objects with bounded strings decoded at ~10 tokens/s
     # on SmolLM2, 12 at full speed

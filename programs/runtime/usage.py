@@ -33,7 +33,7 @@ MAX_OUTPUT_TOKENS: dict[str, int] = {
     "plan": 1024, "assess": 1536, "extract": 2048, "merge": 1536, "enrich": 1024, "write": 4096,
     "enrich_write": 1024, "breadth": 1024, "deepen": 512, "orchestrate": 512,
     "gather_plan": 1536, "gather_assess": 2048, "gather_recheck": 512, "direct_query": 256,
-    "taxonomy": 4096,
+    "taxonomy": 4096, "clarify": 512, "answer": 512,
 }
 DEFAULT_MAX_OUTPUT_TOKENS = 2048
 

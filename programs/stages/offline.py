@@ -208,7 +208,7 @@ class OfflineAnswerer(Stage):
         self.max_sentences = max_sentences
 
     async def aforward(self, question: str, findings: list[Finding]) -> dspy.Prediction:
-        terms = set(key_terms(question))
+        terms = set(key_terms(plain_brief(question)))  # a clarified brief: its question and answers
         scored: dict[str, int] = {}
         for f in findings:
             for sentence in _CITED_SENTENCE.findall(f.summary):

@@ -232,6 +232,22 @@ def test_offline_asks_nothing_but_researches_the_answers(scifact_bm25):
     assert out.markdown.startswith(f"## {QUESTION}\n") and out.report.question == QUESTION
 
 
+
+def test_every_strategy_and_deliverable_names_the_question_and_searches_the_answers(scifact_bm25):
+    # the brief's labels ("Initial Query", "Q:") are never searched, headed or used as a topic
+    from programs.config import preset
+
+    answers = [{"question": ASKED[0], "answer": "postmenopausal women"}]
+    config = preset("gather", answer=True, taxonomy=True, gather=preset("gather").gather.__class__(iterations=1))
+    out = DeepResearch(retriever=scifact_bm25, offline=True, config=config)(question=QUESTION,
+                                                                           clarifications=answers)
+    queries = [n.query for n in out.report.nodes()]
+    assert queries and all("initial" not in q.lower() and "follow-up" not in q.lower() for q in queries)
+    assert any("postmenopausal" in q for q in queries)
+    assert out.markdown.startswith(f"## {QUESTION}\n") and out.report.taxonomy["topic"] == QUESTION
+    assert out.report.taxonomy["hierarchy_tree"]["name"] == QUESTION and out.report.answer
+
+
 # ---- the command line ----------------------------------------------------------------------------------------
 
 def clarify_handler(questions=ASKED, reply: str | None = None):

@@ -59,7 +59,7 @@ def test_named_predictors_list_each_stage_once_whatever_the_depth(scifact_bm25):
         "planner.plan_queries.predict", "assessor.assess_relevance", "extractor.extract_learnings.predict",
         "merger.merge_learnings", "enricher.find_gaps.predict", "writer.write_report",
         # the output stages, present whether or not a run asks for an answer or a taxonomy
-        "answerer.write_answer", "taxonomist.build_taxonomy", "taxonomist.merge_taxonomies",
+        "clarifier.clarify_question", "answerer.write_answer", "taxonomist.build_taxonomy", "taxonomist.merge_taxonomies",
         "taxonomist.place_papers", "taxonomist.repair_json"])
 
 
