@@ -17,6 +17,7 @@ from programs.config import ResearchConfig
 from programs.runtime.context import NodeLife, RunContext
 from programs.runtime.scheduler import BudgetExceeded
 from programs.runtime.text import norm_text
+from programs.stages.clarifier import plain_brief
 from signatures.types import Task
 
 logger = logging.getLogger(__name__)
@@ -83,15 +84,18 @@ async def plan_root(ctx: RunContext, max_tasks: int) -> list[Task]:
     if not tasks:
         return [question_task(ctx, "plan_fallback", "planning produced no task; searching the question itself")]
     planned = {norm_text(t.query) for t in tasks}
-    if len(tasks) >= ctx.config.breadth or norm_text(ctx.question) in planned:
+    if len(tasks) >= ctx.config.breadth or norm_text(plain_brief(ctx.question)) in planned:
         return tasks
     return [*tasks, question_task(ctx, "plan_topped_up", f"{len(tasks)} of {ctx.config.breadth} tasks planned; "
                                                          f"the question itself is searched too")]
 
 
 def question_task(ctx: RunContext, counter: str, message: str) -> Task:
-    """The question as a task of its own, recorded as a planning fallback (`counter` in the stats)."""
+    """The question as a task of its own, recorded as a planning fallback (`counter` in the stats).
+
+    A clarified run's task searches the question and the answers, not the brief's labels.
+    """
     logger.warning("%s", message)
     ctx.count(**{counter: True})
     ctx.events.emit("fallback", stage="plan", message=message)
-    return Task(query=ctx.question, goal=ctx.question)
+    return Task(query=plain_brief(ctx.question), goal=ctx.title)
