@@ -2,7 +2,15 @@
 
 import pytest
 
-from retrievers import BM25_PRESETS, Corpus, IndexMismatchError, build_index, embed, open_corpus, open_retriever
+from retrievers import (
+    BM25_PRESETS,
+    Corpus,
+    IndexMismatchError,
+    build_index,
+    embed,
+    open_corpus,
+    open_retriever,
+)
 from retrievers.store import StoredCorpus
 
 QUERY = "insulin resistance in obese patients"

@@ -5,7 +5,13 @@ import json
 import pytest
 
 from retrievers import CorpusError
-from retrievers.sources import find_local, open_corpus, resolve_source, same_source, source_files
+from retrievers.sources import (
+    find_local,
+    open_corpus,
+    resolve_source,
+    same_source,
+    source_files,
+)
 
 
 def test_paths_of_each_kind(tmp_path, data_dir):
