@@ -93,6 +93,9 @@ def _first(record: dict, keys: Sequence[str]):
 def _year(record: dict) -> tuple[int | None, str | None]:
     published = _first(record, ("published", "date", "publication_date"))
     year = _first(record, ("year",))
+    nested = record.get("metadata")
+    if published is None and year is None and isinstance(nested, dict):  # BEIR keeps them there; top level wins
+        published, year = _first(nested, ("published", "date", "publication_date")), _first(nested, ("year",))
     if published is not None:
         published = str(published)
         if year is None and published[:4].isdigit():
@@ -100,6 +103,8 @@ def _year(record: dict) -> tuple[int | None, str | None]:
     try:
         year = int(year) if year is not None else None
     except (TypeError, ValueError):
+        year = None
+    if year is not None and not 1000 <= year <= 9999:  # "801" is no year (CSFCube has one)
         year = None
     return year, published
 

@@ -95,12 +95,13 @@ def test_scifact_records_carry_nothing_and_nothing_is_guessed(scifact):
 def test_csfcube_records_carry_a_year_in_beir_metadata(data_dir):
     corpus = load_corpus(data_dir / "csfcube")
     d = corpus.get("388")
-    assert d.year is None and d.metadata["metadata"]["year"] == "2004"
+    assert d.year == 2004 and d.metadata["metadata"]["year"] == "2004"  # the loader reads BEIR's nested year
     assert bibliographic(d) == Bibliographic(year=2004)
     years = {d.doc_id: d.metadata["metadata"]["year"] for d in corpus}
     odd = sorted(y for y in years.values() if not (y.isdigit() and len(y) == 4))
     assert odd == ["801", "None", "None"]  # not a year: left empty, not guessed
     assert all(bibliographic(d).year == (int(years[d.doc_id]) if years[d.doc_id] not in odd else None) for d in corpus)
+    assert all(d.year == bibliographic(d).year for d in corpus)
 
 
 def test_beir_nested_metadata_is_read_and_the_top_level_wins():
