@@ -69,17 +69,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="continue the run of this question in --out: nodes its journal.jsonl holds are "
                              "restored, not researched again (no LM call, no search)")
     parser.add_argument("--no-progress", action="store_true", help="show no progress (the same as -q)")
-    # deliverables beside the report (issue 14)
+    # deliverables beside the report
     parser.add_argument("--answer", action="store_true",
                         help="also write a short cited answer (a few sentences) to answer.md")
     parser.add_argument("--taxonomy", action="store_true",
                         help="also organise the papers judged relevant into a taxonomy: taxonomy.json (TaxoBench "
                              "JSON) and a 'Map of the literature' section of the report")
-    # exports (issue 14)
+    # exports
     parser.add_argument("--bibtex", action="store_true",
                         help="also write references.bib: the report's references as BibTeX (title, authors, year, "
                              "venue, DOI or URL where the corpus has them)")
-    # clarifying questions (issue 14)
+    # clarifying questions
     parser.add_argument("--clarify", action="store_true",
                         help=f"before research, the LM asks up to {MAX_QUESTIONS} clarifying questions on the "
                              f"terminal (Enter skips one); the answers join the question in the research brief and "
@@ -221,7 +221,7 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
     progress.close()
     report = result.report
     folder.write_text("report.md", report.markdown)
-    if args.bibtex:  # exports (issue 14)
+    if args.bibtex:
         from programs.runtime.exports import to_bibtex
 
         folder.write_text("references.bib", to_bibtex(report.references))
