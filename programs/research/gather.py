@@ -204,4 +204,4 @@ def gather_usage(ctx: RunContext) -> dict:
 def doc_record(doc: Doc) -> dict[str, Any]:
     """A selected document as the journal keeps it: with its text, which a resumed run extracts from."""
     return {"doc_id": doc.doc_id, "title": doc.title, "text": doc.text, "url": doc.url, "year": doc.year,
-            "published": doc.published}
+            "published": doc.published, "metadata": dict(doc.metadata)}

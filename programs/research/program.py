@@ -25,6 +25,7 @@ from programs.artifacts import Node, Report, RunStats, RunStatus
 from programs.config import ResearchConfig
 from programs.research.deliverables import (
     MAP_HEADING,
+    NO_EVIDENCE_ANSWER,
     literature_map,
     renumber_together,
     short_answer,
@@ -280,7 +281,7 @@ class DeepResearch(dspy.Module):
                 write_failed = True
                 body = fallback_report(ctx.title, findings)
         else:
-            body = f"## {ctx.title}\n\nThe search found no relevant evidence for this question in the corpus."
+            body = f"## {ctx.title}\n\n{NO_EVIDENCE_ANSWER}"
         if status == "interrupted":
             body = f"# Research interrupted: {error}\n\n{body}"
         taxonomy, answer = None, ""

@@ -12,6 +12,8 @@ import re
 from collections import Counter
 
 import cli
+from programs.research.deliverables import NO_EVIDENCE_ANSWER
+from programs.stages.offline import NO_ANSWER
 from tests.real_lm.test_pipelines import QUESTION, SMALL, check_run, lm_args, nodes_of
 
 
@@ -37,12 +39,15 @@ def test_answer_and_taxonomy_modes_with_the_real_model(llama_server, scifact, tm
     references = {r["number"] for r in trace["references"]}
     cited = {int(n) for n in re.findall(r"\[(\d+)\]", trace["answer"])}
     assert cited <= references
-    if trace["learnings"]:  # grounded: the model's answer cites, or the quoted fallback (which always cites) stands
-        assert cited
     asked = {stage: u["calls"] + u["failed"] for stage, u in trace["usage"].items()}
-    assert asked.get("answer", 0) >= 1
-    if not trace["usage"]["answer"]["calls"]:  # never answered: the failure is in the trace
-        assert "answer" in failed_stages
+    if NO_EVIDENCE_ANSWER in (out / "report.md").read_text():  # no finding (the 135M model often extracts none)
+        assert trace["answer"] == NO_EVIDENCE_ANSWER and not asked.get("answer")  # said, not asked of the LM
+    else:
+        assert asked.get("answer", 0) >= 1
+        if not trace["usage"]["answer"]["calls"]:  # never answered: the failure is in the trace
+            assert "answer" in failed_stages
+        # grounded: the model's answer cites, or the quoted fallback stands (citing, or saying it cannot answer)
+        assert cited or NO_ANSWER in trace["answer"]
 
     # the taxonomy: every paper judged relevant exactly once, whatever the model answered
     taxonomy = json.loads((out / "taxonomy.json").read_text())
