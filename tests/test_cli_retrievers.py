@@ -11,7 +11,6 @@ import re
 import pytest
 
 import cli
-from retrievers import embed
 from retrievers.beir import load_qrels, load_queries
 from retrievers.corpus import load_corpus
 
@@ -40,19 +39,6 @@ def small_corpus_file(tmp_path_factory, data_dir):
     with (data_dir / "scifact" / "corpus.jsonl").open(encoding="utf-8") as f:
         path.write_text("".join(next(f) for _ in range(SMALL)), encoding="utf-8")
     return path
-
-
-@pytest.fixture()
-def encoded(monkeypatch):
-    """How many texts each call of the encoder embedded (a spy: the real encoder still runs)."""
-    calls, real = [], embed.encode
-
-    def spy(texts, *args, **kwargs):
-        calls.append(len(texts))
-        return real(texts, *args, **kwargs)
-
-    monkeypatch.setattr(embed, "encode", spy)
-    return calls
 
 
 def run(out, *extra, question=QUESTION) -> dict:

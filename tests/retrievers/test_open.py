@@ -7,7 +7,6 @@ from retrievers import (
     Corpus,
     IndexMismatchError,
     build_index,
-    embed,
     open_corpus,
     open_retriever,
 )
@@ -36,19 +35,6 @@ def small_index(tmp_path_factory, small_file):
     folder = tmp_path_factory.mktemp("index") / "small"
     build_index(corpus, folder, source, bm25=BM25_PRESETS["scholargym"], dense_model="all-MiniLM-L6-v2")
     return folder
-
-
-@pytest.fixture()
-def encoded(monkeypatch):
-    """How many texts each call of the encoder embedded (a spy: the real encoder still runs)."""
-    calls, real = [], embed.encode
-
-    def spy(texts, *args, **kwargs):
-        calls.append(len(texts))
-        return real(texts, *args, **kwargs)
-
-    monkeypatch.setattr(embed, "encode", spy)
-    return calls
 
 
 def test_in_memory_uses_the_default_settings_of_every_command(data_dir):
