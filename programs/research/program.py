@@ -145,6 +145,22 @@ class DeepResearch(dspy.Module):
         """Stage name -> the attribute holding its module, for this program's strategy."""
         return {**SHARED_STAGES, **OUTPUT_STAGES, **self.strategy.stages}
 
+    def load_state(self, state: dict[str, Any], **options: Any) -> None:
+        """Loads saved (compiled) state. A stage the saved program did not have yet (one added in a later
+        version, such as `clarify`, `answer` or `taxonomy`) keeps its default prompt, with a warning;
+        a state holding none of this program's stages is refused."""
+        names = [name for name, _ in self.named_parameters()]
+        missing = [name for name in names if name not in state]
+        if len(missing) == len(names):
+            raise ValueError("the saved state holds none of this research program's stages; load a program "
+                             "compiled with `deepresearch optimize --program research`")
+        if missing:
+            logger.warning("the saved program has no state for %s; those stages keep their default prompts",
+                           ", ".join(missing))
+            current = self.dump_state()
+            state = {**{name: current[name] for name in missing}, **state}
+        super().load_state(state, **options)
+
     def planned_nodes(self) -> int:
         """The most nodes a run plans at the start (an adaptive strategy's tree grows past it as it runs)."""
         return self.strategy.planned_nodes(self.config)

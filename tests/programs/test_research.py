@@ -1,4 +1,5 @@
 import asyncio
+import json
 import math
 import re
 from dataclasses import replace
@@ -257,3 +258,22 @@ def test_a_budget_that_fits_the_run_exactly_never_stops_it(scifact_bm25):
         out = DeepResearch(retriever=scifact_bm25, config=config)(question="aspirin and colorectal cancer")
     assert out.stats.stopped is None and sum(u.calls for u in out.usage.values()) == 14
     assert all(n.status == "done" and n.summary for n in out.tree)
+
+
+def test_a_program_saved_before_a_stage_existed_loads_and_keeps_that_stages_default(scifact_bm25, tmp_path, caplog):
+    program = DeepResearch(retriever=scifact_bm25)
+    program.planner.plan_queries.predict.signature = program.planner.plan_queries.predict.signature.with_instructions(
+        "Tuned planner instructions.")
+    program.save(str(tmp_path / "compiled.json"))
+    state = json.loads((tmp_path / "compiled.json").read_text())
+    for name in ("clarifier.clarify_question", "answerer.write_answer"):  # as saved before those stages existed
+        del state[name]
+    (tmp_path / "old.json").write_text(json.dumps(state))
+    fresh = DeepResearch(retriever=scifact_bm25)
+    fresh.load(str(tmp_path / "old.json"))
+    assert fresh.planner.plan_queries.predict.signature.instructions == "Tuned planner instructions."
+    assert "no state for answerer.write_answer, clarifier.clarify_question;" in caplog.text
+    gather_state = {k: v for k, v in state.items() if k == "metadata"}
+    (tmp_path / "other.json").write_text(json.dumps(gather_state))
+    with pytest.raises(ValueError, match="none of this research program's stages"):
+        DeepResearch(retriever=scifact_bm25).load(str(tmp_path / "other.json"))
