@@ -27,7 +27,7 @@ from optimize.trainsets import (
 )
 from programs.config import PRESETS, preset
 from programs.gather.loop import GATHER_STAGES
-from programs.research.program import STAGES, DeepResearch
+from programs.research.program import STAGES, STRATEGIES, DeepResearch, stage_names
 from programs.runtime.lm import OFFLINE, preflight
 from programs.runtime.lm_cli import add_lm_arguments, make_session_lm, open_lm
 from programs.runtime.usage import UsageMeter, metered
@@ -39,7 +39,7 @@ PROGRAMS = ("research", "gather", "taxonomy")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--program", default="research", choices=PROGRAMS, help="the program to compile")
-    parser.add_argument("--stage", default="all", choices=("all", *STAGES, *GATHER_STAGES),
+    parser.add_argument("--stage", default="all", choices=tuple(dict.fromkeys(("all", *stage_names(), *GATHER_STAGES))),
                         help="tune one stage (the assessors run on frozen candidates, the research planner on "
                              "planning + retrieval only) or all")
     parser.add_argument("--metric", required=True,
@@ -181,7 +181,8 @@ def main(args: argparse.Namespace) -> int:
                    "gather": {"gather_assess": "assessor"}}.get(args.program, {})
     kind = stage_level.get(args.stage, "program")
     kind = kind if kind != "program" and args.metric in METRICS[kind] else "program"
-    known = {"research": STAGES, "gather": tuple(GATHER_STAGES), "taxonomy": ()}[args.program]
+    research_stages = (*STAGES, *STRATEGIES[preset(args.preset).strategy].stages)  # the preset's strategy's own too
+    known = {"research": research_stages, "gather": tuple(GATHER_STAGES), "taxonomy": ()}[args.program]
     if args.stage != "all" and args.stage not in known:
         raise ValueError(f"--stage {args.stage} is not a stage of the {args.program} program; choose one of: "
                          f"all, {', '.join(known)}")

@@ -50,8 +50,24 @@ def freeze_all_but(program: dspy.Module, stage: str, stages: dict[str, str] = SH
     """
     if stage not in stages:
         raise ValueError(f"unknown stage {stage!r}; choose one of: all, {', '.join(stages)}")
-    for name, attr in stages.items():
-        getattr(program, attr)._compiled = name != stage
+    freeze(program, {name: attr for name, attr in stages.items() if name != stage})
+    getattr(program, stages[stage])._compiled = False
+
+
+def freeze(program: dspy.Module, stages: dict[str, str]) -> None:
+    """Hides the modules of `stages` (stage name -> attribute) from optimizers."""
+    for attr in stages.values():
+        getattr(program, attr)._compiled = True
+
+
+def idle_stages(program: DeepResearch) -> dict[str, str]:
+    """The stages a research run with the program's config never calls: `clarify` (asked before a run, by
+    the caller), and `answer` and `taxonomy` unless the config asks for them. Tuning `all` leaves them be:
+    no trace of the run could show an optimizer what they do."""
+    table = program.stage_table()
+    idle = {"clarify"} | ({"answer"} if not program.config.answer else set()) | (
+        {"taxonomy"} if not program.config.taxonomy else set())
+    return {name: table[name] for name in idle if name in table}
 
 
 def install(stage_program: dspy.Module, full: dspy.Module, attr: str) -> dspy.Module:
@@ -106,9 +122,12 @@ def research_target(full: DeepResearch, stage: str, kind: str) -> Target:
         return Target(PlanAndSearch(full.retriever, breadth=full.config.breadth), full, "plan")
     if kind == "assessor":
         return Target(Assessor(keep_uncertain=full.config.keep_uncertain), full, "assess")
-    if stage != "all":
-        freeze_all_but(full, stage)
-    return Target(full, full, stage)
+    stages = full.stage_table()  # the shared, output and strategy stages: every module of the program
+    if stage == "all":
+        freeze(full, idle_stages(full))
+    else:
+        freeze_all_but(full, stage, stages)
+    return Target(full, full, stage, stages)
 
 
 

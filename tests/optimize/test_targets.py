@@ -66,3 +66,31 @@ def test_gathering_assessor_is_tuned_on_frozen_candidates_without_searching(data
                                  trainset=trainset, devset=devset, budget=4 * len(trainset), num_threads=1)
     assert result.before < result.after == pytest.approx(1.0)
     assert not hasattr(CandidateAssessor(), "retriever")  # replaying needs no search: the hits are recorded
+
+
+@pytest.mark.parametrize("strategy", ["eco", "hero", "parallel", "gather"])
+def test_tuning_one_stage_hides_every_other_stage_of_the_program(scifact_bm25, strategy):
+    from optimize.targets import research_target
+    from programs.config import preset
+    from programs.research.program import DeepResearch
+
+    def tuned(program):  # the predictors an optimizer sees: DSPy skips submodules marked compiled
+        return {name for name, _ in program.named_predictors()}
+
+    for stage in DeepResearch(retriever=scifact_bm25, config=preset(strategy)).stage_table():
+        program = DeepResearch(retriever=scifact_bm25, config=preset(strategy))
+        attr = program.stage_table()[stage]
+        target = research_target(program, stage, "program")
+        assert tuned(program) == {f"{attr}.{name}" for name, _ in getattr(program, attr).named_predictors()}
+        assert tuned(target.finish()) == tuned(DeepResearch(retriever=scifact_bm25, config=preset(strategy)))
+
+
+def test_tuning_all_leaves_the_stages_a_run_never_calls(scifact_bm25):
+    from optimize.targets import research_target
+    from programs.config import ResearchConfig
+    from programs.research.program import DeepResearch
+
+    program = DeepResearch(retriever=scifact_bm25, config=ResearchConfig(answer=True))
+    research_target(program, "all", "program")
+    attrs = {name.split(".", 1)[0] for name, _ in program.named_predictors()}
+    assert "answerer" in attrs and not attrs & {"clarifier", "taxonomist"}
