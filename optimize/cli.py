@@ -35,6 +35,10 @@ from retrievers.cli import add_retriever_arguments, data_dir, open_from_args
 from retrievers.sources import find_local
 
 PROGRAMS = ("research", "gather", "taxonomy")
+# Stages of the research program whose output the research metrics (the papers the report cites) never see.
+UNSCORED_STAGES = {"clarify": "clarifying questions are asked before a run, by the caller",
+                   "answer": "the short answer is written beside the report",
+                   "taxonomy": "the taxonomy is built beside the report"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -186,6 +190,9 @@ def main(args: argparse.Namespace) -> int:
     if args.stage != "all" and args.stage not in known:
         raise ValueError(f"--stage {args.stage} is not a stage of the {args.program} program; choose one of: "
                          f"all, {', '.join(known)}")
+    if args.program == "research" and args.stage in UNSCORED_STAGES:
+        raise ValueError(f"--stage {args.stage}: {UNSCORED_STAGES[args.stage]}, so no research metric ("
+                         f"{', '.join(METRICS['research'])}) scores it; choose another stage")
     spec = metric_spec(args.program if kind == "program" else kind, args.metric)
     check_out(args)  # an optimization that cannot save its result fails now, not after its LM calls
     # the LMs are checked before any dataset or corpus is loaded: a bad key or a dead server fails in seconds

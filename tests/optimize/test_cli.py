@@ -109,3 +109,14 @@ def test_tuning_one_stage_saves_a_program_whose_other_stages_are_untouched(stage
     tuned.load(str(out))  # loads with plain dspy
     # (whether the stage itself changed is the optimizer's call: against this scripted LM, demos do not raise
     # the metric, and bootstrap-rs may keep the baseline; which predictors it saw is tested in test_targets.py)
+
+
+@pytest.mark.parametrize("stage", ["clarify", "answer", "taxonomy"])
+def test_a_stage_no_research_metric_scores_is_refused_before_any_lm_request(stage, data_dir, tmp_path, capsys):
+    with LocalOpenAIServer(research_handler()) as server:
+        code = cli.main(["optimize", "--program", "research", "--stage", stage, "--metric", "recall",
+                         "--train", str(data_dir / "scifact"), "--out", str(tmp_path / "c.json"),
+                         "--lm", "openai/local-model", "--api-base", server.base_url, "--no-cache"])
+    assert code == 2 and server.requests == []
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--stage {stage}:" in err and "choose another stage" in err
