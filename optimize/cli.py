@@ -151,7 +151,7 @@ def _taxonomy(args: argparse.Namespace, kind: str):
     if args.stage != "all":
         raise ValueError("the taxonomy program is tuned as a whole; use --stage all")
     program = TaxonomyBuilder()
-    return Target(program, program, "all", ()), *_split(args, from_taxobench(args.train), lambda s, _: from_taxobench(s))
+    return Target(program, program, "all", {}), *_split(args, from_taxobench(args.train), lambda s, _: from_taxobench(s))
 
 
 def check_out(args: argparse.Namespace) -> None:

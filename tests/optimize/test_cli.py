@@ -120,3 +120,30 @@ def test_a_stage_no_research_metric_scores_is_refused_before_any_lm_request(stag
     assert code == 2 and server.requests == []
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"--stage {stage}:" in err and "choose another stage" in err
+
+
+def test_the_taxonomy_program_is_tuned_saved_and_loads(data_dir, tmp_path, capsys):
+    # it used to spend its whole budget and then fail on saving ('tuple' object has no attribute 'values')
+    from programs.taxonomy.builder import TaxonomyBuilder
+    from tests.scripted import universal_handler
+
+    out = tmp_path / "taxonomy.json"
+    with LocalOpenAIServer(universal_handler()) as server:
+        code = cli.main(["optimize", "--program", "taxonomy", "--metric", "ari", "--optimizer", "bootstrap-rs",
+                         "--train", str(data_dir / "taxobench_examples"), "--budget", "2", "--threads", "1",
+                         "--out", str(out), "--lm", "openai/local-model", "--api-base", server.base_url, "--no-cache"])
+    assert code == 0, capsys.readouterr().err[-500:]
+    TaxonomyBuilder().load(str(out))
+    assert json.loads(out.with_name("taxonomy.meta.json").read_text())["program"] == "taxonomy"
+
+
+def test_miprov2_with_one_training_example_is_refused_before_any_lm_request(data_dir, tmp_path, capsys):
+    from tests.scripted import universal_handler
+
+    with LocalOpenAIServer(universal_handler()) as server:
+        code = cli.main(["optimize", "--program", "taxonomy", "--metric", "ari", "--optimizer", "miprov2",
+                         "--train", str(data_dir / "taxobench_examples"), "--budget", "2",
+                         "--out", str(tmp_path / "t.json"), "--lm", "openai/local-model", "--api-base",
+                         server.base_url, "--no-cache"])
+    assert code == 2 and len(server.requests) == 1  # the preflight only
+    assert "miprov2 needs at least 2 training examples, got 1" in capsys.readouterr().err
