@@ -118,7 +118,7 @@ def open_corpus(spec: str, *, data_dir: str | Path | None = None, skip_bad: bool
         CorpusError: for a spec naming nothing, or malformed data (file and line named).
 
     Example:
-        >>> corpus, source, _ = open_corpus("scifact", data_dir="../shared/data")  # doctest: +SKIP
+        >>> corpus, source, _ = open_corpus("scifact", data_dir=os.environ["DEEPRESEARCH_DATA"])  # doctest: +SKIP
     """
     source = resolve_source(spec, data_dir=data_dir, skip_bad=skip_bad, hf_config=hf_config, hf_split=hf_split,
                             fields=fields)

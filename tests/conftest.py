@@ -83,3 +83,18 @@ def encoded(monkeypatch):
 
     monkeypatch.setattr(embed, "encode", spy)
     return calls
+
+
+@pytest.fixture(scope="session")
+def scifact_head(tmp_path_factory, data_dir):
+    """n -> a JSONL file holding SciFact's first n records (a small real corpus), written once per size."""
+    files: dict[int, Path] = {}
+
+    def head(n: int) -> Path:
+        if n not in files:
+            files[n] = tmp_path_factory.mktemp("scifact-head") / f"scifact-{n}.jsonl"
+            with (data_dir / "scifact" / "corpus.jsonl").open(encoding="utf-8") as f:
+                files[n].write_text("".join(next(f) for _ in range(n)), encoding="utf-8")
+        return files[n]
+
+    return head

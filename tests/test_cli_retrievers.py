@@ -34,11 +34,8 @@ def scifact_index(tmp_path_factory, data_dir):
 
 
 @pytest.fixture(scope="module")
-def small_corpus_file(tmp_path_factory, data_dir):
-    path = tmp_path_factory.mktemp("small") / "small.jsonl"
-    with (data_dir / "scifact" / "corpus.jsonl").open(encoding="utf-8") as f:
-        path.write_text("".join(next(f) for _ in range(SMALL)), encoding="utf-8")
-    return path
+def small_corpus_file(scifact_head):
+    return scifact_head(SMALL)
 
 
 def run(out, *extra, question=QUESTION) -> dict:

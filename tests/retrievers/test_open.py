@@ -17,11 +17,8 @@ SMALL = 80
 
 
 @pytest.fixture(scope="module")
-def small_file(tmp_path_factory, data_dir):
-    path = tmp_path_factory.mktemp("small") / "small.jsonl"
-    with (data_dir / "scifact" / "corpus.jsonl").open(encoding="utf-8") as f:
-        path.write_text("".join(next(f) for _ in range(SMALL)), encoding="utf-8")
-    return path
+def small_file(scifact_head):
+    return scifact_head(SMALL)
 
 
 @pytest.fixture(scope="module")
