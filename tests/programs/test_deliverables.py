@@ -155,3 +155,19 @@ def test_a_taxonomy_lm_that_fails_still_gives_every_paper_a_place(surveys):
         out = TaxonomyBuilder()(topic="Personalized alignment", papers=papers)
     assert leaf_titles(out.tree) == Counter(p["title"] for p in papers)
     assert [r.kind for r in out.repairs] == ["lm_failed"] and "fell over" in out.repairs[0].detail
+
+
+def test_a_failed_run_writes_no_answer_and_no_map_and_answer_md_says_why(scifact_bm25):
+    from programs.cli import answer_markdown
+
+    def down(messages):
+        raise RuntimeError("the server is down")
+
+    program = DeepResearch(retriever=scifact_bm25, config=ResearchConfig(depth=1, breadth=2, answer=True,
+                                                                        taxonomy=True, lm_retries=0))
+    with dspy.context(lm=scripted_lm(down)):
+        report = program(question=QUESTION).report
+    assert report.status == "failed" and report.answer == "" and report.taxonomy is None
+    assert MAP_HEADING not in report.markdown and report.markdown.startswith("# Research failed")
+    text = answer_markdown(report)
+    assert f"> {report.error}" in text and "No answer was written." in text

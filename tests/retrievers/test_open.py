@@ -61,7 +61,7 @@ def test_an_index_serves_its_own_settings_and_refuses_others(small_index, small_
 def test_a_corpus_given_with_an_index_must_be_its_corpus(small_index, small_file, small_corpus, data_dir):
     assert len(open_retriever(str(small_file), index=small_index).corpus) == len(small_corpus)
     assert open_retriever(small_corpus, index=small_index).corpus is small_corpus  # checked by fingerprint
-    with pytest.raises(IndexMismatchError, match=r"holds corpus 'small.jsonl' \(80 documents\), not csfcube"):
+    with pytest.raises(IndexMismatchError, match=r"holds corpus 'scifact-80.jsonl' \(80 documents\), not csfcube"):
         open_retriever("csfcube", index=small_index, data_dir=data_dir)
     with pytest.raises(IndexMismatchError, match="differs from the one index"):
         open_retriever(Corpus(list(small_corpus)[:10]), index=small_index)
