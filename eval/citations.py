@@ -13,55 +13,25 @@ paragraphs wholly in emphasis and the reference list left out) of at least `min_
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from eval.f1 import harmonic_mean
 from eval.report import body_text
-from programs.runtime.citations import CITATION, citation_labels
+from programs.runtime.entailment import (
+    Sentence,
+    body_sentences,
+    citations_in,
+    lexical_coverage,
+    lexical_entails,
+    lexical_support,
+    strip_citations,
+)
 
 Entails = Callable[[str, str], bool]
 Grader = Callable[[str, Sequence[str]], float]
 
-# Citations written after the sentence's period ("Claim. [1]") are moved before it ("Claim [1].").
-_TRAILING = re.compile(rf"([.!?])((?:\s?{CITATION.pattern})+)", re.I)
-_SENTENCE_END = re.compile(r"(?<!\bal\.)(?<!e\.g\.)(?<!i\.e\.)(?<!\bvs\.)(?<!\bFig\.)(?<!\bca\.)(?<=[.!?])\s+"
-                           r"(?=[A-Z0-9\[(*_\"'])")
-_LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-# A paragraph wholly in emphasis ("*Written offline...*") is an editorial note about the report, not a claim.
-_NOTE = re.compile(r"^(?:\*[^*]+\*|_[^_]+_)$")
-_MARKUP = re.compile(r"[*_`]+")
-
 GRADES = (0.0, 0.5, 1.0)
-
-_STOP = frozenset(
-    "a an and are as at be been but by for from has have if in into is it its no not of on or such that the their "
-    "then there these they this to was were will with which while than also can may more most other some".split())
-_TOKEN = re.compile(r"[a-z0-9]+")
-
-
-@dataclass(frozen=True)
-class Sentence:
-    """A sentence of a report with its citation markers taken out.
-
-    Attributes:
-        text: The sentence without citation markers.
-        citations: Citation labels in order of appearance ("3", "5a7b0fd1_1"), without repeats.
-    """
-
-    text: str
-    citations: tuple[str, ...] = ()
-
-
-def citations_in(text: str) -> list[str]:
-    """Citation labels of `text` in order of appearance, without repeats."""
-    labels = [label for m in CITATION.finditer(text) for label in citation_labels(m)]
-    return list(dict.fromkeys(labels))
-
-
-def strip_citations(text: str) -> str:
-    return re.sub(r"\s+([.,;:!?])", r"\1", CITATION.sub("", text)).strip()
 
 
 def split_sentences(markdown: str) -> list[Sentence]:
@@ -70,31 +40,7 @@ def split_sentences(markdown: str) -> list[Sentence]:
     Headings, table rows, block quotes and the trailing References/Sources section are left out;
     list items are read as prose.
     """
-    sentences = []
-    for block in _prose_blocks(body_text(markdown)):
-        block = _TRAILING.sub(r"\2\1", block)
-        for part in _SENTENCE_END.split(block):
-            text = _MARKUP.sub("", strip_citations(part)).strip()
-            if text:
-                sentences.append(Sentence(text=text, citations=tuple(citations_in(part))))
-    return sentences
-
-
-def _prose_blocks(text: str) -> list[str]:
-    """Paragraphs and list items with wrapped lines joined; headings, tables, quotes and notes dropped."""
-    blocks: list[list[str]] = []
-    is_open = False
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith(("#", "|", ">")):
-            is_open = False
-            continue
-        if _LIST_MARK.match(line) or not is_open:
-            blocks.append([_LIST_MARK.sub("", line).strip()])
-            is_open = True
-        else:
-            blocks[-1].append(stripped)
-    return [text for text in (" ".join(b) for b in blocks) if not _NOTE.match(text)]
+    return body_sentences(body_text(markdown))
 
 
 def claim_sentences(markdown: str, min_chars: int = 50) -> list[Sentence]:
@@ -131,37 +77,12 @@ def citation_precision(grades: Sequence[float]) -> float:
     return sum(grades) / len(grades) if grades else 0.0
 
 
-def content_tokens(text: str) -> list[str]:
-    """Lowercase words of three or more characters that are not stop words, crudely singularised."""
-    out = []
-    for t in _TOKEN.findall(text.lower()):
-        if len(t) < 3 or t in _STOP:
-            continue
-        out.append(t[:-1] if len(t) > 4 and t.endswith("s") and not t.endswith("ss") else t)
-    return out
 
 
-def lexical_coverage(premise: str, hypothesis: str) -> float:
-    """Share of the hypothesis's distinct content words that occur in the premise."""
-    wanted = set(content_tokens(hypothesis))
-    if not wanted:
-        return 0.0
-    return len(wanted & set(content_tokens(premise))) / len(wanted)
 
 
-def lexical_support(claim: str, sources: Sequence[str], full: float = 0.75, partial: float = 0.4) -> float:
-    """Offline lexical-entailment fallback for support grades; word overlap, not an entailment model.
-
-    Returns 1 when at least `full` of the claim's content words occur in the cited sources, 0.5 when
-    at least `partial` do, else 0.
-    """
-    coverage = lexical_coverage("\n".join(sources), claim)
-    return 1.0 if coverage >= full else 0.5 if coverage >= partial else 0.0
 
 
-def lexical_entails(premise: str, hypothesis: str, threshold: float = 0.75) -> bool:
-    """Offline lexical-entailment fallback for Algorithm 1: coverage of the hypothesis's content words."""
-    return bool(premise) and lexical_coverage(premise, hypothesis) >= threshold
 
 
 def grade_claims(claims: Iterable[Sentence], passages: Mapping[str, str], grader: Grader = lexical_support,
