@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import tempfile
 from array import array
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
@@ -50,47 +51,171 @@ def doc_text(title: str, text: str, text_format: str = "scholargym") -> str:
     return TEXT_FORMATS[text_format].format(title=title, text=text)
 
 
-def term_doc_counts(token_lists: Iterable[list[str]], n_docs: int) -> tuple[dict[str, int], sparse.csr_matrix, np.ndarray]:
-    """Vocabulary (term -> row, first-seen order), the term-by-document count matrix and document lengths."""
+# The build streams: documents are tokenized BATCH_DOCS at a time and each batch's postings (document, tf),
+# grouped by term, are spilled to a temporary file; then the matrix is written BLOCK_POSTINGS postings at a
+# time, in term order, straight to its arrays. Nothing proportional to the corpus's postings is held in
+# memory but the output (none of it when writing to files).
+BATCH_DOCS = 32_768
+BLOCK_POSTINGS = 4_000_000
+
+
+class _Column:
+    """One output array of known length, filled front to back: in memory, or a `.npy` file written as it goes."""
+
+    def __init__(self, path: Path | None, dtype, size: int):
+        self.path, self.dtype, self.size, self.at = path, np.dtype(dtype), size, 0
+        self.array = np.empty(size, dtype=self.dtype) if path is None else None
+        self.file = None
+        if path is not None:
+            self.file = path.open("wb")
+            np.lib.format.write_array_header_1_0(self.file, {"descr": np.lib.format.dtype_to_descr(self.dtype),
+                                                             "fortran_order": False, "shape": (size,)})
+
+    def write(self, values: np.ndarray) -> None:
+        values = np.ascontiguousarray(values, dtype=self.dtype)
+        if self.file is None:
+            self.array[self.at:self.at + values.size] = values
+        else:
+            self.file.write(values.tobytes())
+        self.at += values.size
+
+    def result(self) -> np.ndarray:
+        if self.at != self.size:
+            raise RuntimeError(f"BM25 build wrote {self.at} of {self.size} values of {self.path or 'an array'}")
+        if self.file is None:
+            return self.array
+        self.file.close()
+        return np.load(self.path, mmap_mode="r")
+
+
+class _Spill:
+    """Each batch's postings grouped by term on disk (document ids, then tfs), with per-term offsets in memory."""
+
+    def __init__(self, folder: Path):
+        self.docs, self.tfs = (folder / "docs.bin").open("w+b"), (folder / "tfs.bin").open("w+b")
+        self.batches: list[tuple[int, np.ndarray]] = []  # (first posting in the files, offsets by term)
+        self.postings = 0
+
+    def add(self, term_ids: np.ndarray, lengths: np.ndarray, first_doc: int, n_terms: int) -> np.ndarray:
+        """Spills one batch of documents (their term ids back to back); returns postings per term."""
+        n = max(1, lengths.size)
+        local = np.repeat(np.arange(lengths.size, dtype=np.int64), lengths)
+        keys, tf = np.unique(term_ids.astype(np.int64) * n + local, return_counts=True)  # by term, then doc
+        terms = keys // n
+        per_term = np.bincount(terms, minlength=n_terms)
+        (keys % n + first_doc).astype(np.int32).tofile(self.docs)
+        tf.astype(np.int32).tofile(self.tfs)
+        offsets = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(per_term, out=offsets[1:])
+        self.batches.append((self.postings, offsets))
+        self.postings += int(keys.size)
+        return per_term
+
+    def block(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Terms, documents and tfs of the postings of terms lo..hi-1, by term then document."""
+        terms, docs, tfs = [], [], []
+        for base, offsets in self.batches:
+            top = offsets.size - 1
+            a, z = min(lo, top), min(hi, top)
+            start, stop = int(offsets[a]), int(offsets[z])
+            if stop == start:
+                continue
+            terms.append(np.repeat(np.arange(a, z, dtype=np.int32), np.diff(offsets[a:z + 1])))
+            for out, f in ((docs, self.docs), (tfs, self.tfs)):
+                f.seek(4 * (base + start))
+                out.append(np.fromfile(f, dtype=np.int32, count=stop - start))
+        if not terms:
+            empty = np.zeros(0, dtype=np.int32)
+            return empty, empty, empty
+        terms, docs, tfs = np.concatenate(terms), np.concatenate(docs), np.concatenate(tfs)
+        order = np.argsort(terms, kind="stable")  # batches come in document order, so documents stay sorted
+        return terms[order], docs[order], tfs[order]
+
+    def close(self) -> None:
+        self.docs.close()
+        self.tfs.close()
+
+
+def build_arrays(token_lists: Iterable[list[str]], n_docs: int, k1: float, b: float, epsilon: float,
+                 method: str = "okapi", dtype=np.float64, folder: Path | None = None,
+                 batch_docs: int | None = None, block_postings: int | None = None) -> tuple[dict[str, int], dict]:
+    """The vocabulary (term -> row, first-seen order) and every array of the term-by-document matrix of
+    idf(t)·saturated tf(t, d), streamed (see BATCH_DOCS); with `folder`, written there as memory-mapped `.npy`
+    files (the names `BM25Retriever.save` uses), else in memory.
+
+    Returns (vocab, arrays): arrays holds indptr, indices, data (CSR, each row's documents ascending),
+    doc_len, max_weight, dense_rows, dense_weights and has_negative_weights.
+    """
+    batch_docs, block_postings = batch_docs or BATCH_DOCS, block_postings or BLOCK_POSTINGS
     vocab: dict[str, int] = {}
-    term_ids = array("i")
     doc_len = np.zeros(n_docs, dtype=np.int64)
-    for i, tokens in enumerate(token_lists):
-        term_ids.extend([vocab.setdefault(t, len(vocab)) for t in tokens])
-        doc_len[i] = len(tokens)
-    rows = np.frombuffer(term_ids, dtype=np.int32)
-    cols = np.repeat(np.arange(n_docs, dtype=np.int32), doc_len)
-    counts = sparse.coo_matrix((np.ones(rows.size, dtype=np.int32), (rows, cols)),
-                               shape=(len(vocab), n_docs)).tocsr()  # duplicates summed: data = tf
-    counts.sort_indices()
-    return vocab, counts, doc_len
+    doc_freq = np.zeros(0, dtype=np.int64)
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".bm25-build-") as tmp:
+        spill = _Spill(Path(tmp))
+        try:
+            ids, first, i = array("i"), 0, -1
+            for i, tokens in enumerate(token_lists):
+                ids.extend([vocab.setdefault(t, len(vocab)) for t in tokens])
+                doc_len[i] = len(tokens)
+                if i + 1 - first >= batch_docs:
+                    per_term = spill.add(np.frombuffer(ids, dtype=np.int32), doc_len[first:i + 1], first, len(vocab))
+                    doc_freq = np.pad(doc_freq, (0, len(vocab) - doc_freq.size)) + per_term
+                    ids, first = array("i"), i + 1
+            if i + 1 != n_docs:
+                raise ValueError(f"BM25 build was told {n_docs} documents but read {i + 1}")
+            if first < n_docs:
+                per_term = spill.add(np.frombuffer(ids, dtype=np.int32), doc_len[first:], first, len(vocab))
+                doc_freq = np.pad(doc_freq, (0, len(vocab) - doc_freq.size)) + per_term
+            del ids
+            doc_freq = np.pad(doc_freq, (0, len(vocab) - doc_freq.size))
+            return vocab, _write_matrix(spill, doc_freq, doc_len, k1, b, epsilon, method, dtype, folder,
+                                        block_postings)
+        finally:
+            spill.close()
 
 
-def bm25_weights(counts: sparse.csr_matrix, doc_len: np.ndarray, k1: float, b: float, epsilon: float,
-                 method: str = "okapi", dtype=np.float64) -> sparse.csr_matrix:
-    """The matrix of idf(t)·saturated tf(t, d), same sparsity as `counts`."""
-    n_docs = counts.shape[1]
-    doc_freq = np.diff(counts.indptr)
+def _write_matrix(spill: _Spill, doc_freq: np.ndarray, doc_len: np.ndarray, k1: float, b: float, epsilon: float,
+                  method: str, dtype, folder: Path | None, block_postings: int) -> dict:
+    n_terms, n_docs = doc_freq.size, doc_len.size
+    nnz = int(doc_freq.sum())
     idf = IDF[method](doc_freq, n_docs, epsilon)
     avgdl = float(doc_len.mean()) if n_docs else 0.0
-    tf_part = tf_saturation(counts.data, doc_len[counts.indices], avgdl, k1, b)
-    data = (np.repeat(idf, doc_freq) * tf_part).astype(dtype)
-    return sparse.csr_matrix((data, counts.indices, counts.indptr), shape=counts.shape)
-
-
-def row_max(matrix: sparse.csr_matrix) -> np.ndarray:
-    """The largest stored value of each row of a CSR matrix (0 for an empty row)."""
-    out = np.zeros(matrix.shape[0])
-    filled = np.flatnonzero(np.diff(matrix.indptr))
-    if filled.size:  # the rows between two filled ones are empty, so each segment is one row
-        out[filled] = np.maximum.reduceat(matrix.data, matrix.indptr[filled])
-    return out
-
-
-def dense_rows(matrix: sparse.csr_matrix, min_entries: float) -> tuple[np.ndarray, np.ndarray]:
-    """The ids of the rows holding at least `min_entries` values, and those rows as a dense array."""
-    rows = np.flatnonzero(np.diff(matrix.indptr) >= min_entries)
-    return rows, matrix[rows].toarray()
+    index_type = np.int32 if nnz < 2**31 else np.int64
+    indptr = np.zeros(n_terms + 1, dtype=index_type)
+    np.cumsum(doc_freq, out=indptr[1:])
+    dense_ids = np.flatnonzero(doc_freq >= max(1.0, DENSE_FRACTION * n_docs))
+    dense_weights = np.zeros((dense_ids.size, n_docs), dtype=dtype)
+    dense_at = {row: j for j, row in enumerate(dense_ids.tolist())}
+    max_weight = np.zeros(n_terms)
+    path = (lambda name: None) if folder is None else (lambda name: folder / f"{name}.npy")
+    indices, data = _Column(path("indices"), np.int32, nnz), _Column(path("data"), dtype, nnz)
+    negative = False
+    lo = 0
+    while lo < n_terms:  # blocks of whole rows, about block_postings postings each
+        hi = max(lo + 1, int(np.searchsorted(indptr, int(indptr[lo]) + block_postings, side="right")) - 1)
+        hi = min(hi, n_terms)
+        terms, docs, tfs = spill.block(lo, hi)
+        weights = (idf[terms] * tf_saturation(tfs, doc_len[docs], avgdl, k1, b)).astype(dtype)
+        indices.write(docs)
+        data.write(weights)
+        if weights.size:
+            negative = negative or bool(weights.min() < 0)
+            starts = indptr[lo:hi].astype(np.int64) - int(indptr[lo])
+            filled = np.flatnonzero(doc_freq[lo:hi])
+            max_weight[lo + filled] = np.maximum.reduceat(weights, starts[filled])
+            for row in dense_ids[(dense_ids >= lo) & (dense_ids < hi)].tolist():
+                s = int(indptr[row] - indptr[lo])
+                dense_weights[dense_at[row], docs[s:s + doc_freq[row]]] = weights[s:s + doc_freq[row]]
+        lo = hi
+    arrays = {"indptr": indptr, "indices": indices.result(), "data": data.result(), "doc_len": doc_len,
+              "max_weight": max_weight, "dense_rows": dense_ids, "dense_weights": dense_weights}
+    if folder is not None:
+        for name in ("indptr", "doc_len", "max_weight", "dense_rows", "dense_weights"):
+            np.save(folder / f"{name}.npy", arrays[name])
+            arrays[name] = np.load(folder / f"{name}.npy", mmap_mode="r")
+    return {**arrays, "has_negative_weights": negative}
 
 
 # A term in at least this fraction of the documents also gets a dense row of weights (a few dozen terms
@@ -161,13 +286,42 @@ class BM25Retriever(SyncSearchMixin):
                  tokenizer: str | Tokenizer = "words", *, method: str = "okapi",
                  text_format: str = "scholargym", dtype=np.float64):
         self._configure(corpus, k1, b, epsilon, tokenizer, method, text_format)
-        tokens = (self.tokenize(doc_text(d.title, d.text, text_format)) for d in corpus)
-        vocab, counts, doc_len = term_doc_counts(tokens, len(corpus))
-        weights = bm25_weights(counts, doc_len, k1, b, epsilon, method, dtype)
-        weights.sort_indices()  # search binary-searches posting lists
-        dense_ids, dense_weights = dense_rows(weights, max(1.0, DENSE_FRACTION * doc_len.size))
-        self._index(vocab, weights, doc_len, row_max(weights), dense_ids, dense_weights,
-                    has_negative_weights=bool(weights.nnz and weights.data.min() < 0))
+        self._take(*self._build(None, dtype))
+
+    def _build(self, folder: Path | None, dtype) -> tuple[dict[str, int], dict]:
+        tokens = (self.tokenize(doc_text(d.title, d.text, self.text_format)) for d in self.corpus)
+        return build_arrays(tokens, len(self.corpus), self.k1, self.b, self.epsilon, self.method, dtype, folder)
+
+    def _take(self, vocab: Mapping[str, int], arrays: dict) -> None:
+        n_docs = arrays["doc_len"].size
+        weights = sparse.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
+                                    shape=(len(vocab), n_docs), copy=False)
+        weights.has_sorted_indices = True  # built in document order; checking would read every posting
+        self._index(vocab, weights, arrays["doc_len"], arrays["max_weight"], arrays["dense_rows"],
+                    arrays["dense_weights"], has_negative_weights=arrays["has_negative_weights"])
+
+    @classmethod
+    def build(cls, corpus: Corpus, folder: str | Path, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25,
+              tokenizer: str | Tokenizer = "words", *, method: str = "okapi", text_format: str = "scholargym",
+              dtype=np.float64) -> BM25Retriever:
+        """Builds the index straight into `folder` (what `save` writes) and returns it memory-mapped.
+
+        The matrix is streamed to its files block by block, so the build holds in memory the vocabulary,
+        one batch of documents and one block of postings, not the corpus's postings.
+
+        Raises:
+            ValueError: for an unregistered tokenizer callable (checked before any work).
+        """
+        retriever = cls.__new__(cls)
+        retriever._configure(corpus, k1, b, epsilon, tokenizer, method, text_format)
+        retriever.weights = sparse.csr_matrix((0, 0), dtype=dtype)  # for params(): the dtype, before the build
+        retriever.vocab = {}
+        retriever.params()
+        folder = Path(folder)
+        vocab, arrays = retriever._build(folder, dtype)
+        retriever._take(vocab, arrays)
+        retriever._write_settings(folder)
+        return retriever
 
     def _configure(self, corpus: Corpus, k1: float, b: float, epsilon: float, tokenizer: str | Tokenizer,
                    method: str, text_format: str) -> None:
@@ -387,12 +541,17 @@ class BM25Retriever(SyncSearchMixin):
         """
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        params = self.params()
+        self.params()  # refuses an unregistered tokenizer before writing anything
         arrays = {"indptr": self.weights.indptr, "indices": self.weights.indices, "data": self.weights.data,
                   "doc_len": self.doc_len, "max_weight": self.max_weight, "dense_rows": self.dense_ids,
                   "dense_weights": self.dense_weights}
         for name, values in arrays.items():
             np.save(folder / f"{name}.npy", np.ascontiguousarray(values))
+        return self._write_settings(folder)
+
+    def _write_settings(self, folder: Path) -> dict:
+        """Writes the vocabulary and `bm25.json` beside the arrays; returns the settings."""
+        params = self.params()
         StringTable.write(folder, "vocab", self.vocab)
         stored = {**params, "format": STORE_FORMAT, "documents": int(self.doc_len.size),
                   "has_negative_weights": self.has_negative_weights}

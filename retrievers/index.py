@@ -117,8 +117,8 @@ def build_index(corpus: Corpus, folder: str | Path, source: Mapping | None = Non
     index = Index(folder, corpus, manifest)
     if bm25 is not None:
         started = time.perf_counter()
-        index.bm25 = BM25Retriever(corpus, **bm25)
-        manifest["bm25"] = index.bm25.save(folder / "bm25")
+        index.bm25 = BM25Retriever.build(corpus, folder / "bm25", **bm25)  # streamed to its files
+        manifest["bm25"] = index.bm25.params()
         manifest["build_seconds"]["bm25"] = round(time.perf_counter() - started, 3)
     if dense_model is not None:
         started = time.perf_counter()

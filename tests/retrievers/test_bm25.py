@@ -1,6 +1,7 @@
 import asyncio
 import dataclasses
 import logging
+import mmap
 
 import numpy as np
 import pytest
@@ -104,7 +105,7 @@ def dated_corpus():
 
 def test_filters_date_categories_exclusion():
     bm25 = BM25Retriever(dated_corpus())
-    ids = lambda hits: [h.doc.doc_id for h in hits]  # noqa: E731
+    ids = lambda hits: [h.doc.doc_id for h in hits]
     assert ids(bm25.search("retrieval", 10, before="2024-09")) == ["p0", "p1", "p3", "p4"]
     assert ids(bm25.search("retrieval", 10, categories=["cs.CL"])) == ["p0", "p1", "p2"]
     assert ids(bm25.search("retrieval", 10, categories=["cs.IR", "stat.ML"])) == ["p3", "p4"]
@@ -241,3 +242,47 @@ def test_negative_weights_rank_like_scores():
                          text_format="plain")
     assert bm25.has_negative_weights
     assert_search_is_ranking_by_scores(bm25, ["a d", "e f a", "b b c", "d e"], [{}, {"exclude": {"1"}}])
+
+
+def is_mapped(array) -> bool:
+    while array is not None:
+        if isinstance(array, np.memmap | mmap.mmap):
+            return True
+        array = getattr(array, "base", None)
+    return False
+
+
+def _arrays(bm25):
+    w = bm25.weights
+    return {"indptr": w.indptr, "indices": w.indices, "data": w.data, "doc_len": bm25.doc_len,
+            "max_weight": bm25.max_weight, "dense_rows": bm25.dense_ids, "dense_weights": bm25.dense_weights}
+
+
+@pytest.mark.parametrize("method", ["okapi", "lucene"])
+def test_a_build_streamed_in_tiny_batches_and_blocks_writes_the_same_arrays(scifact, method, monkeypatch, tmp_path):
+    from retrievers import bm25 as bm25_module
+
+    corpus = Corpus(list(scifact)[:700], name="scifact-700")
+    whole = BM25Retriever(corpus, tokenizer="scholargym", method=method)  # one batch, one block
+    monkeypatch.setattr(bm25_module, "BATCH_DOCS", 37)  # batches end mid-corpus; later ones add new terms
+    monkeypatch.setattr(bm25_module, "BLOCK_POSTINGS", 101)  # blocks cut through the vocabulary, some one row
+    streamed = BM25Retriever(corpus, tokenizer="scholargym", method=method)
+    on_disk = BM25Retriever.build(corpus, tmp_path / "bm25", tokenizer="scholargym", method=method)
+    assert whole.dense_ids.size > 0 and whole.weights.shape[0] > 1000  # the dense rows are exercised too
+    for built in (streamed, on_disk):
+        assert dict(built.vocab) == dict(whole.vocab)
+        for name, values in _arrays(whole).items():
+            assert np.array_equal(_arrays(built)[name], values), name  # bit for bit
+    assert all(is_mapped(a) for a in (on_disk.weights.data, on_disk.weights.indices, on_disk.doc_len))
+    assert not [p.name for p in (tmp_path / "bm25").iterdir() if p.name.startswith(".")]  # no spill left
+    reloaded = BM25Retriever.load(tmp_path / "bm25", corpus)
+    assert reloaded.params() == whole.params()
+    for query in ("vitamin D deficiency fractures", "the of and cells"):
+        assert np.array_equal(reloaded.scores(query), whole.scores(query))
+        assert reloaded.search(query, 20) == whole.search(query, 20)
+
+
+def test_build_refuses_an_unregistered_tokenizer_before_writing(tmp_path, small_corpus):
+    with pytest.raises(ValueError, match="unregistered tokenizer"):
+        BM25Retriever.build(small_corpus, tmp_path / "bm25", tokenizer=str.split)
+    assert not (tmp_path / "bm25").exists()
