@@ -59,8 +59,15 @@ class Event:
 
 
 def as_source(hit: Hit, source_id: str, max_chars: int = 2000) -> Source:
-    """The LM's view of a hit: id, title and (truncated) text, no scores."""
-    return Source(source_id=source_id, title=hit.doc.title, text=hit.doc.text[:max_chars])
+    """The LM's view of a hit: id, title and (truncated) text, no scores.
+
+    A passage of a full-text paper (`retrievers.passages`) says which: "Title (passage 3 of 12)".
+    """
+    doc, title = hit.doc, hit.doc.title
+    meta = doc.metadata or {}
+    if "paper_id" in meta and meta.get("passage"):
+        title = f"{title} (passage {meta['passage']} of {meta.get('passages') or '?'})"
+    return Source(source_id=source_id, title=title, text=doc.text[:max_chars])
 
 
 @dataclass(frozen=True)
@@ -136,6 +143,9 @@ class Reference:
         title, year, url: From the document (`url` may be built from an arXiv or PubMed id).
         authors, venue, doi: From the corpus record, when it has them (`retrievers.bibliographic`);
             `doi` is bare (`10.1234/abc`).
+        passages: For a paper read as passages (a full-text corpus), the source ids of its cited passages
+            in order of first use (`source_id` is the first; `_3` ends the id of passage `doc_id#3`);
+            () for a whole document.
     """
 
     number: int
@@ -147,6 +157,7 @@ class Reference:
     authors: tuple[str, ...] = ()
     venue: str | None = None
     doi: str | None = None
+    passages: tuple[str, ...] = ()
 
     def render(self, max_authors: int = 3) -> str:
         """The line of the References list: authors, year, title, venue, then where to find it.
@@ -169,7 +180,16 @@ class Reference:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in d.items() if k in known}
         values["authors"] = tuple(values.get("authors") or ())
+        values["passages"] = tuple(values.get("passages") or ())
         return cls(**values)
+
+
+def _reference_dict(ref: Reference) -> dict[str, Any]:
+    """A reference as report JSON holds it; `passages` only for a paper read as passages (abstracts as before)."""
+    d = asdict(ref)
+    if not ref.passages:
+        d.pop("passages")
+    return d
 
 
 def _title_from_url(url: str | None) -> str:
@@ -323,7 +343,7 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         return {
             "question": self.question, "markdown": self.markdown,
-            "references": [asdict(r) for r in self.references],
+            "references": [_reference_dict(r) for r in self.references],
             "learnings": [x.model_dump() for x in self.learnings],
             "tree": [n.to_dict() for n in self.tree],
             "usage": {k: asdict(v) for k, v in self.usage.items()},

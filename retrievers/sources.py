@@ -1,8 +1,9 @@
 """One grammar for corpus and dataset specs, shared by every command.
 
 A spec is read as the first of these that applies:
-  1. an existing path: a `.jsonl` file, a BEIR folder (holding `corpus.jsonl`), or a `.json` ScholarGym
-     paper DB;
+  1. an existing path: a `.jsonl` file, a BEIR folder (holding `corpus.jsonl`), a `.json` ScholarGym
+     paper DB, a reference file (`.bib`, `.ris`, `.csv`: `retrievers.references`), or full text: a
+     folder of `.pdf`, `.txt` and `.md` files, or one such file, read as passages (`retrievers.pdf`);
   2. `hf:NAME`: a Hugging Face dataset (a hub name, or a local path `datasets` can read);
   3. a dataset name in the data folder (`$DEEPRESEARCH_DATA` on the command line), case-insensitive; for
      `owner/name` the folder `name`, so `BeIR/scifact` is the local `scifact` when there is one;
@@ -18,6 +19,11 @@ from pathlib import Path
 
 from retrievers.corpus import Corpus, CorpusError, read_jsonl, resolve_corpus_file
 from retrievers.hf import load_hf_corpus
+from retrievers.passages import MAX_CHARS, OVERLAP
+from retrievers.pdf import SUFFIXES as FULLTEXT_SUFFIXES
+from retrievers.pdf import fulltext_files, load_fulltext
+from retrievers.references import SUFFIXES as REFERENCE_SUFFIXES
+from retrievers.references import load_references
 from retrievers.scholargym import load_paper_db
 
 HF_PREFIX = "hf:"
@@ -55,7 +61,15 @@ def not_found_message(spec: str, data_dir: str | Path | None, what: str = "corpu
     names = ", ".join(data_names(data_dir)) or "none"
     where = f"under $DEEPRESEARCH_DATA ({names})" if data_dir else "under $DEEPRESEARCH_DATA (not set)"
     return (f"{what} not found: {spec}; pass a .jsonl file, a BEIR folder, a ScholarGym paper DB (.json), "
-            f"hf:NAME or a Hugging Face owner/name, or a dataset name {where}")
+            f"a folder of PDFs, a .bib/.ris/.csv reference file, hf:NAME or a Hugging Face owner/name, or a dataset name {where}")
+
+
+def _is_fulltext(path: Path) -> bool:
+    """One `.pdf`/`.txt`/`.md` file, or a folder of them holding no JSON data (a dataset folder keeps its README)."""
+    if path.is_file():
+        return path.suffix.lower() in FULLTEXT_SUFFIXES
+    return (path.is_dir() and not any(path.glob("*.json")) and not any(path.glob("*.jsonl"))
+            and bool(fulltext_files(path)))
 
 
 def resolve_source(spec: str, *, data_dir: str | Path | None = None, skip_bad: bool = False,
@@ -77,9 +91,14 @@ def resolve_source(spec: str, *, data_dir: str | Path | None = None, skip_bad: b
         if _is_hub_name(spec):
             return {"kind": "hf", "name": spec, "config": hf_config, "split": hf_split, "fields": dict(fields or {})}
         raise CorpusError(not_found_message(spec, data_dir))
+    named = Path(spec).expanduser().exists()  # reference files and full text only by path, never by dataset name
     path = path.resolve()
     if path.is_file() and path.suffix == ".json":
         return {"kind": "paper_db", "path": str(path), "skip_bad": skip_bad}
+    if named and path.is_file() and path.suffix.lower() in REFERENCE_SUFFIXES:
+        return {"kind": "refs", "path": str(path)}
+    if named and _is_fulltext(path):
+        return {"kind": "fulltext", "path": str(path), "passage_chars": MAX_CHARS, "passage_overlap": OVERLAP}
     resolve_corpus_file(path)  # a folder without corpus.jsonl fails here, before anything is read
     return {"kind": "jsonl", "path": str(path), "skip_bad": skip_bad}
 
@@ -94,6 +113,13 @@ def load_source(source: Mapping) -> tuple[Corpus, int]:
         return corpus, 0
     if kind == "paper_db":
         return load_paper_db(source["path"], skip_bad=skip_bad), 0
+    if kind == "refs":
+        docs, skipped = load_references(source["path"])
+        return Corpus(docs, name=Path(source["path"]).name), skipped
+    if kind == "fulltext":
+        docs, skipped = load_fulltext(source["path"], max_chars=source.get("passage_chars", MAX_CHARS),
+                                      overlap=source.get("passage_overlap", OVERLAP))
+        return Corpus(docs, name=Path(source["path"]).name), skipped
     if kind == "jsonl":
         path = Path(source["path"])
         file = resolve_corpus_file(path)
@@ -135,8 +161,10 @@ def source_files(source: Mapping) -> list[Path]:
     """The local files a source reads (none for a hub dataset), to notice when they change."""
     if source.get("kind") == "jsonl":
         return [resolve_corpus_file(source["path"])]
-    if source.get("kind") == "paper_db":
+    if source.get("kind") in ("paper_db", "refs"):
         return [Path(source["path"])]
+    if source.get("kind") == "fulltext":
+        return fulltext_files(source["path"])
     local = Path(source.get("name") or "")
     if source.get("kind") == "hf" and local.is_absolute() and local.exists():
         return sorted(p for p in local.rglob("*") if p.is_file()) if local.is_dir() else [local]
@@ -147,5 +175,5 @@ def same_source(a: Mapping | None, b: Mapping | None) -> bool:
     """True when two source records name the same data (skipping bad lines or not aside)."""
     if not a or not b:
         return False
-    keys = ("kind", "path", "name", "config", "split", "fields")
+    keys = ("kind", "path", "name", "config", "split", "fields", "passage_chars", "passage_overlap")
     return all(a.get(k) == b.get(k) for k in keys)

@@ -1,4 +1,11 @@
-"""Citation provenance: stable source ids for retrieved documents, and report renumbering."""
+"""Citation provenance: stable source ids for retrieved documents, and report renumbering.
+
+A source id names one passage: the first hex characters of SHA-1 of the paper's id, then `_` and the
+passage number (`_1` for a whole document, such as an abstract). A passage Doc of a full-text corpus
+(`retrievers.passages`: id `smith2020#3`, `metadata["paper_id"]`) gets `<sha1(smith2020)>_3`, so the
+trace names the passage it read; renumbering gives all passages of one paper one number and one
+reference entry, which lists the cited passages' source ids in `Reference.passages`.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ from dataclasses import dataclass
 
 from programs.artifacts import Reference
 from retrievers.bibliographic import bibliographic
+from retrievers.passages import PASSAGE_SEP, paper_id
 from retrievers.types import Doc
 
 # A citation is one bracket group of labels, "[3]", "[1, 2]", "[5a7b0fd1_1; 3]" ("[3][4]" is two groups);
@@ -38,9 +46,30 @@ def citation_labels(match: re.Match) -> list[str]:
     return [label.lower() for label in _SEPARATOR.split(match.group(1).strip())]
 
 
+def split_passage_id(doc_id: str) -> tuple[str, int]:
+    """(paper id, passage number) of a passage id `paper#3`; (doc id, 1) for any other id.
+
+    Example:
+        >>> split_passage_id("smith2020#3"), split_passage_id("388")
+        (('smith2020', 3), ('388', 1))
+    """
+    paper, sep, n = doc_id.rpartition(PASSAGE_SEP)
+    if sep and paper and n.isdigit() and int(n) > 0:
+        return paper, int(n)
+    return doc_id, 1
+
+
 def source_id_for(doc_id: str, n_hex: int = 8) -> str:
-    """Spec 001 §4.7: first hex characters of SHA-1(doc id), then `_1` (one passage per document)."""
-    return hashlib.sha1(doc_id.encode("utf-8")).hexdigest()[:n_hex] + "_1"
+    """Spec 001 §4.7: first hex characters of SHA-1(paper id), then `_<passage>`.
+
+    A whole document is its own only passage (`_1`); a passage id `paper#3` hashes `paper` and ends `_3`.
+
+    Example:
+        >>> source_id_for("smith2020#3")[-2:], source_id_for("smith2020#3")[:8] == source_id_for("smith2020")[:8]
+        ('_3', True)
+    """
+    paper, n = split_passage_id(doc_id)
+    return hashlib.sha1(paper.encode("utf-8")).hexdigest()[:n_hex] + f"_{n}"
 
 
 class CitationRegistry:
@@ -88,11 +117,13 @@ class Renumbered:
 def renumber_citations(markdown: str, registry: CitationRegistry) -> Renumbered:
     """Replaces source ids with [1]..[n] in order of first use and drops citations naming no registered document.
 
+    Passages of one paper share its number (`retrievers.passages.paper_id`): the paper is one reference.
+
     Returns:
         The rewritten Markdown, the references in citation order, and the number of dropped citations.
     """
-    numbers: dict[str, int] = {}
-    refs: list[Reference] = []
+    numbers: dict[str, int] = {}  # paper id -> number
+    cited: dict[str, list[tuple[str, Doc]]] = {}  # paper id -> its cited (source id, passage) in order of first use
     dropped = 0
 
     def replace(match: re.Match) -> str:
@@ -103,24 +134,34 @@ def renumber_citations(markdown: str, registry: CitationRegistry) -> Renumbered:
             if doc is None:
                 dropped += 1
                 continue
-            if sid not in numbers:
-                numbers[sid] = len(numbers) + 1
-                refs.append(reference_for(numbers[sid], sid, doc))
-            tag = f"[{numbers[sid]}]"
+            paper = paper_id(doc)
+            if paper not in numbers:
+                numbers[paper] = len(numbers) + 1
+                cited[paper] = []
+            if all(sid != s for s, _ in cited[paper]):
+                cited[paper].append((sid, doc))
+            tag = f"[{numbers[paper]}]"
             if tag not in out:
                 out.append(tag)
         lead = " " if match.group(0)[:1].isspace() and out else ""
         return lead + "".join(out)
 
     text = DRAFT_CITATION.sub(replace, markdown)
-    return Renumbered(markdown=text, references=tuple(refs), dropped=dropped)
+    refs = tuple(reference_for(numbers[paper], parts[0][0], parts[0][1],
+                               passages=tuple(s for s, d in parts if paper_id(d) != d.doc_id))
+                 for paper, parts in cited.items())
+    return Renumbered(markdown=text, references=refs, dropped=dropped)
 
 
-def reference_for(number: int, source_id: str, doc: Doc) -> Reference:
-    """The reference list entry of a cited document, with the authors, venue, DOI and link its record carries."""
+def reference_for(number: int, source_id: str, doc: Doc, passages: tuple[str, ...] = ()) -> Reference:
+    """The reference list entry of a cited document, with the authors, venue, DOI and link its record carries.
+
+    For a passage, the entry names its paper (`doc_id` is the paper's id); `passages` are the source ids of
+    the paper's cited passages.
+    """
     bib = bibliographic(doc)
-    return Reference(number=number, source_id=source_id, doc_id=doc.doc_id, title=doc.title, year=bib.year,
-                     url=bib.url, authors=bib.authors, venue=bib.venue, doi=bib.doi)
+    return Reference(number=number, source_id=source_id, doc_id=paper_id(doc), title=doc.title, year=bib.year,
+                     url=bib.url, authors=bib.authors, venue=bib.venue, doi=bib.doi, passages=passages)
 
 
 def render_references(references: tuple[Reference, ...]) -> str:

@@ -4,7 +4,8 @@
 [1]..[n]) and returns one record per sentence of its body, in order: the numbers it cites, the source
 ids and corpus ids those numbers stand for, and the learnings of the run that rest on those sources.
 A reader goes sentence -> [n] -> source id -> learning (the finding the writer was given) and doc id
-(the passage in the corpus). `Report.provenance()` calls it, and trace.json carries the result.
+(the passage in the corpus: `paper#3` for each cited passage of a full-text paper). `Report.provenance()`
+calls it, and trace.json carries the result.
 
 What counts as a sentence: the body is the report before its last References (or Sources) heading.
 Headings, fenced code and rules are left out; paragraphs, list items, block quotes and table rows are
@@ -20,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from retrievers.passages import PASSAGE_SEP
 from signatures.types import Learning
 
 if TYPE_CHECKING:
@@ -182,11 +184,18 @@ def sentence_provenance(markdown: str, references: Sequence[Reference],
     out = []
     for i, text in enumerate(report_sentences(markdown)):
         numbers = cited_numbers(text)
-        sources = tuple(CitedSource(number=n, source_id=r.source_id, doc_id=r.doc_id, title=r.title)
-                        for n in numbers if (r := by_number.get(n)) is not None)
+        sources = tuple(c for n in numbers if (r := by_number.get(n)) is not None for c in _cited(n, r))
         out.append(SentenceProvenance(index=i, text=text, citations=numbers, sources=sources,
                                       learnings=_supporting(text, {s.source_id for s in sources}, learnings)))
     return tuple(out)
+
+
+def _cited(number: int, ref: Reference) -> tuple[CitedSource, ...]:
+    """What a number stands for: the document, or each cited passage of a paper (`doc_id` `paper#3`)."""
+    if not ref.passages:
+        return (CitedSource(number=number, source_id=ref.source_id, doc_id=ref.doc_id, title=ref.title),)
+    return tuple(CitedSource(number=number, source_id=sid, doc_id=f"{ref.doc_id}{PASSAGE_SEP}{sid.rsplit('_', 1)[-1]}",
+                             title=ref.title) for sid in ref.passages)
 
 
 def _supporting(sentence: str, source_ids: set[str], learnings: Iterable[Learning]) -> tuple[SupportingLearning, ...]:

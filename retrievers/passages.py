@@ -1,0 +1,149 @@
+"""Papers as passages: bounded, overlapping chunks of a document's text, each a Doc of its own.
+
+A passage of paper `smith2020` is the Doc `smith2020#3` (1-based), carrying its paper's title, link and
+bibliographic fields, plus `metadata["paper_id"]` ("smith2020"), `metadata["passage"]` (3) and
+`metadata["passages"]` (how many the paper has). Retrievers rank passages like any document; whoever
+lists references (`programs.runtime.citations`) groups them back by `paper_id`, so a paper is named once.
+
+Splitting is sentence-aware and cheap: the text is cut into sentences (a sentence longer than a passage
+is cut at word boundaries), sentences are packed into passages of at most `max_chars` characters, and
+each passage after the first starts with the last sentences of the one before, at most `overlap`
+characters of them (or the last `overlap` characters, cut at a word, when no whole sentence fits).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from retrievers.types import Doc
+
+PASSAGE_SEP = "#"
+MAX_CHARS = 1200  # about 250 words: a paragraph or two, well under the 2,000 characters a source shows the LM
+OVERLAP = 200     # about one sentence carried over, so a finding cut at a boundary is whole in one passage
+
+_HYPHEN_BREAK = re.compile(r"(\w)-\s*\n\s*(\w)")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
+
+
+def clean_text(text: str) -> str:
+    """Joins words hyphenated across line breaks and collapses whitespace (PDF text breaks every line)."""
+    return " ".join(_HYPHEN_BREAK.sub(r"\1\2", text).split())
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of `text` (after `clean_text`), split after `.`, `!` or `?` before a capital or digit."""
+    text = clean_text(text)
+    return [s for s in _SENTENCE_END.split(text) if s] if text else []
+
+
+def _pieces(sentence: str, width: int) -> list[str]:
+    """`sentence` cut at word boundaries into pieces of at most `width` characters (a longer word is cut)."""
+    out, cur = [], ""
+    for word in sentence.split(" "):
+        while len(word) > width:
+            if cur:
+                out.append(cur)
+                cur = ""
+            out.append(word[:width])
+            word = word[width:]
+        if cur and len(cur) + 1 + len(word) > width:
+            out.append(cur)
+            cur = word
+        else:
+            cur = f"{cur} {word}" if cur else word
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _tail(units: list[str], overlap: int) -> list[str]:
+    """The last units of a passage that fit in `overlap` characters; else the end of the last one, cut at a word."""
+    kept, size = [], -1
+    for unit in reversed(units):
+        if size + 1 + len(unit) > overlap:
+            break
+        kept.insert(0, unit)
+        size += 1 + len(unit)
+    if kept or overlap <= 0:
+        return kept
+    end = units[-1][-overlap:]
+    cut = end.find(" ")
+    end = end[cut + 1:] if 0 <= cut < len(end) - 1 else end
+    return [end] if end else []
+
+
+def split_passages(text: str, max_chars: int = MAX_CHARS, overlap: int = OVERLAP) -> list[str]:
+    """Splits `text` into passages of at most `max_chars` characters, consecutive ones sharing up to `overlap`.
+
+    Args:
+        text: Any text; whitespace is collapsed and words hyphenated across lines are joined.
+        max_chars: Longest passage, in characters (at least 100).
+        overlap: Characters of the previous passage a passage may start with (0 for none; below `max_chars / 2`).
+
+    Raises:
+        ValueError: for `max_chars` below 100 or an overlap of half a passage or more.
+
+    Example:
+        >>> split_passages("One. Two is here. Three.", max_chars=100, overlap=0)
+        ['One. Two is here. Three.']
+    """
+    if max_chars < 100:
+        raise ValueError(f"passages of {max_chars} characters are too short; use at least 100")
+    if not 0 <= overlap < max_chars // 2:
+        raise ValueError(f"overlap {overlap} must be between 0 and half the passage length ({max_chars // 2 - 1})")
+    width = max_chars - overlap - 1  # a carried-over tail plus any one unit always fits in a passage
+    units = [p for s in sentences(text) for p in _pieces(s, width)]
+    passages: list[str] = []
+    cur: list[str] = []
+    for unit in units:
+        if cur and len(" ".join(cur)) + 1 + len(unit) > max_chars:
+            passages.append(" ".join(cur))
+            cur = _tail(cur, overlap)
+        cur.append(unit)
+    if cur:
+        passages.append(" ".join(cur))
+    return passages
+
+
+def passage_docs(paper: Doc, max_chars: int = MAX_CHARS, overlap: int = OVERLAP) -> list[Doc]:
+    """The passages of `paper` as Docs `<paper id>#1`..`#n` (none for a paper without text).
+
+    Each keeps the paper's title, link, dates and metadata, and adds `paper_id`, `passage` and `passages`.
+    """
+    chunks = split_passages(paper.text, max_chars, overlap)
+    return [Doc(doc_id=f"{paper.doc_id}{PASSAGE_SEP}{n}", title=paper.title, text=chunk, url=paper.url,
+                year=paper.year, published=paper.published,
+                metadata={**paper.metadata, "paper_id": paper.doc_id, "passage": n, "passages": len(chunks)})
+            for n, chunk in enumerate(chunks, start=1)]
+
+
+def paper_id(doc: Doc) -> str:
+    """The id of the paper a Doc belongs to: its `paper_id` for a passage, else its own id."""
+    pid = doc.metadata.get("paper_id") if doc.metadata else None
+    return str(pid) if pid not in (None, "") else doc.doc_id
+
+
+def passage_number(doc: Doc) -> int | None:
+    """The 1-based passage number of a passage Doc, None for a whole document."""
+    n = doc.metadata.get("passage") if doc.metadata and "paper_id" in doc.metadata else None
+    try:
+        return int(n) if n is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def best_passages(query: str, passages: Sequence[Doc], k: int = 3) -> list[Doc]:
+    """The `k` passages of one paper that best match `query` (BM25 over the paper's own passages), best first.
+
+    Passages no query word matches come last, in text order, so a paper always gives `k` passages when
+    it has them.
+    """
+    if len(passages) <= k:
+        return list(passages)
+    from retrievers.bm25 import BM25Retriever
+    from retrievers.corpus import Corpus
+
+    ranked = [h.doc for h in BM25Retriever(Corpus(passages, name="passages")).search(query, k)]
+    seen = {d.doc_id for d in ranked}
+    return ranked + [d for d in passages if d.doc_id not in seen][: k - len(ranked)]
