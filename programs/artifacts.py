@@ -239,6 +239,13 @@ class RunStats:
         tree_s, total_s: Seconds of research, and of the whole run.
         turns, turns_stop, passages_examined, extraction_batches: `hero` only.
         pruned, wasted_speculative, evaluations: `parallel` only (pruned nodes by reason).
+        restored_citations, lost_citations, stray_citations: Citations of learnings a merge or enrichment
+            paragraph lost (restored by appending the learning; or counted, when the learning kept others),
+            and citations it made of no input (removed).
+        uncited_drafts: Writer drafts that cited nothing although cited learnings existed (asked again once,
+            then replaced by the fallback report).
+        verification: What the verify stage did: its policy and its counts of checked sentences by verdict
+            and by action (`Report.verdicts` has each sentence).
     """
 
     nodes: int = 0
@@ -278,6 +285,11 @@ class RunStats:
     pruned: dict[str, int] = field(default_factory=dict)
     wasted_speculative: int = 0
     evaluations: int = 0
+    restored_citations: int = 0
+    lost_citations: int = 0
+    stray_citations: int = 0
+    uncited_drafts: int = 0
+    verification: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -316,6 +328,8 @@ class Report:
             selected papers, as `GatherResult.to_dict()`), else None.
         clarifications: The clarifying questions asked before research and the user's answers
             (`{"question": ..., "answer": ...}`), folded into the research brief.
+        verdicts: The verify stage's verdict on each checked sentence of the draft: the sentence, the ids
+            of the passages it was judged against, the verdict, the action taken and what shipped.
     """
 
     question: str
@@ -332,6 +346,7 @@ class Report:
     taxonomy: dict[str, Any] | None = None
     gathered: dict[str, Any] | None = None
     clarifications: tuple[dict[str, str], ...] = ()
+    verdicts: tuple[dict[str, Any], ...] = ()
 
     def nodes(self) -> list[Node]:
         return [n for root in self.tree for n in root.walk()]
@@ -351,6 +366,7 @@ class Report:
             "events": [asdict(e) for e in self.events],
             "status": self.status, "error": self.error, "answer": self.answer, "taxonomy": self.taxonomy,
             "gathered": self.gathered, "clarifications": [dict(c) for c in self.clarifications],
+            "verdicts": [dict(v) for v in self.verdicts],
             "provenance": [p.to_dict() for p in self.provenance()],  # derived; provenance() rebuilds it after from_dict
         }
 
@@ -366,6 +382,7 @@ class Report:
             status=d.get("status", "done"), error=d.get("error"), answer=d.get("answer", ""),
             taxonomy=d.get("taxonomy"), gathered=d.get("gathered"),
             clarifications=tuple(dict(c) for c in d.get("clarifications", ())),
+            verdicts=tuple(dict(v) for v in d.get("verdicts", ())),
         )
 
 

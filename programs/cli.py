@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from programs.config import PRESETS, preset
+from programs.config import PRESETS, VERIFY_POLICIES, preset
 from programs.research.program import DeepResearch, stage_names
 from programs.runtime.context import Interrupt
 from programs.runtime.events import Event, EventHandler
@@ -75,6 +75,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--taxonomy", action="store_true",
                         help="also organise the papers judged relevant into a taxonomy: taxonomy.json (TaxoBench "
                              "JSON) and a 'Map of the literature' section of the report")
+    parser.add_argument("--verify", default=None, choices=VERIFY_POLICIES,
+                        help="check every claim of the draft against the passages it cites and rewrite (default), "
+                             "remove or mark what they do not support; off skips the check. trace.json records "
+                             "each verdict")
     # exports
     parser.add_argument("--bibtex", action="store_true",
                         help="also write references.bib: the report's references as BibTeX (title, authors, year, "
@@ -112,7 +116,8 @@ def build_program(args: argparse.Namespace, retriever, on_event, session: LMSess
                                    "max_concurrency": args.concurrency, "deadline_s": args.deadline,
                                    "max_lm_calls": args.max_lm_calls, "max_tokens": args.max_tokens,
                                    "lm_timeout_s": args.lm_timeout,
-                                   "answer": args.answer or None, "taxonomy": args.taxonomy or None}.items()
+                                   "answer": args.answer or None, "taxonomy": args.taxonomy or None,
+                                   "verify": args.verify}.items()
                  if v is not None}
     config = preset(args.preset, **overrides)
     program = DeepResearch(retriever=retriever, config=config, offline=session.is_offline,

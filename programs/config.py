@@ -14,6 +14,7 @@ SCHEDULES = ("async", "level", "gptr", "sequential")
 SELECTIONS = ("submodular", "random", "first_k")
 SPECULATION = ("after_initial_research", "immediate", "none")
 YIELD_MODES = ("share_of_batch", "relative_to_total")
+VERIFY_POLICIES = ("rewrite", "remove", "mark", "off")
 
 
 def check_minimum(settings: Any, names: Iterable[str], minimum: float, prefix: str = "") -> None:
@@ -189,6 +190,12 @@ class ResearchConfig:
         answer: Also write a short answer (a few cited sentences) from the same findings (spec 000 §4.6).
         taxonomy: Also organise the papers the run judged relevant into a TaxoBench tree (spec 003 §3.5)
             and add it to the report as a map of the literature.
+        verify: What the verify stage does with a sentence of the draft that its cited passages do not
+            fully support (or a factual sentence citing nothing that no passage supports): `rewrite` it to
+            what the passages state (the default: the reader gets only checked text and keeps the supported
+            part of a half-right sentence; removed when nothing is supported), `remove` it, `mark` it
+            "(unverified)" and keep it, or `off` (no check).
+        verify_batch: Sentences judged per LM call of the verify stage.
         hero: Settings of the `hero` strategy.
         parallel: Settings of the `parallel` strategy.
         gather: Settings of the `gather` strategy's loop.
@@ -221,6 +228,8 @@ class ResearchConfig:
     max_tokens: int | None = None
     answer: bool = False
     taxonomy: bool = False
+    verify: str = "rewrite"
+    verify_batch: int = 6
     hero: HeroConfig = field(default_factory=HeroConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     gather: GatherLoopConfig = field(default_factory=GatherLoopConfig)
@@ -238,7 +247,9 @@ class ResearchConfig:
             raise ValueError(f"schedule 'gptr' models the eco recursion; use it with strategy 'eco', "
                              f"not {self.strategy!r}")
         check_minimum(self, ("hits_per_query", "max_passages", "max_learnings", "max_concurrency", "passage_chars",
-                             "lm_concurrency", "search_concurrency"), 1)
+                             "lm_concurrency", "search_concurrency", "verify_batch"), 1)
+        if self.verify not in VERIFY_POLICIES:
+            raise ValueError(f"unknown verify policy {self.verify!r}; choose one of: {', '.join(VERIFY_POLICIES)}")
         check_minimum(self, ("max_failures", "lm_retries", "search_retries", "backoff_s", "retry_after_cap_s"), 0)
         if self.structured not in (None, "auto", "schema", "off"):
             raise ValueError(f"unknown structured mode {self.structured!r}; choose one of: auto, schema, off")

@@ -2,7 +2,8 @@
 
 It reads what each stage was asked (the rendered inputs) and answers deterministically from it:
 the planner and the enricher return exactly `max_tasks` tasks, the assessor judges every paper
-relevant, the extractor cites the first two passages, the merger and the writer cite what they read.
+relevant, the extractor cites the first two passages, the merger and the writer cite what they read, and the
+verifier finds every sentence supported.
 The writer also cites one id that names no retrieved document, which the program must drop.
 """
 
@@ -11,7 +12,15 @@ from __future__ import annotations
 import json
 import re
 
-from signatures import AssessRelevance, ExtractLearnings, FindGaps, MergeLearnings, PlanQueries, WriteReport
+from signatures import (
+    AssessRelevance,
+    ExtractLearnings,
+    FindGaps,
+    MergeLearnings,
+    PlanQueries,
+    WriteReport,
+)
+from signatures.verify import VerifyClaims
 from tests.scripted import inputs_of, routed_handler
 
 INVENTED_ID = "deadbeef_9"
@@ -52,9 +61,14 @@ def _write(messages):
     return {"report": f"## Answer\n\nThe evidence is mixed [{INVENTED_ID}].\n\n{body}"}
 
 
+def _verify(messages):
+    claims = json.loads(inputs_of(messages)["claims"])
+    return {"verdicts": [{"claim_id": c["claim_id"], "verdict": "supported", "corrected": ""} for c in claims]}
+
+
 def research_handler(overrides: dict | None = None):
     routes = {PlanQueries: _plan, AssessRelevance: _assess, ExtractLearnings: _extract, MergeLearnings: _merge,
-              FindGaps: _gaps, WriteReport: _write}
+              FindGaps: _gaps, WriteReport: _write, VerifyClaims: _verify}
     routes.update(overrides or {})
     return routed_handler(routes)
 

@@ -26,7 +26,9 @@ from programs.config import ResearchConfig
 from programs.gather.artifacts import GatherResult, StopReason, Subquery
 from programs.gather.loop import GatherLoop
 from programs.research.strategy import question_task, research_task
+from programs.runtime.citation_guard import check_node_citations
 from programs.runtime.context import NodeLife, RunContext
+from programs.stages.merger import NO_INFORMATION
 from retrievers.types import Doc, Hit
 from signatures.types import Learning, Task
 
@@ -193,7 +195,7 @@ async def research_selected(life: NodeLife, task: Task, sub: Subquery, result: G
         follow_ups += [q for q in out.follow_ups if q not in follow_ups]
         life.update(learnings=tuple(learnings), follow_ups=tuple(follow_ups))
     merged = await life.call("merge", task=task, learnings=learnings)
-    life.update(summary=merged.summary)
+    life.update(summary=check_node_citations(life, "merge", merged.summary, learnings, empty=NO_INFORMATION))
 
 
 def gather_usage(ctx: RunContext) -> dict:

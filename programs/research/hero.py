@@ -15,8 +15,11 @@ import asyncio
 from programs.config import ResearchConfig
 from programs.research.selector import select
 from programs.research.strategy import plan_root
+from programs.runtime.citation_guard import check_node_citations
+from programs.runtime.citations import CITATION, citation_labels
 from programs.runtime.context import NodeLife, RunContext
 from programs.runtime.scheduler import BudgetExceeded
+from programs.stages.merger import NO_INFORMATION
 from signatures.types import Finding, Learning, Task
 
 
@@ -104,6 +107,7 @@ class Hero:
                 async with life.slot():
                     learnings, follow_ups = await extract_in_batches(life, task, h.deep_depth)
                     summary = (await life.call("merge", task=task, learnings=learnings)).summary
+                    summary = check_node_citations(life, "merge", summary, learnings, empty=NO_INFORMATION)
                     life.update(summary=summary, follow_ups=tuple(follow_ups))
                     if h.enrichments > 0 and not ctx.is_stopped:
                         gaps = (await life.call("enrich", question=ctx.question, focus=task.query, summary=summary,
@@ -120,6 +124,8 @@ class Hero:
             if extra and not ctx.is_stopped and not life.restored:  # a restored summary has its paragraph
                 paragraph = (await life.call("enrich_write", focus=task.query, summary=life.node.summary,
                                              learnings=extra)).paragraph
+                cited = [x for m in CITATION.finditer(life.node.summary) for x in citation_labels(m)]
+                paragraph = check_node_citations(life, "enrich_write", paragraph, extra, known=cited)
                 if paragraph:
                     life.update(summary=life.node.summary + "\n\n" + paragraph)
         node = ctx.store.get(node_id)

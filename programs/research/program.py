@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -40,6 +41,7 @@ from programs.runtime.citations import (
     render_references,
 )
 from programs.runtime.context import RunContext, Snapshot
+from programs.runtime.entailment import citations_in
 from programs.runtime.events import EventHandler, EventLog
 from programs.runtime.journal import Journal
 from programs.runtime.lm import structured_adapter, summarize_failures
@@ -53,9 +55,10 @@ from programs.stages.clarifier import (
     research_brief,
 )
 from programs.stages.merger import NO_INFORMATION
+from programs.stages.verifier import LexicalVerifier, Verifier
 from programs.taxonomy.builder import TaxonomyBuilder
 from retrievers.types import Retriever
-from signatures.types import Finding, Learning
+from signatures.types import Finding, Learning, Source
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +67,10 @@ STRATEGIES: dict[str, Strategy] = {"eco": Eco(), "hero": Hero(), "parallel": Par
 # program has them, so a compiled program's state does not depend on which deliverables are asked for.
 OUTPUT_STAGES: dict[str, str] = {"answer": "answerer", "taxonomy": "taxonomist"}
 STAGES: tuple[str, ...] = (*SHARED_STAGES, *OUTPUT_STAGES)  # a strategy adds its own
+
+
+class UncitedReport(RuntimeError):
+    """The writer's report cited no source, twice, although the learnings it was given cite sources."""
 
 
 def stage_names() -> tuple[str, ...]:
@@ -86,7 +93,7 @@ class DeepResearch(dspy.Module):
         config: Tree shape, strategy, schedule, caps and budgets; `depth` and `breadth` override it.
         offline: Use the deterministic extractive stages of `programs.stages.offline` instead of an LM.
         lms: Per-stage LMs keyed by stage name: `clarify`, `plan`, `assess`, `extract`, `merge`, `enrich`,
-            `write`, `answer`, `taxonomy`, and the strategy's own (`enrich_write` for hero; `breadth`,
+            `write`, `verify`, `answer`, `taxonomy`, and the strategy's own (`enrich_write` for hero; `breadth`,
             `deepen`, `orchestrate` for parallel; `gather_plan`, `gather_assess` for gather). Other stages
             use the LM in `dspy.settings`.
         on_event: Called with every progress `Event` of a run.
@@ -133,6 +140,8 @@ class DeepResearch(dspy.Module):
         stages["taxonomist"] = TaxonomyBuilder(offline=offline, lm_timeout_s=self.config.lm_timeout_s,
                                                max_concurrency=self.config.lm_concurrency)
         stages["clarifier"] = OfflineClarifier() if offline else Clarifier()  # asks before research (`clarify`)
+        c = self.config  # every claim of the draft checked against its passages (`verify`; offline: the lexical rule)
+        stages["verifier"] = LexicalVerifier(c.verify) if offline else Verifier(c.verify, batch_size=c.verify_batch)
         for attr, module in {**stages, **self.strategy.modules(offline)}.items():
             setattr(self, attr, module)
         set_stage_lms(self, self.stage_table(), lms)
@@ -286,16 +295,18 @@ class DeepResearch(dspy.Module):
         learnings = tuple({x.text: x for n in nodes for x in n.learnings}.values())  # first-seen order, exact dedup
         status, error = _run_status(ctx, nodes)
         write_failed = False
+        verdicts: tuple[dict[str, Any], ...] = ()
         if status == "failed":
             body = (f"# Research failed: {error}\n\nNo report was written for: {ctx.title}\n\n"
                     f"Every error is recorded in the trace (trace.json), node by node.")
         elif findings:
             try:
-                body = (await self._write(ctx, findings)).report
+                body = await self._write(ctx, findings, learnings)
             except Exception as err:
                 ctx.fail("root", "write", err)
                 write_failed = True
                 body = fallback_report(ctx.title, findings)
+            body, verdicts = await self._verify(ctx, body, learnings)
         else:
             body = f"## {ctx.title}\n\n{NO_EVIDENCE_ANSWER}"
         if status == "interrupted":
@@ -345,10 +356,53 @@ class DeepResearch(dspy.Module):
         return Report(question=ctx.question, markdown=markdown, references=references,
                       learnings=learnings, tree=roots, usage=usage, stats=stats,
                       events=tuple(ctx.events.events), status=status, error=error, gathered=ctx.gathered,
-                      answer=answer.strip(), taxonomy=taxonomy)
+                      answer=answer.strip(), taxonomy=taxonomy, verdicts=verdicts)
 
-    async def _write(self, ctx: RunContext, findings: list[Finding]) -> dspy.Prediction:
-        return await self._late_call(ctx, "write", question=ctx.question, findings=findings)
+    async def _write(self, ctx: RunContext, findings: list[Finding], learnings: Sequence[Learning]) -> str:
+        """The writer's report. One that cites no source while cited learnings exist is a failure of the
+        writer: it is asked once more (offline, where it would write the same, not), then `UncitedReport`."""
+        body = (await self._late_call(ctx, "write", question=ctx.question, findings=findings)).report
+        if not any(x.source_ids for x in learnings) or _cites(body, ctx):
+            return body
+        ctx.count(uncited_drafts=1)
+        message = "the writer's report cites no source although cited learnings exist"
+        logger.warning("%s", message)
+        ctx.events.emit("fallback", stage="write", message=f"{message}; "
+                        + ("the fallback report is shipped" if self.is_offline else "asking the writer once more"))
+        if not self.is_offline:
+            body = (await self._late_call(ctx, "write", question=ctx.question, findings=findings, attempt=1)).report
+            if _cites(body, ctx):
+                return body
+            ctx.count(uncited_drafts=1)
+        raise UncitedReport(f"{message}, twice" if not self.is_offline else message)
+
+    async def _verify(self, ctx: RunContext, body: str,
+                      learnings: Sequence[Learning]) -> tuple[str, tuple[dict[str, Any], ...]]:
+        """The report after the verify stage (unchanged with policy `off`), and every verdict for the trace.
+
+        The stage sees the passages the report cites and those of every learning (the candidates for a
+        sentence citing nothing). If it fails, the lexical rule judges instead (recorded as a failure).
+        """
+        policy = self.config.verify
+        if policy == "off":
+            return body, ()
+        ids = dict.fromkeys([*citations_in(body), *(i for x in learnings for i in x.source_ids)])
+        sources = [Source(source_id=i, title=doc.title, text=doc.text[: self.config.passage_chars])
+                   for i in ids if (doc := ctx.registry.get(i)) is not None]
+        inputs = {"question": ctx.question, "report": body, "sources": sources}
+        try:
+            out = await self._late_call(ctx, "verify", **inputs)
+        except Exception as err:
+            ctx.fail("root", "verify", err)
+            ctx.events.emit("fallback", stage="verify",
+                            message="the verify stage failed; the lexical-entailment rule judged the report instead")
+            out = await LexicalVerifier(policy).acall(**inputs)
+        checks = list(out.checks)
+        counts = {"policy": policy, "checked": len(checks), "verdicts": dict(Counter(c.verdict for c in checks)),
+                  "actions": dict(Counter(c.action for c in checks))}
+        ctx.count(verification=counts)
+        ctx.events.emit("stage_end", stage="verify", counts=counts)
+        return out.report, tuple(c.to_dict() for c in checks)
 
     @staticmethod
     def _late(ctx: RunContext) -> bool:
@@ -371,6 +425,11 @@ class DeepResearch(dspy.Module):
         if c.lm_timeout_s is not None:
             grace = min(grace, c.lm_timeout_s)
         return await asyncio.wait_for(call, grace)
+
+
+def _cites(body: str, ctx: RunContext) -> bool:
+    """Whether `body` cites at least one registered source."""
+    return any(label in ctx.registry for label in citations_in(body))
 
 
 def _run_status(ctx: RunContext, nodes: list[Node]) -> tuple[RunStatus, str | None]:

@@ -14,20 +14,23 @@ from typing import Protocol
 import dspy
 
 from programs.config import ResearchConfig
+from programs.runtime.citation_guard import check_node_citations
 from programs.runtime.context import NodeLife, RunContext
 from programs.runtime.scheduler import BudgetExceeded
 from programs.runtime.text import norm_text
 from programs.stages.clarifier import plain_brief
+from programs.stages.merger import NO_INFORMATION
 from signatures.types import Task
 
 logger = logging.getLogger(__name__)
 
 # The stage vocabulary: a stage's name (used by `lms=`, `--stage-lm`, usage, events, failures and the
 # trace) -> the attribute of `DeepResearch` holding its module. `search` is a stage without a module.
-# `clarify` (clarifying questions, asked before research) and `write` are the program's own calls; the
-# strategies call the other five.
+# `clarify` (clarifying questions, asked before research), `write` and `verify` (every claim of the draft
+# checked against its cited passages) are the program's own calls; the strategies call the other five.
 SHARED_STAGES: dict[str, str] = {"clarify": "clarifier", "plan": "planner", "assess": "assessor",
-                                 "extract": "extractor", "merge": "merger", "enrich": "enricher", "write": "writer"}
+                                 "extract": "extractor", "merge": "merger", "enrich": "enricher", "write": "writer",
+                                 "verify": "verifier"}
 
 
 class Strategy(Protocol):
@@ -63,7 +66,7 @@ async def research_task(life: NodeLife, task: Task, hits_k: int) -> list[str]:
     life.count(invented_citations=extracted.invented)
     life.update(learnings=tuple(extracted.learnings), follow_ups=tuple(extracted.follow_ups))
     merged = await life.call("merge", task=task, learnings=extracted.learnings)
-    life.update(summary=merged.summary)
+    life.update(summary=check_node_citations(life, "merge", merged.summary, extracted.learnings, empty=NO_INFORMATION))
     return list(extracted.follow_ups)
 
 

@@ -13,6 +13,8 @@ class Writer(Stage):
         super().__init__()
         self.write_report = dspy.Predict(WriteReport)
 
-    async def aforward(self, question: str, findings: list[Finding]) -> dspy.Prediction:
-        out = await call_predictor("write", self.write_report, question=question, findings=findings)
+    async def aforward(self, question: str, findings: list[Finding], attempt: int = 0) -> dspy.Prediction:
+        # a second attempt (the first draft cited nothing) samples anew: cached and greedy, it would repeat the first
+        config = {"rollout_id": attempt, "temperature": 1.0} if attempt else {}
+        out = await call_predictor("write", self.write_report, question=question, findings=findings, config=config)
         return dspy.Prediction(report=out.report.strip())

@@ -58,7 +58,7 @@ def test_named_predictors_list_each_stage_once_whatever_the_depth(scifact_bm25):
     assert names[1] == names[4]
     assert sorted(names[1]) == sorted([
         "planner.plan_queries.predict", "assessor.assess_relevance", "extractor.extract_learnings.predict",
-        "merger.merge_learnings", "enricher.find_gaps.predict", "writer.write_report",
+        "merger.merge_learnings", "enricher.find_gaps.predict", "writer.write_report", "verifier.verify_claims",
         # the output stages, present whether or not a run asks for an answer or a taxonomy
         "clarifier.clarify_question", "answerer.write_answer", "taxonomist.build_taxonomy", "taxonomist.merge_taxonomies",
         "taxonomist.place_papers", "taxonomist.repair_json"])
@@ -171,7 +171,7 @@ def test_usage_also_reaches_an_enclosing_meter_and_dspy_usage_tracker(scifact_bm
     with dspy.context(lm=scripted_lm(research_handler())), track_usage() as tracker, metered(outer):
         out = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2)(question="aspirin and colorectal cancer")
     calls = sum(u.calls for u in out.usage.values())
-    assert calls == outer.total_calls == 1 + 2 * 3 + 1  # plan; assess, extract, merge per node; write
+    assert calls == outer.total_calls == 1 + 2 * 3 + 1 + 1  # plan; assess, extract, merge per node; write; verify
     assert {s: u.calls for s, u in outer.snapshot().items()} == {s: u.calls for s, u in out.usage.items()}
     tokens = sum(u.prompt_tokens for u in out.usage.values())
     assert tokens > 0 and sum(e["prompt_tokens"] for entries in tracker.usage_data.values() for e in entries) == tokens

@@ -1,0 +1,245 @@
+"""The verify stage: every claim of a draft report checked against the passages it cites, before it ships.
+
+The draft's prose is split into sentences (programs.runtime.entailment). A sentence that cites sources
+is judged against the texts of its first three cited passages; a sentence with a factual claim (at
+least `MIN_CLAIM_CHARS` characters) and no citation is judged against the candidate passages that
+share most of its words, and cites them when they support it. A judge returns `supported`,
+`partially` or `unsupported` and, for the last two, a corrected sentence restricted to what the
+passages state. The policy then keeps, rewrites, removes or marks each sentence not fully supported:
+
+* `rewrite`: the corrected sentence with the original citations (removed when nothing is supported);
+* `remove`: the sentence is dropped;
+* `mark`: the sentence stays, followed by `MARK`.
+
+`Verifier` asks an LM (`VerifyClaims`, `batch_size` sentences per call); `LexicalVerifier` is the
+offline judge: the named lexical-entailment rule (`lexical_support`: 75 % of the sentence's content
+words in the passages is support, 40 % is partial), and its correction is the passage sentence that
+covers most of the claim. Both return every verdict (`SentenceCheck`) for the trace.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import dspy
+
+from programs.config import VERIFY_POLICIES
+from programs.runtime.citations import CITATION
+from programs.runtime.entailment import (
+    LIST_MARK,
+    NOTE,
+    PARTIAL_SUPPORT,
+    citations_in,
+    lexical_coverage,
+    lexical_support,
+    plain_sentence,
+    split_block,
+)
+from programs.runtime.stage import Stage
+from programs.runtime.usage import call_predictor
+from signatures.types import Source
+from signatures.verify import ClaimToCheck, ClaimVerdict, VerifyClaims
+
+POLICIES = VERIFY_POLICIES
+MARK = " *(unverified)*"
+MIN_CLAIM_CHARS = 50  # ScholarQABench's claim rule: shorter sentences (answers, transitions) carry no claim
+MAX_CITATIONS = 3  # the passages of a sentence's first three citations are checked (spec 001 §6.2)
+_GRADE = {1.0: "supported", 0.5: "partially", 0.0: "unsupported"}
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True)
+class SentenceCheck:
+    """One verdict of the verify stage, as the trace records it.
+
+    Attributes:
+        sentence: The sentence as the writer wrote it (citation markers kept).
+        passage_ids: The source ids it was judged against: its citations, or for an uncited sentence
+            the candidates found for it.
+        verdict: `supported`, `partially` or `unsupported`.
+        action: `kept`, `cited` (an uncited sentence the candidates support, now citing them),
+            `rewritten`, `removed` or `marked`.
+        shipped: The sentence as it ships ('' when removed).
+        was_cited: Whether the writer cited anything in it.
+        judge: `lm` or `lexical` (the offline rule, also the stand-in for a verdict the LM left out).
+    """
+
+    sentence: str
+    passage_ids: tuple[str, ...]
+    verdict: str
+    action: str
+    shipped: str
+    was_cited: bool
+    judge: str
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["passage_ids"] = list(self.passage_ids)
+        return d
+
+
+@dataclass
+class _Unit:
+    """A checked sentence of the draft: where it is and what it is judged against."""
+
+    claim_id: int
+    raw: str
+    text: str
+    cited: list[str]  # resolvable citations, first MAX_CITATIONS
+    passages: list[Source]
+
+
+def check_policy(policy: str) -> str:
+    if policy not in POLICIES:
+        raise ValueError(f"unknown verify policy {policy!r}; choose one of: {', '.join(POLICIES)}")
+    return policy
+
+
+def _with_citations(sentence: str, ids: Sequence[str]) -> str:
+    """`sentence` ending with `[id, ...]` before its final punctuation."""
+    body = CITATION.sub("", sentence).rstrip()
+    end = body[-1] if body and body[-1] in ".!?" else "."
+    body = body.rstrip(".!? ")
+    return f"{body} [{', '.join(ids)}]{end}" if ids else f"{body}{end}"
+
+
+def _candidates(text: str, pool: Sequence[Source], k: int = MAX_CITATIONS) -> list[Source]:
+    """The passages of `pool` that share most of `text`'s content words (at least the partial share)."""
+    scored = sorted(((lexical_coverage(p.text, text), i) for i, p in enumerate(pool)), key=lambda x: (-x[0], x[1]))
+    return [pool[i] for score, i in scored[:k] if score >= PARTIAL_SUPPORT]
+
+
+class _Checker(Stage):
+    """Splits a draft into sentences, asks `judge` about the claims, and applies the policy."""
+
+    def __init__(self, policy: str = "rewrite", min_claim_chars: int = MIN_CLAIM_CHARS):
+        super().__init__()
+        self.policy = check_policy(policy)
+        self.min_claim_chars = min_claim_chars
+
+    async def judge(self, question: str, claims: list[ClaimToCheck]) -> tuple[dict[int, ClaimVerdict], str]:
+        raise NotImplementedError
+
+    async def aforward(self, question: str, report: str, sources: list[Source]) -> dspy.Prediction:
+        """Checks `report` (a draft citing source ids) against `sources` (every passage it may cite).
+
+        Returns:
+            `report`: the draft with the policy applied; `checks`: a `SentenceCheck` per judged sentence.
+        """
+        by_id = {s.source_id: s for s in sources}
+        lines: list[str | list] = []  # a raw line, or [prefix, [sentence parts]] for a prose block
+        units: dict[tuple[int, int], _Unit] = {}
+        is_open = False
+        for line in report.splitlines():
+            stripped = line.strip()
+            if not stripped or stripped.startswith(("#", "|", ">", "```")) or NOTE.match(stripped):
+                lines.append(line)
+                is_open = False
+                continue
+            mark = LIST_MARK.match(line)
+            if mark or not is_open:
+                lines.append([mark.group(0) if mark else "", [LIST_MARK.sub("", line).strip()]])
+                is_open = True
+            else:
+                lines[-1][1][0] += " " + stripped
+        for i, item in enumerate(lines):
+            if isinstance(item, str):
+                continue
+            item[1] = split_block(item[1][0])
+            for j, part in enumerate(item[1]):
+                unit = self._unit(len(units), part, by_id, sources)
+                if unit is not None:
+                    units[(i, j)] = unit
+        claims = [ClaimToCheck(claim_id=u.claim_id, sentence=u.text, passages=u.passages)
+                  for u in units.values() if u.passages]
+        verdicts, judge = await self.judge(question, claims) if claims else ({}, "lexical")
+        checks: list[SentenceCheck] = []
+        for (i, j), unit in units.items():
+            verdict = verdicts.get(unit.claim_id)
+            used = judge if verdict is not None else "lexical"
+            if verdict is None:
+                verdict = lexical_verdict(unit.claim_id, unit.text, unit.passages)
+            shipped, action = self._apply(unit, verdict)
+            lines[i][1][j] = shipped
+            checks.append(SentenceCheck(sentence=unit.raw, passage_ids=tuple(p.source_id for p in unit.passages),
+                                        verdict=verdict.verdict, action=action, shipped=shipped,
+                                        was_cited=bool(unit.cited), judge=used))
+        out = []
+        for item in lines:
+            if isinstance(item, str):
+                out.append(item)
+            elif any(p.strip() for p in item[1]):
+                out.append(item[0] + " ".join(p.strip() for p in item[1] if p.strip()))
+        text = re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
+        return dspy.Prediction(report=text, checks=checks)
+
+    def _unit(self, claim_id: int, part: str, by_id: dict[str, Source], pool: list[Source]) -> _Unit | None:
+        text = plain_sentence(part)
+        if not text:
+            return None
+        cited = [c for c in citations_in(part) if c in by_id][:MAX_CITATIONS]
+        if cited:
+            return _Unit(claim_id, part, text, cited, [by_id[c] for c in cited])
+        if len(text) < self.min_claim_chars:
+            return None
+        return _Unit(claim_id, part, text, [], _candidates(text, pool))
+
+    def _apply(self, unit: _Unit, verdict: ClaimVerdict) -> tuple[str, str]:
+        ids = [p.source_id for p in unit.passages]
+        if verdict.verdict == "supported":
+            return (unit.raw, "kept") if unit.cited else (_with_citations(unit.raw, ids), "cited")
+        if self.policy == "mark":
+            return unit.raw.rstrip() + MARK, "marked"
+        corrected = plain_sentence(verdict.corrected)
+        if self.policy == "rewrite" and corrected and ids:
+            return _with_citations(corrected, ids), "rewritten"
+        return "", "removed"
+
+
+def lexical_verdict(claim_id: int, text: str, passages: Sequence[Source]) -> ClaimVerdict:
+    """The lexical-entailment rule's verdict on one sentence, with the best-covering passage sentence as
+    its correction (a quote from the cited source, so the rule supports it by construction)."""
+    grade = lexical_support(text, [p.text for p in passages]) if passages else 0.0
+    corrected = ""
+    if grade < 1.0:
+        quotes = [s.strip() for p in passages for s in _SENTENCE.split(p.text) if s.strip()]
+        best = max(quotes, key=lambda s: lexical_coverage(s, text), default="")
+        if best and lexical_coverage(best, text) >= PARTIAL_SUPPORT:
+            corrected = best
+    return ClaimVerdict(claim_id=claim_id, verdict=_GRADE[grade], corrected=corrected)
+
+
+class Verifier(_Checker):
+    """Draft report + the passages it may cite -> the report with each claim checked by an LM.
+
+    `batch_size` sentences go to the LM per call. A verdict the LM leaves out (or gives for an id it was
+    not asked about) is replaced by the lexical rule's, recorded with judge `lexical`.
+    """
+
+    def __init__(self, policy: str = "rewrite", batch_size: int = 6, min_claim_chars: int = MIN_CLAIM_CHARS):
+        super().__init__(policy, min_claim_chars)
+        if batch_size < 1:
+            raise ValueError(f"verify batch_size must be >= 1, got {batch_size}")
+        self.batch_size = batch_size
+        self.verify_claims = dspy.Predict(VerifyClaims)
+
+    async def judge(self, question: str, claims: list[ClaimToCheck]) -> tuple[dict[int, ClaimVerdict], str]:
+        verdicts: dict[int, ClaimVerdict] = {}
+        for start in range(0, len(claims), self.batch_size):
+            batch = claims[start:start + self.batch_size]
+            asked = {c.claim_id for c in batch}
+            out = await call_predictor("verify", self.verify_claims, question=question, claims=batch)
+            verdicts.update({v.claim_id: v for v in out.verdicts if v.claim_id in asked})
+        return verdicts, "lm"
+
+
+class LexicalVerifier(_Checker):
+    """The offline verify stage: the lexical-entailment rule (`lexical_verdict`) judges every claim, no LM."""
+
+    async def judge(self, question: str, claims: list[ClaimToCheck]) -> tuple[dict[int, ClaimVerdict], str]:
+        return {c.claim_id: lexical_verdict(c.claim_id, c.sentence, c.passages) for c in claims}, "lexical"
+
+
+__all__ = ["MARK", "POLICIES", "LexicalVerifier", "SentenceCheck", "Verifier", "check_policy", "lexical_verdict"]
