@@ -79,6 +79,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="check every claim of the draft against the passages it cites and rewrite (default), "
                              "remove or mark what they do not support; off skips the check. trace.json records "
                              "each verdict")
+    parser.add_argument("--full-text", action="store_true",
+                        help="where a hit has an open-access PDF link (search engines give one), fetch and read the "
+                             "PDF (cached under ~/.cache/dspy-deepresearch/fulltext or --full-text-cache) and give "
+                             "the extractor its passages that best match the query instead of the abstract")
+    parser.add_argument("--full-text-cache", default=None, metavar="DIR", help="folder of fetched PDFs")
     # exports
     parser.add_argument("--bibtex", action="store_true",
                         help="also write references.bib: the report's references as BibTeX (title, authors, year, "
@@ -117,7 +122,8 @@ def build_program(args: argparse.Namespace, retriever, on_event, session: LMSess
                                    "max_lm_calls": args.max_lm_calls, "max_tokens": args.max_tokens,
                                    "lm_timeout_s": args.lm_timeout,
                                    "answer": args.answer or None, "taxonomy": args.taxonomy or None,
-                                   "verify": args.verify}.items()
+                                   "verify": args.verify, "full_text": args.full_text or None,
+                                   "full_text_cache": args.full_text_cache}.items()
                  if v is not None}
     config = preset(args.preset, **overrides)
     program = DeepResearch(retriever=retriever, config=config, offline=session.is_offline,

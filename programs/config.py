@@ -196,6 +196,13 @@ class ResearchConfig:
             part of a half-right sentence; removed when nothing is supported), `remove` it, `mark` it
             "(unverified)" and keep it, or `off` (no check).
         verify_batch: Sentences judged per LM call of the verify stage.
+        full_text: Where a hit has an open-access PDF link (`metadata["pdf_url"]`, given by the search
+            engines), fetch the PDF (cached on disk), split it into passages and give the extractor the
+            `full_text_passages` of them that best match the node's query instead of the abstract; a
+            failed fetch keeps the abstract (one warning line). Not for the `gather` strategy, which
+            selects whole papers.
+        full_text_passages: Passages of one paper given in its place with `full_text`.
+        full_text_cache: Folder of fetched PDFs (None: ~/.cache/dspy-deepresearch/fulltext).
         hero: Settings of the `hero` strategy.
         parallel: Settings of the `parallel` strategy.
         gather: Settings of the `gather` strategy's loop.
@@ -230,6 +237,9 @@ class ResearchConfig:
     taxonomy: bool = False
     verify: str = "rewrite"
     verify_batch: int = 6
+    full_text: bool = False
+    full_text_passages: int = 3
+    full_text_cache: str | None = None
     hero: HeroConfig = field(default_factory=HeroConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     gather: GatherLoopConfig = field(default_factory=GatherLoopConfig)
@@ -247,7 +257,10 @@ class ResearchConfig:
             raise ValueError(f"schedule 'gptr' models the eco recursion; use it with strategy 'eco', "
                              f"not {self.strategy!r}")
         check_minimum(self, ("hits_per_query", "max_passages", "max_learnings", "max_concurrency", "passage_chars",
-                             "lm_concurrency", "search_concurrency", "verify_batch"), 1)
+                             "lm_concurrency", "search_concurrency", "verify_batch", "full_text_passages"), 1)
+        if self.full_text and self.strategy == "gather":
+            raise ValueError("full text is read for the eco, hero and parallel strategies; the gather strategy "
+                             "selects whole papers by id, so drop --full-text or choose another strategy")
         if self.verify not in VERIFY_POLICIES:
             raise ValueError(f"unknown verify policy {self.verify!r}; choose one of: {', '.join(VERIFY_POLICIES)}")
         check_minimum(self, ("max_failures", "lm_retries", "search_retries", "backoff_s", "retry_after_cap_s"), 0)

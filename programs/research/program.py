@@ -57,6 +57,7 @@ from programs.stages.clarifier import (
 from programs.stages.merger import NO_INFORMATION
 from programs.stages.verifier import LexicalVerifier, Verifier
 from programs.taxonomy.builder import TaxonomyBuilder
+from retrievers.fulltext import FullTextCache, FullTextRetriever
 from retrievers.types import Retriever
 from signatures.types import Finding, Learning, Source
 
@@ -113,6 +114,9 @@ class DeepResearch(dspy.Module):
         config = config or ResearchConfig()
         overrides = {k: v for k, v in {"depth": depth, "breadth": breadth}.items() if v is not None}
         self.config = replace(config, **overrides) if overrides else config
+        if self.config.full_text and not isinstance(retriever, FullTextRetriever):  # hits with a PDF read as passages
+            retriever = FullTextRetriever(retriever, FullTextCache(self.config.full_text_cache),
+                                          passages_per_paper=self.config.full_text_passages)
         self._retriever = Shared(retriever)
         self.is_offline = offline
         self.on_event = on_event
