@@ -144,6 +144,10 @@ def best_passages(query: str, passages: Sequence[Doc], k: int = 3) -> list[Doc]:
     from retrievers.bm25 import BM25Retriever
     from retrievers.corpus import Corpus
 
-    ranked = [h.doc for h in BM25Retriever(Corpus(passages, name="passages")).search(query, k)]
+    # Lucene IDF stays positive for a word every passage has (a paper's few passages share many words);
+    # the English analyzer matches "fractures" to "fracture". The settings of the default BM25 preset.
+    bm25 = BM25Retriever(Corpus(passages, name="passages"), k1=1.2, b=0.75, tokenizer="english", method="lucene",
+                         text_format="plain")
+    ranked = [h.doc for h in bm25.search(query, k)]
     seen = {d.doc_id for d in ranked}
     return ranked + [d for d in passages if d.doc_id not in seen][: k - len(ranked)]

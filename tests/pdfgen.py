@@ -25,7 +25,7 @@ def _content(lines: Sequence[Line], column: int = 120) -> bytes:
             ops.append(f"({_escape(cell)}) Tj {column} 0 Td")
         ops.append(f"{-column * len(line)} -12 Td")
     ops.append("ET")
-    return "\n".join(ops).encode("latin-1")
+    return "\n".join(ops).encode("cp1252", errors="replace")  # WinAnsiEncoding; other characters become "?"
 
 
 def make_pdf(pages: Sequence[Sequence[Line]], *, title: str | None = None, author: str | None = None,
@@ -50,7 +50,7 @@ def make_pdf(pages: Sequence[Sequence[Line]], *, title: str | None = None, autho
     objects[tree - 1] = (b"<< /Type /Pages /Kids [" + b" ".join(b"%d 0 R" % k for k in kids)
                          + b"] /Count %d >>" % len(kids))
     info_items = [(k, v) for k, v in (("Title", title), ("Author", author), ("CreationDate", created)) if v]
-    info = add(b"<< " + b" ".join(f"/{k} ({_escape(v)})".encode("latin-1") for k, v in info_items) + b" >>")
+    info = add(b"<< " + b" ".join(f"/{k} ({_escape(v)})".encode("cp1252", errors="replace") for k, v in info_items) + b" >>")
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for n, body in enumerate(objects, start=1):
