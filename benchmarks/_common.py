@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
+import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -70,3 +72,10 @@ def table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
             cells.append(f"{'-':>14}" if value is None else f"{format(value, fmt):>14}")
         lines.append("  ".join(cells))
     return "\n".join(lines)
+
+
+def machine_line() -> str:
+    """The machine's core count and load, printed beside every suite's figures."""
+    one, five, fifteen = os.getloadavg()
+    return (f"machine: {os.cpu_count()} cores, load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min), "
+            f"{platform.machine()} {platform.python_implementation()} {platform.python_version()}")
