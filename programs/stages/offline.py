@@ -24,7 +24,7 @@ from retrievers.types import Retriever, search_async
 from signatures.types import Finding, Judgement, Learning, Source, Task
 
 _WORD = re.compile(r"[a-z][a-z0-9-]*[a-z0-9]|[a-z]")
-_CITED_SENTENCE = re.compile(r".+?(?:\[[^\]]+\])+\.(?=\s|$)", re.S)  # "claim [id]." units of a summary
+_CITED_SENTENCE = re.compile(r".+?(?:\[[^\]]+\])+\.(?=\s|$)", re.DOTALL)  # "claim [id]." units of a summary
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(])")
 STOP_WORDS = ENGLISH_STOP_WORDS | {"study", "studies", "using", "used", "use", "based", "results", "result",
                                    "showed", "shown", "show", "effect", "effects", "associated", "data",
@@ -95,27 +95,60 @@ class OfflinePlanner(Stage):
         return dspy.Prediction(tasks=tasks[:max_tasks])
 
 
-class OfflineAssessor(Stage):
-    """Relevant when the retrieval score is at least `relevant_ratio` of the query's best score,
-    uncertain down to `uncertain_ratio`, irrelevant below."""
+def stem(word: str) -> str:
+    """A crude prefix stem, so `fractures` meets `fracture` and `supplementation` meets `supplements`."""
+    return word[:6]
 
-    def __init__(self, keep_uncertain: bool = True, relevant_ratio: float = 0.6, uncertain_ratio: float = 0.4):
+
+EVIDENCE_RULE = "score and coverage"
+
+
+def evidence(wanted: set[str], title: str, text: str, score: float, best: float) -> tuple[float, float]:
+    """The two figures of the offline relevance rule (`EVIDENCE_RULE`) for one hit: its retrieval score as a
+    share of the best score of its search (1.0 when the best is not positive), and the share of the stemmed
+    key terms `wanted` that its title and text contain."""
+    present = {stem(t) for t in key_terms(f"{title} {text}", min_len=1)}
+    coverage = len(wanted & present) / max(len(wanted), 1)
+    return (score / best if best > 0 else 1.0), coverage
+
+
+def evidence_reason(ratio: float, coverage: float, min_ratio: float, min_coverage: float) -> str:
+    return (f"{EVIDENCE_RULE}: score {ratio:.2f} of the search's best (needs {min_ratio:.2f}), "
+            f"covers {coverage:.0%} of the key terms (needs {min_coverage:.0%})")
+
+
+class OfflineAssessor(Stage):
+    """The offline relevance rule (`EVIDENCE_RULE`, shared with the gathering loop's offline assessor): a
+    source is relevant when its retrieval score is at least `relevant_ratio` of the task's best score and it
+    contains at least `min_coverage` of the task query's key terms; uncertain when it has the coverage and a
+    score down to `uncertain_ratio`; irrelevant otherwise. Each judgement's reason names the rule and its figures.
+    """
+
+    # relevant_ratio and min_coverage are the gathering loop's thresholds, tuned on SciFact's train claims
+    # (programs/gather/offline.py); uncertain_ratio is a band below them, kept only with keep_uncertain.
+    def __init__(self, keep_uncertain: bool = True, relevant_ratio: float = 0.9, uncertain_ratio: float = 0.75,
+                 min_coverage: float = 0.2):
         super().__init__()
+        if not 0 <= uncertain_ratio <= relevant_ratio <= 1 or not 0 <= min_coverage <= 1:
+            raise ValueError(f"need 0 <= uncertain_ratio <= relevant_ratio <= 1 and min_coverage in [0, 1], got "
+                             f"{uncertain_ratio}, {relevant_ratio} and {min_coverage}")
         self.keep_uncertain = keep_uncertain
-        self.relevant_ratio, self.uncertain_ratio = relevant_ratio, uncertain_ratio
+        self.relevant_ratio, self.uncertain_ratio, self.min_coverage = relevant_ratio, uncertain_ratio, min_coverage
 
     async def aforward(self, task: Task, sources: list[Source], scores: list[float] | None = None) -> dspy.Prediction:
         if not sources:
             return dspy.Prediction(judgements=[], kept=[])
         scores = scores or [1.0] * len(sources)
-        top = max(scores) or 1.0
+        best = max(scores)
+        wanted = {stem(t) for t in key_terms(task.query, min_len=1)}
         judgements = []
         for s, score in zip(sources, scores):
-            ratio = score / top
-            label = ("relevant" if ratio >= self.relevant_ratio else
-                     "uncertain" if ratio >= self.uncertain_ratio else "irrelevant")
-            judgements.append(Judgement(source_id=s.source_id, label=label,
-                                        reason=f"retrieval score {ratio:.2f} of the best for this query"))
+            ratio, coverage = evidence(wanted, s.title, s.text, score, best)
+            covered = coverage >= self.min_coverage
+            label = ("relevant" if covered and ratio >= self.relevant_ratio else
+                     "uncertain" if covered and ratio >= self.uncertain_ratio else "irrelevant")
+            judgements.append(Judgement(source_id=s.source_id, label=label, reason=evidence_reason(
+                ratio, coverage, self.relevant_ratio, self.min_coverage)))
         keep = {"relevant", "uncertain"} if self.keep_uncertain else {"relevant"}
         return dspy.Prediction(judgements=judgements, kept=[s for s, j in zip(sources, judgements) if j.label in keep])
 
