@@ -160,6 +160,19 @@ class FullTextRetriever:
                        for p in best_passages(query, passages, self.passages_per_paper))
         return out
 
+    def read(self, hit: Hit, query: str, k: int | None = None) -> Hit:
+        """`hit` with its text replaced by the paper's `k` passages best matching `query`, in text order,
+        joined by blank lines; the hit itself when it has no readable PDF. The id stays the paper's: for a
+        step that judges whole papers (spec 004's second look at an uncertain candidate)."""
+        passages = self.passages(hit.doc)
+        if not passages:
+            return hit
+        best = best_passages(query, passages, k or self.passages_per_paper)
+        text = "\n\n".join(p.text for p in sorted(best, key=lambda p: p.metadata["passage"]))
+        doc = Doc(doc_id=hit.doc.doc_id, title=hit.doc.title, text=text, url=hit.doc.url, year=hit.doc.year,
+                  published=hit.doc.published, metadata={**hit.doc.metadata, "full_text": True})
+        return Hit(doc=doc, score=hit.score, rank=hit.rank)
+
     @staticmethod
     def _papers_of(exclude: Collection[str]) -> set[str]:
         """Excluded passage ids `paper#n` exclude their paper (the search below knows only papers)."""

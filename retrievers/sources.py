@@ -163,8 +163,10 @@ def source_files(source: Mapping) -> list[Path]:
         return [resolve_corpus_file(source["path"])]
     if source.get("kind") in ("paper_db", "refs"):
         return [Path(source["path"])]
-    if source.get("kind") == "fulltext":
-        return fulltext_files(source["path"])
+    if source.get("kind") == "fulltext":  # the folders too: adding or removing a paper changes their mtime
+        root = Path(source["path"])
+        folders = [root, *sorted(p for p in root.rglob("*") if p.is_dir())] if root.is_dir() else []
+        return folders + fulltext_files(root)
     local = Path(source.get("name") or "")
     if source.get("kind") == "hf" and local.is_absolute() and local.exists():
         return sorted(p for p in local.rglob("*") if p.is_file()) if local.is_dir() else [local]

@@ -131,6 +131,16 @@ def test_an_index_of_a_pdf_folder_reopens(papers, tmp_path):
     assert hit.doc.doc_id == "sleep#1" and hit.doc.metadata["paper_id"] == "sleep"
 
 
+def test_an_index_notices_a_paper_added_to_the_folder(papers, tmp_path):
+    from retrievers.index import IndexMismatchError
+
+    corpus, source, _ = open_corpus(str(papers))
+    build_index(corpus, tmp_path / "idx", source, bm25={})
+    (papers / "new.txt").write_text("Exercise and mood\nRunning lifts mood.\n", encoding="utf-8")
+    with pytest.raises(IndexMismatchError, match="changed since index"):
+        open_index(tmp_path / "idx")
+
+
 def test_index_command_on_a_pdf_folder(papers, tmp_path, capsys):
     assert cli.main(["index", str(papers), "--out", str(tmp_path / "idx")]) == 0
     hits = open_retriever(index=tmp_path / "idx").retriever.search("hip fractures vitamin", 2)

@@ -113,6 +113,16 @@ def test_hits_with_a_pdf_become_their_best_passages(server, tmp_path, caplog):
                retriever.search("vitamin D calcium placebo", 3, exclude=[lopez[0].doc.doc_id]))
 
 
+def test_read_keeps_the_paper_id_and_gives_its_best_passages(server, tmp_path):
+    retriever = FullTextRetriever(BM25Retriever(corpus(server.url)), FullTextCache(tmp_path / "ft"),
+                                  passages_per_paper=2, max_chars=300, overlap=50)
+    hits = {h.doc.doc_id: h for h in retriever.inner.search("vitamin D", 3)}
+    read = retriever.read(hits["lopez2021"], "calcium placebo")
+    assert read.doc.doc_id == "lopez2021" and read.doc.metadata["full_text"] is True
+    assert "Calcium alone showed no benefit" in read.doc.text and len(read.doc.text) <= 2 * 300 + 2
+    assert retriever.read(hits["closed"], "calcium") is hits["closed"]
+
+
 def test_full_text_is_refused_for_the_gather_strategy():
     with pytest.raises(ValueError, match="gather strategy selects whole papers"):
         ResearchConfig(full_text=True, strategy="gather")
