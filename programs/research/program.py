@@ -391,11 +391,16 @@ class DeepResearch(dspy.Module):
         if policy == "off":
             return body, ()
         ids = dict.fromkeys([*citations_in(body), *(i for x in learnings for i in x.source_ids)])
-        sources = [Source(source_id=i, title=doc.title, text=doc.text[: self.config.passage_chars])
+        sources = [Source(source_id=i, title=doc.title, text=self._text(doc)[: self.config.passage_chars])
                    for i in ids if (doc := ctx.registry.get(i)) is not None]
         inputs = {"question": ctx.question, "report": body, "sources": sources}
         try:
-            out = await self._late_call(ctx, "verify", **inputs)
+            if self._late(ctx):  # past the deadline or interrupted: no LM wait, the lexical rule judges at once
+                ctx.events.emit("fallback", stage="verify", message="the run is past its deadline or interrupted; "
+                                "the lexical-entailment rule judged the report")
+                out = await LexicalVerifier(policy).acall(**inputs)
+            else:
+                out = await self._late_call(ctx, "verify", **inputs)
         except Exception as err:
             ctx.fail("root", "verify", err)
             ctx.events.emit("fallback", stage="verify",
@@ -407,6 +412,15 @@ class DeepResearch(dspy.Module):
         ctx.count(verification=counts)
         ctx.events.emit("stage_end", stage="verify", counts=counts)
         return out.report, tuple(c.to_dict() for c in checks)
+
+    def _text(self, doc) -> str:
+        """A cited document's text; a node restored from the journal kept none, so its corpus is asked
+        (a retriever without one leaves it empty, and the sentences citing it unchecked)."""
+        if doc.text:
+            return doc.text
+        corpus = getattr(self.retriever, "corpus", None)
+        found = corpus.get(doc.doc_id) if hasattr(corpus, "get") else None
+        return found.text if found is not None else ""
 
     @staticmethod
     def _late(ctx: RunContext) -> bool:

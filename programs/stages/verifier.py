@@ -58,12 +58,14 @@ class SentenceCheck:
         sentence: The sentence as the writer wrote it (citation markers kept).
         passage_ids: The source ids it was judged against: its citations, or for an uncited sentence
             the candidates found for it.
-        verdict: `supported`, `partially` or `unsupported`.
+        verdict: `supported`, `partially` or `unsupported`; `unchecked` when no cited passage's text is
+            known (a node restored from the journal, with a retriever that has no corpus to ask).
         action: `kept`, `cited` (an uncited sentence the candidates support, now citing them),
             `rewritten`, `removed` or `marked`.
         shipped: The sentence as it ships ('' when removed).
         was_cited: Whether the writer cited anything in it.
-        judge: `lm` or `lexical` (the offline rule, also the stand-in for a verdict the LM left out).
+        judge: `lm` or `lexical` (the offline rule, also the stand-in for a verdict the LM left out);
+            `none` when unchecked.
     """
 
     sentence: str
@@ -103,6 +105,11 @@ def _with_citations(sentence: str, ids: Sequence[str]) -> str:
     end = body[-1] if body and body[-1] in ".!?" else "."
     body = body.rstrip(".!? ")
     return f"{body} [{', '.join(ids)}]{end}" if ids else f"{body}{end}"
+
+
+def _readable(unit: _Unit) -> bool:
+    """Whether the sentence can be judged: it cites nothing, or one of its cited passages has text."""
+    return not unit.cited or any(p.text for p in unit.passages)
 
 
 def _candidates(text: str, pool: Sequence[Source], k: int = MAX_CITATIONS) -> list[Source]:
@@ -153,10 +160,14 @@ class _Checker(Stage):
                 if unit is not None:
                     units[(i, j)] = unit
         claims = [ClaimToCheck(claim_id=u.claim_id, sentence=u.text, passages=u.passages)
-                  for u in units.values() if u.passages]
+                  for u in units.values() if u.passages and _readable(u)]
         verdicts, judge = await self.judge(question, claims) if claims else ({}, "lexical")
         checks: list[SentenceCheck] = []
         for (i, j), unit in units.items():
+            if not _readable(unit):  # its passages' text is unknown (a node restored without it): left as written
+                checks.append(SentenceCheck(sentence=unit.raw, passage_ids=tuple(unit.cited), verdict="unchecked",
+                                            action="kept", shipped=unit.raw, was_cited=True, judge="none"))
+                continue
             verdict = verdicts.get(unit.claim_id)
             used = judge if verdict is not None else "lexical"
             if verdict is None:
@@ -184,7 +195,7 @@ class _Checker(Stage):
             return _Unit(claim_id, part, text, cited, [by_id[c] for c in cited])
         if len(text) < self.min_claim_chars:
             return None
-        return _Unit(claim_id, part, text, [], _candidates(text, pool))
+        return _Unit(claim_id, part, text, [], _candidates(text, [p for p in pool if p.text]))
 
     def _apply(self, unit: _Unit, verdict: ClaimVerdict) -> tuple[str, str]:
         ids = [p.source_id for p in unit.passages]

@@ -133,8 +133,8 @@ def test_the_loop_gathers_and_each_subquery_node_extracts_from_what_it_selected(
     assert all(len(p) == 1 for p in extracts)
     assert {r.doc_id for r in out.references} == {"a01", "a03", "g0"}
     usage = {stage: u.calls for stage, u in out.usage.items()}
-    assert usage == {"gather_plan": 3, "gather_assess": 4, "extract": 3, "merge": 2, "write": 1}
-    assert lm.scripted.calls == 13 and out.stats.searches == 4 and out.stats.strategy == "gather"
+    assert usage == {"gather_plan": 3, "gather_assess": 4, "extract": 3, "merge": 2, "write": 1, "verify": 1}
+    assert lm.scripted.calls == 14 and out.stats.searches == 4 and out.stats.strategy == "gather"
     assert result.usage["gather_plan"].calls == 3 and "extract" not in result.usage
     assert out.status == "done" and any(e.kind == "stage_end" and e.stage == "gather" for e in out.events)
 
@@ -222,7 +222,7 @@ def test_a_resumed_run_neither_gathers_again_nor_redoes_finished_nodes(retriever
     out = research(retriever, again, journal=journal, resume=True)
     assert out.gathered == first.gathered and out.stats.resumed_nodes == 2
     assert [n.status for n in out.report.nodes()] == ["done", "done", "done"]
-    assert {s: u.calls for s, u in out.usage.items()} == {"extract": 1, "merge": 1, "write": 1}
+    assert {s: u.calls for s, u in out.usage.items()} == {"extract": 1, "merge": 1, "write": 1, "verify": 1}
     assert {r.doc_id for r in out.references} == {"a01", "a03", "g0"}
 
 
