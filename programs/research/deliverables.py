@@ -21,6 +21,7 @@ from programs.runtime.citations import (
 from programs.runtime.context import RunContext
 from programs.runtime.text import collapse_whitespace
 from programs.taxonomy.builder import TaxonomyBuilder
+from retrievers.passages import paper_id
 from retrievers.types import Doc
 from signatures.types import Finding
 
@@ -33,13 +34,17 @@ _SEPARATOR = "\n\n\x1e\n\n"  # between texts renumbered together; no citation pa
 
 def relevant_docs(roots: Sequence[Node], registry: CitationRegistry, corpus: Any = None) -> list[Doc]:
     """The documents the run judged relevant, each once, in tree order (a pruned or cancelled node's
-    judgements count: the papers were read and judged), read from `corpus` when it has them."""
+    judgements count: the papers were read and judged), read from `corpus` when it has them. Of a paper
+    read as passages (`retrievers.passages`), only its first relevant passage."""
     by_id = {doc.doc_id: doc for _, doc in registry.items()}
     ids = dict.fromkeys(i for root in roots for n in root.walk() for i in n.relevant_ids)
     docs = [by_id[i] for i in ids if i in by_id]
     if corpus is not None and hasattr(corpus, "get"):  # a resumed node's documents were journaled without text
         docs = [corpus.get(d.doc_id) or d for d in docs]
-    return docs
+    first = {}  # a paper read as passages counts once: its first relevant passage stands for it
+    for d in docs:
+        first.setdefault(paper_id(d), d)
+    return list(first.values())
 
 
 def render_map(by_id: dict[str, Any], cite: dict[str, str]) -> str:

@@ -73,3 +73,16 @@ def test_the_lm_sees_which_passage_it_reads():
     source = as_source(Hit(smith[1], 1.0, 1), "x_2")
     assert source.title == f"Vitamin D trial (passage 2 of {len(smith)})" and source.text == smith[1].text
     assert as_source(Hit(lee, 1.0, 1), "y_1").title == "Calcium review"
+
+
+def test_a_paper_read_as_passages_is_one_relevant_paper():
+    from programs.artifacts import Node
+    from programs.research.deliverables import relevant_docs
+
+    smith, lee = papers()
+    registry = CitationRegistry()
+    for d in (smith[0], smith[2], lee):
+        registry.register(d)
+    roots = [Node("1", 1, 1, "q", "g", relevant_ids=(smith[2].doc_id, lee.doc_id)),
+             Node("2", 1, 1, "q", "g", relevant_ids=(smith[0].doc_id,))]
+    assert [d.doc_id for d in relevant_docs(roots, registry)] == [smith[2].doc_id, lee.doc_id]

@@ -153,7 +153,7 @@ def test_offline_run_cites_the_paper_once_and_traces_the_passage(papers, tmp_pat
     out = tmp_path / "run"
     code = cli.main(["run", "Does vitamin D lower hip fracture rates compared with calcium or placebo?",
                      "--lm", "offline", "--corpus", str(papers), "--depth", "1", "--breadth", "2",
-                     "--out", str(out), "--no-progress"])
+                     "--taxonomy", "--out", str(out), "--no-progress"])
     assert code == 0
     trace = json.loads((out / "trace.json").read_text())
     report = (out / "report.md").read_text()
@@ -168,3 +168,5 @@ def test_offline_run_cites_the_paper_once_and_traces_the_passage(papers, tmp_pat
     cited = [s for p in trace["provenance"] for s in p["sources"] if s["doc_id"].startswith("lopez2021#")]
     assert cited and all(s["source_id"].endswith("_" + s["doc_id"].split("#")[1]) for s in cited)
     assert set(lopez[0]["passages"]) <= {sid for x in trace["learnings"] for sid in x["source_ids"]}
+    mapped = report.split("## Map of the literature")[1].split("## References")[0]  # each paper listed once
+    assert mapped.count("Vitamin D and fracture risk: a randomised trial [") == 1
