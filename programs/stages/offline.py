@@ -47,6 +47,61 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text) if len(s.strip()) >= 25]
 
 
+# Words a question uses to relate its concepts, not concepts themselves: a sentence sharing only these with
+# the question ("risk", "reduce") is not about it.
+GENERIC_TERMS = frozenset({"reduce", "reduces", "reduced", "reducing", "increase", "increases", "increased", "risk",
+                           "risks", "affect", "affects", "cause", "causes", "improve", "improves", "lead", "leads",
+                           "level", "levels", "high", "higher", "low", "lower", "offer", "offers", "work", "works",
+                           "help", "helps", "change", "changes", "factor", "factors", "treatment", "outcome",
+                           "outcomes", "people", "patient", "type", "types"})
+
+
+def concepts(question: str) -> list[str]:
+    """The key concepts of a question: its key terms less `GENERIC_TERMS` (all of them when every one is
+    generic), a one- or two-letter word joined to the term before it ("vitamin d")."""
+    words = _WORD.findall(question.lower())
+    found: list[str] = []
+    for i, w in enumerate(words):
+        if len(w) <= 2 and i and found and found[-1] == words[i - 1] and not w.isdigit() and w not in STOP_WORDS:
+            found[-1] = f"{found[-1]} {w}"
+        elif len(w) >= 3 and w not in STOP_WORDS and not w.isdigit() and w not in found:
+            found.append(w)
+    specific = [c for c in found if c not in GENERIC_TERMS]
+    return specific or found
+
+
+def mentioned(concept_list: list[str], text: str) -> int:
+    """How many of `concept_list` (from `concepts`) `text` mentions: a word by its prefix stem, a joined pair
+    ("vitamin d") as those two words in a row."""
+    lowered = text.lower()
+    stems = {stem(t) for t in key_terms(lowered, min_len=3)}
+    count = 0
+    for c in concept_list:
+        if " " in c:
+            head, tail = c.split(" ", 1)
+            count += bool(re.search(rf"\b{re.escape(head)}\w*\s+{re.escape(tail)}\b", lowered))
+        else:
+            count += stem(c) in stems
+    return count
+
+
+def about(concept_list: list[str], text: str) -> bool:
+    """Whether `text` mentions at least two of the question's concepts (all of them when it has fewer)."""
+    return mentioned(concept_list, text) >= min(2, len(concept_list))
+
+
+def goal_for(question: str, query: str) -> str:
+    """A task's goal, in words, from its query: the main evidence when the query holds only the question's
+    terms, else evidence that also mentions the terms it adds. The offline writer heads each finding's
+    section with it."""
+    asked = set(key_terms(plain_brief(question), min_len=1))
+    extra = [t for t in key_terms(query, min_len=1) if t not in asked]
+    if not extra:
+        return "Main evidence on the question"
+    listed = extra[0] if len(extra) == 1 else f"{', '.join(extra[:-1])} and {extra[-1]}"
+    return f"Evidence that also mentions {listed}"
+
+
 def feedback_terms(sources: list[Source], exclude: set[str], n: int, background: list[Source] = ()) -> list[str]:
     """Pseudo-relevance feedback: terms of the top documents, weighted by reciprocal rank and by how
     much rarer they are in the `background` (lower-ranked) documents, so generic words sink.
@@ -87,11 +142,10 @@ class OfflinePlanner(Stage):
         expansion = feedback_terms(sources[:self.feedback_docs], exclude, 2 * max(max_tasks - 1, 0),
                                    background=sources[self.feedback_docs:])
         base = " ".join(terms)
-        tasks = [Task(query=base, goal=f"Find the main evidence on: {question}")]
+        tasks = [Task(query=base, goal=goal_for(question, base))]
         for i in range(0, len(expansion), 2):
-            extra = expansion[i:i + 2]
-            tasks.append(Task(query=f"{base} {' '.join(extra)}",
-                              goal=f"Evidence on the question with attention to {' and '.join(extra)}"))
+            query = f"{base} {' '.join(expansion[i:i + 2])}"
+            tasks.append(Task(query=query, goal=goal_for(question, query)))
         return dspy.Prediction(tasks=tasks[:max_tasks])
 
 
@@ -154,7 +208,8 @@ class OfflineAssessor(Stage):
 
 
 class OfflineExtractor(Stage):
-    """The sentences sharing most key terms with the task, at most two per source, each citing its source.
+    """The sentences sharing most key terms with the task, at most two per source, each citing its source;
+    a sentence that mentions fewer than two of the question's key concepts (`concepts`, `about`) is not quoted.
 
     Follow-up questions name the passages' frequent terms that no kept sentence covers.
     """
@@ -165,11 +220,12 @@ class OfflineExtractor(Stage):
 
     async def aforward(self, question: str, task: Task, sources: list[Source]) -> dspy.Prediction:
         wanted = set(key_terms(task.query, min_len=1))
+        asked = concepts(plain_brief(question))
         scored = []
         for order, s in enumerate(sources):
             for pos, sent in enumerate(sentences(s.text)):
                 overlap = len(wanted & set(key_terms(sent)))
-                if overlap >= min(self.min_overlap, len(wanted)):
+                if overlap >= min(self.min_overlap, len(wanted)) and about(asked, sent):
                     scored.append((-overlap, order, pos, sent, s.source_id))
         scored.sort()
         learnings, per_source = [], {}
@@ -211,30 +267,37 @@ class OfflineEnricher(Stage):
         taken = set(focus_terms) | set(key_terms(summary)) | set(key_terms(" ".join(sibling_queries)))
         fresh = [t for t in key_terms(" ".join(open_questions)) if t not in taken]
         base = " ".join(focus_terms[:8])
-        tasks = [Task(query=f"{base} {t}", goal=f"Fill the gap on {t} left by the search for: {focus}")
-                 for t in fresh[:max_tasks]]
+        tasks = [Task(query=f"{base} {t}", goal=goal_for(question, f"{base} {t}")) for t in fresh[:max_tasks]]
         return dspy.Prediction(tasks=tasks)
 
 
 class OfflineWriter(Stage):
-    """An extractive synthesis: the merged, cited findings grouped under their tasks."""
+    """An extractive synthesis: the merged, cited findings, each section headed by its task's goal (`goal_for`);
+    sentences that mention none of the question's key concepts (the offline extractor already asks for two)
+    or were shown already are left out, and sections with the same goal are one section."""
 
     async def aforward(self, question: str, findings: list[Finding]) -> dspy.Prediction:
-        parts = [f"## {split_brief(question)[0]}",
-                 "*Extractive synthesis by the offline baseline (no language model): every sentence below "
-                 "is quoted from the abstract it cites.*"]
+        asked = concepts(plain_brief(question))
+        sections: dict[str, list[str]] = {}
         shown: set[str] = set()
         for f in findings:
-            fresh = [c for c in _CITED_SENTENCE.findall(f.summary) if c.strip() not in shown]
-            shown.update(c.strip() for c in fresh)
+            fresh = [c.strip() for c in _CITED_SENTENCE.findall(f.summary)
+                     if c.strip() not in shown and mentioned(asked, c)]
+            shown.update(fresh)
             if fresh:
-                parts.append(f"### {f.query}\n\n" + " ".join(c.strip() for c in fresh))
+                sections.setdefault(goal_for(question, f.query), []).extend(fresh)
+        parts = [f"## {split_brief(question)[0]}",
+                 ("*Extractive synthesis by the offline baseline (no language model): every sentence below "
+                  "is quoted from the abstract it cites.*")]
+        parts += [f"### {goal}\n\n" + " ".join(quoted) for goal, quoted in sections.items()]
         return dspy.Prediction(report="\n\n".join(parts))
 
 
 class OfflineAnswerer(Stage):
     """A short extractive answer: the cited sentences of the findings that share most of the question's
-    key terms (at most `max_sentences`, each quoted with its citation), best first."""
+    key terms (at most `max_sentences`, each quoted with its citation), best first: most of the question's key
+    concepts, then most key terms. A sentence that mentions none of its key concepts is not quoted (it also
+    quotes an LM's findings, when the answer stage failed)."""
 
     def __init__(self, max_sentences: int = 3):
         super().__init__()
@@ -242,14 +305,15 @@ class OfflineAnswerer(Stage):
 
     async def aforward(self, question: str, findings: list[Finding]) -> dspy.Prediction:
         terms = set(key_terms(plain_brief(question)))  # a clarified brief: its question and answers
-        scored: dict[str, int] = {}
+        asked = concepts(plain_brief(question))
+        scored: dict[str, tuple[int, int]] = {}
         for f in findings:
             for sentence in _CITED_SENTENCE.findall(f.summary):
                 sentence = sentence.strip()
-                overlap = len(terms & set(key_terms(sentence)))
-                if overlap and sentence not in scored:
-                    scored[sentence] = overlap
-        best = sorted(scored, key=lambda x: -scored[x])[: self.max_sentences]  # stable: ties keep tree order
+                overlap, hits = len(terms & set(key_terms(sentence))), mentioned(asked, sentence)
+                if overlap and hits and sentence not in scored:
+                    scored[sentence] = (hits, overlap)
+        best = sorted(scored, key=lambda x: (-scored[x][0], -scored[x][1]))[: self.max_sentences]  # stable: ties keep tree order
         answer = " ".join(best) if best else NO_ANSWER
         return dspy.Prediction(answer=answer)
 

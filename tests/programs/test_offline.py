@@ -1,9 +1,18 @@
+import asyncio
 import re
 
 from programs.research.program import DeepResearch
 from programs.runtime.citations import source_id_for
+from programs.stages.offline import (
+    OfflineAnswerer,
+    OfflineExtractor,
+    concepts,
+    key_terms,
+    mentioned,
+)
+from signatures.types import Finding, Source, Task
 
-QUESTION = "Does vitamin D supplementation reduce fracture risk?"
+QUESTION = "Does obesity increase the risk of type 2 diabetes?"  # the demo's question (Makefile DEMO_QUESTION)
 
 
 def run(retriever, **kw):
@@ -19,7 +28,7 @@ def test_offline_runs_the_same_tree_and_cites_every_sentence(scifact, scifact_bm
     assert sentences and all(re.search(r"\[\d+\]\.$", s) for s in sentences)
     assert all(r.doc_id in scifact for r in out.references)
     # the planner's first task is built from the question's own key terms
-    assert out.report.tree[0].query.startswith("vitamin d supplementation reduce fracture risk")
+    assert out.report.tree[0].query.startswith("obesity increase risk type diabetes")
     assert out.usage == {}  # no LM was called
 
 
@@ -37,3 +46,38 @@ def test_offline_learnings_quote_their_sources(scifact, scifact_bm25):
         doc_id = next(d for n in out.report.nodes() for d in n.retrieved_ids if source_id_for(d) == sid)
         assert learning.text in scifact.get(doc_id).text
         assert registry.get(sid, doc_id) == doc_id
+
+
+def test_report_sections_are_headed_by_task_goals_and_quote_only_sentences_about_the_question(scifact_bm25):
+    out = run(scifact_bm25, depth=2, breadth=3)
+    headings = re.findall(r"^### (.+)$", out.markdown, re.MULTILINE)
+    goals = {n.goal for n in out.report.nodes()}
+    assert headings and set(headings) <= goals and len(set(headings)) == len(headings)
+    assert not set(headings) & {n.query for n in out.report.nodes()}  # not the bag of query terms
+    asked = concepts(QUESTION)
+    assert asked == ["obesity", "diabetes"]  # "increase", "risk" and "type" relate concepts, they are none
+    body = out.markdown.split("## References")[0]
+    quoted = [s for p in body.split("\n\n") if p and not p.startswith(("#", "*", ">"))
+              for s in re.split(r"(?<=\]\.)\s+", p)]
+    assert quoted and all(mentioned(asked, s) == 2 for s in quoted)
+
+
+def test_the_extractor_quotes_no_sentence_missing_the_questions_concepts():
+    text = ("Vitamin D supplementation lowered the rate of hip fracture in older women. "
+            "Vitamin E supplementation did not change the risk of prostate cancer in this trial. "
+            "Fracture risk was reduced by exercise programs in the same cohort of women.")
+    task = Task(query="vitamin d supplementation fracture risk", goal="Main evidence on the question")
+    out = asyncio.run(OfflineExtractor().acall(question="Does vitamin D supplementation reduce fracture risk?",
+                                               task=task, sources=[Source(source_id="s1", title="t", text=text)]))
+    # the vitamin E sentence shares "supplementation" and "risk" with the task, the last "fracture" and
+    # "risk": one concept each ("vitamin d" is a concept, "vitamin" alone is not)
+    assert [x.text for x in out.learnings] == [text.split(". ")[0] + "."]
+
+
+def test_the_answerer_ranks_by_concepts_and_skips_sentences_with_none():
+    findings = [Finding(query="q", summary="Smoking may cause cancer in adults [a1]. Obesity is common in adults "
+                                           "[a2]. Obesity raises the risk of diabetes [a3].")]
+    answer = asyncio.run(OfflineAnswerer(max_sentences=3).acall(question="Does obesity cause diabetes?",
+                                                               findings=findings)).answer
+    assert answer == "Obesity raises the risk of diabetes [a3]. Obesity is common in adults [a2]."
+    assert "cause" in key_terms("Smoking may cause cancer")  # the first shares a key term, but no concept
