@@ -11,7 +11,7 @@ ifneq ($(wildcard $(SHARED_DATA)),)
 export DEEPRESEARCH_DATA ?= $(SHARED_DATA)
 endif
 
-DEMO_QUESTION ?= Does vitamin D supplementation reduce fracture risk?
+DEMO_QUESTION ?= Does obesity increase the risk of type 2 diabetes?
 
 .PHONY: setup demo test bench clean llama
 
