@@ -8,12 +8,29 @@ import dataclasses
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
+from dspy.utils.callback import BaseCallback
+
 from optimize.compile import OPTIMIZERS, compile_program
-from optimize.metrics import METRICS, metric_spec
+from optimize.metrics import (
+    METRICS,
+    WRITING_METRICS,
+    Judging,
+    metric_names,
+    metric_spec,
+)
+from optimize.pools import POOL_STAGES, stage_pool
 from optimize.saved import save_compiled
-from optimize.targets import Target, gather_target, record_candidates, research_target
+from optimize.targets import (
+    RecordedOnly,
+    Target,
+    gather_target,
+    record_candidates,
+    research_target,
+    stage_target,
+)
 from optimize.trainsets import (
     candidates_from_jsonl,
     candidates_to_jsonl,
@@ -27,7 +44,13 @@ from optimize.trainsets import (
 )
 from programs.config import PRESETS, preset
 from programs.gather.loop import GATHER_STAGES
-from programs.research.program import STAGES, STRATEGIES, DeepResearch, stage_names
+from programs.research.program import (
+    OUTPUT_STAGES,
+    STRATEGIES,
+    DeepResearch,
+    stage_names,
+)
+from programs.research.strategy import SHARED_STAGES
 from programs.runtime.lm import OFFLINE, preflight
 from programs.runtime.lm_cli import add_lm_arguments, make_session_lm, open_lm
 from programs.runtime.usage import UsageMeter, metered
@@ -43,15 +66,21 @@ UNSCORED_STAGES = {"clarify": "clarifying questions are asked before a run, by t
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--program", default="research", choices=PROGRAMS, help="the program to compile")
-    parser.add_argument("--stage", default="all", choices=tuple(dict.fromkeys(("all", *stage_names(), *GATHER_STAGES))),
-                        help="tune one stage (the assessors run on frozen candidates, the research planner on "
-                             "planning + retrieval only) or all")
+    parser.add_argument("--stage", default="all",
+                        help="tune one stage or all: " + ", ".join(dict.fromkeys((*stage_names(), *GATHER_STAGES))) +
+                             " (or the module's name: planner, writer...). The assessors run on frozen candidates, "
+                             "the research planner on planning + retrieval only, and with --from-runs "
+                             f"{', '.join(POOL_STAGES)} on the inputs recorded runs gave them")
     parser.add_argument("--metric", required=True,
-                        help="; ".join(f"{t}: {', '.join(m)}" for t, m in METRICS.items()))
+                        help="; ".join(f"{t}: {', '.join(metric_names(t))}" for t in (*METRICS, *(
+                            t for t in WRITING_METRICS if t not in METRICS))))
     parser.add_argument("--optimizer", default="gepa", choices=OPTIMIZERS)
-    parser.add_argument("--train", required=True,
-                        help="research: a BEIR folder or a JSONL of questions; gather: a ScholarGym file or BEIR "
-                             "folder; taxonomy: TaxoBench data")
+    parser.add_argument("--train", default=None,
+                        help="research: a BEIR folder or a JSONL of questions (with optional key_points); gather: a "
+                             "ScholarGym file or BEIR folder; taxonomy: TaxoBench data (not with --from-runs)")
+    parser.add_argument("--from-runs", default=None, metavar="DIR",
+                        help="tune --stage on the inputs the runs recorded under DIR gave it (each run folder's "
+                             "stages.jsonl): no retrieval, no earlier stage")
     parser.add_argument("--split", default=None, help="split of --train (qrels file of a BEIR folder; ScholarGym split)")
     parser.add_argument("--dev", default=None, help="dev examples (same forms as --train); default: 30%% of --train")
     parser.add_argument("--dev-split", default=None, help="split of --dev (default: --split)")
@@ -63,6 +92,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="research assessor: where to write the candidates recorded from --train")
     parser.add_argument("--budget", type=int, default=100, help="metric calls the optimizer may spend")
     parser.add_argument("--max-lm-calls", type=int, default=None, help="LM calls the whole run may spend")
+    parser.add_argument("--judge-lm", default=None,
+                        help="the judge of the writing metrics (citation support, key points), kept apart from "
+                             "--lm; on the --api-base server when one is given. Default: the offline lexical rule")
+    parser.add_argument("--judge-cache", default=None,
+                        help="judge verdict cache folder (default: ~/.cache/dspy-deepresearch/judge)")
     parser.add_argument("--prompt-lm", default=None,
                         help="LM that proposes instructions (default: --lm; same server and settings)")
     parser.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="research tree preset")
@@ -78,8 +112,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_lm_arguments(parser, default_offline=False)  # the task LM (--lm): offline cannot be tuned
 
 
+def resolve_stage(program: str, value: str, research_stages: dict[str, str]) -> str:
+    """The stage `--stage` names for `program`: a stage name, `all`, or the attribute holding the stage's
+    module (`writer` is `write`, `planner` is `plan`, or `gather_plan` for --program gather).
+
+    Raises:
+        ValueError: for a name that is no stage of the program (the message lists them).
+    """
+    table = {"research": research_stages, "gather": GATHER_STAGES, "taxonomy": {}}[program]
+    if value == "all" or value in table:
+        return value
+    aliases = {attr: name for name, attr in table.items()}
+    if value in aliases:
+        return aliases[value]
+    raise ValueError(f"--stage {value} is not a stage of the {program} program; choose one of: "
+                     f"all, {', '.join(table)}")
+
+
 def _train_folder(args: argparse.Namespace) -> Path | None:
     """The BEIR folder --train names (a path or a name under $DEEPRESEARCH_DATA), or None."""
+    if args.train is None:
+        return None
     found = find_local(args.train, data_dir())
     return found if found is not None and (found / "corpus.jsonl").exists() else None
 
@@ -101,10 +154,24 @@ def _split(args, examples, dev_loader):
     return split_dev(examples, seed=args.seed)
 
 
+def _text_of(corpus):
+    def text_of(doc_id: str) -> str | None:
+        doc = corpus.get(doc_id) if corpus is not None else None
+        return doc.text if doc is not None else None
+
+    return text_of
+
+
 def _research(args: argparse.Namespace, kind: str):
-    corpus, retriever = _retriever(args)
     overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth,
                                    "hits_per_query": args.hits}.items() if v is not None}
+    if kind == "pool":  # the recorded inputs hold every passage: nothing is searched
+        full = DeepResearch(retriever=RecordedOnly(), config=preset(args.preset, **overrides))
+        attr = full.stage_table()[args.stage]
+        examples = stage_pool(args.from_runs, args.stage, getattr(full, attr), args.limit)
+        print(f"{len(examples)} recorded {args.stage} calls from {args.from_runs}", file=sys.stderr)
+        return stage_target(full, args.stage), *split_dev(examples, seed=args.seed), None
+    corpus, retriever = _retriever(args)
     full = DeepResearch(retriever=retriever, config=preset(args.preset, **overrides))
 
     def load(source, split):
@@ -121,8 +188,8 @@ def _research(args: argparse.Namespace, kind: str):
             path = Path(args.record_candidates or Path(args.out).with_suffix(".candidates.jsonl"))
             candidates_to_jsonl(examples, path)
             print(f"candidates: {path}", file=sys.stderr)
-        return research_target(full, args.stage, kind), *split_dev(examples, seed=args.seed)
-    return research_target(full, args.stage, kind), *_split(args, load(args.train, args.split), load)
+        return research_target(full, args.stage, kind), *split_dev(examples, seed=args.seed), _text_of(corpus)
+    return research_target(full, args.stage, kind), *_split(args, load(args.train, args.split), load), _text_of(corpus)
 
 
 def _gather(args: argparse.Namespace, kind: str):
@@ -139,10 +206,10 @@ def _gather(args: argparse.Namespace, kind: str):
             raise ValueError("the gathering assessor is tuned on frozen candidates: run `deepresearch eval gather "
                              "... --out DIR` once and pass --candidates DIR/results.jsonl")
         examples = from_frozen_cases(load_frozen_cases(args.candidates, corpus))
-        return gather_target(full, args.stage, kind), *split_dev(examples, seed=args.seed)
+        return gather_target(full, args.stage, kind), *split_dev(examples, seed=args.seed), None
     examples = from_queryset(args.train, args.split, data_dir=data_dir())
     return gather_target(full, args.stage, kind), *_split(
-        args, examples, lambda source, split: from_queryset(source, split, data_dir=data_dir()))
+        args, examples, lambda source, split: from_queryset(source, split, data_dir=data_dir())), None
 
 
 def _taxonomy(args: argparse.Namespace, kind: str):
@@ -151,7 +218,55 @@ def _taxonomy(args: argparse.Namespace, kind: str):
     if args.stage != "all":
         raise ValueError("the taxonomy program is tuned as a whole; use --stage all")
     program = TaxonomyBuilder()
-    return Target(program, program, "all", {}), *_split(args, from_taxobench(args.train), lambda s, _: from_taxobench(s))
+    return Target(program, program, "all", {}), *_split(args, from_taxobench(args.train),
+                                                        lambda s, _: from_taxobench(s)), None
+
+
+class LMCalls(BaseCallback):
+    """Counts every call of the LMs it is attached to, from any thread (optimizers run their own).
+
+    DSPy's usage tracker misses calls an optimizer makes outside the threads that inherit the run's
+    settings (GEPA's reflection and evaluation); an LM's own callbacks see them all. Cache hits count too.
+    """
+
+    def __init__(self):
+        self.calls: dict[str, int] = {}
+        self._roles: dict[int, str] = {}
+        self._started: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def attach(self, lm, role: str) -> None:
+        if lm is not None and id(lm) not in self._roles:
+            self._roles[id(lm)] = role
+            self.calls.setdefault(role, 0)
+            lm.callbacks = [*lm.callbacks, self]
+
+    def on_lm_start(self, call_id, instance, inputs):
+        with self._lock:
+            self._started[call_id] = self._roles.get(id(instance), "other")
+
+    def on_lm_end(self, call_id, outputs, exception=None):
+        with self._lock:
+            role = self._started.pop(call_id, "other")
+            self.calls[role] = self.calls.get(role, 0) + 1
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+
+def _support(args: argparse.Namespace, session):
+    """The judge of the writing metrics: --judge-lm (checked now, verdicts cached) or the lexical rule."""
+    from eval.judges import JudgeCache, judge_lm
+    from eval.quality import Support
+
+    if not args.judge_lm or args.judge_lm == OFFLINE:
+        return Support()
+    judge = judge_lm(args.judge_lm, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"), timeout_s=args.lm_timeout)
+    if not args.no_preflight and args.judge_lm != session.model:
+        preflight(judge, timeout_s=min(args.lm_timeout, 60.0))
+    cache = Path(args.judge_cache or Path.home() / ".cache" / "dspy-deepresearch" / "judge").expanduser()
+    return Support(judge, JudgeCache(cache))
 
 
 def check_out(args: argparse.Namespace) -> None:
@@ -180,20 +295,28 @@ def main(args: argparse.Namespace) -> int:
     model = args.lm or os.environ.get("DEEPRESEARCH_LM")
     if not model or model == OFFLINE:
         raise ValueError("optimization tunes LM prompts; pass --lm (any DSPy/LiteLLM model string)")
+    research_stages = {**SHARED_STAGES, **OUTPUT_STAGES, **STRATEGIES[preset(args.preset).strategy].stages}
+    args.stage = resolve_stage(args.program, args.stage, research_stages)
+    if args.from_runs is not None:
+        if args.program != "research" or args.stage not in POOL_STAGES:
+            raise ValueError(f"--from-runs tunes one stage of the research program: --stage "
+                             f"{'|'.join(POOL_STAGES)}")
+        if args.train is not None:
+            raise ValueError("pass --from-runs or --train, not both: the recorded runs are the training examples")
+    elif args.train is None:
+        raise ValueError("pass --train (the training questions) or --from-runs DIR (recorded runs)")
     # The assessors have stage-level metrics of their own; the research planner too (Ret.R, Avg.Distance).
     stage_level = {"research": {"plan": "planner", "assess": "assessor"},
                    "gather": {"gather_assess": "assessor"}}.get(args.program, {})
     kind = stage_level.get(args.stage, "program")
     kind = kind if kind != "program" and args.metric in METRICS[kind] else "program"
-    research_stages = (*STAGES, *STRATEGIES[preset(args.preset).strategy].stages)  # the preset's strategy's own too
-    known = {"research": research_stages, "gather": tuple(GATHER_STAGES), "taxonomy": ()}[args.program]
-    if args.stage != "all" and args.stage not in known:
-        raise ValueError(f"--stage {args.stage} is not a stage of the {args.program} program; choose one of: "
-                         f"all, {', '.join(known)}")
+    if args.from_runs is not None:
+        kind = "pool"
     if args.program == "research" and args.stage in UNSCORED_STAGES:
         raise ValueError(f"--stage {args.stage}: {UNSCORED_STAGES[args.stage]}, so no research metric ("
-                         f"{', '.join(METRICS['research'])}) scores it; choose another stage")
-    spec = metric_spec(args.program if kind == "program" else kind, args.metric)
+                         f"{', '.join(metric_names('research'))}) scores it; choose another stage")
+    metric_target = {"program": args.program, "pool": args.stage}.get(kind, kind)
+    metric_spec(metric_target, args.metric)  # a wrong name fails here, before anything is loaded
     check_out(args)  # an optimization that cannot save its result fails now, not after its LM calls
     # the LMs are checked before any dataset or corpus is loaded: a bad key or a dead server fails in seconds
     session = open_lm(args, default_offline=False)
@@ -205,10 +328,17 @@ def main(args: argparse.Namespace) -> int:
         if not args.no_preflight:
             preflight(prompt_lm, timeout_s=min(args.lm_timeout, 60.0))
 
+    support = _support(args, session)
+    counter = LMCalls()
+    counter.attach(session.lm, "task")
+    counter.attach(prompt_lm, "proposer")
+    counter.attach(support.lm, "judge")
+
     meter = UsageMeter()  # every request of the run: recorded candidates, the optimizer, both evaluations
     with session.context(), metered(meter):
-        target, trainset, devset = {"research": _research, "gather": _gather, "taxonomy": _taxonomy}[args.program](
-            args, kind)
+        target, trainset, devset, text_of = {"research": _research, "gather": _gather, "taxonomy": _taxonomy}[
+            args.program](args, kind)
+        spec = metric_spec(metric_target, args.metric, Judging(support=support, text_of=text_of))
         left = None if args.max_lm_calls is None else max(0, args.max_lm_calls - meter.total_calls)
         result = compile_program(target.program, optimizer=args.optimizer, spec=spec, trainset=trainset,
                                  devset=devset, budget=args.budget, max_lm_calls=left,
@@ -220,12 +350,15 @@ def main(args: argparse.Namespace) -> int:
     final = target.finish()
     config = getattr(target.full, "config", None)
     meta = {"program": args.program, "stage": args.stage, "metric": spec.name, "optimizer": args.optimizer,
+            "judge": support.name if args.metric in WRITING_METRICS.get(metric_target, ()) else None,
+            "from_runs": args.from_runs,
             "before": result.before, "after": result.after, "metric_budget": result.metric_budget,
-            "lm_calls": meter.total_calls, "compile_lm_calls": result.lm_calls, "lm": session.model,
+            "lm_calls": counter.total, "lm_calls_by_role": dict(counter.calls), "compile_lm_calls": result.lm_calls, "lm": session.model,
             "prompt_lm": args.prompt_lm or session.model, "n_train": result.n_train, "n_dev": result.n_dev,
             "trainset": fingerprint(trainset),
             "config": dataclasses.asdict(config) if dataclasses.is_dataclass(config) else None}
     path = save_compiled(final, args.out, meta)
     print(result.table())
-    print(f"compiled: {path}  (LM calls: {meter.total_calls})")
+    roles = ", ".join(f"{role} {n}" for role, n in counter.calls.items() if n)
+    print(f"compiled: {path}  (LM calls: {counter.total}{f': {roles}' if roles else ''})")
     return 0

@@ -283,10 +283,149 @@ METRICS: dict[str, dict[str, MetricSpec]] = {
 }
 
 
-def metric_spec(target: str, name: str) -> MetricSpec:
-    """The metric `name` for optimization target `target`, with a message listing the choices."""
-    if target not in METRICS:
-        raise ValueError(f"no metrics for {target!r}; choose one of: {', '.join(METRICS)}")
-    if name not in METRICS[target]:
-        raise ValueError(f"unknown metric {name!r} for {target}; choose one of: {', '.join(METRICS[target])}")
-    return METRICS[target][name]
+# --- what the writing stages produce (eval.quality): citation support, key points, integration --------
+
+@dataclass(frozen=True)
+class Judging:
+    """What the writing metrics judge with: an entailment judge, and the corpus text of a cited document.
+
+    Args:
+        support: `eval.quality.Support`: a judge LM with cached verdicts, or the offline lexical rule.
+        text_of: doc id -> text, to read the papers a research report cites (its references hold ids only).
+    """
+
+    support: object = None
+    text_of: Callable[[str], str | None] | None = None
+
+    def __post_init__(self):
+        if self.support is None:
+            from eval.quality import Support
+
+            object.__setattr__(self, "support", Support())
+
+
+QUALITY_NAMES = ("citation_f1", "citation_precision", "citation_recall", "quality")
+# Metric names of each writing target; `quality` is the composite (eval.quality.COMPOSITE_WEIGHTS, times
+# retention where the stage was given citations to keep).
+WRITING_METRICS: dict[str, tuple[str, ...]] = {
+    "research": (*QUALITY_NAMES, "kpr", "integration"),
+    "extract": QUALITY_NAMES,
+    "merge": (*QUALITY_NAMES, "retention"),
+    "write": (*QUALITY_NAMES, "kpr", "integration", "retention"),
+    "enrich_write": (*QUALITY_NAMES, "retention"),
+    "enrich": ("gaps",),
+}
+
+
+def _ids(learnings) -> list[str]:
+    return list(dict.fromkeys(sid.lower() for lr in learnings for sid in lr.source_ids))
+
+
+def _quality(judging: Judging, target: str, example, pred):
+    """The `eval.quality.Quality` of a prediction, computed once per prediction and judge."""
+    from eval.citations import citations_in
+    from eval.quality import learning_claims, score_claims, text_claims
+
+    cache = pred.__dict__.setdefault("_quality", {})
+    if id(judging) in cache:
+        return cache[id(judging)]
+    support, key_points = judging.support, tuple(example.get("key_points") or ())
+    question = example.get("question") or ""
+    if target == "research":
+        if judging.text_of is None:
+            raise ValueError("the research report metrics read the cited papers: pass Judging(text_of=...)")
+        from eval.run_report import cited_passages
+
+        md = pred.report.markdown
+        q = score_claims(text_claims(md), cited_passages(pred.report, judging.text_of), support, text=md,
+                         question=question, key_points=key_points)
+    elif target == "extract":
+        passages = {s.source_id: f"{s.title}\n{s.text}" for s in example.sources}
+        q = score_claims(learning_claims(pred.learnings), passages, support, integration=False)
+    elif target == "merge":
+        q = score_claims(text_claims(pred.summary), example.passages, support, text=pred.summary,
+                         given=_ids(example.learnings))
+    elif target == "enrich_write":
+        q = score_claims(text_claims(pred.paragraph), example.passages, support, text=pred.paragraph,
+                         given=_ids(example.learnings))
+    elif target == "write":
+        given = list(dict.fromkeys(c for f in example.findings for c in citations_in(f.summary)))
+        q = score_claims(text_claims(pred.report), example.passages, support, text=pred.report,
+                         question=question, key_points=key_points, given=given)
+    else:
+        raise ValueError(f"no writing metrics for {target!r}")
+    cache[id(judging)] = q
+    return q
+
+
+def gap_score(example, pred) -> float:
+    """Follow-up tasks that ask about the question's open points and reach past what the node has.
+
+    An offline heuristic, named as such: per task, the share of its query's content words found in the
+    question, focus or open questions (on topic) averaged with the share not already in the summary (new);
+    the mean over tasks, scaled by how many of the `max_tasks` slots the open questions call for.
+    """
+    from eval.citations import lexical_coverage
+
+    tasks = list(pred.tasks)
+    wanted = min(example.max_tasks, max(1, len(example.open_questions)))
+    if not tasks:
+        return 0.0 if example.open_questions else 1.0
+    topic = " ".join([example.question, example.focus, *example.open_questions])
+    per_task = [0.5 * lexical_coverage(topic, t.query) + 0.5 * (1 - lexical_coverage(example.summary, t.query))
+                for t in tasks]
+    return sum(per_task) / len(per_task) * min(1.0, len(tasks) / wanted)
+
+
+def gap_feedback(example, pred) -> str:
+    from eval.citations import lexical_coverage
+
+    if not pred.tasks:
+        return ("No follow-up task was proposed although the sources left these open: "
+                f"{'; '.join(example.open_questions[:3])}." if example.open_questions else
+                "No follow-up task, and nothing was left open: right.")
+    topic = " ".join([example.question, example.focus, *example.open_questions])
+    parts = []
+    for t in pred.tasks:
+        if lexical_coverage(topic, t.query) < 0.5:
+            parts.append(f'"{t.query}" strays from the question and its open points.')
+        if lexical_coverage(example.summary, t.query) > 0.8:
+            parts.append(f'"{t.query}" asks again what the summary already covers.')
+    return " ".join(parts) or "The follow-up tasks target open points the summary does not cover."
+
+
+def writing_spec(target: str, name: str, judging: Judging) -> MetricSpec:
+    """A writing metric of `target` judged by `judging`."""
+    if name == "gaps":
+        return MetricSpec("gaps", gap_score, gap_feedback, "follow-up tasks on the open points (heuristic)")
+
+    def score(example, pred) -> float:
+        q = _quality(judging, target, example, pred)
+        value = q.composite if name == "quality" else getattr(q, name)
+        if value is None:
+            raise ValueError(f"metric {name} needs what this example lacks (key points for kpr; given "
+                             f"citations for retention); choose another metric")
+        return float(value)
+
+    def feedback(example, pred) -> str:
+        return _quality(judging, target, example, pred).feedback()
+
+    return MetricSpec(name, score, feedback, f"{name} of the {target} output, judged by {judging.support.name}")
+
+
+def metric_names(target: str) -> tuple[str, ...]:
+    return (*METRICS.get(target, {}), *WRITING_METRICS.get(target, ()))
+
+
+def metric_spec(target: str, name: str, judging: Judging | None = None) -> MetricSpec:
+    """The metric `name` for optimization target `target`, with a message listing the choices.
+
+    Writing metrics (`WRITING_METRICS`) are judged by `judging` (default: the offline lexical rule).
+    """
+    if target not in METRICS and target not in WRITING_METRICS:
+        raise ValueError(f"no metrics for {target!r}; choose one of: {', '.join({*METRICS, *WRITING_METRICS})}")
+    if name in METRICS.get(target, {}):
+        return METRICS[target][name]
+    if name in WRITING_METRICS.get(target, ()):
+        return writing_spec(target, name, judging or Judging())
+    raise ValueError(f"unknown metric {name!r} for {target}; choose one of: {', '.join(metric_names(target))}")

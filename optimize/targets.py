@@ -131,6 +131,20 @@ def research_target(full: DeepResearch, stage: str, kind: str) -> Target:
 
 
 
+class RecordedOnly:
+    """The retriever of a program tuned on recorded stage inputs (`--from-runs`): it holds no documents,
+    and a search through it is a mistake worth an error, not an empty result."""
+
+    def search(self, query: str, k: int = 10, **filters) -> list:
+        raise RuntimeError("this program was built to tune one stage on recorded inputs; it cannot search")
+
+
+def stage_target(full: DeepResearch, stage: str) -> Target:
+    """One stage of the research program alone, tuned on recorded inputs; its state goes back into `full`."""
+    attr = full.stage_table()[stage]
+    return Target(getattr(full, attr).deepcopy(), full, stage, {stage: attr})
+
+
 def gather_target(full: dspy.Module, stage: str, kind: str) -> Target:
     """The gathering loop, or its assessor alone on frozen candidates (`kind == "assessor"`)."""
     from programs.gather.loop import CandidateAssessor

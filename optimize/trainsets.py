@@ -51,7 +51,8 @@ def from_jsonl(path: str | Path) -> list[dspy.Example]:
         except (json.JSONDecodeError, KeyError, TypeError) as err:
             raise TrainsetError(f"{path}:{n}: expected a JSON object with a question; fix or remove the line") from err
         refs = [str(r) for r in record.get("references", [])]
-        examples.append(dspy.Example(question=question, relevant_ids=refs, titles={},
+        key_points = [str(k) for k in record.get("key_points", [])]  # for the kpr and quality metrics
+        examples.append(dspy.Example(question=question, relevant_ids=refs, titles={}, key_points=key_points,
                                      query_id=str(record.get("id", n))).with_inputs("question"))
     if not examples:
         raise TrainsetError(f"{path} has no questions")
@@ -72,7 +73,8 @@ def fingerprint(examples: list[dspy.Example]) -> str:
     """A short hash of the examples' inputs and labels, recorded with compiled programs."""
     h = hashlib.sha1()
     for ex in examples:
-        h.update(json.dumps({k: ex[k] for k in sorted(ex.keys()) if k != "sources"}, sort_keys=True,
+        h.update(json.dumps({k: ex[k] for k in sorted(ex.keys()) if k not in ("sources", "passages", "recorded")},
+                            sort_keys=True,
                             default=str).encode())
     return h.hexdigest()[:12]
 

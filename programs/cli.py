@@ -33,6 +33,7 @@ from programs.runtime.outputs import (
 from programs.runtime.progress import Progress
 from programs.runtime.scheduler import CostMeter
 from programs.runtime.secrets import redact
+from programs.runtime.stage_log import STAGE_LOG
 from programs.stages.clarifier import (
     MAX_QUESTIONS,
     ClarificationsError,
@@ -289,7 +290,7 @@ async def _research(program: DeepResearch, args: argparse.Namespace, folder: Run
     try:
         return await program.acall(question=args.question, interrupt=interrupt, journal=folder.path / "journal.jsonl",
                                    resume=args.resume, on_snapshot=snapshot, clarifications=clarifications,
-                                   meter=meter)
+                                   meter=meter, stage_log=folder.path / STAGE_LOG)
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)

@@ -47,6 +47,7 @@ from programs.runtime.journal import Journal
 from programs.runtime.lm import structured_adapter, summarize_failures
 from programs.runtime.scheduler import CostMeter, Scheduler
 from programs.runtime.stage import Shared, run_sync, set_stage_lms
+from programs.runtime.stage_log import StageLog
 from programs.runtime.usage import metered
 from programs.stages.clarifier import (
     MAX_QUESTIONS,
@@ -184,7 +185,7 @@ class DeepResearch(dspy.Module):
     async def aforward(self, question: str, *, clarifications: Sequence[Mapping[str, str]] = (),
                        interrupt: asyncio.Event | None = None, journal: str | Path | None = None,
                        resume: bool = False, on_snapshot: Snapshot | None = None,
-                       meter: CostMeter | None = None) -> dspy.Prediction:
+                       meter: CostMeter | None = None, stage_log: str | Path | None = None) -> dspy.Prediction:
         """Researches `question`; the Prediction carries the `Report` fields, `report` itself and `brief`.
 
         Args:
@@ -202,6 +203,8 @@ class DeepResearch(dspy.Module):
                 keep a trace file current.
             meter: The usage meter to count the run's LM calls in (a new one by default); pass the one
                 `clarify` counted in, so that the report's usage includes the clarifying questions.
+            stage_log: A JSON-lines file where every stage call's inputs and outputs are recorded
+                (`programs.runtime.stage_log`), the training pool of `optimize --from-runs`.
         """
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question is empty; pass the research question as a non-empty string")
@@ -210,6 +213,7 @@ class DeepResearch(dspy.Module):
         clarified = check_clarifications(clarifications)
         brief = research_brief(question, clarified)
         log = Journal(journal, brief, resume=resume) if journal is not None else None  # resumed with the same answers
+        calls = StageLog(stage_log, resume=resume) if stage_log is not None else None
         adapter = self._adapter()
         meter = CostMeter() if meter is None else meter
         if on_snapshot is not None and brief != question:  # the trace names the user's question, as the report
@@ -219,7 +223,8 @@ class DeepResearch(dspy.Module):
                 modules = {name: getattr(self, attr) for name, attr in self.stage_table().items()}
                 ctx = RunContext(brief, self.config, modules=modules, retriever=self.retriever,
                                  registry=CitationRegistry(), events=EventLog(self.on_event), meter=meter,
-                                 journal=log, interrupt=interrupt, on_snapshot=on_snapshot, title=question)
+                                 journal=log, interrupt=interrupt, on_snapshot=on_snapshot, title=question,
+                                 stage_log=calls)
                 c = self.config
                 ctx.events.emit("run_start", counts={"planned_nodes": self.planned_nodes(), "depth": c.depth,
                                                      "breadth": c.breadth, "strategy": c.strategy,
@@ -227,8 +232,9 @@ class DeepResearch(dspy.Module):
                 await ctx.run(self.strategy.research(ctx))
                 report = await self._report(ctx)
         finally:
-            if log is not None:
-                log.close()
+            for opened in (log, calls):
+                if opened is not None:
+                    opened.close()
         report = replace(report, question=question, clarifications=clarified)
         return dspy.Prediction(report=report, brief=brief,
                                **{k: getattr(report, k) for k in report.__dataclass_fields__})
@@ -477,4 +483,4 @@ def fallback_report(question: str, findings: list[Finding]) -> str:
     return "\n\n".join(parts)
 
 
-__all__ = ["DeepResearch", "Learning", "RunStats", "STAGES", "STRATEGIES", "fallback_report", "tree_size"]
+__all__ = ["STAGES", "STRATEGIES", "DeepResearch", "Learning", "RunStats", "fallback_report", "tree_size"]

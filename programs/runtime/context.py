@@ -48,6 +48,7 @@ from programs.runtime.journal import Journal
 from programs.runtime.lm import explain
 from programs.runtime.scheduler import BudgetExceeded, Scheduler
 from programs.runtime.secrets import redact
+from programs.runtime.stage_log import Clock, StageLog
 from programs.runtime.usage import UsageMeter, set_node
 from retrievers.types import Doc, Hit, Retriever
 from signatures.types import Learning, Source, Task
@@ -133,8 +134,9 @@ class RunContext:
     def __init__(self, question: str, config: ResearchConfig, *, modules: Mapping[str, dspy.Module],
                  retriever: Retriever, registry: CitationRegistry, events: EventLog, meter: UsageMeter, journal: Journal | None = None,
                  interrupt: asyncio.Event | None = None, on_snapshot: Snapshot | None = None,
-                 snapshot_every_s: float = 2.0, title: str | None = None):
+                 snapshot_every_s: float = 2.0, title: str | None = None, stage_log: StageLog | None = None):
         self.question, self.config, self.modules, self.retriever = question, config, dict(modules), retriever
+        self.stage_log = stage_log
         self.title = title or question  # the user's question, when `question` is a brief built around it
         self.events, self.meter, self.journal = events, meter, journal
         self.interrupt, self.on_snapshot, self.snapshot_every_s = interrupt, on_snapshot, snapshot_every_s
@@ -183,9 +185,21 @@ class RunContext:
         return failure
 
     # ---- LM calls and searches outside any node ----------------------------------------------------
-    async def call(self, stage: str, *, reserve: int = 1, **inputs: Any) -> dspy.Prediction:
-        """Calls stage `stage`'s module under the run's caps, rate limits and budgets."""
-        return await self.sched.call(self.modules[stage], reserve=reserve, **inputs)
+    async def call(self, stage: str, *, reserve: int = 1, node_id: str | None = None, **inputs: Any) -> dspy.Prediction:
+        """Calls stage `stage`'s module under the run's caps, rate limits and budgets.
+
+        With a stage log, the call's inputs and outputs (or its error) are recorded for `optimize --from-runs`.
+        """
+        if self.stage_log is None:
+            return await self.sched.call(self.modules[stage], reserve=reserve, **inputs)
+        clock = Clock()
+        try:
+            out = await self.sched.call(self.modules[stage], reserve=reserve, **inputs)
+        except Exception as err:
+            self.stage_log.record(stage, node_id, inputs, None, seconds=clock(), error=type(err).__name__)
+            raise
+        self.stage_log.record(stage, node_id, inputs, out, seconds=clock())
+        return out
 
     async def once(self, key: str, make: Callable[[], Awaitable[list[Task]]]) -> list[Task]:
         """The tasks of a plan made outside any node (the root plan, a turn), journaled under `key`.
@@ -401,7 +415,7 @@ class NodeLife:
     async def call(self, stage: str, **inputs: Any) -> dspy.Prediction:
         """Calls stage `stage` for this node; a failure is attributed to it."""
         self.stage = stage
-        return await self.ctx.call(stage, **inputs)
+        return await self.ctx.call(stage, node_id=self.node_id, **inputs)
 
     async def __aexit__(self, exc_type, exc, tb) -> bool:
         ctx = self.ctx
