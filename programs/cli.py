@@ -147,6 +147,27 @@ def answer_markdown(report) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def source_failures(retrieval) -> dict:
+    """`source_failures` for the trace: each search a search engine failed (or skipped after failing) while the
+    run went on with the other sources; nothing for a retriever without engines."""
+    failures = getattr(retrieval.retriever, "failures", None)
+    return {} if failures is None else {"source_failures": [redact_record(f) for f in list(failures)]}
+
+
+def redact_record(record: dict) -> dict:
+    return {k: redact(v) if isinstance(v, str) else v for k, v in record.items()}
+
+
+def source_failure_lines(retrieval) -> list[str]:
+    """One line per search engine that failed during the run: how many searches, and the first reason."""
+    by_source: dict[str, list[dict]] = {}
+    for f in getattr(retrieval.retriever, "failures", None) or ():
+        by_source.setdefault(f["source"], []).append(f)
+    return [f"{name}: {len(items)} search{'es' if len(items) > 1 else ''} failed "
+            f"({redact(next((f['error'] for f in items if not f['skipped']), items[0]['error']))}); "
+            f"see source_failures in trace.json" for name, items in by_source.items()]
+
+
 def recording(events: list[Event], progress: Progress) -> EventHandler:
     """An event handler that keeps every event (for the trace of a run that raised) and shows it."""
 
@@ -219,7 +240,7 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
     received: list[signal.Signals] = []
 
     def snapshot(tree: dict) -> None:  # the trace as nodes finish: valid and current while the run works
-        folder.write_json("trace.json", {**trace, **tree})
+        folder.write_json("trace.json", {**trace, **tree, **source_failures(retrieval)})
 
     try:
         with session.context():
@@ -227,7 +248,7 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
     except BaseException as err:  # keep what exists: the events so far, and the error
         progress.close()
         trace.update(status="error", error=redact(f"{type(err).__name__}: {err}"),
-                     events=[dataclasses.asdict(e) for e in events])
+                     events=[dataclasses.asdict(e) for e in events], **source_failures(retrieval))
         folder.write_json("trace.json", trace)
         raise
     progress.close()
@@ -241,7 +262,7 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
         folder.write_text("answer.md", answer_markdown(report))
     if report.taxonomy is not None:
         folder.write_json("taxonomy.json", report.taxonomy)
-    trace.update(seconds=round(time.time() - started, 2), **report.to_dict())
+    trace.update(seconds=round(time.time() - started, 2), **report.to_dict(), **source_failures(retrieval))
     folder.write_json("trace.json", trace)
     folder.finish(report.status, error=report.error or "")
     s = report.stats
@@ -255,6 +276,8 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
         print(f"taxonomy: {folder.path / 'taxonomy.json'}")
     print(f"nodes {s.nodes} · searches {s.searches} · learnings {s.learnings} · "
           f"citations {s.citations} · failed branches {s.failed_nodes} · LM requests {s.lm_calls}")
+    for line in source_failure_lines(retrieval):
+        print(f"deepresearch run: {line}", file=sys.stderr)
     if report.status == "failed":
         print(f"deepresearch run: error: {report.error}", file=sys.stderr)
         return EXIT_FAILED

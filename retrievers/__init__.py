@@ -3,6 +3,7 @@
 from retrievers.bm25 import BM25Retriever
 from retrievers.corpus import Corpus, CorpusError, load_corpus
 from retrievers.dense import DenseRetriever
+from retrievers.engines import ENGINES, SourcesFailed, SourcesRetriever, open_engine, open_sources
 from retrievers.hf import load_hf_corpus
 from retrievers.hybrid import HybridRetriever, rrf_fuse
 from retrievers.index import Index, IndexMismatchError, build_index, open_index
@@ -13,7 +14,7 @@ from retrievers.sources import find_local, open_corpus
 from retrievers.store import StoredCorpus
 from retrievers.types import Doc, Hit, Retriever
 
-__all__ = ["BM25_PRESETS", "BM25Retriever", "Corpus", "CorpusError", "DenseRetriever", "Doc", "Hit", "HybridRetriever",
-           "Index", "IndexMismatchError", "QdrantRetriever", "Retrieval", "Retriever", "StoredCorpus", "build_index",
-           "find_local", "load_corpus", "load_hf_corpus", "load_paper_db", "open_corpus", "open_index",
-           "open_retriever", "rrf_fuse"]
+__all__ = ["BM25_PRESETS", "ENGINES", "BM25Retriever", "Corpus", "CorpusError", "DenseRetriever", "Doc", "Hit",
+           "HybridRetriever", "Index", "IndexMismatchError", "QdrantRetriever", "Retrieval", "Retriever", "SourcesFailed",
+           "SourcesRetriever", "StoredCorpus", "build_index", "find_local", "load_corpus", "load_hf_corpus",
+           "load_paper_db", "open_corpus", "open_engine", "open_index", "open_retriever", "open_sources", "rrf_fuse"]

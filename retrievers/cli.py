@@ -81,12 +81,32 @@ def bm25_overrides(args: argparse.Namespace) -> dict:
     return {k: v for k, v in given.items() if v is not None}
 
 
+def source_name(value: str) -> str:
+    """An engine name for --source (`s2` is `semanticscholar`), or argparse's one-line error."""
+    from retrievers.engines import engine_name
+
+    try:
+        return engine_name(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def add_retriever_arguments(parser: argparse.ArgumentParser, *, corpus_help: str = CORPUS_HELP,
                             corpus_default: str | None = None, kinds: tuple[str, ...] = KINDS,
                             default_kind: str = "bm25") -> None:
-    """--corpus, --index, --retriever, --qdrant-url and the BM25 and dense options, in one group."""
+    """--corpus, --index, --source, --retriever, --qdrant-url and the BM25 and dense options, in one group."""
     group = parser.add_argument_group("retrieval", "what to search and how (the same options in every command)")
     group.add_argument("--corpus", default=corpus_default, help=corpus_help)
+    group.add_argument("--source", action="append", default=[], type=source_name, metavar="ENGINE",
+                       help="also search a scholarly search engine, repeatable: openalex, semanticscholar (s2), "
+                            "arxiv, pubmed; several are fused by reciprocal rank (with --corpus or --index too) and "
+                            "deduplicated by DOI, arXiv id or title. Keys from $OPENALEX_MAILTO, $S2_API_KEY, "
+                            "$NCBI_API_KEY; servers from $DEEPRESEARCH_<ENGINE>_URL")
+    group.add_argument("--source-cache", default=None, metavar="DIR",
+                       help="folder of the search engines' response cache (default $DEEPRESEARCH_ENGINE_CACHE, else "
+                            "~/.cache/dspy-deepresearch/engines)")
+    group.add_argument("--no-source-cache", action="store_true",
+                       help="ask the search engines again instead of reading their cached answers")
     group.add_argument("--index", default=None, metavar="DIR",
                        help="a folder built by `deepresearch index`: opens memory-mapped in well under a second at any "
                             "size, with the tokenizer and BM25 settings it was built with (--corpus may be left out)")
@@ -127,11 +147,16 @@ def open_from_args(args: argparse.Namespace, corpus=None, *, default_preset: str
     qdrant_url = getattr(args, "qdrant_url", None)
     kind = args.retriever or kind or ("qdrant" if qdrant_url else "bm25")
     preset = args.bm25_preset if args.index else (args.bm25_preset or default_preset)
+    sources = getattr(args, "source", None) or ()
+    source_options = {"cache": not getattr(args, "no_source_cache", False)}
+    if getattr(args, "source_cache", None):
+        source_options["cache_dir"] = args.source_cache
     try:
         return open_retriever(corpus if corpus is not None else args.corpus, index=args.index, kind=kind,
                               qdrant_url=qdrant_url, qdrant_mode=getattr(args, "qdrant_mode", "hybrid"),
                               dense_model=args.dense_model, bm25=bm25_overrides(args), bm25_preset=preset,
-                              data_dir=data_dir(), verify=args.verify_index, show_progress=sys.stderr.isatty())
+                              data_dir=data_dir(), verify=args.verify_index, show_progress=sys.stderr.isatty(),
+                              sources=sources, source_options=source_options)
     except ConnectionError as err:  # a Qdrant server that cannot be reached: one line, like other bad input
         raise ValueError(str(err)) from err
 
@@ -139,9 +164,13 @@ def open_from_args(args: argparse.Namespace, corpus=None, *, default_preset: str
 def describe(retrieval: Retrieval) -> str:
     """One line naming what is searched, for a command's first output."""
     d = retrieval.description
+    engines = " + ".join(s["name"] for s in d.get("sources") or () if s.get("engine"))
+    if retrieval.corpus is None:
+        return f"search engines {engines}"
     how = f"index {d['index']}" if d.get("index") else "built in memory"
     bm25 = f", tokenizer {d['bm25']['tokenizer']}" if d.get("bm25") else ""
-    return f"corpus {d['name']} ({d['documents']} documents) · {d['retriever']} · {how}{bm25}"
+    fused = f" · fused with {engines}" if engines else ""
+    return f"corpus {d['name']} ({d['documents']} documents) · {d['retriever']} · {how}{bm25}{fused}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

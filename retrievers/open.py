@@ -9,7 +9,7 @@ defaults `deepresearch index` uses, and dense embeddings are encoded in memory (
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,17 +61,20 @@ class Retrieval:
     """An opened retriever, the corpus it searches, and what it is.
 
     Attributes:
-        retriever: The retriever of the requested kind.
-        corpus: Its documents (a `StoredCorpus` read on demand when it comes from an index).
-        kind: bm25, dense, hybrid or qdrant.
-        parts: The in-process retrievers it is made of, by name (`bm25`, `dense`; empty for qdrant).
+        retriever: The retriever of the requested kind (with search engines, a `SourcesRetriever` fusing
+            the local one, if any, with them).
+        corpus: Its documents (a `StoredCorpus` read on demand when it comes from an index); None when only
+            search engines are searched.
+        kind: bm25, dense, hybrid or qdrant; `sources` for search engines alone.
+        parts: The in-process retrievers it is made of, by name (`bm25`, `dense`, the engines; empty for
+            qdrant).
         description: A small JSON-able record for traces and run settings: corpus name and size, kind,
-            index folder, BM25 settings, dense model, Qdrant location.
+            index folder, BM25 settings, dense model, Qdrant location, search engines (`sources`).
         index: The opened index, when there is one.
     """
 
     retriever: Retriever
-    corpus: Corpus
+    corpus: Corpus | None
     kind: str
     parts: Mapping[str, Retriever] = field(default_factory=dict)
     description: Mapping[str, Any] = field(default_factory=dict)
@@ -82,8 +85,10 @@ def open_retriever(corpus: str | Corpus | None = None, *, index: str | Path | No
                    qdrant_url: str | None = None, qdrant_mode: str = "hybrid", dense_model: str | None = None,
                    bm25: Mapping[str, Any] | None = None, bm25_preset: str | None = None,
                    data_dir: str | Path | None = None, verify: bool = False,
-                   show_progress: bool = False) -> Retrieval:
-    """Opens a retriever over a corpus (built in memory) or over a persistent index (memory-mapped).
+                   show_progress: bool = False, sources: Sequence[str] = (),
+                   source_options: Mapping[str, Any] | None = None) -> Retrieval:
+    """Opens a retriever over a corpus (built in memory) or over a persistent index (memory-mapped), and/or
+    over scholarly search engines.
 
     Args:
         corpus: A corpus spec (`retrievers.sources`: a path, a dataset name in `data_dir`, `hf:NAME`...) or a
@@ -101,9 +106,12 @@ def open_retriever(corpus: str | Corpus | None = None, *, index: str | Path | No
         data_dir: The folder dataset names are looked up in.
         verify: With an index, re-read the corpus source and compare fingerprints (slow on a big corpus).
         show_progress: Draw the encoder's progress bar when embedding in memory.
+        sources: Search engines to search as well (`retrievers.engines`: openalex, semanticscholar, arxiv,
+            pubmed), fused with the corpus's retriever by reciprocal rank, or searched alone without a corpus.
+        source_options: Options of every engine (`open_sources`: cache_dir, cache, timeout_s, base_urls...).
 
     Raises:
-        ValueError: for an unknown kind, mode or setting, or neither corpus nor index.
+        ValueError: for an unknown kind, mode, setting or engine, or no corpus, index or engine.
         IndexMismatchError: for an index that cannot serve this request (another corpus, settings or
             model, a missing part, a changed corpus source, an older format).
         CorpusError: for a corpus spec that names nothing, or malformed data.
@@ -118,20 +126,50 @@ def open_retriever(corpus: str | Corpus | None = None, *, index: str | Path | No
         raise ValueError(f"unknown Qdrant mode {qdrant_mode!r}; choose one of: {', '.join(QDRANT_MODES)}")
     if qdrant_url and kind != "qdrant":
         raise ValueError(f"a Qdrant URL needs the qdrant retriever, not {kind}; pass --retriever qdrant")
-    if corpus is None and index is None:
-        raise ValueError("nothing to search: pass a corpus (--corpus SPEC) or an index (--index DIR)")
+    if corpus is None and index is None and not sources:
+        raise ValueError("nothing to search: pass a corpus (--corpus SPEC) or an index (--index DIR), or a search "
+                         "engine (--source openalex|semanticscholar|arxiv|pubmed)")
+    if sources:
+        from retrievers.engines import engine_name
+
+        sources = list(dict.fromkeys(engine_name(s) for s in sources))  # a wrong name fails before anything is read
+        if corpus is None and index is None:
+            if qdrant_url:
+                raise ValueError("a Qdrant URL needs a corpus or an index to search; search engines need none")
+            return _engines_only(sources, source_options)
     if bm25_preset is not None:
         bm25_settings(bm25_preset)  # a wrong name fails before anything is read
     bm25_settings("default", bm25)
     if index is not None:
-        return _from_index(Path(index), corpus, kind, qdrant_url, qdrant_mode, dense_model, bm25, bm25_preset,
-                           data_dir, verify)
-    if isinstance(corpus, Corpus):
-        loaded = corpus
+        local = _from_index(Path(index), corpus, kind, qdrant_url, qdrant_mode, dense_model, bm25, bm25_preset,
+                            data_dir, verify)
     else:
-        loaded, _ = load_source(resolve_source(corpus, data_dir=data_dir))
-    return _in_memory(loaded, kind, qdrant_url, qdrant_mode, dense_model,
-                      bm25_settings(bm25_preset or "default", bm25), show_progress)
+        if isinstance(corpus, Corpus):
+            loaded = corpus
+        else:
+            loaded, _ = load_source(resolve_source(corpus, data_dir=data_dir))
+        local = _in_memory(loaded, kind, qdrant_url, qdrant_mode, dense_model,
+                           bm25_settings(bm25_preset or "default", bm25), show_progress)
+    return _with_engines(local, sources, source_options) if sources else local
+
+
+def _engines_only(sources: Sequence[str], options: Mapping[str, Any] | None) -> Retrieval:
+    from retrievers.engines import open_sources
+
+    fused = open_sources(sources, **dict(options or {}))
+    description = {"name": "+".join(sources), "documents": None, "retriever": "sources", "index": None, "bm25": None,
+                   "dense": None, "qdrant": None, "sources": fused.describe()}
+    return Retrieval(fused, None, "sources", {n: fused.parts[n] for n in sources}, description)
+
+
+def _with_engines(local: Retrieval, sources: Sequence[str], options: Mapping[str, Any] | None) -> Retrieval:
+    """The local retrieval fused with search engines: its papers keep their corpus ids."""
+    from retrievers.engines import open_sources
+
+    fused = open_sources(sources, local=local.retriever, **dict(options or {}))
+    parts = {**local.parts, **{n: fused.parts[n] for n in sources}}
+    return Retrieval(fused, local.corpus, local.kind, parts, {**local.description, "sources": fused.describe()},
+                     local.index)
 
 
 def _in_memory(corpus: Corpus, kind: str, qdrant_url: str | None, qdrant_mode: str, dense_model: str | None,

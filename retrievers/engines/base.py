@@ -1,0 +1,203 @@
+"""The search-engine retriever: one engine's API behind the `Retriever` protocol.
+
+A subclass says how to ask for one page (`fetch_page`) and how a record becomes a `Doc`; this class
+walks the engine's pages to serve `search(query, k, offset=..., exclude=..., before=..., categories=...)`:
+
+- pages have a fixed size per engine (`page_size`), so page n of a query is always the same request and
+  the disk cache serves it again (`offset=10` reads page 1 from the cache, then page 2 if it needs it);
+- `offset` skips the first results of the *filtered* ranking (as every retriever here): pages are read
+  from the first until `offset + k` documents passed the filters;
+- `before` goes to the API's own date filter and is checked again here (month level, as
+  `passes_filters`); `categories` go to the API where it has them (arXiv's `cat:`, Semantic Scholar's
+  `fieldsOfStudy`), and are checked on `Doc.metadata["categories"]` in any case;
+- `exclude` drops documents by id, and by the DOI / arXiv id / PubMed id an excluded id names; the same
+  paper twice in one engine's ranking (a preprint and its version of record) is kept once.
+
+`search` is synchronous (it runs `asearch` in an event loop of its own, in a worker thread when the caller
+is already inside one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from retrievers.engines.client import (
+    DEFAULT_BACKOFF_S,
+    DEFAULT_CACHE_TTL_S,
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    EngineClient,
+    ResponseCache,
+    Sleep,
+    public_url,
+)
+from retrievers.engines.dedup import dedup_keys, excluded_keys
+from retrievers.ranking import check_page
+from retrievers.types import Doc, Hit, passes_filters
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of an engine's answer: its documents in rank order, the total when the API says, and how many
+    results of the ranking the page covered when that is not `len(docs)` (a record that did not parse)."""
+
+    docs: list[Doc]
+    total: int | None = None
+    returned: int | None = None
+
+
+def run_sync(coro):
+    """Runs a coroutine to completion from synchronous code, inside a running event loop or not."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def month_end(before: str) -> str:
+    """The last day of the month of a `YYYY-MM[-DD]` date, as `YYYY-MM-DD` (the filters are month-level).
+
+    Example:
+        >>> month_end("2020-02"), month_end("2021-12-05")
+        ('2020-02-29', '2021-12-31')
+    """
+    import calendar
+
+    year, month = int(before[:4]), int(before[5:7]) if len(before) >= 7 else 12
+    return f"{year:04d}-{month:02d}-{calendar.monthrange(year, month)[1]:02d}"
+
+
+def check_before(before: str | None) -> str | None:
+    if before is None:
+        return None
+    text = str(before).strip()
+    if len(text) < 4 or not text[:4].isdigit() or (len(text) >= 7 and not (text[4] == "-" and text[5:7].isdigit())):
+        raise ValueError(f"before should be YYYY-MM or YYYY-MM-DD, got {before!r}")
+    return text
+
+
+class SearchEngine:
+    """Base of the engine retrievers (OpenAlex, Semantic Scholar, arXiv, PubMed).
+
+    Args:
+        base_url: The API's root (default: the engine's `url_env` variable, else its public server).
+        cache_dir: Folder of the response cache (default $DEEPRESEARCH_ENGINE_CACHE, else
+            ~/.cache/dspy-deepresearch/engines); `cache=False` turns it off.
+        cache_ttl_s: Seconds a cached response stays valid (None: for ever).
+        timeout_s, retries, backoff_s: Per request, as `EngineClient` (default: the class's values, 20 s, 3
+            retries, 0.5 s doubled after each).
+        min_interval: Seconds between two requests (default: the engine's documented limit).
+        page_size: Results per API request (default: the engine's `page_size`).
+        sleep: The coroutine that waits (tests).
+    """
+
+    name: ClassVar[str] = ""
+    label: ClassVar[str] = ""
+    default_url: ClassVar[str] = ""
+    url_env: ClassVar[str] = ""
+    page_size: ClassVar[int] = 25
+    max_results: ClassVar[int] = 1000  # the API's limit on offset + page size
+    min_interval: ClassVar[float] = 1.0
+    timeout_s: ClassVar[float] = DEFAULT_TIMEOUT_S
+    retries: ClassVar[int] = DEFAULT_RETRIES
+    backoff_s: ClassVar[float] = DEFAULT_BACKOFF_S
+
+    def __init__(self, *, base_url: str | None = None, cache_dir: str | os.PathLike | None = None,
+                 cache: bool = True, cache_ttl_s: float | None = DEFAULT_CACHE_TTL_S,
+                 timeout_s: float | None = None, retries: int | None = None, backoff_s: float | None = None,
+                 min_interval: float | None = None, page_size: int | None = None, sleep: Sleep | None = None):
+        self.base_url = (base_url or os.environ.get(self.url_env) or self.default_url).rstrip("/")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"{self.name}: base URL must start with http:// or https://, got "
+                             f"{public_url(self.base_url)!r}")
+        self.page = int(page_size or type(self).page_size)
+        if self.page < 1:
+            raise ValueError(f"{self.name}: page size must be >= 1")
+        headers, secret_params = self.credentials()
+        self.client = EngineClient(
+            self.name, self.base_url, min_interval=type(self).min_interval if min_interval is None else min_interval,
+            headers=headers, secret_params=secret_params,
+            cache=ResponseCache(cache_dir, cache_ttl_s) if cache else None,
+            timeout_s=type(self).timeout_s if timeout_s is None else timeout_s,
+            retries=type(self).retries if retries is None else retries,
+            backoff_s=type(self).backoff_s if backoff_s is None else backoff_s, sleep=sleep)
+
+    # ---- what a subclass provides ---------------------------------------------------------------------
+    def credentials(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(headers, secret parameters) read from the environment; sent, never cached, logged or shown."""
+        return {}, {}
+
+    async def fetch_page(self, query: str, start: int, size: int, before: str | None,
+                         categories: Collection[str]) -> Page:
+        raise NotImplementedError
+
+    # ---- the Retriever protocol -----------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """A JSON-able record for traces: the engine, its server (no credentials) and whether a key is set."""
+        headers, secret_params = self.credentials()
+        return {"engine": self.name, "url": public_url(self.base_url), "key": bool(headers or secret_params)}
+
+    def search(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
+               before: str | None = None, categories: Collection[str] = ()) -> list[Hit]:
+        return run_sync(self.asearch(query, k, offset=offset, exclude=exclude, before=before, categories=categories))
+
+    async def asearch(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
+                      before: str | None = None, categories: Collection[str] = ()) -> list[Hit]:
+        check_page(k, offset)
+        before = check_before(before)
+        categories = tuple(categories or ())
+        exclude = set(exclude or ())
+        if not query or not query.strip():
+            return []
+        need = offset + k
+        banned = excluded_keys(exclude)
+        kept: list[Doc] = []
+        seen: set[str] = set()
+        start = 0
+        max_pages = -(-(need + len(exclude)) // self.page) + 2  # room for what the filters drop, bounded
+        for _ in range(max_pages):
+            if start >= self.max_results:
+                break
+            size = min(self.page, self.max_results - start)
+            page = await self.fetch_page(query.strip(), start, size, before, categories)
+            for doc in page.docs:
+                keys = dedup_keys(doc)
+                if doc.doc_id in exclude or banned & keys or seen & keys:
+                    continue
+                seen |= keys
+                if passes_filters(doc, before=before, categories=categories):
+                    kept.append(doc)
+            start += size
+            returned = len(page.docs) if page.returned is None else page.returned
+            if len(kept) >= need or returned < size or (page.total is not None and start >= page.total):
+                break
+        return [Hit(doc=doc, score=1.0 / n, rank=n) for n, doc in enumerate(kept[:need], start=1)][offset:]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({public_url(self.base_url)!r})"
+
+
+def first_text(value: Any) -> str:
+    """A string field, stripped, with runs of white space made one space; '' for anything else."""
+    return " ".join(value.split()) if isinstance(value, str) else ""
+
+
+def year_of(date: str | None) -> int | None:
+    if date and len(date) >= 4 and date[:4].isdigit():
+        return int(date[:4])
+    return None
+
+
+def clean_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The metadata without empty values."""
+    return {k: v for k, v in meta.items() if v not in (None, "", [], (), {})}
+
+
+__all__ = ["Page", "SearchEngine", "check_before", "clean_meta", "first_text", "month_end", "run_sync", "year_of"]
