@@ -160,9 +160,10 @@ def main(real: bool = False, data: str | None = None) -> list[dict]:
         from programs.runtime.usage import output_limits
         from tests.real_lm.server import LlamaServer
 
-        with LlamaServer() as server, output_limits(every=768):
-            lm = make_lm("openai/smollm2", api_base=server.base_url, num_retries=0, cache=False)
-            config = ResearchConfig(depth=1, breadth=1, hits_per_query=3, passage_chars=600, verify_batch=3)
+        with LlamaServer() as server, output_limits(every=384):
+            lm = make_lm("openai/smollm2", api_base=server.base_url, num_retries=0, cache=False, timeout_s=600)
+            config = ResearchConfig(depth=1, breadth=1, hits_per_query=3, passage_chars=600, verify_batch=3,
+                                    lm_timeout_s=600, lm_retries=0)
             rows.append(run_pipeline("smollm2", retriever, texts, "rewrite", lm=lm, config=config,
                                      context={"adapter": SchemaAdapter()}))
     print(machine_line())

@@ -227,3 +227,20 @@ def test_a_writer_that_obeys_the_injection_anyway_never_ships_it(scifact):
     assert out.usage["write"].calls == 2  # the uncited "PWNED" draft was refused, and the second one too
     assert not out.markdown.startswith("PWNED") and out.references
     assert "The writer failed" in out.markdown
+
+
+def test_an_enrichment_paragraph_citing_no_input_loses_that_citation_and_keeps_its_learnings(scifact_bm25):
+    from programs.config import HeroConfig
+    from signatures.enrich import WriteEnrichment
+
+    lm = scripted_lm(research_handler({WriteEnrichment: {"paragraph": "New trials agree [deadbeef_7]."}}))
+    hero = HeroConfig(turns=1, tasks_per_turn=1, multiplier=1, enrichments=1, deep_depth=4, shallow_depth=2,
+                      batch_size=4)
+    with dspy.context(lm=lm):
+        out = DeepResearch(retriever=scifact_bm25, config=ResearchConfig(strategy="hero", hero=hero))(
+            question="aspirin and colorectal cancer")
+    pipeline = out.report.tree[0]
+    extra = [x for child in pipeline.children for x in child.learnings]
+    assert extra and "deadbeef_7" not in pipeline.summary and out.stats.stray_citations == 1
+    assert all(f"[{x.source_ids[0]}" in pipeline.summary for x in extra)  # restored, cited
+    assert any(note.startswith("enrich_write:") for note in pipeline.notes)
