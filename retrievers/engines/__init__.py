@@ -29,7 +29,7 @@ from retrievers.engines.arxiv import ArxivEngine
 from retrievers.engines.base import SearchEngine
 from retrievers.engines.client import EngineError, ResponseCache, default_cache_dir
 from retrievers.engines.dedup import dedup_keys, deduplicate, normalize_title
-from retrievers.engines.fusion import SourcesFailed, SourcesRetriever
+from retrievers.engines.fusion import DOWN_FOR_S, SOURCE_TIMEOUT_S, SourcesFailed, SourcesRetriever
 from retrievers.engines.openalex import OpenAlexEngine
 from retrievers.engines.pubmed import PubMedEngine
 from retrievers.engines.semanticscholar import SemanticScholarEngine
@@ -62,7 +62,8 @@ def open_engine(name: str, **options: Any) -> SearchEngine:
 
 def open_sources(names: Sequence[str], *, local: Retriever | None = None,
                  base_urls: Mapping[str, str] | None = None, weights: Mapping[str, float] | None = None,
-                 down_for_s: float | None = None, **options: Any) -> SourcesRetriever:
+                 down_for_s: float = DOWN_FOR_S, source_timeout_s: float | None = SOURCE_TIMEOUT_S,
+                 **options: Any) -> SourcesRetriever:
     """One retriever fusing the named engines (and `local`, a retriever over a local corpus, listed first).
 
     Args:
@@ -71,7 +72,9 @@ def open_sources(names: Sequence[str], *, local: Retriever | None = None,
         base_urls: A base URL per engine name, over each engine's environment setting.
         weights: RRF weights by source name (`corpus` for the local one).
         down_for_s: Seconds a source is skipped after a network failure (default 120).
-        options: Passed to every engine (cache_dir, cache, cache_ttl_s, timeout_s, retries, backoff_s...).
+        source_timeout_s: Seconds one source may take for one search before the search goes on without it (default
+            45; None: no limit).
+        options: Passed to every engine (cache_dir, cache, cache_ttl_s, timeout_s per request, retries, backoff_s...).
 
     Raises:
         ValueError: for an unknown engine, or nothing to search.
@@ -81,8 +84,8 @@ def open_sources(names: Sequence[str], *, local: Retriever | None = None,
     parts: dict[str, Retriever] = {LOCAL: local} if local is not None else {}
     for name in chosen:
         parts[name] = open_engine(name, **({"base_url": urls[name]} if urls.get(name) else {}), **options)
-    extra = {} if down_for_s is None else {"down_for_s": down_for_s}
-    return SourcesRetriever(parts, weights=weights, local=LOCAL if local is not None else None, **extra)
+    return SourcesRetriever(parts, weights=weights, local=LOCAL if local is not None else None,
+                            down_for_s=down_for_s, timeout_s=source_timeout_s)
 
 
 __all__ = ["ALIASES", "ENGINES", "LOCAL", "ArxivEngine", "EngineError", "OpenAlexEngine", "PubMedEngine",

@@ -29,6 +29,7 @@ from retrievers.types import Hit, Retriever, search_async
 logger = logging.getLogger(__name__)
 
 DOWN_FOR_S = 120.0
+SOURCE_TIMEOUT_S = 45.0
 
 
 class SourcesFailed(RuntimeError):
@@ -61,13 +62,16 @@ class SourcesRetriever:
         local: The name of the part that searches a local corpus: a paper it holds keeps the corpus's id.
         k_rrf: The RRF constant.
         down_for_s: Seconds a source is skipped after a network failure (0: never skipped).
+        timeout_s: Seconds one source may take for one search (its retries included) before the search goes on
+            without it; below the run's search timeout (60 s), so a slow source never costs the others' hits.
 
     Raises:
         ValueError: for no parts, or a weight for an unknown part.
     """
 
     def __init__(self, parts: Mapping[str, Retriever], *, weights: Mapping[str, float] | None = None,
-                 local: str | None = None, k_rrf: float = 60.0, down_for_s: float = DOWN_FOR_S):
+                 local: str | None = None, k_rrf: float = 60.0, down_for_s: float = DOWN_FOR_S,
+                 timeout_s: float | None = SOURCE_TIMEOUT_S):
         if not parts:
             raise ValueError("nothing to search: pass at least one source or a corpus")
         unknown = set(weights or {}) - set(parts)
@@ -77,7 +81,7 @@ class SourcesRetriever:
             raise ValueError(f"local part {local!r} is not one of: {', '.join(parts)}")
         self.parts = dict(parts)
         self.weights = {name: float((weights or {}).get(name, 1.0)) for name in self.parts}
-        self.local, self.k_rrf, self.down_for_s = local, k_rrf, down_for_s
+        self.local, self.k_rrf, self.down_for_s, self.timeout_s = local, k_rrf, down_for_s, timeout_s
         self.failures: list[dict[str, Any]] = []  # every failed or skipped source search, for the trace
         self._down: dict[str, tuple[float, str]] = {}  # source -> (skipped until, why)
         self._warned: dict[str, str] = {}  # source -> the reason last logged as a warning
@@ -136,9 +140,16 @@ class SourcesRetriever:
             self._record(name, query, why, skipped=True)
             return None, why
         try:
-            return await search_async(self.parts[name], query, depth, offset=0, **filters), ""
+            search = search_async(self.parts[name], query, depth, offset=0, **filters)
+            if self.timeout_s is None:
+                return await search, ""
+            return await asyncio.wait_for(search, self.timeout_s), ""
         except asyncio.CancelledError:
             raise
+        except asyncio.TimeoutError:  # our own limit (the source may be queued behind its rate limit): not "down"
+            why = f"no answer within {self.timeout_s:g}s"
+            self._record(name, query, why)
+            return None, why
         except Exception as err:  # one source's failure is this search's problem only
             why = failure_reason(err)
             if isinstance(err, EngineError) and err.transient and self.down_for_s > 0:
@@ -203,4 +214,4 @@ class SourcesRetriever:
         return f"SourcesRetriever({', '.join(self.parts)})"
 
 
-__all__ = ["DOWN_FOR_S", "SourcesFailed", "SourcesRetriever", "failure_reason"]
+__all__ = ["DOWN_FOR_S", "SOURCE_TIMEOUT_S", "SourcesFailed", "SourcesRetriever", "failure_reason"]

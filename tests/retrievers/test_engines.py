@@ -633,3 +633,21 @@ def test_a_malformed_answer_of_one_engine_leaves_the_other(replay, replay2, tmp_
                for r in caplog.records)
     fused.search(QUERY, k=2)
     assert len(replay.requests) == 2  # not a network failure: asked again the next time
+
+
+def test_a_slow_source_is_left_out_of_the_search_not_the_others(replay, replay2, tmp_path):
+    def slow(params):
+        time.sleep(0.6)
+        return reply("openalex_works_page1.json")
+
+    replay.on("/works", slow)
+    arxiv_routes(replay2)
+    fused = open_sources(["openalex", "arxiv"], base_urls={"openalex": replay.url, "arxiv": replay2.url},
+                         cache_dir=tmp_path, min_interval=0, page_size=2, source_timeout_s=0.2)
+    started = time.monotonic()
+    assert [h.doc.doc_id for h in fused.search(QUERY, k=2)] == EXPECTED["arxiv"][:2]
+    assert time.monotonic() - started < 0.5
+    assert fused.failures[-1] == {**fused.failures[-1], "source": "openalex", "error": "no answer within 0.2s",
+                                  "skipped": False}
+    fused.search("another query", k=1)
+    assert len(replay.requests) == 2  # our own time limit does not mark the source down
