@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -138,6 +139,11 @@ class SearchEngine:
                          categories: Collection[str]) -> Page:
         raise NotImplementedError
 
+    def loose_query(self, query: str) -> str | None:
+        """A looser form of `query` to search when the query itself finds nothing (engines that AND every word
+        of a query: its words OR-ed), or None to keep the empty result."""
+        return None
+
     # ---- the Retriever protocol -----------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """A JSON-able record for traces: the engine, its server (no credentials) and whether a key is set."""
@@ -162,11 +168,16 @@ class SearchEngine:
         seen: set[str] = set()
         start = 0
         max_pages = -(-(need + len(exclude)) // self.page) + 2  # room for what the filters drop, bounded
+        query = query.strip()
+        first = await self.fetch_page(query, 0, min(self.page, self.max_results), before, categories)
+        if not first.docs and (first.total or 0) == 0 and (loose := self.loose_query(query)) and loose != query:
+            # the first page of the query decides (cached), so every page of one search asks the same thing
+            query, first = loose, await self.fetch_page(loose, 0, min(self.page, self.max_results), before, categories)
         for _ in range(max_pages):
             if start >= self.max_results:
                 break
             size = min(self.page, self.max_results - start)
-            page = await self.fetch_page(query.strip(), start, size, before, categories)
+            page = first if start == 0 else await self.fetch_page(query, start, size, before, categories)
             for doc in page.docs:
                 keys = dedup_keys(doc)
                 if doc.doc_id in exclude or banned & keys or seen & keys:
@@ -182,6 +193,21 @@ class SearchEngine:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({public_url(self.base_url)!r})"
+
+
+_STOP = frozenset("a an and are as at be by does do for from how in into is it of on or the to what which with why "
+                  "among between versus vs".split())
+
+
+def or_words(query: str, joiner: str = " OR ") -> str | None:
+    """The words of a query (stop words and one-letter words left out) joined by OR; None for fewer than two.
+
+    Example:
+        >>> or_words("Does vitamin D prevent fractures?")
+        'vitamin OR prevent OR fractures'
+    """
+    words = list(dict.fromkeys(w for w in re.findall(r"[^\W_]{2,}", query.lower()) if w not in _STOP))
+    return joiner.join(words) if len(words) > 1 else None
 
 
 def first_text(value: Any) -> str:
@@ -200,4 +226,5 @@ def clean_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if v not in (None, "", [], (), {})}
 
 
-__all__ = ["Page", "SearchEngine", "check_before", "clean_meta", "first_text", "month_end", "run_sync", "year_of"]
+__all__ = ["Page", "SearchEngine", "check_before", "clean_meta", "first_text", "month_end", "or_words", "run_sync",
+           "year_of"]

@@ -5,21 +5,24 @@ pool" ($OPENALEX_MAILTO), an API key goes in `api_key` ($OPENALEX_API_KEY). `bef
 `filter=to_publication_date:YYYY-MM-DD` (the month's last day). Abstracts come as an inverted index
 (word -> positions) and are rebuilt as text. A work's open-access PDF is `best_oa_location.pdf_url`, else
 the first location with a `pdf_url`. Categories are the work's topics' field and subfield names (no API
-filter: they are checked on the results).
+filter: they are checked on the results). OpenAlex ANDs the words of a query; when that finds
+nothing, its words are OR-ed (`SearchEngine.loose_query`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
 from retrievers.bibliographic import normalize_doi
-from retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, month_end, year_of
+from retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, month_end, or_words, year_of
 from retrievers.engines.dedup import arxiv_id
 from retrievers.types import Doc
 
+_SYNTAX = re.compile(r'"|\b(?:AND|OR|NOT)\b')  # phrases, boolean operators
 SELECT = ("id,doi,title,display_name,publication_year,publication_date,ids,primary_location,best_oa_location,"
           "locations,open_access,authorships,abstract_inverted_index,topics,type")
 
@@ -105,6 +108,9 @@ class OpenAlexEngine(SearchEngine):
     def credentials(self) -> tuple[dict[str, str], dict[str, str]]:
         return {}, {k: v for k, v in {"mailto": os.environ.get("OPENALEX_MAILTO", "").strip(),
                                       "api_key": os.environ.get("OPENALEX_API_KEY", "").strip()}.items() if v}
+
+    def loose_query(self, query: str) -> str | None:
+        return None if _SYNTAX.search(query) else or_words(query, " OR ")
 
     async def fetch_page(self, query: str, start: int, size: int, before: str | None,
                          categories: Collection[str]) -> Page:

@@ -4,7 +4,8 @@ PMIDs of a page (JSON, `retstart`/`retmax`, sorted by relevance), `efetch.fcgi` 
 
 Documented limits: 3 requests per second without a key, 10 with one ($NCBI_API_KEY, sent as `api_key`);
 NCBI asks for a `tool` name and a contact `email` ($NCBI_EMAIL, else $OPENALEX_MAILTO). `before` becomes
-`datetype=pdat&mindate=1800/01/01&maxdate=YYYY/MM/DD`. Categories are the records' MeSH descriptor names
+`datetype=pdat&mindate=1800/01/01&maxdate=YYYY/MM/DD`. PubMed ANDs a plain query's words; when that finds
+nothing, its words are OR-ed (`SearchEngine.loose_query`). Categories are the records' MeSH descriptor names
 (checked on the results). A record in PubMed Central carries its `pmcid`; PubMed gives no PDF link.
 """
 
@@ -17,7 +18,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Collection, Mapping
 
 from retrievers.bibliographic import normalize_doi
-from retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, month_end
+from retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, month_end, or_words
 from retrievers.types import Doc
 
 TOOL = "dspy-deepresearch"
@@ -140,6 +141,9 @@ def parse_efetch(body: str) -> list[Doc]:
     return docs
 
 
+_SYNTAX = re.compile(r"\[|\"|\b(?:AND|OR|NOT)\b")  # field tags, phrases, boolean operators
+
+
 class PubMedEngine(SearchEngine):
     """PubMed search (esearch + efetch). Key from $NCBI_API_KEY; contact from $NCBI_EMAIL or $OPENALEX_MAILTO."""
 
@@ -161,13 +165,19 @@ class PubMedEngine(SearchEngine):
         return {}, {k: v for k, v in {"api_key": os.environ.get("NCBI_API_KEY", "").strip(), "email": email}.items()
                     if v}
 
-    async def fetch_page(self, query: str, start: int, size: int, before: str | None,
-                         categories: Collection[str]) -> Page:
-        params = {"db": "pubmed", "term": query, "retstart": start, "retmax": size, "retmode": "json",
+    async def _esearch(self, term: str, start: int, size: int, before: str | None) -> tuple[list[str], int | None]:
+        params = {"db": "pubmed", "term": term, "retstart": start, "retmax": size, "retmode": "json",
                   "sort": "relevance", "tool": TOOL}
         if before:
             params.update(datetype="pdat", mindate="1800/01/01", maxdate=month_end(before).replace("-", "/"))
-        ids, total = await self.client.get("/esearch.fcgi", params, parse_esearch)
+        return await self.client.get("/esearch.fcgi", params, parse_esearch)
+
+    def loose_query(self, query: str) -> str | None:
+        return None if _SYNTAX.search(query) else or_words(query)
+
+    async def fetch_page(self, query: str, start: int, size: int, before: str | None,
+                         categories: Collection[str]) -> Page:
+        ids, total = await self._esearch(query, start, size, before)
         if not ids:
             return Page([], total)
         docs = await self.client.get("/efetch.fcgi", {"db": "pubmed", "id": ",".join(ids), "retmode": "xml",

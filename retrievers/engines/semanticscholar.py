@@ -74,7 +74,8 @@ class SemanticScholarEngine(SearchEngine):
 
     async def fetch_page(self, query: str, start: int, size: int, before: str | None,
                          categories: Collection[str]) -> Page:
-        params = {"query": query, "offset": start, "limit": min(size, self.max_results - start - 1), "fields": FIELDS}
+        # the API finds nothing for hyphenated terms ("retrieval-augmented"); its documentation says to use spaces
+        params = {"query": " ".join(query.replace("-", " ").split()), "offset": start, "limit": min(size, self.max_results - start - 1), "fields": FIELDS}
         if before:
             params["publicationDateOrYear"] = f":{before[:7]}" if len(before) >= 7 else f":{before[:4]}"
         if categories:

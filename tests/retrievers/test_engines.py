@@ -651,3 +651,22 @@ def test_a_slow_source_is_left_out_of_the_search_not_the_others(replay, replay2,
                                   "skipped": False}
     fused.search("another query", k=1)
     assert len(replay.requests) == 2  # our own time limit does not mark the source down
+
+
+@pytest.mark.parametrize("cls, param", [(OpenAlexEngine, "search"), (PubMedEngine, "term")], ids=["openalex", "pubmed"])
+def test_a_query_whose_words_together_find_nothing_is_asked_again_with_or(cls, param, replay, tmp_path):
+    # both APIs AND the words of a query: a long question often finds nothing until they are OR-ed
+    pages = {"openalex": ("openalex_works_page1.json", "openalex_works_page2.json", "openalex_works_empty.json"),
+             "pubmed": ("pubmed_esearch_page1.json", "pubmed_esearch_page2.json", "pubmed_esearch_empty.json")}
+    first, second, empty = pages[cls.name]
+    start = {"openalex": lambda p: int(p["page"]) - 1, "pubmed": lambda p: int(p["retstart"]) // 2}[cls.name]
+    ROUTES[cls.name](replay)
+    replay.on(SEARCH_PATH[cls.name], lambda p: reply(empty if " OR " not in p[param] else (first, second)[start(p)]))
+    engine = make(cls, replay.url, tmp_path)
+    hits = engine.search("Does retrieval improve the factuality of generated answers?", k=3)
+    assert [h.doc.doc_id for h in hits] == EXPECTED[cls.name]
+    asked = [r.params[param] for r in replay.requests if r.path == SEARCH_PATH[cls.name]]
+    assert asked == ["Does retrieval improve the factuality of generated answers?",
+                     "retrieval OR improve OR factuality OR generated OR answers",
+                     "retrieval OR improve OR factuality OR generated OR answers"]  # page 2 asks the same
+    assert engine.search('"exact phrase" AND thing', k=3) == []  # a query in the API's syntax is kept as it is
