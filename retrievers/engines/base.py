@@ -195,8 +195,7 @@ class SearchEngine:
         return f"{type(self).__name__}({public_url(self.base_url)!r})"
 
 
-_STOP = frozenset("a an and are as at be by does do for from how in into is it of on or the to what which with why "
-                  "among between versus vs".split())
+_STOP = frozenset(["a", "an", "and", "are", "as", "at", "be", "by", "does", "do", "for", "from", "how", "in", "into", "is", "it", "of", "on", "or", "the", "to", "what", "which", "with", "why", "among", "between", "versus", "vs"])
 
 
 def or_words(query: str, joiner: str = " OR ") -> str | None:

@@ -112,7 +112,11 @@ def serve(replay: Replay) -> ThreadingHTTPServer:
         def log_message(self, *args):  # quiet
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    class Server(ThreadingHTTPServer):
+        def handle_error(self, request, client_address):  # a client that gave up (a timeout test): not news
+            pass
+
+    server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     replay.url = f"http://127.0.0.1:{server.server_address[1]}"
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
