@@ -255,6 +255,10 @@ class LMCalls(BaseCallback):
         return sum(self.calls.values())
 
 
+def judge_cache(args: argparse.Namespace) -> Path:
+    return Path(args.judge_cache or Path.home() / ".cache" / "dspy-deepresearch" / "judge").expanduser()
+
+
 def _support(args: argparse.Namespace, session):
     """The judge of the writing metrics: --judge-lm (checked now, verdicts cached) or the lexical rule."""
     from eval.judges import JudgeCache, judge_lm
@@ -265,8 +269,12 @@ def _support(args: argparse.Namespace, session):
     judge = judge_lm(args.judge_lm, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"), timeout_s=args.lm_timeout)
     if not args.no_preflight and args.judge_lm != session.model:
         preflight(judge, timeout_s=min(args.lm_timeout, 60.0))
-    cache = Path(args.judge_cache or Path.home() / ".cache" / "dspy-deepresearch" / "judge").expanduser()
-    return Support(judge, JudgeCache(cache))
+    cache = judge_cache(args)
+    try:
+        return Support(judge, JudgeCache(cache))
+    except OSError as err:
+        raise ValueError(f"cannot keep judge verdicts in {cache} ({err.strerror or type(err).__name__}); pass a "
+                         f"writable --judge-cache") from None
 
 
 def check_out(args: argparse.Namespace) -> None:
@@ -280,6 +288,8 @@ def check_out(args: argparse.Namespace) -> None:
     if out.suffix != ".json":
         raise ValueError(f"--out {args.out} should be a .json file (the compiled program's state)")
     folders = [out.parent] + ([Path(args.record_candidates).expanduser().parent] if args.record_candidates else [])
+    if args.judge_lm and args.judge_lm != OFFLINE:
+        folders.append(judge_cache(args))
     for folder in dict.fromkeys(folders):
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -287,8 +297,8 @@ def check_out(args: argparse.Namespace) -> None:
                 pass
         except OSError as err:
             reason = err.strerror or type(err).__name__
-            raise ValueError(f"cannot write to {folder} ({reason}); pass an --out whose folder can be "
-                             f"created") from None
+            raise ValueError(f"cannot write to {folder} ({reason}); pass an --out (and --judge-cache) whose "
+                             f"folder can be created") from None
 
 
 def main(args: argparse.Namespace) -> int:

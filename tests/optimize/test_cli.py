@@ -81,7 +81,7 @@ def test_the_whole_program_is_saved_and_every_lm_request_is_counted(data_dir, tm
     requests = len(server.requests) - 1  # all but the preflight
     assert requests > 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last == f"compiled: {out}  (LM calls: {requests})"
+    assert last == f"compiled: {out}  (LM calls: {requests}: task {requests})"
     meta = json.loads(out.with_name("compiled.meta.json").read_text())
     assert meta["lm_calls"] == requests and meta["stage"] == "all" and meta["lm"] == "openai/local-model"
     state = json.loads(out.read_text())
@@ -147,3 +147,23 @@ def test_miprov2_with_one_training_example_is_refused_before_any_lm_request(data
                          server.base_url, "--no-cache"])
     assert code == 2 and len(server.requests) == 1  # the preflight only
     assert "miprov2 needs at least 2 training examples, got 1" in capsys.readouterr().err
+
+
+def test_gepa_reflection_calls_are_counted_too(data_dir, tmp_path, capsys):
+    # DSPy's usage tracker missed the calls GEPA makes to propose instructions (14 counted of 30 requests);
+    # the LMs' own callbacks see every call, from any thread
+    from tests.optimize.test_every_target import research_or_anything
+
+    runs = tmp_path / "runs"
+    assert cli.main(["run", "Does obesity increase the risk of type 2 diabetes?", "--corpus", str(data_dir / "scifact"),
+                     "--depth", "2", "--breadth", "2", "--lm", "offline", "--out", str(runs / "q"), "--no-progress"]) == 0
+    out = tmp_path / "merge.json"
+    with LocalOpenAIServer(research_or_anything()) as server:
+        code = cli.main(["optimize", "--stage", "merge", "--from-runs", str(runs), "--metric", "quality",
+                         "--optimizer", "gepa", "--budget", "8", "--threads", "1", "--out", str(out),
+                         "--lm", "openai/local-model", "--api-base", server.base_url, "--no-cache"])
+    assert code == 0, capsys.readouterr().err[-500:]
+    proposals = [r for r in server.requests if "current_instruction" in json.dumps(r)]
+    assert proposals  # GEPA did ask for new instructions
+    meta = json.loads(out.with_name("merge.meta.json").read_text())
+    assert meta["lm_calls"] == len(server.requests) - 1  # all but the preflight
