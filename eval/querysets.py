@@ -96,7 +96,9 @@ def load_scholargym(source: str | Path, split: str = "all") -> list[GatherQuery]
 
 
 def _from_hub(name: str) -> list[GatherQuery]:
-    from datasets import load_dataset
+    from retrievers.extras import require
+
+    load_dataset = require("datasets", "hf", "loading a query set from the hub").load_dataset
 
     try:
         data = load_dataset(name, data_files="scholargym_bench.jsonl", split="train")

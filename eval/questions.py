@@ -142,10 +142,9 @@ def load_question_file(path: str | Path) -> list[Question]:
 
 def load_hf_questions(name: str, split: str = "test", limit: int | None = None) -> list[Question]:
     """Questions from a Hugging Face dataset (needs the hub, or its local cache)."""
-    try:
-        import datasets
-    except ImportError as err:
-        raise ImportError("loading questions from the hub needs `datasets`; run `pip install datasets`") from err
+    from retrievers.extras import require
+
+    datasets = require("datasets", "hf", "loading questions from the hub")
     try:
         ds = datasets.load_dataset(name, split=split)
     except Exception as err:

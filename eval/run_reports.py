@@ -18,6 +18,7 @@ from pathlib import Path
 
 from eval.eco import OVERALL_WEIGHTS, eco_scores
 from eval.report import parse_report_name, source_stats
+from retrievers.extras import require
 
 logger = logging.getLogger(__name__)
 
@@ -117,8 +118,7 @@ def heatmap_grid(rows: list[dict], metric: str, model: str) -> tuple[list[int], 
 
 def write_heatmap(rows: list[dict], metric: str, path: str | Path) -> Path:
     """A depth x breadth heatmap of the mean of `metric`, one panel per model."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", "plots", "the depth x breadth heatmap")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from retrievers.extras import require
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -43,8 +45,7 @@ def load_encoder(name: str | None = None, device: str | None = None):
     Raises:
         EncoderError: when the model is neither installed locally nor reachable.
     """
-    from sentence_transformers import SentenceTransformer
-
+    SentenceTransformer = require("sentence_transformers", "dense").SentenceTransformer
     path = resolve_model(name)
     try:
         return SentenceTransformer(path, device=device or "cpu")

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from retrievers.corpus import Corpus, CorpusError, doc_from_record
+from retrievers.extras import require
 
 logger = logging.getLogger(__name__)
 
@@ -17,7 +18,7 @@ _BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parq
 
 
 def _open_dataset(name: str, config: str | None, split: str):
-    import datasets
+    datasets = require("datasets", "hf", "Hugging Face corpora (hf:NAME or a dataset file)")
 
     path = Path(name).expanduser()
     try:

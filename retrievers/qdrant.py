@@ -21,6 +21,7 @@ from retrievers import embed
 from retrievers.bm25 import doc_text
 from retrievers.corpus import Corpus
 from retrievers.dense import dense_text
+from retrievers.extras import require
 from retrievers.ranking import check_page, month_key
 from retrievers.scoring import tf_saturation
 from retrievers.tokenize import Tokenizer, get_tokenizer, tokenizer_name
@@ -71,8 +72,7 @@ class QdrantRetriever:
                  embeddings: np.ndarray | None = None, tokenizer: str | Tokenizer = "scholargym",
                  k1: float = 1.5, b: float = 0.75, text_format: str = "scholargym", recreate: bool = False,
                  batch_size: int = 256, depth: int = 100):
-        from qdrant_client import QdrantClient
-
+        QdrantClient = require("qdrant_client", "qdrant").QdrantClient
         if mode not in MODES:
             raise ValueError(f"unknown Qdrant mode {mode!r}; choose one of: {', '.join(MODES)}")
         if (path is None) == (url is None):

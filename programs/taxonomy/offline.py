@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from retrievers.embed import encode
+from retrievers.stopwords import ENGLISH_STOP_WORDS
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +82,6 @@ def cluster_taxonomy(topic: str, papers: Sequence[Any], *, papers_per_leaf: floa
     Every paper appears exactly once, by its exact title, in a leaf; the root is named `topic`.
     """
     from scipy.cluster.hierarchy import fcluster, linkage
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     titles = [_get(p, "title") for p in papers]
     abstracts = [_get(p, "abstract") or _get(p, "abs") for p in papers]
