@@ -104,6 +104,17 @@ class GatherResult:
     is_failed: bool = False
     usage: dict[str, StageUsage] = field(default_factory=dict)
 
+    def __repr__(self) -> str:  # one line of counts
+        from programs.render import gather_repr
+
+        return gather_repr(self)
+
+    def _repr_markdown_(self) -> str:
+        """Jupyter's view: the subquery tree, the rounds, the selected papers and the cost."""
+        from programs.render import gather_markdown
+
+        return gather_markdown(self)
+
     def retrieved_in(self, iteration: int) -> set[str]:
         return {c.doc_id for r in self.rounds if r.iteration == iteration for s in r.searches for c in s.candidates}
 

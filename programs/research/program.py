@@ -24,6 +24,7 @@ import dspy
 
 from programs.artifacts import Node, Report, RunStats, RunStatus
 from programs.config import ResearchConfig
+from programs.render import ResultPrediction
 from programs.research.deliverables import (
     MAP_HEADING,
     NO_EVIDENCE_ANSWER,
@@ -159,7 +160,7 @@ class DeepResearch(dspy.Module):
         """Stage name -> the attribute holding its module, for this program's strategy."""
         return {**SHARED_STAGES, **OUTPUT_STAGES, **self.strategy.stages}
 
-    def load_state(self, state: dict[str, Any], **options: Any) -> None:
+    def load_state(self, state: dict[str, Any], **options: Any) -> DeepResearch:
         """Loads saved (compiled) state. A stage the saved program did not have yet (one added in a later
         version, such as `clarify`, `answer` or `taxonomy`) keeps its default prompt, with a warning;
         a state holding none of this program's stages is refused."""
@@ -174,6 +175,12 @@ class DeepResearch(dspy.Module):
             current = self.dump_state()
             state = {**{name: current[name] for name in missing}, **state}
         super().load_state(state, **options)
+        return self
+
+    def load(self, path: str | Path, **options: Any) -> DeepResearch:
+        """Loads a program saved with `save` into this one and returns it: `DeepResearch(...).load(path)`."""
+        super().load(path, **options)
+        return self
 
     def planned_nodes(self) -> int:
         """The most nodes a run plans at the start (an adaptive strategy's tree grows past it as it runs)."""
@@ -236,8 +243,8 @@ class DeepResearch(dspy.Module):
                 if opened is not None:
                     opened.close()
         report = replace(report, question=question, clarifications=clarified)
-        return dspy.Prediction(report=report, brief=brief,
-                               **{k: getattr(report, k) for k in report.__dataclass_fields__})
+        return ResultPrediction(report=report, brief=brief,
+                                **{k: getattr(report, k) for k in report.__dataclass_fields__})
 
     def clarify(self, question: str, *, max_questions: int = MAX_QUESTIONS,
                 meter: CostMeter | None = None) -> list[str]:

@@ -5,7 +5,8 @@ how to show progress from where the output goes:
 
 - a terminal (the stream is a TTY): a tqdm bar whose total is the number of nodes planned so far (it grows as
   the strategy plans more), advanced as nodes finish;
-- a Jupyter kernel: tqdm's notebook bar (`tqdm.auto`);
+- a Jupyter kernel: tqdm's notebook bar (`tqdm.notebook`) when ipywidgets is installed, else the lines below
+  (tqdm would fall back to a text bar with a warning);
 - anything else (CI, nohup, a pipe): one line per finished node and one at the end of the run, e.g.
   `[12.3s] node 1.2 done · 5 hits · 3 learnings · effects of vitamin D on bone density`.
 
@@ -15,6 +16,7 @@ display off for the rest of the run and is logged at DEBUG.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import sys
 from typing import Any, Literal, TextIO
@@ -24,7 +26,7 @@ from programs.runtime.text import shorten
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Display", "Progress", "choose_display"]
+__all__ = ["Display", "Progress", "choose_display", "describe"]
 
 Display = Literal["off", "bar", "notebook", "lines"]
 DISPLAYS: tuple[str, ...] = ("auto", "off", "bar", "notebook", "lines")
@@ -33,9 +35,9 @@ RUN_END_STATS = ("nodes", "searches", "learnings", "failed_nodes")  # of run_end
 
 
 def choose_display(stream: TextIO) -> Display:
-    """`notebook` inside a Jupyter kernel, `bar` when `stream` is a terminal, `lines` otherwise."""
+    """`notebook` inside a Jupyter kernel with ipywidgets, `bar` when `stream` is a terminal, `lines` otherwise."""
     if _in_notebook():
-        return "notebook"
+        return "notebook" if importlib.util.find_spec("ipywidgets") is not None else "lines"
     try:
         return "bar" if stream.isatty() else "lines"
     except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
@@ -51,6 +53,14 @@ def _in_notebook() -> bool:
         return shell is not None and "IPKernelApp" in shell.config
     except (AttributeError, TypeError):  # an IPython too old or too new for this test: no notebook bar
         return False
+
+
+def describe(event: Event) -> str:
+    """One line for an event, for -v's INFO log: `[1.2s] stage_end 1.2 extract · 3 learnings · <message>`."""
+    counts = [f"{v} {k.replace('_', ' ')}" for k, v in event.counts.items()
+              if isinstance(v, (int, float, str)) and not isinstance(v, bool)]
+    head = " ".join(x for x in (f"[{event.elapsed_s:.1f}s] {event.kind}", event.node_id, event.stage) if x)
+    return " · ".join([head, *counts[:6], *([shorten(event.message, QUERY_CHARS)] if event.message else [])])
 
 
 class _GuardedStream:
@@ -107,6 +117,8 @@ class Progress:
         self.queries: dict[str, str] = {}
 
     def __call__(self, event: Event) -> None:
+        if event.kind not in ("node_end", "run_end") and logger.isEnabledFor(logging.INFO):
+            logger.info("%s", describe(event))  # -v: every step, not only finished nodes (even with -q)
         if self.display == "off":
             return
         try:
@@ -194,7 +206,7 @@ class Progress:
         # made at the first node, with a total of at least 1: a notebook bar made with none stays an info bar
         if self.bar is None:
             if self.display == "notebook":
-                from tqdm.auto import tqdm
+                from tqdm.notebook import tqdm
 
                 self.bar = tqdm(total=len(self.planned), unit="node", desc="researching")
             else:

@@ -25,6 +25,7 @@ import dspy
 import numpy as np
 
 from programs.config import ResearchConfig
+from programs.render import ResultPrediction
 from programs.runtime.events import EventHandler, EventLog
 from programs.runtime.scheduler import BudgetExceeded, Scheduler
 from programs.runtime.secrets import redact
@@ -347,8 +348,8 @@ class TaxonomyBuilder(dspy.Module):
         else:
             by_id = await self._run(topic, cards, repairs, meter or UsageMeter())
         tree = with_titles(by_id, {c.paper_id: c.title for c in cards})
-        return dspy.Prediction(tree=tree, by_id=by_id, papers=cards, retrieved_papers=[c.title for c in cards],
-                               repairs=repairs, mode="bottom-up")
+        return ResultPrediction(tree=tree, by_id=by_id, papers=cards, retrieved_papers=[c.title for c in cards],
+                                repairs=repairs, mode="bottom-up")
 
     async def _run(self, topic: str, cards: list[PaperCard], repairs: list[Repair], meter: UsageMeter) -> dict:
         """Organises `cards` with the LM on the run's scheduler; the tree keys papers by id."""

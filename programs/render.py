@@ -1,0 +1,173 @@
+"""How results show in a notebook and at a prompt: a short `repr`, and Markdown Jupyter renders.
+
+`Report`, `GatherResult` and the taxonomy's tree are large (a report's `repr` ran to 80 KB). Their `repr` is
+one line of counts; `_repr_markdown_` shows the report with clickable citations and references, then a compact
+summary of the research tree and of what the run cost. `ResultPrediction` is the `dspy.Prediction` the
+programs return: its `repr` shortens every field and it renders like the result it carries.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import dspy
+
+from programs.runtime.text import shorten
+
+if TYPE_CHECKING:
+    from programs.artifacts import Node, Reference, Report
+    from programs.gather.artifacts import GatherResult
+
+CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")  # [3] or [1, 4]
+REFERENCES_HEADING = "## References"
+TREE_LINES = 40  # a tree longer than this shows its first nodes and a count of the rest
+FIELD_CHARS = 80  # a Prediction field's repr is cut to this many characters
+
+
+def reference_url(ref: Reference) -> str | None:
+    """Where a reference can be opened: its DOI link, else its URL; None for a corpus document only."""
+    return f"https://doi.org/{ref.doi}" if ref.doi else ref.url
+
+
+def linked_citations(body: str, references: tuple[Reference, ...]) -> str:
+    """`body` with each citation number that has a URL made a Markdown link to it: [3] -> [[3](url)], shown [3]."""
+    urls = {ref.number: reference_url(ref) for ref in references}
+
+    def link(match: re.Match) -> str:
+        numbers = [int(n) for n in re.split(r"\s*,\s*", match.group(1))]
+        if not any(urls.get(n) for n in numbers):
+            return match.group(0)
+        return "[" + ", ".join(f"[{n}]({urls[n]})" if urls.get(n) else str(n) for n in numbers) + "]"
+
+    return CITATION.sub(link, body)
+
+
+def reference_line(ref: Reference) -> str:
+    """A References entry with its title linked, when the reference has somewhere to open."""
+    line = ref.render()
+    url = reference_url(ref)
+    if not url:
+        return line
+    return line.removesuffix(f". {url}") + f". [{url}]({url})"
+
+
+def tree_lines(nodes: tuple[Node, ...], limit: int = TREE_LINES) -> list[str]:
+    """One Markdown list item per node, indented by depth: id, status, counts and the (shortened) query."""
+    lines: list[str] = []
+    total = 0
+    for root in nodes:
+        for node in root.walk():
+            total += 1
+            if len(lines) < limit:
+                indent = "  " * (node.node_id.count("."))
+                lines.append(f"{indent}- `{node.node_id}` {node.status} · {len(node.retrieved_ids)} hits · "
+                             f"{len(node.learnings)} learnings · {shorten(node.query, 70)}")
+    if total > limit:
+        lines.append(f"- … and {total - limit} more nodes")
+    return lines
+
+
+def cost_line(report: Report) -> str:
+    """The run's cost in one line: LM calls, tokens, dollars when known, time."""
+    s = report.stats
+    parts = [f"{s.lm_calls} LM calls", f"{s.tokens:,} tokens"]
+    dollars = (s.cost or {}).get("total")  # USD by LiteLLM's price map; None when a model has no price
+    if isinstance(dollars, (int, float)):
+        parts.append(f"${dollars:.4f}")
+    if s.total_s is not None:
+        parts.append(f"{s.total_s:.1f} s")
+    parts.append("offline" if s.offline else f"strategy {s.strategy}")
+    return " · ".join(parts)
+
+
+def report_repr(report: Report) -> str:
+    return (f"Report({shorten(report.question, 60)!r}, status={report.status}, {len(report.references)} references, "
+            f"{len(report.learnings)} learnings, {len(report.nodes())} nodes, {report.stats.lm_calls} LM calls)")
+
+
+def report_markdown(report: Report) -> str:
+    """The report with clickable citations and references, then the tree and the run's cost, folded."""
+    body, _, _ = report.markdown.partition(REFERENCES_HEADING)
+    parts = [linked_citations(body.rstrip(), report.references)]
+    if report.references:
+        parts.append(REFERENCES_HEADING + "\n\n" + "\n".join(f"{reference_line(r)}  " for r in report.references))
+    s = report.stats
+    summary = (f"{s.nodes or len(report.nodes())} nodes ({s.failed_nodes} failed) · {s.searches} searches · "
+               f"{s.learnings or len(report.learnings)} learnings · {len(report.references)} references")
+    parts.append(f"---\n**Run** {report.status}" + (f" ({report.error})" if report.error else "")
+                 + f" · {summary}  \n**Cost** {cost_line(report)}")
+    if report.tree:
+        parts.append("**Tree**\n\n" + "\n".join(tree_lines(report.tree)))
+    return "\n\n".join(parts) + "\n"
+
+
+def gather_repr(result: GatherResult) -> str:
+    state = "failed" if result.is_failed else result.stop_reason
+    return (f"GatherResult({shorten(result.question, 60)!r}, {len(result.rounds)} rounds, "
+            f"{len(result.tree)} subqueries, {len(result.selected)} selected, stopped: {state})")
+
+
+def gather_markdown(result: GatherResult) -> str:
+    """The gathering loop in brief: the subquery tree, one line per round, the selected papers and the cost."""
+    lines = [f"### Gathering: {result.question}", "",
+             f"{len(result.rounds)} rounds · {len(result.tree)} subqueries · {len(result.selected)} papers "
+             f"selected · stopped: {'failed' if result.is_failed else result.stop_reason}", "", "**Subqueries**", ""]
+    depth = {q.node_id: 0 for q in result.tree}
+    for q in result.tree[:TREE_LINES]:
+        depth[q.node_id] = depth.get(q.parent_id, -1) + 1 if q.parent_id is not None else 0
+        lines.append(f"{'  ' * depth[q.node_id]}- round {q.iteration}: {shorten(q.text, 80)}")
+    if len(result.tree) > TREE_LINES:
+        lines.append(f"- … and {len(result.tree) - TREE_LINES} more")
+    lines += ["", "**Rounds**", ""]
+    for r in result.rounds:
+        picked = sum(len(s.selected) for s in r.searches)
+        lines.append(f"- round {r.iteration}: {len(r.searches)} searches, {picked} selected")
+    calls = sum(u.calls for u in result.usage.values())
+    tokens = sum(u.total_tokens for u in result.usage.values())
+    lines += ["", f"**Cost** {calls} LM calls · {tokens:,} tokens"]
+    return "\n".join(lines) + "\n"
+
+
+def taxonomy_lines(tree: dict[str, Any], depth: int = 0, limit: int = TREE_LINES) -> list[str]:
+    """A TaxoBench tree (`name`, `subtopics`, `papers`) as an indented list: topics bold, with paper counts."""
+    lines: list[str] = []
+
+    def visit(node: dict[str, Any], level: int) -> None:
+        if len(lines) >= limit:
+            return
+        subtopics, papers = node.get("subtopics") or [], node.get("papers") or []
+        count = f" ({len(papers)} papers)" if papers else ""
+        lines.append(f"{'  ' * level}- **{node.get('name', '')}**{count}")
+        for child in subtopics:
+            visit(child, level + 1)
+
+    visit(tree, depth)
+    return lines
+
+
+class ResultPrediction(dspy.Prediction):
+    """A `dspy.Prediction` with a short `repr` (each field cut to a line) that renders as the result it carries.
+
+    It behaves as a Prediction everywhere DSPy takes one (`dspy.Evaluate`, optimizers, `Parallel`); `report`
+    (or `tree`, for a taxonomy) is the full result.
+    """
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={shorten(repr(v), FIELD_CHARS)}" for k, v in self._store.items())
+        return f"{type(self).__name__}({fields})"
+
+    __str__ = __repr__
+
+    def _repr_markdown_(self) -> str:
+        report = self._store.get("report")
+        if report is not None and hasattr(report, "_repr_markdown_"):
+            return report._repr_markdown_()
+        tree = self._store.get("tree")
+        if isinstance(tree, dict):
+            return "\n".join(taxonomy_lines(tree)) + "\n"
+        return "\n".join(f"- **{k}**: {shorten(repr(v), FIELD_CHARS)}" for k, v in self._store.items()) + "\n"
+
+
+__all__ = ["ResultPrediction", "cost_line", "gather_markdown", "gather_repr", "linked_citations", "reference_line",
+           "report_markdown", "report_repr", "taxonomy_lines", "tree_lines"]
