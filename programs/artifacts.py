@@ -351,6 +351,17 @@ class Report:
     def nodes(self) -> list[Node]:
         return [n for root in self.tree for n in root.walk()]
 
+    def __repr__(self) -> str:  # one line of counts (the dataclass repr of a run ran to 80 KB)
+        from programs.render import report_repr
+
+        return report_repr(self)
+
+    def _repr_markdown_(self) -> str:
+        """Jupyter's view: the report with clickable citations and references, the tree and the cost."""
+        from programs.render import report_markdown
+
+        return report_markdown(self)
+
     def provenance(self) -> tuple[SentenceProvenance, ...]:
         """Each sentence of the report body with the references, source ids and learnings behind its citations."""
         return sentence_provenance(self.markdown, self.references, self.learnings)
