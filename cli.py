@@ -2,7 +2,8 @@
 
 A subcommand module is imported only when it is used, so `deepresearch --help` stays instant and a
 failing optional dependency breaks only its own command. Each module provides
-`add_arguments(parser)` and `main(args) -> int`.
+`add_arguments(parser)` and `main(args) -> int`. Options every command takes (-v, -q, --config) are taken
+here, wherever they stand before `--`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import importlib
 import logging
 import os
 import sys
+from pathlib import Path
 
 # name -> (module, one-line help); nested dicts are command groups (`deepresearch eval retrieval`).
 COMMANDS: dict[str, tuple[str, str] | dict[str, tuple[str, str]]] = {
@@ -29,14 +31,58 @@ COMMANDS: dict[str, tuple[str, str] | dict[str, tuple[str, str]]] = {
 }
 
 
+DESCRIPTION = """\
+Research a question over a corpus of papers and write a cited report (report.md) with the trace of how it
+was made (trace.json). Without a language model (no --lm, no DEEPRESEARCH_LM) every stage runs offline:
+an extractive report quoted from the abstracts it cites.
+
+  deepresearch run "Does obesity increase the risk of type 2 diabetes?" --corpus scifact
+  deepresearch run "..." --corpus scifact --lm openai/gpt-4.1-mini --preset quick
+  deepresearch COMMAND --help        the options of one command"""
+
+EPILOG = """\
+presets (run --preset NAME; `standard` is the default):
+  quick     depth 1 x breadth 2: a first look, the fewest LM calls
+  standard  depth 2 x breadth 3, the eco recursion (the default)
+  deep      depth 4 x breadth 4, the eco recursion
+  eco       spec 000's depth x breadth recursion, halving the breadth at each level (2 x 3)
+  hero      submodular query selection, batched extraction with early stopping (2 x 3, at most 76 LM calls)
+  parallel  adaptive breadth and depth with a pruning monitor (depth up to 10, a 10-minute budget)
+  gather    ScholarGym's planner-assessor loop, then extraction from the papers it selected
+
+options of every command (before or after the command's own):
+  -v, -vv           more detail: INFO logs (each stage and search), then DEBUG
+  -q                no progress bars or lines; only results and errors
+  --config FILE     settings for the commands (default: ./deepresearch.toml when it exists); a [run] table
+                    holds run's options by their long names, e.g. preset = "quick", corpus = "scifact"
+
+Corpora: a dataset name under $DEEPRESEARCH_DATA (scifact), a .jsonl file, a BEIR folder, a folder of PDFs,
+a .bib/.ris/.csv reference file, or hf:NAME (the [hf] extra)."""
+
+
 class UsageError(Exception):
     """Bad input found before any work started; printed as one line, exit code 2."""
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dspy-deepresearch")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def _parser_for(prog: str, table: dict) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    top = prog == "deepresearch"
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION if top else None,
+                                     epilog=EPILOG if top else None,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    if top:
+        parser.add_argument("--version", action="version", version=f"deepresearch {_version()}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="-v for INFO logs, -vv for DEBUG")
     parser.add_argument("-q", "--quiet", action="store_true", help="show no progress (bars or lines)")
+    parser.add_argument("--config", metavar="FILE", help="a TOML settings file (default ./deepresearch.toml)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, entry in table.items():
         help_text = entry[1] if isinstance(entry, tuple) else f"{name} subcommands"
@@ -49,6 +95,9 @@ def _resolve(argv: list[str], prog: str, table: dict) -> tuple[str, str, list[st
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()
         return 0 if argv else 2
+    if argv[0] == "--version" and prog == "deepresearch":
+        print(f"deepresearch {_version()}")
+        return 0
     name, rest = argv[0], argv[1:]
     if name not in table:
         print(f"{prog}: unknown command {name!r}; choose one of: {', '.join(table)}", file=sys.stderr)
@@ -59,10 +108,12 @@ def _resolve(argv: list[str], prog: str, table: dict) -> tuple[str, str, list[st
     return f"{prog} {name}", entry[0], rest
 
 
-def _take_global_options(argv: list[str]) -> tuple[int, bool, list[str]]:
-    """(verbosity, quiet, the other arguments): -v/-vv/--verbose and -q/--quiet, wherever they stand before `--`."""
-    verbose, quiet, rest = 0, False, []
-    for i, arg in enumerate(argv):
+def _take_global_options(argv: list[str]) -> tuple[int, bool, str | None, list[str]]:
+    """(verbosity, quiet, --config, the other arguments): -v/-vv/--verbose, -q/--quiet and --config FILE,
+    wherever they stand before `--`."""
+    verbose, quiet, config, rest = 0, False, None, []
+    args = iter(enumerate(argv))
+    for i, arg in args:
         if arg == "--":
             rest.extend(argv[i:])
             break
@@ -70,14 +121,40 @@ def _take_global_options(argv: list[str]) -> tuple[int, bool, list[str]]:
             verbose += 1 if arg == "--verbose" else len(arg) - 1
         elif arg in ("-q", "--quiet"):
             quiet = True
+        elif arg == "--config" or arg.startswith("--config="):
+            config = arg.partition("=")[2] if "=" in arg else next(args, (i, None))[1]
+            if not config:
+                raise UsageError("--config needs a FILE: the path of a TOML settings file")
         else:
             rest.append(arg)
-    return verbose, quiet, rest
+    return verbose, quiet, config, rest
+
+
+def _settings(config: str | None) -> tuple[Path | None, dict]:
+    """The settings file (--config, else ./deepresearch.toml when it exists) and what it holds."""
+    from programs.runtime.config_file import find_config, read_config
+
+    path = find_config(config)
+    return path, (read_config(path) if path else {})
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network call for LiteLLM's price map
-    verbose, quiet, argv = _take_global_options(list(sys.argv[1:] if argv is None else argv))
+    from programs.runtime.config_file import (
+        ConfigFileError,
+        command_defaults,
+        global_settings,
+    )
+
+    try:
+        verbose, quiet, config, argv = _take_global_options(list(sys.argv[1:] if argv is None else argv))
+        path, settings = _settings(config)
+        if path is not None:
+            given = global_settings(settings, path, set(COMMANDS))
+            verbose, quiet = verbose or given.get("verbose", 0), quiet or given.get("quiet", False)
+    except (UsageError, ConfigFileError) as err:
+        print(f"deepresearch: error: {err}", file=sys.stderr)
+        return 2
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
                         format="%(levelname)s %(name)s: %(message)s")
     from programs.runtime.secrets import RedactingFilter, redact
@@ -88,16 +165,28 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(resolved, int):
         return resolved
     prog, module_name, rest = resolved
-    module = importlib.import_module(module_name)
+    from retrievers.extras import MissingExtra
+
+    try:
+        module = importlib.import_module(module_name)
+    except MissingExtra as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(prog=prog)
     module.add_arguments(parser)
+    if path is not None:  # the settings file's table for this command: defaults the command line overrides
+        try:
+            parser.set_defaults(**command_defaults(settings, path, prog.removeprefix("deepresearch "), parser))
+        except ConfigFileError as err:
+            print(f"{prog}: error: {err}", file=sys.stderr)
+            return 2
     parser.set_defaults(verbose=verbose, quiet=quiet)  # a command reads args.quiet to show no progress
     args = parser.parse_args(rest)
     from programs.runtime.lm import LMPreflightError
 
     try:
         return int(module.main(args) or 0)
-    except (UsageError, ValueError, FileNotFoundError, PermissionError, LMPreflightError) as err:
+    except (UsageError, ValueError, FileNotFoundError, PermissionError, LMPreflightError, MissingExtra) as err:
         # One line naming the problem; library errors are written to say what to do.
         print(f"{prog}: error: {redact(str(err).splitlines()[0] if str(err) else type(err).__name__)}",
               file=sys.stderr)

@@ -1,0 +1,153 @@
+"""Settings files for the command line: `deepresearch.toml` in the working directory, or `--config FILE`.
+
+A table per command holds that command's options under their long names (`--max-lm-calls` is `max_lm_calls`
+or `max-lm-calls`); `run` also takes `ResearchConfig`'s names for the options that set its fields
+(`hits_per_query` for `--hits`). Options given on the command line win over the file; the file wins over
+the defaults. Top-level keys: `verbose` (0, 1 or 2) and `quiet` (true or false), for every command.
+
+    verbose = 1
+
+    [run]
+    preset = "quick"
+    corpus = "scifact"
+    lm = "openai/gpt-4.1-mini"
+    max_lm_calls = 200
+
+    [eval.retrieval]
+    corpus = "scifact"
+
+Every value is checked with pydantic against the option it sets before anything runs, and a bad one is
+reported in one line naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ConfigDict, ValidationError, create_model
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+CONFIG_FILE = "deepresearch.toml"
+GLOBAL_KEYS = {"verbose": (Literal[0, 1, 2], 0), "quiet": (bool, False)}
+# ResearchConfig's field -> the `run` option that sets it, where the names differ
+RESEARCH_CONFIG_NAMES = {"hits_per_query": "hits", "max_concurrency": "concurrency", "deadline_s": "deadline",
+                         "lm_timeout_s": "lm_timeout"}
+
+
+class ConfigFileError(ValueError):
+    """A settings file that cannot be read or holds a bad key or value; one line naming the file and the key."""
+
+
+def find_config(path: str | None, cwd: Path | None = None) -> Path | None:
+    """The settings file to read: `path` (which must exist), else `deepresearch.toml` in `cwd`, else None."""
+    if path is not None:
+        if not Path(path).is_file():
+            raise ConfigFileError(f"--config {path}: no such file; pass the path of a TOML settings file")
+        return Path(path)
+    default = (cwd or Path.cwd()) / CONFIG_FILE
+    return default if default.is_file() else None
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigFileError(f"{path}: cannot read it ({err}); check the file") from err
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigFileError(f"{path}: not valid TOML ({err})") from err
+
+
+def global_settings(data: dict[str, Any], path: Path, commands: set[str]) -> dict[str, Any]:
+    """The top-level `verbose` and `quiet` of a settings file, checked; other top-level keys must be tables
+    named after a command."""
+    plain = {k: v for k, v in data.items() if not isinstance(v, dict)}
+    for key, value in data.items():
+        if isinstance(value, dict) and key not in commands:
+            raise ConfigFileError(f"{path}: unknown table [{key}]; tables are named after a command: "
+                                  f"{', '.join(sorted(commands))}")
+    model = create_model("GlobalSettings", __config__=ConfigDict(extra="forbid"),
+                         **{k: (t, d) for k, (t, d) in GLOBAL_KEYS.items()})
+    return _validate(model, plain, path, "", allowed=sorted(GLOBAL_KEYS))
+
+
+def command_table(data: dict[str, Any], command: str) -> dict[str, Any]:
+    """The table of `command` ("run", "eval retrieval" -> [eval.retrieval]); {} when the file has none."""
+    table: Any = data
+    for part in command.split():
+        table = table.get(part, {}) if isinstance(table, dict) else {}
+    return table if isinstance(table, dict) else {}
+
+
+def option_types(parser: argparse.ArgumentParser) -> dict[str, tuple[Any, argparse.Action]]:
+    """The options a settings file may set for `parser`'s command: dest -> (the type pydantic checks, action)."""
+    out: dict[str, tuple[Any, argparse.Action]] = {}
+    for action in parser._actions:  # argparse has no public list of a parser's options
+        if not action.option_strings or action.dest in ("help", argparse.SUPPRESS):
+            continue
+        if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+            kind: Any = bool
+        elif isinstance(action, argparse._CountAction):
+            kind = int
+        else:
+            base = action.type if action.type in (int, float) else str
+            if action.choices is not None:
+                base = Literal[tuple(action.choices)]
+            kind = list[base] if isinstance(action, argparse._AppendAction) or action.nargs in ("*", "+") else base
+        out[action.dest] = (kind, action)
+    return out
+
+
+def command_defaults(data: dict[str, Any], path: Path, command: str,
+                     parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """The defaults `command`'s table of the settings file sets, checked against `parser`'s options.
+
+    Raises:
+        ConfigFileError: for an unknown key or a value of the wrong type, naming the file and the key.
+    """
+    table = command_table(data, command)
+    if not table:
+        return {}
+    options = option_types(parser)
+    aliases = RESEARCH_CONFIG_NAMES if command == "run" else {}
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        dest = key.replace("-", "_")
+        dest = aliases.get(dest, dest)
+        if dest not in options:
+            if isinstance(value, dict):  # a nested command's table, [eval.retrieval] inside [eval]
+                continue
+            raise ConfigFileError(f"{path}: [{command.replace(' ', '.')}] unknown key {key!r}; "
+                                  f"known: {', '.join(sorted(options))}")
+        values[dest] = value
+    model = create_model("Settings", __config__=ConfigDict(extra="forbid"),
+                         **{d: (options[d][0] | None, None) for d in values})
+    checked = _validate(model, values, path, f"[{command.replace(' ', '.')}] ", allowed=sorted(options))
+    for dest, value in checked.items():  # the option's own converter (e.g. --source's engine names)
+        action = options[dest][1]
+        if action.type not in (None, int, float, str) and value is not None:
+            try:
+                checked[dest] = [action.type(v) for v in value] if isinstance(value, list) else action.type(value)
+            except (argparse.ArgumentTypeError, ValueError, TypeError) as err:
+                raise ConfigFileError(f"{path}: [{command.replace(' ', '.')}] key {dest!r}: {err}") from err
+    return checked
+
+
+def _validate(model, values: dict[str, Any], path: Path, where: str, allowed: list[str]) -> dict[str, Any]:
+    try:
+        return model.model_validate(values).model_dump(exclude_unset=True)
+    except ValidationError as err:
+        first = err.errors()[0]
+        key = ".".join(str(p) for p in first["loc"]) or "?"
+        if first["type"] == "extra_forbidden":
+            raise ConfigFileError(f"{path}: {where}unknown key {key!r}; known: {', '.join(allowed)}") from None
+        raise ConfigFileError(f"{path}: {where}key {key!r}: {first['msg']} (got {first.get('input')!r})") from None
+
+
+__all__ = ["CONFIG_FILE", "ConfigFileError", "command_defaults", "find_config", "global_settings", "read_config"]
