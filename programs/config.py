@@ -15,6 +15,7 @@ SELECTIONS = ("submodular", "random", "first_k")
 SPECULATION = ("after_initial_research", "immediate", "none")
 YIELD_MODES = ("share_of_batch", "relative_to_total")
 VERIFY_POLICIES = ("rewrite", "remove", "mark", "off")
+SKIP_SEEN = ("node", "lineage", "off")
 
 
 def check_minimum(settings: Any, names: Iterable[str], minimum: float, prefix: str = "") -> None:
@@ -162,6 +163,15 @@ class ResearchConfig:
         max_concurrency: Nodes doing their own work at the same time, across the whole tree.
         max_failures: Failed nodes tolerated before the run stops and writes what it has.
         passage_chars: Characters of each document shown to the LM.
+        assess_sentences: Sentences of each passage the assessor sees besides the title: those sharing the
+            most terms with the task, in their order (0: the whole passage, as the extractor sees it). Only
+            the LM assessor; the offline rule reads whole passages.
+        skip_seen: Which passages the extractor is not sent again: `node` (one already sent for this node,
+            by id or by identical text: a paper's text once per node), `lineage` (nor one sent for an
+            ancestor on the same line of research, whose findings already hold it: a `hero` enrichment does
+            not re-read its pipeline's papers, an `eco` child its parent's; fewer tokens, but children and
+            enrichments then find only new papers, and a resumed run may re-send what a restored ancestor
+            read), or `off`. The LM extractor only.
         strategy: `eco` (spec 000's recursion), `hero` (spec 001's turns of isolated pipelines),
             `parallel` (spec 002's adaptive tree) or `gather` (spec 004's gathering loop, then one
             research node per subquery).
@@ -218,6 +228,8 @@ class ResearchConfig:
     max_concurrency: int = 8
     max_failures: int = 5
     passage_chars: int = 2000
+    assess_sentences: int = 3
+    skip_seen: str = "node"
     strategy: str = "eco"
     schedule: str = "async"
     lm_concurrency: int = 16
@@ -261,9 +273,11 @@ class ResearchConfig:
         if self.full_text and self.strategy == "gather":
             raise ValueError("full text is read for the eco, hero and parallel strategies; the gather strategy "
                              "selects whole papers by id, so drop --full-text or choose another strategy")
+        if self.skip_seen not in SKIP_SEEN:
+            raise ValueError(f"unknown skip_seen {self.skip_seen!r}; choose one of: {', '.join(SKIP_SEEN)}")
         if self.verify not in VERIFY_POLICIES:
             raise ValueError(f"unknown verify policy {self.verify!r}; choose one of: {', '.join(VERIFY_POLICIES)}")
-        check_minimum(self, ("max_failures", "lm_retries", "search_retries", "backoff_s", "retry_after_cap_s"), 0)
+        check_minimum(self, ("max_failures", "assess_sentences", "lm_retries", "search_retries", "backoff_s", "retry_after_cap_s"), 0)
         if self.structured not in (None, "auto", "schema", "off"):
             raise ValueError(f"unknown structured mode {self.structured!r}; choose one of: auto, schema, off")
         for name in ("deadline_s", "max_lm_calls", "max_tokens", "lm_timeout_s", "search_timeout_s"):

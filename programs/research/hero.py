@@ -14,7 +14,7 @@ import asyncio
 
 from programs.config import ResearchConfig
 from programs.research.selector import select
-from programs.research.strategy import plan_root
+from programs.research.strategy import plan_root, unseen
 from programs.runtime.citation_guard import check_node_citations
 from programs.runtime.citations import CITATION, citation_labels
 from programs.runtime.context import NodeLife, RunContext
@@ -153,10 +153,18 @@ async def extract_in_batches(life: NodeLife, task: Task, depth: int) -> tuple[li
     follow_ups: list[str] = []
     found: set[str] = set()
     cited_docs: list[str] = []
-    low, batches = 0, 0
-    for start in range(0, len(hits), h.batch_size):
-        batch = hits[start:start + h.batch_size]
-        sources = life.sources(batch)
+    low, batches, examined = 0, 0, 0
+    pending = list(hits)
+    while pending:
+        batch, sources = [], []  # the next `batch_size` hits whose passages were not sent before (`skip_seen`)
+        while pending and len(sources) < h.batch_size:
+            hit = pending.pop(0)
+            fresh = unseen(life, life.sources([hit]))
+            batch += [hit] * len(fresh)
+            sources += fresh
+        if not sources:
+            break
+        examined += len(sources)
         out = await life.call("extract", question=ctx.question, task=task, sources=sources)
         life.count(invented_citations=out.invented)
         batches += 1
@@ -172,7 +180,7 @@ async def extract_in_batches(life: NodeLife, task: Task, depth: int) -> tuple[li
         life.update(learnings=tuple(learnings), relevant_ids=tuple(cited_docs))
         if low >= h.low_yield_patience:
             break
-    life.count(passages_examined=min(batches * h.batch_size, len(hits)), extraction_batches=batches)
+    life.count(passages_examined=examined, extraction_batches=batches)
     return learnings, follow_ups
 
 

@@ -8,7 +8,9 @@ context's and the program's, the same for every strategy.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import weakref
 from typing import Protocol
 
 import dspy
@@ -18,9 +20,11 @@ from programs.runtime.citation_guard import check_node_citations
 from programs.runtime.context import NodeLife, RunContext
 from programs.runtime.scheduler import BudgetExceeded
 from programs.runtime.text import norm_text
+from programs.stages.assessor import Assessor
 from programs.stages.clarifier import plain_brief
+from programs.stages.extractor import Extractor
 from programs.stages.merger import NO_INFORMATION
-from signatures.types import Task
+from signatures.types import Source, Task
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +53,46 @@ class Strategy(Protocol):
         """Researches `ctx.question`: plans, spawns and runs nodes until none is left."""
 
 
+# run -> node id -> what its extractor was sent (source ids and digests of passage texts), for `skip_seen`
+_SENT: weakref.WeakKeyDictionary[RunContext, dict[str, set[str]]] = weakref.WeakKeyDictionary()
+
+
+def _keys(source: Source) -> tuple[str, str]:
+    return source.source_id, "text:" + hashlib.blake2b(norm_text(source.text).encode(), digest_size=12).hexdigest()
+
+
+def unseen(life: NodeLife, sources: list[Source], limit: int | None = None) -> list[Source]:
+    """The sources (at most `limit`) the extractor of `life`'s node should be sent, per `config.skip_seen`,
+    recorded as sent.
+
+    `node`: none already sent for this node (same id, or same text under another id: one paper's text
+    once per node). `lineage`: nor one sent for an ancestor node, whose learnings already hold it. The
+    ancestors finished before the node started, so what a node skips does not depend on scheduling. Only
+    for the LM extractor: the offline one costs no tokens, and its baseline reads every passage it is given.
+    """
+    mode = life.ctx.config.skip_seen
+    if mode == "off" or not isinstance(life.ctx.modules["extract"], Extractor):
+        return sources[:limit]
+    sent = _SENT.setdefault(life.ctx, {})
+    mine = sent.setdefault(life.node_id, set())
+    known = set(mine)
+    if mode == "lineage":
+        parent = life.ctx.store.parents.get(life.node_id)
+        while parent:
+            known |= sent.get(parent, set())
+            parent = life.ctx.store.parents.get(parent)
+    out = []
+    for s in sources:
+        if limit is not None and len(out) >= limit:
+            break
+        keys = _keys(s)
+        if not known.intersection(keys):
+            out.append(s)
+            known.update(keys)
+            mine.update(keys)
+    return out
+
+
 async def research_task(life: NodeLife, task: Task, hits_k: int) -> list[str]:
     """Search, assess, extract and merge for one node (spec 000 §3 with spec 001's stages).
 
@@ -58,11 +102,14 @@ async def research_task(life: NodeLife, task: Task, hits_k: int) -> list[str]:
     hits = await life.search(task.query, hits_k)
     sources = life.sources(hits)
     life.update(retrieved_ids=tuple(h.doc.doc_id for h in hits))
-    assessed = await life.call("assess", task=task, sources=sources, scores=[h.score for h in hits])
+    # the LM assessor sees each paper's title and best sentences (`assess_sentences`); the extractor the passage
+    brief = ({"sentences": ctx.config.assess_sentences}
+             if ctx.config.assess_sentences and isinstance(ctx.modules["assess"], Assessor) else {})
+    assessed = await life.call("assess", task=task, sources=sources, scores=[h.score for h in hits], **brief)
     doc_of = {s.source_id: h.doc.doc_id for s, h in zip(sources, hits)}
     life.update(relevant_ids=tuple(doc_of[s.source_id] for s in assessed.kept))
     extracted = await life.call("extract", question=ctx.question, task=task,
-                                sources=assessed.kept[: ctx.config.max_passages])
+                                sources=unseen(life, assessed.kept, ctx.config.max_passages))
     life.count(invented_citations=extracted.invented)
     life.update(learnings=tuple(extracted.learnings), follow_ups=tuple(extracted.follow_ups))
     merged = await life.call("merge", task=task, learnings=extracted.learnings)

@@ -6,7 +6,8 @@ through `call_predictor`, which names the stage in a context variable and caps t
 included, cache hits not); `call_predictor` adds what the tracker never sees: requests that raised,
 predictor calls whose first reply did not parse, and predictor calls that got no parseable reply. A
 reply whose completion tokens reach the stage's limit was cut there (finish reason `length`); it is
-counted and noted on the node that made the call. One tracker for the whole run, rather than a
+counted and noted on the node that made the call. Tokens are counted per node too (and per stage within
+it): a node's notes end with one `tokens:` line, so the trace shows what each node cost. One tracker for the whole run, rather than a
 callback or a tracker per call, keeps the per-call overhead near zero.
 """
 
@@ -84,6 +85,7 @@ class UsageMeter(UsageTracker):
         self._truncated: dict[str, int] = defaultdict(int)
         self._notes: dict[str, list[str]] = defaultdict(list)
         self._by_model: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+        self._by_node: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
         self.parent: UsageTracker | None = None  # the tracker this meter was installed inside, if any
         self.reserved = 0  # requests of stage calls under way that the meter has not counted yet
 
@@ -128,6 +130,10 @@ class UsageMeter(UsageTracker):
             tokens = self._by_model[stage][lm]
             tokens[0] += prompt
             tokens[1] += completion
+            calls = self._by_node[_node.get()][stage]
+            calls[0] += 1
+            calls[1] += prompt
+            calls[2] += completion
             if stats is not None:
                 stats.answered += 1
                 if stats.max_tokens and completion >= stats.max_tokens:
@@ -156,8 +162,20 @@ class UsageMeter(UsageTracker):
         return sum(self._prompt.values()) + sum(self._completion.values())
 
     def notes(self, node_id: str) -> tuple[str, ...]:
+        """What went wrong in the node's LM calls, then (when it made any) a `tokens:` line of what they cost."""
         with self._lock:
-            return tuple(self._notes.get(node_id, ()))
+            notes = tuple(self._notes.get(node_id, ()))
+            stages = self._by_node.get(node_id)
+        if not stages:
+            return notes
+        prompt, completion = sum(v[1] for v in stages.values()), sum(v[2] for v in stages.values())
+        parts = ", ".join(f"{s} {c} calls {p}+{o}" for s, (c, p, o) in stages.items())
+        return (*notes, f"tokens: {prompt} prompt + {completion} completion ({parts})")
+
+    def tokens_by_node(self) -> dict[str, dict[str, tuple[int, int, int]]]:
+        """node id (`root` for calls outside any node) -> stage -> (calls, prompt tokens, completion tokens)."""
+        with self._lock:
+            return {n: {s: (c, p, o) for s, (c, p, o) in stages.items()} for n, stages in self._by_node.items()}
 
     def tokens_by_model(self) -> dict[str, dict[str, tuple[int, int]]]:
         """stage -> model -> (prompt tokens, completion tokens)."""

@@ -4,10 +4,24 @@ import dspy
 
 from programs.runtime.stage import Stage
 from programs.runtime.usage import call_predictor
+from programs.stages.offline import key_terms, stem
+from retrievers.passages import sentences as split_sentences
 from signatures.assess import AssessRelevance
 from signatures.types import Judgement, Source, Task
 
 logger = logging.getLogger(__name__)
+
+
+def task_view(source: Source, task: Task, n: int) -> Source:
+    """`source` cut to the `n` sentences sharing the most key terms with the task (query and goal), kept in
+    their order; the first sentences when none shares a term, the whole text when it has at most `n`."""
+    parts = split_sentences(source.text)
+    if n <= 0 or len(parts) <= n:
+        return source
+    wanted = {stem(t) for t in key_terms(f"{task.query} {task.goal}")}
+    hits = [len(wanted & {stem(t) for t in key_terms(p)}) for p in parts]
+    best = sorted(range(len(parts)), key=lambda i: (-hits[i], i))[:n]
+    return Source(source_id=source.source_id, title=source.title, text=" ".join(parts[i] for i in sorted(best)))
 
 
 class Assessor(Stage):
@@ -21,11 +35,15 @@ class Assessor(Stage):
         self.assess_relevance = dspy.Predict(AssessRelevance)
         self.keep_uncertain = keep_uncertain
 
-    async def aforward(self, task: Task, sources: list[Source], scores: list[float] | None = None) -> dspy.Prediction:
+    async def aforward(self, task: Task, sources: list[Source], scores: list[float] | None = None,
+                       sentences: int = 0) -> dspy.Prediction:
+        """`sentences` > 0: the LM sees each paper's title and its `sentences` sentences that bear most on the
+        task (`task_view`) rather than the whole passage; `kept` holds the sources as given, uncut."""
         # Retrieval scores are not shown to the LM (a Source is its view of a hit); offline assessment uses them.
         if not sources:
             return dspy.Prediction(judgements=[], kept=[])
-        out = await call_predictor("assess", self.assess_relevance, task=task, papers=sources)
+        papers = [task_view(s, task, sentences) for s in sources] if sentences > 0 else sources
+        out = await call_predictor("assess", self.assess_relevance, task=task, papers=papers)
         by_id = {j.source_id: j for j in out.judgements if j.source_id in {s.source_id for s in sources}}
         judgements = [by_id.get(s.source_id) or Judgement(source_id=s.source_id, label="uncertain",
                                                           reason="not judged") for s in sources]

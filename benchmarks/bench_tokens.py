@@ -1,0 +1,247 @@
+"""What a run costs in tokens, per stage, before and after the prompt cuts, with report quality beside it.
+
+Each preset (`eco`, `hero`, `parallel`, `gather`) researches the same SciFact questions at depth 2 x
+breadth 3 several times in this process: the reference with the cuts off (`assess_sentences=0`,
+`skip_seen="off"`: the assessor and the extractor both read whole passages, and a passage is sent again
+whenever it is retrieved), the assessor's cut alone (it reads each paper's title and its three sentences
+that bear most on the task), the defaults (that, and a paper's text once per node), and the defaults with
+`skip_seen="lineage"` (nor a passage already sent for an ancestor node). Figures are ratios against the
+reference.
+
+The LM is scripted at DSPy's LM boundary (tests/research_lm.py's stages, with an extractor that quotes the
+first sentence of each passage it is given, so the report's citations can be checked). Its usage figures
+count words and punctuation marks of the rendered messages and replies (no tokenizer is involved: an
+approximation of a real tokenizer's count, the same rule before and after). Quality is ScholarQABench's
+Algorithm 1 (`eval.quality.score_claims`) on the shipped reports with the lexical entailment rule as the
+judge: citation precision and recall, micro-averaged over the questions.
+
+Real-model figures (SmolLM2-135M-Instruct on llama-server, whose usage is the server's own token count):
+`python -m benchmarks.bench_tokens --real [--presets eco,hero] [--depth 1 --breadth 2 --hits 3]`; every
+use of the shared server should run under `flock /tmp/llama.lock`.
+
+Run: `python -m benchmarks.bench_tokens [--data DIR]` (needs $DEEPRESEARCH_DATA/scifact).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import dspy
+from dspy.lm15 import Usage
+
+from benchmarks._common import machine_line
+from eval.citations import claim_sentences, dataset_citation_f1
+from eval.quality import Support, score_claims
+from programs.config import GatherLoopConfig, HeroConfig, preset
+from programs.research.program import DeepResearch
+from retrievers import BM25Retriever, load_corpus
+from signatures import ExtractLearnings, MergeLearnings
+from signatures.enrich import WriteEnrichment
+from signatures.gather import AssessCandidates, PlanSubqueries
+from signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
+from tests.research_lm import research_handler
+from tests.scripted import (
+    AsyncScriptedEngine,
+    ScriptedEngine,
+    inputs_of,
+    request_to_chat,
+)
+
+QUESTIONS = ["Does aspirin reduce the risk of colorectal cancer?",
+             "Is vitamin D supplementation linked to fewer bone fractures?"]
+PRESETS = ("eco", "hero", "parallel", "gather")
+BEFORE = {"assess_sentences": 0, "skip_seen": "off"}
+# the reference, the assessor's cut alone, the defaults, and the defaults with `skip_seen="lineage"`
+CUTS = {"off": BEFORE, "assess": {"skip_seen": "off"}, "on": {}, "lineage": {"skip_seen": "lineage"}}
+TOKEN = re.compile(r"\w+|[^\w\s]")
+# prompt-token shares printed; `orchestrate`: spec 002's orchestration (the parallel strategy's three policies)
+COMPONENTS = {"assess": ("assess",), "extract": ("extract",), "orchestrate": ("breadth", "deepen", "orchestrate")}
+# spec 002's Table 7 (ParallelResearch, DeepResearchGym): orchestration's share of input tokens at 2 and 10 min
+TABLE_7_ORCHESTRATION = {"2 min": 9_632 / 155_409, "10 min": 25_646 / 487_023}
+
+
+def count_tokens(text: str) -> int:
+    return len(TOKEN.findall(text))
+
+
+class CountingEngine(ScriptedEngine):
+    """A scripted engine whose usage counts the words and punctuation of the messages and of the reply."""
+
+    def _respond(self, request):
+        response = super()._respond(request)
+        prompt = sum(count_tokens(m["content"]) for m in request_to_chat(request))
+        usage = Usage(input_tokens=prompt, output_tokens=count_tokens(response.message.text or ""))
+        return dataclasses.replace(response, usage=usage)
+
+
+def _extract(messages):
+    passages = json.loads(inputs_of(messages)["passages"])
+    return {"learnings": [{"text": re.split(r"(?<=\.)\s", p["text"].strip())[0], "source_ids": [p["source_id"]]}
+                          for p in passages[:5] if p["text"].strip()], "follow_up_questions": ["What remains unclear?"]}
+
+
+def _merge(messages):
+    learnings = json.loads(inputs_of(messages)["learnings"])
+    return {"summary": " ".join(f"{x['text'].rstrip('.')} [{x['source_ids'][0]}]." for x in learnings)}
+
+
+def _gather_plan(messages):
+    asked = inputs_of(messages)
+    size = len(json.loads(asked["subquery_tree"]))
+    searches = [{"action": "derive", "source_id": 0, "text": f"{asked['question'].rstrip('?')} {w}", "target_k": 5}
+                for w in ("trial", "cohort", "mechanism")] if size == 1 else []
+    return {"searches": searches, "checklist_update": "c", "memory_update": "m", "is_complete": size > 1}
+
+
+def _gather_assess(messages):
+    papers = json.loads(inputs_of(messages)["candidates"])
+    return {"judgements": [{"source_id": p["paper_id"], "label": "relevant" if i < 3 else "irrelevant",
+                            "reason": "scripted"} for i, p in enumerate(papers)],
+            "feedback": {"covered_topics": "t", "relevant": "r", "irrelevant": "i", "suggestions": "s"}}
+
+
+def _enrichment(messages):
+    learnings = json.loads(inputs_of(messages)["learnings"])
+    return {"paragraph": " ".join(f"{x['text'].rstrip('.')} [{x['source_ids'][0]}]." for x in learnings)}
+
+
+def _breadth(messages):
+    asked = inputs_of(messages)
+    return {"subqueries": [f"{asked['query']} part {i + 1}" for i in range(int(asked["max_breadth"]))]}
+
+
+ROUTES = {ExtractLearnings: _extract, MergeLearnings: _merge, PlanSubqueries: _gather_plan,
+          AssessCandidates: _gather_assess, WriteEnrichment: _enrichment, PlanBreadth: _breadth,
+          DecideDeepen: {"deepen": True, "rationale": "scripted"},
+          EvaluateProgress: {"goal_satisfaction": 0.1, "quality": 0.9, "rationale": "scripted"}}
+
+
+def scripted_counting_lm() -> dspy.LM:
+    engine = CountingEngine(research_handler(ROUTES))
+    return dspy.LM("fake/scripted", engine=engine, async_engine=AsyncScriptedEngine(engine), cache=False)
+
+
+def config_of(name: str, depth: int, breadth: int, hits: int | None, cuts: dict, extra: dict | None = None):
+    shape = {"depth": depth, "breadth": breadth, "deadline_s": None, "max_lm_calls": None}
+    if hits is not None:
+        shape["hits_per_query"] = hits
+    return preset(name, **shape, **cuts, **(extra or {}))
+
+
+def run(name: str, retriever, texts: dict[str, str], questions: list[str], cuts: str, depth: int, breadth: int,
+        hits: int | None, lm_factory, extra: dict | None = None, context: dict | None = None) -> dict:
+    """Runs `questions` with preset `name`; returns tokens per stage and the citation scores."""
+    stages: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    scores, seconds, nodes, refs = [], 0.0, 0, 0
+    support = Support()
+    for q in questions:
+        program = DeepResearch(retriever=retriever, config=config_of(name, depth, breadth, hits, CUTS[cuts], extra))
+        started = time.perf_counter()
+        with dspy.context(lm=lm_factory(), **(context or {})):
+            report = program(question=q).report
+        seconds += time.perf_counter() - started
+        nodes += len(report.nodes())
+        refs += len(report.references)
+        for stage, u in report.usage.items():
+            stages[stage][0] += u.calls
+            stages[stage][1] += u.prompt_tokens
+            stages[stage][2] += u.completion_tokens
+        numbered = {str(r.number): texts[r.doc_id] for r in report.references if r.doc_id in texts}
+        scores.append(score_claims(claim_sentences(report.markdown), numbered, support, integration=False).citations)
+    p, r, _ = dataset_citation_f1(scores)
+    return {"preset": name, "cuts": cuts, "stages": dict(stages), "nodes": nodes,
+            "calls": sum(v[0] for v in stages.values()), "prompt": sum(v[1] for v in stages.values()),
+            "completion": sum(v[2] for v in stages.values()), "P": p, "R": r,
+            "claims": sum(s.n_claims for s in scores), "references": refs, "seconds": seconds}
+
+
+def print_rows(rows: list[dict]) -> None:
+    print(f"{'preset':<9} {'cuts':<6} {'nodes':>5} {'calls':>5} {'prompt':>9} {'ratio':>6} {'compl.':>7} "
+          f"{'assess':>7} {'extract':>7} {'orch.':>6} {'other':>6} {'claims':>6} {'refs':>5} {'cit. P':>6} {'cit. R':>6} {'s':>7}")
+    ref = {r["preset"]: r for r in rows if r["cuts"] == "off"}
+    for r in rows:
+        share = {k: sum(r["stages"].get(s, [0, 0, 0])[1] for s in group) / r["prompt"] if r["prompt"] else 0.0
+                 for k, group in COMPONENTS.items()}
+        base = ref.get(r["preset"])
+        ratio = r["prompt"] / base["prompt"] if base and base["prompt"] else float("nan")
+        print(f"{r['preset']:<9} {r['cuts']:<6} {r['nodes']:>5} {r['calls']:>5} {r['prompt']:>9} {ratio:>6.2f} "
+              f"{r['completion']:>7} {share['assess']:>7.0%} {share['extract']:>7.0%} {share['orchestrate']:>6.1%} "
+              f"{1 - sum(share.values()):>6.0%} {r['claims']:>6} {r['references']:>5} {r['P']:>6.2f} {r['R']:>6.2f} {r['seconds']:>7.1f}")
+    print("cuts: off = assess_sentences=0, skip_seen=off (the reference); assess = the assessor's cut alone; "
+          "on = the defaults (assess_sentences=3, skip_seen=node); lineage = the defaults with skip_seen=lineage")
+    print("claims: cited claim sentences of the reports (Algorithm 1's); refs: papers the reports cite; cit. P / R: "
+          "Algorithm 1's citation precision and recall, lexical entailment as the judge")
+    print("ratio: prompt tokens / the same preset's reference (cuts off) in this run; assess, extract, orch., other: "
+          "shares of the run's prompt tokens")
+    print("spec 002 Table 7 (ParallelResearch): orchestration takes "
+          + ", ".join(f"{v:.1%} of input tokens at {k}" for k, v in TABLE_7_ORCHESTRATION.items()))
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=os.environ.get("DEEPRESEARCH_DATA"))
+    parser.add_argument("--real", action="store_true", help="SmolLM2-135M on llama-server instead of the scripted LM")
+    parser.add_argument("--presets", default=",".join(PRESETS))
+    parser.add_argument("--depth", type=int, default=2)
+    parser.add_argument("--breadth", type=int, default=3)
+    parser.add_argument("--hits", type=int, default=None, help="hits per query (default: the preset's)")
+    parser.add_argument("--questions", type=int, default=len(QUESTIONS))
+    parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    args = parser.parse_args(argv if argv is not None else [])
+    if not args.data:
+        raise SystemExit("bench_tokens: set DEEPRESEARCH_DATA (or pass --data) to the shared data folder holding scifact/")
+    corpus = load_corpus(Path(args.data) / "scifact")
+    texts = {d.doc_id: d.text for d in corpus}
+    retriever = BM25Retriever(corpus)
+    questions = QUESTIONS[: args.questions]
+    presets = [p for p in args.presets.split(",") if p]
+    rows = []
+    if args.real:
+        from programs.runtime.lm import SchemaAdapter, make_lm
+        from programs.runtime.usage import output_limits
+        from tests.real_lm.server import LlamaServer
+
+        hits = args.hits or 3
+        extra = {"lm_timeout_s": 900, "lm_retries": 0, "passage_chars": 600,
+                 # hero and gather at the same small shape: one turn of `breadth` pipelines with one enrichment
+                 # each, `hits` passages per search; one gathering round
+                 "hero": HeroConfig(turns=1, tasks_per_turn=args.breadth, multiplier=2, enrichments=1,
+                                    deep_depth=hits, shallow_depth=hits, batch_size=hits),
+                 "gather": GatherLoopConfig(iterations=1, max_actions=args.breadth, max_k=hits, ranking_depth=100)}
+        with LlamaServer() as server, output_limits(every=256):
+            def factory():
+                return make_lm("openai/smollm2", api_base=server.base_url, num_retries=0, cache=False, timeout_s=900)
+            for name in presets:
+                for cuts in ("off", "on", "lineage"):
+                    rows.append(run(name, retriever, texts, questions, cuts, args.depth, args.breadth, hits,
+                                    factory, extra=extra, context={"adapter": SchemaAdapter()}))
+                    print(json.dumps({k: v for k, v in rows[-1].items()}), flush=True)
+        print("model: SmolLM2-135M-Instruct on llama-server (usage as the server counts it); passage_chars=600, "
+              f"every stage's output capped at 256 tokens; hero: 1 turn of {args.breadth} pipelines, 1 enrichment "
+              f"each, {hits} passages per search; gather: 1 round")
+    else:
+        for name in presets:
+            for cuts in CUTS:
+                rows.append(run(name, retriever, texts, questions, cuts, args.depth, args.breadth, args.hits,
+                                scripted_counting_lm))
+        print("model: scripted (tests/research_lm.py); tokens = words and punctuation marks of messages and replies")
+    print(f"shape: depth {args.depth} x breadth {args.breadth}, hits per query "
+          f"{(args.hits or 3) if args.real else (args.hits or 'as the preset')}, {len(questions)} SciFact questions per row")
+    print(machine_line())
+    print_rows(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return rows
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+    sys.exit(0)
