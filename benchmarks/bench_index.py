@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._common import table
+from benchmarks._common import latency, machine_line, measured, table
 
 SCHOLARGYM_DOCS = 570_205
 CACHE = Path.home() / ".cache" / "dspy-deepresearch" / "bench"
@@ -177,12 +177,204 @@ def run_section(corpus: Path, index: Path) -> list[str]:
     return [table(rows, columns), ratios]
 
 
+RANK_BM25_SAMPLE = 50_000  # rank-bm25 builds Python dicts per document: measured on a sample, scaled
+
+
+def _bm25s_tokenize(texts):
+    import bm25s
+    import Stemmer
+
+    return bm25s.tokenize(texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), show_progress=False)
+
+
+def _ours_build(corpus, folder: Path) -> dict:
+    from retrievers.bm25 import BM25Retriever
+    from retrievers.open import BM25_PRESETS
+
+    started, cpu = time.perf_counter(), time.process_time()
+    BM25Retriever.build(corpus, folder, **BM25_PRESETS["default"])
+    return {"build_s": time.perf_counter() - started, "build_cpu_s": time.process_time() - cpu}
+
+
+def _rss_mib() -> dict[str, float]:
+    fields = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("RssAnon", "RssFile"):
+            fields[key] = int(value.split()[0]) / 1024
+    return fields
+
+
+def _queried(open_fn, search, queries: list[str]) -> dict:
+    """Opens, answers the first query (peak: `open_mib`, from the caller's `measured`), and with `queries`
+    beyond it also the timed ones, then the growth of anonymous and file-backed resident memory."""
+    start = _rss_mib()
+    started = time.perf_counter()
+    model = open_fn()
+    opened = time.perf_counter() - started
+    search(model, queries[0])
+    if len(queries) == 1:
+        return {"open_s": opened}
+    timed = latency(lambda q: search(model, q), queries)
+    end = _rss_mib()
+    return {"open_s": opened, **timed, "anon_mib": end["RssAnon"] - start["RssAnon"],
+            "file_mib": end["RssFile"] - start["RssFile"]}
+
+
+def _ours_open(corpus, folder: Path, queries: list[str]) -> dict:
+    from retrievers.bm25 import BM25Retriever
+
+    return _queried(lambda: BM25Retriever.load(folder, corpus), lambda m, q: m.search(q, 10), queries)
+
+
+def _bm25s_build(corpus, folder: Path) -> dict:
+    import bm25s
+
+    started, cpu = time.perf_counter(), time.process_time()
+    from retrievers.bm25 import doc_text
+
+    tokens = _bm25s_tokenize([doc_text(d.title, d.text, "plain") for d in corpus])
+    model = bm25s.BM25(method="lucene", k1=1.2, b=0.75)
+    model.index(tokens, show_progress=False)
+    model.save(str(folder))
+    return {"build_s": time.perf_counter() - started, "build_cpu_s": time.process_time() - cpu}
+
+
+def _bm25s_open(folder: Path, queries: list[str]) -> dict:
+    import bm25s
+
+    def search(model, q):
+        return model.retrieve(_bm25s_tokenize([q]), k=10, show_progress=False, n_threads=1)
+
+    return _queried(lambda: bm25s.BM25.load(str(folder), mmap=True), search, queries)
+
+
+def _rank_bm25(corpus, queries: list[str]) -> dict:
+    from rank_bm25 import BM25Okapi
+
+    from retrievers.bm25 import doc_text
+    from retrievers.tokenize import english_tokenize
+
+    started, cpu = time.perf_counter(), time.process_time()
+    model = BM25Okapi([english_tokenize(doc_text(d.title, d.text, "plain")) for d in corpus], k1=1.2, b=0.75)
+    build, build_cpu = time.perf_counter() - started, time.process_time() - cpu
+
+    def search(q):
+        scores = model.get_scores(english_tokenize(q))
+        return np.argsort(-scores, kind="stable")[:10]
+
+    return {"build_s": build, "build_cpu_s": build_cpu, "open_s": None, **latency(search, queries, warmup=1)}
+
+
+def _parity(corpus, queries: list[str]) -> dict:
+    """Our scores against rank-bm25's (BM25Okapi: okapi IDF, k1 1.5, b 0.75, epsilon 0.25) on a sample."""
+    from rank_bm25 import BM25Okapi
+
+    from retrievers.bm25 import BM25Retriever, doc_text
+    from retrievers.tokenize import english_tokenize
+
+    ours = BM25Retriever(corpus, tokenizer="english", method="okapi", text_format="plain")
+    ref = BM25Okapi([english_tokenize(doc_text(d.title, d.text, "plain")) for d in corpus])
+    worst = max(float(np.abs(ours.scores(q) - ref.get_scores(english_tokenize(q))).max()) for q in queries)
+    return {"worst": worst}
+
+
+def same_files(a: Path, b: Path) -> bool:
+    """True when every array of BM25 folder `a` equals folder `b`'s, bit for bit."""
+    names = ("indptr", "indices", "data", "doc_len", "max_weight", "dense_rows", "dense_weights")
+    return all(np.array_equal(np.load(a / f"{n}.npy", mmap_mode="r"), np.load(b / f"{n}.npy", mmap_mode="r"))
+               for n in names)
+
+
+def import_peak(statement: str) -> float:
+    """Peak resident MiB of a fresh interpreter that runs `statement` (a library's import)."""
+    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); {statement}; "
+            "print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT)
+    return int(out.stdout.strip().splitlines()[-1]) / 1024
+
+
+def scale_section(corpus_path: Path, index: Path, queries: list[str]) -> list[str]:
+    """Builds and opens BM25 over the whole corpus: ours (streamed to files), bm25s and rank-bm25, side by side."""
+    from retrievers.corpus import Corpus, load_corpus
+
+    imports = {name: import_peak(stmt) for name, stmt in
+               (("ours", "from retrievers.bm25 import BM25Retriever"), ("bm25s", "import bm25s, Stemmer"))}
+    import bm25s  # noqa: F401 - imported before the forks, so no step counts a library's import
+    import Stemmer  # noqa: F401
+
+    import retrievers.bm25  # noqa: F401
+
+    started = time.perf_counter()
+    corpus = load_corpus(corpus_path)  # loaded once here; every measured step runs in a forked copy
+    loaded = time.perf_counter() - started
+    sample = Corpus(list(corpus)[:RANK_BM25_SAMPLE], name="sample")
+    scale = len(corpus) / len(sample)
+    lines = [(f"corpus read in {loaded:.0f}s; every step below runs in a forked copy of this process, peak MiB = "
+             f"its growth in resident memory over the copy's start (the documents are shared, not counted)")]
+    with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
+        ours_dir, bm25s_dir = Path(tmp) / "ours", Path(tmp) / "bm25s"
+        rows = []
+        for name, build_fn, open_fn in (
+                ("ours", lambda: _ours_build(corpus, ours_dir), lambda qs: _ours_open(corpus, ours_dir, qs)),
+                ("bm25s", lambda: _bm25s_build(corpus, bm25s_dir), lambda qs: _bm25s_open(bm25s_dir, qs))):
+            build = measured(build_fn)
+            opened = measured(lambda: open_fn(queries[:1]))  # noqa: B023 - called within the iteration
+            served = measured(lambda: open_fn(queries))  # noqa: B023
+            rows.append({"library": name, "import_mib": imports[name], **build, "build_mib": build["peak_mib"],
+                         "open_s": opened["open_s"],
+                         "open_mib": opened["peak_mib"], **{k: served[k] for k in ("median_s", "p95_s")},
+                         "served_mib": served["peak_mib"], "anon_mib": served["anon_mib"],
+                         "file_mib": served["file_mib"]})
+        identical = same_files(ours_dir, index / "bm25")
+    rank = measured(lambda: _rank_bm25(sample, queries[:20]))
+    rows.append({"library": f"rank-bm25 x{scale:.1f}", "build_s": rank["build_s"] * scale,
+                 "build_cpu_s": rank["build_cpu_s"] * scale, "build_mib": rank["peak_mib"] * scale,
+                 "median_s": rank["median_s"] * scale, "p95_s": rank["p95_s"] * scale})
+    parity = measured(lambda: _parity(Corpus(list(sample)[:5000], name="parity"), queries[:50]))
+    ours_row, bm25s_row = rows[0], rows[1]
+    for r in rows:
+        r["median_ms"], r["p95_ms"] = r["median_s"] * 1e3, r["p95_s"] * 1e3
+        r["build_mib_x"] = r["build_mib"] / ours_row["build_mib"]
+        r["open_mib_x"] = r["open_mib"] / ours_row["open_mib"] if r.get("open_mib") else None
+        r["median_x"] = r["median_s"] / ours_row["median_s"]
+    columns = [("library", "library", ""), ("import_mib", "import MiB", ".0f"), ("build_s", "build s", ".1f"), ("build_cpu_s", "build CPU s", ".1f"),
+               ("build_mib", "build MiB", ".0f"), ("build_mib_x", "build MiB / ours", ".2f"),
+               ("open_s", "open s", ".3f"), ("open_mib", "open+1 query MiB", ".0f"),
+               ("open_mib_x", "open MiB / ours", ".2f"), ("served_mib", "after all MiB", ".0f"),
+               ("anon_mib", "of it anon", ".0f"), ("file_mib", "of it mapped", ".0f"), ("median_ms", "query med ms", ".2f"),
+               ("p95_ms", "query p95 ms", ".2f"), ("median_x", "med / ours", ".2f")]
+    build_ok = ours_row["build_mib"] * 2 <= bm25s_row["build_mib"]
+    open_ok = ours_row["open_mib"] * 2 <= bm25s_row["open_mib"]
+    speed_ok = ours_row["median_s"] <= bm25s_row["median_s"] and ours_row["p95_s"] <= bm25s_row["p95_s"]
+    lines += [table(rows, columns),
+              ("import: peak of a fresh interpreter importing the library (not counted in the other columns); "
+               "open+1 query: peak growth to open and answer one query; after all: the same process after "
+               f"{len(queries)} timed queries, split into anonymous memory and file pages mapped from the index "
+               "(page cache the kernel may drop, not memory the process holds)"),
+              (f"rank-bm25 measured on the first {len(sample):,} documents (build, 20 queries) and scaled linearly "
+              f"by {scale:.1f}; its memory scaled the same way is an estimate"),
+              (f"ours streamed to files are bit-identical to the cached index built by `deepresearch index` "
+              f"({index / 'bm25'}): {identical}; max |score - rank-bm25's| over 50 queries on 5,000 documents "
+              f"(okapi settings): {parity['worst']:.1e}"),
+              (f"verdict: build peak ours / bm25s = {ours_row['build_mib'] / bm25s_row['build_mib']:.2f} (target <= 0.5): "
+              f"{'MET' if build_ok else 'MISSED'}; open + first query peak ours / bm25s = "
+              f"{ours_row['open_mib'] / bm25s_row['open_mib']:.2f} (target <= 0.5): {'MET' if open_ok else 'MISSED'}; "
+              f"query median / p95 ours {ours_row['median_ms']:.2f} / {ours_row['p95_ms']:.2f} ms vs bm25s "
+              f"{bm25s_row['median_ms']:.2f} / {bm25s_row['p95_ms']:.2f} ms (no slower): "
+              f"{'MET' if speed_ok else 'MISSED'}")]
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=os.environ.get("DEEPRESEARCH_DATA"),
                         help="the shared data folder holding scifact/ and csfcube/ (default $DEEPRESEARCH_DATA)")
     parser.add_argument("--docs", type=int, default=SCHOLARGYM_DOCS, help="corpus size")
     parser.add_argument("--skip-run", action="store_true", help="only the opener, not whole `deepresearch run` commands")
+    parser.add_argument("--skip-open", action="store_true", help="skip the opener against the in-memory build")
+    parser.add_argument("--skip-scale", action="store_true",
+                        help="skip building BM25 with ours, bm25s and rank-bm25 side by side (minutes, GBs)")
     args, _ = parser.parse_known_args()  # `python -m benchmarks index` passes the suite name through
     if not args.data:
         parser.error("pass --data or set DEEPRESEARCH_DATA to the shared data folder")
@@ -195,7 +387,14 @@ def main() -> None:
     size = sum(f.stat().st_size for f in index.rglob("*") if f.is_file())
     print(f"== {args.docs:,} documents ({corpus.stat().st_size / 2**20:,.0f} MiB JSONL; index {size / 2**20:,.0f} MiB; "
           f"{built}), default BM25 settings, query: {queries[0][:60]!r}")
-    print("\n".join(open_section(corpus, index, queries)))
+    print(machine_line())
+    if not args.skip_open:
+        print("\n".join(open_section(corpus, index, queries)))
+    if not args.skip_scale:
+        tests = [queries_all[q] for q in load_qrels(data / "scifact", "test")]
+        print(f"\n== BM25 at scale: build and open, ours vs bm25s vs rank-bm25 ({len(tests)} SciFact test queries, "
+              f"settings of `deepresearch index`: english tokenizer, lucene IDF, k1 1.2, b 0.75)")
+        print("\n".join(scale_section(corpus, index, tests)))
     if not args.skip_run:
         print(f"\n== deepresearch run {QUESTION!r} --lm offline --depth 1 --breadth 1")
         print("\n".join(run_section(corpus, index)))
