@@ -130,3 +130,15 @@ def test_a_missing_extra_is_one_line(in_tmp, data_dir, monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1] == ("deepresearch run: error: dense retrieval and sentence embeddings needs the "
                                      "'dense' extra: pip install 'dspy-deepresearch[dense]'")
+
+
+def test_the_readme_settings_example_runs_as_written(in_tmp, data_dir, monkeypatch, capsys):
+    readme = (ROOT / "README.md").read_text()
+    example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    (in_tmp / "deepresearch.toml").write_text(example)
+    monkeypatch.setenv("DEEPRESEARCH_DATA", str(data_dir))  # corpus = "scifact" is looked up there
+    logging.getLogger().handlers = []  # pytest's own handlers would make logging.basicConfig do nothing
+    assert cli.main(["run", QUESTION, "--out", str(in_tmp / "o")]) == 0
+    trace = json.loads((in_tmp / "o" / "trace.json").read_text())
+    assert (trace["config"]["depth"], trace["config"]["breadth"], trace["config"]["max_lm_calls"]) == (1, 2, 200)
+    assert "INFO programs.runtime.progress" in capsys.readouterr().err  # verbose = 1
