@@ -123,7 +123,8 @@ def test_progress_lines_unless_quiet(flags, shows_progress, tmp_path, data_dir, 
     assert (len(nodes), len(ends)) == ((1, 1) if shows_progress else (0, 0))
 
 
-def test_quiet_and_verbose_are_taken_anywhere_before_a_double_dash():
-    assert cli._take_global_options(["-q", "run", "q", "--verbose", "-vv", "--", "-v"]) == (
-        3, True, ["run", "q", "--", "-v"])
-    assert cli._take_global_options(["run", "q"]) == (0, False, ["run", "q"])
+def test_quiet_verbose_and_config_are_taken_anywhere_before_a_double_dash():
+    assert cli._take_global_options(["-q", "run", "q", "--verbose", "-vv", "--config", "a.toml", "--", "-v"]) == (
+        3, True, "a.toml", ["run", "q", "--", "-v"])
+    assert cli._take_global_options(["run", "q", "--config=b.toml"]) == (0, False, "b.toml", ["run", "q"])
+    assert cli._take_global_options(["run", "q"]) == (0, False, None, ["run", "q"])
