@@ -1,0 +1,41 @@
+"""examples/research_scifact.ipynb runs headless, cell by cell, against the real local model; any error fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "examples" / "research_scifact.ipynb"
+
+
+def _texts(cell) -> str:
+    """Everything a code cell showed: streams, and the text and Markdown of its results."""
+    out = []
+    for o in cell.get("outputs", []):
+        out.append(o.get("text", ""))
+        data = o.get("data", {})
+        out.append(data.get("text/markdown", "") + data.get("text/plain", ""))
+    return "\n".join(out)
+
+
+def test_the_example_notebook_runs_against_the_real_model(llama_server, data_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("DEEPRESEARCH_DATA", str(data_dir))  # the kernel inherits this process's environment
+    monkeypatch.setenv("DEEPRESEARCH_LM", "openai/smollm2")
+    monkeypatch.setenv("DEEPRESEARCH_API_BASE", llama_server.base_url)
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    client = NotebookClient(notebook, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()  # raises CellExecutionError, naming the cell, on any error
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    shown = [_texts(c) for c in code]
+    report = next(t for t in shown if "## References" in t)  # the report rendered as Markdown
+    assert "**Tree**" in report and "**Cost** 0 LM calls" in report
+    assert any(t.startswith("ResultPrediction(report=Report(") for t in shown)  # the short repr
+    table = next(t for t in shown if "| before |" in t)
+    assert "| after (bootstrap-rs) |" in table
+    calls = int(table.split("\n")[-2].split()[0])
+    assert calls > 0  # the stage really asked the local model
+    assert "demos after loading" in shown[-1]
+
