@@ -194,6 +194,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--breadth", type=int, default=3)
     parser.add_argument("--hits", type=int, default=None, help="hits per query (default: the preset's)")
     parser.add_argument("--questions", type=int, default=len(QUESTIONS))
+    parser.add_argument("--cuts", default=None, help=f"settings to run, of {', '.join(CUTS)} (default: all; "
+                                                     "--real: off,on,lineage)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = parser.parse_args(argv if argv is not None else [])
     if not args.data:
@@ -220,7 +222,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             def factory():
                 return make_lm("openai/smollm2", api_base=server.base_url, num_retries=0, cache=False, timeout_s=900)
             for name in presets:
-                for cuts in ("off", "on", "lineage"):
+                for cuts in (args.cuts or "off,on,lineage").split(","):
                     rows.append(run(name, retriever, texts, questions, cuts, args.depth, args.breadth, hits,
                                     factory, extra=extra, context={"adapter": SchemaAdapter()}))
                     print(json.dumps({k: v for k, v in rows[-1].items()}), flush=True)
@@ -229,7 +231,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
               f"each, {hits} passages per search; gather: 1 round")
     else:
         for name in presets:
-            for cuts in CUTS:
+            for cuts in (args.cuts.split(",") if args.cuts else CUTS):
                 rows.append(run(name, retriever, texts, questions, cuts, args.depth, args.breadth, args.hits,
                                 scripted_counting_lm))
         print("model: scripted (tests/research_lm.py); tokens = words and punctuation marks of messages and replies")
