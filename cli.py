@@ -90,7 +90,7 @@ def _parser_for(prog: str, table: dict) -> argparse.ArgumentParser:
     return parser
 
 
-def _resolve(argv: list[str], prog: str, table: dict) -> tuple[str, str, list[str]] | int:
+def _resolve(argv: list[str], prog: str, table: dict) -> tuple[str, str, list[str], str] | int:
     parser = _parser_for(prog, table)
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()
@@ -105,7 +105,7 @@ def _resolve(argv: list[str], prog: str, table: dict) -> tuple[str, str, list[st
     entry = table[name]
     if isinstance(entry, dict):
         return _resolve(rest, f"{prog} {name}", entry)
-    return f"{prog} {name}", entry[0], rest
+    return f"{prog} {name}", entry[0], rest, entry[1]
 
 
 def _take_global_options(argv: list[str]) -> tuple[int, bool, str | None, list[str]]:
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     resolved = _resolve(argv, "deepresearch", COMMANDS)
     if isinstance(resolved, int):
         return resolved
-    prog, module_name, rest = resolved
+    prog, module_name, rest, summary = resolved
     from retrievers.extras import MissingExtra
 
     try:
@@ -172,7 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     except MissingExtra as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
-    parser = argparse.ArgumentParser(prog=prog)
+    parser = argparse.ArgumentParser(prog=prog, description=summary[:1].upper() + summary[1:] + ".",
+                                     epilog="-v/-vv (more detail), -q (no progress) and --config FILE (settings, "
+                                            "default ./deepresearch.toml) work here too; see deepresearch --help")
     module.add_arguments(parser)
     if path is not None:  # the settings file's table for this command: defaults the command line overrides
         try:

@@ -53,7 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_retriever_arguments(parser)  # --corpus or --index, --retriever, --qdrant-url, BM25 and dense settings
     parser.add_argument("--stage-lm", action="append", default=[], metavar="STAGE=MODEL",
                         help=f"an LM for one stage ({', '.join(STAGES)}); repeatable")
-    parser.add_argument("--preset", default="standard", choices=sorted(PRESETS), help="tree shape preset")
+    parser.add_argument("--preset", default="standard", choices=sorted(PRESETS),
+                        help="how the research tree grows: standard (the default, depth 2 x breadth 3), quick "
+                             "(1 x 2), deep (4 x 4), eco, hero, parallel, gather (deepresearch --help describes "
+                             "each); --depth and --breadth override its size")
     parser.add_argument("--depth", type=int, default=None, help="levels of search (overrides the preset)")
     parser.add_argument("--breadth", type=int, default=None, help="tasks planned at the root (overrides the preset)")
     parser.add_argument("--hits", type=int, default=None, help="documents retrieved per search")

@@ -142,3 +142,13 @@ def test_the_readme_settings_example_runs_as_written(in_tmp, data_dir, monkeypat
     trace = json.loads((in_tmp / "o" / "trace.json").read_text())
     assert (trace["config"]["depth"], trace["config"]["breadth"], trace["config"]["max_lm_calls"]) == (1, 2, 200)
     assert "INFO programs.runtime.progress" in capsys.readouterr().err  # verbose = 1
+
+
+def test_a_command_help_says_what_it_does_and_names_the_shared_options(capsys):
+    with pytest.raises(SystemExit) as done:
+        cli.main(["run", "--help"])
+    text = capsys.readouterr().out
+    assert done.value.code == 0
+    assert "Research a question and write report.md and trace.json." in text
+    assert "standard (the default, depth 2 x breadth 3)" in " ".join(text.split())
+    assert "--config FILE" in text and "-v/-vv" in text
