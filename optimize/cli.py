@@ -95,6 +95,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--judge-lm", default=None,
                         help="the judge of the writing metrics (citation support, key points), kept apart from "
                              "--lm; on the --api-base server when one is given. Default: the offline lexical rule")
+    parser.add_argument("--judge-api-base", default=None,
+                        help="the judge's OpenAI-compatible server, when it is not --api-base's (e.g. a hosted judge "
+                             "for a model served locally); its key is read from DEEPRESEARCH_JUDGE_API_KEY")
     parser.add_argument("--judge-cache", default=None,
                         help="judge verdict cache folder (default: ~/.cache/dspy-deepresearch/judge)")
     parser.add_argument("--prompt-lm", default=None,
@@ -266,8 +269,12 @@ def _support(args: argparse.Namespace, session):
 
     if not args.judge_lm or args.judge_lm == OFFLINE:
         return Support()
-    judge = judge_lm(args.judge_lm, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"), timeout_s=args.lm_timeout)
-    if not args.no_preflight and args.judge_lm != session.model:
+    if args.judge_api_base:
+        judge = judge_lm(args.judge_lm, args.judge_api_base, os.environ.get("DEEPRESEARCH_JUDGE_API_KEY"),
+                         timeout_s=args.lm_timeout)
+    else:
+        judge = judge_lm(args.judge_lm, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"), timeout_s=args.lm_timeout)
+    if not args.no_preflight and (args.judge_lm != session.model or args.judge_api_base):
         preflight(judge, timeout_s=min(args.lm_timeout, 60.0))
     cache = judge_cache(args)
     try:

@@ -73,6 +73,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="continue the run of this question in --out: nodes its journal.jsonl holds are "
                              "restored, not researched again (no LM call, no search)")
     parser.add_argument("--no-progress", action="store_true", help="show no progress (the same as -q)")
+    parser.add_argument("--stage-log", action=argparse.BooleanOptionalAction, default=None,
+                        help=f"record every stage call's inputs and outputs in --out/{STAGE_LOG}, the training pool "
+                             f"of `optimize --from-runs` (default: on with an LM, off with --lm offline, whose "
+                             f"trees can grow to thousands of nodes)")
     # deliverables beside the report
     parser.add_argument("--answer", action="store_true",
                         help="also write a short cited answer (a few sentences) to answer.md")
@@ -292,6 +296,11 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
     return 0
 
 
+def _records(program: DeepResearch, args: argparse.Namespace) -> bool:
+    """Whether the run keeps a stage log: as asked, else only when an LM answers (its calls are worth tuning)."""
+    return args.stage_log if args.stage_log is not None else not program.is_offline
+
+
 async def _research(program: DeepResearch, args: argparse.Namespace, folder: RunFolder, snapshot,
                     received: list[signal.Signals], clarifications: tuple[dict[str, str], ...] = (),
                     meter: CostMeter | None = None):
@@ -316,7 +325,7 @@ async def _research(program: DeepResearch, args: argparse.Namespace, folder: Run
     try:
         return await program.acall(question=args.question, interrupt=interrupt, journal=folder.path / "journal.jsonl",
                                    resume=args.resume, on_snapshot=snapshot, clarifications=clarifications,
-                                   meter=meter, stage_log=folder.path / STAGE_LOG)
+                                   meter=meter, stage_log=folder.path / STAGE_LOG if _records(program, args) else None)
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)

@@ -156,7 +156,7 @@ def test_gepa_reflection_calls_are_counted_too(data_dir, tmp_path, capsys):
 
     runs = tmp_path / "runs"
     assert cli.main(["run", "Does obesity increase the risk of type 2 diabetes?", "--corpus", str(data_dir / "scifact"),
-                     "--depth", "2", "--breadth", "2", "--lm", "offline", "--out", str(runs / "q"), "--no-progress"]) == 0
+                     "--depth", "2", "--breadth", "2", "--lm", "offline", "--stage-log", "--out", str(runs / "q"), "--no-progress"]) == 0
     out = tmp_path / "merge.json"
     with LocalOpenAIServer(research_or_anything()) as server:
         code = cli.main(["optimize", "--stage", "merge", "--from-runs", str(runs), "--metric", "quality",

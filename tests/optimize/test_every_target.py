@@ -67,7 +67,7 @@ def recorded_runs(tmp_path_factory, data_dir):
             "cancer risk?"), ("hero", "vitamin D and bone fractures")]
     for n, (name, question) in enumerate(runs):
         code = cli.main(["run", question, "--corpus", str(data_dir / "scifact"), "--preset", name, "--depth", "2",
-                         "--breadth", "2", "--lm", "offline", "--out", str(root / f"{name}{n}"), "--no-progress"])
+                         "--breadth", "2", "--lm", "offline", "--stage-log", "--out", str(root / f"{name}{n}"), "--no-progress"])
         assert code == 0
     return root
 
