@@ -14,12 +14,12 @@ import math
 import re
 
 import dspy
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from programs.config import ResearchConfig
 from programs.runtime.stage import Stage
 from programs.stages.clarifier import plain_brief, split_brief
 from programs.stages.merger import NO_INFORMATION
+from retrievers.stopwords import ENGLISH_STOP_WORDS
 from retrievers.types import Retriever, search_async
 from signatures.types import Finding, Judgement, Learning, Source, Task
 
