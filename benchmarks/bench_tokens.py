@@ -194,6 +194,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--breadth", type=int, default=3)
     parser.add_argument("--hits", type=int, default=None, help="hits per query (default: the preset's)")
     parser.add_argument("--questions", type=int, default=len(QUESTIONS))
+    parser.add_argument("--passage-chars", type=int, default=600, help="--real: characters of each passage shown")
     parser.add_argument("--cuts", default=None, help=f"settings to run, of {', '.join(CUTS)} (default: all; "
                                                      "--real: off,on,lineage)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         from tests.real_lm.server import LlamaServer
 
         hits = args.hits or 3
-        extra = {"lm_timeout_s": 900, "lm_retries": 0, "passage_chars": 600,
+        extra = {"lm_timeout_s": 900, "lm_retries": 0, "passage_chars": args.passage_chars,
                  # hero and gather at the same small shape: one turn of `breadth` pipelines with one enrichment
                  # each, `hits` passages per search; one gathering round
                  "hero": HeroConfig(turns=1, tasks_per_turn=args.breadth, multiplier=2, enrichments=1,
@@ -226,7 +227,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     rows.append(run(name, retriever, texts, questions, cuts, args.depth, args.breadth, hits,
                                     factory, extra=extra, context={"adapter": SchemaAdapter()}))
                     print(json.dumps({k: v for k, v in rows[-1].items()}), flush=True)
-        print("model: SmolLM2-135M-Instruct on llama-server (usage as the server counts it); passage_chars=600, "
+        print(f"model: SmolLM2-135M-Instruct on llama-server (usage as the server counts it); "
+              f"passage_chars={args.passage_chars}, "
               f"every stage's output capped at 256 tokens; hero: 1 turn of {args.breadth} pipelines, 1 enrichment "
               f"each, {hits} passages per search; gather: 1 round")
     else:
