@@ -47,14 +47,17 @@ def test_each_preset_stops_at_its_deadline_in_real_time_offline(scifact_bm25, na
     # offline stages are instant, so the tree grows as fast as searches run: parallel's default shape (depth 10,
     # up to 6 subqueries per node) once ran 1,117 s past a 600 s deadline and wrote nothing
     config = config_of(name, 5.0)
-    if name == "eco":  # eco's default tree finishes in a second offline: make it one that cannot
+    question = QUESTION
+    if name == "eco":  # eco's default tree finishes in a second offline: make it one that cannot (on this
+        # question the offline assessor keeps enough for the tree to grow: 19,581 nodes and 40 s without a deadline)
         config = replace(config, depth=10, breadth=6, breadth_rule="fixed")
+        question = "Does obesity increase the risk of type 2 diabetes?"
     if name == "hero":  # its shape as it is; first_k selection, so loading the embedding model (seconds on a
         # cold, busy machine) cannot eat the 5 s before the first search
         config = replace(config, hero=replace(config.hero, selection="first_k"))
     program = DeepResearch(retriever=scifact_bm25, config=config, offline=True)
     started = time.monotonic()
-    out = program(question=QUESTION)
+    out = program(question=question)
     elapsed = time.monotonic() - started
     # the deadline, then cancellation and the report: seconds, not minutes (the run's own clock, then the
     # wall clock with the event loop's start and shutdown, on a machine that may be busy)
