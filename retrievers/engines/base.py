@@ -84,7 +84,16 @@ def check_before(before: str | None) -> str | None:
     return text
 
 
-class SearchEngine:
+class AsyncSearch:
+    """`search` for a retriever whose work is asynchronous (HTTP): `asearch` run to completion."""
+
+    def search(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
+               before: str | None = None, categories: Collection[str] = ()) -> list[Hit]:
+        return run_sync(self.asearch(query, k, offset=offset, exclude=exclude,  # type: ignore[attr-defined]
+                                     before=before, categories=categories))
+
+
+class SearchEngine(AsyncSearch):
     """Base of the engine retrievers (OpenAlex, Semantic Scholar, arXiv, PubMed).
 
     Args:
@@ -149,10 +158,6 @@ class SearchEngine:
         """A JSON-able record for traces: the engine, its server (no credentials) and whether a key is set."""
         headers, secret_params = self.credentials()
         return {"engine": self.name, "url": public_url(self.base_url), "key": bool(headers or secret_params)}
-
-    def search(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
-               before: str | None = None, categories: Collection[str] = ()) -> list[Hit]:
-        return run_sync(self.asearch(query, k, offset=offset, exclude=exclude, before=before, categories=categories))
 
     async def asearch(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
                       before: str | None = None, categories: Collection[str] = ()) -> list[Hit]:
@@ -225,5 +230,5 @@ def clean_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if v not in (None, "", [], (), {})}
 
 
-__all__ = ["Page", "SearchEngine", "check_before", "clean_meta", "first_text", "month_end", "or_words", "run_sync",
+__all__ = ["AsyncSearch", "Page", "SearchEngine", "check_before", "clean_meta", "first_text", "month_end", "or_words", "run_sync",
            "year_of"]

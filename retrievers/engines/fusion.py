@@ -19,7 +19,7 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from retrievers.engines.base import run_sync
+from retrievers.engines.base import AsyncSearch
 from retrievers.engines.client import EngineError
 from retrievers.engines.dedup import ID_PREFIXES, dedup_keys, excluded_keys, group_docs, merge_docs
 from retrievers.hybrid import rrf_fuse
@@ -53,7 +53,7 @@ def failure_reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
-class SourcesRetriever:
+class SourcesRetriever(AsyncSearch):
     """Search engines (and optionally a local corpus) fused with weighted reciprocal-rank fusion.
 
     Args:
@@ -93,10 +93,6 @@ class SourcesRetriever:
         """The sources, as JSON-able records (an engine's `describe()`, else its name)."""
         return [{"name": name, **(part.describe() if hasattr(part, "describe") and callable(part.describe)
                                   and name != self.local else {})} for name, part in self.parts.items()]
-
-    def search(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
-               before: str | None = None, categories: Collection[str] = ()) -> list[Hit]:
-        return run_sync(self.asearch(query, k, offset=offset, exclude=exclude, before=before, categories=categories))
 
     async def asearch(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
                       before: str | None = None, categories: Collection[str] = ()) -> list[Hit]:

@@ -1,7 +1,6 @@
 import asyncio
 import dataclasses
 import logging
-import mmap
 
 import numpy as np
 import pytest
@@ -10,6 +9,7 @@ from rank_bm25 import BM25Okapi
 from retrievers import BM25Retriever, Corpus, Doc
 from retrievers.bm25 import doc_text
 from retrievers.tokenize import english_tokenize, get_tokenizer, scholargym_tokenize
+from tests.retrievers.test_index import is_mapped
 from retrievers.types import passes_filters
 
 # Spec 004 §8, BM25 acceptance corpus.
@@ -243,13 +243,6 @@ def test_negative_weights_rank_like_scores():
     assert bm25.has_negative_weights
     assert_search_is_ranking_by_scores(bm25, ["a d", "e f a", "b b c", "d e"], [{}, {"exclude": {"1"}}])
 
-
-def is_mapped(array) -> bool:
-    while array is not None:
-        if isinstance(array, np.memmap | mmap.mmap):
-            return True
-        array = getattr(array, "base", None)
-    return False
 
 
 def _arrays(bm25):
