@@ -191,6 +191,9 @@ def _research(args: argparse.Namespace, kind: str):
             path = Path(args.record_candidates or Path(args.out).with_suffix(".candidates.jsonl"))
             candidates_to_jsonl(examples, path)
             print(f"candidates: {path}", file=sys.stderr)
+        # the assessor is tuned on what a run shows it: each paper's best sentences (`assess_sentences`)
+        examples = [ex.copy(sentences=full.config.assess_sentences).with_inputs("task", "sources", "sentences")
+                    for ex in examples]
         return research_target(full, args.stage, kind), *split_dev(examples, seed=args.seed), _text_of(corpus)
     return research_target(full, args.stage, kind), *_split(args, load(args.train, args.split), load), _text_of(corpus)
 
