@@ -202,11 +202,19 @@ class _Checker(Stage):
         if verdict.verdict == "supported":
             return (unit.raw, "kept") if unit.cited else (_with_citations(unit.raw, ids), "cited")
         if self.policy == "mark":
-            return unit.raw.rstrip() + MARK, "marked"
+            return marked(unit.raw), "marked"
         corrected = plain_sentence(verdict.corrected)
         if self.policy == "rewrite" and corrected and ids:
             return _with_citations(corrected, ids), "rewritten"
         return "", "removed"
+
+
+def marked(sentence: str) -> str:
+    """`sentence` with `MARK` before its closing punctuation, so that the mark stays with the sentence it
+    qualifies (after the period, a sentence splitter reads it as the start of the next sentence)."""
+    text = sentence.rstrip()
+    end = re.search(r"[.!?]+[\"')\]]*$", text)
+    return text[:end.start()] + MARK + text[end.start():] if end else text + MARK
 
 
 def lexical_verdict(claim_id: int, text: str, passages: Sequence[Source]) -> ClaimVerdict:
@@ -253,4 +261,4 @@ class LexicalVerifier(_Checker):
         return {c.claim_id: lexical_verdict(c.claim_id, c.sentence, c.passages) for c in claims}, "lexical"
 
 
-__all__ = ["MARK", "POLICIES", "LexicalVerifier", "SentenceCheck", "Verifier", "check_policy", "lexical_verdict"]
+__all__ = ["MARK", "POLICIES", "marked", "LexicalVerifier", "SentenceCheck", "Verifier", "check_policy", "lexical_verdict"]

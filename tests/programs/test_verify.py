@@ -67,7 +67,7 @@ def test_each_policy_acts_on_the_unsupported_sentence_only_and_records_every_ver
     unsupported = by_sentence[UNSUPPORTED]
     assert unsupported.verdict == "unsupported" and unsupported.passage_ids == ("aaaaaaaa_1",)
     assert unsupported.action == {"rewrite": "rewritten", "remove": "removed", "mark": "marked"}[policy]
-    assert "migraine" not in out.report if policy != "mark" else UNSUPPORTED + MARK in out.report
+    assert "migraine" not in out.report if policy != "mark" else UNSUPPORTED[:-1] + MARK + "." in out.report
     if policy == "rewrite":  # the correction, cited as the sentence was
         assert "Daily aspirin lowered the incidence of colorectal adenomas by 21 percent in a randomised trial " \
                "[aaaaaaaa_1]." in unsupported.shipped
@@ -244,3 +244,17 @@ def test_an_enrichment_paragraph_citing_no_input_loses_that_citation_and_keeps_i
     assert extra and "deadbeef_7" not in pipeline.summary and out.stats.stray_citations == 1
     assert all(f"[{x.source_ids[0]}" in pipeline.summary for x in extra)  # restored, cited
     assert any(note.startswith("enrich_write:") for note in pipeline.notes)
+
+
+def test_a_mark_stays_with_the_sentence_it_qualifies():
+    # after the period, the claim splitter read the mark as the start of the next sentence, so a marked
+    # claim counted as unmarked (seen with the real model in CI)
+    from eval.citations import claim_sentences
+    from programs.stages.verifier import marked
+
+    claim = "The medical science that involves the use of the drug to treat cancer is a branch of pharmacology."
+    report = f"{marked(claim)} A second sentence that is long enough to count as a claim of its own [1]."
+    first, second = claim_sentences(report)
+    assert first.text.startswith("The medical") and "(unverified)" in first.text and not first.citations
+    assert "(unverified)" not in second.text and second.citations == ("1",)
+    assert marked("Quoted claim.\"") == "Quoted claim *(unverified)*.\"" and marked("No stop") == "No stop *(unverified)*"
