@@ -185,6 +185,9 @@ class ResearchConfig:
         lm_timeout_s: Seconds before an LM call is abandoned and retried (None: no limit).
         lm_retries: Extra attempts of an LM call after a transient error (rate limit, timeout, server or
             transport error).
+        parse_retries: Extra attempts of an LM call whose reply did not parse into the stage's fields;
+            each draws a new sample (cache bypassed; a temperature-0 LM is sampled at 0.7), since asking
+            a deterministic model the same prompt again returns the same unparseable reply.
         retry_after_cap_s: Longest wait a server's Retry-After may impose before a retry.
         structured: How replies are formatted when no adapter is configured: `schema` (each predictor's
             output schema sent as response_format), `off` (DSPy's text format), `auto` (schema for an
@@ -237,6 +240,7 @@ class ResearchConfig:
     rate_limits: tuple[tuple[str, float], ...] = ()
     lm_timeout_s: float | None = 120.0
     lm_retries: int = 2
+    parse_retries: int = 1
     retry_after_cap_s: float = 60.0
     structured: str | None = None
     search_timeout_s: float | None = 60.0
@@ -277,7 +281,7 @@ class ResearchConfig:
             raise ValueError(f"unknown skip_seen {self.skip_seen!r}; choose one of: {', '.join(SKIP_SEEN)}")
         if self.verify not in VERIFY_POLICIES:
             raise ValueError(f"unknown verify policy {self.verify!r}; choose one of: {', '.join(VERIFY_POLICIES)}")
-        check_minimum(self, ("max_failures", "assess_sentences", "lm_retries", "search_retries", "backoff_s", "retry_after_cap_s"), 0)
+        check_minimum(self, ("max_failures", "assess_sentences", "lm_retries", "parse_retries", "search_retries", "backoff_s", "retry_after_cap_s"), 0)
         if self.structured not in (None, "auto", "schema", "off"):
             raise ValueError(f"unknown structured mode {self.structured!r}; choose one of: auto, schema, off")
         for name in ("deadline_s", "max_lm_calls", "max_tokens", "lm_timeout_s", "search_timeout_s"):

@@ -157,16 +157,26 @@ def output_schema(signature: type[dspy.Signature]) -> dict[str, Any]:
 
 # Bounds sent with the schema, by property name: the limits the signatures state in words ("at most 5",
 # "one short sentence"), made part of the grammar so a small model cannot fill arrays and strings until
-# its token limit cuts the JSON. Only the decoder sees them; parsing does not enforce them. Placements (one
-# per paper, up to 60 a call) and free-form outputs (report, taxonomy) stay unbounded.
+# its token limit cuts the JSON. Only the decoder sees them; parsing does not enforce them. `items` bounds
+# each string of an array of strings (a source id, a follow-up question), where a small model otherwise
+# runs on inside one string until the cap. Placements (one per paper, up to 60 a call) and free-form
+# outputs (report, repaired JSON) stay unbounded.
 GRAMMAR_LIMITS: dict[str, dict[str, int]] = {
     "reasoning": {"maxLength": 600}, "query": {"maxLength": 150}, "goal": {"maxLength": 200},
     "reason": {"maxLength": 150}, "text": {"maxLength": 400}, "rationale": {"maxLength": 300},
     "evidence": {"maxLength": 400}, "summary": {"maxLength": 2000}, "paragraph": {"maxLength": 1200},
     "checklist_update": {"maxLength": 500}, "memory_update": {"maxLength": 800},
-    "tasks": {"maxItems": 6}, "learnings": {"maxItems": 5}, "follow_up_questions": {"maxItems": 3},
-    "searches": {"maxItems": 6}, "subqueries": {"maxItems": 6}, "source_ids": {"maxItems": 3},
-    "questions": {"maxItems": 3}, "answer": {"maxLength": 1200},  # clarifying questions; the short answer
+    "corrected": {"maxLength": 600}, "answer": {"maxLength": 1200},  # a verdict's fix; the short answer
+    # ids are copied from the prompt (a DOI is the longest kind); topic names and leaves are a few words
+    "source_id": {"maxLength": 120}, "paper_id": {"maxLength": 120}, "name": {"maxLength": 150},
+    "leaf": {"maxLength": 300},
+    # the gather loop's feedback on a batch of candidates: a few words to a sentence each
+    "covered_topics": {"maxLength": 300}, "relevant": {"maxLength": 300}, "irrelevant": {"maxLength": 300},
+    "suggestions": {"maxLength": 400},
+    "tasks": {"maxItems": 6}, "learnings": {"maxItems": 5}, "follow_up_questions": {"maxItems": 3, "items": 200},
+    "searches": {"maxItems": 6}, "subqueries": {"maxItems": 6, "items": 150},
+    "source_ids": {"maxItems": 3, "items": 120}, "papers": {"items": 120},
+    "questions": {"maxItems": 3, "items": 300},  # clarifying questions
     # one per paper shown (10 by default; a paper left unjudged counts as uncertain). llama.cpp expands a
     # bounded repetition rule by rule: 20 items of objects with bounded strings decoded at ~10 tokens/s
     # on SmolLM2, 12 at full speed
@@ -178,14 +188,28 @@ def _bound(part: Any) -> None:
     """Adds GRAMMAR_LIMITS to every property they name, at any depth of the schema."""
     if isinstance(part, dict):
         for name, prop in (part.get("properties") or {}).items():
-            if isinstance(prop, dict) and name in GRAMMAR_LIMITS and prop.get("type") in ("string", "array"):
-                prop.update({k: v for k, v in GRAMMAR_LIMITS[name].items()
-                             if k == ("maxLength" if prop["type"] == "string" else "maxItems")})
+            if isinstance(prop, dict) and name in GRAMMAR_LIMITS:
+                _limit(prop, GRAMMAR_LIMITS[name])
         for value in part.values():
             _bound(value)
     elif isinstance(part, list):
         for value in part:
             _bound(value)
+
+
+def _limit(prop: dict[str, Any], limits: dict[str, int]) -> None:
+    """Bounds one property: a string's length, an array's items and each string item's length."""
+    for option in prop.get("anyOf", []):  # an optional field: `str | None`
+        if isinstance(option, dict):
+            _limit(option, limits)
+    if prop.get("type") == "string" and "maxLength" in limits:
+        prop["maxLength"] = limits["maxLength"]
+    elif prop.get("type") == "array":
+        if "maxItems" in limits:
+            prop["maxItems"] = limits["maxItems"]
+        items = prop.get("items")
+        if "items" in limits and isinstance(items, dict) and items.get("type") == "string":
+            items["maxLength"] = limits["items"]
 
 
 def _close_objects(part: Any) -> None:
@@ -346,6 +370,22 @@ def summarize_failures(causes: Iterable[str]) -> str | None:
     return max(counts, key=counts.get) if counts else None
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "LMConfigError", "LMPreflightError", "OFFLINE", "STRUCTURED_MODES", "SchemaAdapter",
-           "ServerKeyedCache", "check_lm", "configure_lm_cache", "explain", "key_variables", "make_lm",
-           "output_schema", "preflight", "server_of", "structured_adapter", "summarize_failures"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "OFFLINE",
+    "STRUCTURED_MODES",
+    "LMConfigError",
+    "LMPreflightError",
+    "SchemaAdapter",
+    "ServerKeyedCache",
+    "check_lm",
+    "configure_lm_cache",
+    "explain",
+    "key_variables",
+    "make_lm",
+    "output_schema",
+    "preflight",
+    "server_of",
+    "structured_adapter",
+    "summarize_failures",
+]

@@ -11,7 +11,9 @@ global semaphore and waits for its provider's rate limit. LMs built by
 transient error (rate limit, timeout, server or transport error) is retried at most `lm_retries`
 times, after the server's Retry-After (capped at `retry_after_cap_s`) or exponential backoff, never
 past the deadline; a rate limit pauses the whole provider (every call to it waits). Timeouts of our
-own (`lm_timeout_s`, `search_timeout_s`) are retried the same way.
+own (`lm_timeout_s`, `search_timeout_s`) are retried the same way. A reply that does not parse into
+the stage's fields (a small model's runaway or malformed JSON) is asked again `parse_retries` times as
+a new sample (`programs.runtime.usage.resampling`), under the same caps and budgets.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import dspy
+from dspy.utils.exceptions import AdapterParseError
 
 from programs.config import ResearchConfig
-from programs.runtime.usage import UsageMeter
+from programs.runtime.usage import UsageMeter, resampling
 from retrievers.types import Hit, Retriever, search_async
 
 logger = logging.getLogger(__name__)
@@ -223,7 +226,7 @@ class Scheduler:
         self._held: dict[int, list[tuple[Factory, asyncio.Future]]] = defaultdict(list)
         self._loop = asyncio.get_running_loop()  # its clock: real time, or a test's virtual time
         self.started = self._loop.time()
-        self.retries = {"lm": 0, "search": 0}
+        self.retries = {"lm": 0, "parse": 0, "search": 0}
         self._gptr = GptrSchedule()
 
     # ---- nodes -------------------------------------------------------------------------------------
@@ -339,7 +342,7 @@ class Scheduler:
         if provider is None:  # an offline stage: no LM, no cap, no budget
             return await make()
         limiter = self._limiters[provider]
-        attempt = 0
+        attempt = resamples = 0
         while True:
             await limiter.acquire()
             try:
@@ -347,10 +350,17 @@ class Scheduler:
                     reason = self.exhausted(reserve)  # checked once a slot is held: calls in flight count
                     if reason:
                         raise BudgetExceeded(reason)
-                    with self.meter.reserving():
+                    with self.meter.reserving(), resampling(resamples):
                         if self.config.lm_timeout_s is None:
                             return await make()
                         return await asyncio.wait_for(make(), self.config.lm_timeout_s)
+            except AdapterParseError:
+                if resamples >= self.config.parse_retries:
+                    raise
+                resamples += 1
+                self.retries["parse"] += 1
+                logger.info("LM reply to %s did not parse; asking again for a new sample", provider)
+                continue
             except Exception as err:
                 if not (dspy.is_retryable_lm_error(err) or isinstance(err, asyncio.TimeoutError)) \
                         or attempt >= self.config.lm_retries:

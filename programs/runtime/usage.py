@@ -42,9 +42,24 @@ _stage: contextvars.ContextVar[str] = contextvars.ContextVar("deepresearch_stage
 _node: contextvars.ContextVar[str] = contextvars.ContextVar("deepresearch_node", default="root")
 _limits: contextvars.ContextVar[Mapping[str, int] | None] = contextvars.ContextVar("deepresearch_limits",
                                                                                    default=None)
-_call: contextvars.ContextVar["_CallStats | None"] = contextvars.ContextVar("deepresearch_call", default=None)
-_reservation: contextvars.ContextVar["Reservation | None"] = contextvars.ContextVar("deepresearch_reservation",
+_call: contextvars.ContextVar[_CallStats | None] = contextvars.ContextVar("deepresearch_call", default=None)
+_reservation: contextvars.ContextVar[Reservation | None] = contextvars.ContextVar("deepresearch_reservation",
                                                                                    default=None)
+_resample: contextvars.ContextVar[int] = contextvars.ContextVar("deepresearch_resample", default=0)
+# the temperature a re-asked call is sampled at when its LM decodes greedily (temperature 0 or unset):
+# warm enough to leave a runaway or malformed reply, cool enough for a small model to stay on task
+RESAMPLE_TEMPERATURE = 0.7
+
+
+@contextmanager
+def resampling(attempt: int) -> Iterator[None]:
+    """Marks the calls inside as attempt `attempt` of a call whose earlier replies did not parse (0: the
+    first); `call_predictor` then asks for a new sample instead of the cached or greedy reply."""
+    token = _resample.set(attempt)
+    try:
+        yield
+    finally:
+        _resample.reset(token)
 
 
 class Reservation:
@@ -103,7 +118,7 @@ class UsageMeter(UsageTracker):
             with self._lock:
                 self._release(reservation)
 
-    def _release(self, reservation: "Reservation | None") -> None:
+    def _release(self, reservation: Reservation | None) -> None:
         if reservation is not None and reservation.is_open:  # caller holds the lock
             reservation.is_open = False
             self.reserved -= 1
@@ -255,6 +270,16 @@ def _is_reasoning_model(predictor: dspy.Module) -> bool:
     return bool(lm is not None and _is_openai_reasoning_model(getattr(lm, "model", "") or ""))
 
 
+def _new_sample(predictor: dspy.Module, attempt: int) -> dict[str, Any]:
+    """Call settings that draw a different reply than the last attempt: a rollout id (a new cache key) and,
+    for an LM decoding greedily, a sampling temperature. Reasoning models keep their fixed temperature."""
+    lm = getattr(predictor, "lm", None) or dspy.settings.lm
+    settings: dict[str, Any] = {"rollout_id": attempt}
+    if not _is_reasoning_model(predictor) and not (getattr(lm, "kwargs", {}) or {}).get("temperature"):
+        settings["temperature"] = RESAMPLE_TEMPERATURE
+    return settings
+
+
 async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.Prediction:
     """Calls `predictor` asynchronously under `stage`'s output limit, attributing its requests to `stage`.
 
@@ -268,6 +293,11 @@ async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.P
     try:
         if limit is not None:
             inputs["config"] = {**inputs.get("config", {}), "max_tokens": limit}
+        if attempt := _resample.get():
+            inputs["config"] = {**inputs.get("config", {}), **_new_sample(predictor, attempt)}
+            if meter is not None:
+                meter.record(stage, note=f"{stage}: asked again for a new sample (attempt {attempt + 1}) "
+                                         "after a reply that did not parse")
         return await predictor.acall(**inputs)
     except AdapterParseError:
         if meter is not None:

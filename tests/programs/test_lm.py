@@ -34,6 +34,41 @@ def test_the_schema_carries_the_bounds_the_signature_states_in_words():
     assert learning["additionalProperties"] is False and learning["required"] == ["text", "source_ids"]
 
 
+def _unbounded_strings(part, path=""):
+    """Paths of strings in a schema that the grammar lets run on (no maxLength, no enum)."""
+    if isinstance(part, dict):
+        if part.get("type") == "string" and "maxLength" not in part and "enum" not in part:
+            yield path
+        for key, value in part.items():
+            yield from _unbounded_strings(value, f"{path}/{key}")
+    elif isinstance(part, list):
+        for value in part:
+            yield from _unbounded_strings(value, path)
+
+
+def test_every_string_a_model_writes_is_bounded_but_the_free_form_outputs():
+    # a small model that runs on inside one string (a source id, a follow-up question) hits the token cap
+    # and the whole reply is lost; only the report and a repaired JSON text may be long
+    import importlib
+    import inspect
+    import pkgutil
+
+    import signatures
+
+    free_form = {"WriteReport": ["/properties/report"], "RepairJSON": ["/properties/json_text"]}
+    seen = 0
+    for info in pkgutil.iter_modules(signatures.__path__):
+        module = importlib.import_module(f"signatures.{info.name}")
+        for name, cls in vars(module).items():
+            if inspect.isclass(cls) and issubclass(cls, dspy.Signature) and cls.__module__ == module.__name__:
+                seen += 1
+                schema = output_schema(dspy.ChainOfThought(cls).predict.signature)
+                assert list(_unbounded_strings(schema)) == free_form.get(name, []), name
+    assert seen >= 12
+    learning = output_schema(ExtractLearnings)["$defs"]["Learning"]["properties"]
+    assert learning["source_ids"]["items"]["maxLength"] == GRAMMAR_LIMITS["source_ids"]["items"]
+
+
 def test_bounds_reach_only_the_decoder_a_longer_reply_still_parses(make_lm):
     sources = [Source(source_id=f"S{i}", title=f"t{i}", text="x") for i in range(1, 8)]
     many = [{"text": f"finding {i}", "source_ids": [f"S{i}"]} for i in range(1, 8)]  # 7 > maxItems 5

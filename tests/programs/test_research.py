@@ -10,7 +10,7 @@ import pytest
 from programs.config import ResearchConfig, preset
 from programs.research.program import DeepResearch, tree_size
 from signatures import ExtractLearnings, PlanQueries
-from tests.research_lm import CITATION_NUMBER, INVENTED_ID, research_handler
+from tests.research_lm import CITATION_NUMBER, INVENTED_ID, _extract, research_handler
 from tests.scripted import ScriptedEngine, inputs_of, scripted_lm
 
 
@@ -228,8 +228,32 @@ def test_a_failed_plan_searches_the_question_itself(scifact_bm25):
     with dspy.context(lm=scripted_lm(research_handler({PlanQueries: broken}))):
         out = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2)(question="omega-3 and heart disease")
     assert out.stats.plan_fallback and [n.query for n in out.tree] == ["omega-3 and heart disease"]
-    assert out.report.status == "done" and out.stats.parse_failures == 1
-    assert any("plan: no reply parsed" in n for n in out.stats.root_notes)
+    # the first reply and the one re-ask (parse_retries=1) both failed to parse
+    assert out.report.status == "done" and out.stats.parse_failures == 2 and out.stats.retries["parse"] == 1
+    assert sum("plan: no reply parsed" in n for n in out.stats.root_notes) == 2
+
+
+def test_an_unparseable_reply_is_asked_again_as_a_new_sample(scifact_bm25):
+    # a greedy model asked the same prompt twice returns the same broken reply: the re-ask must sample
+    asked: list[float | None] = []
+
+    def extract_greedy_broken(messages, request):  # a deterministic model: greedy decoding always breaks
+        asked.append(request.config.temperature)
+        return _extract(messages) if request.config.temperature else {"learnings": "cut off mid-"}
+
+    handler = research_handler({ExtractLearnings: extract_greedy_broken})
+    with dspy.context(lm=scripted_lm(handler)):
+        out = DeepResearch(retriever=scifact_bm25, depth=1, breadth=1)(question="omega-3 and heart disease")
+    assert out.report.status == "done" and out.stats.failed_nodes == 0
+    # DSPy's text format, its JSON fallback, then our re-ask as a sample (which parses in the text format)
+    assert asked == [None, None, 0.7]
+    node = out.tree[0]
+    assert node.learnings and out.stats.parse_failures == 1 and out.stats.retries["parse"] == 1
+    assert any("extract: asked again for a new sample" in n for n in node.notes)
+    with dspy.context(lm=scripted_lm(handler)):  # no re-ask: parse_retries=0 fails the node as before
+        again = DeepResearch(scifact_bm25, ResearchConfig(depth=1, breadth=1, parse_retries=0))(
+            question="omega-3 and heart disease")
+    assert again.stats.failed_nodes == 1 and again.tree[0].error.stage == "extract"
 
 
 
