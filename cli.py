@@ -17,16 +17,16 @@ from pathlib import Path
 
 # name -> (module, one-line help); nested dicts are command groups (`deepresearch eval retrieval`).
 COMMANDS: dict[str, tuple[str, str] | dict[str, tuple[str, str]]] = {
-    "run": ("programs.cli", "research a question and write report.md and trace.json"),
-    "optimize": ("optimize.cli", "compile a program against a benchmark metric and save it"),
-    "index": ("retrievers.cli", "build a persistent BM25 / dense index of a corpus"),
+    "run": ("deepresearch.programs.cli", "research a question and write report.md and trace.json"),
+    "optimize": ("deepresearch.optimize.cli", "compile a program against a benchmark metric and save it"),
+    "index": ("deepresearch.retrievers.cli", "build a persistent BM25 / dense index of a corpus"),
     "eval": {
-        "retrieval": ("eval.run_retrieval", "nDCG@10, Recall@100, MRR, MAP of BM25, dense and hybrid on BEIR qrels"),
-        "reports": ("eval.run_reports", "source-integration and quality metrics of a folder of reports, by configuration"),
-        "report": ("eval.run_report", "run the program over a question set and score its reports"),
-        "gather": ("eval.run_gather", "run the gathering loop or a baseline over a query set and score it (spec 004)"),
-        "taxonomy": ("eval.run_taxonomy", "build taxonomies for TaxoBench surveys and score them (spec 003)"),
-        "taxonomy-score": ("eval.score_taxonomy", "score a TaxoBench prediction file against the expert trees"),
+        "retrieval": ("deepresearch.eval.run_retrieval", "nDCG@10, Recall@100, MRR, MAP of BM25, dense and hybrid on BEIR qrels"),
+        "reports": ("deepresearch.eval.run_reports", "source-integration and quality metrics of a folder of reports, by configuration"),
+        "report": ("deepresearch.eval.run_report", "run the program over a question set and score its reports"),
+        "gather": ("deepresearch.eval.run_gather", "run the gathering loop or a baseline over a query set and score it (spec 004)"),
+        "taxonomy": ("deepresearch.eval.run_taxonomy", "build taxonomies for TaxoBench surveys and score them (spec 003)"),
+        "taxonomy-score": ("deepresearch.eval.score_taxonomy", "score a TaxoBench prediction file against the expert trees"),
     },
 }
 
@@ -132,7 +132,7 @@ def _take_global_options(argv: list[str]) -> tuple[int, bool, str | None, list[s
 
 def _settings(config: str | None) -> tuple[Path | None, dict]:
     """The settings file (--config, else ./deepresearch.toml when it exists) and what it holds."""
-    from programs.runtime.config_file import find_config, read_config
+    from deepresearch.programs.runtime.config_file import find_config, read_config
 
     path = find_config(config)
     return path, (read_config(path) if path else {})
@@ -140,7 +140,7 @@ def _settings(config: str | None) -> tuple[Path | None, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network call for LiteLLM's price map
-    from programs.runtime.config_file import (
+    from deepresearch.programs.runtime.config_file import (
         ConfigFileError,
         command_defaults,
         global_settings,
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
                         format="%(levelname)s %(name)s: %(message)s")
-    from programs.runtime.secrets import RedactingFilter, redact
+    from deepresearch.programs.runtime.secrets import RedactingFilter, redact
 
     for handler in logging.getLogger().handlers:  # no key reaches a log line, whichever library wrote it
         handler.addFilter(RedactingFilter())
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(resolved, int):
         return resolved
     prog, module_name, rest, summary = resolved
-    from retrievers.extras import MissingExtra
+    from deepresearch.retrievers.extras import MissingExtra
 
     try:
         module = importlib.import_module(module_name)
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     parser.set_defaults(verbose=verbose, quiet=quiet)  # a command reads args.quiet to show no progress
     args = parser.parse_args(rest)
-    from programs.runtime.lm import LMPreflightError
+    from deepresearch.programs.runtime.lm import LMPreflightError
 
     try:
         return int(module.main(args) or 0)

@@ -33,13 +33,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import table
-from eval.retrieval import evaluate_run
-from retrievers.beir import load_qrels, load_queries
-from retrievers.bm25 import BM25Retriever
-from retrievers.corpus import Corpus, load_corpus
-from retrievers.open import bm25_settings
-from retrievers.passages import passage_docs, split_passages
-from retrievers.pdf import load_fulltext, read_pdf
+from deepresearch.eval.retrieval import evaluate_run
+from deepresearch.retrievers.beir import load_qrels, load_queries
+from deepresearch.retrievers.bm25 import BM25Retriever
+from deepresearch.retrievers.corpus import Corpus, load_corpus
+from deepresearch.retrievers.open import bm25_settings
+from deepresearch.retrievers.passages import passage_docs, split_passages
+from deepresearch.retrievers.pdf import load_fulltext, read_pdf
 from tests.pdfgen import make_pdf
 
 LINE_CHARS = 95   # characters per line of a generated page (Helvetica 10 pt fits about this many)

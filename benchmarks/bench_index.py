@@ -56,7 +56,7 @@ CHILD = """
 import json, sys, time
 started = time.perf_counter()
 sys.path.insert(0, {root!r})
-from retrievers.open import open_retriever
+from deepresearch.retrievers.open import open_retriever
 imported = time.perf_counter()
 mode, target, queries = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 retrieval = open_retriever(index=target) if mode == "index" else open_retriever(target)
@@ -76,7 +76,7 @@ def _sentences(text: str) -> list[str]:
 
 def generate(data: Path, n_docs: int, path: Path) -> None:
     """Writes the synthetic corpus (see the module docstring) to `path`, the same bytes on every run."""
-    from retrievers.corpus import load_corpus
+    from deepresearch.retrievers.corpus import load_corpus
 
     real = [(name, d) for name in ("scifact", "csfcube") for d in load_corpus(data / name)]
     titles = [d.title for _, d in real if d.title]
@@ -97,7 +97,7 @@ def generate(data: Path, n_docs: int, path: Path) -> None:
 
 def cached_corpus_and_index(data: Path, n_docs: int) -> tuple[Path, Path, str]:
     """The generated corpus and its index, made once; returns their paths and what was (re)built."""
-    from retrievers.index import FORMAT, MANIFEST
+    from deepresearch.retrievers.index import FORMAT, MANIFEST
 
     folder = CACHE / f"synthetic-{n_docs}-v{GENERATOR}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -194,8 +194,8 @@ def _bm25s_tokenize(texts):
 
 
 def _ours_build(corpus, folder: Path) -> dict:
-    from retrievers.bm25 import BM25Retriever
-    from retrievers.open import BM25_PRESETS
+    from deepresearch.retrievers.bm25 import BM25Retriever
+    from deepresearch.retrievers.open import BM25_PRESETS
 
     started, cpu = time.perf_counter(), time.process_time()
     BM25Retriever.build(corpus, folder, **BM25_PRESETS["default"])
@@ -228,7 +228,7 @@ def _queried(open_fn, search, queries: list[str]) -> dict:
 
 
 def _ours_open(corpus, folder: Path, queries: list[str]) -> dict:
-    from retrievers.bm25 import BM25Retriever
+    from deepresearch.retrievers.bm25 import BM25Retriever
 
     return _queried(lambda: BM25Retriever.load(folder, corpus), lambda m, q: m.search(q, 10), queries)
 
@@ -237,7 +237,7 @@ def _bm25s_build(corpus, folder: Path) -> dict:
     import bm25s
 
     started, cpu = time.perf_counter(), time.process_time()
-    from retrievers.bm25 import doc_text
+    from deepresearch.retrievers.bm25 import doc_text
 
     tokens = _bm25s_tokenize([doc_text(d.title, d.text, "plain") for d in corpus])
     model = bm25s.BM25(method="lucene", k1=1.2, b=0.75)
@@ -258,8 +258,8 @@ def _bm25s_open(folder: Path, queries: list[str]) -> dict:
 def _rank_bm25(corpus, queries: list[str]) -> dict:
     from rank_bm25 import BM25Okapi
 
-    from retrievers.bm25 import doc_text
-    from retrievers.tokenize import english_tokenize
+    from deepresearch.retrievers.bm25 import doc_text
+    from deepresearch.retrievers.tokenize import english_tokenize
 
     started, cpu = time.perf_counter(), time.process_time()
     model = BM25Okapi([english_tokenize(doc_text(d.title, d.text, "plain")) for d in corpus], k1=1.2, b=0.75)
@@ -276,8 +276,8 @@ def _parity(corpus, queries: list[str]) -> dict:
     """Our scores against rank-bm25's (BM25Okapi: okapi IDF, k1 1.5, b 0.75, epsilon 0.25) on a sample."""
     from rank_bm25 import BM25Okapi
 
-    from retrievers.bm25 import BM25Retriever, doc_text
-    from retrievers.tokenize import english_tokenize
+    from deepresearch.retrievers.bm25 import BM25Retriever, doc_text
+    from deepresearch.retrievers.tokenize import english_tokenize
 
     ours = BM25Retriever(corpus, tokenizer="english", method="okapi", text_format="plain")
     ref = BM25Okapi([english_tokenize(doc_text(d.title, d.text, "plain")) for d in corpus])
@@ -302,14 +302,14 @@ def import_peak(statement: str) -> float:
 
 def scale_section(corpus_path: Path, index: Path, queries: list[str]) -> list[str]:
     """Builds and opens BM25 over the whole corpus: ours (streamed to files), bm25s and rank-bm25, side by side."""
-    from retrievers.corpus import Corpus, load_corpus
+    from deepresearch.retrievers.corpus import Corpus, load_corpus
 
     imports = {name: import_peak(stmt) for name, stmt in
-               (("ours", "from retrievers.bm25 import BM25Retriever"), ("bm25s", "import bm25s, Stemmer"))}
+               (("ours", "from deepresearch.retrievers.bm25 import BM25Retriever"), ("bm25s", "import bm25s, Stemmer"))}
     import bm25s  # noqa: F401 - imported before the forks, so no step counts a library's import
     import Stemmer  # noqa: F401
 
-    import retrievers.bm25  # noqa: F401
+    import deepresearch.retrievers.bm25  # noqa: F401
 
     started = time.perf_counter()
     corpus = load_corpus(corpus_path)  # loaded once here; every measured step runs in a forked copy
@@ -384,7 +384,7 @@ def main() -> None:
     args, _ = parser.parse_known_args()  # `python -m benchmarks index` passes the suite name through
     if not args.data:
         parser.error("pass --data or set DEEPRESEARCH_DATA to the shared data folder")
-    from retrievers.beir import load_qrels, load_queries
+    from deepresearch.retrievers.beir import load_qrels, load_queries
 
     data = Path(args.data)
     corpus, index, built = cached_corpus_and_index(data, args.docs)

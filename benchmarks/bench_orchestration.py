@@ -40,11 +40,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import dspy
 
 from benchmarks._common import machine_line, table
-from programs.config import ParallelConfig, ResearchConfig, preset
-from programs.research.program import DeepResearch
-from retrievers.types import Doc, Hit
-from signatures.enrich import WriteEnrichment
-from signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
+from deepresearch.programs.config import ParallelConfig, ResearchConfig, preset
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.retrievers.types import Doc, Hit
+from deepresearch.signatures.enrich import WriteEnrichment
+from deepresearch.signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
 from tests.research_lm import research_handler
 from tests.scripted import ScriptedEngine, inputs_of, request_to_chat
 from tests.virtual_clock import run_virtual
@@ -206,10 +206,10 @@ def scenario(name: str, config: ResearchConfig, latency: Latency, ablation: str 
 
 def overhead(n: int = 300) -> None:
     """Zero-latency LM: a stage call through the scheduler against a bare dspy.Predict loop."""
-    from programs.runtime.scheduler import CostMeter, Scheduler
-    from programs.runtime.usage import metered
-    from programs.stages.merger import Merger
-    from signatures.types import Learning, Task
+    from deepresearch.programs.runtime.scheduler import CostMeter, Scheduler
+    from deepresearch.programs.runtime.usage import metered
+    from deepresearch.programs.stages.merger import Merger
+    from deepresearch.signatures.types import Learning, Task
 
     lm = dspy.LM("sim/zero", engine=ScriptedEngine(research_handler()),
                  async_engine=SimEngine(Clock(), Latency(base=0.0)), cache=False)

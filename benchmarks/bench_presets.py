@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import machine_line, table
-from programs.config import PRESETS
+from deepresearch.programs.config import PRESETS
 
 QUESTION = "Does vitamin D supplementation reduce fracture risk?"
 TARGET_CPU_PER_NODE = 3.0  # "a few seconds"

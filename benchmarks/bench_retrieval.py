@@ -29,11 +29,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import latency, measured, table  # noqa: E402
-from retrievers.bm25 import BM25Retriever, doc_text  # noqa: E402
-from retrievers.corpus import Corpus, load_corpus  # noqa: E402
-from retrievers.dense import DenseRetriever  # noqa: E402
-from retrievers.tokenize import scholargym_tokenize  # noqa: E402
-from retrievers.types import Doc  # noqa: E402
+from deepresearch.retrievers.bm25 import BM25Retriever, doc_text  # noqa: E402
+from deepresearch.retrievers.corpus import Corpus, load_corpus  # noqa: E402
+from deepresearch.retrievers.dense import DenseRetriever  # noqa: E402
+from deepresearch.retrievers.tokenize import scholargym_tokenize  # noqa: E402
+from deepresearch.retrievers.types import Doc  # noqa: E402
 
 SCHOLARGYM_DOCS = 570_205
 RANK_BM25_SAMPLE = 100_000
@@ -191,7 +191,7 @@ def main() -> None:
     if not args.data:
         parser.error("pass --data or set DEEPRESEARCH_DATA to the shared data folder")
 
-    from retrievers.beir import load_qrels, load_queries
+    from deepresearch.retrievers.beir import load_qrels, load_queries
 
     scifact = load_corpus(Path(args.data) / "scifact")
     all_queries = load_queries(Path(args.data) / "scifact")

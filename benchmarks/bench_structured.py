@@ -24,11 +24,11 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import dspy  # noqa: E402
 
 from benchmarks._common import table  # noqa: E402
-from programs.config import ResearchConfig  # noqa: E402
-from programs.research.program import DeepResearch  # noqa: E402
-from programs.runtime.lm import make_lm, structured_adapter  # noqa: E402
-from programs.runtime.usage import output_limits  # noqa: E402
-from retrievers import BM25Retriever, load_corpus  # noqa: E402
+from deepresearch.programs.config import ResearchConfig  # noqa: E402
+from deepresearch.programs.research.program import DeepResearch  # noqa: E402
+from deepresearch.programs.runtime.lm import make_lm, structured_adapter  # noqa: E402
+from deepresearch.programs.runtime.usage import output_limits  # noqa: E402
+from deepresearch.retrievers import BM25Retriever, load_corpus  # noqa: E402
 
 QUESTION = "Does omega-3 fatty acid supplementation reduce cardiovascular events?"
 # small enough for two runs in minutes on 2 cores; the same for both modes

@@ -12,7 +12,7 @@ The LM is scripted at DSPy's LM boundary (tests/research_lm.py's stages, with an
 first sentence of each passage it is given, so the report's citations can be checked). Its usage figures
 count words and punctuation marks of the rendered messages and replies (no tokenizer is involved: an
 approximation of a real tokenizer's count, the same rule before and after). Quality is ScholarQABench's
-Algorithm 1 (`eval.quality.score_claims`) on the shipped reports with the lexical entailment rule as the
+Algorithm 1 (`deepresearch.eval.quality.score_claims`) on the shipped reports with the lexical entailment rule as the
 judge: citation precision and recall, micro-averaged over the questions.
 
 Real-model figures (SmolLM2-135M-Instruct on llama-server, whose usage is the server's own token count):
@@ -38,15 +38,15 @@ import dspy
 from dspy.lm15 import Usage
 
 from benchmarks._common import machine_line
-from eval.citations import claim_sentences, dataset_citation_f1
-from eval.quality import Support, score_claims
-from programs.config import GatherLoopConfig, HeroConfig, preset
-from programs.research.program import DeepResearch
-from retrievers import BM25Retriever, load_corpus
-from signatures import ExtractLearnings, MergeLearnings
-from signatures.enrich import WriteEnrichment
-from signatures.gather import AssessCandidates, PlanSubqueries
-from signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
+from deepresearch.eval.citations import claim_sentences, dataset_citation_f1
+from deepresearch.eval.quality import Support, score_claims
+from deepresearch.programs.config import GatherLoopConfig, HeroConfig, preset
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.retrievers import BM25Retriever, load_corpus
+from deepresearch.signatures import ExtractLearnings, MergeLearnings
+from deepresearch.signatures.enrich import WriteEnrichment
+from deepresearch.signatures.gather import AssessCandidates, PlanSubqueries
+from deepresearch.signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
 from tests.research_lm import research_handler
 from tests.scripted import (
     AsyncScriptedEngine,
@@ -208,8 +208,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     presets = [p for p in args.presets.split(",") if p]
     rows = []
     if args.real:
-        from programs.runtime.lm import SchemaAdapter, make_lm
-        from programs.runtime.usage import output_limits
+        from deepresearch.programs.runtime.lm import SchemaAdapter, make_lm
+        from deepresearch.programs.runtime.usage import output_limits
         from tests.real_lm.server import LlamaServer
 
         hits = args.hits or 3

@@ -1,6 +1,6 @@
 """What the verify stage changes: ScholarQABench citation precision and recall before and after it.
 
-For each report, Algorithm 1 (spec 001 §6.2, `eval.citations.scholarqa_citation_scores`) is computed
+For each report, Algorithm 1 (spec 001 §6.2, `deepresearch.eval.citations.scholarqa_citation_scores`) is computed
 twice with the lexical-entailment rule as the entailment judge: on the writer's draft (its claim
 sentences are exactly the sentences the verify stage judged, recorded in `Report.verdicts`, scored
 against their source ids) and on the shipped report (renumbered citations, scored against the cited
@@ -34,26 +34,26 @@ from pathlib import Path
 import dspy
 
 from benchmarks._common import machine_line
-from eval.citations import (
+from deepresearch.eval.citations import (
     claim_sentences,
     dataset_citation_f1,
     scholarqa_citation_scores,
 )
-from programs.config import ResearchConfig
-from programs.research.program import DeepResearch
-from programs.runtime.citations import source_id_for
-from programs.runtime.entailment import (
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.runtime.citations import source_id_for
+from deepresearch.programs.runtime.entailment import (
     Sentence,
     citations_in,
     lexical_entails,
     plain_sentence,
 )
-from programs.stages.verifier import Verifier, lexical_verdict
-from programs.stages.writer import Writer
-from retrievers import BM25Retriever, load_corpus
-from signatures import ExtractLearnings, MergeLearnings, WriteReport
-from signatures.types import Source
-from signatures.verify import VerifyClaims
+from deepresearch.programs.stages.verifier import Verifier, lexical_verdict
+from deepresearch.programs.stages.writer import Writer
+from deepresearch.retrievers import BM25Retriever, load_corpus
+from deepresearch.signatures import ExtractLearnings, MergeLearnings, WriteReport
+from deepresearch.signatures.types import Source
+from deepresearch.signatures.verify import VerifyClaims
 from tests.research_lm import research_handler
 from tests.scripted import inputs_of, scripted_lm
 
@@ -161,8 +161,8 @@ def main(real: bool = False, data: str | None = None) -> list[dict]:
         rows.append(run_pipeline("scripted", retriever, texts, policy, lm=lm))
     rows.append(run_pipeline("offline", retriever, texts, "rewrite", offline=True))
     if real:
-        from programs.runtime.lm import SchemaAdapter, make_lm
-        from programs.runtime.usage import output_limits
+        from deepresearch.programs.runtime.lm import SchemaAdapter, make_lm
+        from deepresearch.programs.runtime.usage import output_limits
         from tests.real_lm.server import LlamaServer
 
         with LlamaServer() as server, output_limits(every=384):

@@ -2,7 +2,7 @@
 
 * DeepResearchGym style (spec 001 §6.1): citation recall is the share of claim sentences carrying at
   least one citation; citation precision is the mean support grade (1 / 0.5 / 0) of each cited claim
-  by its cited sources. Grades come from an LLM judge (`eval.judges.CitationSupportJudge`) or from
+  by its cited sources. Grades come from an LLM judge (`deepresearch.eval.judges.CitationSupportJudge`) or from
   `lexical_support`, an offline lexical-entailment fallback that is not an entailment model.
 * ScholarQABench style (spec 001 §6.2, Algorithm 1): `scholarqa_citation_scores` with a pluggable
   `entails(premise, hypothesis) -> bool`.
@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from eval.f1 import harmonic_mean
-from eval.report import body_text
-from programs.runtime.entailment import (
+from deepresearch.eval.f1 import harmonic_mean
+from deepresearch.eval.report import body_text
+from deepresearch.programs.runtime.entailment import (
     Sentence,
     body_sentences,
     citations_in,

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from eval.f1 import harmonic_mean
+from deepresearch.eval.f1 import harmonic_mean
 
 
 def _contingency(labels_true: Sequence[Any], labels_pred: Sequence[Any]) -> np.ndarray:

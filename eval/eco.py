@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from eval.report import source_stats
+from deepresearch.eval.report import source_stats
 
 VOCAB_PATH = Path(__file__).with_name("eco_vocab.json")
 REQUIRED_LISTS = ("mechanistic", "causal", "temporal_vague", "regions", "interventions", "biodiversity_dimensions",

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from eval.f1 import harmonic_mean
-from programs.gather.artifacts import GatherResult
+from deepresearch.eval.f1 import harmonic_mean
+from deepresearch.programs.gather.artifacts import GatherResult
 
 DISTANCE_K = 100
 DISTANCE_VARIANTS = ("per_iteration", "cumulative")

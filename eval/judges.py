@@ -5,9 +5,9 @@
 * `CriteriaJudge`: one call per quality criterion (clarity, depth, balance, breadth, support,
   insightfulness), an integer 0-10 with a justification.
 * `CitationSupportJudge`: grades how well a claim's cited sources back it (1 / 0.5 / 0), the
-  input of DeepResearchGym citation precision (`eval.citations.citation_precision`).
+  input of DeepResearchGym citation precision (`deepresearch.eval.citations.citation_precision`).
 * `JudgeTaxonomy`: the signature of TaxoBench's taxonomy judge (spec 003 §4.8), run by
-  `eval.taxonomy_judge.TaxonomyJudge`.
+  `deepresearch.eval.taxonomy_judge.TaxonomyJudge`.
 
 The signatures live here, not in `signatures/`, so no optimizer ever tunes the judge. Each judge
 takes its own LM (`judge_lm` builds one at temperature 0) and an optional `JudgeCache`: verdicts are
@@ -30,8 +30,8 @@ import dspy
 from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
-from eval.citations import Sentence, citation_precision
-from programs.runtime.stage import run_sync
+from deepresearch.eval.citations import Sentence, citation_precision
+from deepresearch.programs.runtime.stage import run_sync
 
 logger = logging.getLogger(__name__)
 
@@ -98,9 +98,9 @@ def judge_lm(model: str, api_base: str | None = None, api_key: str | None = None
     """A checked judge LM, temperature 0 by default.
 
     Raises:
-        ValueError: for `offline`, which has no judge (use the lexical fallbacks of eval.citations).
+        ValueError: for `offline`, which has no judge (use the lexical fallbacks of deepresearch.eval.citations).
     """
-    from programs.runtime.lm import make_lm
+    from deepresearch.programs.runtime.lm import make_lm
 
     lm = make_lm(model, api_base, api_key, temperature=temperature, **kwargs)
     if lm is None:
@@ -152,7 +152,7 @@ async def cached_call(predictor: dspy.Predict, cache: JudgeCache | None, **input
     """The predictor's outputs for `inputs` as JSON values, from the cache when it has them."""
     lm = predictor.lm or dspy.settings.lm
     if lm is None:
-        raise ValueError("no judge LM: pass lm= to the judge or build one with eval.judges.judge_lm(model)")
+        raise ValueError("no judge LM: pass lm= to the judge or build one with deepresearch.eval.judges.judge_lm(model)")
     key = cache_key(predictor, lm, inputs) if cache is not None else ""
     if cache is not None and (hit := cache.get(key)) is not None:
         return hit

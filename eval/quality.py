@@ -1,7 +1,7 @@
 """Quality of what the writing stages produce: citation support, key points, source integration.
 
 One scorer for every stage that writes cited text, from a node's learnings to the final report:
-* citation precision and recall by ScholarQABench's Algorithm 1 (spec 001 §6.2, `eval.citations`), the
+* citation precision and recall by ScholarQABench's Algorithm 1 (spec 001 §6.2, `deepresearch.eval.citations`), the
   entailment judged by a judge LM (`Support.from_lm`, verdicts cached on disk) or, without one, by the
   named offline rule `lexical_entails`;
 * key-point recall (spec 001 §6.1) against a question's reference key points, when it has them;
@@ -20,17 +20,17 @@ from dataclasses import dataclass, field
 
 import dspy
 
-from eval.citations import (
+from deepresearch.eval.citations import (
     CitationScores,
     Sentence,
     claim_sentences,
     lexical_coverage,
     lexical_entails,
 )
-from eval.citations import scholarqa_citation_scores as algorithm_1
-from eval.eco import density_score
-from eval.judges import GradeCitationSupport, JudgeCache, JudgeKeyPoint, cached_call
-from programs.runtime.stage import run_sync
+from deepresearch.eval.citations import scholarqa_citation_scores as algorithm_1
+from deepresearch.eval.eco import density_score
+from deepresearch.eval.judges import GradeCitationSupport, JudgeCache, JudgeKeyPoint, cached_call
+from deepresearch.programs.runtime.stage import run_sync
 
 # Composite weights: support of what is claimed first, then coverage of what should be claimed, then
 # how densely sources are woven in. Renormalised over the parts an example has (key points are optional).

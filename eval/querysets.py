@@ -14,9 +14,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrievers.beir import load_qrels, load_queries
-from retrievers.corpus import CorpusError
-from retrievers.sources import find_local, not_found_message
+from deepresearch.retrievers.beir import load_qrels, load_queries
+from deepresearch.retrievers.corpus import CorpusError
+from deepresearch.retrievers.sources import find_local, not_found_message
 
 HF_DATASET = "shenhao/ScholarGym"
 SCHOLARGYM_SPLITS = ("all", "test", "dev")
@@ -96,7 +96,7 @@ def load_scholargym(source: str | Path, split: str = "all") -> list[GatherQuery]
 
 
 def _from_hub(name: str) -> list[GatherQuery]:
-    from retrievers.extras import require
+    from deepresearch.retrievers.extras import require
 
     load_dataset = require("datasets", "hf", "loading a query set from the hub").load_dataset
 
@@ -123,7 +123,7 @@ def load_beir_queryset(folder: str | Path, qrels: str = "test", min_relevance: i
 
 
 def find_queryset(spec: str | Path, data_dir: str | Path | None = None) -> tuple[str, Path | str]:
-    """What a query-set spec names, found as corpora are (`retrievers.sources`): ("beir", folder) for a
+    """What a query-set spec names, found as corpora are (`deepresearch.retrievers.sources`): ("beir", folder) for a
     folder with queries.jsonl, ("scholargym", file) for a JSONL file or a folder holding one benchmark file
     (the data folder's `scholargym`), ("scholargym", name) for the hub dataset.
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 # Spec 000 §6.3: a source is a unique string matching this pattern anywhere in the file.
 URL = re.compile(r"https?://[^\s\)]+")
-# Our reference lines (programs.artifacts.Reference.render): "[3] Title (2020). doc 12345".
+# Our reference lines (deepresearch.programs.artifacts.Reference.render): "[3] Title (2020). doc 12345".
 DOC_REFERENCE = re.compile(r"^\s*\[\d+\].*?\bdoc (\S+)\s*$", re.M)
 REFERENCE_HEADING = re.compile(r"^#{1,6}\s*(references|sources)\s*$", re.I | re.M)
 # "12_o3-mini_orkg_d4_b4.md": question index, model, search engine, depth, breadth (spec 000 §6.1).

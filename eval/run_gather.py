@@ -18,20 +18,20 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from eval.gather import (
+from deepresearch.eval.gather import (
     DISTANCE_VARIANTS,
     FAILED_POLICIES,
     QueryTrace,
     gt_ranks,
     summarize,
 )
-from eval.querysets import GatherQuery, find_queryset, load_queryset
-from programs.gather.artifacts import GatherResult
-from programs.runtime.jsonl import JsonlAppender, read_jsonl
-from programs.runtime.lm_cli import add_lm_arguments, open_lm
-from programs.runtime.outputs import atomic_write_text
-from retrievers.cli import add_retriever_arguments, data_dir, describe, open_from_args
-from retrievers.types import Hit
+from deepresearch.eval.querysets import GatherQuery, find_queryset, load_queryset
+from deepresearch.programs.gather.artifacts import GatherResult
+from deepresearch.programs.runtime.jsonl import JsonlAppender, read_jsonl
+from deepresearch.programs.runtime.lm_cli import add_lm_arguments, open_lm
+from deepresearch.programs.runtime.outputs import atomic_write_text
+from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, describe, open_from_args
+from deepresearch.retrievers.types import Hit
 
 METHODS = ("loop", "direct", "raw")
 SETTINGS_CHECKED = ("queries", "split", "corpus", "method", "lm", "iterations", "ranking_depth", "retriever")
@@ -67,8 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_program(method: str, retriever, lm, iterations: int, ranking_depth: int):
-    from programs.gather.baselines import DirectQuery
-    from programs.gather.loop import GatherConfig, Gatherer
+    from deepresearch.programs.gather.baselines import DirectQuery
+    from deepresearch.programs.gather.loop import GatherConfig, Gatherer
 
     if method == "loop":
         return Gatherer(retriever, GatherConfig(iterations=iterations, ranking_depth=ranking_depth), offline=lm is None)
@@ -91,7 +91,7 @@ def trace_for(record: dict[str, Any]) -> QueryTrace:
 
 def read_records(path: Path, hint: str = "fix or remove the line") -> dict[str, dict[str, Any]]:
     """query_id -> its last record (a query that failed and was redone has two); a last line cut by a kill is
-    ignored with a warning, a damaged line before it raises `programs.runtime.jsonl.JsonlError` ending with `hint`."""
+    ignored with a warning, a damaged line before it raises `deepresearch.programs.runtime.jsonl.JsonlError` ending with `hint`."""
     return {record["query_id"]: record for record in read_jsonl(path, hint=hint)}
 
 

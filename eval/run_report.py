@@ -21,7 +21,7 @@ from typing import Any
 
 import dspy
 
-from eval.citations import (
+from deepresearch.eval.citations import (
     citation_precision,
     citation_recall,
     claim_sentences,
@@ -30,13 +30,13 @@ from eval.citations import (
     lexical_support,
     scholarqa_citation_scores,
 )
-from eval.eco import eco_scores
-from eval.judges import CitationSupportJudge, CriteriaJudge, JudgeCache, KeyPointJudge
-from eval.questions import Question, load_questions
-from eval.report import source_stats
-from programs.artifacts import Report
-from programs.runtime.lm_cli import add_lm_arguments, open_lm
-from retrievers.cli import add_retriever_arguments, open_from_args
+from deepresearch.eval.eco import eco_scores
+from deepresearch.eval.judges import CitationSupportJudge, CriteriaJudge, JudgeCache, KeyPointJudge
+from deepresearch.eval.questions import Question, load_questions
+from deepresearch.eval.report import source_stats
+from deepresearch.programs.artifacts import Report
+from deepresearch.programs.runtime.lm_cli import add_lm_arguments, open_lm
+from deepresearch.retrievers.cli import add_retriever_arguments, open_from_args
 
 logger = logging.getLogger(__name__)
 
@@ -141,9 +141,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from programs.config import preset
-    from programs.research.program import DeepResearch
-    from programs.runtime.lm import preflight
+    from deepresearch.programs.config import preset
+    from deepresearch.programs.research.program import DeepResearch
+    from deepresearch.programs.runtime.lm import preflight
 
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be >= 1, got {args.limit}")
@@ -155,7 +155,7 @@ def main(args: argparse.Namespace) -> int:
     judges = None
     out = Path(args.out)
     if args.judge_lm and args.judge_lm != "offline":
-        from eval.judges import judge_lm
+        from deepresearch.eval.judges import judge_lm
 
         judge = judge_lm(args.judge_lm, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"),
                          timeout_s=args.lm_timeout)

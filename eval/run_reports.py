@@ -16,9 +16,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from eval.eco import OVERALL_WEIGHTS, eco_scores
-from eval.report import parse_report_name, source_stats
-from retrievers.extras import require
+from deepresearch.eval.eco import OVERALL_WEIGHTS, eco_scores
+from deepresearch.eval.report import parse_report_name, source_stats
+from deepresearch.retrievers.extras import require
 
 logger = logging.getLogger(__name__)
 

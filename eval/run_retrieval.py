@@ -14,13 +14,13 @@ import json
 import time
 from pathlib import Path
 
-from eval.retrieval import evaluate_run
-from retrievers import embed
-from retrievers.beir import load_qrels, load_queries
-from retrievers.cli import add_retriever_arguments, data_dir, open_from_args
-from retrievers.hybrid import rrf_fuse
-from retrievers.sources import find_local, not_found_message
-from retrievers.types import Hit
+from deepresearch.eval.retrieval import evaluate_run
+from deepresearch.retrievers import embed
+from deepresearch.retrievers.beir import load_qrels, load_queries
+from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, open_from_args
+from deepresearch.retrievers.hybrid import rrf_fuse
+from deepresearch.retrievers.sources import find_local, not_found_message
+from deepresearch.retrievers.types import Hit
 
 # nDCG@10 published for BEIR SciFact test; shown beside our numbers when the corpus folder is scifact.
 PUBLISHED = {"scifact": {"bm25": 0.665, "dense": 0.645}}

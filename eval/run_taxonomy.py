@@ -20,8 +20,8 @@ from typing import Any
 
 import dspy
 
-from eval.taxobench import HF_DATASET, Prediction, Survey, load_taxobench
-from eval.taxonomy import (
+from deepresearch.eval.taxobench import HF_DATASET, Prediction, Survey, load_taxobench
+from deepresearch.eval.taxonomy import (
     PROFILES,
     EmbeddingSim,
     SurveyScore,
@@ -29,10 +29,10 @@ from eval.taxonomy import (
     score_survey,
     summarize,
 )
-from programs.runtime.jsonl import JsonlAppender, read_jsonl, write_jsonl_atomic
-from programs.runtime.lm_cli import LMSession, add_lm_arguments, open_lm
-from programs.runtime.outputs import atomic_write_text
-from retrievers.cli import add_retriever_arguments
+from deepresearch.programs.runtime.jsonl import JsonlAppender, read_jsonl, write_jsonl_atomic
+from deepresearch.programs.runtime.lm_cli import LMSession, add_lm_arguments, open_lm
+from deepresearch.programs.runtime.outputs import atomic_write_text
+from deepresearch.retrievers.cli import add_retriever_arguments
 
 logger = logging.getLogger(__name__)
 
@@ -123,8 +123,8 @@ def judge_all(surveys: Sequence[Survey], predictions: dict[int, Prediction], mod
     Returns one row per survey: `id` and either `scores`, `reasoning`, `average`, or `error` when the
     judge's answer was unusable (logged, and left out of the averages).
     """
-    from eval.judges import JudgeCache, judge_lm
-    from eval.taxonomy_judge import JudgeAnswerError, TaxonomyJudge
+    from deepresearch.eval.judges import JudgeCache, judge_lm
+    from deepresearch.eval.taxonomy_judge import JudgeAnswerError, TaxonomyJudge
 
     lm = lm if lm is not None else judge_lm(model, api_base, os.environ.get("DEEPRESEARCH_API_KEY"))
     judge = TaxonomyJudge(lm=lm, cache=JudgeCache(cache_dir) if cache_dir is not None else None)
@@ -142,7 +142,7 @@ def judge_all(surveys: Sequence[Survey], predictions: dict[int, Prediction], mod
 
 def judge_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     """The judge's per-dimension means and average over the judged surveys, keys prefixed `judge_`."""
-    from eval.taxonomy_judge import summarize_judgements
+    from deepresearch.eval.taxonomy_judge import summarize_judgements
 
     judged = summarize_judgements([r["scores"] for r in rows if "scores" in r])
     return {f"judge_{k}": v for k, v in judged.items()} | {"judge_failures": sum("error" in r for r in rows)}
@@ -184,15 +184,15 @@ def build_builder(args: argparse.Namespace, surveys: Sequence[Survey], session: 
     as `deepresearch run --taxonomy`, so what is scored here is what a user gets.
     Without `session` the LM is opened from `args` (checked with one request unless --no-preflight).
     """
-    from programs.taxonomy.builder import Repair, TaxonomyBuilder
+    from deepresearch.programs.taxonomy.builder import Repair, TaxonomyBuilder
 
     session = session if session is not None else open_lm(args)
     lm = session.lm
     if args.mode == "bottom-up":
         builder = TaxonomyBuilder(max_papers_per_call=args.max_papers_per_call, offline=lm is None)
         return (lambda topic, papers: builder(topic=topic, papers=papers)), lm, session.model
-    from programs.config import ResearchConfig
-    from programs.research.program import DeepResearch
+    from deepresearch.programs.config import ResearchConfig
+    from deepresearch.programs.research.program import DeepResearch
 
     retrieval = retrieval if retrieval is not None else research_retrieval(args, surveys)
     research = DeepResearch(retriever=retrieval.retriever, offline=lm is None,
@@ -210,17 +210,17 @@ def build_builder(args: argparse.Namespace, surveys: Sequence[Survey], session: 
 
 
 def research_retrieval(args: argparse.Namespace, surveys: Sequence[Survey]):
-    """The retriever of deep-research mode (`retrievers.open.Retrieval`): over --corpus or --index as every
+    """The retriever of deep-research mode (`deepresearch.retrievers.open.Retrieval`): over --corpus or --index as every
     command opens them, else over the benchmark's papers pooled over `surveys`."""
-    from retrievers.cli import open_from_args
+    from deepresearch.retrievers.cli import open_from_args
 
     return open_from_args(args, args.corpus or (None if args.index else pooled_corpus(surveys)))
 
 
 def pooled_corpus(surveys: Sequence[Survey]):
     """The benchmark's own papers over `surveys`, each title once."""
-    from retrievers.corpus import Corpus
-    from retrievers.types import Doc
+    from deepresearch.retrievers.corpus import Corpus
+    from deepresearch.retrievers.types import Doc
 
     docs, seen = [], set()
     for s in surveys:
@@ -235,8 +235,8 @@ def open_judge(args: argparse.Namespace, session: LMSession):
     """The judge LM of --judge-lm (None without one), on the --api-base server, checked like the main LM."""
     if not args.judge_lm:
         return None
-    from eval.judges import judge_lm
-    from programs.runtime.lm import preflight
+    from deepresearch.eval.judges import judge_lm
+    from deepresearch.programs.runtime.lm import preflight
 
     lm = judge_lm(args.judge_lm, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"), timeout_s=args.lm_timeout)
     if not args.no_preflight and args.judge_lm != session.model:  # the main LM was checked already

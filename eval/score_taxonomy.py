@@ -8,10 +8,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from eval.run_taxonomy import (
+from deepresearch.eval.run_taxonomy import (
     add_scoring_arguments, judge_all, print_report, resolve_data, score_all, similarity, write_results,
 )
-from eval.taxobench import load_predictions, load_taxobench
+from deepresearch.eval.taxobench import load_predictions, load_taxobench
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

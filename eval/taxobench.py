@@ -83,7 +83,7 @@ def load_taxobench(source: str | Path = HF_DATASET, limit: int | None = None) ->
 
 
 def _load_hub(name: str) -> list[dict[str, Any]]:
-    from retrievers.extras import require
+    from deepresearch.retrievers.extras import require
 
     datasets = require("datasets", "hf", "loading TaxoBench from the hub")
 

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from eval.clustering import adjusted_rand_index, homogeneity_completeness_v
-from eval.f1 import harmonic_mean
-from eval.taxonomy_tree import (Tree, category_labels, children_of, coerce_tree, name_of, paper_assignment,
+from deepresearch.eval.clustering import adjusted_rand_index, homogeneity_completeness_v
+from deepresearch.eval.f1 import harmonic_mean
+from deepresearch.eval.taxonomy_tree import (Tree, category_labels, children_of, coerce_tree, name_of, paper_assignment,
                                 paper_paths, tree_stats, tree_titles)
-from programs.runtime.text import norm_text, norm_title
+from deepresearch.programs.runtime.text import norm_text, norm_title
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class EmbeddingSim:
     def _vectors(self, labels: Sequence[str]) -> np.ndarray:
         missing = [x for x in dict.fromkeys(labels) if x not in self._cache]
         if missing:
-            from retrievers.embed import encode
+            from deepresearch.retrievers.embed import encode
 
             for label, vec in zip(missing, encode(missing, model=self.model)):
                 self._cache[label] = vec.astype(np.float64)

@@ -2,7 +2,7 @@
 
 Both trees reach the judge as indented text trees of category labels, papers left out. The average
 of a judgement is the mean of its four scores; `summarize_judgements` macro-averages many of them,
-as in the paper's Table 7. Verdicts can be cached on disk with `eval.judges.JudgeCache`, so
+as in the paper's Table 7. Verdicts can be cached on disk with `deepresearch.eval.judges.JudgeCache`, so
 re-judging a tree costs no LM call.
 """
 
@@ -16,9 +16,9 @@ from typing import Any
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
-from eval.judges import JudgeCache, JudgeTaxonomy, cached_call
-from eval.taxonomy_tree import Tree, coerce_tree, render_tree
-from programs.runtime.stage import run_sync
+from deepresearch.eval.judges import JudgeCache, JudgeTaxonomy, cached_call
+from deepresearch.eval.taxonomy_tree import Tree, coerce_tree, render_tree
+from deepresearch.programs.runtime.stage import run_sync
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class TaxonomyJudge(dspy.Module):
     """Scores a model taxonomy against the expert taxonomy of the same topic on the four dimensions.
 
     Args:
-        lm: The judge LM (the paper used GPT-4o at temperature 0; see `eval.judges.judge_lm`).
+        lm: The judge LM (the paper used GPT-4o at temperature 0; see `deepresearch.eval.judges.judge_lm`).
             Without one, the LM of the current DSPy context is used.
         cache: Optional verdict cache; a tree judged before costs no LM call.
 

@@ -13,17 +13,17 @@ from pathlib import Path
 
 from dspy.utils.callback import BaseCallback
 
-from optimize.compile import OPTIMIZERS, compile_program
-from optimize.metrics import (
+from deepresearch.optimize.compile import OPTIMIZERS, compile_program
+from deepresearch.optimize.metrics import (
     METRICS,
     WRITING_METRICS,
     Judging,
     metric_names,
     metric_spec,
 )
-from optimize.pools import POOL_STAGES, stage_pool
-from optimize.saved import save_compiled
-from optimize.targets import (
+from deepresearch.optimize.pools import POOL_STAGES, stage_pool
+from deepresearch.optimize.saved import save_compiled
+from deepresearch.optimize.targets import (
     RecordedOnly,
     Target,
     gather_target,
@@ -31,7 +31,7 @@ from optimize.targets import (
     research_target,
     stage_target,
 )
-from optimize.trainsets import (
+from deepresearch.optimize.trainsets import (
     candidates_from_jsonl,
     candidates_to_jsonl,
     fingerprint,
@@ -42,20 +42,20 @@ from optimize.trainsets import (
     from_taxobench,
     split_dev,
 )
-from programs.config import PRESETS, preset
-from programs.gather.loop import GATHER_STAGES
-from programs.research.program import (
+from deepresearch.programs.config import PRESETS, preset
+from deepresearch.programs.gather.loop import GATHER_STAGES
+from deepresearch.programs.research.program import (
     OUTPUT_STAGES,
     STRATEGIES,
     DeepResearch,
     stage_names,
 )
-from programs.research.strategy import SHARED_STAGES
-from programs.runtime.lm import OFFLINE, preflight
-from programs.runtime.lm_cli import add_lm_arguments, make_session_lm, open_lm
-from programs.runtime.usage import UsageMeter, metered
-from retrievers.cli import add_retriever_arguments, data_dir, open_from_args
-from retrievers.sources import find_local
+from deepresearch.programs.research.strategy import SHARED_STAGES
+from deepresearch.programs.runtime.lm import OFFLINE, preflight
+from deepresearch.programs.runtime.lm_cli import add_lm_arguments, make_session_lm, open_lm
+from deepresearch.programs.runtime.usage import UsageMeter, metered
+from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, open_from_args
+from deepresearch.retrievers.sources import find_local
 
 PROGRAMS = ("research", "gather", "taxonomy")
 # Stages of the research program whose output the research metrics (the papers the report cites) never see.
@@ -199,9 +199,9 @@ def _research(args: argparse.Namespace, kind: str):
 
 
 def _gather(args: argparse.Namespace, kind: str):
-    from eval.querysets import find_queryset
-    from eval.run_gather import load_frozen_cases
-    from programs.gather.loop import GatherConfig, Gatherer
+    from deepresearch.eval.querysets import find_queryset
+    from deepresearch.eval.run_gather import load_frozen_cases
+    from deepresearch.programs.gather.loop import GatherConfig, Gatherer
 
     # spec 004 §2.1: ScholarGym's own BM25 for its queries, unless an index or --bm25-preset says otherwise
     preset = "default" if find_queryset(args.train, data_dir())[0] == "beir" else "scholargym"
@@ -219,7 +219,7 @@ def _gather(args: argparse.Namespace, kind: str):
 
 
 def _taxonomy(args: argparse.Namespace, kind: str):
-    from programs.taxonomy.builder import TaxonomyBuilder
+    from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 
     if args.stage != "all":
         raise ValueError("the taxonomy program is tuned as a whole; use --stage all")
@@ -267,8 +267,8 @@ def judge_cache(args: argparse.Namespace) -> Path:
 
 def _support(args: argparse.Namespace, session):
     """The judge of the writing metrics: --judge-lm (checked now, verdicts cached) or the lexical rule."""
-    from eval.judges import JudgeCache, judge_lm
-    from eval.quality import Support
+    from deepresearch.eval.judges import JudgeCache, judge_lm
+    from deepresearch.eval.quality import Support
 
     if not args.judge_lm or args.judge_lm == OFFLINE:
         return Support()

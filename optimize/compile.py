@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import dspy
 
-from optimize.metrics import MetricSpec, as_gepa_metric, as_metric
-from programs.runtime.usage import UsageMeter, metered
+from deepresearch.optimize.metrics import MetricSpec, as_gepa_metric, as_metric
+from deepresearch.programs.runtime.usage import UsageMeter, metered
 
 logger = logging.getLogger(__name__)
 

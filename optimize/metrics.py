@@ -170,8 +170,8 @@ def _gt(example) -> set[str]:
 
 def gather_f1(example, pred) -> float:
     """F1 of the selected papers (final iteration); 0 for a query without ground truth."""
-    from eval.f1 import harmonic_mean
-    from eval.gather import precision_recall
+    from deepresearch.eval.f1 import harmonic_mean
+    from deepresearch.eval.gather import precision_recall
 
     gt = frozenset(example.gt_ids)
     return harmonic_mean(*precision_recall(gt, set(pred.selected))) if gt else 0.0
@@ -218,7 +218,7 @@ def gather_feedback(example, pred) -> str:
 # --- taxonomies (spec 003): the predicted tree against the expert tree --------------------------------
 
 def _survey_score(example, pred):
-    from eval.taxonomy import score_survey
+    from deepresearch.eval.taxonomy import score_survey
 
     cache = getattr(pred, "_score", None)
     if cache is None:
@@ -283,14 +283,14 @@ METRICS: dict[str, dict[str, MetricSpec]] = {
 }
 
 
-# --- what the writing stages produce (eval.quality): citation support, key points, integration --------
+# --- what the writing stages produce (deepresearch.eval.quality): citation support, key points, integration
 
 @dataclass(frozen=True)
 class Judging:
     """What the writing metrics judge with: an entailment judge, and the corpus text of a cited document.
 
     Args:
-        support: `eval.quality.Support`: a judge LM with cached verdicts, or the offline lexical rule.
+        support: `deepresearch.eval.quality.Support`: a judge LM with cached verdicts, or the offline lexical rule.
         text_of: doc id -> text, to read the papers a research report cites (its references hold ids only).
     """
 
@@ -299,13 +299,13 @@ class Judging:
 
     def __post_init__(self):
         if self.support is None:
-            from eval.quality import Support
+            from deepresearch.eval.quality import Support
 
             object.__setattr__(self, "support", Support())
 
 
 QUALITY_NAMES = ("citation_f1", "citation_precision", "citation_recall", "quality")
-# Metric names of each writing target; `quality` is the composite (eval.quality.COMPOSITE_WEIGHTS, times
+# Metric names of each writing target; `quality` is the composite (deepresearch.eval.quality.COMPOSITE_WEIGHTS, times
 # retention where the stage was given citations to keep).
 WRITING_METRICS: dict[str, tuple[str, ...]] = {
     "research": (*QUALITY_NAMES, "kpr", "integration"),
@@ -322,9 +322,9 @@ def _ids(learnings) -> list[str]:
 
 
 def _quality(judging: Judging, target: str, example, pred):
-    """The `eval.quality.Quality` of a prediction, computed once per prediction and judge."""
-    from eval.citations import citations_in
-    from eval.quality import learning_claims, score_claims, text_claims
+    """The `deepresearch.eval.quality.Quality` of a prediction, computed once per prediction and judge."""
+    from deepresearch.eval.citations import citations_in
+    from deepresearch.eval.quality import learning_claims, score_claims, text_claims
 
     cache = pred.__dict__.setdefault("_quality", {})
     if id(judging) in cache:
@@ -334,7 +334,7 @@ def _quality(judging: Judging, target: str, example, pred):
     if target == "research":
         if judging.text_of is None:
             raise ValueError("the research report metrics read the cited papers: pass Judging(text_of=...)")
-        from eval.run_report import cited_passages
+        from deepresearch.eval.run_report import cited_passages
 
         md = pred.report.markdown
         q = score_claims(text_claims(md), cited_passages(pred.report, judging.text_of), support, text=md,
@@ -365,7 +365,7 @@ def gap_score(example, pred) -> float:
     question, focus or open questions (on topic) averaged with the share not already in the summary (new);
     the mean over tasks, scaled by how many of the `max_tasks` slots the open questions call for.
     """
-    from eval.citations import lexical_coverage
+    from deepresearch.eval.citations import lexical_coverage
 
     tasks = list(pred.tasks)
     wanted = min(example.max_tasks, max(1, len(example.open_questions)))
@@ -378,7 +378,7 @@ def gap_score(example, pred) -> float:
 
 
 def gap_feedback(example, pred) -> str:
-    from eval.citations import lexical_coverage
+    from deepresearch.eval.citations import lexical_coverage
 
     if not pred.tasks:
         return ("No follow-up task was proposed although the sources left these open: "

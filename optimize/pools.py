@@ -1,6 +1,6 @@
 """Frozen pools: one stage's recorded inputs, replayed to tune it alone.
 
-A run with `--out` records every stage call in `stages.jsonl` (`programs.runtime.stage_log`).
+A run with `--out` records every stage call in `stages.jsonl` (`deepresearch.programs.runtime.stage_log`).
 `stage_pool(DIR, stage)` turns the successful calls of one stage, in every run folder under DIR, into
 `dspy.Example`s whose inputs are exactly what the stage was given (typed again from its `aforward`
 annotations) and whose `passages` map each source id of the run to its text, so the writing metrics can
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import dspy
 
-from optimize.trainsets import TrainsetError
-from programs.runtime.stage_log import STAGE_LOG, find_logs, read_log, typed_inputs
+from deepresearch.optimize.trainsets import TrainsetError
+from deepresearch.programs.runtime.stage_log import STAGE_LOG, find_logs, read_log, typed_inputs
 
 # The stages a recorded run can tune alone, with what their metrics read. The assessor has its own frozen
 # candidates (--candidates), the planner needs retrieval (PlanAndSearch), the policies steer a live tree.

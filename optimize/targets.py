@@ -10,16 +10,16 @@ from dataclasses import dataclass, field
 
 import dspy
 
-from programs.artifacts import as_source
-from programs.gather.loop import GATHER_STAGES
-from programs.research.program import DeepResearch
-from programs.research.strategy import SHARED_STAGES
-from programs.runtime.citations import source_id_for
-from programs.runtime.stage import Shared, Stage
-from programs.stages.assessor import Assessor
-from programs.stages.planner import Planner
-from retrievers.types import Retriever, search_async
-from signatures.types import Task
+from deepresearch.programs.artifacts import as_source
+from deepresearch.programs.gather.loop import GATHER_STAGES
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.research.strategy import SHARED_STAGES
+from deepresearch.programs.runtime.citations import source_id_for
+from deepresearch.programs.runtime.stage import Shared, Stage
+from deepresearch.programs.stages.assessor import Assessor
+from deepresearch.programs.stages.planner import Planner
+from deepresearch.retrievers.types import Retriever, search_async
+from deepresearch.signatures.types import Task
 
 
 class PlanAndSearch(Stage):
@@ -147,7 +147,7 @@ def stage_target(full: DeepResearch, stage: str) -> Target:
 
 def gather_target(full: dspy.Module, stage: str, kind: str) -> Target:
     """The gathering loop, or its assessor alone on frozen candidates (`kind == "assessor"`)."""
-    from programs.gather.loop import CandidateAssessor
+    from deepresearch.programs.gather.loop import CandidateAssessor
 
     if kind == "assessor":
         assessor = CandidateAssessor(second_look=full.config.second_look, preview_chars=full.config.preview_chars)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import dspy
 
-from retrievers.beir import load_qrels, load_queries
-from retrievers.corpus import Corpus
-from signatures.types import Source, Task
+from deepresearch.retrievers.beir import load_qrels, load_queries
+from deepresearch.retrievers.corpus import Corpus
+from deepresearch.signatures.types import Source, Task
 
 
 class TrainsetError(ValueError):
@@ -110,8 +110,8 @@ def candidates_from_jsonl(path: str | Path) -> list[dspy.Example]:
 def from_queryset(spec: str | Path, split: str | None = None, limit: int | None = None,
                   data_dir: str | Path | None = None) -> list[dspy.Example]:
     """Gathering examples from a ScholarGym file/dataset or a BEIR folder (a name is looked up in `data_dir`, as
-    `eval.querysets.load_queryset` does); queries without ground truth are left out."""
-    from eval.querysets import load_queryset
+    `deepresearch.eval.querysets.load_queryset` does); queries without ground truth are left out."""
+    from deepresearch.eval.querysets import load_queryset
 
     queries = [q for q in load_queryset(spec, split, data_dir=data_dir) if q.gt_ids]
     return [dspy.Example(question=q.query, date_constraint=q.date_constraint, gt_ids=list(q.gt_ids),
@@ -120,7 +120,7 @@ def from_queryset(spec: str | Path, split: str | None = None, limit: int | None 
 
 
 def from_frozen_cases(cases) -> list[dspy.Example]:
-    """Assessor examples from the candidates a gathering run recorded (`eval.run_gather.load_frozen_cases`)."""
+    """Assessor examples from the candidates a gathering run recorded (`deepresearch.eval.run_gather.load_frozen_cases`)."""
     return [dspy.Example(question=c.question, subquery=c.subquery, checklist=c.checklist, hits=list(c.hits),
                          gt_ids=list(c.gt_ids), query_id=c.query_id)
             .with_inputs("question", "subquery", "checklist", "hits") for c in cases]
@@ -128,7 +128,7 @@ def from_frozen_cases(cases) -> list[dspy.Example]:
 
 def from_taxobench(source: str | Path, limit: int | None = None) -> list[dspy.Example]:
     """Bottom-up taxonomy examples: a survey's topic and papers in, its expert tree as the label."""
-    from eval.taxobench import load_taxobench
+    from deepresearch.eval.taxobench import load_taxobench
 
     return [dspy.Example(topic=s.topic, papers=list(s.papers), gt=s.gt, survey_id=s.survey_id)
             .with_inputs("topic", "papers") for s in load_taxobench(source, limit=limit)]

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
-from programs.runtime.provenance import SentenceProvenance, sentence_provenance
-from programs.runtime.text import collapse_whitespace
-from retrievers.types import Hit
-from signatures.types import Learning, Source, Task
+from deepresearch.programs.runtime.provenance import SentenceProvenance, sentence_provenance
+from deepresearch.programs.runtime.text import collapse_whitespace
+from deepresearch.retrievers.types import Hit
+from deepresearch.signatures.types import Learning, Source, Task
 
 NodeStatus = Literal[
     "pending",    # planned, not started (a node's status only while the run works)
@@ -61,7 +61,7 @@ class Event:
 def as_source(hit: Hit, source_id: str, max_chars: int = 2000) -> Source:
     """The LM's view of a hit: id, title and (truncated) text, no scores.
 
-    A passage of a full-text paper (`retrievers.passages`) says which: "Title (passage 3 of 12)".
+    A passage of a full-text paper (`deepresearch.retrievers.passages`) says which: "Title (passage 3 of 12)".
     """
     doc, title = hit.doc, hit.doc.title
     meta = doc.metadata or {}
@@ -77,7 +77,7 @@ class Failure:
     stage: str
     error_type: str
     message: str
-    cause: str = ""  # one line naming the cause and the fix (programs.runtime.lm.explain), secrets redacted
+    cause: str = ""  # one line naming the cause and the fix (deepresearch.programs.runtime.lm.explain), secrets redacted
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ class Reference:
         source_id: The run's id of the document (spec 001 §4.7), which learnings cite.
         doc_id: The document's id in the corpus.
         title, year, url: From the document (`url` may be built from an arXiv or PubMed id).
-        authors, venue, doi: From the corpus record, when it has them (`retrievers.bibliographic`);
+        authors, venue, doi: From the corpus record, when it has them (`deepresearch.retrievers.bibliographic`);
             `doi` is bare (`10.1234/abc`).
         passages: For a paper read as passages (a full-text corpus), the source ids of its cited passages
             in order of first use (`source_id` is the first; `_3` ends the id of passage `doc_id#3`);
@@ -162,7 +162,7 @@ class Reference:
     def render(self, max_authors: int = 3) -> str:
         """The line of the References list: authors, year, title, venue, then where to find it.
 
-        Where: the DOI link, else the URL, else the corpus id as `doc <id>` (which `eval.report` reads):
+        Where: the DOI link, else the URL, else the corpus id as `doc <id>` (which `deepresearch.eval.report` reads):
         "[2] A. Smith, B. Jones, C. Lee, et al. (2020). Title. Nature. https://doi.org/10.1038/x",
         "[3] Title (2004). doc 388". Past `max_authors` names the list ends with "et al.".
         """
@@ -352,13 +352,13 @@ class Report:
         return [n for root in self.tree for n in root.walk()]
 
     def __repr__(self) -> str:  # one line of counts (the dataclass repr of a run ran to 80 KB)
-        from programs.render import report_repr
+        from deepresearch.programs.render import report_repr
 
         return report_repr(self)
 
     def _repr_markdown_(self) -> str:
         """Jupyter's view: the report with clickable citations and references, the tree and the cost."""
-        from programs.render import report_markdown
+        from deepresearch.programs.render import report_markdown
 
         return report_markdown(self)
 

@@ -18,23 +18,23 @@ import sys
 import time
 from pathlib import Path
 
-from programs.config import PRESETS, VERIFY_POLICIES, preset
-from programs.research.program import DeepResearch, stage_names
-from programs.runtime.context import Interrupt
-from programs.runtime.events import Event, EventHandler
-from programs.runtime.lm_cli import LMSession, add_lm_arguments, open_lm
-from programs.runtime.outputs import (
+from deepresearch.programs.config import PRESETS, VERIFY_POLICIES, preset
+from deepresearch.programs.research.program import DeepResearch, stage_names
+from deepresearch.programs.runtime.context import Interrupt
+from deepresearch.programs.runtime.events import Event, EventHandler
+from deepresearch.programs.runtime.lm_cli import LMSession, add_lm_arguments, open_lm
+from deepresearch.programs.runtime.outputs import (
     RUN_FILES,
     RunFolder,
     check_out_folder,
     open_run,
     out_folder_lock,
 )
-from programs.runtime.progress import Progress
-from programs.runtime.scheduler import CostMeter
-from programs.runtime.secrets import redact
-from programs.runtime.stage_log import STAGE_LOG
-from programs.stages.clarifier import (
+from deepresearch.programs.runtime.progress import Progress
+from deepresearch.programs.runtime.scheduler import CostMeter
+from deepresearch.programs.runtime.secrets import redact
+from deepresearch.programs.runtime.stage_log import STAGE_LOG
+from deepresearch.programs.stages.clarifier import (
     MAX_QUESTIONS,
     ClarificationsError,
     read_clarifications,
@@ -48,7 +48,7 @@ STAGES = stage_names()
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("question", help="the research question")
-    from retrievers.cli import add_retriever_arguments
+    from deepresearch.retrievers.cli import add_retriever_arguments
 
     add_retriever_arguments(parser)  # --corpus or --index, --retriever, --qdrant-url, BM25 and dense settings
     parser.add_argument("--stage-lm", action="append", default=[], metavar="STAGE=MODEL",
@@ -262,7 +262,7 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
     report = result.report
     folder.write_text("report.md", report.markdown)
     if args.bibtex:
-        from programs.runtime.exports import to_bibtex
+        from deepresearch.programs.runtime.exports import to_bibtex
 
         folder.write_text("references.bib", to_bibtex(report.references))
     if args.answer:
@@ -347,7 +347,7 @@ def main(args: argparse.Namespace) -> int:
         if args.resume and answers is None and (out / "trace.json").exists():  # the journal's brief holds them
             with contextlib.suppress(ClarificationsError):  # a trace of a run before clarifications: none kept
                 answers = read_clarifications(out / "trace.json")
-        from retrievers.cli import open_from_args
+        from deepresearch.retrievers.cli import open_from_args
 
         retrieval = open_from_args(args)  # a corpus spec or a memory-mapped index (retrievers/open.py)
         with open_run(out, args.question, overwrite=args.overwrite) as folder:  # nothing is removed before this

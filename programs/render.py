@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from programs.runtime.text import shorten
+from deepresearch.programs.runtime.text import shorten
 
 if TYPE_CHECKING:
-    from programs.artifacts import Node, Reference, Report
-    from programs.gather.artifacts import GatherResult
+    from deepresearch.programs.artifacts import Node, Reference, Report
+    from deepresearch.programs.gather.artifacts import GatherResult
 
 CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")  # [3] or [1, 4]
 REFERENCES_HEADING = "## References"

@@ -6,7 +6,7 @@ import csv
 import json
 from pathlib import Path
 
-from retrievers.corpus import CorpusError
+from deepresearch.retrievers.corpus import CorpusError
 
 
 def load_queries(folder: str | Path) -> dict[str, str]:

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from retrievers.types import Doc
+from deepresearch.retrievers.types import Doc
 
 AUTHOR_KEYS = ("authors", "author", "creators", "authorships", "authors_parsed")
 VENUE_KEYS = ("venue", "journal", "journal_name", "journal-ref", "journal_ref", "container-title", "container_title",

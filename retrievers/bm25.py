@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 from scipy import sparse
 
-from retrievers.corpus import Corpus
-from retrievers.ranking import (
+from deepresearch.retrievers.corpus import Corpus
+from deepresearch.retrievers.ranking import (
     FilterIndex,
     best_among,
     best_positive,
@@ -31,10 +31,10 @@ from retrievers.ranking import (
     to_hits,
     top_k,
 )
-from retrievers.scoring import IDF, tf_saturation
-from retrievers.store import StringTable
-from retrievers.tokenize import Tokenizer, get_tokenizer, tokenizer_name
-from retrievers.types import Hit, SyncSearchMixin
+from deepresearch.retrievers.scoring import IDF, tf_saturation
+from deepresearch.retrievers.store import StringTable
+from deepresearch.retrievers.tokenize import Tokenizer, get_tokenizer, tokenizer_name
+from deepresearch.retrievers.types import Hit, SyncSearchMixin
 
 logger = logging.getLogger(__name__)
 
@@ -528,7 +528,7 @@ class BM25Retriever(SyncSearchMixin):
         name = tokenizer_name(self.tokenizer)
         if name is None:
             raise ValueError("cannot save a BM25 index built with an unregistered tokenizer callable; "
-                             "add it to retrievers.tokenize.TOKENIZERS or pass a tokenizer name")
+                             "add it to deepresearch.retrievers.tokenize.TOKENIZERS or pass a tokenizer name")
         return {"k1": self.k1, "b": self.b, "epsilon": self.epsilon, "method": self.method,
                 "tokenizer": name, "text_format": self.text_format, "dtype": str(self.weights.dtype),
                 "vocabulary": len(self.vocab)}

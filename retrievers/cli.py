@@ -12,9 +12,9 @@ import os
 import sys
 import time
 
-from retrievers.bm25 import TEXT_FORMATS
-from retrievers.index import build_index
-from retrievers.open import (
+from deepresearch.retrievers.bm25 import TEXT_FORMATS
+from deepresearch.retrievers.index import build_index
+from deepresearch.retrievers.open import (
     BM25_KEYS,
     BM25_PRESETS,
     KINDS,
@@ -23,9 +23,9 @@ from retrievers.open import (
     bm25_settings,
     open_retriever,
 )
-from retrievers.scoring import IDF
-from retrievers.sources import open_corpus
-from retrievers.tokenize import TOKENIZERS
+from deepresearch.retrievers.scoring import IDF
+from deepresearch.retrievers.sources import open_corpus
+from deepresearch.retrievers.tokenize import TOKENIZERS
 
 DATA_ENV = "DEEPRESEARCH_DATA"
 CORPUS_HELP = ("a .jsonl file, a BEIR folder, a ScholarGym paper DB (.json), a dataset name under "
@@ -83,7 +83,7 @@ def bm25_overrides(args: argparse.Namespace) -> dict:
 
 def source_name(value: str) -> str:
     """An engine name for --source (`s2` is `semanticscholar`), or argparse's one-line error."""
-    from retrievers.engines import engine_name
+    from deepresearch.retrievers.engines import engine_name
 
     try:
         return engine_name(value)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from retrievers import embed
-from retrievers.corpus import Corpus
-from retrievers.ranking import FilterIndex, check_page, to_hits, top_k
-from retrievers.types import Doc, Hit, SyncSearchMixin
+from deepresearch.retrievers import embed
+from deepresearch.retrievers.corpus import Corpus
+from deepresearch.retrievers.ranking import FilterIndex, check_page, to_hits, top_k
+from deepresearch.retrievers.types import Doc, Hit, SyncSearchMixin
 
 logger = logging.getLogger(__name__)
 

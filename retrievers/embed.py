@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from retrievers.extras import require
+from deepresearch.retrievers.extras import require
 
 logger = logging.getLogger(__name__)
 

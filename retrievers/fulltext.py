@@ -2,8 +2,8 @@
 
 Search engines give some hits an open-access PDF link (`Doc.metadata["pdf_url"]`). `FullTextRetriever`
 wraps any retriever: for each such hit it fetches the PDF (once: PDFs are cached on disk, by default
-under ~/.cache/dspy-deepresearch/fulltext), extracts and splits it (`retrievers.pdf`,
-`retrievers.passages`), ranks the paper's passages against the query with BM25 and returns the best few
+under ~/.cache/dspy-deepresearch/fulltext), extracts and splits it (`deepresearch.retrievers.pdf`,
+`deepresearch.retrievers.passages`), ranks the paper's passages against the query with BM25 and returns the best few
 as hits `paper#n` in the paper's place, so the extractor reads those passages rather than the abstract.
 A hit without a link, or whose PDF cannot be fetched or read, stays as it was (its abstract); a failure
 is told in one warning line per paper and not tried again in the same process.
@@ -20,16 +20,16 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from retrievers.corpus import CorpusError
-from retrievers.passages import (
+from deepresearch.retrievers.corpus import CorpusError
+from deepresearch.retrievers.passages import (
     MAX_CHARS,
     OVERLAP,
     PASSAGE_SEP,
     best_passages,
     passage_docs,
 )
-from retrievers.pdf import read_pdf
-from retrievers.types import Doc, Hit
+from deepresearch.retrievers.pdf import read_pdf
+from deepresearch.retrievers.types import Doc, Hit
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class FullTextRetriever:
         inner: Any retriever (search engines, a local corpus whose records carry `pdf_url`).
         cache: Where PDFs come from; a `FullTextCache` under the default folder when None.
         passages_per_paper: Passages of a paper returned in its place (ranked against the query).
-        max_chars, overlap: Passage length and overlap (`retrievers.passages.split_passages`).
+        max_chars, overlap: Passage length and overlap (`deepresearch.retrievers.passages.split_passages`).
 
     Other attributes (`corpus`, `failures`, ...) are those of `inner`.
     """
@@ -184,7 +184,7 @@ class FullTextRetriever:
         return self.expand(query, self.inner.search(query, k, **filters))
 
     async def asearch(self, query: str, k: int = 10, **filters: Any) -> list[Hit]:
-        from retrievers.types import search_async
+        from deepresearch.retrievers.types import search_async
 
         if filters.get("exclude"):
             filters["exclude"] = self._papers_of(filters["exclude"]) | set(filters["exclude"])

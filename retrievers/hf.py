@@ -6,8 +6,8 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from retrievers.corpus import Corpus, CorpusError, doc_from_record
-from retrievers.extras import require
+from deepresearch.retrievers.corpus import Corpus, CorpusError, doc_from_record
+from deepresearch.retrievers.extras import require
 
 logger = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Collection, Mapping, Sequence
 
-from retrievers.ranking import check_page
-from retrievers.types import Hit, Retriever
+from deepresearch.retrievers.ranking import check_page
+from deepresearch.retrievers.types import Hit, Retriever
 
 
 def rrf_fuse(rankings: Sequence[Sequence[Hit]], weights: Sequence[float], k_rrf: float = 60.0

@@ -7,10 +7,10 @@ and modification time of its files; `verify=True` also re-reads it and compares 
 Layout of the folder (format 2):
     manifest.json   format; corpus name, size, fingerprint, source and its files' sizes and times; the
                     settings of each part (the BM25 tokenizer among them)
-    docs/           the documents, read on demand (`retrievers.store.StoredCorpus`)
+    docs/           the documents, read on demand (`deepresearch.retrievers.store.StoredCorpus`)
     bm25/           settings, vocabulary and arrays (`BM25Retriever.save`)
     dense/          dense.json, embeddings.npy (float32)
-    qdrant/         a local Qdrant collection, made on first use (`retrievers.open`)
+    qdrant/         a local Qdrant collection, made on first use (`deepresearch.retrievers.open`)
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrievers import embed
-from retrievers.bm25 import BM25Retriever
-from retrievers.corpus import Corpus
-from retrievers.dense import DenseRetriever
-from retrievers.hybrid import HybridRetriever
-from retrievers.sources import reopen_corpus, source_files
-from retrievers.store import StoredCorpus, write_docs
-from retrievers.types import Retriever
+from deepresearch.retrievers import embed
+from deepresearch.retrievers.bm25 import BM25Retriever
+from deepresearch.retrievers.corpus import Corpus
+from deepresearch.retrievers.dense import DenseRetriever
+from deepresearch.retrievers.hybrid import HybridRetriever
+from deepresearch.retrievers.sources import reopen_corpus, source_files
+from deepresearch.retrievers.store import StoredCorpus, write_docs
+from deepresearch.retrievers.types import Retriever
 
 logger = logging.getLogger(__name__)
 

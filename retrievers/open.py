@@ -1,7 +1,7 @@
 """One opener for every command: a corpus spec or an index folder in, a ready retriever out.
 
 `open_retriever` is what `deepresearch run`, every `eval` runner and `optimize` call (through
-`retrievers.cli.open_from_args`), and what Python users call. With an index the settings are the index's
+`deepresearch.retrievers.cli.open_from_args`), and what Python users call. With an index the settings are the index's
 own (a conflicting explicit setting is refused); without one, BM25 is built in memory with the same
 defaults `deepresearch index` uses, and dense embeddings are encoded in memory (slow on a big corpus).
 """
@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from retrievers import embed
-from retrievers.bm25 import BM25Retriever
-from retrievers.corpus import Corpus
-from retrievers.dense import DenseRetriever
-from retrievers.hybrid import HybridRetriever
-from retrievers.index import Index, IndexMismatchError, open_index, rebuild_command
-from retrievers.sources import load_source, resolve_source, same_source
-from retrievers.types import Retriever
+from deepresearch.retrievers import embed
+from deepresearch.retrievers.bm25 import BM25Retriever
+from deepresearch.retrievers.corpus import Corpus
+from deepresearch.retrievers.dense import DenseRetriever
+from deepresearch.retrievers.hybrid import HybridRetriever
+from deepresearch.retrievers.index import Index, IndexMismatchError, open_index, rebuild_command
+from deepresearch.retrievers.sources import load_source, resolve_source, same_source
+from deepresearch.retrievers.types import Retriever
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def open_retriever(corpus: str | Corpus | None = None, *, index: str | Path | No
     over scholarly search engines.
 
     Args:
-        corpus: A corpus spec (`retrievers.sources`: a path, a dataset name in `data_dir`, `hf:NAME`...) or a
+        corpus: A corpus spec (`deepresearch.retrievers.sources`: a path, a dataset name in `data_dir`, `hf:NAME`...) or a
             loaded `Corpus`. With `index` it is optional, and checked to be the index's corpus.
         index: A folder written by `deepresearch index` / `build_index`.
         kind: bm25, dense, hybrid (reciprocal-rank fusion of both) or qdrant.
@@ -106,7 +106,7 @@ def open_retriever(corpus: str | Corpus | None = None, *, index: str | Path | No
         data_dir: The folder dataset names are looked up in.
         verify: With an index, re-read the corpus source and compare fingerprints (slow on a big corpus).
         show_progress: Draw the encoder's progress bar when embedding in memory.
-        sources: Search engines to search as well (`retrievers.engines`: openalex, semanticscholar, arxiv,
+        sources: Search engines to search as well (`deepresearch.retrievers.engines`: openalex, semanticscholar, arxiv,
             pubmed), fused with the corpus's retriever by reciprocal rank, or searched alone without a corpus.
         source_options: Options of every engine (`open_sources`: cache_dir, cache, timeout_s, base_urls...).
 
@@ -130,7 +130,7 @@ def open_retriever(corpus: str | Corpus | None = None, *, index: str | Path | No
         raise ValueError("nothing to search: pass a corpus (--corpus SPEC) or an index (--index DIR), or a search "
                          "engine (--source openalex|semanticscholar|arxiv|pubmed)")
     if sources:
-        from retrievers.engines import engine_name
+        from deepresearch.retrievers.engines import engine_name
 
         sources = list(dict.fromkeys(engine_name(s) for s in sources))  # a wrong name fails before anything is read
         if corpus is None and index is None:
@@ -154,7 +154,7 @@ def open_retriever(corpus: str | Corpus | None = None, *, index: str | Path | No
 
 
 def _engines_only(sources: Sequence[str], options: Mapping[str, Any] | None) -> Retrieval:
-    from retrievers.engines import open_sources
+    from deepresearch.retrievers.engines import open_sources
 
     fused = open_sources(sources, **dict(options or {}))
     description = {"name": "+".join(sources), "documents": None, "retriever": "sources", "index": None, "bm25": None,
@@ -164,7 +164,7 @@ def _engines_only(sources: Sequence[str], options: Mapping[str, Any] | None) -> 
 
 def _with_engines(local: Retrieval, sources: Sequence[str], options: Mapping[str, Any] | None) -> Retrieval:
     """The local retrieval fused with search engines: its papers keep their corpus ids."""
-    from retrievers.engines import open_sources
+    from deepresearch.retrievers.engines import open_sources
 
     fused = open_sources(sources, local=local.retriever, **dict(options or {}))
     parts = {**local.parts, **{n: fused.parts[n] for n in sources}}
@@ -256,7 +256,7 @@ def _check_same_corpus(folder: Path, manifest: Mapping, spec: str, data_dir: str
 
 def _qdrant(corpus: Corpus, location: Mapping[str, Any], mode: str, model: str, embeddings,
             settings: Mapping[str, Any]) -> Retriever:
-    from retrievers.qdrant import QdrantRetriever
+    from deepresearch.retrievers.qdrant import QdrantRetriever
 
     # one collection per corpus, so a server can hold several; its BM25 settings are checked on reuse
     collection = f"deepresearch-{corpus.fingerprint()[:12]}"

@@ -3,7 +3,7 @@
 A passage of paper `smith2020` is the Doc `smith2020#3` (1-based), carrying its paper's title, link and
 bibliographic fields, plus `metadata["paper_id"]` ("smith2020"), `metadata["passage"]` (3) and
 `metadata["passages"]` (how many the paper has). Retrievers rank passages like any document; whoever
-lists references (`programs.runtime.citations`) groups them back by `paper_id`, so a paper is named once.
+lists references (`deepresearch.programs.runtime.citations`) groups them back by `paper_id`, so a paper is named once.
 
 Splitting is sentence-aware and cheap: the text is cut into sentences (a sentence longer than a passage
 is cut at word boundaries), sentences are packed into passages of at most `max_chars` characters, and
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from retrievers.types import Doc
+from deepresearch.retrievers.types import Doc
 
 PASSAGE_SEP = "#"
 MAX_CHARS = 1200  # about 250 words: a paragraph or two, well under the 2,000 characters a source shows the LM
@@ -141,8 +141,8 @@ def best_passages(query: str, passages: Sequence[Doc], k: int = 3) -> list[Doc]:
     """
     if len(passages) <= k:
         return list(passages)
-    from retrievers.bm25 import BM25Retriever
-    from retrievers.corpus import Corpus
+    from deepresearch.retrievers.bm25 import BM25Retriever
+    from deepresearch.retrievers.corpus import Corpus
 
     # Lucene IDF stays positive for a word every passage has (a paper's few passages share many words);
     # the English analyzer matches "fractures" to "fracture". The settings of the default BM25 preset.

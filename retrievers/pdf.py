@@ -2,7 +2,7 @@
 
 pypdf (BSD licence, pure Python) reads the text and the document information: its title, author and
 creation date. A file with no title there takes its first non-empty line as the title. A folder of such
-files is a corpus of passages (`retrievers.passages`): `smith2020.pdf` gives `smith2020#1`, `#2`, ...
+files is a corpus of passages (`deepresearch.retrievers.passages`): `smith2020.pdf` gives `smith2020#1`, `#2`, ...
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from retrievers.corpus import CorpusError
-from retrievers.passages import MAX_CHARS, OVERLAP, PASSAGE_SEP, passage_docs
-from retrievers.types import Doc
+from deepresearch.retrievers.corpus import CorpusError
+from deepresearch.retrievers.passages import MAX_CHARS, OVERLAP, PASSAGE_SEP, passage_docs
+from deepresearch.retrievers.types import Doc
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ def load_fulltext(path: str | Path, *, max_chars: int = MAX_CHARS, overlap: int 
 
     Args:
         path: A folder of `.pdf`, `.txt` and `.md` files, or one such file.
-        max_chars, overlap: Passage length and overlap (`retrievers.passages.split_passages`).
+        max_chars, overlap: Passage length and overlap (`deepresearch.retrievers.passages.split_passages`).
         skip_bad: Skip a file that cannot be read (counted, and named in one warning) instead of raising.
 
     Raises:

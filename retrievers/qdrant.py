@@ -17,15 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
-from retrievers import embed
-from retrievers.bm25 import doc_text
-from retrievers.corpus import Corpus
-from retrievers.dense import dense_text
-from retrievers.extras import require
-from retrievers.ranking import check_page, month_key
-from retrievers.scoring import tf_saturation
-from retrievers.tokenize import Tokenizer, get_tokenizer, tokenizer_name
-from retrievers.types import Hit
+from deepresearch.retrievers import embed
+from deepresearch.retrievers.bm25 import doc_text
+from deepresearch.retrievers.corpus import Corpus
+from deepresearch.retrievers.dense import dense_text
+from deepresearch.retrievers.extras import require
+from deepresearch.retrievers.ranking import check_page, month_key
+from deepresearch.retrievers.scoring import tf_saturation
+from deepresearch.retrievers.tokenize import Tokenizer, get_tokenizer, tokenizer_name
+from deepresearch.retrievers.types import Hit
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from collections.abc import Collection, Sequence
 
 import numpy as np
 
-from retrievers.types import Doc, Hit
+from deepresearch.retrievers.types import Doc, Hit
 
 
 def month_key(date: str | None) -> int:

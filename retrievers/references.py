@@ -1,7 +1,7 @@
 """Reference files as corpora: BibTeX (`.bib`), RIS (`.ris`) and CSV (`.csv`) exports of a reference manager.
 
 Each entry becomes a Doc: its title, abstract (the text; empty when the entry has none, so only its title
-is searched), year, authors, venue and DOI (`retrievers.bibliographic` reads the last three). Ids are the
+is searched), year, authors, venue and DOI (`deepresearch.retrievers.bibliographic` reads the last three). Ids are the
 BibTeX key, else the entry's `ID`/`id`, else its DOI, else `<file stem>-<n>`.
 
 An entry without a title (or with a year that is no number) is skipped; one warning line gives the count
@@ -17,8 +17,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from retrievers.corpus import CorpusError
-from retrievers.types import Doc
+from deepresearch.retrievers.corpus import CorpusError
+from deepresearch.retrievers.types import Doc
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
-from retrievers.corpus import Corpus, CorpusError, doc_from_record, read_jsonl
-from retrievers.types import Doc
+from deepresearch.retrievers.corpus import Corpus, CorpusError, doc_from_record, read_jsonl
+from deepresearch.retrievers.types import Doc
 
 logger = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 A spec is read as the first of these that applies:
   1. an existing path: a `.jsonl` file, a BEIR folder (holding `corpus.jsonl`), a `.json` ScholarGym
-     paper DB, a reference file (`.bib`, `.ris`, `.csv`: `retrievers.references`), or full text: a
-     folder of `.pdf`, `.txt` and `.md` files, or one such file, read as passages (`retrievers.pdf`);
+     paper DB, a reference file (`.bib`, `.ris`, `.csv`: `deepresearch.retrievers.references`), or full text: a
+     folder of `.pdf`, `.txt` and `.md` files, or one such file, read as passages (`deepresearch.retrievers.pdf`);
   2. `hf:NAME`: a Hugging Face dataset (a hub name, or a local path `datasets` can read);
   3. a dataset name in the data folder (`$DEEPRESEARCH_DATA` on the command line), case-insensitive; for
      `owner/name` the folder `name`, so `BeIR/scifact` is the local `scifact` when there is one;
@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from retrievers.corpus import Corpus, CorpusError, read_jsonl, resolve_corpus_file
-from retrievers.hf import load_hf_corpus
-from retrievers.passages import MAX_CHARS, OVERLAP
-from retrievers.pdf import SUFFIXES as FULLTEXT_SUFFIXES
-from retrievers.pdf import fulltext_files, load_fulltext
-from retrievers.references import SUFFIXES as REFERENCE_SUFFIXES
-from retrievers.references import load_references
-from retrievers.scholargym import load_paper_db
+from deepresearch.retrievers.corpus import Corpus, CorpusError, read_jsonl, resolve_corpus_file
+from deepresearch.retrievers.hf import load_hf_corpus
+from deepresearch.retrievers.passages import MAX_CHARS, OVERLAP
+from deepresearch.retrievers.pdf import SUFFIXES as FULLTEXT_SUFFIXES
+from deepresearch.retrievers.pdf import fulltext_files, load_fulltext
+from deepresearch.retrievers.references import SUFFIXES as REFERENCE_SUFFIXES
+from deepresearch.retrievers.references import load_references
+from deepresearch.retrievers.scholargym import load_paper_db
 
 HF_PREFIX = "hf:"
 

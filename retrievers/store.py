@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from retrievers.corpus import Corpus, CorpusError
-from retrievers.ranking import month_key
-from retrievers.types import Doc
+from deepresearch.retrievers.corpus import Corpus, CorpusError
+from deepresearch.retrievers.ranking import month_key
+from deepresearch.retrievers.types import Doc
 
 
 def _map(path: Path) -> mmap.mmap | bytes:
@@ -122,7 +122,7 @@ class StoredCorpus(Corpus):
 
     Behaves like `Corpus` (len, index, iteration, `get`, `index_of`, `in`); opening reads no document.
     `fingerprint()` returns the fingerprint recorded when the documents were written, since computing it
-    would read them all; `retrievers.index.open_index(verify=True)` recomputes it from the corpus source.
+    would read them all; `deepresearch.retrievers.index.open_index(verify=True)` recomputes it from the corpus source.
 
     Args:
         folder: What `write_docs` wrote.

@@ -1,13 +1,13 @@
 """One DSPy signature per research stage. Depends on nothing else of ours."""
 
-from signatures.answer import WriteAnswer
-from signatures.assess import AssessRelevance
-from signatures.enrich import FindGaps
-from signatures.extract import ExtractLearnings
-from signatures.merge import MergeLearnings
-from signatures.plan import PlanQueries
-from signatures.types import Finding, Judgement, Label, Learning, Source, Task
-from signatures.write import WriteReport
+from deepresearch.signatures.answer import WriteAnswer
+from deepresearch.signatures.assess import AssessRelevance
+from deepresearch.signatures.enrich import FindGaps
+from deepresearch.signatures.extract import ExtractLearnings
+from deepresearch.signatures.merge import MergeLearnings
+from deepresearch.signatures.plan import PlanQueries
+from deepresearch.signatures.types import Finding, Judgement, Label, Learning, Source, Task
+from deepresearch.signatures.write import WriteReport
 
 __all__ = ["AssessRelevance", "ExtractLearnings", "Finding", "FindGaps", "Judgement", "Label", "Learning",
            "MergeLearnings", "PlanQueries", "Source", "Task", "WriteAnswer", "WriteReport"]

@@ -1,6 +1,6 @@
 import dspy
 
-from signatures.types import Finding
+from deepresearch.signatures.types import Finding
 
 
 # Behaviour: spec 000 §4.6 (WriteAnswer), with spec 001's inline citations. Wording is ours.

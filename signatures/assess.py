@@ -1,6 +1,6 @@
 import dspy
 
-from signatures.types import Judgement, Source, Task
+from deepresearch.signatures.types import Judgement, Source, Task
 
 
 # Behaviour: spec 004 §1.5 (AssessCandidates), one judgement per candidate. Wording is ours.

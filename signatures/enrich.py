@@ -1,6 +1,6 @@
 import dspy
 
-from signatures.types import Learning, Task
+from deepresearch.signatures.types import Learning, Task
 
 
 # Behaviour: spec 001 §4.4 (FindGaps). Wording is ours.

@@ -1,6 +1,6 @@
 import dspy
 
-from signatures.types import Learning, Source, Task
+from deepresearch.signatures.types import Learning, Source, Task
 
 
 # Behaviour: spec 000 §4.4 (SummarizeResult) and spec 001 §4.2 (ExtractFacts). Wording is ours.

@@ -7,7 +7,7 @@ from typing import Literal
 import dspy
 from pydantic import BaseModel, ConfigDict, Field
 
-from signatures.types import Judgement
+from deepresearch.signatures.types import Judgement
 
 Action = Literal["derive", "expand", "continue"]
 

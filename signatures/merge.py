@@ -1,6 +1,6 @@
 import dspy
 
-from signatures.types import Learning, Task
+from deepresearch.signatures.types import Learning, Task
 
 
 # Behaviour: spec 001 §4.3 (MergeFacts): add specifics, never generalise. Wording is ours.

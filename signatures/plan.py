@@ -1,6 +1,6 @@
 import dspy
 
-from signatures.types import Task
+from deepresearch.signatures.types import Task
 
 
 # Behaviour: spec 000 §4.2 (GenerateSerpQueries) and spec 001 §4.1 (PlanResearchQueries). Wording is ours.

@@ -7,7 +7,7 @@ from typing import Literal
 import dspy
 from pydantic import BaseModel, ConfigDict, Field
 
-from signatures.types import Source
+from deepresearch.signatures.types import Source
 
 Support = Literal["supported", "partially", "unsupported"]
 

@@ -1,6 +1,6 @@
 import dspy
 
-from signatures.types import Finding
+from deepresearch.signatures.types import Finding
 
 
 # Behaviour: spec 001 §4.6 (WriteReport). Wording is ours.

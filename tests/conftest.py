@@ -14,7 +14,7 @@ os.environ["DEEPRESEARCH_CACHE_DIR"] = str(Path(__file__).resolve().parents[1] /
 import dspy  # noqa: E402
 import pytest  # noqa: E402
 
-from retrievers import BM25Retriever, Corpus, embed, load_corpus  # noqa: E402
+from deepresearch.retrievers import BM25Retriever, Corpus, embed, load_corpus  # noqa: E402
 from tests.scripted import routed_handler, scripted_lm  # noqa: E402
 
 # Every LM call in a test must reach its (fake) server: no answers from a cache of an earlier run.
@@ -67,7 +67,7 @@ def clean_lm_env(monkeypatch, tmp_path):
 def _reset_dspy_settings():
     yield
     dspy.settings.configure(lm=None, trace=[], callbacks=[])
-    # commands install a disk cache of their own (programs.runtime.lm.configure_lm_cache); no later test may be
+    # commands install a disk cache of their own (deepresearch.programs.runtime.lm.configure_lm_cache); no later test may be
     # answered from it
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
 

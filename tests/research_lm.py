@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 
-from signatures import (
+from deepresearch.signatures import (
     AssessRelevance,
     ExtractLearnings,
     FindGaps,
@@ -20,7 +20,7 @@ from signatures import (
     PlanQueries,
     WriteReport,
 )
-from signatures.verify import VerifyClaims
+from deepresearch.signatures.verify import VerifyClaims
 from tests.scripted import inputs_of, routed_handler
 
 INVENTED_ID = "deadbeef_9"

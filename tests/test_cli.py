@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-import cli
-from programs.runtime.outputs import RUN_FILES
+from deepresearch import cli
+from deepresearch.programs.runtime.outputs import RUN_FILES
 
 QUESTION = "Does vitamin D supplementation reduce fracture risk?"
 
@@ -69,7 +69,7 @@ def error_lines(err):
 
 # holds the lock of the folder named by its argument until its stdin closes, as a run in progress would
 HOLD_LOCK = """import sys
-from programs.runtime.outputs import out_folder_lock
+from deepresearch.programs.runtime.outputs import out_folder_lock
 with out_folder_lock(sys.argv[1]):
     print("held", flush=True)
     sys.stdin.read()

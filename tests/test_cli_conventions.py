@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import cli
-from programs.config import PRESETS
+from deepresearch import cli
+from deepresearch.programs.config import PRESETS
 
 QUESTION = "Does obesity increase the risk of type 2 diabetes?"
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +36,7 @@ def run(data_dir, out, *extra):
 def test_version_prints_the_installed_version(capsys):
     assert cli.main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"deepresearch {version('dspy-deepresearch')}"
-    done = subprocess.run([sys.executable, "-m", "cli", "--version"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "deepresearch.cli", "--version"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip() == f"deepresearch {version('dspy-deepresearch')}"
 
 
@@ -62,12 +62,12 @@ def test_verbose_adds_the_steps_and_quiet_removes_progress(where, in_tmp, data_d
 
     plain, verbose, quiet = stderr_of(None, in_tmp / "a"), stderr_of("-v", in_tmp / "b"), stderr_of("-q", in_tmp / "c")
     assert "node 1 done" in plain and "INFO" not in plain
-    assert "INFO programs.runtime.progress: [" in verbose and "node_start 1" in verbose
+    assert "INFO deepresearch.programs.runtime.progress: [" in verbose and "node_start 1" in verbose
     assert "node 1 done" not in quiet and "INFO" not in quiet
 
 
 def test_vv_logs_debug_on_a_subcommand(in_tmp, data_dir):
-    argv = [sys.executable, "-m", "cli", "run", QUESTION, "--corpus", str(data_dir / "scifact"), "--depth", "1",
+    argv = [sys.executable, "-m", "deepresearch.cli", "run", QUESTION, "--corpus", str(data_dir / "scifact"), "--depth", "1",
             "--breadth", "1", "--out", str(in_tmp / "o")]
     plain = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
     debug = subprocess.run(argv + ["--overwrite", "-vv"], cwd=ROOT, capture_output=True, text=True)
@@ -123,7 +123,7 @@ def test_an_eval_command_reads_its_own_table(in_tmp, capsys):
 
 def test_a_missing_extra_is_one_line(in_tmp, data_dir, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # `import sentence_transformers` fails
-    from retrievers import embed
+    from deepresearch.retrievers import embed
 
     embed.load_encoder.cache_clear()
     code = run(data_dir, in_tmp / "o", "--retriever", "dense")
@@ -141,7 +141,7 @@ def test_the_readme_settings_example_runs_as_written(in_tmp, data_dir, monkeypat
     assert cli.main(["run", QUESTION, "--out", str(in_tmp / "o")]) == 0
     trace = json.loads((in_tmp / "o" / "trace.json").read_text())
     assert (trace["config"]["depth"], trace["config"]["breadth"], trace["config"]["max_lm_calls"]) == (1, 2, 200)
-    assert "INFO programs.runtime.progress" in capsys.readouterr().err  # verbose = 1
+    assert "INFO deepresearch.programs.runtime.progress" in capsys.readouterr().err  # verbose = 1
 
 
 def test_a_command_help_says_what_it_does_and_names_the_shared_options(capsys):

@@ -4,7 +4,7 @@ import json
 import re
 from collections import Counter
 
-import cli
+from deepresearch import cli
 
 QUESTION = "Does vitamin D supplementation reduce fracture risk?"
 

@@ -10,9 +10,9 @@ import re
 
 import pytest
 
-import cli
-from retrievers.beir import load_qrels, load_queries
-from retrievers.corpus import load_corpus
+from deepresearch import cli
+from deepresearch.retrievers.beir import load_qrels, load_queries
+from deepresearch.retrievers.corpus import load_corpus
 
 QUESTION = "Does vitamin D supplementation reduce fracture risk?"
 SMALL = 60

@@ -10,14 +10,14 @@ import types
 import dspy
 import pytest
 
-from programs.artifacts import Reference, Report
-from programs.config import preset
-from programs.gather.artifacts import GatherResult
-from programs.render import ResultPrediction, linked_citations
-from programs.research.program import DeepResearch
-from programs.runtime import progress
-from programs.taxonomy.builder import TaxonomyBuilder
-from retrievers.extras import MissingExtra, require
+from deepresearch.programs.artifacts import Reference, Report
+from deepresearch.programs.config import preset
+from deepresearch.programs.gather.artifacts import GatherResult
+from deepresearch.programs.render import ResultPrediction, linked_citations
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.runtime import progress
+from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
+from deepresearch.retrievers.extras import MissingExtra, require
 
 QUESTION = "Does obesity increase the risk of type 2 diabetes?"
 
@@ -118,17 +118,17 @@ def test_a_notebook_gets_the_widget_bar_only_with_ipywidgets(monkeypatch):
 
 
 @pytest.mark.parametrize("module,extra,call", [
-    ("sentence_transformers", "dense", lambda: __import__("retrievers.embed", fromlist=["x"]).load_encoder("m")),
-    ("datasets", "hf", lambda: __import__("retrievers.hf", fromlist=["x"]).load_hf_corpus("x/y")),
-    ("qdrant_client", "qdrant", lambda: __import__("retrievers.qdrant", fromlist=["x"]).QdrantRetriever(
+    ("sentence_transformers", "dense", lambda: __import__("deepresearch.retrievers.embed", fromlist=["x"]).load_encoder("m")),
+    ("datasets", "hf", lambda: __import__("deepresearch.retrievers.hf", fromlist=["x"]).load_hf_corpus("x/y")),
+    ("qdrant_client", "qdrant", lambda: __import__("deepresearch.retrievers.qdrant", fromlist=["x"]).QdrantRetriever(
         None, path=":memory:")),
-    ("matplotlib", "plots", lambda: __import__("eval.run_reports", fromlist=["x"]).write_heatmap([], "m", "x.png")),
-    ("datasets", "hf", lambda: __import__("eval.questions", fromlist=["x"]).load_hf_questions("x/y")),
-    ("datasets", "hf", lambda: __import__("eval.taxobench", fromlist=["x"])._load_hub("x/y")),
+    ("matplotlib", "plots", lambda: __import__("deepresearch.eval.run_reports", fromlist=["x"]).write_heatmap([], "m", "x.png")),
+    ("datasets", "hf", lambda: __import__("deepresearch.eval.questions", fromlist=["x"]).load_hf_questions("x/y")),
+    ("datasets", "hf", lambda: __import__("deepresearch.eval.taxobench", fromlist=["x"])._load_hub("x/y")),
 ])
 def test_a_missing_extra_is_named_in_one_line(module, extra, call, monkeypatch):
     monkeypatch.setitem(sys.modules, module, None)  # `import module` now raises ImportError
-    from retrievers import embed
+    from deepresearch.retrievers import embed
 
     embed.load_encoder.cache_clear()
     with pytest.raises(MissingExtra) as caught:
@@ -147,7 +147,7 @@ def test_require_names_an_unknown_extra():
 def test_the_stop_words_are_scikit_learns():
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    from retrievers.stopwords import ENGLISH_STOP_WORDS as ours
+    from deepresearch.retrievers.stopwords import ENGLISH_STOP_WORDS as ours
 
     assert ours == ENGLISH_STOP_WORDS and len(ours) == 318
 

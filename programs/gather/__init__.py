@@ -1,6 +1,6 @@
 """Paper gathering: ScholarGym's planner-retriever-assessor loop, its baselines and offline floor."""
 
-from programs.gather.artifacts import GatherResult
-from programs.gather.loop import GatherConfig, Gatherer
+from deepresearch.programs.gather.artifacts import GatherResult
+from deepresearch.programs.gather.loop import GatherConfig, Gatherer
 
 __all__ = ["GatherConfig", "GatherResult", "Gatherer"]

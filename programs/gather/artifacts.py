@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
-from programs.artifacts import StageUsage
-from signatures.gather import Feedback
+from deepresearch.programs.artifacts import StageUsage
+from deepresearch.signatures.gather import Feedback
 
 StopReason = Literal[
     "iterations",         # every round ran
     "complete",           # the planner said the search is complete
     "no_new_subqueries",  # no valid action was left
-    "single_search",      # a single-search baseline (programs.gather.baselines)
+    "single_search",      # a single-search baseline (deepresearch.programs.gather.baselines)
     "plan_failed",        # the planner's call failed; the rounds before it stand
     "budget",             # the LM call or token budget ran out
     "deadline",           # the deadline passed; the rounds finished before it stand
@@ -105,13 +105,13 @@ class GatherResult:
     usage: dict[str, StageUsage] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # one line of counts
-        from programs.render import gather_repr
+        from deepresearch.programs.render import gather_repr
 
         return gather_repr(self)
 
     def _repr_markdown_(self) -> str:
         """Jupyter's view: the subquery tree, the rounds, the selected papers and the cost."""
-        from programs.render import gather_markdown
+        from deepresearch.programs.render import gather_markdown
 
         return gather_markdown(self)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dspy
 
-from programs.gather.artifacts import (
+from deepresearch.programs.gather.artifacts import (
     Candidate,
     GatherResult,
     Round,
@@ -17,12 +17,12 @@ from programs.gather.artifacts import (
     Selection,
     Subquery,
 )
-from programs.runtime.stage import Shared, run_sync
-from programs.runtime.text import collapse_whitespace
-from programs.runtime.usage import UsageMeter, call_predictor, metered
-from programs.stages.offline import key_terms
-from retrievers.types import Retriever, search_async
-from signatures.gather import WriteSearchQuery
+from deepresearch.programs.runtime.stage import Shared, run_sync
+from deepresearch.programs.runtime.text import collapse_whitespace
+from deepresearch.programs.runtime.usage import UsageMeter, call_predictor, metered
+from deepresearch.programs.stages.offline import key_terms
+from deepresearch.retrievers.types import Retriever, search_async
+from deepresearch.signatures.gather import WriteSearchQuery
 
 
 class DirectQuery(dspy.Module):

@@ -21,9 +21,9 @@ from typing import Any, Protocol
 
 import dspy
 
-from programs.artifacts import StageUsage
-from programs.config import GatherLoopConfig, ResearchConfig, check_minimum
-from programs.gather.artifacts import (
+from deepresearch.programs.artifacts import StageUsage
+from deepresearch.programs.config import GatherLoopConfig, ResearchConfig, check_minimum
+from deepresearch.programs.gather.artifacts import (
     Candidate,
     GatherResult,
     Round,
@@ -32,15 +32,15 @@ from programs.gather.artifacts import (
     StopReason,
     Subquery,
 )
-from programs.gather.stages import CandidateAssessor, SubqueryPlanner, clip
-from programs.runtime.events import EventHandler, EventLog
-from programs.runtime.scheduler import BudgetExceeded, Scheduler
-from programs.runtime.secrets import redact
-from programs.runtime.stage import Shared, run_sync, set_stage_lms
-from programs.runtime.text import norm_text
-from programs.runtime.usage import UsageMeter, metered
-from retrievers.types import Hit, Retriever
-from signatures.gather import PlannedSearch, RoundResult, SubqueryNode
+from deepresearch.programs.gather.stages import CandidateAssessor, SubqueryPlanner, clip
+from deepresearch.programs.runtime.events import EventHandler, EventLog
+from deepresearch.programs.runtime.scheduler import BudgetExceeded, Scheduler
+from deepresearch.programs.runtime.secrets import redact
+from deepresearch.programs.runtime.stage import Shared, run_sync, set_stage_lms
+from deepresearch.programs.runtime.text import norm_text
+from deepresearch.programs.runtime.usage import UsageMeter, metered
+from deepresearch.retrievers.types import Hit, Retriever
+from deepresearch.signatures.gather import PlannedSearch, RoundResult, SubqueryNode
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ GATHER_STAGES: dict[str, str] = {"gather_plan": "planner", "gather_assess": "ass
 
 @dataclass(frozen=True)
 class GatherConfig(GatherLoopConfig):
-    """Settings of the standalone `Gatherer`: the loop's (`programs.config.GatherLoopConfig`: iterations,
+    """Settings of the standalone `Gatherer`: the loop's (`deepresearch.programs.config.GatherLoopConfig`: iterations,
     max_actions, max_pages, max_k, ranking_depth, memory_chars, preview_chars, second_look) and the run's limits.
 
     Args:
@@ -293,7 +293,7 @@ class Gatherer(dspy.Module):
     Args:
         retriever: Any `Retriever`; the loop uses its `offset`, `exclude` and `before` filters.
         config: Loop settings; `iterations` overrides `config.iterations` when given.
-        offline: Use the deterministic planner and assessor of `programs.gather.offline` (no LM).
+        offline: Use the deterministic planner and assessor of `deepresearch.programs.gather.offline` (no LM).
         lms: Per-stage LMs keyed by stage name, `gather_plan` or `gather_assess` (which also rechecks);
             other stages use the LM in `dspy.settings`.
         on_event: Called with a `stage_end` event after every round.
@@ -315,7 +315,7 @@ class Gatherer(dspy.Module):
         self.is_offline = offline
         self.on_event = on_event
         if offline:
-            from programs.gather.offline import (
+            from deepresearch.programs.gather.offline import (
                 OfflineCandidateAssessor,
                 OfflineSubqueryPlanner,
             )

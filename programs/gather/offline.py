@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dspy
 
-from programs.gather.artifacts import feedback_text
-from programs.runtime.stage import Stage
-from programs.stages.clarifier import plain_brief
-from programs.stages.offline import (
+from deepresearch.programs.gather.artifacts import feedback_text
+from deepresearch.programs.runtime.stage import Stage
+from deepresearch.programs.stages.clarifier import plain_brief
+from deepresearch.programs.stages.offline import (
     EVIDENCE_RULE,
     evidence,
     evidence_reason,
@@ -22,9 +22,9 @@ from programs.stages.offline import (
     key_terms,
     stem,
 )
-from retrievers.types import Hit, Retriever, search_async
-from signatures.gather import Feedback, PlannedSearch, RoundResult, SubqueryNode
-from signatures.types import Judgement, Source
+from deepresearch.retrievers.types import Hit, Retriever, search_async
+from deepresearch.signatures.gather import Feedback, PlannedSearch, RoundResult, SubqueryNode
+from deepresearch.signatures.types import Judgement, Source
 
 
 class OfflineSubqueryPlanner(Stage):

@@ -6,12 +6,12 @@ import asyncio
 
 import dspy
 
-from programs.gather.artifacts import feedback_text
-from programs.runtime.stage import Stage
-from programs.runtime.text import collapse_whitespace
-from programs.runtime.usage import call_predictor
-from retrievers.types import Hit
-from signatures.gather import (
+from deepresearch.programs.gather.artifacts import feedback_text
+from deepresearch.programs.runtime.stage import Stage
+from deepresearch.programs.runtime.text import collapse_whitespace
+from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.retrievers.types import Hit
+from deepresearch.signatures.gather import (
     AssessCandidates,
     CandidatePaper,
     PlanSubqueries,
@@ -19,7 +19,7 @@ from signatures.gather import (
     RoundResult,
     SubqueryNode,
 )
-from signatures.types import Judgement
+from deepresearch.signatures.types import Judgement
 
 
 def clip(text: str, limit: int) -> str:

@@ -11,19 +11,19 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from programs.artifacts import Node
-from programs.runtime.citations import (
+from deepresearch.programs.artifacts import Node
+from deepresearch.programs.runtime.citations import (
     CITATION,
     CitationRegistry,
     citation_labels,
     renumber_citations,
 )
-from programs.runtime.context import RunContext
-from programs.runtime.text import collapse_whitespace
-from programs.taxonomy.builder import TaxonomyBuilder
-from retrievers.passages import paper_id
-from retrievers.types import Doc
-from signatures.types import Finding
+from deepresearch.programs.runtime.context import RunContext
+from deepresearch.programs.runtime.text import collapse_whitespace
+from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
+from deepresearch.retrievers.passages import paper_id
+from deepresearch.retrievers.types import Doc
+from deepresearch.signatures.types import Finding
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ _SEPARATOR = "\n\n\x1e\n\n"  # between texts renumbered together; no citation pa
 def relevant_docs(roots: Sequence[Node], registry: CitationRegistry, corpus: Any = None) -> list[Doc]:
     """The documents the run judged relevant, each once, in tree order (a pruned or cancelled node's
     judgements count: the papers were read and judged), read from `corpus` when it has them. Of a paper
-    read as passages (`retrievers.passages`), only its first relevant passage."""
+    read as passages (`deepresearch.retrievers.passages`), only its first relevant passage."""
     by_id = {doc.doc_id: doc for _, doc in registry.items()}
     ids = dict.fromkeys(i for root in roots for n in root.walk() for i in n.relevant_ids)
     docs = [by_id[i] for i in ids if i in by_id]
@@ -120,7 +120,7 @@ async def short_answer(ctx: RunContext, call, findings: list[Finding]) -> str:
         ctx.events.emit("fallback", stage="answer", message=f"{why}: {answer[:200]!r}")
     except Exception as err:
         ctx.fail("root", "answer", err)
-    from programs.stages.offline import OfflineAnswerer
+    from deepresearch.programs.stages.offline import OfflineAnswerer
 
     extractive = (await OfflineAnswerer().acall(question=ctx.title, findings=findings)).answer
     return f"{extractive}\n\n> Note: {why}; these sentences are quoted from the findings."

@@ -7,10 +7,10 @@ as soon as its parent's own research is done, so no level waits for another (`sc
 
 from __future__ import annotations
 
-from programs.config import ResearchConfig
-from programs.research.strategy import plan_root, research_task
-from programs.runtime.context import RunContext
-from signatures.types import Task
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.research.strategy import plan_root, research_task
+from deepresearch.programs.runtime.context import RunContext
+from deepresearch.signatures.types import Task
 
 
 class Eco:

@@ -1,6 +1,6 @@
 """The `gather` strategy (spec 004 inside the research program): gather the papers, then research them.
 
-ScholarGym's planner-retriever-assessor loop (`programs.gather.loop.GatherLoop`, the code the standalone
+ScholarGym's planner-retriever-assessor loop (`deepresearch.programs.gather.loop.GatherLoop`, the code the standalone
 `Gatherer` runs) gathers the paper set on the run's scheduler: its LM calls and searches count against the
 run's caps, budgets and deadline, and its failures are the run's failures. Then node i researches
 subquery i of the loop's tree: its `retrieved_ids` are the papers that subquery's searches returned, its
@@ -8,7 +8,7 @@ subquery i of the loop's tree: its `retrieved_ids` are the papers that subquery'
 `max_passages` and merges what it learned, and the report is written from the nodes as for every strategy.
 
 The loop's result goes on the report (`Report.gathered`, so trace.json), from which
-`eval.gather.metrics_from_trace` computes ScholarGym's metrics, and into the journal, so a resumed run
+`deepresearch.eval.gather.metrics_from_trace` computes ScholarGym's metrics, and into the journal, so a resumed run
 does not gather again. When the loop ran no successful search at all, the question itself is researched
 as one more node, recorded as a planning fallback.
 """
@@ -22,15 +22,15 @@ from typing import Any
 
 import dspy
 
-from programs.config import ResearchConfig
-from programs.gather.artifacts import GatherResult, StopReason, Subquery
-from programs.gather.loop import GatherLoop
-from programs.research.strategy import question_task, research_task
-from programs.runtime.citation_guard import check_node_citations
-from programs.runtime.context import NodeLife, RunContext
-from programs.stages.merger import NO_INFORMATION
-from retrievers.types import Doc, Hit
-from signatures.types import Learning, Task
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.gather.artifacts import GatherResult, StopReason, Subquery
+from deepresearch.programs.gather.loop import GatherLoop
+from deepresearch.programs.research.strategy import question_task, research_task
+from deepresearch.programs.runtime.citation_guard import check_node_citations
+from deepresearch.programs.runtime.context import NodeLife, RunContext
+from deepresearch.programs.stages.merger import NO_INFORMATION
+from deepresearch.retrievers.types import Doc, Hit
+from deepresearch.signatures.types import Learning, Task
 
 logger = logging.getLogger(__name__)
 
@@ -46,13 +46,13 @@ class Gather:
 
     def modules(self, offline: bool) -> dict:
         if offline:
-            from programs.gather.offline import (
+            from deepresearch.programs.gather.offline import (
                 OfflineCandidateAssessor,
                 OfflineSubqueryPlanner,
             )
 
             return {"subquery_planner": OfflineSubqueryPlanner(), "candidate_assessor": OfflineCandidateAssessor()}
-        from programs.gather.stages import CandidateAssessor, SubqueryPlanner
+        from deepresearch.programs.gather.stages import CandidateAssessor, SubqueryPlanner
 
         # preview_chars and second_look come with every call, from the run's `config.gather`
         return {"subquery_planner": SubqueryPlanner(), "candidate_assessor": CandidateAssessor()}
@@ -122,7 +122,7 @@ class RunHost:
     failures recorded with `ctx.fail`; the loop halts when the run stopped or its budget is spent."""
 
     def __init__(self, ctx: RunContext):
-        from programs.gather.offline import OfflineSubqueryPlanner
+        from deepresearch.programs.gather.offline import OfflineSubqueryPlanner
 
         self.ctx = ctx
         self.events = ctx.events

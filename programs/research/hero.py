@@ -1,7 +1,7 @@
 """The `hero` strategy (spec 001 §2): turns of isolated pipelines with submodular task selection.
 
 Each turn the planner over-generates m·k candidate tasks (from turn 2 it sees earlier queries and
-enriched summaries), `programs.research.selector` keeps k (α = 0.6, anchor: the question), and every kept task
+enriched summaries), `deepresearch.programs.research.selector` keeps k (α = 0.6, anchor: the question), and every kept task
 runs as an isolated pipeline, a depth-1 node of the pool: batched extraction with early stopping,
 merge, gap finding (k' of m·k' gaps kept with α' = 0.65, anchor: the task's query), enrichment
 searches as depth-2 nodes, and an enrichment paragraph appended to the summary (S' = S + paragraph).
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import asyncio
 
-from programs.config import ResearchConfig
-from programs.research.selector import select
-from programs.research.strategy import plan_root, unseen
-from programs.runtime.citation_guard import check_node_citations
-from programs.runtime.citations import CITATION, citation_labels
-from programs.runtime.context import NodeLife, RunContext
-from programs.runtime.scheduler import BudgetExceeded
-from programs.stages.merger import NO_INFORMATION
-from signatures.types import Finding, Learning, Task
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.research.selector import select
+from deepresearch.programs.research.strategy import plan_root, unseen
+from deepresearch.programs.runtime.citation_guard import check_node_citations
+from deepresearch.programs.runtime.citations import CITATION, citation_labels
+from deepresearch.programs.runtime.context import NodeLife, RunContext
+from deepresearch.programs.runtime.scheduler import BudgetExceeded
+from deepresearch.programs.stages.merger import NO_INFORMATION
+from deepresearch.signatures.types import Finding, Learning, Task
 
 
 def is_low_yield(new_passages: int, new_sources: int, batch_size: int, found_before: int, mode: str,
@@ -39,10 +39,10 @@ class Hero:
 
     def modules(self, offline: bool) -> dict:
         if offline:
-            from programs.stages.offline import OfflineEnrichmentWriter
+            from deepresearch.programs.stages.offline import OfflineEnrichmentWriter
 
             return {"enrichment_writer": OfflineEnrichmentWriter()}
-        from programs.stages.enrichment_writer import EnrichmentWriter
+        from deepresearch.programs.stages.enrichment_writer import EnrichmentWriter
 
         return {"enrichment_writer": EnrichmentWriter()}
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from programs.config import ResearchConfig
-from programs.research.strategy import plan_root, question_task, research_task
-from programs.runtime.context import RunContext
-from programs.runtime.scheduler import BudgetExceeded
-from signatures.types import Task
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.research.strategy import plan_root, question_task, research_task
+from deepresearch.programs.runtime.context import RunContext
+from deepresearch.programs.runtime.scheduler import BudgetExceeded
+from deepresearch.signatures.types import Task
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class Parallel:
 
     def modules(self, offline: bool) -> dict:
         if offline:
-            from programs.stages.offline import (
+            from deepresearch.programs.stages.offline import (
                 OfflineBreadthPolicy,
                 OfflineDepthPolicy,
                 OfflineProgressScorer,
@@ -39,7 +39,7 @@ class Parallel:
 
             return {"breadth_policy": OfflineBreadthPolicy(), "depth_policy": OfflineDepthPolicy(),
                     "progress_scorer": OfflineProgressScorer()}
-        from programs.stages.policies import BreadthPolicy, DepthPolicy, ProgressScorer
+        from deepresearch.programs.stages.policies import BreadthPolicy, DepthPolicy, ProgressScorer
 
         return {"breadth_policy": BreadthPolicy(), "depth_policy": DepthPolicy(), "progress_scorer": ProgressScorer()}
 

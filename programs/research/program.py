@@ -22,46 +22,46 @@ from typing import Any
 
 import dspy
 
-from programs.artifacts import Node, Report, RunStats, RunStatus
-from programs.config import ResearchConfig
-from programs.render import ResultPrediction
-from programs.research.deliverables import (
+from deepresearch.programs.artifacts import Node, Report, RunStats, RunStatus
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.render import ResultPrediction
+from deepresearch.programs.research.deliverables import (
     MAP_HEADING,
     NO_EVIDENCE_ANSWER,
     literature_map,
     renumber_together,
     short_answer,
 )
-from programs.research.eco import Eco, tree_size
-from programs.research.gather import Gather
-from programs.research.hero import Hero
-from programs.research.parallel import PRUNE_REASONS, Parallel
-from programs.research.strategy import SHARED_STAGES, Strategy
-from programs.runtime.citations import (
+from deepresearch.programs.research.eco import Eco, tree_size
+from deepresearch.programs.research.gather import Gather
+from deepresearch.programs.research.hero import Hero
+from deepresearch.programs.research.parallel import PRUNE_REASONS, Parallel
+from deepresearch.programs.research.strategy import SHARED_STAGES, Strategy
+from deepresearch.programs.runtime.citations import (
     CitationRegistry,
     render_references,
 )
-from programs.runtime.context import RunContext, Snapshot
-from programs.runtime.entailment import citations_in
-from programs.runtime.events import EventHandler, EventLog
-from programs.runtime.journal import Journal
-from programs.runtime.lm import structured_adapter, summarize_failures
-from programs.runtime.scheduler import CostMeter, Scheduler
-from programs.runtime.stage import Shared, run_sync, set_stage_lms
-from programs.runtime.stage_log import StageLog
-from programs.runtime.usage import metered
-from programs.stages.clarifier import (
+from deepresearch.programs.runtime.context import RunContext, Snapshot
+from deepresearch.programs.runtime.entailment import citations_in
+from deepresearch.programs.runtime.events import EventHandler, EventLog
+from deepresearch.programs.runtime.journal import Journal
+from deepresearch.programs.runtime.lm import structured_adapter, summarize_failures
+from deepresearch.programs.runtime.scheduler import CostMeter, Scheduler
+from deepresearch.programs.runtime.stage import Shared, run_sync, set_stage_lms
+from deepresearch.programs.runtime.stage_log import StageLog
+from deepresearch.programs.runtime.usage import metered
+from deepresearch.programs.stages.clarifier import (
     MAX_QUESTIONS,
     Clarifier,
     check_clarifications,
     research_brief,
 )
-from programs.stages.merger import NO_INFORMATION
-from programs.stages.verifier import LexicalVerifier, Verifier
-from programs.taxonomy.builder import TaxonomyBuilder
-from retrievers.fulltext import FullTextCache, FullTextRetriever
-from retrievers.types import Retriever
-from signatures.types import Finding, Learning, Source
+from deepresearch.programs.stages.merger import NO_INFORMATION
+from deepresearch.programs.stages.verifier import LexicalVerifier, Verifier
+from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
+from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
+from deepresearch.retrievers.types import Retriever
+from deepresearch.signatures.types import Finding, Learning, Source
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class DeepResearch(dspy.Module):
     Args:
         retriever: Any object with `search(query, k)` (and optionally `asearch`) returning hits.
         config: Tree shape, strategy, schedule, caps and budgets; `depth` and `breadth` override it.
-        offline: Use the deterministic extractive stages of `programs.stages.offline` instead of an LM.
+        offline: Use the deterministic extractive stages of `deepresearch.programs.stages.offline` instead of an LM.
         lms: Per-stage LMs keyed by stage name: `clarify`, `plan`, `assess`, `extract`, `merge`, `enrich`,
             `write`, `verify`, `answer`, `taxonomy`, and the strategy's own (`enrich_write` for hero; `breadth`,
             `deepen`, `orchestrate` for parallel; `gather_plan`, `gather_assess` for gather). Other stages
@@ -124,23 +124,23 @@ class DeepResearch(dspy.Module):
         self.on_event = on_event
         self.strategy = STRATEGIES[self.config.strategy]
         if offline:
-            from programs.stages.offline import OfflineClarifier, offline_stages
+            from deepresearch.programs.stages.offline import OfflineClarifier, offline_stages
 
             stages = offline_stages(retriever, self.config)
         else:
-            from programs.stages.answerer import Answerer
-            from programs.stages.assessor import Assessor
-            from programs.stages.enricher import Enricher
-            from programs.stages.extractor import Extractor
-            from programs.stages.merger import Merger
-            from programs.stages.planner import Planner
-            from programs.stages.writer import Writer
+            from deepresearch.programs.stages.answerer import Answerer
+            from deepresearch.programs.stages.assessor import Assessor
+            from deepresearch.programs.stages.enricher import Enricher
+            from deepresearch.programs.stages.extractor import Extractor
+            from deepresearch.programs.stages.merger import Merger
+            from deepresearch.programs.stages.planner import Planner
+            from deepresearch.programs.stages.writer import Writer
 
             stages = {"planner": Planner(), "assessor": Assessor(keep_uncertain=self.config.keep_uncertain),
                       "extractor": Extractor(max_learnings=self.config.max_learnings), "merger": Merger(),
                       "enricher": Enricher(), "writer": Writer(), "answerer": Answerer()}
         if offline:
-            from programs.stages.offline import OfflineAnswerer
+            from deepresearch.programs.stages.offline import OfflineAnswerer
 
             stages["answerer"] = OfflineAnswerer()
         stages["taxonomist"] = TaxonomyBuilder(offline=offline, lm_timeout_s=self.config.lm_timeout_s,
@@ -211,7 +211,7 @@ class DeepResearch(dspy.Module):
             meter: The usage meter to count the run's LM calls in (a new one by default); pass the one
                 `clarify` counted in, so that the report's usage includes the clarifying questions.
             stage_log: A JSON-lines file where every stage call's inputs and outputs are recorded
-                (`programs.runtime.stage_log`), the training pool of `optimize --from-runs`.
+                (`deepresearch.programs.runtime.stage_log`), the training pool of `optimize --from-runs`.
         """
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question is empty; pass the research question as a non-empty string")

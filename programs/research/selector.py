@@ -99,11 +99,11 @@ def select_indices(candidates: np.ndarray, anchor: np.ndarray, k: int, alpha: fl
 def select(texts: list[str], anchor: str, k: int, alpha: float, strategy: str = "submodular", seed: int = 0,
            embed: Embedder | None = None) -> list[int]:
     """Indices of the k texts to keep, in selection order. Embeds the texts and the anchor (query text
-    only) with `embed`, by default `retrievers.embed.encode` (all-MiniLM-L6-v2)."""
+    only) with `embed`, by default `deepresearch.retrievers.embed.encode` (all-MiniLM-L6-v2)."""
     if k >= len(texts) or strategy != "submodular":
         return select_indices(np.zeros((len(texts), 1)), np.zeros(1), k, alpha, strategy, seed)
     if embed is None:
-        from retrievers.embed import encode as embed
+        from deepresearch.retrievers.embed import encode as embed
     vectors = np.asarray(embed([anchor, *texts]))
     return select_indices(vectors[1:], vectors[0], k, alpha, strategy, seed)
 

@@ -15,16 +15,16 @@ from typing import Protocol
 
 import dspy
 
-from programs.config import ResearchConfig
-from programs.runtime.citation_guard import check_node_citations
-from programs.runtime.context import NodeLife, RunContext
-from programs.runtime.scheduler import BudgetExceeded
-from programs.runtime.text import norm_text
-from programs.stages.assessor import Assessor
-from programs.stages.clarifier import plain_brief
-from programs.stages.extractor import Extractor
-from programs.stages.merger import NO_INFORMATION
-from signatures.types import Source, Task
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.runtime.citation_guard import check_node_citations
+from deepresearch.programs.runtime.context import NodeLife, RunContext
+from deepresearch.programs.runtime.scheduler import BudgetExceeded
+from deepresearch.programs.runtime.text import norm_text
+from deepresearch.programs.stages.assessor import Assessor
+from deepresearch.programs.stages.clarifier import plain_brief
+from deepresearch.programs.stages.extractor import Extractor
+from deepresearch.programs.stages.merger import NO_INFORMATION
+from deepresearch.signatures.types import Source, Task
 
 logger = logging.getLogger(__name__)
 

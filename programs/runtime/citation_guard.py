@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from programs.runtime.citations import CITATION, citation_labels
-from signatures.types import Learning
+from deepresearch.programs.runtime.citations import CITATION, citation_labels
+from deepresearch.signatures.types import Learning
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 A source id names one passage: the first hex characters of SHA-1 of the paper's id, then `_` and the
 passage number (`_1` for a whole document, such as an abstract). A passage Doc of a full-text corpus
-(`retrievers.passages`: id `smith2020#3`, `metadata["paper_id"]`) gets `<sha1(smith2020)>_3`, so the
+(`deepresearch.retrievers.passages`: id `smith2020#3`, `metadata["paper_id"]`) gets `<sha1(smith2020)>_3`, so the
 trace names the passage it read; renumbering gives all passages of one paper one number and one
 reference entry, which lists the cited passages' source ids in `Reference.passages`.
 """
@@ -13,10 +13,10 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from programs.artifacts import Reference
-from retrievers.bibliographic import bibliographic
-from retrievers.passages import PASSAGE_SEP, paper_id
-from retrievers.types import Doc
+from deepresearch.programs.artifacts import Reference
+from deepresearch.retrievers.bibliographic import bibliographic
+from deepresearch.retrievers.passages import PASSAGE_SEP, paper_id
+from deepresearch.retrievers.types import Doc
 
 # A citation is one bracket group of labels, "[3]", "[1, 2]", "[5a7b0fd1_1; 3]" ("[3][4]" is two groups);
 # a Markdown link `[text](url)` is not one. Our labels are source ids (`source_id_for`) and the numbers
@@ -117,7 +117,7 @@ class Renumbered:
 def renumber_citations(markdown: str, registry: CitationRegistry) -> Renumbered:
     """Replaces source ids with [1]..[n] in order of first use and drops citations naming no registered document.
 
-    Passages of one paper share its number (`retrievers.passages.paper_id`): the paper is one reference.
+    Passages of one paper share its number (`deepresearch.retrievers.passages.paper_id`): the paper is one reference.
 
     Returns:
         The rewritten Markdown, the references in citation order, and the number of dropped citations.

@@ -33,7 +33,7 @@ from typing import Any
 
 import dspy
 
-from programs.artifacts import (
+from deepresearch.programs.artifacts import (
     FINAL_STATUSES,
     Failure,
     Node,
@@ -41,17 +41,17 @@ from programs.artifacts import (
     RunStats,
     as_source,
 )
-from programs.config import ResearchConfig
-from programs.runtime.citations import CitationRegistry
-from programs.runtime.events import EventLog
-from programs.runtime.journal import Journal
-from programs.runtime.lm import explain
-from programs.runtime.scheduler import BudgetExceeded, Scheduler
-from programs.runtime.secrets import redact
-from programs.runtime.stage_log import Clock, StageLog
-from programs.runtime.usage import UsageMeter, set_node
-from retrievers.types import Doc, Hit, Retriever
-from signatures.types import Learning, Source, Task
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.runtime.citations import CitationRegistry
+from deepresearch.programs.runtime.events import EventLog
+from deepresearch.programs.runtime.journal import Journal
+from deepresearch.programs.runtime.lm import explain
+from deepresearch.programs.runtime.scheduler import BudgetExceeded, Scheduler
+from deepresearch.programs.runtime.secrets import redact
+from deepresearch.programs.runtime.stage_log import Clock, StageLog
+from deepresearch.programs.runtime.usage import UsageMeter, set_node
+from deepresearch.retrievers.types import Doc, Hit, Retriever
+from deepresearch.signatures.types import Learning, Source, Task
 
 logger = logging.getLogger(__name__)
 
@@ -335,7 +335,7 @@ class RunContext:
 
 
 class NodeLife:
-    """One node's life inside `async with ctx.node(node_id) as life:` (see programs.runtime.context)."""
+    """One node's life inside `async with ctx.node(node_id) as life:` (see deepresearch.programs.runtime.context)."""
 
     def __init__(self, ctx: RunContext, node_id: str):
         self.ctx, self.node_id = ctx, node_id

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from programs.runtime.citations import CITATION, citation_labels
+from deepresearch.programs.runtime.citations import CITATION, citation_labels
 
 # Citations written after the sentence's period ("Claim. [1]") are moved before it ("Claim [1].").
 TRAILING_CITATIONS = re.compile(rf"([.!?])((?:\s?{CITATION.pattern})+)", re.IGNORECASE)

@@ -1,4 +1,4 @@
-"""The event log: a run's progress events (programs.artifacts.Event), kept for its trace and sent to one callback."""
+"""The event log: a run's progress events (deepresearch.programs.artifacts.Event), kept for its trace and sent to one callback."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from programs.artifacts import EVENT_KINDS, Event, EventKind
+from deepresearch.programs.artifacts import EVENT_KINDS, Event, EventKind
 
 EventHandler = Callable[[Event], None]
 

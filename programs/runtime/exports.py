@@ -20,8 +20,8 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from programs.artifacts import Reference
-from programs.runtime.text import collapse_whitespace
+from deepresearch.programs.artifacts import Reference
+from deepresearch.programs.runtime.text import collapse_whitespace
 
 # LaTeX's ten special characters; the backslash first, so the escapes it adds are not escaped again.
 _LATEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",

@@ -4,7 +4,7 @@ A run appends one JSON line per finished item (a node, a query, a survey) with `
 flushes and fsyncs before it returns, so a line on disk is an item done. A kill mid-append can leave only
 the last line cut short: `read_jsonl` ignores that line with a warning and `JsonlAppender` cuts it before
 appending, so a rerun redoes that one item. A damaged line anywhere else is an error naming the file and
-the line. Whole files (summaries, scores) are written with `programs.runtime.outputs.atomic_write_text`.
+the line. Whole files (summaries, scores) are written with `deepresearch.programs.runtime.outputs.atomic_write_text`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from programs.runtime.outputs import atomic_write_text
+from deepresearch.programs.runtime.outputs import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

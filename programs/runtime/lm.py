@@ -22,7 +22,7 @@ from typing import Any
 import dspy
 from dspy.clients.cache import Cache
 
-from programs.runtime.secrets import redact, redact_url
+from deepresearch.programs.runtime.secrets import redact, redact_url
 
 OFFLINE = "offline"
 SERVER_KEY_ENV = "DEEPRESEARCH_API_KEY"  # the key sent to an --api-base server

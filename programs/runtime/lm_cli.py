@@ -18,7 +18,7 @@ from typing import Any
 
 import dspy
 
-from programs.runtime.lm import (
+from deepresearch.programs.runtime.lm import (
     DEFAULT_TIMEOUT_S,
     OFFLINE,
     SERVER_KEY_ENV,
@@ -28,7 +28,7 @@ from programs.runtime.lm import (
     preflight,
     structured_adapter,
 )
-from programs.runtime.usage import output_limits
+from deepresearch.programs.runtime.usage import output_limits
 
 
 def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool = True) -> None:

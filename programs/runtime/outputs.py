@@ -24,8 +24,8 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from programs.runtime.secrets import redact
-from programs.runtime.text import shorten
+from deepresearch.programs.runtime.secrets import redact
+from deepresearch.programs.runtime.text import shorten
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ import logging
 import sys
 from typing import Any, Literal, TextIO
 
-from programs.artifacts import Event
-from programs.runtime.text import shorten
+from deepresearch.programs.artifacts import Event
+from deepresearch.programs.runtime.text import shorten
 
 logger = logging.getLogger(__name__)
 

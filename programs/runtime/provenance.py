@@ -21,11 +21,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from retrievers.passages import PASSAGE_SEP
-from signatures.types import Learning
+from deepresearch.retrievers.passages import PASSAGE_SEP
+from deepresearch.signatures.types import Learning
 
 if TYPE_CHECKING:
-    from programs.artifacts import Reference
+    from deepresearch.programs.artifacts import Reference
 
 # A renumbered citation group: "[3]", "[1, 2]" (a Markdown link "[text](url)" is not one).
 NUMBERED_CITATION = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\](?!\()")

@@ -28,11 +28,11 @@ import dspy
 from pydantic import TypeAdapter
 from pydantic_core import to_jsonable_python
 
-from programs.runtime.jsonl import read_jsonl
+from deepresearch.programs.runtime.jsonl import read_jsonl
 
 STAGE_LOG = "stages.jsonl"
 PASSAGE_REF = "passage_ref"
-_SOURCE_KEYS = {"source_id", "title", "text"}  # a `signatures.types.Source` as JSON
+_SOURCE_KEYS = {"source_id", "title", "text"}  # a `deepresearch.signatures.types.Source` as JSON
 
 
 def _plain(value: Any) -> Any:

@@ -25,7 +25,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError, LMError
 from dspy.utils.usage_tracker import UsageTracker
 
-from programs.artifacts import StageUsage
+from deepresearch.programs.artifacts import StageUsage
 
 # Output tokens a stage may write, sized to what it produces (a plan of a few queries, one judgement per
 # paper, up to five learnings, a report). They bound a runaway generation; a reply that reaches its

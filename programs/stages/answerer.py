@@ -1,9 +1,9 @@
 import dspy
 
-from programs.runtime.stage import Stage
-from programs.runtime.usage import call_predictor
-from signatures.answer import WriteAnswer
-from signatures.types import Finding
+from deepresearch.programs.runtime.stage import Stage
+from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.signatures.answer import WriteAnswer
+from deepresearch.signatures.types import Finding
 
 
 class Answerer(Stage):

@@ -2,12 +2,12 @@ import logging
 
 import dspy
 
-from programs.runtime.stage import Stage
-from programs.runtime.usage import call_predictor
-from programs.stages.offline import key_terms, stem
-from retrievers.passages import sentences as split_sentences
-from signatures.assess import AssessRelevance
-from signatures.types import Judgement, Source, Task
+from deepresearch.programs.runtime.stage import Stage
+from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.programs.stages.offline import key_terms, stem
+from deepresearch.retrievers.passages import sentences as split_sentences
+from deepresearch.signatures.assess import AssessRelevance
+from deepresearch.signatures.types import Judgement, Source, Task
 
 logger = logging.getLogger(__name__)
 

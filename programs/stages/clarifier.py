@@ -17,10 +17,10 @@ from pathlib import Path
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
-from programs.runtime.stage import Stage
-from programs.runtime.text import collapse_whitespace, norm_text
-from programs.runtime.usage import call_predictor
-from signatures.clarify import ClarifyQuestion
+from deepresearch.programs.runtime.stage import Stage
+from deepresearch.programs.runtime.text import collapse_whitespace, norm_text
+from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.signatures.clarify import ClarifyQuestion
 
 logger = logging.getLogger(__name__)
 

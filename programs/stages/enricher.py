@@ -1,11 +1,11 @@
 import dspy
 
-from programs.runtime.stage import Stage
-from programs.runtime.text import norm_text
-from programs.runtime.usage import call_predictor
-from programs.stages.planner import clean_tasks
-from signatures.enrich import FindGaps
-from signatures.types import Task
+from deepresearch.programs.runtime.stage import Stage
+from deepresearch.programs.runtime.text import norm_text
+from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.programs.stages.planner import clean_tasks
+from deepresearch.signatures.enrich import FindGaps
+from deepresearch.signatures.types import Task
 
 
 class Enricher(Stage):

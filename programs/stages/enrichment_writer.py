@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dspy
 
-from programs.runtime.stage import Stage
-from programs.runtime.usage import call_predictor
-from signatures.enrich import WriteEnrichment
-from signatures.types import Learning
+from deepresearch.programs.runtime.stage import Stage
+from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.signatures.enrich import WriteEnrichment
+from deepresearch.signatures.types import Learning
 
 
 class EnrichmentWriter(Stage):

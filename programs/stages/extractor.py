@@ -1,9 +1,9 @@
 import dspy
 
-from programs.runtime.stage import Stage
-from programs.runtime.usage import call_predictor
-from signatures.extract import ExtractLearnings
-from signatures.types import Learning, Source, Task
+from deepresearch.programs.runtime.stage import Stage
+from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.signatures.extract import ExtractLearnings
+from deepresearch.signatures.types import Learning, Source, Task
 
 
 def keep_cited(learnings: list[Learning], known: set[str], limit: int) -> tuple[list[Learning], int]:

@@ -1,9 +1,9 @@
 import dspy
 
-from programs.runtime.stage import Stage
-from programs.runtime.usage import call_predictor
-from signatures.merge import MergeLearnings
-from signatures.types import Learning, Task
+from deepresearch.programs.runtime.stage import Stage
+from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.signatures.merge import MergeLearnings
+from deepresearch.signatures.types import Learning, Task
 
 NO_INFORMATION = "No information found."
 

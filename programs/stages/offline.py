@@ -15,13 +15,13 @@ import re
 
 import dspy
 
-from programs.config import ResearchConfig
-from programs.runtime.stage import Stage
-from programs.stages.clarifier import plain_brief, split_brief
-from programs.stages.merger import NO_INFORMATION
-from retrievers.stopwords import ENGLISH_STOP_WORDS
-from retrievers.types import Retriever, search_async
-from signatures.types import Finding, Judgement, Learning, Source, Task
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.runtime.stage import Stage
+from deepresearch.programs.stages.clarifier import plain_brief, split_brief
+from deepresearch.programs.stages.merger import NO_INFORMATION
+from deepresearch.retrievers.stopwords import ENGLISH_STOP_WORDS
+from deepresearch.retrievers.types import Retriever, search_async
+from deepresearch.signatures.types import Finding, Judgement, Learning, Source, Task
 
 _WORD = re.compile(r"[a-z][a-z0-9-]*[a-z0-9]|[a-z]")
 _CITED_SENTENCE = re.compile(r".+?(?:\[[^\]]+\])+\.(?=\s|$)", re.DOTALL)  # "claim [id]." units of a summary

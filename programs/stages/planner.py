@@ -1,10 +1,10 @@
 import dspy
 
-from programs.runtime.stage import Stage
-from programs.runtime.text import norm_text
-from programs.runtime.usage import call_predictor
-from signatures.plan import PlanQueries
-from signatures.types import Task
+from deepresearch.programs.runtime.stage import Stage
+from deepresearch.programs.runtime.text import norm_text
+from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.signatures.plan import PlanQueries
+from deepresearch.signatures.types import Task
 
 
 def clean_tasks(tasks: list[Task], limit: int) -> list[Task]:

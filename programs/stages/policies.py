@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dspy
 
-from programs.runtime.stage import Stage
-from programs.runtime.text import norm_text
-from programs.runtime.usage import call_predictor
-from signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
+from deepresearch.programs.runtime.stage import Stage
+from deepresearch.programs.runtime.text import norm_text
+from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
 
 
 class BreadthPolicy(Stage):

@@ -1,6 +1,6 @@
 """The verify stage: every claim of a draft report checked against the passages it cites, before it ships.
 
-The draft's prose is split into sentences (programs.runtime.entailment). A sentence that cites sources
+The draft's prose is split into sentences (deepresearch.programs.runtime.entailment). A sentence that cites sources
 is judged against the texts of its first three cited passages; a sentence with a factual claim (at
 least `MIN_CLAIM_CHARS` characters) and no citation is judged against the candidate passages that
 share most of its words, and cites them when they support it. A judge returns `supported`,
@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass
 
 import dspy
 
-from programs.config import VERIFY_POLICIES
-from programs.runtime.citations import CITATION
-from programs.runtime.entailment import (
+from deepresearch.programs.config import VERIFY_POLICIES
+from deepresearch.programs.runtime.citations import CITATION
+from deepresearch.programs.runtime.entailment import (
     LIST_MARK,
     NOTE,
     PARTIAL_SUPPORT,
@@ -37,10 +37,10 @@ from programs.runtime.entailment import (
     plain_sentence,
     split_block,
 )
-from programs.runtime.stage import Stage
-from programs.runtime.usage import call_predictor
-from signatures.types import Source
-from signatures.verify import ClaimToCheck, ClaimVerdict, VerifyClaims
+from deepresearch.programs.runtime.stage import Stage
+from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.signatures.types import Source
+from deepresearch.signatures.verify import ClaimToCheck, ClaimVerdict, VerifyClaims
 
 POLICIES = VERIFY_POLICIES
 MARK = " *(unverified)*"

@@ -1,9 +1,9 @@
 import dspy
 
-from programs.runtime.stage import Stage
-from programs.runtime.usage import call_predictor
-from signatures.types import Finding
-from signatures.write import WriteReport
+from deepresearch.programs.runtime.stage import Stage
+from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.signatures.types import Finding
+from deepresearch.signatures.write import WriteReport
 
 
 class Writer(Stage):

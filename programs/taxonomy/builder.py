@@ -24,17 +24,17 @@ from typing import Any
 import dspy
 import numpy as np
 
-from programs.config import ResearchConfig
-from programs.render import ResultPrediction
-from programs.runtime.events import EventHandler, EventLog
-from programs.runtime.scheduler import BudgetExceeded, Scheduler
-from programs.runtime.secrets import redact
-from programs.runtime.stage import run_sync
-from programs.runtime.text import norm_title
-from programs.runtime.usage import UsageMeter, call_predictor, metered
-from programs.taxonomy.offline import cluster_taxonomy
-from retrievers.embed import encode
-from signatures.taxonomy import (
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.render import ResultPrediction
+from deepresearch.programs.runtime.events import EventHandler, EventLog
+from deepresearch.programs.runtime.scheduler import BudgetExceeded, Scheduler
+from deepresearch.programs.runtime.secrets import redact
+from deepresearch.programs.runtime.stage import run_sync
+from deepresearch.programs.runtime.text import norm_title
+from deepresearch.programs.runtime.usage import UsageMeter, call_predictor, metered
+from deepresearch.programs.taxonomy.offline import cluster_taxonomy
+from deepresearch.retrievers.embed import encode
+from deepresearch.signatures.taxonomy import (
     BuildTaxonomy,
     CategoryCard,
     MergeTaxonomies,
@@ -80,7 +80,7 @@ def paper_cards(papers: Sequence[Any], abstract_chars: int = 1200) -> list[Paper
         elif isinstance(p, dict):
             title, abstract = p.get("title") or "", p.get("abs") or p.get("abstract") or ""
             pid = p.get("paper_id") or p.get("id")
-        else:  # a retrievers.types.Doc or anything shaped like one
+        else:  # a deepresearch.retrievers.types.Doc or anything shaped like one
             title, abstract, pid = getattr(p, "title", ""), getattr(p, "text", ""), getattr(p, "doc_id", None)
         if not isinstance(title, str) or not title.strip():
             raise TaxonomyError(f"paper {i} has no title; every paper needs a title (TaxoBench identifies papers by title)")
@@ -287,10 +287,10 @@ class TaxonomyBuilder(dspy.Module):
         target_depth: Levels below the root to ask for (None: the LM chooses).
         target_leaves: Leaf topics to ask for (None: the LM chooses).
         abstract_chars: Characters of each abstract shown to the LM.
-        offline: Build with hierarchical clustering (`programs.taxonomy.offline`), no LM.
+        offline: Build with hierarchical clustering (`deepresearch.programs.taxonomy.offline`), no LM.
         embed: texts -> L2-normalised vectors, for grouping and similarity repairs (default all-MiniLM-L6-v2).
         max_lm_calls, deadline_s, lm_timeout_s, max_concurrency: The run limits of the shared scheduler
-            (programs.runtime.scheduler): past the call budget or the deadline, what the LM has not organised
+            (deepresearch.programs.runtime.scheduler): past the call budget or the deadline, what the LM has not organised
             is clustered (a `budget` or `deadline` repair), so a tree always comes out.
         on_event: Called with the run's progress events (run_start, stage_end per group, budget, run_end).
 

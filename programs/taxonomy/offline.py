@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from retrievers.embed import encode
-from retrievers.stopwords import ENGLISH_STOP_WORDS
+from deepresearch.retrievers.embed import encode
+from deepresearch.retrievers.stopwords import ENGLISH_STOP_WORDS
 
 logger = logging.getLogger(__name__)
 

@@ -25,15 +25,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from retrievers.engines.arxiv import ArxivEngine
-from retrievers.engines.base import SearchEngine
-from retrievers.engines.client import EngineError, ResponseCache, default_cache_dir
-from retrievers.engines.dedup import dedup_keys, deduplicate, normalize_title
-from retrievers.engines.fusion import DOWN_FOR_S, SOURCE_TIMEOUT_S, SourcesFailed, SourcesRetriever
-from retrievers.engines.openalex import OpenAlexEngine
-from retrievers.engines.pubmed import PubMedEngine
-from retrievers.engines.semanticscholar import SemanticScholarEngine
-from retrievers.types import Retriever
+from deepresearch.retrievers.engines.arxiv import ArxivEngine
+from deepresearch.retrievers.engines.base import SearchEngine
+from deepresearch.retrievers.engines.client import EngineError, ResponseCache, default_cache_dir
+from deepresearch.retrievers.engines.dedup import dedup_keys, deduplicate, normalize_title
+from deepresearch.retrievers.engines.fusion import DOWN_FOR_S, SOURCE_TIMEOUT_S, SourcesFailed, SourcesRetriever
+from deepresearch.retrievers.engines.openalex import OpenAlexEngine
+from deepresearch.retrievers.engines.pubmed import PubMedEngine
+from deepresearch.retrievers.engines.semanticscholar import SemanticScholarEngine
+from deepresearch.retrievers.types import Retriever
 
 ENGINES: dict[str, type[SearchEngine]] = {e.name: e for e in (OpenAlexEngine, SemanticScholarEngine, ArxivEngine,
                                                               PubMedEngine)}

@@ -14,10 +14,10 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Collection
 
-from retrievers.bibliographic import normalize_doi
-from retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, month_end
-from retrievers.engines.dedup import arxiv_id
-from retrievers.types import Doc
+from deepresearch.retrievers.bibliographic import normalize_doi
+from deepresearch.retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, month_end
+from deepresearch.retrievers.engines.dedup import arxiv_id
+from deepresearch.retrievers.types import Doc
 
 NS = {"atom": "http://www.w3.org/2005/Atom", "arxiv": "http://arxiv.org/schemas/atom",
       "opensearch": "http://a9.com/-/spec/opensearch/1.1/"}

@@ -27,7 +27,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from retrievers.engines.client import (
+from deepresearch.retrievers.engines.client import (
     DEFAULT_BACKOFF_S,
     DEFAULT_CACHE_TTL_S,
     DEFAULT_RETRIES,
@@ -37,9 +37,9 @@ from retrievers.engines.client import (
     Sleep,
     public_url,
 )
-from retrievers.engines.dedup import dedup_keys, excluded_keys
-from retrievers.ranking import check_page
-from retrievers.types import Doc, Hit, passes_filters
+from deepresearch.retrievers.engines.dedup import dedup_keys, excluded_keys
+from deepresearch.retrievers.ranking import check_page
+from deepresearch.retrievers.types import Doc, Hit, passes_filters
 
 
 @dataclass(frozen=True)

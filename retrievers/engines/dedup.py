@@ -15,8 +15,8 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from retrievers.bibliographic import normalize_doi
-from retrievers.types import Doc
+from deepresearch.retrievers.bibliographic import normalize_doi
+from deepresearch.retrievers.types import Doc
 
 _ARXIV_NEW = re.compile(r"(?<![\d.])(\d{4}\.\d{4,5})(?:v\d+)?(?![\d])")
 _ARXIV_OLD = re.compile(r"\b([a-z-]+(?:\.[a-z]{2})?/\d{7})(?:v\d+)?\b", re.IGNORECASE)

@@ -1,8 +1,8 @@
 """Several sources as one retriever: search engines (and a local corpus) fused by reciprocal rank.
 
 `SourcesRetriever` asks every source at once, joins the records of the same paper across sources (by DOI,
-arXiv id, PubMed id or normalised title: `retrievers.engines.dedup`), and fuses the rankings with
-`retrievers.hybrid.rrf_fuse`. A source that fails is left out of that search with one log line naming it
+arXiv id, PubMed id or normalised title: `deepresearch.retrievers.engines.dedup`), and fuses the rankings with
+`deepresearch.retrievers.hybrid.rrf_fuse`. A source that fails is left out of that search with one log line naming it
 (`openalex: search failed (connection refused at ...); continuing with the other sources`), recorded in
 `failures` for the run's trace; after a network failure (refused, DNS, timeout, 429 or 5xx after the
 retries) the source is skipped for `down_for_s` seconds, so a run without a network does not wait for
@@ -19,12 +19,12 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from retrievers.engines.base import AsyncSearch
-from retrievers.engines.client import EngineError
-from retrievers.engines.dedup import ID_PREFIXES, dedup_keys, excluded_keys, group_docs, merge_docs
-from retrievers.hybrid import rrf_fuse
-from retrievers.ranking import check_page
-from retrievers.types import Hit, Retriever, search_async
+from deepresearch.retrievers.engines.base import AsyncSearch
+from deepresearch.retrievers.engines.client import EngineError
+from deepresearch.retrievers.engines.dedup import ID_PREFIXES, dedup_keys, excluded_keys, group_docs, merge_docs
+from deepresearch.retrievers.hybrid import rrf_fuse
+from deepresearch.retrievers.ranking import check_page
+from deepresearch.retrievers.types import Hit, Retriever, search_async
 
 logger = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from retrievers.bibliographic import normalize_doi
-from retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, month_end, or_words, year_of
-from retrievers.engines.dedup import arxiv_id
-from retrievers.types import Doc
+from deepresearch.retrievers.bibliographic import normalize_doi
+from deepresearch.retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, month_end, or_words, year_of
+from deepresearch.retrievers.engines.dedup import arxiv_id
+from deepresearch.retrievers.types import Doc
 
 _SYNTAX = re.compile(r'"|\b(?:AND|OR|NOT)\b')  # phrases, boolean operators
 SELECT = ("id,doi,title,display_name,publication_year,publication_date,ids,primary_location,best_oa_location,"

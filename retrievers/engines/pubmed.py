@@ -17,9 +17,9 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Collection, Mapping
 
-from retrievers.bibliographic import normalize_doi
-from retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, month_end, or_words
-from retrievers.types import Doc
+from deepresearch.retrievers.bibliographic import normalize_doi
+from deepresearch.retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, month_end, or_words
+from deepresearch.retrievers.types import Doc
 
 TOOL = "dspy-deepresearch"
 MONTHS = {m: i for i, m in enumerate(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], start=1)}

@@ -15,10 +15,10 @@ import os
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from retrievers.bibliographic import normalize_doi
-from retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, year_of
-from retrievers.engines.dedup import arxiv_id
-from retrievers.types import Doc
+from deepresearch.retrievers.bibliographic import normalize_doi
+from deepresearch.retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, year_of
+from deepresearch.retrievers.engines.dedup import arxiv_id
+from deepresearch.retrievers.types import Doc
 
 FIELDS = "paperId,externalIds,title,abstract,year,publicationDate,venue,authors,openAccessPdf,url,fieldsOfStudy"
 

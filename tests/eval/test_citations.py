@@ -1,11 +1,11 @@
 import pytest
 
-from eval.citations import (
+from deepresearch.eval.citations import (
     CitationScores, Sentence, citation_precision, citation_recall, citations_in, claim_sentences,
     dataset_citation_f1, grade_claims, lexical_entails, lexical_support, scholarqa_citation_scores,
     split_sentences,
 )
-from eval.f1 import harmonic_mean
+from deepresearch.eval.f1 import harmonic_mean
 
 REPORT = """## Does warming advance flowering?
 

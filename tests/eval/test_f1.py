@@ -1,6 +1,6 @@
 import pytest
 
-from eval.f1 import harmonic_mean
+from deepresearch.eval.f1 import harmonic_mean
 
 
 def test_harmonic_mean_is_f1_and_zero_when_both_rates_are_zero():

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from eval.f1 import harmonic_mean
-from eval.gather import QueryTrace, distance, gt_ranks, query_curves, summarize
-from programs.gather.artifacts import Candidate, GatherResult, Round, Search, Selection, Subquery
+from deepresearch.eval.f1 import harmonic_mean
+from deepresearch.eval.gather import QueryTrace, distance, gt_ranks, query_curves, summarize
+from deepresearch.programs.gather.artifacts import Candidate, GatherResult, Round, Search, Selection, Subquery
 
 
 def trace(qid, gt, retrieved, selected, ranks=(), failed=False):

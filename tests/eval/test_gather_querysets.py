@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from eval.querysets import (GatherQuery, QuerySetError, check_disjoint, dev_split, find_queryset, load_beir_queryset,
+from deepresearch.eval.querysets import (GatherQuery, QuerySetError, check_disjoint, dev_split, find_queryset, load_beir_queryset,
                             load_queryset, load_scholargym, parse_scholargym)
 
 

@@ -1,5 +1,5 @@
 """`deepresearch eval gather`: files, resume (after a kill too), settings check, LM accounting, frozen-candidate
-replay; and the record files every eval runner appends to (`programs.runtime.jsonl`)."""
+replay; and the record files every eval runner appends to (`deepresearch.programs.runtime.jsonl`)."""
 
 import asyncio
 import json
@@ -15,12 +15,12 @@ from pathlib import Path
 import dspy
 import pytest
 
-import cli
-from eval.querysets import load_queryset
-from eval.run_gather import load_frozen_cases, read_records, run_queries, usage_totals
-from programs.gather.loop import CandidateAssessor, Gatherer
-from programs.runtime.jsonl import JsonlAppender, JsonlError, read_jsonl
-from signatures.gather import AssessCandidates, PlanSubqueries
+from deepresearch import cli
+from deepresearch.eval.querysets import load_queryset
+from deepresearch.eval.run_gather import load_frozen_cases, read_records, run_queries, usage_totals
+from deepresearch.programs.gather.loop import CandidateAssessor, Gatherer
+from deepresearch.programs.runtime.jsonl import JsonlAppender, JsonlError, read_jsonl
+from deepresearch.signatures.gather import AssessCandidates, PlanSubqueries
 from tests.scripted import inputs_of
 
 ROOT = Path(cli.__file__).resolve().parent
@@ -39,7 +39,7 @@ def kill_when(records: Path, count: int, argv: list[str]) -> None:
     """Runs `deepresearch argv` in a process of its own and kills it (SIGKILL) once `records` holds `count`
     finished lines, failing if the run ends first (its stderr goes to a file beside the run's folder)."""
     with open(records.parent.with_suffix(".stderr"), "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "cli", *argv], cwd=ROOT,
+        proc = subprocess.Popen([sys.executable, "-m", "deepresearch.cli", *argv], cwd=ROOT,
                                 env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=err)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
@@ -123,7 +123,7 @@ def test_reader_ignores_only_a_cut_last_line(tmp_path, caplog):
     path = tmp_path / "r.jsonl"
     whole = json.dumps({"id": 2, "title": "Vitamin D – fracture risk"}, ensure_ascii=False).encode()
     path.write_bytes(b'{"id": 1}\n\n' + whole[:-6])
-    with caplog.at_level(logging.WARNING, logger="programs.runtime.jsonl"):
+    with caplog.at_level(logging.WARNING, logger="deepresearch.programs.runtime.jsonl"):
         assert read_jsonl(path) == [{"id": 1}]
     assert "line 3 is incomplete" in caplog.text
     path.write_bytes(b'{"id": 1}\n' + whole[:whole.index("–".encode()) + 1])  # cut inside a character's bytes

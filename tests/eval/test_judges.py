@@ -3,8 +3,8 @@ import asyncio
 import dspy
 import pytest
 
-from eval.citations import Sentence
-from eval.judges import (
+from deepresearch.eval.citations import Sentence
+from deepresearch.eval.judges import (
     CRITERIA,
     CitationSupportJudge,
     CriteriaJudge,
@@ -114,7 +114,7 @@ def test_judge_lm_defaults_to_temperature_zero():
 
 
 def test_judges_are_not_visible_to_program_optimizers():
-    from programs.research.program import DeepResearch
+    from deepresearch.programs.research.program import DeepResearch
 
     class Null:
         def search(self, query, k=10):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-import cli
+from deepresearch import cli
 
 DEAD = "http://127.0.0.1:9/v1"  # nothing listens on port 9
 
@@ -59,7 +59,7 @@ def test_the_judge_lm_is_checked_before_any_data_is_loaded(command, tmp_path, ca
     assert len(err) == 1 and "LM check failed" in err[0] and data_error not in err[0], err
 
 
-@pytest.mark.parametrize("module", ["eval.run_gather", "eval.run_report", "eval.run_taxonomy", "optimize.cli"])
+@pytest.mark.parametrize("module", ["deepresearch.eval.run_gather", "deepresearch.eval.run_report", "deepresearch.eval.run_taxonomy", "deepresearch.optimize.cli"])
 def test_every_command_takes_the_shared_lm_options(module):
     parser = argparse.ArgumentParser()
     importlib.import_module(module).add_arguments(parser)

@@ -3,8 +3,8 @@ from collections import defaultdict
 
 import pytest
 
-from eval.eco import density_score
-from eval.report import parse_report_name, referenced_doc_ids, source_stats, unique_urls
+from deepresearch.eval.eco import density_score
+from deepresearch.eval.report import parse_report_name, referenced_doc_ids, source_stats, unique_urls
 
 
 def words(n: int) -> str:

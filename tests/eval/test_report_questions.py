@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from eval.questions import QuestionsError, load_eco_questions, load_question_file, load_questions
+from deepresearch.eval.questions import QuestionsError, load_eco_questions, load_question_file, load_questions
 
 
 def test_ecology_questions_are_numbered_like_the_report_files(data_dir):

@@ -3,12 +3,12 @@ import json
 
 import pytest
 
-import cli
-from eval.judges import GradeCitationSupport, JudgeCache, JudgeKeyPoint, RateReport
-from eval.questions import Question
-from eval.run_report import Judges, evaluate
-from eval.run_reports import group_summaries, heatmap_grid, score_folder
-from programs.research.program import DeepResearch
+from deepresearch import cli
+from deepresearch.eval.judges import GradeCitationSupport, JudgeCache, JudgeKeyPoint, RateReport
+from deepresearch.eval.questions import Question
+from deepresearch.eval.run_report import Judges, evaluate
+from deepresearch.eval.run_reports import group_summaries, heatmap_grid, score_folder
+from deepresearch.programs.research.program import DeepResearch
 from tests.scripted import inputs_of
 
 PNG = b"\x89PNG"

@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import ndcg_score
 
-from eval.retrieval import average_precision, evaluate_run, ndcg_at_k, recall_at_k, reciprocal_rank
-from retrievers import BM25Retriever
-from retrievers.beir import load_qrels, load_queries
+from deepresearch.eval.retrieval import average_precision, evaluate_run, ndcg_at_k, recall_at_k, reciprocal_rank
+from deepresearch.retrievers import BM25Retriever
+from deepresearch.retrievers.beir import load_qrels, load_queries
 
 
 def test_ndcg_matches_scikit_learn_on_graded_labels():

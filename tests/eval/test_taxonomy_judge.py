@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from eval.judges import JudgeCache, JudgeTaxonomy
-from eval.taxonomy_judge import (
+from deepresearch.eval.judges import JudgeCache, JudgeTaxonomy
+from deepresearch.eval.taxonomy_judge import (
     DIMENSIONS, JudgeAnswerError, TaxonomyJudge, judgement_average, parse_judgement, summarize_judgements,
 )
-from eval.taxonomy_tree import render_tree
+from deepresearch.eval.taxonomy_tree import render_tree
 from tests.scripted import chat_format, inputs_of, scripted_lm
 
 EXPERT = {"name": "LLM alignment", "subtopics": [

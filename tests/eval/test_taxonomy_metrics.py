@@ -10,9 +10,9 @@ import pytest
 from scipy.stats import spearmanr
 from sklearn.metrics import adjusted_rand_score, homogeneity_completeness_v_measure
 
-from eval.clustering import adjusted_rand_index, homogeneity_completeness_v
-from eval.f1 import harmonic_mean
-from eval.taxonomy import (UNRETRIEVED, EmbeddingSim, align_titles, exact_sim, leaf_scores, one_sim, path_cost,
+from deepresearch.eval.clustering import adjusted_rand_index, homogeneity_completeness_v
+from deepresearch.eval.f1 import harmonic_mean
+from deepresearch.eval.taxonomy import (UNRETRIEVED, EmbeddingSim, align_titles, exact_sim, leaf_scores, one_sim, path_cost,
                            path_score, score_survey, soft_recall_precision, summarize, us_ted)
 
 

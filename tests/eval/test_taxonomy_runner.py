@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from cli import main as cli_main
-from eval.judges import JudgeTaxonomy
-from eval.taxobench import TaxoBenchError, load_predictions, load_taxobench
-from programs.runtime.jsonl import read_jsonl
+from deepresearch.cli import main as cli_main
+from deepresearch.eval.judges import JudgeTaxonomy
+from deepresearch.eval.taxobench import TaxoBenchError, load_predictions, load_taxobench
+from deepresearch.programs.runtime.jsonl import read_jsonl
 from tests.eval.test_gather_runner import kill_when
 from tests.scripted import chat_format, inputs_of, scripted_lm
 
@@ -140,7 +140,7 @@ def test_judge_lm_adds_the_judge_averages_to_the_summary(examples, tmp_path, mon
         return {d: {"reasoning": "r", "score": score} for d in JudgeTaxonomy.output_fields}
 
     lm = scripted_lm(routed({JudgeTaxonomy: verdict}))
-    monkeypatch.setattr("eval.judges.judge_lm", lambda model, *a, **kw: lm)
+    monkeypatch.setattr("deepresearch.eval.judges.judge_lm", lambda model, *a, **kw: lm)
     out = tmp_path / "run"
     args = ["eval", "taxonomy", "--data", str(examples), "--lm", "offline", "--sim", "exact", "--out", str(out),
             "--judge-lm", "fake/judge", "--no-preflight"]  # a scripted engine takes no request timeout
@@ -157,7 +157,7 @@ def test_judge_lm_adds_the_judge_averages_to_the_summary(examples, tmp_path, mon
 
 def test_unusable_judge_answers_are_recorded_as_failures(examples, tmp_path, monkeypatch):
     lm = scripted_lm(lambda m: chat_format({"semantic_coverage": "fine"}))
-    monkeypatch.setattr("eval.judges.judge_lm", lambda model, *a, **kw: lm)
+    monkeypatch.setattr("deepresearch.eval.judges.judge_lm", lambda model, *a, **kw: lm)
     preds = tmp_path / "pred.jsonl"
     preds.write_text(json.dumps({"id": 1, "hierarchy_tree": {"name": "x", "papers": []}}) + "\n")
     assert cli_main(["eval", "taxonomy-score", str(preds), "--data", str(examples), "--sim", "exact",

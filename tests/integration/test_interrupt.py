@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import cli
+from deepresearch import cli
 from tests.integration.openai_server import LocalOpenAIServer
 from tests.research_lm import research_handler
 from tests.scripted import inputs_of
@@ -45,7 +45,7 @@ def finished_nodes(out: Path) -> dict[str, str]:
 
 
 def interrupt_after(server, out: Path, sig: signal.Signals, nodes: int) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen([sys.executable, "-m", "cli", *run_args(server, out)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "deepresearch.cli", *run_args(server, out)], cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

@@ -10,11 +10,11 @@ import time
 import dspy
 import pytest
 
-import cli
-from programs.config import ResearchConfig
-from programs.research.program import DeepResearch
-from programs.runtime.lm import configure_lm_cache, make_lm
-from programs.runtime.usage import MAX_OUTPUT_TOKENS
+from deepresearch import cli
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.runtime.lm import configure_lm_cache, make_lm
+from deepresearch.programs.runtime.usage import MAX_OUTPUT_TOKENS
 from tests.integration.openai_server import Error, LocalOpenAIServer
 from tests.research_lm import research_handler
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-import cli
-from programs.research.program import DeepResearch
+from deepresearch import cli
+from deepresearch.programs.research.program import DeepResearch
 from tests.integration.openai_server import LocalOpenAIServer
 from tests.research_lm import research_handler
 
@@ -91,8 +91,8 @@ def test_the_whole_program_is_saved_and_every_lm_request_is_counted(data_dir, tm
 @pytest.mark.parametrize("stage,attr", [("write", "writer"), ("extract", "extractor")])
 def test_tuning_one_stage_saves_a_program_whose_other_stages_are_untouched(stage, attr, data_dir, scifact_bm25,
                                                                            tmp_path):
-    from programs.config import preset
-    from programs.research.program import DeepResearch
+    from deepresearch.programs.config import preset
+    from deepresearch.programs.research.program import DeepResearch
 
     out = tmp_path / "compiled.json"
     with LocalOpenAIServer(research_handler()) as server:
@@ -124,7 +124,7 @@ def test_a_stage_no_research_metric_scores_is_refused_before_any_lm_request(stag
 
 def test_the_taxonomy_program_is_tuned_saved_and_loads(data_dir, tmp_path, capsys):
     # it used to spend its whole budget and then fail on saving ('tuple' object has no attribute 'values')
-    from programs.taxonomy.builder import TaxonomyBuilder
+    from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
     from tests.scripted import universal_handler
 
     out = tmp_path / "taxonomy.json"

@@ -13,12 +13,12 @@ import random
 import dspy
 import pytest
 
-from optimize.compile import compile_program, evaluate
-from optimize.metrics import metric_spec
-from optimize.saved import load_compiled, meta_path, save_compiled
-from programs.runtime.citations import source_id_for
-from programs.stages.assessor import Assessor
-from signatures import AssessRelevance, Source, Task
+from deepresearch.optimize.compile import compile_program, evaluate
+from deepresearch.optimize.metrics import metric_spec
+from deepresearch.optimize.saved import load_compiled, meta_path, save_compiled
+from deepresearch.programs.runtime.citations import source_id_for
+from deepresearch.programs.stages.assessor import Assessor
+from deepresearch.signatures import AssessRelevance, Source, Task
 from tests.scripted import inputs_of, routed_handler, scripted_lm, universal_handler
 
 RULE = "Keep a paper only when its title names the task's topic."

@@ -11,15 +11,15 @@ import json
 
 import pytest
 
-import cli
-from optimize.cli import UNSCORED_STAGES
-from optimize.compile import OPTIMIZERS
-from optimize.pools import POOL_STAGES
-from programs.config import preset
-from programs.gather.loop import GATHER_STAGES, GatherConfig, Gatherer
-from programs.research.program import OUTPUT_STAGES, STRATEGIES, DeepResearch
-from programs.research.strategy import SHARED_STAGES
-from programs.taxonomy.builder import TaxonomyBuilder
+from deepresearch import cli
+from deepresearch.optimize.cli import UNSCORED_STAGES
+from deepresearch.optimize.compile import OPTIMIZERS
+from deepresearch.optimize.pools import POOL_STAGES
+from deepresearch.programs.config import preset
+from deepresearch.programs.gather.loop import GATHER_STAGES, GatherConfig, Gatherer
+from deepresearch.programs.research.program import OUTPUT_STAGES, STRATEGIES, DeepResearch
+from deepresearch.programs.research.strategy import SHARED_STAGES
+from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from tests.integration.openai_server import LocalOpenAIServer
 from tests.research_lm import research_handler
 from tests.scripted import universal_handler

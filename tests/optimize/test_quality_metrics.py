@@ -7,18 +7,18 @@ import json
 import dspy
 import pytest
 
-import cli
-from eval.citations import Sentence
-from eval.judges import GradeCitationSupport, JudgeCache, JudgeKeyPoint
-from eval.quality import Support, learning_claims, score_claims, text_claims
-from optimize.metrics import Judging, as_gepa_metric, metric_spec
-from optimize.pools import stage_pool
-from optimize.trainsets import TrainsetError
-from programs.runtime.stage_log import STAGE_LOG, StageLog, read_log
-from programs.stages.extractor import Extractor
-from programs.stages.merger import Merger
-from programs.stages.writer import Writer
-from signatures.types import Learning, Source, Task
+from deepresearch import cli
+from deepresearch.eval.citations import Sentence
+from deepresearch.eval.judges import GradeCitationSupport, JudgeCache, JudgeKeyPoint
+from deepresearch.eval.quality import Support, learning_claims, score_claims, text_claims
+from deepresearch.optimize.metrics import Judging, as_gepa_metric, metric_spec
+from deepresearch.optimize.pools import stage_pool
+from deepresearch.optimize.trainsets import TrainsetError
+from deepresearch.programs.runtime.stage_log import STAGE_LOG, StageLog, read_log
+from deepresearch.programs.stages.extractor import Extractor
+from deepresearch.programs.stages.merger import Merger
+from deepresearch.programs.stages.writer import Writer
+from deepresearch.signatures.types import Learning, Source, Task
 from tests.scripted import inputs_of
 
 PASSAGES = {

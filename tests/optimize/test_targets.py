@@ -5,14 +5,14 @@ import json
 import dspy
 import pytest
 
-import cli
-from eval.run_gather import load_frozen_cases
-from eval.taxobench import load_taxobench
-from optimize.compile import compile_program
-from optimize.metrics import metric_spec
-from optimize.trainsets import from_frozen_cases
-from programs.gather.loop import CandidateAssessor
-from signatures.gather import AssessCandidates
+from deepresearch import cli
+from deepresearch.eval.run_gather import load_frozen_cases
+from deepresearch.eval.taxobench import load_taxobench
+from deepresearch.optimize.compile import compile_program
+from deepresearch.optimize.metrics import metric_spec
+from deepresearch.optimize.trainsets import from_frozen_cases
+from deepresearch.programs.gather.loop import CandidateAssessor
+from deepresearch.signatures.gather import AssessCandidates
 from tests.scripted import inputs_of, routed_handler, scripted_lm
 
 
@@ -70,9 +70,9 @@ def test_gathering_assessor_is_tuned_on_frozen_candidates_without_searching(data
 
 @pytest.mark.parametrize("strategy", ["eco", "hero", "parallel", "gather"])
 def test_tuning_one_stage_hides_every_other_stage_of_the_program(scifact_bm25, strategy):
-    from optimize.targets import research_target
-    from programs.config import preset
-    from programs.research.program import DeepResearch
+    from deepresearch.optimize.targets import research_target
+    from deepresearch.programs.config import preset
+    from deepresearch.programs.research.program import DeepResearch
 
     def tuned(program):  # the predictors an optimizer sees: DSPy skips submodules marked compiled
         return {name for name, _ in program.named_predictors()}
@@ -86,9 +86,9 @@ def test_tuning_one_stage_hides_every_other_stage_of_the_program(scifact_bm25, s
 
 
 def test_tuning_all_leaves_the_stages_a_run_never_calls(scifact_bm25):
-    from optimize.targets import research_target
-    from programs.config import ResearchConfig
-    from programs.research.program import DeepResearch
+    from deepresearch.optimize.targets import research_target
+    from deepresearch.programs.config import ResearchConfig
+    from deepresearch.programs.research.program import DeepResearch
 
     program = DeepResearch(retriever=scifact_bm25, config=ResearchConfig(answer=True))
     research_target(program, "all", "program")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from programs.config import HeroConfig, ParallelConfig, preset
+from deepresearch.programs.config import HeroConfig, ParallelConfig, preset
 from tests.programs.test_presets import hero_handler, parallel_handler
 from tests.research_lm import research_handler
 

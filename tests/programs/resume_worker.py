@@ -7,9 +7,9 @@ import sys
 
 import dspy
 
-from programs.research import DeepResearch
-from retrievers.bm25 import BM25Retriever
-from retrievers.corpus import load_corpus
+from deepresearch.programs.research import DeepResearch
+from deepresearch.retrievers.bm25 import BM25Retriever
+from deepresearch.retrievers.corpus import load_corpus
 from tests.programs.resume_cases import QUESTION, case
 from tests.scripted import scripted_lm
 

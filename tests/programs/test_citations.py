@@ -1,10 +1,10 @@
-from programs.runtime.citations import (
+from deepresearch.programs.runtime.citations import (
     CitationRegistry,
     render_references,
     renumber_citations,
     source_id_for,
 )
-from retrievers.types import Doc
+from deepresearch.retrievers.types import Doc
 
 
 def registry(*ids):

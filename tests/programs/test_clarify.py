@@ -17,11 +17,11 @@ from pathlib import Path
 import dspy
 import pytest
 
-import cli
-from programs.research.program import DeepResearch
-from programs.runtime.scheduler import CostMeter
-from programs.runtime.usage import metered
-from programs.stages.clarifier import (
+from deepresearch import cli
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.runtime.scheduler import CostMeter
+from deepresearch.programs.runtime.usage import metered
+from deepresearch.programs.stages.clarifier import (
     ClarificationsError,
     Clarifier,
     check_clarifications,
@@ -31,7 +31,7 @@ from programs.stages.clarifier import (
     research_brief,
     split_brief,
 )
-from signatures.clarify import ClarifyQuestion
+from deepresearch.signatures.clarify import ClarifyQuestion
 from tests.integration.openai_server import LocalOpenAIServer
 from tests.research_lm import research_handler
 from tests.scripted import (
@@ -235,7 +235,7 @@ def test_offline_asks_nothing_but_researches_the_answers(scifact_bm25):
 
 def test_every_strategy_and_deliverable_names_the_question_and_searches_the_answers(scifact_bm25):
     # the brief's labels ("Initial Query", "Q:") are never searched, headed or used as a topic
-    from programs.config import preset
+    from deepresearch.programs.config import preset
 
     answers = [{"question": ASKED[0], "answer": "postmenopausal women"}]
     config = preset("gather", answer=True, taxonomy=True, gather=preset("gather").gather.__class__(iterations=1))
@@ -355,7 +355,7 @@ def run_on_terminal(argv: list[str], answers: list[str], timeout: float = 180.0)
     Returns the exit code, what the terminal showed and stderr.
     """
     main, term = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "cli", *argv], cwd=ROOT, stdin=term, stdout=term,
+    proc = subprocess.Popen([sys.executable, "-m", "deepresearch.cli", *argv], cwd=ROOT, stdin=term, stdout=term,
                             stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)}, close_fds=True)
     os.close(term)
     shown, pending, deadline = b"", list(answers), time.monotonic() + timeout

@@ -8,8 +8,8 @@ from dataclasses import replace
 import dspy
 import pytest
 
-from programs.config import preset
-from programs.research import DeepResearch
+from deepresearch.programs.config import preset
+from deepresearch.programs.research import DeepResearch
 from tests.programs.test_presets import QUESTION, hero_handler, parallel_handler
 from tests.research_lm import research_handler
 from tests.scripted import scripted_lm

@@ -10,16 +10,16 @@ from collections import Counter
 import dspy
 import pytest
 
-from programs.config import ResearchConfig
-from programs.research.deliverables import MAP_HEADING, render_map, renumber_together
-from programs.research.program import DeepResearch
-from programs.runtime.citations import CitationRegistry
-from programs.taxonomy.builder import TaxonomyBuilder
-from retrievers import BM25Retriever
-from retrievers.corpus import Corpus
-from retrievers.types import Doc
-from signatures import WriteAnswer
-from signatures.taxonomy import BuildTaxonomy
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.research.deliverables import MAP_HEADING, render_map, renumber_together
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.runtime.citations import CitationRegistry
+from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
+from deepresearch.retrievers import BM25Retriever
+from deepresearch.retrievers.corpus import Corpus
+from deepresearch.retrievers.types import Doc
+from deepresearch.signatures import WriteAnswer
+from deepresearch.signatures.taxonomy import BuildTaxonomy
 from tests.research_lm import research_handler
 from tests.scripted import inputs_of, scripted_lm
 
@@ -158,7 +158,7 @@ def test_a_taxonomy_lm_that_fails_still_gives_every_paper_a_place(surveys):
 
 
 def test_a_failed_run_writes_no_answer_and_no_map_and_answer_md_says_why(scifact_bm25):
-    from programs.cli import answer_markdown
+    from deepresearch.programs.cli import answer_markdown
 
     def down(messages):
         raise RuntimeError("the server is down")

@@ -6,11 +6,11 @@ import bibtexparser
 import pytest
 from bibtexparser.middlewares import LatexDecodingMiddleware, SeparateCoAuthors
 
-import cli
-from programs.artifacts import Reference
-from programs.runtime.exports import citation_keys, to_bibtex
-from retrievers.bibliographic import bibliographic
-from retrievers.corpus import load_corpus
+from deepresearch import cli
+from deepresearch.programs.artifacts import Reference
+from deepresearch.programs.runtime.exports import citation_keys, to_bibtex
+from deepresearch.retrievers.bibliographic import bibliographic
+from deepresearch.retrievers.corpus import load_corpus
 
 QUESTION = "Does vitamin D supplementation reduce fracture risk?"
 

@@ -11,11 +11,11 @@ import json
 import dspy
 import pytest
 
-from programs.gather.artifacts import GatherResult
-from programs.gather.baselines import DirectQuery
-from programs.gather.loop import CandidateAssessor, GatherConfig, Gatherer
-from retrievers import BM25Retriever, Corpus, Doc
-from signatures.gather import AssessCandidates, PlanSubqueries, RecheckCandidate, WriteSearchQuery
+from deepresearch.programs.gather.artifacts import GatherResult
+from deepresearch.programs.gather.baselines import DirectQuery
+from deepresearch.programs.gather.loop import CandidateAssessor, GatherConfig, Gatherer
+from deepresearch.retrievers import BM25Retriever, Corpus, Doc
+from deepresearch.signatures.gather import AssessCandidates, PlanSubqueries, RecheckCandidate, WriteSearchQuery
 from tests.scripted import inputs_of
 
 DATE = "2020-01"

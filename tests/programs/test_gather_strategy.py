@@ -10,17 +10,17 @@ import json
 import dspy
 import pytest
 
-import cli
-from eval.gather import QueryTrace, metrics_from_trace, summarize
-from eval.querysets import load_beir_queryset
-from programs.artifacts import Report
-from programs.cli import parse_stage_lms
-from programs.config import PRESETS, GatherLoopConfig, ResearchConfig, preset
-from programs.gather.artifacts import GatherResult
-from programs.research.program import DeepResearch
-from retrievers import BM25Retriever, Corpus, Doc
-from signatures import ExtractLearnings
-from signatures.gather import AssessCandidates, PlanSubqueries
+from deepresearch import cli
+from deepresearch.eval.gather import QueryTrace, metrics_from_trace, summarize
+from deepresearch.eval.querysets import load_beir_queryset
+from deepresearch.programs.artifacts import Report
+from deepresearch.programs.cli import parse_stage_lms
+from deepresearch.programs.config import PRESETS, GatherLoopConfig, ResearchConfig, preset
+from deepresearch.programs.gather.artifacts import GatherResult
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.retrievers import BM25Retriever, Corpus, Doc
+from deepresearch.signatures import ExtractLearnings
+from deepresearch.signatures.gather import AssessCandidates, PlanSubqueries
 from tests.research_lm import research_handler
 from tests.scripted import inputs_of, scripted_lm
 

@@ -1,4 +1,4 @@
-"""The node lifecycle every strategy shares (programs.runtime.context), and the typed vocabulary of a run."""
+"""The node lifecycle every strategy shares (deepresearch.programs.runtime.context), and the typed vocabulary of a run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import get_args
 import dspy
 import pytest
 
-from programs.artifacts import (
+from deepresearch.programs.artifacts import (
     FINAL_STATUSES,
     NODE_STATUSES,
     RUN_STATUSES,
@@ -16,15 +16,15 @@ from programs.artifacts import (
     Report,
     RunStats,
 )
-from programs.config import ResearchConfig, preset
-from programs.research import DeepResearch
-from programs.runtime.citations import CitationRegistry
-from programs.runtime.context import RunContext
-from programs.runtime.events import EVENT_KINDS, EventLog
-from programs.runtime.journal import Journal
-from programs.runtime.scheduler import BudgetExceeded, CostMeter
-from programs.runtime.stage import Stage
-from signatures.types import Task
+from deepresearch.programs.config import ResearchConfig, preset
+from deepresearch.programs.research import DeepResearch
+from deepresearch.programs.runtime.citations import CitationRegistry
+from deepresearch.programs.runtime.context import RunContext
+from deepresearch.programs.runtime.events import EVENT_KINDS, EventLog
+from deepresearch.programs.runtime.journal import Journal
+from deepresearch.programs.runtime.scheduler import BudgetExceeded, CostMeter
+from deepresearch.programs.runtime.stage import Stage
+from deepresearch.signatures.types import Task
 from tests.programs.test_presets import QUESTION, hero_handler, parallel_handler
 from tests.research_lm import research_handler
 from tests.scripted import scripted_lm

@@ -1,4 +1,4 @@
-"""programs.runtime.lm: output schemas with grammar bounds, the choice of adapter, and errors a user can act on."""
+"""deepresearch.programs.runtime.lm: output schemas with grammar bounds, the choice of adapter, and errors a user can act on."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import dspy
 import pytest
 from dspy.utils import exceptions as x
 
-from programs.runtime.lm import (
+from deepresearch.programs.runtime.lm import (
     GRAMMAR_LIMITS,
     LMConfigError,
     SchemaAdapter,
@@ -18,9 +18,9 @@ from programs.runtime.lm import (
     output_schema,
     structured_adapter,
 )
-from programs.stages.extractor import Extractor
-from signatures.extract import ExtractLearnings
-from signatures.types import Source, Task
+from deepresearch.programs.stages.extractor import Extractor
+from deepresearch.signatures.extract import ExtractLearnings
+from deepresearch.signatures.types import Source, Task
 
 
 def test_the_schema_carries_the_bounds_the_signature_states_in_words():
@@ -53,7 +53,7 @@ def test_every_string_a_model_writes_is_bounded_but_the_free_form_outputs():
     import inspect
     import pkgutil
 
-    import signatures
+    from deepresearch import signatures
 
     free_form = {"WriteReport": ["/properties/report"], "RepairJSON": ["/properties/json_text"]}
     seen = 0

@@ -1,16 +1,16 @@
 import asyncio
 import re
 
-from programs.research.program import DeepResearch
-from programs.runtime.citations import source_id_for
-from programs.stages.offline import (
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.runtime.citations import source_id_for
+from deepresearch.programs.stages.offline import (
     OfflineAnswerer,
     OfflineExtractor,
     concepts,
     key_terms,
     mentioned,
 )
-from signatures.types import Finding, Source, Task
+from deepresearch.signatures.types import Finding, Source, Task
 
 QUESTION = "Does obesity increase the risk of type 2 diabetes?"  # the demo's question (Makefile DEMO_QUESTION)
 

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from programs.gather.offline import OfflineCandidateAssessor
-from programs.stages.offline import EVIDENCE_RULE, OfflineAssessor
-from retrievers import BM25Retriever, Corpus, Doc
-from signatures.types import Source, Task
+from deepresearch.programs.gather.offline import OfflineCandidateAssessor
+from deepresearch.programs.stages.offline import EVIDENCE_RULE, OfflineAssessor
+from deepresearch.retrievers import BM25Retriever, Corpus, Doc
+from deepresearch.signatures.types import Source, Task
 
 
 @pytest.fixture(scope="module")

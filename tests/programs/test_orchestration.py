@@ -7,9 +7,9 @@ import dspy
 import pytest
 from dspy.lm15 import RateLimitError
 
-from programs.config import ResearchConfig
-from programs.research.program import DeepResearch
-from programs.runtime.scheduler import TaskPool, model_cost
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.runtime.scheduler import TaskPool, model_cost
 from tests.research_lm import research_handler
 from tests.scripted import ScriptedEngine, inputs_of
 
@@ -239,7 +239,7 @@ def figure_3_run(scifact_bm25, **config):
     """Spec 002 §10 check 1's tree on a virtual clock: level-1 nodes A, B, C take 1, 1 and 5 s, A has
     children D and E, B has F, each 1 s; the LM answers at once, so a node's time is its search's.
     Returns the run, its virtual seconds and when each query's search started."""
-    from signatures import FindGaps
+    from deepresearch.signatures import FindGaps
     from tests.virtual_clock import run_virtual
 
     started: dict[str, float] = {}

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import json
 
-from programs.artifacts import Hit, Reference, Report, as_source
-from programs.runtime.citations import (
+from deepresearch.programs.artifacts import Hit, Reference, Report, as_source
+from deepresearch.programs.runtime.citations import (
     CITATION,
     CitationRegistry,
     citation_labels,
     renumber_citations,
     source_id_for,
 )
-from retrievers.passages import passage_docs
-from retrievers.types import Doc
-from signatures.types import Learning
+from deepresearch.retrievers.passages import passage_docs
+from deepresearch.retrievers.types import Doc
+from deepresearch.signatures.types import Learning
 
 TEXT = " ".join(f"Sentence {i} reports result {i * 3} for group {chr(65 + i % 26)}." for i in range(40))
 
@@ -76,8 +76,8 @@ def test_the_lm_sees_which_passage_it_reads():
 
 
 def test_a_paper_read_as_passages_is_one_relevant_paper():
-    from programs.artifacts import Node
-    from programs.research.deliverables import relevant_docs
+    from deepresearch.programs.artifacts import Node
+    from deepresearch.programs.research.deliverables import relevant_docs
 
     smith, lee = papers()
     registry = CitationRegistry()

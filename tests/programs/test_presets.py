@@ -6,11 +6,11 @@ from dataclasses import replace
 import dspy
 import pytest
 
-from programs.config import PRESETS, HeroConfig, ParallelConfig, ResearchConfig, preset
-from programs.research.hero import is_low_yield
-from programs.research.program import DeepResearch
-from signatures.enrich import WriteEnrichment
-from signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
+from deepresearch.programs.config import PRESETS, HeroConfig, ParallelConfig, ResearchConfig, preset
+from deepresearch.programs.research.hero import is_low_yield
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.signatures.enrich import WriteEnrichment
+from deepresearch.signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
 from tests.research_lm import research_handler
 from tests.scripted import inputs_of, scripted_lm
 
@@ -104,7 +104,7 @@ def test_early_stopping_rule_spec_001_check_9(counts, depth, examined):
 
 def test_hero_early_stopping_in_a_run(scifact_bm25):
     # the extractor cites nothing: two low-yield batches, then the pipeline stops (16 of 24 passages)
-    from signatures import ExtractLearnings
+    from deepresearch.signatures import ExtractLearnings
 
     quiet = scripted_lm(research_handler({ExtractLearnings: {"learnings": [], "follow_up_questions": []}}))
     config = preset("hero", hero=HeroConfig(turns=1, tasks_per_turn=1, multiplier=1, enrichments=0))

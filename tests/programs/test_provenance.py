@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-import cli
-from eval.citations import split_sentences as eval_sentences
-from programs.artifacts import Reference, Report
-from programs.runtime.provenance import cited_numbers, report_sentences, sentence_provenance, split_sentences
-from signatures.types import Learning
+from deepresearch import cli
+from deepresearch.eval.citations import split_sentences as eval_sentences
+from deepresearch.programs.artifacts import Reference, Report
+from deepresearch.programs.runtime.provenance import cited_numbers, report_sentences, sentence_provenance, split_sentences
+from deepresearch.signatures.types import Learning
 
 QUESTION = "Does vitamin D supplementation reduce fracture risk?"
 

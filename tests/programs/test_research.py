@@ -7,9 +7,9 @@ from dataclasses import replace
 import dspy
 import pytest
 
-from programs.config import ResearchConfig, preset
-from programs.research.program import DeepResearch, tree_size
-from signatures import ExtractLearnings, PlanQueries
+from deepresearch.programs.config import ResearchConfig, preset
+from deepresearch.programs.research.program import DeepResearch, tree_size
+from deepresearch.signatures import ExtractLearnings, PlanQueries
 from tests.research_lm import CITATION_NUMBER, INVENTED_ID, _extract, research_handler
 from tests.scripted import ScriptedEngine, inputs_of, scripted_lm
 
@@ -165,7 +165,7 @@ def test_a_stage_can_have_its_own_lm_and_usage_is_counted_per_stage(scifact_bm25
 def test_usage_also_reaches_an_enclosing_meter_and_dspy_usage_tracker(scifact_bm25):
     from dspy.utils.usage_tracker import track_usage
 
-    from programs.runtime.usage import UsageMeter, metered
+    from deepresearch.programs.runtime.usage import UsageMeter, metered
 
     outer = UsageMeter()
     with dspy.context(lm=scripted_lm(research_handler())), track_usage() as tracker, metered(outer):
@@ -197,7 +197,7 @@ def test_bad_input_fails_before_any_lm_call(scifact_bm25):
 
 
 def test_report_round_trips_through_json(scifact_bm25):
-    from programs.artifacts import Report
+    from deepresearch.programs.artifacts import Report
 
     with dspy.context(lm=scripted_lm(research_handler())):
         out = DeepResearch(retriever=scifact_bm25, depth=2, breadth=1)(question="zinc and common cold")
@@ -261,7 +261,7 @@ def test_a_request_is_never_counted_twice_by_the_budget():
     # a stage call reserves one request; the request is counted inside the LM call (DSPy's usage
     # report), and the reservation is released at that moment, not when the call returns to the
     # scheduler: between the two, a concurrent budget check once saw the request twice
-    from programs.runtime.usage import UsageMeter
+    from deepresearch.programs.runtime.usage import UsageMeter
 
     meter = UsageMeter()
     with meter.reserving():

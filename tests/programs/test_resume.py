@@ -13,8 +13,8 @@ from pathlib import Path
 import dspy
 import pytest
 
-from programs.research import DeepResearch
-from programs.runtime.journal import Journal, JournalError
+from deepresearch.programs.research import DeepResearch
+from deepresearch.programs.runtime.journal import Journal, JournalError
 from tests.programs.resume_cases import QUESTION, case
 from tests.programs.test_research import CountingRetriever
 from tests.scripted import inputs_of, scripted_lm

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from programs.research.selector import facility_location, greedy, lazy_greedy, select, select_indices
+from deepresearch.programs.research.selector import facility_location, greedy, lazy_greedy, select, select_indices
 
 
 def unit(deg):

@@ -13,8 +13,8 @@ from collections import Counter
 import dspy
 import pytest
 
-from programs.taxonomy.builder import TaxonomyBuilder, TaxonomyError, paper_cards, parse_tree_text
-from signatures.taxonomy import BuildTaxonomy, MergeTaxonomies, PlacePapers, RepairJSON
+from deepresearch.programs.taxonomy.builder import TaxonomyBuilder, TaxonomyError, paper_cards, parse_tree_text
+from deepresearch.signatures.taxonomy import BuildTaxonomy, MergeTaxonomies, PlacePapers, RepairJSON
 from tests.scripted import chat_format, inputs_of, instructions_of
 
 

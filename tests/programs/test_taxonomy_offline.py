@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from eval.taxonomy import score_survey
-from eval.taxonomy_tree import tree_stats
-from programs.taxonomy.offline import cluster_taxonomy, distinctive_terms, level_sizes
+from deepresearch.eval.taxonomy import score_survey
+from deepresearch.eval.taxonomy_tree import tree_stats
+from deepresearch.programs.taxonomy.offline import cluster_taxonomy, distinctive_terms, level_sizes
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-from programs.runtime.text import collapse_whitespace, norm_text, norm_title
+from deepresearch.programs.runtime.text import collapse_whitespace, norm_text, norm_title
 
 
 def test_collapse_whitespace_puts_text_on_one_line_and_keeps_case():

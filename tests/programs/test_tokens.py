@@ -5,12 +5,12 @@ import json
 import dspy
 import pytest
 
-from programs.config import HeroConfig, ResearchConfig, preset
-from programs.research.program import DeepResearch
-from programs.stages.assessor import task_view
-from retrievers import BM25Retriever, Corpus, Doc
-from signatures import AssessRelevance, ExtractLearnings
-from signatures.types import Source, Task
+from deepresearch.programs.config import HeroConfig, ResearchConfig, preset
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.stages.assessor import task_view
+from deepresearch.retrievers import BM25Retriever, Corpus, Doc
+from deepresearch.signatures import AssessRelevance, ExtractLearnings
+from deepresearch.signatures.types import Source, Task
 from tests.research_lm import research_handler
 from tests.scripted import inputs_of, is_signature_prompt, scripted_lm
 

@@ -12,17 +12,17 @@ import re
 import dspy
 import pytest
 
-import cli
-from programs.config import ResearchConfig
-from programs.research.program import DeepResearch
-from programs.runtime.citation_guard import guard_citations
-from programs.runtime.entailment import lexical_support
-from programs.stages.verifier import MARK, LexicalVerifier, Verifier
-from retrievers import BM25Retriever, Corpus
-from retrievers.types import Doc
-from signatures import ExtractLearnings, MergeLearnings, WriteReport
-from signatures.types import Learning, Source
-from signatures.verify import VerifyClaims
+from deepresearch import cli
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.runtime.citation_guard import guard_citations
+from deepresearch.programs.runtime.entailment import lexical_support
+from deepresearch.programs.stages.verifier import MARK, LexicalVerifier, Verifier
+from deepresearch.retrievers import BM25Retriever, Corpus
+from deepresearch.retrievers.types import Doc
+from deepresearch.signatures import ExtractLearnings, MergeLearnings, WriteReport
+from deepresearch.signatures.types import Learning, Source
+from deepresearch.signatures.verify import VerifyClaims
 from tests.research_lm import research_handler
 from tests.scripted import inputs_of, instructions_of, routed_handler, scripted_lm
 
@@ -230,8 +230,8 @@ def test_a_writer_that_obeys_the_injection_anyway_never_ships_it(scifact):
 
 
 def test_an_enrichment_paragraph_citing_no_input_loses_that_citation_and_keeps_its_learnings(scifact_bm25):
-    from programs.config import HeroConfig
-    from signatures.enrich import WriteEnrichment
+    from deepresearch.programs.config import HeroConfig
+    from deepresearch.signatures.enrich import WriteEnrichment
 
     lm = scripted_lm(research_handler({WriteEnrichment: {"paragraph": "New trials agree [deadbeef_7]."}}))
     hero = HeroConfig(turns=1, tasks_per_turn=1, multiplier=1, enrichments=1, deep_depth=4, shallow_depth=2,
@@ -249,8 +249,8 @@ def test_an_enrichment_paragraph_citing_no_input_loses_that_citation_and_keeps_i
 def test_a_mark_stays_with_the_sentence_it_qualifies():
     # after the period, the claim splitter read the mark as the start of the next sentence, so a marked
     # claim counted as unmarked (seen with the real model in CI)
-    from eval.citations import claim_sentences
-    from programs.stages.verifier import marked
+    from deepresearch.eval.citations import claim_sentences
+    from deepresearch.programs.stages.verifier import marked
 
     claim = "The medical science that involves the use of the drug to treat cancer is a branch of pharmacology."
     report = f"{marked(claim)} A second sentence that is long enough to count as a claim of its own [1]."

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dspy
 
-from programs.config import ResearchConfig
-from programs.research.program import DeepResearch
-from programs.runtime.lm import SchemaAdapter, make_lm
-from programs.runtime.scheduler import CostMeter
-from programs.runtime.usage import output_limits
-from programs.stages.clarifier import research_brief
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.runtime.lm import SchemaAdapter, make_lm
+from deepresearch.programs.runtime.scheduler import CostMeter
+from deepresearch.programs.runtime.usage import output_limits
+from deepresearch.programs.stages.clarifier import research_brief
 
 QUESTION = "Does omega-3 fatty acid supplementation reduce cardiovascular events?"
 CAP = 256  # questions are short; a reply cut here is a parse failure the step must survive

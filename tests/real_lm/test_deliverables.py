@@ -11,9 +11,9 @@ import json
 import re
 from collections import Counter
 
-import cli
-from programs.research.deliverables import NO_EVIDENCE_ANSWER
-from programs.stages.offline import NO_ANSWER
+from deepresearch import cli
+from deepresearch.programs.research.deliverables import NO_EVIDENCE_ANSWER
+from deepresearch.programs.stages.offline import NO_ANSWER
 from tests.real_lm.test_pipelines import QUESTION, SMALL, check_run, lm_args, nodes_of
 
 

@@ -12,11 +12,11 @@ from dataclasses import replace
 
 import pytest
 
-import cli
-from eval.gather import metrics_from_trace
-from eval.querysets import load_beir_queryset
-from programs.config import PRESETS, GatherLoopConfig
-from programs.gather.artifacts import STOP_REASONS, GatherResult
+from deepresearch import cli
+from deepresearch.eval.gather import metrics_from_trace
+from deepresearch.eval.querysets import load_beir_queryset
+from deepresearch.programs.config import PRESETS, GatherLoopConfig
+from deepresearch.programs.gather.artifacts import STOP_REASONS, GatherResult
 from tests.real_lm.test_pipelines import CAP, check_run, lm_args, nodes_of
 
 SMALL_LOOP = GatherLoopConfig(iterations=1, max_actions=2, max_k=3, second_look=False, preview_chars=400)

@@ -13,9 +13,9 @@ import json
 
 import pytest
 
-import cli
-from programs.config import preset
-from programs.research.program import DeepResearch
+from deepresearch import cli
+from deepresearch.programs.config import preset
+from deepresearch.programs.research.program import DeepResearch
 from tests.real_lm.test_pipelines import CAP, lm_args
 
 

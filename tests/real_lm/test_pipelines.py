@@ -12,13 +12,13 @@ import json
 import dspy
 import pytest
 
-import cli
-from eval.taxobench import load_taxobench
-from programs.config import HeroConfig, preset
-from programs.research.program import DeepResearch
-from programs.runtime.lm import SchemaAdapter, make_lm
-from programs.runtime.usage import output_limits
-from programs.taxonomy.builder import TaxonomyBuilder
+from deepresearch import cli
+from deepresearch.eval.taxobench import load_taxobench
+from deepresearch.programs.config import HeroConfig, preset
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.runtime.lm import SchemaAdapter, make_lm
+from deepresearch.programs.runtime.usage import output_limits
+from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from tests.research_lm import CITATION_NUMBER
 
 QUESTION = "Does omega-3 fatty acid supplementation reduce cardiovascular events?"

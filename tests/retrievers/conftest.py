@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retrievers import Corpus
-from retrievers.dense import dense_text
-from retrievers.embed import encode
+from deepresearch.retrievers import Corpus
+from deepresearch.retrievers.dense import dense_text
+from deepresearch.retrievers.embed import encode
 
 SMALL = 300
 
@@ -24,13 +24,13 @@ def small_embeddings(small_corpus) -> np.ndarray:
 
 @pytest.fixture(scope="session")
 def scifact_queries(data_dir) -> dict[str, str]:
-    from retrievers.beir import load_queries
+    from deepresearch.retrievers.beir import load_queries
 
     return load_queries(data_dir / "scifact")
 
 
 @pytest.fixture(scope="session")
 def scifact_test_queries(data_dir, scifact_queries) -> dict[str, str]:
-    from retrievers.beir import load_qrels
+    from deepresearch.retrievers.beir import load_qrels
 
     return {q: scifact_queries[q] for q in load_qrels(data_dir / "scifact", "test")}

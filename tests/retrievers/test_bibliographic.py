@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from retrievers.bibliographic import Bibliographic, author_names, bibliographic, normalize_doi
-from retrievers.corpus import doc_from_record, load_corpus
-from retrievers.scholargym import load_paper_db
-from retrievers.types import Doc
+from deepresearch.retrievers.bibliographic import Bibliographic, author_names, bibliographic, normalize_doi
+from deepresearch.retrievers.corpus import doc_from_record, load_corpus
+from deepresearch.retrievers.scholargym import load_paper_db
+from deepresearch.retrievers.types import Doc
 
 # The record shapes below carry the real metadata of two papers (NumPy, Nature 2020; BERT, NAACL 2019).
 NUMPY_AUTHORS = ("Charles R. Harris", "K. Jarrod Millman", "Stéfan J. van der Walt", "Ralf Gommers")

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from retrievers import BM25Retriever, Corpus, Doc
-from retrievers.bm25 import doc_text
-from retrievers.tokenize import english_tokenize, get_tokenizer, scholargym_tokenize
+from deepresearch.retrievers import BM25Retriever, Corpus, Doc
+from deepresearch.retrievers.bm25 import doc_text
+from deepresearch.retrievers.tokenize import english_tokenize, get_tokenizer, scholargym_tokenize
 from tests.retrievers.test_index import is_mapped
-from retrievers.types import passes_filters
+from deepresearch.retrievers.types import passes_filters
 
 # Spec 004 §8, BM25 acceptance corpus.
 SPEC_DOCS = [
@@ -230,7 +230,7 @@ def zipf_queries():
 @pytest.mark.parametrize("method", ["okapi", "lucene"])
 def test_search_skips_postings_and_still_equals_ranking_by_scores(method, zipf_queries, caplog):
     bm25 = BM25Retriever(zipf_corpus(60_000, 3000), method=method, text_format="plain")
-    with caplog.at_level(logging.DEBUG, logger="retrievers.bm25"):
+    with caplog.at_level(logging.DEBUG, logger="deepresearch.retrievers.bm25"):
         assert_search_is_ranking_by_scores(bm25, zipf_queries, FILTERS)
     assert any("looked up, not scanned" in r.getMessage() for r in caplog.records)
 
@@ -253,7 +253,7 @@ def _arrays(bm25):
 
 @pytest.mark.parametrize("method", ["okapi", "lucene"])
 def test_a_build_streamed_in_tiny_batches_and_blocks_writes_the_same_arrays(scifact, method, monkeypatch, tmp_path):
-    from retrievers import bm25 as bm25_module
+    from deepresearch.retrievers import bm25 as bm25_module
 
     corpus = Corpus(list(scifact)[:700], name="scifact-700")
     whole = BM25Retriever(corpus, tokenizer="scholargym", method=method)  # one batch, one block

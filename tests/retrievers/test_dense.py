@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from retrievers import Corpus, Doc
-from retrievers.dense import DenseRetriever
-from retrievers.embed import encode
+from deepresearch.retrievers import Corpus, Doc
+from deepresearch.retrievers.dense import DenseRetriever
+from deepresearch.retrievers.embed import encode
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from retrievers import open_retriever
-from retrievers.engines import (
+from deepresearch.retrievers import open_retriever
+from deepresearch.retrievers.engines import (
     ArxivEngine,
     EngineError,
     OpenAlexEngine,
@@ -33,9 +33,9 @@ from retrievers.engines import (
     normalize_title,
     open_sources,
 )
-from retrievers.engines.client import retry_after_seconds
-from retrievers.engines.openalex import rebuild_abstract
-from retrievers.types import Doc, Retriever
+from deepresearch.retrievers.engines.client import retry_after_seconds
+from deepresearch.retrievers.engines.openalex import rebuild_abstract
+from deepresearch.retrievers.types import Doc, Retriever
 
 RESPONSES = Path(__file__).parent / "engine_responses"
 ENGINE_CLASSES = (OpenAlexEngine, SemanticScholarEngine, ArxivEngine, PubMedEngine)
@@ -243,7 +243,7 @@ def test_openalex_rebuilds_the_abstract_and_gives_the_pdf_link(replay, tmp_path)
 
 
 def test_the_references_read_the_engines_metadata(replay, tmp_path):
-    from retrievers.bibliographic import bibliographic
+    from deepresearch.retrievers.bibliographic import bibliographic
 
     arxiv_routes(replay)
     selfrag = make(ArxivEngine, replay.url, tmp_path).search(QUERY, k=1, offset=2)[0].doc
@@ -416,7 +416,7 @@ def test_secrets_are_sent_but_never_cached_logged_or_shown(replay, tmp_path, mon
     monkeypatch.setenv("OPENALEX_MAILTO", mail)
     for routes in ROUTES.values():
         routes(replay)
-    caplog.set_level(logging.DEBUG, logger="retrievers.engines")
+    caplog.set_level(logging.DEBUG, logger="deepresearch.retrievers.engines")
     cache = tmp_path / "cache"
     for cls in (OpenAlexEngine, SemanticScholarEngine, PubMedEngine):
         make(cls, replay.url, cache).search(QUERY, k=2)
@@ -600,7 +600,7 @@ def test_one_engine_down_the_search_goes_on_with_the_other(replay, tmp_path, cap
     down = refused_url()
     fused = open_sources(["openalex", "arxiv"], base_urls={"openalex": down, "arxiv": replay.url},
                          cache_dir=tmp_path, min_interval=0, page_size=2, backoff_s=0.01)
-    caplog.set_level(logging.INFO, logger="retrievers.engines")
+    caplog.set_level(logging.INFO, logger="deepresearch.retrievers.engines")
     hits = fused.search(QUERY, k=2)
     assert [h.doc.doc_id for h in hits] == EXPECTED["arxiv"][:2]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

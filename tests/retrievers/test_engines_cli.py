@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-import cli
-from retrievers.engines import SearchEngine
+from deepresearch import cli
+from deepresearch.retrievers.engines import SearchEngine
 from tests.retrievers.test_engines import Replay, arxiv_routes, openalex_routes, refused_url, serve
 
 QUESTION = "What is retrieval-augmented generation?"
@@ -79,7 +79,7 @@ def test_one_engine_down_the_run_goes_on_and_names_it(servers, tmp_path, monkeyp
     caplog.set_level(logging.WARNING)
     code, trace, report = run(tmp_path, "--source", "openalex", "--source", "arxiv")
     assert code == 0
-    lines = [r.getMessage() for r in caplog.records if r.name.startswith("retrievers.engines")]
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("deepresearch.retrievers.engines")]
     where = down[len("http://"):]
     assert lines == [(f"openalex: search failed (connection refused at {where} (4 attempts)); "
                       f"continuing with the other sources")]  # one line, however many searches it missed

@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-import cli
-from retrievers.corpus import CorpusError
-from retrievers.index import build_index, open_index
-from retrievers.open import open_retriever
-from retrievers.passages import best_passages, passage_docs, split_passages
-from retrievers.pdf import load_fulltext, read_pdf
-from retrievers.sources import open_corpus
-from retrievers.types import Doc
+from deepresearch import cli
+from deepresearch.retrievers.corpus import CorpusError
+from deepresearch.retrievers.index import build_index, open_index
+from deepresearch.retrievers.open import open_retriever
+from deepresearch.retrievers.passages import best_passages, passage_docs, split_passages
+from deepresearch.retrievers.pdf import load_fulltext, read_pdf
+from deepresearch.retrievers.sources import open_corpus
+from deepresearch.retrievers.types import Doc
 from tests.pdfgen import make_pdf
 
 FINDINGS = [
@@ -132,7 +132,7 @@ def test_an_index_of_a_pdf_folder_reopens(papers, tmp_path):
 
 
 def test_an_index_notices_a_paper_added_to_the_folder(papers, tmp_path):
-    from retrievers.index import IndexMismatchError
+    from deepresearch.retrievers.index import IndexMismatchError
 
     corpus, source, _ = open_corpus(str(papers))
     build_index(corpus, tmp_path / "idx", source, bm25={})

@@ -9,12 +9,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-import cli
-from programs.config import ResearchConfig
-from retrievers.bm25 import BM25Retriever
-from retrievers.corpus import Corpus
-from retrievers.fulltext import FullTextCache, FullTextError, FullTextRetriever
-from retrievers.types import Doc
+from deepresearch import cli
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.retrievers.bm25 import BM25Retriever
+from deepresearch.retrievers.corpus import Corpus
+from deepresearch.retrievers.fulltext import FullTextCache, FullTextError, FullTextRetriever
+from deepresearch.retrievers.types import Doc
 from tests.retrievers.test_fulltext import FINDINGS, trial_pdf
 
 

@@ -2,9 +2,9 @@ import asyncio
 
 import pytest
 
-from retrievers import BM25Retriever, Corpus, Doc, Hit
-from retrievers.dense import DenseRetriever
-from retrievers.hybrid import HybridRetriever, rrf_fuse
+from deepresearch.retrievers import BM25Retriever, Corpus, Doc, Hit
+from deepresearch.retrievers.dense import DenseRetriever
+from deepresearch.retrievers.hybrid import HybridRetriever, rrf_fuse
 
 
 def hits(*ids):

@@ -5,11 +5,11 @@ import os
 import numpy as np
 import pytest
 
-import cli
-from retrievers import BM25_PRESETS, BM25Retriever, Corpus, Doc, StoredCorpus
-from retrievers.index import FORMAT, IndexMismatchError, build_index, open_index
-from retrievers.sources import open_corpus
-from retrievers.store import StringTable
+from deepresearch import cli
+from deepresearch.retrievers import BM25_PRESETS, BM25Retriever, Corpus, Doc, StoredCorpus
+from deepresearch.retrievers.index import FORMAT, IndexMismatchError, build_index, open_index
+from deepresearch.retrievers.sources import open_corpus
+from deepresearch.retrievers.store import StringTable
 
 
 def is_mapped(array) -> bool:

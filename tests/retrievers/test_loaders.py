@@ -2,10 +2,10 @@ import json
 
 import pytest
 
-from retrievers import CorpusError, load_corpus
-from retrievers.hf import load_hf_corpus
-from retrievers.scholargym import iter_json_object, load_paper_db
-from retrievers.sources import open_corpus
+from deepresearch.retrievers import CorpusError, load_corpus
+from deepresearch.retrievers.hf import load_hf_corpus
+from deepresearch.retrievers.scholargym import iter_json_object, load_paper_db
+from deepresearch.retrievers.sources import open_corpus
 
 PAPERS = {
     "2401.00001": {"arxiv_id": "2401.00001", "title": "Sparse attention", "abstract": "We study sparse attention.",
@@ -65,7 +65,7 @@ def test_paper_db_streams_a_json_object(tmp_path, chunk):
 
 
 def test_paper_db_feeds_the_filters(tmp_path):
-    from retrievers import BM25Retriever
+    from deepresearch.retrievers import BM25Retriever
 
     path = tmp_path / "db.json"
     path.write_text(json.dumps(PAPERS), encoding="utf-8")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from retrievers import (
+from deepresearch.retrievers import (
     BM25_PRESETS,
     Corpus,
     IndexMismatchError,
@@ -10,7 +10,7 @@ from retrievers import (
     open_corpus,
     open_retriever,
 )
-from retrievers.store import StoredCorpus
+from deepresearch.retrievers.store import StoredCorpus
 
 QUERY = "insulin resistance in obese patients"
 SMALL = 80

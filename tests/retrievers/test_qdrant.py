@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from retrievers import BM25Retriever, Corpus, Doc
-from retrievers.dense import DenseRetriever
-from retrievers.qdrant import QdrantRetriever
+from deepresearch.retrievers import BM25Retriever, Corpus, Doc
+from deepresearch.retrievers.dense import DenseRetriever
+from deepresearch.retrievers.qdrant import QdrantRetriever
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,11 @@ import logging
 
 import pytest
 
-from retrievers.bibliographic import bibliographic
-from retrievers.corpus import CorpusError
-from retrievers.open import open_retriever
-from retrievers.references import load_references
-from retrievers.sources import open_corpus
+from deepresearch.retrievers.bibliographic import bibliographic
+from deepresearch.retrievers.corpus import CorpusError
+from deepresearch.retrievers.open import open_retriever
+from deepresearch.retrievers.references import load_references
+from deepresearch.retrievers.sources import open_corpus
 
 BIB = """% exported from a reference manager
 @article{lopez2021,

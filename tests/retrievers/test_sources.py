@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from retrievers import CorpusError
-from retrievers.sources import (
+from deepresearch.retrievers import CorpusError
+from deepresearch.retrievers.sources import (
     find_local,
     open_corpus,
     resolve_source,

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from retrievers import BM25_PRESETS, BM25Retriever, Corpus, Doc
-from retrievers.tokenize import english_tokenize, scholargym_tokenize
+from deepresearch.retrievers import BM25_PRESETS, BM25Retriever, Corpus, Doc
+from deepresearch.retrievers.tokenize import english_tokenize, scholargym_tokenize
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import dspy
 import pydantic
 import pytest
 
-from signatures import (AssessRelevance, ExtractLearnings, FindGaps, Judgement, Learning, MergeLearnings,
+from deepresearch.signatures import (AssessRelevance, ExtractLearnings, FindGaps, Judgement, Learning, MergeLearnings,
                         PlanQueries, Source, Task, WriteReport)
 
 STAGES = {
