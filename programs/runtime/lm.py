@@ -225,16 +225,66 @@ def _close_objects(part: Any) -> None:
             _close_objects(value)
 
 
+# Output properties that name a source shown in the prompt, and the input attributes that give the ids.
+ID_OUTPUTS = ("source_id", "source_ids", "paper_id")
+MAX_ENUM_IDS = 200  # past this many ids the grammar (and some providers' schema limits) grow too large
+
+
+def shown_ids(inputs: dict[str, Any]) -> list[str]:
+    """The ids of the sources a call shows (passages, papers, candidates), in the order shown."""
+    ids: list[str] = []
+    for value in inputs.values():
+        for item in value if isinstance(value, list | tuple) else ():
+            for key in ("source_id", "paper_id"):
+                found = item.get(key) if isinstance(item, dict) else getattr(item, key, None)
+                if isinstance(found, str) and found:
+                    ids.append(found)
+    return list(dict.fromkeys(ids))
+
+
+def _restrict_ids(part: Any, ids: list[str]) -> None:
+    """Makes every source-id property of a schema one of `ids`: the decoder cannot write an unseen id."""
+    if isinstance(part, dict):
+        for name, prop in (part.get("properties") or {}).items():
+            if name in ID_OUTPUTS and isinstance(prop, dict):
+                target = prop.get("items") if prop.get("type") == "array" else prop
+                if isinstance(target, dict) and target.get("type") == "string":
+                    target.pop("maxLength", None)
+                    target["enum"] = list(ids)
+        for value in part.values():
+            _restrict_ids(value, ids)
+    elif isinstance(part, list):
+        for value in part:
+            _restrict_ids(value, ids)
+
+
 class SchemaAdapter(dspy.JSONAdapter):
     """DSPy's JSON adapter that always sends each predictor's output schema as `response_format`.
 
     DSPy's own JSONAdapter sends a schema only to models its metadata says support one, which leaves out
-    every local server; this one sends it to any server.
+    every local server; this one sends it to any server. Where a call shows sources (passages, papers), the
+    ids it may cite are an enum of the ones shown, so even a small model cites only what it was given.
     """
 
+    def _response_format(self, signature: type[dspy.Signature], inputs: dict[str, Any]) -> dict[str, Any]:
+        schema = output_schema(signature)
+        ids = shown_ids(inputs)
+        if ids and len(ids) <= MAX_ENUM_IDS:
+            _restrict_ids(schema, ids)
+        return {"type": "json_schema", "json_schema": {"name": signature.__name__, "schema": schema, "strict": True}}
+
+    def __call__(self, lm, lm_kwargs, signature, demos, inputs):
+        lm_kwargs = {**lm_kwargs, "response_format": self._response_format(signature, inputs)}
+        return super().__call__(lm, lm_kwargs, signature, demos, inputs)
+
+    async def acall(self, lm, lm_kwargs, signature, demos, inputs):
+        lm_kwargs = {**lm_kwargs, "response_format": self._response_format(signature, inputs)}
+        return await super().acall(lm, lm_kwargs, signature, demos, inputs)
+
     def _prepare_response_format(self, lm, lm_kwargs, signature):
-        lm_kwargs["response_format"] = {"type": "json_schema", "json_schema": {
-            "name": signature.__name__, "schema": output_schema(signature), "strict": True}}
+        if "response_format" not in lm_kwargs:  # set per call above, from the sources the call shows
+            lm_kwargs["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": signature.__name__, "schema": output_schema(signature), "strict": True}}
 
 
 def structured_adapter(mode: str, lm: Any | None) -> dspy.Adapter | None:

@@ -86,6 +86,27 @@ def test_bounds_reach_only_the_decoder_a_longer_reply_still_parses(make_lm):
     assert sent[0].config.response_format is not None
 
 
+def test_a_call_may_cite_only_the_sources_it_shows(make_lm):
+    # the ids become an enum in the grammar: a small model cannot write an id it was not given
+    sources = [Source(source_id=f"abc_{i}", title=f"t{i}", text="x") for i in range(1, 4)]
+    sent = []
+
+    def handler(messages, request):
+        sent.append(request)
+        return json.dumps({"reasoning": "r", "learnings": [{"text": "f", "source_ids": ["abc_2"]}],
+                           "follow_up_questions": []})
+
+    with dspy.context(lm=make_lm(handler), adapter=SchemaAdapter()):
+        out = asyncio.run(Extractor().acall(question="q", task=Task(query="q", goal="g"), sources=sources))
+    assert [x.source_ids for x in out.learnings] == [["abc_2"]]
+    schema = sent[0].config.response_format["schema"]  # the engine's request holds the schema itself
+    ids = schema["$defs"]["Learning"]["properties"]["source_ids"]["items"]
+    assert ids == {"type": "string", "enum": ["abc_1", "abc_2", "abc_3"]}
+    # the text of the learning and the follow-up questions stay bounded strings, not enums
+    assert "enum" not in schema["$defs"]["Learning"]["properties"]["text"]
+    assert schema["properties"]["follow_up_questions"]["items"]["maxLength"] == 200
+
+
 @pytest.mark.parametrize("mode,model,api_base,expected", [
     ("off", "openai/local", "http://127.0.0.1:9/v1", type(None)),
     ("schema", "openai/gpt-4o-mini", None, SchemaAdapter),
