@@ -69,7 +69,7 @@ def instructions_of(messages: Messages) -> str:
 
 class ScriptedEngine:
     """Answers with handler(messages) (or handler(messages, request), to read e.g. the temperature);
-    counts calls; optional latency for the async path."""
+    counts calls; optional latency for the async path: seconds, or a function of the request's messages."""
 
     def __init__(self, handler: Handler, delay: float = 0.0, tokens: tuple[int, int] = (10, 5)):
         self.handler, self.delay, self.tokens = handler, delay, tokens
@@ -96,8 +96,9 @@ class AsyncScriptedEngine:
         self.sync = sync
 
     async def complete(self, request) -> Response:
-        if self.sync.delay:
-            await asyncio.sleep(self.sync.delay)
+        delay = self.sync.delay(request_to_chat(request)) if callable(self.sync.delay) else self.sync.delay
+        if delay:
+            await asyncio.sleep(delay)
         return self.sync._respond(request)
 
 

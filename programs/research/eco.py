@@ -45,7 +45,7 @@ class Eco:
             if not life.restored:
                 async with life.slot():
                     follow_ups = await research_task(life, task, ctx.config.hits_per_query)
-                    if depth_left > 1 and child_breadth > 0 and not ctx.is_stopped:
+                    if depth_left > 1 and child_breadth > 0 and not life.stopped():
                         life.spawned = (await life.call(
                             "enrich", question=ctx.question, focus=task.query, summary=life.node.summary,
                             open_questions=follow_ups, sibling_queries=siblings, max_tasks=child_breadth)).tasks

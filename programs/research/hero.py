@@ -109,7 +109,7 @@ class Hero:
                     summary = (await life.call("merge", task=task, learnings=learnings)).summary
                     summary = check_node_citations(life, "merge", summary, learnings, empty=NO_INFORMATION)
                     life.update(summary=summary, follow_ups=tuple(follow_ups))
-                    if h.enrichments > 0 and not ctx.is_stopped:
+                    if h.enrichments > 0 and not life.stopped():
                         gaps = (await life.call("enrich", question=ctx.question, focus=task.query, summary=summary,
                                                 open_questions=follow_ups, sibling_queries=siblings,
                                                 max_tasks=h.multiplier * h.enrichments)).tasks
@@ -121,7 +121,7 @@ class Hero:
                                       run=lambda n, t, r: self._enrichment(ctx, n, t, r))
             release()
             extra = [x for _, f in spawned for x in (await f or [])]
-            if extra and not ctx.is_stopped and not life.restored:  # a restored summary has its paragraph
+            if extra and not life.restored and not life.stopped():  # a restored summary has its paragraph
                 paragraph = (await life.call("enrich_write", focus=task.query, summary=life.node.summary,
                                              learnings=extra)).paragraph
                 cited = [x for m in CITATION.finditer(life.node.summary) for x in citation_labels(m)]

@@ -343,6 +343,7 @@ class NodeLife:
         self.spawned: list[Task] = []  # the tasks this node spawns (journaled, restored on resume)
         self.counted: dict[str, int] = {}  # this node's additions to the run's counts (restored on resume)
         self.registered: list[tuple[str, Doc]] = []  # documents this node was first to register
+        self.cut_short = False  # the run stopped before this node's own work was whole (see `stopped`)
         saved = ctx.journal.get(f"node:{node_id}") if ctx.journal else None
         self.saved = saved if saved and saved["node"]["query"] == self.node.query else None
 
@@ -395,6 +396,16 @@ class NodeLife:
         self.ctx.count(searches=1)
         return hits
 
+    def stopped(self) -> bool:
+        """Whether the run has stopped, so the node skips the rest of its work (its children, a paragraph).
+
+        A node that skipped work is not journaled: restored on resume it would stay without the children a
+        run that never stopped gives it, so a resumed run researches it again instead.
+        """
+        if self.ctx.is_stopped:
+            self.cut_short = True
+        return self.ctx.is_stopped
+
     def count(self, **changes: int) -> None:
         """Adds to the run's counts on behalf of this node (journaled with it, so a resume keeps them)."""
         self.ctx.count(**changes)
@@ -444,7 +455,8 @@ class NodeLife:
         ctx.events.emit("node_end", node_id=self.node_id, message=status,
                         counts={"hits": len(node.retrieved_ids), "relevant": len(node.relevant_ids),
                                 "learnings": len(node.learnings), "children": len(self.spawned)})
-        if status in ("done", "pruned") and ctx.journal is not None:  # pruning is the run's decision: kept
+        # pruning is the run's decision: kept; a node cut short by a stopping run is done again on resume
+        if status in ("done", "pruned") and ctx.journal is not None and not self.cut_short:
             ctx.journal.append(f"node:{self.node_id}", "node", node=node.to_dict(),
                                parent=ctx.store.parents[self.node_id],
                                spawned=[t.model_dump() for t in self.spawned], stats=self.counted,

@@ -104,3 +104,40 @@ def test_a_line_cut_by_a_kill_is_ignored_and_other_damage_is_refused(tmp_path):
     path.write_text(path.read_text().replace('"key": "node:1"', '"key": node:1'))
     with pytest.raises(JournalError, match="line 2 is damaged; pass --overwrite"):
         Journal(path, "q", resume=True)
+
+
+def test_a_node_cut_short_by_a_stopping_run_is_researched_again_on_resume(tmp_path, scifact_bm25):
+    # node 1's extraction fails and, with max_failures=0, stops the run while node 2's merge is under way
+    # (its reply is slow): node 2 then ends without asking for its children. It must not be journaled as
+    # finished, or the resumed run would restore it childless and write a smaller tree than a run that
+    # was never stopped
+    from deepresearch.programs.config import ResearchConfig
+    from deepresearch.signatures import ExtractLearnings
+    from tests.research_lm import _extract, research_handler
+
+    config = ResearchConfig(depth=2, breadth=2, max_failures=0, parse_retries=0)
+
+    def extract(messages):
+        if "aspect 1" in inputs_of(messages)["task"]:
+            return {"learnings": "not a list"}
+        return _extract(messages)
+
+    def slow_merge_of_node_2(messages):
+        asked = inputs_of(messages)
+        return 0.3 if "learnings" in asked and "aspect 2" in asked.get("task", "") else 0.0
+
+    def research(handler, **kw):
+        with dspy.context(lm=scripted_lm(handler, delay=slow_merge_of_node_2)):
+            return DeepResearch(retriever=scifact_bm25, config=config)(question=QUESTION, **kw)
+
+    journal = tmp_path / "journal.jsonl"
+    stopped = research(research_handler({ExtractLearnings: extract}), journal=journal)
+    assert stopped.stats.stopped == "more than 0 failures"
+    assert [(n.status, n.children) for n in stopped.tree] == [("failed", ()), ("done", ())]
+    assert node_entries(journal) == []  # node 2 did not finish its part: nothing to restore
+
+    resumed = research(research_handler(), journal=journal, resume=True)
+    whole = research(research_handler())
+    assert len(whole.report.nodes()) == 2 + 2 * 1
+    assert [(n.node_id, n.status, n.summary) for n in resumed.report.nodes()] == \
+           [(n.node_id, n.status, n.summary) for n in whole.report.nodes()]
