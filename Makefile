@@ -28,7 +28,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-$$( [ -n "$$DEEPRESEARCH_DATA" ] && echo 1 || echo 0 )} \
-	$(VENV)/bin/deepresearch run "$(DEMO_QUESTION)" --corpus BeIR/scifact --depth 2 --breadth 3 --out runs/demo
+	$(VENV)/bin/deepresearch run "$(DEMO_QUESTION)" --corpus BeIR/scifact --depth 2 --breadth 3 --out runs/demo --overwrite
 
 # llama.cpp's llama-server and SmolLM2-135M-Instruct for tests/real_lm: built once per machine
 # (about 7 minutes on 2 cores), cached under ~/.cache/dspy-deepresearch/llama; later runs only print the paths.
