@@ -139,7 +139,9 @@ def config_of(name: str, depth: int, breadth: int, hits: int | None, cuts: dict,
 def run(name: str, retriever, texts: dict[str, str], questions: list[str], cuts: str, depth: int, breadth: int,
         hits: int | None, lm_factory, extra: dict | None = None, context: dict | None = None) -> dict:
     """Runs `questions` with preset `name`; returns tokens per stage and the citation scores."""
-    stages: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    # per stage: calls, prompt tokens, completion tokens, parse failures, fallbacks, truncated replies, failed
+    stages: dict[str, list[int]] = defaultdict(lambda: [0] * 7)
+    trouble: dict[str, int] = defaultdict(int)
     scores, seconds, nodes, refs = [], 0.0, 0, 0
     support = Support()
     for q in questions:
@@ -151,16 +153,25 @@ def run(name: str, retriever, texts: dict[str, str], questions: list[str], cuts:
         nodes += len(report.nodes())
         refs += len(report.references)
         for stage, u in report.usage.items():
-            stages[stage][0] += u.calls
-            stages[stage][1] += u.prompt_tokens
-            stages[stage][2] += u.completion_tokens
+            for i, v in enumerate((u.calls, u.prompt_tokens, u.completion_tokens, u.parse_failures, u.fallbacks,
+                                   u.truncated, u.failed)):
+                stages[stage][i] += v
+        st = report.stats
+        for k, v in (("parse_failures", st.parse_failures), ("parse_retries", st.retries.get("parse", 0)),
+                     ("truncated", st.truncated_replies), ("failed_requests", st.failed_requests),
+                     ("failed_nodes", st.failed_nodes), ("learnings", st.learnings),
+                     ("invented_citations", st.invented_citations), ("dropped_citations", st.dropped_citations)):
+            trouble[k] += v
+        if st.stopped:
+            trouble["stopped: " + st.stopped] += 1
         numbered = {str(r.number): texts[r.doc_id] for r in report.references if r.doc_id in texts}
         scores.append(score_claims(claim_sentences(report.markdown), numbered, support, integration=False).citations)
     p, r, _ = dataset_citation_f1(scores)
     return {"preset": name, "cuts": cuts, "stages": dict(stages), "nodes": nodes,
             "calls": sum(v[0] for v in stages.values()), "prompt": sum(v[1] for v in stages.values()),
             "completion": sum(v[2] for v in stages.values()), "P": p, "R": r,
-            "claims": sum(s.n_claims for s in scores), "references": refs, "seconds": seconds}
+            "claims": sum(s.n_claims for s in scores), "references": refs, "seconds": seconds,
+            "trouble": dict(trouble), "status": report.status}
 
 
 def print_rows(rows: list[dict]) -> None:
@@ -183,6 +194,22 @@ def print_rows(rows: list[dict]) -> None:
           "shares of the run's prompt tokens")
     print("spec 002 Table 7 (ParallelResearch): orchestration takes "
           + ", ".join(f"{v:.1%} of input tokens at {k}" for k, v in TABLE_7_ORCHESTRATION.items()))
+
+
+def print_per_request(rows: list[dict]) -> None:
+    """Prompt tokens per request, by stage: with a real model the tree (and so the number of requests)
+    changes with its parse failures, while the size of one request of a stage stays comparable."""
+    names = sorted({s for r in rows for s in r["stages"]})
+    print("prompt tokens per request by stage (calls in brackets); parse: parse failures / truncated replies")
+    print(f"{'preset':<9} {'cuts':<6} " + " ".join(f"{n:>15}" for n in names) + f" {'parse':>7}")
+    for r in rows:
+        cells = []
+        for n in names:
+            v = r["stages"].get(n)
+            cells.append(f"{v[1] / v[0]:>8.0f} ({v[0]:>3})" if v and v[0] else f"{'-':>15}")
+        t = r.get("trouble", {})
+        print(f"{r['preset']:<9} {r['cuts']:<6} " + " ".join(f"{c:>15}" for c in cells)
+              + f" {t.get('parse_failures', 0):>3}/{t.get('truncated', 0):<3}")
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -227,6 +254,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     rows.append(run(name, retriever, texts, questions, cuts, args.depth, args.breadth, hits,
                                     factory, extra=extra, context={"adapter": SchemaAdapter()}))
                     print(json.dumps({k: v for k, v in rows[-1].items()}), flush=True)
+                    if args.json:  # kept row by row: a run cut short still leaves the rows it finished
+                        Path(args.json).write_text(json.dumps(rows, indent=2))
         print(f"model: SmolLM2-135M-Instruct on llama-server (usage as the server counts it); "
               f"passage_chars={args.passage_chars}, "
               f"every stage's output capped at 256 tokens; hero: 1 turn of {args.breadth} pipelines, 1 enrichment "
@@ -241,6 +270,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
           f"{(args.hits or 3) if args.real else (args.hits or 'as the preset')}, {len(questions)} SciFact questions per row")
     print(machine_line())
     print_rows(rows)
+    print_per_request(rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return rows
