@@ -212,8 +212,8 @@ class ResearchConfig:
         full_text: Where a hit has an open-access PDF link (`metadata["pdf_url"]`, given by the search
             engines), fetch the PDF (cached on disk), split it into passages and give the extractor the
             `full_text_passages` of them that best match the node's query instead of the abstract; a
-            failed fetch keeps the abstract (one warning line). Not for the `gather` strategy, which
-            selects whole papers.
+            failed fetch keeps the abstract (one warning line). The `gather` strategy still selects whole
+            papers; its second look at an uncertain paper and its extraction read the passages.
         full_text_passages: Passages of one paper given in its place with `full_text`.
         full_text_cache: Folder of fetched PDFs (None: ~/.cache/dspy-deepresearch/fulltext).
         hero: Settings of the `hero` strategy.
@@ -274,9 +274,6 @@ class ResearchConfig:
                              f"not {self.strategy!r}")
         check_minimum(self, ("hits_per_query", "max_passages", "max_learnings", "max_concurrency", "passage_chars",
                              "lm_concurrency", "search_concurrency", "verify_batch", "full_text_passages"), 1)
-        if self.full_text and self.strategy == "gather":
-            raise ValueError("full text is read for the eco, hero and parallel strategies; the gather strategy "
-                             "selects whole papers by id, so drop --full-text or choose another strategy")
         if self.skip_seen not in SKIP_SEEN:
             raise ValueError(f"unknown skip_seen {self.skip_seen!r}; choose one of: {', '.join(SKIP_SEEN)}")
         if self.verify not in VERIFY_POLICIES:

@@ -116,7 +116,9 @@ class FullTextRetriever:
         self.inner, self.cache = inner, cache or FullTextCache()
         self.passages_per_paper, self.max_chars, self.overlap = passages_per_paper, max_chars, overlap
         self._papers: dict[str, list[Doc] | None] = {}  # link -> passages; None after a failure (told once)
+        self._why: dict[str, str] = {}  # link -> why its PDF could not be had
         self._lock = threading.Lock()
+        self._link_locks: dict[str, threading.Lock] = {}  # one per link: concurrent readers fetch it once
         self.fetched = self.failed = 0
 
     def __getattr__(self, name: str) -> Any:
@@ -133,6 +135,14 @@ class FullTextRetriever:
         with self._lock:
             if url in self._papers:
                 return self._papers[url]
+            link_lock = self._link_locks.setdefault(url, threading.Lock())
+        with link_lock:
+            with self._lock:
+                if url in self._papers:  # read by another thread while this one waited
+                    return self._papers[url]
+            return self._read(doc, url)
+
+    def _read(self, doc: Doc, url: str) -> list[Doc] | None:
         try:
             paper = read_pdf(self.cache.fetch(url), url)
             meta = {k: v for k, v in (doc.metadata or {}).items() if k not in ("paper_id", "passage", "passages")}
@@ -144,9 +154,22 @@ class FullTextRetriever:
             logger.warning("full text of %s not read (%s); using its abstract", doc.doc_id, err)
             result = None
             self.failed += 1
+            with self._lock:
+                self._why[url] = str(err)
         with self._lock:
             self._papers[url] = result
         return result
+
+    def unread(self, doc: Doc) -> str:
+        """Why `passages(doc)` gave nothing: no open-access link, or the fetch or read that failed (after a
+        call to `passages`); empty when the paper was read."""
+        url = (doc.metadata or {}).get("pdf_url")
+        if not url:
+            return "no open-access PDF link"
+        with self._lock:
+            if self._papers.get(url):
+                return ""
+            return self._why.get(url) or "the PDF holds no text"
 
     def expand(self, query: str, hits: list[Hit]) -> list[Hit]:
         """`hits` with each paper that has a readable PDF replaced by its best passages (same score and rank)."""

@@ -59,6 +59,9 @@ class Search:
     feedback: str = ""
     ranking: tuple[str, ...] = ()
     error: str | None = None  # why the search or its assessment failed (the round, and the run, went on)
+    rechecked: int = 0  # candidates labelled uncertain that got a second look (spec 004 §1.5)
+    browsed: int = 0    # of them, judged on passages of their full text (--full-text)
+    unread: int = 0     # of them, full text wanted but not available (no link, a failed fetch): "no evidence"
 
     @property
     def selected(self) -> list[str]:
@@ -130,6 +133,11 @@ class GatherResult:
                     ranks = best.setdefault(c.doc_id, {})
                     ranks[s.node_id] = min(c.rank, ranks.get(s.node_id, c.rank))
         return best
+
+    def second_looks(self) -> dict[str, int]:
+        """Second looks over the whole run: `rechecked`, `browsed` (read from the full text) and `unread`."""
+        searches = [s for r in self.rounds for s in r.searches]
+        return {k: sum(getattr(s, k) for s in searches) for k in ("rechecked", "browsed", "unread")}
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -10,6 +10,12 @@ search is complete, or when no valid action is left.
 under some run's caps and budgets and records its failures: the standalone `Gatherer` hosts it on a
 scheduler of its own; the research program's `gather` strategy (programs/research/gather.py) on its run. The planner and
 assessor modules are in programs/gather/stages.py.
+
+Full text (`--full-text`): given a `FullTextRetriever` (`deepresearch.retrievers.fulltext`), the loop still
+searches and selects whole papers, through the retriever it wraps (`papers_and_reader`), and the
+assessor's second look at an uncertain candidate reads the paper's open-access PDF with it (spec 004's
+adaptive browsing; `deepresearch.programs.gather.stages`). Each search records its second looks, how
+many read the full text and how many found none (`Search.rechecked`, `browsed`, `unread`).
 """
 
 from __future__ import annotations
@@ -32,20 +38,21 @@ from deepresearch.programs.gather.artifacts import (
     StopReason,
     Subquery,
 )
-from deepresearch.programs.gather.stages import CandidateAssessor, SubqueryPlanner, clip
+from deepresearch.programs.gather.stages import CandidateAssessor, SubqueryPlanner, clip, reading_full_text
 from deepresearch.programs.runtime.events import EventHandler, EventLog
 from deepresearch.programs.runtime.scheduler import BudgetExceeded, Scheduler
 from deepresearch.programs.runtime.secrets import redact
 from deepresearch.programs.runtime.stage import Shared, run_sync, set_stage_lms
 from deepresearch.programs.runtime.text import norm_text
 from deepresearch.programs.runtime.usage import UsageMeter, metered
+from deepresearch.retrievers.fulltext import FullTextRetriever
 from deepresearch.retrievers.types import Hit, Retriever
 from deepresearch.signatures.gather import PlannedSearch, RoundResult, SubqueryNode
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["GATHER_STAGES", "CandidateAssessor", "GatherConfig", "GatherLoop", "Gatherer", "LoopHost",
-           "SubqueryPlanner", "validate_plan"]
+           "SubqueryPlanner", "papers_and_reader", "validate_plan"]
 
 # The loop's stage names (as in usage and the trace) -> the attribute holding their module.
 GATHER_STAGES: dict[str, str] = {"gather_plan": "planner", "gather_assess": "assessor"}
@@ -79,6 +86,15 @@ class GatherConfig(GatherLoopConfig):
         return ResearchConfig(max_concurrency=self.max_concurrency, lm_concurrency=self.max_concurrency,
                               search_concurrency=self.max_concurrency, deadline_s=self.deadline_s,
                               max_lm_calls=self.max_lm_calls, lm_timeout_s=self.lm_timeout_s)
+
+
+def papers_and_reader(retriever: Retriever) -> tuple[Retriever, FullTextRetriever | None]:
+    """The retriever the loop searches, which returns whole papers, and the reader of their full text: for a
+    `FullTextRetriever` (which puts a paper's passages in its place) the retriever it wraps and itself,
+    else `retriever` and None. The loop selects papers by id, so it never searches passages."""
+    if isinstance(retriever, FullTextRetriever):
+        return retriever.inner, retriever
+    return retriever, None
 
 
 def validate_plan(searches: list[PlannedSearch], tree: list[Subquery], pages: dict[int, int],
@@ -157,12 +173,14 @@ class GatherLoop:
         config: The loop's settings.
         host: Where LM calls and searches go and failures are recorded.
         tag: Put before round and subquery ids in events and failure records (e.g. `gather:`).
+        full_text: Reads the open-access PDF of an uncertain candidate at the assessor's second look
+            (None: the second look reads the candidate's stored text).
     """
 
     def __init__(self, question: str, date_constraint: str | None, config: GatherLoopConfig, host: LoopHost,
-                 tag: str = ""):
+                 tag: str = "", full_text: FullTextRetriever | None = None):
         self.question, self.date_constraint = question, date_constraint or None
-        self.config, self.host, self.tag = config, host, tag
+        self.config, self.host, self.tag, self.full_text = config, host, tag, full_text
         self.tree = [Subquery(node_id=0, parent_id=None, link="root", text=question, iteration=0)]
         self.pages: dict[int, int] = {}
         self.returned: dict[int, list[str]] = {}
@@ -219,7 +237,9 @@ class GatherLoop:
                                      memory=self.memory, dropped=tuple(dropped), repaired=repaired))
             host.events.emit("stage_end", node_id=f"{self.tag}{t}", stage="round",
                              counts={"searches": len(searches), "selected": len(self.selected),
-                                     "dropped": len(dropped), "failed": sum(s.error is not None for s in searches)})
+                                     "dropped": len(dropped), "failed": sum(s.error is not None for s in searches),
+                                     **{k: sum(getattr(s, k) for s in searches)
+                                        for k in ("rechecked", "browsed", "unread")}})
             halted = host.halted()
             if halted:
                 host.events.emit("budget", message=halted[1])
@@ -253,16 +273,19 @@ class GatherLoop:
                 hits, ranking = await self._retrieve(text, k, offset, exclude)
                 search = replace(search, ranking=ranking)
                 stage = "assess"
-                assessed = await self.host.assess(question=self.question, subquery=text, checklist=self.checklist,
-                                                  hits=hits, preview_chars=self.config.preview_chars,
-                                                  second_look=self.config.second_look)
+                with reading_full_text(self.full_text):
+                    assessed = await self.host.assess(question=self.question, subquery=text,
+                                                      checklist=self.checklist, hits=hits,
+                                                      preview_chars=self.config.preview_chars,
+                                                      second_look=self.config.second_look)
             except Exception as err:  # a budget stop included: the loop checks the budget after the round
                 if not isinstance(err, BudgetExceeded):
                     self.host.failed(f"{self.tag}{node_id}", stage, err)
                 return replace(search, error=f"{stage}: {type(err).__name__}: {redact(str(err))[:300]}")
             candidates = tuple(Candidate(doc_id=h.doc.doc_id, rank=h.rank, score=h.score, label=j.label,
                                          reason=j.reason) for h, j in zip(hits, assessed.judgements))
-            return replace(search, candidates=candidates, feedback=assessed.feedback)
+            return replace(search, candidates=candidates, feedback=assessed.feedback,
+                           **{k: int(getattr(assessed, k, 0) or 0) for k in ("rechecked", "browsed", "unread")})
 
         searches = list(await asyncio.gather(*[one(*c) for c in calls]))
         for s in searches:
@@ -291,7 +314,9 @@ class Gatherer(dspy.Module):
     """Finds the papers that answer a research question with ScholarGym's planner-retriever-assessor loop.
 
     Args:
-        retriever: Any `Retriever`; the loop uses its `offset`, `exclude` and `before` filters.
+        retriever: Any `Retriever`; the loop uses its `offset`, `exclude` and `before` filters. A
+            `FullTextRetriever` turns on full text: the loop searches the retriever it wraps and the second
+            look at an uncertain candidate reads the paper's PDF (`papers_and_reader`).
         config: Loop settings; `iterations` overrides `config.iterations` when given.
         offline: Use the deterministic planner and assessor of `deepresearch.programs.gather.offline` (no LM).
         lms: Per-stage LMs keyed by stage name, `gather_plan` or `gather_assess` (which also rechecks);
@@ -320,7 +345,7 @@ class Gatherer(dspy.Module):
                 OfflineSubqueryPlanner,
             )
 
-            self.planner = OfflineSubqueryPlanner(retriever)
+            self.planner = OfflineSubqueryPlanner(papers_and_reader(retriever)[0])
             self.assessor = OfflineCandidateAssessor()
         else:
             self.planner = SubqueryPlanner()
@@ -343,7 +368,8 @@ class Gatherer(dspy.Module):
         meter, events = UsageMeter(), EventLog(self.on_event)
         with metered(meter):
             sched = Scheduler(self.config.limits(), meter)
-            loop = GatherLoop(question.strip(), date_constraint, self.config, _SchedulerHost(self, sched, events))
+            loop = GatherLoop(question.strip(), date_constraint, self.config, _SchedulerHost(self, sched, events),
+                              full_text=papers_and_reader(self.retriever)[1])
             events.emit("run_start", counts={"iterations": self.config.iterations})
             try:
                 stop_reason, is_failed = await asyncio.wait_for(loop.run(), sched.remaining())
@@ -370,7 +396,7 @@ class _SchedulerHost:
         return await self.sched.call(self.gatherer.assessor, reserve=0, **inputs)
 
     async def search(self, query: str, k: int, **filters: Any) -> list[Hit]:
-        return await self.sched.search(self.gatherer.retriever, query, k, **filters)
+        return await self.sched.search(papers_and_reader(self.gatherer.retriever)[0], query, k, **filters)
 
     def failed(self, where: str, stage: str, err: BaseException) -> None:
         message = redact(str(err).strip().splitlines()[0][:300]) if str(err).strip() else ""

@@ -111,4 +111,5 @@ class OfflineCandidateAssessor(Stage):
         feedback = Feedback(covered_topics=" ".join(sorted(wanted))[:200], relevant=f"{kept} of {len(hits)} kept",
                             irrelevant=f"{len(hits) - kept} fail the {EVIDENCE_RULE} rule",
                             suggestions="page on" if kept else "stop this subquery")
-        return dspy.Prediction(judgements=judgements, feedback=feedback_text(feedback), rechecked=0)
+        return dspy.Prediction(judgements=judgements, feedback=feedback_text(feedback), rechecked=0, browsed=0,
+                               unread=0)

@@ -1,12 +1,26 @@
-"""The gathering loop's LM stages: the subquery planner and the candidate assessor (spec 004 §1.3, §1.5)."""
+"""The gathering loop's LM stages: the subquery planner and the candidate assessor (spec 004 §1.3, §1.5).
+
+Adaptive browsing (spec 004 §1.5-1.6): a candidate the assessor labels `uncertain` gets a second look.
+When the loop reads full text (`reading_full_text`, set by the loop around each assessment when the run
+has `--full-text`), that look reads the paper's open-access PDF through the same `FullTextRetriever` and
+on-disk `FullTextCache` as `--full-text` everywhere else: the passages that best match the question and
+checklist, at most `FULL_TEXT_CHARS` characters, take the abstract's place in what `RecheckCandidate`
+is shown. A paper without a link, or whose PDF cannot be fetched or read, is judged on its stored text
+as before, and the judgement's reason says the full text was not available (spec 004's "no evidence").
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import dspy
 
 from deepresearch.programs.gather.artifacts import feedback_text
+from deepresearch.programs.runtime.secrets import redact
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.text import collapse_whitespace
 from deepresearch.programs.runtime.usage import call_predictor
@@ -20,6 +34,26 @@ from deepresearch.signatures.gather import (
     SubqueryNode,
 )
 from deepresearch.signatures.types import Judgement
+
+if TYPE_CHECKING:
+    from deepresearch.retrievers.fulltext import FullTextRetriever
+
+FULL_TEXT_CHARS = 4000  # of full-text passages shown at a second look: three default passages, about 900 words
+
+# The reader of the run the current assessment belongs to; a context variable, not an input, so the stage
+# log (which records inputs as JSON) and concurrent runs sharing one assessor are unaffected.
+_full_text: contextvars.ContextVar[FullTextRetriever | None] = contextvars.ContextVar(
+    "deepresearch_gather_full_text", default=None)
+
+
+@contextmanager
+def reading_full_text(reader: FullTextRetriever | None) -> Iterator[None]:
+    """Within the block, second looks read a paper's full text with `reader` (None: its stored text)."""
+    token = _full_text.set(reader)
+    try:
+        yield
+    finally:
+        _full_text.reset(token)
 
 
 def clip(text: str, limit: int) -> str:
@@ -56,8 +90,12 @@ class CandidateAssessor(Stage):
     """Labels each candidate of one search relevant or irrelevant and writes notes for the planner.
 
     A candidate the LM did not judge counts as irrelevant (the reference keeps only ids it names);
-    `uncertain` ones get a second look at their full text when `second_look` is on, else are dropped.
-    A call may set `preview_chars` and `second_look` for itself (the loop passes its run's settings).
+    `uncertain` ones get a second look when `second_look` is on, else are dropped. The second look reads
+    the paper's full text inside `reading_full_text(reader)` (see the module's docstring), else its stored
+    text. A call may set `preview_chars` and `second_look` for itself (the loop passes its run's settings).
+
+    The Prediction has `judgements`, `feedback`, and counts: `rechecked` (second looks), `browsed` (of
+    them, read from the full text) and `unread` (of them, full text wanted but not available).
     """
 
     def __init__(self, second_look: bool = True, preview_chars: int = 1000):
@@ -69,7 +107,7 @@ class CandidateAssessor(Stage):
     async def aforward(self, question: str, subquery: str, checklist: str, hits: list[Hit],
                        preview_chars: int | None = None, second_look: bool | None = None) -> dspy.Prediction:
         if not hits:
-            return dspy.Prediction(judgements=[], feedback="no results", rechecked=0)
+            return dspy.Prediction(judgements=[], feedback="no results", rechecked=0, browsed=0, unread=0)
         preview_chars = self.preview_chars if preview_chars is None else preview_chars
         second_look = self.second_look if second_look is None else second_look
         papers = [candidate_paper(h, preview_chars) for h in hits]
@@ -78,15 +116,36 @@ class CandidateAssessor(Stage):
         by_id = {j.source_id: j for j in out.judgements}
         judgements = [by_id.get(h.doc.doc_id) or Judgement(source_id=h.doc.doc_id, label="irrelevant",
                                                            reason="not judged") for h in hits]
-        rechecked = 0
-        if second_look:
-            uncertain = [i for i, j in enumerate(judgements) if j.label == "uncertain"]
-            answers = await asyncio.gather(*[
-                call_predictor("gather_recheck", self.recheck_candidate, question=question, checklist=checklist,
-                               paper=candidate_paper(hits[i], None)) for i in uncertain])
-            for i, answer in zip(uncertain, answers):
-                judgements[i] = Judgement(source_id=hits[i].doc.doc_id,
-                                          label="relevant" if answer.is_relevant else "irrelevant",
-                                          reason=clip(answer.evidence, 300))
-            rechecked = len(uncertain)
-        return dspy.Prediction(judgements=judgements, feedback=feedback_text(out.feedback), rechecked=rechecked)
+        uncertain = [i for i, j in enumerate(judgements) if j.label == "uncertain"] if second_look else []
+        reader = _full_text.get()
+        looks = await asyncio.gather(*[self._second_look(question, checklist, hits[i], reader) for i in uncertain])
+        for i, (judgement, _) in zip(uncertain, looks):
+            judgements[i] = judgement
+        read = [state for _, state in looks]
+        return dspy.Prediction(judgements=judgements, feedback=feedback_text(out.feedback), rechecked=len(uncertain),
+                               browsed=read.count("read"), unread=read.count("unread"))
+
+    async def _second_look(self, question: str, checklist: str, hit: Hit,
+                           reader: FullTextRetriever | None) -> tuple[Judgement, str]:
+        """Re-judges one uncertain candidate on its full text when `reader` can read it, else on its stored
+        text; also says which it was: `read`, `unread` (full text wanted, not had) or `stored` (not wanted)."""
+        paper, note, state = candidate_paper(hit, None), "", "stored"
+        if reader is not None:
+            try:  # fetching and reading a PDF blocks: off the event loop
+                read = await asyncio.to_thread(reader.read, hit, f"{question} {checklist}")
+                why = reader.unread(hit.doc) if read is hit else ""
+            except Exception as err:  # a reader's own bug or an unexpected PDF error: this paper goes unread
+                read, why = hit, f"{type(err).__name__}: {err}"
+            if read is hit:
+                note, state = f"{NOT_READ} ({clip(redact(why), 160)}); judged on the abstract. ", "unread"
+            else:
+                paper, note, state = candidate_paper(read, None), READ_FULL_TEXT + " ", "read"
+                paper = paper.model_copy(update={"abstract": clip(paper.abstract, FULL_TEXT_CHARS)})
+        answer = await call_predictor("gather_recheck", self.recheck_candidate, question=question,
+                                      checklist=checklist, paper=paper)
+        return Judgement(source_id=hit.doc.doc_id, label="relevant" if answer.is_relevant else "irrelevant",
+                         reason=note + clip(answer.evidence, 300)), state
+
+
+READ_FULL_TEXT = "[full text]"  # starts the reason of a judgement made on the paper's full text
+NOT_READ = "[full text not available]"  # ... of one whose full text was wanted but could not be had

@@ -11,6 +11,14 @@ The loop's result goes on the report (`Report.gathered`, so trace.json), from wh
 `deepresearch.eval.gather.metrics_from_trace` computes ScholarGym's metrics, and into the journal, so a resumed run
 does not gather again. When the loop ran no successful search at all, the question itself is researched
 as one more node, recorded as a planning fallback.
+
+With `full_text` (`--full-text`; the run's retriever is then a `FullTextRetriever`), the loop still
+searches and selects whole papers by id, through the retriever the reader wraps; its second look at an
+uncertain candidate reads the paper's open-access PDF (spec 004's adaptive browsing), and each node
+extracts from the `full_text_passages` passages of each selected paper that best match its subquery, as
+the other strategies' nodes do, cited `paper#n` and listed in the references under the paper. A paper
+without a readable PDF is read from its abstract. The second looks are counted in the trace
+(`gathered`: `rechecked`, `browsed`, `unread` on each search) and the `gather` event.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import dspy
 
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.gather.artifacts import GatherResult, StopReason, Subquery
-from deepresearch.programs.gather.loop import GatherLoop
+from deepresearch.programs.gather.loop import GatherLoop, papers_and_reader
 from deepresearch.programs.research.strategy import question_task, research_task
 from deepresearch.programs.runtime.citation_guard import check_node_citations
 from deepresearch.programs.runtime.context import NodeLife, RunContext
@@ -95,7 +103,7 @@ class Gather:
         c = ctx.config
         settings = replace(c.gather, max_k=min(c.gather.max_k, c.hits_per_query))
         host = RunHost(ctx)
-        loop = GatherLoop(ctx.question, None, settings, host, tag=TAG)
+        loop = GatherLoop(ctx.question, None, settings, host, tag=TAG, full_text=papers_and_reader(ctx.retriever)[1])
         try:
             stop_reason, is_failed = await loop.run()
         except asyncio.CancelledError:  # the deadline or an interrupt: the rounds finished before it stand
@@ -106,7 +114,8 @@ class Gather:
         ctx.gathered = result.to_dict()
         ctx.events.emit("stage_end", node_id=TAG.rstrip(":"), stage="gather", message=stop_reason,
                         counts={"rounds": len(result.rounds), "subqueries": len(result.tree) - 1,
-                                "selected": len(result.selected), "searches": host.searches})
+                                "selected": len(result.selected), "searches": host.searches,
+                                **result.second_looks()})
         if stop_reason == "budget":  # nothing is left for extraction: the run stops, and writes what exists
             ctx.stop(ctx.sched.exhausted() or "the LM budget ran out while gathering")
         docs = {x.doc_id: host.docs[x.doc_id] for x in result.selected}
@@ -119,17 +128,19 @@ class Gather:
 class RunHost:
     """The loop inside a research run: LM calls through `ctx.call` (the run's caps, rate limits and
     budgets, one call kept for the writer), searches on the run's scheduler (counted in its stats),
-    failures recorded with `ctx.fail`; the loop halts when the run stopped or its budget is spent."""
+    failures recorded with `ctx.fail`; the loop halts when the run stopped or its budget is spent.
+    Searches return whole papers: with full text, those of the retriever the reader wraps."""
 
     def __init__(self, ctx: RunContext):
         from deepresearch.programs.gather.offline import OfflineSubqueryPlanner
 
         self.ctx = ctx
         self.events = ctx.events
+        self.papers = papers_and_reader(ctx.retriever)[0]
         self.docs: dict[str, Doc] = {}  # the documents the loop's searches returned, by id
         self.searches = 0
         # the offline planner searches the run's retriever for its feedback terms
-        self._plan_inputs = ({"retriever": ctx.retriever}
+        self._plan_inputs = ({"retriever": self.papers}
                              if isinstance(ctx.modules["gather_plan"], OfflineSubqueryPlanner) else {})
 
     async def plan(self, **inputs: Any) -> dspy.Prediction:
@@ -139,7 +150,7 @@ class RunHost:
         return await self.ctx.call("gather_assess", **inputs)
 
     async def search(self, query: str, k: int, **filters: Any) -> list[Hit]:
-        hits = await self.ctx.sched.search(self.ctx.retriever, query, k, **filters)
+        hits = await self.ctx.sched.search(self.papers, query, k, **filters)
         self.searches += 1
         self.ctx.count(searches=1)
         for h in hits:
@@ -175,7 +186,8 @@ def record_gathered(life: NodeLife, sub: Subquery, result: GatherResult) -> None
 async def research_selected(life: NodeLife, task: Task, sub: Subquery, result: GatherResult,
                             docs: dict[str, Doc]) -> None:
     """Extracts from the papers subquery `sub` selected (the node's `relevant_ids`), in batches of
-    `max_passages`, and merges what was learned."""
+    `max_passages`, and merges what was learned. With full text, each paper with a readable PDF is read as
+    its passages that best match the node's query (the paper stays the node's relevant id)."""
     ctx = life.ctx
     if not life.node.relevant_ids:
         return
@@ -183,8 +195,11 @@ async def research_selected(life: NodeLife, task: Task, sub: Subquery, result: G
     for s in (s for r in result.rounds for s in r.searches if s.node_id == sub.node_id):
         for c in s.candidates:
             first.setdefault(c.doc_id, c)
-    sources = life.sources([Hit(doc=docs[d], score=first[d].score, rank=first[d].rank)
-                            for d in life.node.relevant_ids])
+    hits = [Hit(doc=docs[d], score=first[d].score, rank=first[d].rank) for d in life.node.relevant_ids]
+    reader = papers_and_reader(ctx.retriever)[1]
+    if reader is not None:  # fetching and reading PDFs blocks: off the event loop
+        hits = await asyncio.to_thread(reader.expand, task.query, hits)
+    sources = life.sources(hits)
     learnings: list[Learning] = []
     follow_ups: list[str] = []
     step = ctx.config.max_passages
