@@ -5,6 +5,10 @@ subquery's candidates for replay, plus the ground truth's ranks per round), `run
 on resume), `summary.json` and `summary.md`. Each record is fsynced as its query finishes, and the summary
 files are written whole at the end. Running the same command into the same --out again (after a kill, say)
 resumes from `results.jsonl`, redoing only the queries that have no finished record; --restart starts afresh.
+
+--full-text (the loop only): the second look at a candidate the assessor labels uncertain reads the
+passages of its open-access PDF (`metadata["pdf_url"]`), fetched and cached as by `deepresearch run
+--full-text`; a paper without one is judged on its abstract and counted as `unread` on its search.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, descr
 from deepresearch.retrievers.types import Hit
 
 METHODS = ("loop", "direct", "raw")
-SETTINGS_CHECKED = ("queries", "split", "corpus", "method", "lm", "iterations", "ranking_depth", "retriever")
+SETTINGS_CHECKED = ("queries", "split", "corpus", "method", "lm", "iterations", "ranking_depth", "retriever",
+                    "full_text")
+UNSET = {"full_text": False}  # the value of a setting a run recorded before it existed
 DAMAGED = "fix or remove the line, or pass --restart to start the run afresh"
 
 
@@ -56,6 +62,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--failed", default="excluded", choices=FAILED_POLICIES, help="failed queries in the means")
     parser.add_argument("--bootstrap", type=int, default=1000, help="resamples for the 95%% intervals")
     parser.add_argument("--program", default=None, help="a compiled Gatherer (DSPy JSON state) to load")
+    parser.add_argument("--full-text", action="store_true",
+                        help="the second look at an uncertain candidate reads its open-access PDF (fetched once, "
+                             "cached) instead of its abstract (--method loop only)")
+    parser.add_argument("--full-text-cache", default=None, metavar="DIR",
+                        help="folder of fetched PDFs (default ~/.cache/dspy-deepresearch/fulltext)")
     parser.add_argument("--out", default=None, help="output folder (default runs/gather-<queries>-<method>)")
     parser.add_argument("--restart", action="store_true", help="discard earlier results in --out")
     parser.add_argument("--no-progress", action="store_true")
@@ -66,10 +77,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_lm_arguments(parser)
 
 
-def build_program(method: str, retriever, lm, iterations: int, ranking_depth: int):
+def build_program(method: str, retriever, lm, iterations: int, ranking_depth: int, full_text: bool = False,
+                  full_text_cache: str | None = None):
     from deepresearch.programs.gather.baselines import DirectQuery
     from deepresearch.programs.gather.loop import GatherConfig, Gatherer
+    from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
 
+    if full_text:  # the Gatherer searches the wrapped retriever and reads PDFs with this one
+        retriever = FullTextRetriever(retriever, FullTextCache(full_text_cache))
     if method == "loop":
         return Gatherer(retriever, GatherConfig(iterations=iterations, ranking_depth=ranking_depth), offline=lm is None)
     return DirectQuery(retriever, raw=method == "raw", offline=lm is None, ranking_depth=ranking_depth)
@@ -197,6 +212,10 @@ def main(args: argparse.Namespace) -> int:
 
     if args.iterations < 1 or args.workers < 1:
         raise ValueError(f"--iterations and --workers must be >= 1, got {args.iterations} and {args.workers}")
+    full_text = getattr(args, "full_text", False)
+    if full_text and args.method != "loop":
+        raise ValueError(f"--full-text is read by the loop's second look, which --method {args.method} does not "
+                         f"have; drop --full-text or use --method loop")
     # the LM is checked before the queries and the corpus are loaded: a bad key or a dead server fails in seconds
     session = open_lm(args)
     lm, model = session.lm, session.model
@@ -218,13 +237,14 @@ def main(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     settings = {"queries": str(args.queries), "split": split, "corpus": f"{corpus.name}:{corpus.fingerprint()[:12]}",
                 "method": args.method, "lm": model, "iterations": args.iterations if args.method == "loop" else 1,
-                "ranking_depth": args.ranking_depth, "retriever": described, "program": args.program}
+                "ranking_depth": args.ranking_depth, "retriever": described, "program": args.program,
+                "full_text": bool(full_text)}
     results_path, run_path = out / "results.jsonl", out / "run.json"
     if args.restart:
         results_path.unlink(missing_ok=True)
     elif results_path.exists() and run_path.exists():
         before = json.loads(run_path.read_text())
-        changed = [k for k in SETTINGS_CHECKED if before.get(k) != settings[k]]
+        changed = [k for k in SETTINGS_CHECKED if before.get(k, UNSET.get(k)) != settings[k]]
         if changed:
             raise ValueError(f"{out} holds a run with different {', '.join(changed)}; pass --restart or another --out")
     atomic_write_text(run_path, json.dumps(settings, indent=2))
@@ -234,7 +254,8 @@ def main(args: argparse.Namespace) -> int:
     print(f"{len(queries)} queries · {len(queries) - len(todo)} already done · {describe(retrieval)} · "
           f"{args.method} · {model}", file=sys.stderr)
 
-    program = build_program(args.method, retrieval.retriever, lm, args.iterations, args.ranking_depth)
+    program = build_program(args.method, retrieval.retriever, lm, args.iterations, args.ranking_depth,
+                            full_text, getattr(args, "full_text_cache", None))
     if args.program:
         if lm is None:
             raise ValueError("--program needs an LM: a compiled program tunes LM prompts; pass --lm")
