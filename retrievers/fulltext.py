@@ -6,7 +6,11 @@ under ~/.cache/dspy-deepresearch/fulltext), extracts and splits it (`deepresearc
 `deepresearch.retrievers.passages`), ranks the paper's passages against the query with BM25 and returns the best few
 as hits `paper#n` in the paper's place, so the extractor reads those passages rather than the abstract.
 A hit without a link, or whose PDF cannot be fetched or read, stays as it was (its abstract); a failure
-is told in one warning line per paper and not tried again in the same process.
+is told in one warning line per paper and not tried again in the same process (`unread` says why).
+
+A step that judges whole papers reads one through `read` instead, which keeps the paper's id: the
+gathering loop (spec 004) searches the retriever this one wraps, selects papers by id, and its second
+look at an uncertain candidate reads that paper's best passages this way, from the same cache.
 """
 
 from __future__ import annotations

@@ -161,7 +161,7 @@ def test_the_second_look_reads_the_pdf_and_keeps_the_paper(server, tmp_path):
 def test_the_pdf_is_fetched_once_across_concurrent_looks_runs_and_readers(server, tmp_path):
     url = f"{server.url}/paper.pdf"
     reader = FullTextRetriever(BM25Retriever(corpus(url)), FullTextCache(tmp_path / "ft"))
-    result, searches, recheck = gather(reader, TWO_SEARCHES)  # both searches of round 1 find p1 at once
+    _, searches, recheck = gather(reader, TWO_SEARCHES)  # both searches of round 1 find p1 at once
     assert [s.browsed for s in searches] == [1, 1] and len(recheck.shown) == 2
     assert all(c.label == "relevant" for c in p1(searches))
     gather(reader)  # the same reader again
