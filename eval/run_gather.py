@@ -176,6 +176,15 @@ def usage_totals(records) -> dict[str, int]:
     return totals
 
 
+def second_look_totals(records) -> dict[str, int]:
+    """Second looks over the finished queries: `rechecked`, `browsed` (read from the full text), `unread`."""
+    totals = {"rechecked": 0, "browsed": 0, "unread": 0}
+    for record in records:
+        for key, n in GatherResult.from_dict(record["result"]).second_looks().items():
+            totals[key] += n
+    return totals
+
+
 def summary_markdown(summary: dict, settings: dict, usage: dict) -> str:
     final, ci = summary["final"], summary["ci95"]
     rows = [("R", "recall"), ("P", "precision"), ("F1", "f1"), ("Ret.R", "ret_recall"), ("Ret.P", "ret_precision"),
@@ -204,6 +213,10 @@ def summary_markdown(summary: dict, settings: dict, usage: dict) -> str:
             lines.append(f"| {label} | " + " | ".join("–" if v is None else f"{v:.3f}" for v in curves[key]) + " |")
     lines += ["", f"LM calls {usage['calls']} · tokens {usage['prompt_tokens'] + usage['completion_tokens']} "
                   f"(prompt {usage['prompt_tokens']}, completion {usage['completion_tokens']})", ""]
+    looks = summary.get("second_looks")
+    if looks and (looks["rechecked"] or settings.get("full_text")):
+        lines[-1:] = [f"Second looks {looks['rechecked']} · read from the full text {looks['browsed']} · "
+                      f"full text not available {looks['unread']}", ""]
     return "\n".join(lines)
 
 
@@ -279,8 +292,8 @@ def main(args: argparse.Namespace) -> int:
     iterations = settings["iterations"]
     summary = summarize(traces, iterations, variant=args.distance, failed=args.failed, bootstrap=args.bootstrap)
     usage = usage_totals(done)
-    summary.update(settings=settings, usage=usage, errors=len(wanted) - len(done),
-                   seconds=round(time.perf_counter() - started, 2))
+    summary.update(settings=settings, usage=usage, second_looks=second_look_totals(done),
+                   errors=len(wanted) - len(done), seconds=round(time.perf_counter() - started, 2))
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     markdown = summary_markdown(summary, settings, usage)
     atomic_write_text(out / "summary.md", markdown)

@@ -231,7 +231,7 @@ def test_the_command_line_runs_the_gather_preset_with_full_text(server, tmp_path
 
 
 def test_the_gather_eval_runner_reads_full_text_in_the_loop(server, tmp_path):
-    from deepresearch.eval.run_gather import build_program
+    from deepresearch.eval.run_gather import build_program, second_look_totals
 
     lm = scripted_lm(routed_handler({PlanSubqueries: planner(ONE_SEARCH), AssessCandidates: assess,
                                      RecheckCandidate: Recheck()}))
@@ -241,6 +241,8 @@ def test_the_gather_eval_runner_reads_full_text_in_the_loop(server, tmp_path):
         result = asyncio.run(program.acall(question=QUESTION)).result
     assert [x.doc_id for x in result.selected] == ["p1"] and result.second_looks()["browsed"] == 1
     assert server.requests == {"/paper.pdf": 1} and list((tmp_path / "ft").glob("*.pdf"))
+    # summary.json totals what the records hold
+    assert second_look_totals([{"result": result.to_dict()}] * 2) == {"rechecked": 2, "browsed": 2, "unread": 0}
 
 
 def test_the_gather_eval_runner_refuses_full_text_without_the_loop(data_dir, tmp_path, capsys):
