@@ -66,6 +66,9 @@ TOKEN = re.compile(r"\w+|[^\w\s]")
 COMPONENTS = {"assess": ("assess",), "extract": ("extract",), "orchestrate": ("breadth", "deepen", "orchestrate")}
 # spec 002's Table 7 (ParallelResearch, DeepResearchGym): orchestration's share of input tokens at 2 and 10 min
 TABLE_7_ORCHESTRATION = {"2 min": 9_632 / 155_409, "10 min": 25_646 / 487_023}
+# Table 7's runs beside Table 2's node counts: (nodes, input tokens, output tokens) per question
+TABLE_7_RUNS = {"GPT-Researcher 2 min": (8.00, 97_170, 5_428), "ParallelResearch 2 min": (19.42, 155_409, 10_031),
+                "GPT-Researcher 10 min": (23.94, 299_093, 18_432), "ParallelResearch 10 min": (98.43, 487_023, 36_409)}
 
 
 def count_tokens(text: str) -> int:
@@ -194,6 +197,11 @@ def print_rows(rows: list[dict]) -> None:
           "shares of the run's prompt tokens")
     print("spec 002 Table 7 (ParallelResearch): orchestration takes "
           + ", ".join(f"{v:.1%} of input tokens at {k}" for k, v in TABLE_7_ORCHESTRATION.items()))
+    print("spec 002 Table 7 per question: " + "; ".join(
+        f"{k}: {i / n:,.0f} input tokens per node, output / input {o / i:.1%}" for k, (n, i, o) in TABLE_7_RUNS.items()))
+    print("this run: " + "; ".join(
+        f"{r['preset']} {r['cuts']}: {r['prompt'] / max(r['nodes'], 1):,.0f} per node, {r['completion'] / max(r['prompt'], 1):.1%}"
+        for r in rows))
 
 
 def print_per_request(rows: list[dict]) -> None:
@@ -225,7 +233,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--cuts", default=None, help=f"settings to run, of {', '.join(CUTS)} (default: all; "
                                                      "--real: off,on,lineage)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    parser.add_argument("--load", default=None, help="print the tables of rows saved with --json (comma-separated "
+                                                     "files) and run nothing")
     args = parser.parse_args(argv if argv is not None else [])
+    if args.load:
+        rows = [r for f in args.load.split(",") for r in json.loads(Path(f).read_text())]
+        print_rows(rows)
+        print_per_request(rows)
+        return rows
     if not args.data:
         raise SystemExit("bench_tokens: set DEEPRESEARCH_DATA (or pass --data) to the shared data folder holding scifact/")
     corpus = load_corpus(Path(args.data) / "scifact")
