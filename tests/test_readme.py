@@ -1,0 +1,353 @@
+"""The README, true end to end (issue 19, item 6).
+
+Every shell command in README.md's code blocks is read by the real command-line parser exactly as written.
+The commands that need no hosted model, no network and no outside server also run, as written, in a
+folder laid out like a checkout beside `../shared/data`; the rest are named below with the reason. The
+Python example runs and gives what the text around it promises. A README that drifts from the code fails
+here. (The TOML example runs in tests/test_cli_conventions.py; `make demo` and `make test` are CI's own
+steps.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import importlib.util
+import io
+import itertools
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from deepresearch import cli
+from tests.conftest import data_root
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+BIN = Path(sys.executable).parent  # the environment's `deepresearch` console script sits beside its python
+
+HOSTED = "needs a hosted model and its API key"
+# Every README command that is not run here, and why. A command missing from this table is run, so a new
+# command cannot pass unchecked; an entry the README no longer has fails test_the_lists_match_the_readme.
+NOT_RUN: dict[str, str] = {
+    "make demo": "CI runs it",
+    "make test": "CI runs it",
+    "make bench": "the benchmark suites take many minutes; `make -n` checks the target",
+    'deepresearch run "Does vitamin D supplementation reduce fracture risk?" --corpus ../shared/data/scifact '
+    "--depth 2 --breadth 3 --lm openai/gpt-4.1-mini --out runs/vitd": HOSTED,
+    'deepresearch run "..." --corpus scifact --lm openai/local --api-base http://127.0.0.1:8080/v1':
+        "needs a llama.cpp server on port 8080",
+    'deepresearch run "..." --corpus scifact --lm openai/Qwen/Qwen2.5-7B-Instruct --api-base '
+    "http://127.0.0.1:8000/v1": "needs a vLLM server on port 8000",
+    'deepresearch run "..." --corpus scifact --lm ollama_chat/qwen2.5:7b': "needs an Ollama server",
+    "deepresearch index scifact --out idx/scifact --dense all-MiniLM-L6-v2":
+        "slow: encoding SciFact's 5,183 abstracts took 817 s on this 2-core machine (load 5)",
+    'deepresearch run "..." --index idx/scifact --retriever hybrid --lm openai/gpt-4.1-mini --taxonomy --bibtex':
+        HOSTED,
+    "deepresearch eval retrieval --corpus scifact --index idx/scifact --qrels test":
+        "slow: scores dense and hybrid too, so it needs the index built with --dense (above)",
+    'deepresearch run "..." --source openalex --source arxiv --lm openai/gpt-4.1-mini': "needs the network",
+    'deepresearch run "..." --corpus refs.bib --source s2 --source pubmed':
+        "needs the network, and the reader's own refs.bib",
+    "deepresearch optimize --program research --stage assess --metric f1 --optimizer gepa --train "
+    "../shared/data/scifact --lm openai/gpt-4.1-mini --budget 200 --out compiled.json": HOSTED,
+    'deepresearch run "..." --corpus scifact --lm openai/gpt-4.1-mini --program compiled.json': HOSTED,
+    'deepresearch run "$q" --corpus scifact --lm openai/gpt-4.1-mini --out "runs/pool/$(echo $q | md5sum | '
+    'cut -c1-8)"': HOSTED,
+    "deepresearch optimize --stage writer --from-runs runs/pool --metric quality --optimizer gepa --lm "
+    "openai/gpt-4.1-mini --judge-lm openai/gpt-4.1 --budget 60 --out writer.json": HOSTED,
+}
+# Lines of the README's shell blocks that are not our commands: other programs, and the shell's loop words.
+NOT_OURS: dict[str, str] = {
+    "llama-server -m model.gguf --port 8080 -c 8192 &": "starts llama.cpp's server",
+    "vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000 &": "starts vLLM's server",
+    "ollama serve & ollama pull qwen2.5:7b": "starts Ollama and downloads a model",
+    'for q in "Does obesity increase the risk of type 2 diabetes?" "How does aspirin affect cancer risk?"; do':
+        "the shell loop around a hosted run",
+    "done": "the shell loop around a hosted run",
+}
+# What `run` writes besides report.md and trace.json, as the README's comments say: the flag and the label
+# of the line that names the file (`answer: runs/does-x-cause-y/answer.md`).
+PROMISED = {"--answer": "answer", "--taxonomy": "taxonomy", "--bibtex": "bibtex"}
+FIRST_WORDS = {"deepresearch", "make", "python", *(line.split()[0] for line in NOT_OURS)}
+RUN_TIMEOUT_S = 900
+
+
+# -- reading the README --------------------------------------------------------------------------------
+
+
+def code_blocks(text: str) -> list[tuple[str, str]]:
+    """(language, body) of every fenced block, in order."""
+    return re.findall(r"^```(\w*)\n(.*?)^```", text, re.DOTALL | re.MULTILINE)
+
+
+def strip_comment(line: str) -> str:
+    """The line without a trailing `# comment` (a # that starts a word outside quotes), trimmed."""
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].strip()
+    return line.strip()
+
+
+def normal(command: str) -> str:
+    return " ".join(command.split())
+
+
+def shell_commands(text: str) -> list[str]:
+    """Every command line of the shell blocks (```bash, or unlabelled ones that hold commands), in order,
+    continuation lines joined and comments removed. Fails on a line that starts with no known command."""
+    commands = []
+    for lang, body in code_blocks(text):
+        if lang not in ("bash", "sh", ""):
+            continue
+        lines = [normal(strip_comment(line)) for line in re.sub(r"\\\n", " ", body).splitlines()]
+        lines = [line for line in lines if line]
+        if lang == "" and not any(line.split()[0] in FIRST_WORDS for line in lines):
+            continue  # a picture (the layout tree), not commands
+        for line in lines:
+            assert line.split()[0] in FIRST_WORDS, f"README shell line starts with no known command: {line!r}"
+            commands.append(line)
+    return commands
+
+
+def variants(command: str) -> list[str]:
+    """The forms of a synopsis line: each `[--opt VALUE]` left out or given, each `a|b|c` value in turn.
+
+    `deepresearch run "..." --index idx/scifact [--retriever bm25|dense|hybrid|qdrant]` stands for six
+    commands; the first form (every optional part left out) is the one that runs."""
+    groups = re.findall(r"\[([^\[\]]+)\]", command)
+    choices = []
+    for group in groups:
+        head, _, values = group.rpartition(" ")
+        given = [f"{head} {v}" for v in values.split("|")] if head and "|" in values else [group]
+        choices.append(["", *given])
+    forms = []
+    for picked in itertools.product(*choices):
+        parts = iter(picked)
+        forms.append(normal(re.sub(r"\[([^\[\]]+)\]", lambda _, parts=parts: next(parts), command)))
+    return forms
+
+
+def readme_text() -> str:
+    return README.read_text(encoding="utf-8")
+
+
+COMMANDS = shell_commands(readme_text())
+OURS = [c for c in COMMANDS if c not in NOT_OURS]
+DEEPRESEARCH = [c for c in OURS if c.split()[0] == "deepresearch"]
+TO_RUN = [c for c in OURS if c not in NOT_RUN]
+
+
+# -- the real parser, without running ------------------------------------------------------------------
+
+
+class ParseError(Exception):
+    """The command line `deepresearch` would refuse, with the message it would print."""
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The namespace `deepresearch argv` hands its subcommand, read the way cli.main reads it (global
+    options, the command table, the subcommand module's own parser) but stopping before the command runs."""
+    _, _, _, rest = cli._take_global_options(argv)
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+        resolved = cli._resolve(rest, "deepresearch", cli.COMMANDS)
+        if isinstance(resolved, int):
+            raise ParseError(said.getvalue().strip() or f"no command in {argv}")
+        prog, module_name, rest, _ = resolved
+        parser = argparse.ArgumentParser(prog=prog)
+        importlib.import_module(module_name).add_arguments(parser)
+        try:
+            return parser.parse_args(rest)
+        except SystemExit:
+            raise ParseError(said.getvalue().strip()) from None
+
+
+def parse_line(command: str) -> argparse.Namespace:
+    words = shlex.split(command)
+    assert words[0] == "deepresearch", command
+    return parse(words[1:])
+
+
+@pytest.mark.parametrize("command", DEEPRESEARCH)
+def test_every_deepresearch_command_parses_as_written(command):
+    for form in variants(command):
+        try:
+            parse_line(form)
+        except ParseError as err:
+            pytest.fail(f"README command does not parse: {form}\n{err}")
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["run", "...", "--corpus", "scifact", "--answers"], "unrecognized arguments: --answers"),
+    (["run", "...", "--corpus", "scifact", "--preset", "huge"], "invalid choice: 'huge'"),
+    (["eval", "retrieve", "--corpus", "scifact"], "unknown command 'retrieve'"),
+    (["search", "..."], "unknown command 'search'"),
+    (["index", "--out", "idx/scifact"], "the following arguments are required"),
+    (["eval", "taxonomy", "--data", "x", "--mode", "sideways"], "invalid choice: 'sideways'"),
+])
+def test_the_parser_refuses_a_made_up_command(argv, says):
+    with pytest.raises(ParseError, match=re.escape(says)):
+        parse(argv)
+
+
+def test_a_readme_that_drifts_fails_the_parse():
+    """The same extraction over a README with a renamed flag or a removed subcommand finds the bad line."""
+    # (argparse takes a flag's unique prefix, so `--bib` for `--bibtex` is no drift: the CLI accepts it too)
+    for old, new in [("--corpus scifact --bibtex", "--corpus scifact --bibliography"),
+                     ("deepresearch eval reports", "deepresearch eval folders")]:
+        drifted = readme_text().replace(old, new)
+        assert drifted != readme_text(), old
+        failing = []
+        for command in shell_commands(drifted):
+            if command.split()[0] != "deepresearch":
+                continue
+            try:
+                [parse_line(form) for form in variants(command)]
+            except ParseError:
+                failing.append(command)
+        assert len(failing) == 1 and new in failing[0], failing
+    with pytest.raises(AssertionError, match="no known command"):
+        shell_commands(readme_text() + "\n```bash\npip install dspy-deepresearch\n```\n")
+
+
+def test_the_lists_match_the_readme():
+    """The README has commands of every kind, and every entry of NOT_RUN and NOT_OURS is still in it."""
+    assert set(NOT_RUN) <= set(OURS), set(NOT_RUN) - set(OURS)
+    assert set(NOT_OURS) <= set(COMMANDS), set(NOT_OURS) - set(COMMANDS)
+    assert all(c in TO_RUN or c in NOT_RUN for c in OURS)
+    assert {"make demo", "make test"} <= set(NOT_RUN) and len(TO_RUN) >= 10, TO_RUN
+
+
+@pytest.mark.parametrize("command", [c for c in OURS if c.split()[0] == "make"])
+def test_every_make_target_exists(command):
+    done = subprocess.run(["make", "-n", *shlex.split(command)[1:]], cwd=ROOT, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def inline_commands(text: str) -> list[str]:
+    """The `deepresearch ...` and `python -m ...` commands quoted inline in the prose."""
+    spans = [span.split() for span in re.findall(r"`([^`\n]+)`", text)]  # one word, `deepresearch`, is the package
+    return [" ".join(w) for w in spans if len(w) > 1 and (w[0] == "deepresearch" or w[:2] == ["python", "-m"])]
+
+
+def test_inline_commands_parse_too():
+    """Commands quoted in the prose: a bare `deepresearch NAME` names a real command, a full one parses,
+    `--help` and `--version` answer, and a `python -m` module (or benchmark suite) exists with its flags."""
+    spans = inline_commands(readme_text())
+    assert len(spans) >= 10, spans
+    for span in spans:
+        words = shlex.split(span)
+        if words[0] == "deepresearch" and words[1:] in (["--help"], ["--version"]):
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert cli.main(words[1:]) == 0, span
+        elif words[0] == "deepresearch" and len(words) == 2:
+            assert words[1] in cli.COMMANDS, span
+        elif words[0] == "deepresearch":
+            try:
+                parse(words[1:])
+            except ParseError as err:
+                pytest.fail(f"README inline command does not parse: {span}\n{err}")
+        else:
+            module, *rest = words[2:]
+            assert importlib.util.find_spec(module) is not None, span
+            if module == "benchmarks":  # `python -m benchmarks NAME` runs benchmarks/bench_NAME.py
+                assert all((ROOT / "benchmarks" / f"bench_{name}.py").is_file() for name in rest), span
+            else:
+                source = Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8")
+                assert all(f'"{flag}"' in source for flag in rest if flag.startswith("--")), span
+
+
+# -- running the commands -------------------------------------------------------------------------------
+
+
+@dataclass
+class Workspace:
+    """A working folder beside `../shared/data` (a link to $DEEPRESEARCH_DATA), where the README's
+    runnable commands run in README order, each once: a later command finds what an earlier one wrote."""
+
+    work: Path
+    env: dict
+    done: dict = field(default_factory=dict)  # command -> (CompletedProcess, seconds)
+
+    def run_through(self, command: str):
+        for earlier in TO_RUN[: TO_RUN.index(command) + 1]:
+            if earlier not in self.done:
+                started = time.perf_counter()
+                line = variants(earlier)[0]  # a synopsis line runs with its optional parts left out
+                proc = subprocess.run(["bash", "-c", line], cwd=self.work, env=self.env, capture_output=True,
+                                      text=True, timeout=RUN_TIMEOUT_S, check=False)
+                self.done[earlier] = (proc, time.perf_counter() - started)
+        return self.done[command]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    top = tmp_path_factory.mktemp("readme")
+    (top / "shared").mkdir()
+    (top / "shared" / "data").symlink_to(data_root().resolve(), target_is_directory=True)
+    (top / "work").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("DEEPRESEARCH_LM", "PYTEST_CURRENT_TEST")}
+    env.update(DEEPRESEARCH_DATA=str(data_root().resolve()), HF_HUB_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
+               PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
+    space = Workspace(top / "work", env)
+    yield space
+    for command, (_, seconds) in space.done.items():  # shown with pytest -s: what the README costs to run
+        print(f"{seconds:6.1f} s  {command}")
+
+
+@pytest.mark.parametrize("command", TO_RUN)
+def test_every_offline_command_runs_as_written(command, workspace):
+    proc, seconds = workspace.run_through(command)
+    assert proc.returncode == 0, f"{command}\nexit {proc.returncode} after {seconds:.0f} s\n{proc.stderr[-3000:]}"
+    words = shlex.split(command)
+    # every file the command says it wrote (`report: runs/run/report.md`, `heatmap: runs/eco/heatmap.png`)
+    written = dict(re.findall(r"^(\w+):\s+(\S*/\S*)\s*$", proc.stdout, re.MULTILINE))
+    for label, path in written.items():
+        assert (workspace.work / path).exists(), (command, label, path)
+    if words[:2] == ["deepresearch", "run"]:
+        assert {"report", "trace"} <= set(written), proc.stdout
+        for flag, label in PROMISED.items():
+            assert (flag in words) == (label in written), (command, written)
+    if words[:2] == ["deepresearch", "index"]:
+        assert (workspace.work / words[words.index("--out") + 1] / "manifest.json").is_file(), proc.stdout
+
+
+# -- the Python example -----------------------------------------------------------------------------------
+
+
+def test_the_python_example_researches_offline_and_renders(workspace, monkeypatch):
+    """The ```python block, run as written from the same folder: an offline report with references, a
+    one-line repr, and a notebook view with linked references, the tree and the cost."""
+    blocks = [body for lang, body in code_blocks(readme_text()) if lang == "python"]
+    assert len(blocks) == 1, f"{len(blocks)} python blocks: give each its own test"
+    monkeypatch.chdir(workspace.work)
+    monkeypatch.delenv("DEEPRESEARCH_LM", raising=False)
+    scope: dict = {}
+    exec(compile(blocks[0], "README.md (python block)", "exec"), scope)  # noqa: S102 -- the README's own code
+    report = scope["out"].report
+    assert report.status == "done" and report.stats.lm_calls == 0  # offline=True: no LM
+    assert report.question == "Does vitamin D supplementation reduce fracture risk?"
+    assert report.references, "the README promises a report with references"
+    cited = {int(n) for group in re.findall(r"\[(\d+(?:, \d+)*)\]", report.markdown.split("## References")[0])
+             for n in group.split(", ")}
+    assert cited == {ref.number for ref in report.references}  # numbered [1]..[n], every one used
+    assert 1 <= len(report.tree) <= 3 and max(n.node_id.count(".") for n in report.nodes()) <= 1  # depth 2, breadth 3
+    assert "\n" not in repr(report) and len(repr(report)) < 300  # "its repr is one line"
+    shown = report._repr_markdown_()
+    assert "## References" in shown and "**Tree**" in shown and "**Cost**" in shown
+    assert all(" ".join(ref.title.split()).rstrip(". ") in shown for ref in report.references)
