@@ -351,3 +351,19 @@ def test_the_python_example_researches_offline_and_renders(workspace, monkeypatc
     shown = report._repr_markdown_()
     assert "## References" in shown and "**Tree**" in shown and "**Cost**" in shown
     assert all(" ".join(ref.title.split()).rstrip(". ") in shown for ref in report.references)
+
+
+def test_the_demo_report_begins_as_the_readme_quotes(workspace):
+    """`make demo`'s research command (its recipe, without the install step CI runs anyway) writes a
+    report.md that begins with the text the ```markdown block quotes, line wrapping aside."""
+    recipe = subprocess.run(["make", "-n", "-s", "demo", "STAMP=", f"VENV={BIN.parent}"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout
+    proc = subprocess.run(["bash", "-c", recipe], cwd=workspace.work, env=workspace.env, capture_output=True,
+                          text=True, timeout=RUN_TIMEOUT_S, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    quoted = [body for lang, body in code_blocks(readme_text()) if lang == "markdown"]
+    assert len(quoted) == 1, f"{len(quoted)} markdown blocks"
+    begins = " ".join(quoted[0].split()).removesuffix("...").rstrip()  # the quote ends with "..."
+    assert begins.startswith("## ") and len(begins) > 200, begins
+    report = (workspace.work / "runs" / "demo" / "report.md").read_text(encoding="utf-8")
+    assert " ".join(report.split()).startswith(begins), report[:1500]
