@@ -323,6 +323,9 @@ def test_every_offline_command_runs_as_written(command, workspace):
         assert {"report", "trace"} <= set(written), proc.stdout
         for flag, label in PROMISED.items():
             assert (flag in words) == (label in written), (command, written)
+        if "--clarify" in words:  # "Without a terminal (CI, pipes) or offline nothing is asked: one line says so"
+            said = [line for line in proc.stderr.splitlines() if "--clarify:" in line]
+            assert len(said) == 1 and "no clarifying questions" in said[0], proc.stderr
     if words[:2] == ["deepresearch", "index"]:
         assert (workspace.work / words[words.index("--out") + 1] / "manifest.json").is_file(), proc.stdout
 
