@@ -230,6 +230,8 @@ LONG = 8
 DENSE_COST, CHECK_COST, DENSE_LOOKUP, RANK_COST = 0.5, 20_000, 2, 10
 # A check takes its threshold from the documents in the first SEEN postings of the short terms.
 SEEN = 4096
+# Documents per slice when a repeated dense term is added.
+DENSE_CHUNK = 65_536
 # Relative allowance for float rounding when a partial score plus a bound is compared with a threshold.
 SLACK = 1e-9
 
@@ -384,25 +386,32 @@ class BM25Retriever(SyncSearchMixin):
         for start, end, repeat, _, dense in terms:
             if dense >= 0:  # adding 0.0 for a document without the term leaves its score as it was
                 weights = dense_weights[dense]
-                np.add(acc, weights * repeat if repeat > 1 else weights, out=acc)
+                if repeat == 1:
+                    np.add(acc, weights, out=acc)
+                else:  # a slice at a time, so the repeated weights never take a second corpus-sized array
+                    for lo in range(0, acc.size, DENSE_CHUNK):
+                        acc[lo:lo + DENSE_CHUNK] += weights[lo:lo + DENSE_CHUNK] * repeat
             else:
                 weights = data[start:end]
                 np.add.at(acc, indices[start:end], weights * repeat if repeat > 1 else weights)
 
     def _sum_sparse(self, terms: list[tuple[int, int, int, float, int]]) -> tuple[np.ndarray, np.ndarray]:
-        """Scores from sparse terms alone, and their postings' documents, concatenated in term order.
+        """Scores from sparse terms alone, and the documents of their first SEEN postings, in term order.
 
-        One pass over the postings: bincount adds each document's weights in the order they come.
+        Each term's postings are added in place (`_add`), so the one array the size of the corpus is the
+        scores themselves; concatenating every posting first, as one bincount needs, held three more
+        arrays the size of the query's postings (documents, weights, the documents widened to intp).
+        Each document's weights are summed in term order either way, so the scores are the same bits.
         """
-        indices, data, n_docs = self.weights.indices, self.weights.data, self.doc_len.size
-        if len(terms) < 2:
-            acc = np.zeros(n_docs)
-            self._add(acc, terms)
-            return acc, indices[terms[0][0]:terms[0][1]] if terms else indices[:0]
-        docs = np.concatenate([indices[start:end] for start, end, *_ in terms])
-        weights = np.concatenate([data[start:end] * repeat if repeat > 1 else data[start:end]
-                                  for start, end, repeat, *_ in terms])
-        return np.bincount(docs, weights, minlength=n_docs), docs
+        acc = np.zeros(self.doc_len.size)
+        self._add(acc, terms)
+        indices, seen, covered = self.weights.indices, [], 0
+        for start, end, *_ in terms:
+            if covered >= SEEN:
+                break
+            seen.append(indices[start:min(end, start + SEEN - covered)])
+            covered += seen[-1].size
+        return acc, np.concatenate(seen) if seen else indices[:0]
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 score of every document for `query` (float64, corpus order)."""
@@ -439,7 +448,8 @@ class BM25Retriever(SyncSearchMixin):
 
     def _best_pruned(self, acc: np.ndarray, terms: list[tuple[int, int, int, float, int]], done: int,
                      seen: np.ndarray, need: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """`_best` for many long terms, `terms[:done]` already in `acc` and their postings' documents in `seen`.
+        """`_best` for many long terms, `terms[:done]` already in `acc`, the documents of their first SEEN
+        postings in `seen`.
 
         Term-at-a-time MaxScore (Turtle and Flood, "Query evaluation: strategies and optimizations",
         1995). Before a long term, if `need` allowed documents already have a partial score above the
