@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from deepresearch.retrievers import embed
 from deepresearch.retrievers.beir import load_qrels, load_queries
 from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, open_from_args
 from deepresearch.retrievers.hybrid import rrf_fuse
+from deepresearch.retrievers.index import read_manifest
 from deepresearch.retrievers.sources import find_local, not_found_message
 from deepresearch.retrievers.types import Hit
 
@@ -61,8 +63,14 @@ def main(args: argparse.Namespace) -> int:
 
     if args.no_dense and args.retriever not in (None, "bm25"):
         raise ValueError(f"--no-dense asks for BM25 only, --retriever {args.retriever} for more; pass one of them")
+    kind = "bm25" if args.no_dense else "hybrid"
+    if kind == "hybrid" and args.retriever is None and args.index and read_manifest(args.index).get("dense") is None:
+        # an index built without --dense: score what it holds rather than refuse the whole command
+        print(f"index {args.index} has no dense part: BM25 only (build it with --dense MODEL for dense and hybrid)",
+              file=sys.stderr)
+        kind = "bm25"
     started = time.perf_counter()
-    retrieval = open_from_args(args, str(folder), kind="bm25" if args.no_dense else "hybrid")
+    retrieval = open_from_args(args, str(folder), kind=kind)
     timings = {"open_s": round(time.perf_counter() - started, 3)}
     qids = list(queries)
     rankings: dict[str, dict[str, list]] = {}

@@ -180,6 +180,20 @@ def test_eval_retrieval_scores_the_default_bm25_on_scifact(scifact_index, tmp_pa
     assert scores["scores"]["bm25"]["ndcg@10"] == pytest.approx(0.6828, abs=5e-4)  # BEIR publishes 0.665
 
 
+def test_eval_retrieval_scores_what_an_index_without_embeddings_holds(scifact_index, tmp_path, capsys):
+    # hybrid is the default; an index built without --dense is scored with BM25 alone, and said so
+    assert cli.main(["eval", "retrieval", "--corpus", "scifact", "--index", str(scifact_index),
+                     "--json", str(tmp_path / "s.json")]) == 0
+    assert "has no dense part: BM25 only" in capsys.readouterr().err
+    scores = json.loads((tmp_path / "s.json").read_text())
+    assert list(scores["scores"]) == ["bm25"] and scores["dense"] is None
+    assert scores["scores"]["bm25"]["ndcg@10"] == pytest.approx(0.6828, abs=5e-4)
+    # asking for hybrid by name still fails, in one line that says why
+    assert cli.main(["eval", "retrieval", "--corpus", "scifact", "--index", str(scifact_index),
+                     "--retriever", "hybrid"]) == 2
+    assert "dense" in capsys.readouterr().err
+
+
 def test_eval_report_and_taxonomy_search_an_index(scifact_index, data_dir, tmp_path):
     questions = tmp_path / "q.jsonl"
     questions.write_text(json.dumps({"id": "q0", "question": QUESTION}) + "\n")

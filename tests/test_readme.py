@@ -52,8 +52,6 @@ NOT_RUN: dict[str, str] = {
         "slow: encoding SciFact's 5,183 abstracts took 817 s on this 2-core machine (load 5)",
     'deepresearch run "..." --index idx/scifact --retriever hybrid --lm openai/gpt-4.1-mini --taxonomy --bibtex':
         HOSTED,
-    "deepresearch eval retrieval --corpus scifact --index idx/scifact --qrels test":
-        "slow: scores dense and hybrid too, so it needs the index built with --dense (above)",
     'deepresearch run "..." --source openalex --source arxiv --lm openai/gpt-4.1-mini': "needs the network",
     'deepresearch run "..." --corpus refs.bib --source s2 --source pubmed':
         "needs the network, and the reader's own refs.bib",
