@@ -2,7 +2,8 @@
 
 Scores equal rank-bm25's `BM25Okapi` (method "okapi"); a query is a sum of the matrix rows of its
 terms, each row counted as often as the term repeats in the query. `search` finds the exact top k
-without always reading every posting of every term (MaxScore, see `BM25Retriever._best_pruned`).
+without always reading every posting of every term (MaxScore, see `BM25Retriever._best_pruned`), and
+when it does read them all, scores the corpus a block of documents at a time (`_best_in_blocks`).
 """
 
 from __future__ import annotations
@@ -232,6 +233,8 @@ DENSE_COST, CHECK_COST, DENSE_LOOKUP, RANK_COST = 0.5, 20_000, 2, 10
 SEEN = 4096
 # Documents per slice when a repeated dense term is added.
 DENSE_CHUNK = 65_536
+# Documents scored at once when search adds every posting of every term (`_best_in_blocks`).
+SCORE_BLOCK = 131_072
 # Relative allowance for float rounding when a partial score plus a bound is compared with a threshold.
 SLACK = 1e-9
 
@@ -428,8 +431,9 @@ class BM25Retriever(SyncSearchMixin):
               mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """Corpus indices and scores of the `need` best allowed documents scoring above 0, best first.
 
-        The short terms are summed in one pass, then the long ones are added one by one, unless there
-        is enough of them to try skipping some (`_best_pruned`).
+        Every term is added, a block of documents at a time (`_best_in_blocks`), unless there are enough
+        long terms to try skipping some: then the short ones are summed over the corpus and `_best_pruned`
+        goes on.
         """
         n_docs, n_sparse = self.doc_len.size, 0
         while n_sparse < len(terms) and terms[n_sparse][4] < 0:
@@ -440,11 +444,42 @@ class BM25Retriever(SyncSearchMixin):
         long_cost = (sum(end - start for start, end, *_ in terms[n_short:n_sparse])
                      + (len(terms) - n_sparse) * n_docs * DENSE_COST)
         if self.has_negative_weights or long_cost <= n_docs + CHECK_COST:  # the bounds need weights >= 0
-            acc, _ = self._sum_sparse(terms[:n_sparse])
-            self._add(acc, terms[n_sparse:])
-            return best_positive(acc, need, mask)
+            return self._best_in_blocks(terms, need, mask)
         acc, seen = self._sum_sparse(terms[:n_short])
         return self._best_pruned(acc, terms, n_short, seen, need, mask)
+
+    def _best_in_blocks(self, terms: list[tuple[int, int, int, float, int]], need: int,
+                        mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """`_best` adding every term: the corpus scored SCORE_BLOCK documents at a time.
+
+        Only one block's scores exist at once; each block's `need` best are kept and ranked together at
+        the end, since the best of all are among the best of their blocks. A posting list is sorted by
+        document, so a block's postings are one slice of it. Each document's weights are added in the
+        order `scores()` adds them, so the scores are the same bits.
+        """
+        n_docs = self.doc_len.size
+        indices, data, dense_weights = self.weights.indices, self.weights.data, self.dense_weights
+        edges = np.append(np.arange(0, n_docs, SCORE_BLOCK), n_docs).astype(indices.dtype)
+        # where each block starts in each sparse posting list (edges in the lists' dtype: no copy of them)
+        cuts = [None if dense >= 0 else (np.searchsorted(indices[start:end], edges) + start).tolist()
+                for start, end, _, _, dense in terms]
+        found, found_scores = [np.zeros(0, dtype=np.int64)], [np.zeros(0)]
+        for b in range(edges.size - 1):
+            lo, hi = int(edges[b]), int(edges[b + 1])
+            acc = np.zeros(hi - lo)
+            for (_, _, repeat, _, dense), cut in zip(terms, cuts):
+                if dense >= 0:
+                    weights = dense_weights[dense, lo:hi]
+                    np.add(acc, weights * repeat if repeat > 1 else weights, out=acc)
+                elif cut[b + 1] > cut[b]:
+                    weights = data[cut[b]:cut[b + 1]]
+                    np.add.at(acc, indices[cut[b]:cut[b + 1]] - lo, weights * repeat if repeat > 1 else weights)
+            index, scores = best_positive(acc, need, None if mask is None else mask[lo:hi])
+            found.append(index + lo)
+            found_scores.append(scores)
+        index, scores = np.concatenate(found), np.concatenate(found_scores)
+        order = np.lexsort((index, -scores))[:need]  # score descending, then corpus order
+        return index[order], scores[order]
 
     def _best_pruned(self, acc: np.ndarray, terms: list[tuple[int, int, int, float, int]], done: int,
                      seen: np.ndarray, need: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,4 @@
-"""What one BM25 query allocates: the scores, one float64 per document, and little else.
+"""What one BM25 query allocates: at most one float64 per document, and little else.
 
 The benchmark (benchmarks/bench_index.py, scale part) measures the memory of opening and querying at
 570,205 documents against bm25s; these tests hold the structure that figure rests on, on a corpus small
@@ -12,7 +12,13 @@ import pytest
 
 from deepresearch.retrievers import BM25Retriever
 from deepresearch.retrievers import bm25 as bm25_module
-from tests.retrievers.test_bm25 import zipf_corpus
+from tests.retrievers.test_bm25 import (
+    FILTERS,
+    assert_search_is_ranking_by_scores,
+    with_dates_and_categories,
+    zipf_corpus,
+    zipf_queries,  # noqa: F401 - a fixture
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +41,7 @@ def postings(bm25, query):
 
 
 @pytest.mark.parametrize("query", [
-    " ".join(f"w{r}" for r in range(30, 60)),  # thirty short posting lists: every posting summed at once
+    " ".join(f"w{r}" for r in range(30, 60)),  # thirty short posting lists: every posting added, in blocks
     " ".join(f"w{r}" for r in range(10, 22)),  # twelve long ones: added one by one, maybe some skipped
     "w300 w1500 w0 w1 w2 w5",  # two rare words and common ones: the long terms looked up, not scanned
     "w3 w3 w10 w11 w12",  # a dense word twice
@@ -65,3 +71,34 @@ def test_a_repeated_dense_word_added_in_slices_scores_the_same_bits(zipf_bm25, m
         else:
             np.add.at(expected, zipf_bm25.weights.indices[start:end], zipf_bm25.weights.data[start:end] * repeat)
     assert np.array_equal(whole_scores, expected)
+
+
+def test_scoring_in_blocks_holds_one_block_of_scores(zipf_bm25, monkeypatch):
+    query = " ".join(f"w{r}" for r in range(30, 60))
+    monkeypatch.setattr(bm25_module, "SCORE_BLOCK", 8192)
+    peak, hits = query_peak(zipf_bm25, query)
+    assert len(hits) == 10
+    assert peak < 8 * 8192 + 200_000, peak  # a block's scores, not the corpus's 480,000 bytes
+
+
+@pytest.mark.parametrize("block", [997, 4096])
+def test_scoring_in_blocks_ranks_like_scores(scifact, zipf_bm25, zipf_queries, block, monkeypatch):
+    monkeypatch.setattr(bm25_module, "SCORE_BLOCK", block)  # blocks that do not divide the corpus
+    dated = BM25Retriever(with_dates_and_categories(scifact), tokenizer="scholargym", method="lucene")
+    scifact_queries = ["vitamin D deficiency and cancer risk", "the of and cells", "stem cell differentiation",
+                       "aspirin reduces the risk of colorectal cancer in patients"]
+    assert_search_is_ranking_by_scores(dated, scifact_queries, FILTERS)
+    words = [" ".join(f"w{r}" for r in range(30, 60)), "w3 w3 w10 w11 w12", "w0 w0 w1 w1 w1 w70"]
+    assert_search_is_ranking_by_scores(zipf_bm25, words + zipf_queries[:10], FILTERS)
+
+
+def test_negative_weights_scored_in_blocks_rank_like_scores(monkeypatch):
+    # rank-bm25's IDF floor is negative here, so search adds every term, in blocks of three documents
+    from deepresearch.retrievers import Corpus, Doc
+
+    monkeypatch.setattr(bm25_module, "SCORE_BLOCK", 3)
+    texts = ["a b c", "a b c d", "a b c e", "a b d", "b c e a"] * 3 + ["f a"]
+    bm25 = BM25Retriever(Corpus([Doc(doc_id=str(i), title="", text=t) for i, t in enumerate(texts)]),
+                         text_format="plain")
+    assert bm25.has_negative_weights
+    assert_search_is_ranking_by_scores(bm25, ["a d", "e f a", "b b c", "d e"], [{}, {"exclude": {"1"}}])
