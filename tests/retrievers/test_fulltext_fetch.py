@@ -10,7 +10,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from deepresearch import cli
-from deepresearch.programs.config import ResearchConfig
 from deepresearch.retrievers.bm25 import BM25Retriever
 from deepresearch.retrievers.corpus import Corpus
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextError, FullTextRetriever
@@ -121,11 +120,6 @@ def test_read_keeps_the_paper_id_and_gives_its_best_passages(server, tmp_path):
     assert read.doc.doc_id == "lopez2021" and read.doc.metadata["full_text"] is True
     assert "Calcium alone showed no benefit" in read.doc.text and len(read.doc.text) <= 2 * 300 + 2
     assert retriever.read(hits["closed"], "calcium") is hits["closed"]
-
-
-def test_full_text_is_refused_for_the_gather_strategy():
-    with pytest.raises(ValueError, match="gather strategy selects whole papers"):
-        ResearchConfig(full_text=True, strategy="gather")
 
 
 def test_run_with_full_text_reads_passages_of_the_pdf(server, tmp_path, monkeypatch, caplog):
