@@ -288,6 +288,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--breadth", type=int, default=3)
     parser.add_argument("--hits", type=int, default=None, help="hits per query (default: the preset's)")
     parser.add_argument("--questions", type=int, default=len(QUESTIONS))
+    parser.add_argument("--first", type=int, default=0, help="index of the first question run")
     parser.add_argument("--passage-chars", type=int, default=600, help="--real: characters of each passage shown")
     parser.add_argument("--cuts", default=None, help=f"settings to run, of {', '.join(CUTS)} (default: all; "
                                                      "--real: off,on,lineage)")
@@ -305,7 +306,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     corpus = load_corpus(Path(args.data) / "scifact")
     texts = {d.doc_id: d.text for d in corpus}
     retriever = BM25Retriever(corpus)
-    questions = QUESTIONS[: args.questions]
+    questions = QUESTIONS[args.first: args.first + args.questions]
     presets = [p for p in args.presets.split(",") if p]
     rows = []
     if args.real:
