@@ -222,8 +222,12 @@ def run(name: str, retriever, texts: dict[str, str], questions: list[str], cuts:
         for k, v in (("parse_failures", st.parse_failures), ("parse_retries", st.retries.get("parse", 0)),
                      ("truncated", st.truncated_replies), ("failed_requests", st.failed_requests),
                      ("failed_nodes", st.failed_nodes), ("learnings", st.learnings),
-                     ("invented_citations", st.invented_citations), ("dropped_citations", st.dropped_citations)):
+                     ("invented_citations", st.invented_citations), ("dropped_citations", st.dropped_citations),
+                     ("pruned_nodes", st.pruned_nodes), ("skipped_nodes", st.skipped_nodes),
+                     ("cancelled_nodes", st.cancelled_nodes), ("evaluations", st.evaluations)):
             trouble[k] += v
+        for reason, v in (st.pruned or {}).items():
+            trouble["pruned: " + reason] += v
         if st.stopped:
             trouble["stopped: " + st.stopped] += 1
         numbered = {str(r.number): texts[r.doc_id] for r in report.references if r.doc_id in texts}
