@@ -32,6 +32,8 @@ The requested shape is not reached with this model. The `plan` reply (eco, hero)
 in every run (one of three tasks parsed, the question added), `gather_plan` fails the same way every time,
 and most extract/enrich replies are cut short too (parse failures in 18 of the 20 rows, up to 10), so the
 trees have 1-5 nodes instead of 12, and 3-25 LM calls; `parallel` also prunes (one node in each q2 row).
+(`parallel`'s adaptive breadth plans 1..`parallel.max_breadth` = 6 subqueries, not `--breadth`: with the
+scripted LM its depth-2 tree has 42 nodes to eco's 9, so "breadth 3" is not one shape across presets.)
 Run totals therefore compare different trees: a ratio below 1 is partly a smaller tree, and above 1 (eco,
 gather at 2000; hero at 600; parallel q2) a bigger one or more passages passed on. Run totals, on | off
 (prompt / completion tokens, nodes, LM calls, parse failures):
