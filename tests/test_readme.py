@@ -368,3 +368,14 @@ def test_the_demo_report_begins_as_the_readme_quotes(workspace):
     assert begins.startswith("## ") and len(begins) > 200, begins
     report = (workspace.work / "runs" / "demo" / "report.md").read_text(encoding="utf-8")
     assert " ".join(report.split()).startswith(begins), report[:1500]
+
+
+def test_the_benchmark_list_names_every_suite_the_readme_runs(capsys):
+    from benchmarks.__main__ import main as benchmarks_main
+
+    assert benchmarks_main(["--help"]) == 0
+    listed = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:] if line.strip()}
+    named = set(re.findall(r"python -m benchmarks (\w+)", readme_text()))
+    assert named and named <= set(listed)
+    assert all(len(line.split()) > 3 for line in listed.values())  # each with what it measures
+    assert benchmarks_main(["no-such-suite"]) == 2
