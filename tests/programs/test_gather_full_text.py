@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import dspy
 import pytest
@@ -25,6 +23,7 @@ from deepresearch.programs.research.program import DeepResearch
 from deepresearch.retrievers import BM25Retriever, Corpus, Doc
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
 from deepresearch.signatures.gather import AssessCandidates, PlanSubqueries, RecheckCandidate
+from tests.page_server import PageServer
 from tests.pdfgen import make_pdf
 from tests.research_lm import research_handler
 from tests.scripted import inputs_of, routed_handler, scripted_lm
@@ -46,38 +45,12 @@ def paper_pdf() -> bytes:
     return make_pdf(pages, title="The alpha intervention: a randomised study")
 
 
-class Server:
-    """Serves the paper's PDF at /paper.pdf and 404 elsewhere; counts requests per path."""
-
-    def __init__(self):
-        self.requests: dict[str, int] = {}
-        body = paper_pdf()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                owner.requests[self.path] = owner.requests.get(self.path, 0) + 1
-                status, kind, data = (200, "application/pdf", body) if self.path == "/paper.pdf" else \
-                    (404, "text/plain", b"not found")
-                self.send_response(status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-
 @pytest.fixture
 def server():
-    s = Server()
+    """The paper's PDF at /paper.pdf, 404 elsewhere."""
+    s = PageServer({"/paper.pdf": (200, "application/pdf", paper_pdf())})
     yield s
-    s.httpd.shutdown()
+    s.close()
 
 
 def corpus(pdf_url: str | None) -> Corpus:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -14,42 +12,18 @@ from deepresearch.retrievers.bm25 import BM25Retriever
 from deepresearch.retrievers.corpus import Corpus
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextError, FullTextRetriever
 from deepresearch.retrievers.types import Doc
+from tests.page_server import PageServer
 from tests.retrievers.test_fulltext import FINDINGS, trial_pdf
-
-
-class Server:
-    """Serves a generated PDF, an HTML page, a 404 and a large PDF; counts requests per path."""
-
-    def __init__(self):
-        self.requests: dict[str, int] = {}
-        pages = {"/lopez.pdf": (200, "application/pdf", trial_pdf()),
-                 "/landing.pdf": (200, "text/html", b"<html>Sign in to read</html>"),
-                 "/big.pdf": (200, "application/pdf", trial_pdf() + b"%" * 200_000)}
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                owner.requests[self.path] = owner.requests.get(self.path, 0) + 1
-                status, kind, body = pages.get(self.path, (404, "text/plain", b"not found"))
-                self.send_response(status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
 
 @pytest.fixture
 def server():
-    s = Server()
+    """A generated PDF, an HTML page posing as a PDF, a large PDF, and 404 elsewhere."""
+    s = PageServer({"/lopez.pdf": (200, "application/pdf", trial_pdf()),
+                    "/landing.pdf": (200, "text/html", b"<html>Sign in to read</html>"),
+                    "/big.pdf": (200, "application/pdf", trial_pdf() + b"%" * 200_000)})
     yield s
-    s.httpd.shutdown()
+    s.close()
 
 
 def records(url: str) -> list[dict]:
