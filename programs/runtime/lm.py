@@ -283,8 +283,7 @@ class SchemaAdapter(dspy.JSONAdapter):
 
     def _prepare_response_format(self, lm, lm_kwargs, signature):
         if "response_format" not in lm_kwargs:  # set per call above, from the sources the call shows
-            lm_kwargs["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": signature.__name__, "schema": output_schema(signature), "strict": True}}
+            lm_kwargs["response_format"] = self._response_format(signature, {})
 
 
 def structured_adapter(mode: str, lm: Any | None) -> dspy.Adapter | None:
