@@ -310,9 +310,10 @@ def _parity(corpus, queries: list[str]) -> dict:
 
 def same_files(a: Path, b: Path) -> bool:
     """True when every array of BM25 folder `a` equals folder `b`'s, bit for bit."""
-    names = ("indptr", "indices", "data", "doc_len", "max_weight", "dense_rows", "dense_weights")
+    from deepresearch.retrievers.bm25 import ARRAYS
+
     return all(np.array_equal(np.load(a / f"{n}.npy", mmap_mode="r"), np.load(b / f"{n}.npy", mmap_mode="r"))
-               for n in names)
+               for n in ARRAYS)
 
 
 def import_peak(statement: str) -> float:

@@ -1,7 +1,11 @@
-"""BM25 over a Corpus, computed on a sparse term-by-document matrix of precomputed weights.
+"""BM25 over a Corpus, computed on a sparse term-by-document matrix of weights.
 
 Scores equal rank-bm25's `BM25Okapi` (method "okapi"); a query is a sum of the matrix rows of its
-terms, each row counted as often as the term repeats in the query. `search` finds the exact top k
+terms, each row counted as often as the term repeats in the query. A weight is idf(t) times a saturated
+tf, and the saturated tf depends only on the pair (tf, document length), of which a corpus has few (some
+ten thousand in half a million abstracts). So a posting stores its document (int32) and the code of its
+pair (uint16, uint32 past 65,536 pairs): 6 bytes instead of 12 with a float64 weight, and each weight is
+recomputed as idf(t) · level[code] in the same float64 operations the build used, so scores keep every bit. `search` finds the exact top k
 without always reading every posting of every term (MaxScore, see `BM25Retriever._best_pruned`), and
 when it does read them all, scores the corpus a block of documents at a time (`_best_in_blocks`).
 """
@@ -41,8 +45,11 @@ logger = logging.getLogger(__name__)
 
 # How a document becomes the text BM25 indexes. "scholargym" is the reference's form (spec 004 §2.1).
 TEXT_FORMATS = {"scholargym": "title: {title} abstract: {text}", "plain": "{title} {text}"}
-# Version of the files `save` writes (2: one memory-mappable .npy per array, the vocabulary as a string table).
-STORE_FORMAT = 2
+# Version of the files `save` writes (2: one memory-mappable .npy per array, the vocabulary as a string table;
+# 3: postings hold a (tf, length) code instead of a weight).
+STORE_FORMAT = 3
+# The arrays an index holds, each one `.npy` file.
+ARRAYS = ("indptr", "indices", "codes", "levels", "idf", "doc_len", "max_weight", "dense_rows", "dense_weights")
 
 
 def doc_text(title: str, text: str, text_format: str = "scholargym") -> str:
@@ -58,6 +65,8 @@ def doc_text(title: str, text: str, text_format: str = "scholargym") -> str:
 # memory but the output (none of it when writing to files).
 BATCH_DOCS = 32_768
 BLOCK_POSTINGS = 4_000_000
+# Up to this many (tf, length) pairs, a posting's code is a uint16; past it, a uint32.
+UINT16_CODES = 2**16
 
 
 class _Column:
@@ -89,6 +98,11 @@ class _Column:
         return np.load(self.path, mmap_mode="r")
 
 
+def pair_keys(tf: np.ndarray, doc_len: np.ndarray) -> np.ndarray:
+    """One int64 per posting that orders (tf, document length) pairs: tf << 32 | length."""
+    return (tf.astype(np.int64) << 32) | doc_len.astype(np.int64)
+
+
 class _Spill:
     """Each batch's postings grouped by term on disk (document ids, then tfs), with per-term offsets in memory."""
 
@@ -96,6 +110,7 @@ class _Spill:
         self.docs, self.tfs = (folder / "docs.bin").open("w+b"), (folder / "tfs.bin").open("w+b")
         self.batches: list[tuple[int, np.ndarray]] = []  # (first posting in the files, offsets by term)
         self.postings = 0
+        self.pairs = np.zeros(0, dtype=np.int64)  # every (tf, document length) seen, as tf << 32 | length, sorted
 
     def add(self, term_ids: np.ndarray, lengths: np.ndarray, first_doc: int, n_terms: int) -> np.ndarray:
         """Spills one batch of documents (their term ids back to back); returns postings per term."""
@@ -104,8 +119,10 @@ class _Spill:
         keys, tf = np.unique(term_ids.astype(np.int64) * n + local, return_counts=True)  # by term, then doc
         terms = keys // n
         per_term = np.bincount(terms, minlength=n_terms)
-        (keys % n + first_doc).astype(np.int32).tofile(self.docs)
+        local = keys % n
+        (local + first_doc).astype(np.int32).tofile(self.docs)
         tf.astype(np.int32).tofile(self.tfs)
+        self.pairs = np.union1d(self.pairs, pair_keys(tf, lengths[local]))
         offsets = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(per_term, out=offsets[1:])
         self.batches.append((self.postings, offsets))
@@ -144,8 +161,9 @@ def build_arrays(token_lists: Iterable[list[str]], n_docs: int, k1: float, b: fl
     idf(t)·saturated tf(t, d), streamed (see BATCH_DOCS); with `folder`, written there as memory-mapped `.npy`
     files (the names `BM25Retriever.save` uses), else in memory.
 
-    Returns (vocab, arrays): arrays holds indptr, indices, data (CSR, each row's documents ascending),
-    doc_len, max_weight, dense_rows, dense_weights and has_negative_weights.
+    Returns (vocab, arrays): arrays holds ARRAYS (CSR rows of documents ascending in indptr and indices, each
+    posting's pair code in codes, the saturated tf of each code in levels, idf per term; doc_len, max_weight,
+    dense_rows, dense_weights) and has_negative_weights.
     """
     batch_docs, block_postings = batch_docs or BATCH_DOCS, block_postings or BLOCK_POSTINGS
     vocab: dict[str, int] = {}
@@ -191,16 +209,22 @@ def _write_matrix(spill: _Spill, doc_freq: np.ndarray, doc_len: np.ndarray, k1: 
     dense_at = {row: j for j, row in enumerate(dense_ids.tolist())}
     max_weight = np.zeros(n_terms)
     path = (lambda name: None) if folder is None else (lambda name: folder / f"{name}.npy")
-    indices, data = _Column(path("indices"), np.int32, nnz), _Column(path("data"), dtype, nnz)
+    # the saturated tf of every (tf, length) pair, computed as the weights always were, so idf · level is
+    # bit for bit the weight (t, d) had when the matrix stored it
+    pairs, idf = spill.pairs, idf.astype(dtype)
+    levels = tf_saturation(pairs >> 32, pairs & 0xFFFFFFFF, avgdl, k1, b).astype(dtype)
+    code_type = np.uint16 if pairs.size <= UINT16_CODES else np.uint32
+    indices, codes = _Column(path("indices"), np.int32, nnz), _Column(path("codes"), code_type, nnz)
     negative = False
     lo = 0
     while lo < n_terms:  # blocks of whole rows, about block_postings postings each
         hi = max(lo + 1, int(np.searchsorted(indptr, int(indptr[lo]) + block_postings, side="right")) - 1)
         hi = min(hi, n_terms)
         terms, docs, tfs = spill.block(lo, hi)
-        weights = (idf[terms] * tf_saturation(tfs, doc_len[docs], avgdl, k1, b)).astype(dtype)
+        code = np.searchsorted(pairs, pair_keys(tfs, doc_len[docs])).astype(code_type)
+        weights = idf[terms] * levels[code]
         indices.write(docs)
-        data.write(weights)
+        codes.write(code)
         if weights.size:
             negative = negative or bool(weights.min() < 0)
             starts = indptr[lo:hi].astype(np.int64) - int(indptr[lo])
@@ -210,10 +234,10 @@ def _write_matrix(spill: _Spill, doc_freq: np.ndarray, doc_len: np.ndarray, k1: 
                 s = int(indptr[row] - indptr[lo])
                 dense_weights[dense_at[row], docs[s:s + doc_freq[row]]] = weights[s:s + doc_freq[row]]
         lo = hi
-    arrays = {"indptr": indptr, "indices": indices.result(), "data": data.result(), "doc_len": doc_len,
-              "max_weight": max_weight, "dense_rows": dense_ids, "dense_weights": dense_weights}
+    arrays = {"indptr": indptr, "indices": indices.result(), "codes": codes.result(), "levels": levels, "idf": idf,
+              "doc_len": doc_len, "max_weight": max_weight, "dense_rows": dense_ids, "dense_weights": dense_weights}
     if folder is not None:
-        for name in ("indptr", "doc_len", "max_weight", "dense_rows", "dense_weights"):
+        for name in ("indptr", "levels", "idf", "doc_len", "max_weight", "dense_rows", "dense_weights"):
             np.save(folder / f"{name}.npy", arrays[name])
             arrays[name] = np.load(folder / f"{name}.npy", mmap_mode="r")
     return {**arrays, "has_negative_weights": negative}
@@ -237,6 +261,9 @@ DENSE_CHUNK = 65_536
 SCORE_BLOCK = 131_072
 # Relative allowance for float rounding when a partial score plus a bound is compared with a threshold.
 SLACK = 1e-9
+# Postings whose weights are made at once when a posting list is added: the temporary arrays stay small
+# (96 KiB) beside the scores, whatever the list's length.
+ADD_CHUNK = 8_192
 
 
 def _leaders(acc: np.ndarray, rest: float, need: int, mask: np.ndarray | None, max_candidates: float,
@@ -279,7 +306,8 @@ class BM25Retriever(SyncSearchMixin):
         tokenizer: A tokenizer name (`words`, `scholargym`, `english`) or a callable.
         method: "okapi" (rank-bm25's IDF with its floor) or "lucene" (Lucene's non-negative IDF).
         text_format: How title and text are joined before tokenizing (`scholargym` or `plain`).
-        dtype: Float type of the stored weights; float64 keeps scores within 1e-6 of rank-bm25.
+        dtype: Float type of the idf and tf levels weights are made of; float64 keeps scores within 1e-6
+            of rank-bm25.
 
     Ranking is score descending, ties by corpus order; documents scoring 0 are not returned.
 
@@ -298,12 +326,8 @@ class BM25Retriever(SyncSearchMixin):
         return build_arrays(tokens, len(self.corpus), self.k1, self.b, self.epsilon, self.method, dtype, folder)
 
     def _take(self, vocab: Mapping[str, int], arrays: dict) -> None:
-        n_docs = arrays["doc_len"].size
-        weights = sparse.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
-                                    shape=(len(vocab), n_docs), copy=False)
-        weights.has_sorted_indices = True  # built in document order; checking would read every posting
-        self._index(vocab, weights, arrays["doc_len"], arrays["max_weight"], arrays["dense_rows"],
-                    arrays["dense_weights"], has_negative_weights=arrays["has_negative_weights"])
+        self._index(vocab, {name: arrays[name] for name in ARRAYS},
+                    has_negative_weights=arrays["has_negative_weights"])
 
     @classmethod
     def build(cls, corpus: Corpus, folder: str | Path, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25,
@@ -319,7 +343,7 @@ class BM25Retriever(SyncSearchMixin):
         """
         retriever = cls.__new__(cls)
         retriever._configure(corpus, k1, b, epsilon, tokenizer, method, text_format)
-        retriever.weights = sparse.csr_matrix((0, 0), dtype=dtype)  # for params(): the dtype, before the build
+        retriever.dtype = np.dtype(dtype)  # for params(), before the build
         retriever.vocab = {}
         retriever.params()
         folder = Path(folder)
@@ -340,28 +364,61 @@ class BM25Retriever(SyncSearchMixin):
         self.tokenize = get_tokenizer(tokenizer)
         self.k1, self.b, self.epsilon, self.method, self.text_format = k1, b, epsilon, method, text_format
 
-    def _index(self, vocab: Mapping[str, int], weights: sparse.csr_matrix, doc_len: np.ndarray,
-               max_weight: np.ndarray, dense_ids: np.ndarray, dense_weights: np.ndarray, *,
+    def _index(self, vocab: Mapping[str, int], arrays: Mapping[str, np.ndarray], *,
                has_negative_weights: bool) -> None:
-        """Takes the computed (or memory-mapped) arrays; costs O(1) beyond the few dense rows."""
-        self.vocab, self.weights, self.doc_len, self.max_weight = vocab, weights, doc_len, max_weight
-        self._dense_row = {row: i for i, row in enumerate(dense_ids.tolist())}
-        self.dense_ids, self.dense_weights = dense_ids, dense_weights
+        """Takes the computed (or memory-mapped) ARRAYS; costs O(1) beyond the few dense rows."""
+        self.vocab = vocab
+        self.indptr, self.indices, self.codes = arrays["indptr"], arrays["indices"], arrays["codes"]
+        self.levels, self.idf, self.dtype = arrays["levels"], arrays["idf"], arrays["levels"].dtype
+        self.doc_len, self.max_weight = arrays["doc_len"], arrays["max_weight"]
+        self.dense_ids, self.dense_weights = arrays["dense_rows"], arrays["dense_weights"]
+        self._dense_row = {row: i for i, row in enumerate(self.dense_ids.tolist())}
         self.has_negative_weights = has_negative_weights
         # per-term reads in `_query_terms` as plain Python numbers, without numpy scalars
-        self._indptr, self._max_weight = memoryview(weights.indptr), memoryview(max_weight)
-        self._long = max(1.0, doc_len.size / LONG)
+        self._indptr, self._max_weight = memoryview(self.indptr), memoryview(self.max_weight)
+        self._idf = memoryview(self.idf)
+        self._long = max(1.0, self.doc_len.size / LONG)
+
+    @property
+    def weights(self) -> sparse.csr_matrix:
+        """The term-by-document matrix of weights, made whole in memory (as large as the postings times 12
+        bytes): for inspecting a small index; search never makes it."""
+        rows = np.repeat(np.arange(len(self.vocab)), np.diff(self.indptr))
+        data = self.idf[rows] * self.levels[self.codes]
+        matrix = sparse.csr_matrix((data, np.asarray(self.indices), np.asarray(self.indptr)),
+                                   shape=(len(self.vocab), self.doc_len.size))
+        matrix.has_sorted_indices = True
+        return matrix
+
+    def _weights(self, idf: float, start: int, end: int) -> np.ndarray:
+        """The weights of postings start..end of a term with this idf: the same float operation as the
+        build's (idf times the posting's tf level), so the same bits."""
+        weights = self.levels[self.codes[start:end]]
+        weights *= idf
+        return weights
+
+    def _add_postings(self, acc: np.ndarray, idf: float, repeat: int, start: int, end: int, first: int = 0) -> None:
+        """Adds the weights of postings start..end (times `repeat`) to `acc`, whose entry 0 is document
+        `first`, ADD_CHUNK postings at a time."""
+        indices = self.indices
+        for lo in range(start, end, ADD_CHUNK):
+            hi = min(end, lo + ADD_CHUNK)
+            weights = self._weights(idf, lo, hi)
+            if repeat > 1:
+                weights *= repeat
+            docs = indices[lo:hi]
+            np.add.at(acc, docs - first if first else docs, weights)
 
     @functools.cached_property
     def filters(self) -> FilterIndex:
         return FilterIndex(self.corpus)
 
-    def _query_terms(self, query: str) -> list[tuple[int, int, int, float, int]]:
-        """The query's known terms, each once, in scoring order, as (start, end, repeat, bound, dense).
+    def _query_terms(self, query: str) -> list[tuple[int, int, int, float, int, float]]:
+        """The query's known terms, each once, in scoring order, as (start, end, repeat, bound, dense, idf).
 
-        A term's postings are `weights.indices[start:end]` and `weights.data[start:end]`; `repeat` is how
-        often it occurs in the query (its weights count that many times); `bound` is repeat times its
-        largest weight, the most it adds to one document; `dense` is its row in `dense_weights`, or -1.
+        A term's postings are `indices[start:end]` and `codes[start:end]`; `repeat` is how often it occurs
+        in the query (its weights count that many times); `bound` is repeat times its largest weight, the
+        most it adds to one document; `dense` is its row in `dense_weights`, or -1; `idf` its idf.
 
         Every score of the query sums its terms in this one order, in `scores` and in `search`, so equal
         weights give bit-equal scores: sparse terms, then dense ones, each group by bound, highest first,
@@ -373,20 +430,20 @@ class BM25Retriever(SyncSearchMixin):
             row = get(token)
             if row is not None:
                 counts[row] = counts.get(row, 0) + 1
-        indptr, max_weight, dense_row = self._indptr, self._max_weight, self._dense_row
+        indptr, max_weight, dense_row, idf = self._indptr, self._max_weight, self._dense_row, self._idf
         keyed = []
         for row, repeat in counts.items():
             start, end = indptr[row], indptr[row + 1]
             if end > start:
                 bound, dense = max_weight[row] * repeat, dense_row.get(row, -1)
-                keyed.append((dense >= 0, -bound, row, (start, end, repeat, bound, dense)))
+                keyed.append((dense >= 0, -bound, row, (start, end, repeat, bound, dense, idf[row])))
         keyed.sort()
         return [key[3] for key in keyed]
 
-    def _add(self, acc: np.ndarray, terms: list[tuple[int, int, int, float, int]]) -> None:
+    def _add(self, acc: np.ndarray, terms: list[tuple[int, int, int, float, int, float]]) -> None:
         """Adds the terms' weights (times their repeats), in order, to every document's score in `acc`."""
-        indices, data, dense_weights = self.weights.indices, self.weights.data, self.dense_weights
-        for start, end, repeat, _, dense in terms:
+        dense_weights = self.dense_weights
+        for start, end, repeat, _, dense, idf in terms:
             if dense >= 0:  # adding 0.0 for a document without the term leaves its score as it was
                 weights = dense_weights[dense]
                 if repeat == 1:
@@ -395,8 +452,7 @@ class BM25Retriever(SyncSearchMixin):
                     for lo in range(0, acc.size, DENSE_CHUNK):
                         acc[lo:lo + DENSE_CHUNK] += weights[lo:lo + DENSE_CHUNK] * repeat
             else:
-                weights = data[start:end]
-                np.add.at(acc, indices[start:end], weights * repeat if repeat > 1 else weights)
+                self._add_postings(acc, idf, repeat, start, end)
 
     def _sum_sparse(self, terms: list[tuple[int, int, int, float, int]]) -> tuple[np.ndarray, np.ndarray]:
         """Scores from sparse terms alone, and the documents of their first SEEN postings, in term order.
@@ -408,7 +464,7 @@ class BM25Retriever(SyncSearchMixin):
         """
         acc = np.zeros(self.doc_len.size)
         self._add(acc, terms)
-        indices, seen, covered = self.weights.indices, [], 0
+        indices, seen, covered = self.indices, [], 0
         for start, end, *_ in terms:
             if covered >= SEEN:
                 break
@@ -458,22 +514,21 @@ class BM25Retriever(SyncSearchMixin):
         order `scores()` adds them, so the scores are the same bits.
         """
         n_docs = self.doc_len.size
-        indices, data, dense_weights = self.weights.indices, self.weights.data, self.dense_weights
+        indices, dense_weights = self.indices, self.dense_weights
         edges = np.append(np.arange(0, n_docs, SCORE_BLOCK), n_docs).astype(indices.dtype)
         # where each block starts in each sparse posting list (edges in the lists' dtype: no copy of them)
         cuts = [None if dense >= 0 else (np.searchsorted(indices[start:end], edges) + start).tolist()
-                for start, end, _, _, dense in terms]
+                for start, end, _, _, dense, _ in terms]
         found, found_scores = [np.zeros(0, dtype=np.int64)], [np.zeros(0)]
         for b in range(edges.size - 1):
             lo, hi = int(edges[b]), int(edges[b + 1])
             acc = np.zeros(hi - lo)
-            for (_, _, repeat, _, dense), cut in zip(terms, cuts):
+            for (_, _, repeat, _, dense, idf), cut in zip(terms, cuts):
                 if dense >= 0:
                     weights = dense_weights[dense, lo:hi]
                     np.add(acc, weights * repeat if repeat > 1 else weights, out=acc)
                 elif cut[b + 1] > cut[b]:
-                    weights = data[cut[b]:cut[b + 1]]
-                    np.add.at(acc, indices[cut[b]:cut[b + 1]] - lo, weights * repeat if repeat > 1 else weights)
+                    self._add_postings(acc, idf, repeat, cut[b], cut[b + 1], first=lo)
             index, scores = best_positive(acc, need, None if mask is None else mask[lo:hi])
             found.append(index + lo)
             found_scores.append(scores)
@@ -505,7 +560,7 @@ class BM25Retriever(SyncSearchMixin):
         rest_cost = [0.0] * (n_terms + 1)  # rest_cost[j]: adding terms[j:] to every document
         rest_lookup = [RANK_COST] * (n_terms + 1)  # rest_lookup[j]: looking terms[j:] up for one candidate
         for j in range(n_terms - 1, -1, -1):
-            start, end, _, bound, dense = terms[j]
+            start, end, _, bound, dense, _ = terms[j]
             rest_bound[j] = rest_bound[j + 1] + bound
             rest_cost[j] = rest_cost[j + 1] + (n_docs * DENSE_COST if dense >= 0 else end - start)
             rest_lookup[j] = rest_lookup[j + 1] + (DENSE_LOOKUP if dense >= 0 else lookup)
@@ -530,10 +585,10 @@ class BM25Retriever(SyncSearchMixin):
             logger.debug("BM25 search: %d candidates after %d of %d terms; %d postings of the other terms "
                          "looked up, not scanned", candidates.size, done, n_terms,
                          sum(end - start for start, end, *_ in terms[done:]))
-        indices, data, dense_weights = self.weights.indices, self.weights.data, self.dense_weights
+        indices, dense_weights = self.indices, self.dense_weights
         docs = candidates.astype(indices.dtype)  # searchsorted would otherwise copy each posting list
         for j in range(done, n_terms):
-            start, end, repeat, _, dense = terms[j]
+            start, end, repeat, _, dense, idf = terms[j]
             if candidates.size > 4 * need:
                 partial = acc[candidates]
                 threshold = max(threshold, nth_largest(partial, need))
@@ -542,10 +597,11 @@ class BM25Retriever(SyncSearchMixin):
             if dense >= 0:
                 found_weights = dense_weights[dense, candidates]
             elif candidates.size * lookup < end - start:  # binary search in the sorted posting list
-                row, weights = indices[start:end], data[start:end]
+                row = indices[start:end]
                 at = np.searchsorted(row, docs)
                 found = np.take(row, at, mode="clip") == docs
-                found_weights = np.where(found, np.take(weights, at, mode="clip"), 0.0)  # + 0.0 changes nothing
+                levels = self.levels[np.take(self.codes[start:end], at, mode="clip")]
+                found_weights = np.where(found, levels * idf, 0.0)  # + 0.0 changes nothing
             else:
                 self._add(acc, terms[j:j + 1])
                 continue
@@ -575,7 +631,7 @@ class BM25Retriever(SyncSearchMixin):
             raise ValueError("cannot save a BM25 index built with an unregistered tokenizer callable; "
                              "add it to deepresearch.retrievers.tokenize.TOKENIZERS or pass a tokenizer name")
         return {"k1": self.k1, "b": self.b, "epsilon": self.epsilon, "method": self.method,
-                "tokenizer": name, "text_format": self.text_format, "dtype": str(self.weights.dtype),
+                "tokenizer": name, "text_format": self.text_format, "dtype": str(self.dtype),
                 "vocabulary": len(self.vocab)}
 
     def save(self, folder: str | Path) -> dict:
@@ -587,9 +643,9 @@ class BM25Retriever(SyncSearchMixin):
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.params()  # refuses an unregistered tokenizer before writing anything
-        arrays = {"indptr": self.weights.indptr, "indices": self.weights.indices, "data": self.weights.data,
-                  "doc_len": self.doc_len, "max_weight": self.max_weight, "dense_rows": self.dense_ids,
-                  "dense_weights": self.dense_weights}
+        arrays = {"indptr": self.indptr, "indices": self.indices, "codes": self.codes, "levels": self.levels,
+                  "idf": self.idf, "doc_len": self.doc_len, "max_weight": self.max_weight,
+                  "dense_rows": self.dense_ids, "dense_weights": self.dense_weights}
         for name, values in arrays.items():
             np.save(folder / f"{name}.npy", np.ascontiguousarray(values))
         return self._write_settings(folder)
@@ -618,19 +674,14 @@ class BM25Retriever(SyncSearchMixin):
         if params.get("format") != STORE_FORMAT:
             raise ValueError(f"BM25 files in {folder} are of format {params.get('format', 1)!r}, this version "
                              f"reads {STORE_FORMAT}; rebuild the index with `deepresearch index`")
-        arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in
-                  ("indptr", "indices", "data", "doc_len", "max_weight", "dense_rows", "dense_weights")}
+        arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in ARRAYS}
         n_docs = arrays["doc_len"].size
         if n_docs != len(corpus):
             raise ValueError(f"BM25 index in {folder} has {n_docs} documents but the corpus has "
                              f"{len(corpus)}; rebuild the index with `deepresearch index`")
         vocab = StringTable(folder, "vocab")
-        weights = sparse.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]),
-                                    shape=(len(vocab), n_docs), copy=False)
-        weights.has_sorted_indices = True  # they were sorted when saved; checking would read every posting
         retriever = cls.__new__(cls)
         retriever._configure(corpus, params["k1"], params["b"], params["epsilon"], params["tokenizer"],
                              params["method"], params["text_format"])
-        retriever._index(vocab, weights, arrays["doc_len"], arrays["max_weight"], arrays["dense_rows"],
-                         arrays["dense_weights"], has_negative_weights=params["has_negative_weights"])
+        retriever._index(vocab, arrays, has_negative_weights=params["has_negative_weights"])
         return retriever

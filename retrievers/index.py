@@ -33,7 +33,7 @@ from deepresearch.retrievers.types import Retriever
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 2
+FORMAT = 3  # 3: BM25 postings hold (tf, length) codes (bm25.STORE_FORMAT 3)
 MANIFEST = "manifest.json"
 KINDS = ("bm25", "dense", "hybrid")
 

@@ -13,6 +13,7 @@ import pytest
 from deepresearch import cli
 from deepresearch.retrievers.beir import load_qrels, load_queries
 from deepresearch.retrievers.corpus import load_corpus
+from deepresearch.retrievers.index import FORMAT
 
 QUESTION = "Does vitamin D supplementation reduce fracture risk?"
 SMALL = 60
@@ -92,7 +93,7 @@ def test_an_old_or_stale_index_asks_for_a_rebuild_in_one_line(tmp_path, small_co
     (folder / "manifest.json").write_text(json.dumps({**manifest, "format": 1}))
     capsys.readouterr()
     assert cli.main(["run", QUESTION, "--index", str(folder), "--lm", "offline", "--out", str(tmp_path / "o")]) == 2
-    assert "has format 1, this version reads 2; rebuild it with `deepresearch index" in \
+    assert f"has format 1, this version reads {FORMAT}; rebuild it with `deepresearch index" in \
         one_error_line(capsys.readouterr().err)
     assert cli.main(["run", QUESTION, "--lm", "offline", "--out", str(tmp_path / "o")]) == 2
     assert "pass a corpus (--corpus SPEC) or an index (--index DIR)" in one_error_line(capsys.readouterr().err)

@@ -246,9 +246,9 @@ def test_negative_weights_rank_like_scores():
 
 
 def _arrays(bm25):
-    w = bm25.weights
-    return {"indptr": w.indptr, "indices": w.indices, "data": w.data, "doc_len": bm25.doc_len,
-            "max_weight": bm25.max_weight, "dense_rows": bm25.dense_ids, "dense_weights": bm25.dense_weights}
+    return {"indptr": bm25.indptr, "indices": bm25.indices, "codes": bm25.codes, "levels": bm25.levels,
+            "idf": bm25.idf, "weights": bm25.weights.data, "doc_len": bm25.doc_len, "max_weight": bm25.max_weight,
+            "dense_rows": bm25.dense_ids, "dense_weights": bm25.dense_weights}
 
 
 @pytest.mark.parametrize("method", ["okapi", "lucene"])
@@ -266,13 +266,49 @@ def test_a_build_streamed_in_tiny_batches_and_blocks_writes_the_same_arrays(scif
         assert dict(built.vocab) == dict(whole.vocab)
         for name, values in _arrays(whole).items():
             assert np.array_equal(_arrays(built)[name], values), name  # bit for bit
-    assert all(is_mapped(a) for a in (on_disk.weights.data, on_disk.weights.indices, on_disk.doc_len))
+    assert all(is_mapped(a) for a in (on_disk.codes, on_disk.indices, on_disk.doc_len))
     assert not [p.name for p in (tmp_path / "bm25").iterdir() if p.name.startswith(".")]  # no spill left
     reloaded = BM25Retriever.load(tmp_path / "bm25", corpus)
     assert reloaded.params() == whole.params()
     for query in ("vitamin D deficiency fractures", "the of and cells"):
         assert np.array_equal(reloaded.scores(query), whole.scores(query))
         assert reloaded.search(query, 20) == whole.search(query, 20)
+
+
+def test_a_posting_takes_six_bytes_and_its_weight_keeps_every_bit(scifact, tmp_path):
+    """A posting stores its document and the code of its (tf, length) pair; idf · level is the weight the
+    saturated-tf formula gives that posting, bit for bit."""
+    from deepresearch.retrievers.scoring import IDF, tf_saturation
+
+    corpus = Corpus(list(scifact)[:700], name="scifact-700")
+    bm25 = BM25Retriever.build(corpus, tmp_path / "bm25", tokenizer="scholargym")
+    nnz = int(bm25.indptr[-1])
+    postings = sum((tmp_path / "bm25" / f"{name}.npy").stat().st_size for name in ("indices", "codes"))
+    assert bm25.codes.dtype == np.uint16 and 6 * nnz <= postings < 6 * nnz + 512  # two .npy headers
+    assert bm25.levels.size < nnz / 10  # pairs are few: the table is small beside the postings
+    tokens = [bm25.tokenize(doc_text(d.title, d.text)) for d in corpus]
+    rows = np.repeat(np.arange(len(bm25.vocab)), np.diff(bm25.indptr))
+    terms = [t for t, _ in sorted(bm25.vocab.items(), key=lambda item: item[1])]
+    tf = np.array([tokens[d].count(terms[t]) for t, d in zip(rows.tolist(), bm25.indices.tolist())])
+    doc_len = np.array([len(t) for t in tokens])
+    doc_freq = np.diff(bm25.indptr)
+    expected = (IDF["okapi"](doc_freq, len(corpus), 0.25)[rows]
+                * tf_saturation(tf, doc_len[bm25.indices], doc_len.mean(), 1.5, 0.75))
+    assert np.array_equal(bm25.weights.data, expected)
+
+
+def test_more_pairs_than_a_uint16_holds_take_uint32_codes_and_score_the_same(scifact, monkeypatch):
+    from deepresearch.retrievers import bm25 as bm25_module
+
+    corpus = Corpus(list(scifact)[:300], name="scifact-300")
+    small = BM25Retriever(corpus, tokenizer="scholargym")
+    monkeypatch.setattr(bm25_module, "UINT16_CODES", 40)
+    wide = BM25Retriever(corpus, tokenizer="scholargym")
+    assert small.codes.dtype == np.uint16 and wide.codes.dtype == np.uint32 and small.levels.size > 40
+    assert np.array_equal(wide.codes, small.codes) and np.array_equal(wide.levels, small.levels)
+    for query in ("vitamin D deficiency fractures", "the of and cells cells"):
+        assert np.array_equal(wide.scores(query), small.scores(query))
+        assert wide.search(query, 20) == small.search(query, 20)
 
 
 def test_build_refuses_an_unregistered_tokenizer_before_writing(tmp_path, small_corpus):

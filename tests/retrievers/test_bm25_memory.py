@@ -59,17 +59,18 @@ def test_a_query_holds_one_score_per_document_not_copies_of_its_postings(zipf_bm
 
 def test_a_repeated_dense_word_added_in_slices_scores_the_same_bits(zipf_bm25, monkeypatch):
     query = "w0 w0 w1 w1 w1 w70"
-    assert any(dense >= 0 and repeat > 1 for *_, repeat, _, dense in zipf_bm25._query_terms(query))
+    assert any(dense >= 0 and repeat > 1 for *_, repeat, _, dense, _ in zipf_bm25._query_terms(query))
     whole_scores, whole_hits = zipf_bm25.scores(query), zipf_bm25.search(query, 50)
     monkeypatch.setattr(bm25_module, "DENSE_CHUNK", 977)  # slices that do not divide the corpus
     assert np.array_equal(zipf_bm25.scores(query), whole_scores)
     assert zipf_bm25.search(query, 50) == whole_hits
     expected = np.zeros(zipf_bm25.doc_len.size)  # the repeated weights added at once, in scoring order
-    for start, end, repeat, _, dense in zipf_bm25._query_terms(query):
+    weights = zipf_bm25.weights
+    for start, end, repeat, _, dense, _ in zipf_bm25._query_terms(query):
         if dense >= 0:
             expected += zipf_bm25.dense_weights[dense] * repeat
         else:
-            np.add.at(expected, zipf_bm25.weights.indices[start:end], zipf_bm25.weights.data[start:end] * repeat)
+            np.add.at(expected, weights.indices[start:end], weights.data[start:end] * repeat)
     assert np.array_equal(whole_scores, expected)
 
 

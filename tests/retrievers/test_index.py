@@ -60,7 +60,7 @@ def test_an_index_ranks_every_query_as_the_in_memory_index_does(scifact_index, s
 def test_an_index_opens_memory_mapped_and_reads_documents_on_demand(scifact_index, scifact):
     opened = open_index(scifact_index)
     assert isinstance(opened.corpus, StoredCorpus)
-    for array in (opened.bm25.weights.data, opened.bm25.weights.indices, opened.bm25.weights.indptr,
+    for array in (opened.bm25.codes, opened.bm25.indices, opened.bm25.indptr, opened.bm25.levels, opened.bm25.idf,
                   opened.bm25.doc_len, opened.bm25.max_weight, opened.bm25.dense_weights):
         assert is_mapped(array)
     assert isinstance(opened.bm25.vocab, StringTable) and opened.bm25.vocab.get("vitamin") is not None
