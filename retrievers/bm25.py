@@ -261,8 +261,8 @@ DENSE_CHUNK = 65_536
 SCORE_BLOCK = 131_072
 # Relative allowance for float rounding when a partial score plus a bound is compared with a threshold.
 SLACK = 1e-9
-# Postings whose weights are made at once when a posting list is added: the temporary arrays stay small
-# (96 KiB) beside the scores, whatever the list's length.
+# Postings whose weights are made at once when a posting list is added: the temporary arrays (weights and
+# documents, 64 KiB each) stay small whatever the list's length, and in the processor's cache.
 ADD_CHUNK = 8_192
 
 
@@ -367,6 +367,9 @@ class BM25Retriever(SyncSearchMixin):
     def _index(self, vocab: Mapping[str, int], arrays: Mapping[str, np.ndarray], *,
                has_negative_weights: bool) -> None:
         """Takes the computed (or memory-mapped) ARRAYS; costs O(1) beyond the few dense rows."""
+        # a memory map as a plain array over the same pages: slicing an np.memmap runs Python code (its
+        # __array_finalize__) each time, and a query slices a posting list per term and block
+        arrays = {name: a.view(np.ndarray) if isinstance(a, np.memmap) else a for name, a in arrays.items()}
         self.vocab = vocab
         self.indptr, self.indices, self.codes = arrays["indptr"], arrays["indices"], arrays["codes"]
         self.levels, self.idf, self.dtype = arrays["levels"], arrays["idf"], arrays["levels"].dtype
@@ -393,21 +396,22 @@ class BM25Retriever(SyncSearchMixin):
     def _weights(self, idf: float, start: int, end: int) -> np.ndarray:
         """The weights of postings start..end of a term with this idf: the same float operation as the
         build's (idf times the posting's tf level), so the same bits."""
-        weights = self.levels[self.codes[start:end]]
+        weights = self.levels.take(self.codes[start:end])  # 3-4x faster than fancy indexing by uint16
         weights *= idf
         return weights
 
     def _add_postings(self, acc: np.ndarray, idf: float, repeat: int, start: int, end: int, first: int = 0) -> None:
         """Adds the weights of postings start..end (times `repeat`) to `acc`, whose entry 0 is document
         `first`, ADD_CHUNK postings at a time."""
-        indices = self.indices
+        indices, codes, levels = self.indices, self.codes, self.levels
         for lo in range(start, end, ADD_CHUNK):
             hi = min(end, lo + ADD_CHUNK)
-            weights = self._weights(idf, lo, hi)
+            weights = levels.take(codes[lo:hi])  # `_weights`, inlined: this loop is most of a query's time
+            weights *= idf
             if repeat > 1:
                 weights *= repeat
-            docs = indices[lo:hi]
-            np.add.at(acc, docs - first if first else docs, weights)
+            # np.add.at runs about twice as fast with intp indices as with the stored int32
+            np.add.at(acc, np.subtract(indices[lo:hi], first, dtype=np.intp), weights)
 
     @functools.cached_property
     def filters(self) -> FilterIndex:

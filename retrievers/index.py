@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -105,6 +106,8 @@ def build_index(corpus: Corpus, folder: str | Path, source: Mapping | None = Non
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MANIFEST).unlink(missing_ok=True)  # a build cut short leaves no index that looks whole
+    for part in ("bm25", "dense"):  # the replaced index's files go, not only those this build rewrites
+        shutil.rmtree(folder / part, ignore_errors=True)
     started = time.perf_counter()
     fingerprint = corpus.fingerprint()
     write_docs(corpus, folder / "docs")

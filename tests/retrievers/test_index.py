@@ -126,6 +126,17 @@ def test_an_index_of_an_older_format_asks_for_a_rebuild(tmp_path, corpus_file):
         open_index(tmp_path / "idx")
 
 
+def test_rebuilding_over_an_older_index_leaves_none_of_its_files(tmp_path, corpus_file):
+    corpus, source, _ = open_corpus(str(corpus_file))
+    build_index(corpus, tmp_path / "idx", source, bm25={})
+    (tmp_path / "idx" / "bm25" / "data.npy").write_bytes(b"format 2 weights")  # a file only the old format had
+    (tmp_path / "idx" / "dense").mkdir()
+    (tmp_path / "idx" / "dense" / "embeddings.npy").write_bytes(b"of another build")
+    rebuilt = build_index(corpus, tmp_path / "idx", source, bm25={})
+    assert not (tmp_path / "idx" / "bm25" / "data.npy").exists() and not (tmp_path / "idx" / "dense").exists()
+    assert rebuilt.bm25.search("cell", 3) == open_index(tmp_path / "idx").bm25.search("cell", 3) != []
+
+
 def test_missing_part_and_missing_index_say_what_to_do(tmp_path, corpus_file):
     corpus, source, _ = open_corpus(str(corpus_file))
     index = build_index(corpus, tmp_path / "idx", source, bm25={})
