@@ -58,7 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(1 x 2), deep (4 x 4), eco, hero, parallel, gather (deepresearch --help describes "
                              "each); --depth and --breadth override its size")
     parser.add_argument("--depth", type=int, default=None, help="levels of search (overrides the preset)")
-    parser.add_argument("--breadth", type=int, default=None, help="tasks planned at the root (overrides the preset)")
+    parser.add_argument("--breadth", type=int, default=None,
+                        help="tasks planned at the root (overrides the preset; with --preset parallel, the most "
+                             "subqueries a node plans)")
     parser.add_argument("--hits", type=int, default=None, help="documents retrieved per search")
     parser.add_argument("--concurrency", type=int, default=None, help="nodes working at once")
     parser.add_argument("--deadline", type=float, default=None, help="wall-clock seconds; then write what exists")

@@ -316,9 +316,17 @@ PRESETS: dict[str, ResearchConfig] = {
 def preset(name: str, **overrides) -> ResearchConfig:
     """A named configuration with some fields replaced.
 
+    A `breadth` given to the `parallel` preset also caps its adaptive breadth (`parallel.max_breadth`,
+    spec 002's b_max), unless `parallel` is given too: "breadth 3" then means at most 3 subqueries a
+    node, as it does for the other tree presets.
+
     Raises:
         ValueError: for an unknown preset name (the message lists the known ones).
     """
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")
-    return dataclasses.replace(PRESETS[name], **overrides)
+    config = dataclasses.replace(PRESETS[name], **overrides)
+    if "breadth" in overrides and "parallel" not in overrides and config.parallel is not None:
+        config = dataclasses.replace(config, parallel=dataclasses.replace(config.parallel,
+                                                                          max_breadth=config.breadth))
+    return config

@@ -145,6 +145,18 @@ def test_parallel_breadth_is_capped_and_depth_policy_no_kills_speculative_childr
     assert all(not r.children for r in out.report.tree) and out.stats.wasted_speculative == 0
 
 
+def test_a_breadth_given_to_the_parallel_preset_caps_its_adaptive_breadth(scifact_bm25):
+    assert preset("parallel").parallel.max_breadth == 6
+    assert preset("parallel", breadth=3).parallel.max_breadth == 3
+    given = ParallelConfig(max_breadth=5)
+    assert preset("parallel", breadth=3, parallel=given).parallel == given  # an explicit config wins
+    config = preset("parallel", depth=2, breadth=3, deadline_s=60.0)
+    config = replace(config, parallel=replace(config.parallel, orchestrate=False))
+    with dspy.context(lm=scripted_lm(parallel_handler(breadth=9))):  # the policy asks for 9 every time
+        out = DeepResearch(retriever=scifact_bm25, config=config)(question=QUESTION)
+    assert len(out.report.tree) == 3 and all(len(r.children) == 3 for r in out.report.tree)
+
+
 def test_parallel_ablation_switches_use_fixed_breadth_and_always_deepen(scifact_bm25):
     out, lm = run_parallel(scifact_bm25, parallel_handler(deepen=False), adaptive_breadth=False,
                            adaptive_depth=False, orchestrate=False)
