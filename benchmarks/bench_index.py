@@ -25,14 +25,16 @@ Targets: (issue 14) the index opens in under 2 s, with the same results as the i
 build and open peaks at most half of bm25s's, queries no slower.
 Measured on the 2-core development machine at a load of 5-9 (others' work): the index opens in 0.003 s
 (0.022 s cold) at a 104 MiB peak, against 239 s and 2,044 MiB to read the JSONL and build BM25 in memory.
-At scale, two runs at a load of about 4: building BM25 grew memory by 363 MiB against bm25s's 2,644
-(0.14x) and rank-bm25's ~2,350; opening and a first query 9.0 and 9.4 MiB (0.2 anonymous, about 9 of
-file pages held after it: 4.4 the query's postings, 3.6 library code the forked copy maps again as it
-first runs it, 1.0 the vocabulary and per-term arrays) against bm25s's 18 and 18.5 (12.0 anonymous, 6.3
-to 6.6 mapped): 0.50x and 0.51x, at the target and just over it; queries 2.0 / 6.6 and 2.5 / 4.7 ms
-median / p95 against bm25s's 7.9 / 125 and 8.7 / 117 ms. That is about our floor with this format: a
-posting takes 12 bytes (float64 weight, int32 document) against bm25s's 8, the first query's postings
-alone are 3.7 MiB, and the 1 MiB of scores a query holds is already a block, not the corpus.
+At scale, a run at a load of about 3 (a llama-server busy beside it), after postings changed from a float64
+weight to a (tf, length) code: building BM25 grew memory by 312 MiB against bm25s's 2,646 (0.12x) and
+rank-bm25's ~2,335; opening and a first query 7.4 MiB (0.2 anonymous, 7.3 of file pages held after it: the
+query's postings at 6 bytes each, library code the forked copy maps again as it first runs it, the
+vocabulary and per-term arrays) against bm25s's 18.3 (12.0 anonymous, 6.3 mapped): 0.40x; queries 2.84 /
+9.19 ms median / p95 against bm25s's 8.41 / 151. Before the change, with 12-byte postings (float64 weight,
+int32 document), two runs had measured 9.0 and 9.4 MiB against bm25s's 18.0 and 18.5 (0.50x, 0.51x).
+Against that format in fresh processes at the same load (its weights kept beside the new index): the same
+top 10 and scores on all 300 queries, median / p95 2.3-2.4 / 7.5-8.0 ms against 1.6-1.9 / 6.4-7.1 (making
+each weight from its code costs some 0.5 ms a query).
 """
 
 from __future__ import annotations

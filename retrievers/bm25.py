@@ -2,12 +2,13 @@
 
 Scores equal rank-bm25's `BM25Okapi` (method "okapi"); a query is a sum of the matrix rows of its
 terms, each row counted as often as the term repeats in the query. A weight is idf(t) times a saturated
-tf, and the saturated tf depends only on the pair (tf, document length), of which a corpus has few (some
-ten thousand in half a million abstracts). So a posting stores its document (int32) and the code of its
-pair (uint16, uint32 past 65,536 pairs): 6 bytes instead of 12 with a float64 weight, and each weight is
-recomputed as idf(t) · level[code] in the same float64 operations the build used, so scores keep every bit. `search` finds the exact top k
-without always reading every posting of every term (MaxScore, see `BM25Retriever._best_pruned`), and
-when it does read them all, scores the corpus a block of documents at a time (`_best_in_blocks`).
+tf, and the saturated tf depends only on the pair (tf, document length), of which a corpus has few
+(5,849 among the 57 million postings of 570,205 abstracts). So a posting stores its document (int32) and
+the code of its pair (uint16, uint32 past 65,536 pairs): 6 bytes instead of 12 with a float64 weight, and
+each weight is made again as idf(t) · level[code], the float operation the build used, so scores keep
+every bit. `search` finds the exact top k without always reading every posting of every term (MaxScore,
+see `BM25Retriever._best_pruned`), and when it does read them all, scores the corpus a block of documents
+at a time (`_best_in_blocks`).
 """
 
 from __future__ import annotations
