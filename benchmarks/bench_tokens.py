@@ -20,74 +20,45 @@ Real-model figures (SmolLM2-135M-Instruct on llama-server, whose usage is the se
 use of the shared server should run under `flock /tmp/llama.lock`. `--load a.json,b.json` prints the tables
 again from rows saved with `--json`.
 
-Measured with the real model, 2026-11-23: SmolLM2-135M-Instruct (llama-server, 1 thread), one question
-(aspirin and colorectal cancer), depth 2 x breadth 3, 3 hits per search, every output capped at 256 tokens,
-defaults (`on`) run before the reference (`off`), each preset in its own process under the lock. Machine:
-2 cores, load average 1.2-5.1 (other agents' test suites beside it). The rows are kept in
-benchmarks/tokens_real_d2b3_p600.json and _p2000.json (passage_chars 600, the bench's default, and 2000,
-the program's), and _p2000_q2.json (eco and parallel on the second question, `--first 1`; gather's turn
-never came, the lock being held).
+Measured with the real model, 2026-11-23, each stage at its own output cap (the program's
+MAX_OUTPUT_TOKENS; the grammar bounds every string but the report): SmolLM2-135M-Instruct (llama-server,
+2 threads), one question (aspirin and colorectal cancer), depth 2 x breadth 3, 3 hits per search,
+passage_chars 2,000, each row in its own process under the lock; load average 1.1-4.2 (this machine's own
+test suite beside some rows). Rows: benchmarks/tokens_real_d2b3_p2000_stagecaps.json (`--load` prints
+the tables). Prompt / completion tokens, nodes, LM calls, parse failures / truncated replies:
 
-The requested shape is not reached with this model. The `plan` reply (eco, hero) runs to the 256-token cap
-in every run (one of three tasks parsed, the question added), `gather_plan` fails the same way every time,
-and most extract/enrich replies are cut short too (parse failures in 18 of the 20 rows, up to 10), so the
-trees have 1-5 nodes instead of 12, and 3-25 LM calls; `parallel` also prunes (one node in each q2 row).
-(`parallel`'s adaptive breadth plans 1..`parallel.max_breadth` = 6 subqueries, not `--breadth`: with the
-scripted LM its depth-2 tree has 42 nodes to eco's 9, so "breadth 3" is not one shape across presets.)
-Run totals therefore compare different trees: a ratio below 1 is partly a smaller tree, and above 1 (eco,
-gather at 2000; hero at 600; parallel q2) a bigger one or more passages passed on. Run totals, on | off
-(prompt / completion tokens, nodes, LM calls, parse failures):
+    preset     on                              off                             per node on / off
+    eco        42,233 / 11,667, 6 n, 26 c, 0/1  75,712 / 18,676, 9 n, 36 c, 1/2  7,039 / 8,412 (-16 %)
+    hero       19,295 /  7,907, 6 n, 16 c, 0/1  19,289 /  8,077, 6 n, 16 c, 0/1  3,216 / 3,215
+    parallel    4,960 /  1,194, 3 n,  7 c, 0/0   5,384 /  1,594, 3 n,  7 c, 0/0  1,653 / 1,795 (-8 %)
+    gather     11,765 /  5,144, 1 loop, 7 c, 0/1 12,970 / 5,034, 1 loop, 7 c, 0/1 (-9 %)
 
-    chars  preset        on                              off
-    600    eco            7,424 / 1,894, 2 n, 9 c, 4     19,671 / 3,620, 4 n, 21 c, 6
-    600    hero          15,543 / 3,136, 4 n, 15 c, 5     9,877 / 2,050, 3 n, 11 c, 0
-    600    parallel       3,733 /   568, 2 n, 5 c, 0      6,259 / 1,135, 1 n, 7 c, 2
-    600    gather         3,208 /   706, 1 n, 3 c, 2      5,047 / 1,220, 1 n, 5 c, 4
-    2000   eco           12,492 / 2,173, 2 n, 10 c, 5    10,085 / 1,891, 2 n, 8 c, 5
-    2000   hero           9,697 / 1,280, 2 n, 5 c, 4      9,697 / 1,280, 2 n, 5 c, 4 (same requests)
-    2000   parallel       4,274 /   633, 1 n, 5 c, 1     10,264 / 1,038, 1 n, 7 c, 2
-    2000   gather         8,043 / 1,085, 1 n, 5 c, 4      6,848 / 1,280, 1 n, 5 c, 4
-    2000   eco q2         8,803 / 1,523, 2 n, 10 c, 2    38,992 / 5,265, 5 n, 25 c, 10
-    2000   parallel q2   15,841 / 2,231, 3 n, 18 c, 2    14,349 / 1,931, 3 n, 17 c, 3
+Every row finished (`done`) with at most one parse failure, where the same runs with every reply capped
+at 256 tokens (below) had failed with up to 10. Per request, the assessor's cut shrinks the assess prompt
+by 30-54 % (eco 2,112 -> 1,068, gather 2,216 -> 1,011, parallel 1,408 -> 984 tokens) and the other stages' requests
+stay the same size (extract 2,068-2,402, merge 528-640, plan 557, verify 3,317-5,662). Run totals still
+compare different trees where the model's replies differ with its prompts: eco `on` researched 6 nodes to
+`off`'s 9 (-44 % prompt tokens in all, -16 % per node); hero has no assessor and no passage repeated inside
+a node, so its two runs sent the same requests. The writer is where this model fails: eco's cited nothing
+when asked twice (the findings are shipped as they are), gather's only when asked again, hero's report ran
+to the 4,096-token cap and then made the verify request 11,851 tokens, past the server's 8,192-token
+context (one failed request; the lexical rule judged instead). Citation precision
+/ recall under the lexical judge: hero 0.30 / 1.00 on both rows, 0 elsewhere on both; so quality is unchanged
+by the cuts where it can be measured, and cannot be judged from this model where it is 0.
 
-Report quality: only hero at 600 chars scored above zero (citation P / R 0.82 / 0.90 over 10 claims on,
-0.50 / 0.75 over 4 off); eco-off at 600 cited 4 papers in 2 claims the lexical judge did not support; every
-report of the first question cites nothing; on the second, eco scored 0.50 / 0.50 on (2 claims, 1 paper)
-and 0.25 / 0.50 off (2 claims, 2 papers), parallel cited nothing. Nothing about quality can be concluded.
+Against spec 002's Table 7: with its breadth policy planning one subquery and the monitor pruning one of
+three nodes, `parallel`'s orchestration (`breadth`, `deepen`, `orchestrate`) took 44-48 % of prompt tokens
+against Table 7's 6.2 % (2 min) and 5.3 % (10 min): an orchestration request (436-536 tokens) does not
+shrink with the tree, and Table 7's share comes from 19-98 nodes per question. Prompt tokens per node,
+1,653-12,970 here, against Table 7's 4,948-12,493; completion / prompt 24-44 % against 5.6-7.5 %, the
+report and merge replies of this model being long. Table 7 has no assess/extract split (its research
+component is one figure), nor does it cover eco, hero or gather, so those compare only per node.
 
-What does compare is the size of one request of a stage (prompt tokens per request, on / off):
-
-    stage         600 chars                      2000 chars
-    assess        eco 1,037 / 1,104, parallel    eco 1,078 / 2,080, parallel 1,057 / 2,507,
-                  1,057 / 1,172, gather 980 /    gather 1,011 / 2,216; q2: eco 1,110 / 2,036,
-                  1,029 (-5 % to -10 %)          parallel 1,064 / 1,875 (-43 % to -58 %)
-    extract       eco 978 / 1,149, hero 1,244 /  eco 2,312 / 1,202, hero 2,285 / 2,285,
-                  1,234, parallel 1,034 / 1,358  parallel 1,575 / 2,693, gather 2,402 / 1,202;
-                                                 q2: eco 1,107 / 1,899, parallel 2,067 / 1,684
-    plan 557-558, breadth 442-508, deepen 429, orchestrate 558-678, gather_plan 1,114, enrich 740-989,
-    merge 332-492, verify 1,118-2,898, write 337-728 (the cuts do not touch these; plan, breadth and
-    gather_plan are the same request on and off)
-
-The assessor's cut is what moves the figures: it reads the title and three sentences, so its request is
-~1,050 tokens whatever passage_chars is (2,000 chars: half the reference; 600 chars: little to cut, since
-three sentences are most of a 600-char passage). The extract request is not made smaller by
-`skip_seen="node"` at 3 hits (no passage repeats inside a node here: hero's four requests are identical on
-and off); it changes because the assessor, reading three sentences instead of whole passages, passes on a
-different number of passages: at 2,000 chars the extract request grew in three pairs (eco and gather q1
-~1,200 -> ~2,350 tokens, i.e. one passage -> three; parallel q2 1,684 -> 2,067) and shrank in two
-(parallel q1 2,693 -> 1,575; eco q2 1,899 -> 1,107). So the assessor's saving held in every pair,
-while the extractor's cost downstream moved either way.
-
-Against spec 002's Table 7: only `parallel` has the orchestration component (`breadth` + `orchestrate`,
-spec 002's breadth and evaluation policies, and `deepen`, which ran only in parallel q2). On the first
-question it took 38-44 % of prompt tokens (on) and 23-38 % (off), on the second 29.4 % / 27.8 %, against
-6.2 % (2 min) and 5.3 % (10 min) in Table 7; of completion tokens 32-41 % and 22.9 % / 28.2 % against
-17.8 % / 13.1 %. With 1-3 nodes and no writer call on the first question (no learning survived), the
-research part is small, while an orchestration request (430-680 tokens) does not shrink;
-Table 7's share comes from 19-98 nodes per question. Prompt tokens per node, 1,866-10,264 here, against
-Table 7's 4,948-12,493 (input per node from Tables 2 and 7); completion / prompt 10-26 % against 5.6-7.5 %,
-because this model's replies run to the cap. Table 7 has no assess/extract split (its research component is
-one figure), nor does it cover eco, hero or gather, so those compare only per node.
+Earlier the same day, with every reply capped at 256 tokens (rows in tokens_real_d2b3_p600.json,
+_p2000.json and _p2000_q2.json; passage_chars 600 and 2,000, a second question): the `plan` and
+`gather_plan` replies ran to the cap in every run, most extract and enrich replies too (parse failures in
+18 of 20 rows, up to 10), so the trees had 1-5 nodes; the assess request fell by 43-58 % at 2,000
+characters and by 5-10 % at 600 (three sentences are most of a 600-character passage).
 
 Run: `python -m benchmarks.bench_tokens [--data DIR]` (needs $DEEPRESEARCH_DATA/scifact).
 """
@@ -305,6 +276,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--questions", type=int, default=len(QUESTIONS))
     parser.add_argument("--first", type=int, default=0, help="index of the first question run")
     parser.add_argument("--passage-chars", type=int, default=600, help="--real: characters of each passage shown")
+    parser.add_argument("--max-output-tokens", type=int, default=None,
+                        help="--real: one output-token cap for every stage (default: each stage's own, "
+                             "deepresearch.programs.runtime.usage.MAX_OUTPUT_TOKENS)")
     parser.add_argument("--cuts", default=None, help=f"settings to run, of {', '.join(CUTS)} (default: all; "
                                                      "--real: off,on,lineage)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
@@ -336,7 +310,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                  "hero": HeroConfig(turns=1, tasks_per_turn=args.breadth, multiplier=2, enrichments=1,
                                     deep_depth=hits, shallow_depth=hits, batch_size=hits),
                  "gather": GatherLoopConfig(iterations=1, max_actions=args.breadth, max_k=hits, ranking_depth=100)}
-        with LlamaServer() as server, output_limits(every=256):
+        with LlamaServer() as server, output_limits(every=args.max_output_tokens):
             def factory():
                 return make_lm("openai/smollm2", api_base=server.base_url, num_retries=0, cache=False, timeout_s=900)
             for name in presets:
@@ -348,7 +322,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         Path(args.json).write_text(json.dumps(rows, indent=2))
         print(f"model: SmolLM2-135M-Instruct on llama-server (usage as the server counts it); "
               f"passage_chars={args.passage_chars}, "
-              f"every stage's output capped at 256 tokens; hero: 1 turn of {args.breadth} pipelines, 1 enrichment "
+              f"output caps: {args.max_output_tokens or 'each stage its own'}; hero: 1 turn of {args.breadth} pipelines, 1 enrichment "
               f"each, {hits} passages per search; gather: 1 round")
     else:
         for name in presets:
