@@ -183,8 +183,9 @@ def config_of(name: str, depth: int, breadth: int, hits: int | None, cuts: dict,
 def run(name: str, retriever, texts: dict[str, str], questions: list[str], cuts: str, depth: int, breadth: int,
         hits: int | None, lm_factory, extra: dict | None = None, context: dict | None = None) -> dict:
     """Runs `questions` with preset `name`; returns tokens per stage and the citation scores."""
-    # per stage: calls, prompt tokens, completion tokens, parse failures, fallbacks, truncated replies, failed
-    stages: dict[str, list[int]] = defaultdict(lambda: [0] * 7)
+    # per stage: calls, prompt tokens, completion tokens, parse failures, fallbacks, truncated replies, failed,
+    # prompt tokens the server read from its prompt cache
+    stages: dict[str, list[int]] = defaultdict(lambda: [0] * 8)
     trouble: dict[str, int] = defaultdict(int)
     scores, seconds, nodes, refs = [], 0.0, 0, 0
     support = Support()
@@ -198,7 +199,7 @@ def run(name: str, retriever, texts: dict[str, str], questions: list[str], cuts:
         refs += len(report.references)
         for stage, u in report.usage.items():
             for i, v in enumerate((u.calls, u.prompt_tokens, u.completion_tokens, u.parse_failures, u.fallbacks,
-                                   u.truncated, u.failed)):
+                                   u.truncated, u.failed, u.cached_tokens)):
                 stages[stage][i] += v
         st = report.stats
         for k, v in (("parse_failures", st.parse_failures), ("parse_retries", st.retries.get("parse", 0)),
@@ -217,29 +218,34 @@ def run(name: str, retriever, texts: dict[str, str], questions: list[str], cuts:
     p, r, _ = dataset_citation_f1(scores)
     return {"preset": name, "cuts": cuts, "stages": dict(stages), "nodes": nodes,
             "calls": sum(v[0] for v in stages.values()), "prompt": sum(v[1] for v in stages.values()),
-            "completion": sum(v[2] for v in stages.values()), "P": p, "R": r,
+            "completion": sum(v[2] for v in stages.values()), "cached": sum(v[7] for v in stages.values()),
+            "P": p, "R": r,
             "claims": sum(s.n_claims for s in scores), "references": refs, "seconds": seconds,
             "trouble": dict(trouble), "status": report.status}
 
 
 def print_rows(rows: list[dict]) -> None:
     print(f"{'preset':<9} {'cuts':<6} {'nodes':>5} {'calls':>5} {'prompt':>9} {'ratio':>6} {'compl.':>7} "
-          f"{'assess':>7} {'extract':>7} {'orch.':>6} {'other':>6} {'claims':>6} {'refs':>5} {'cit. P':>6} {'cit. R':>6} {'s':>7}")
+          f"{'assess':>7} {'extract':>7} {'orch.':>6} {'other':>6} {'cached':>6} {'claims':>6} {'refs':>5} {'cit. P':>6} "
+          f"{'cit. R':>6} {'s':>7}")
     ref = {r["preset"]: r for r in rows if r["cuts"] == "off"}
     for r in rows:
         share = {k: sum(r["stages"].get(s, [0, 0, 0])[1] for s in group) / r["prompt"] if r["prompt"] else 0.0
                  for k, group in COMPONENTS.items()}
         base = ref.get(r["preset"])
         ratio = r["prompt"] / base["prompt"] if base and base["prompt"] else float("nan")
+        # rows saved before the cached count was kept have no "cached"
+        cached = f"{r['cached'] / r['prompt']:.0%}" if "cached" in r and r["prompt"] else "-"
         print(f"{r['preset']:<9} {r['cuts']:<6} {r['nodes']:>5} {r['calls']:>5} {r['prompt']:>9} {ratio:>6.2f} "
               f"{r['completion']:>7} {share['assess']:>7.0%} {share['extract']:>7.0%} {share['orchestrate']:>6.1%} "
-              f"{1 - sum(share.values()):>6.0%} {r['claims']:>6} {r['references']:>5} {r['P']:>6.2f} {r['R']:>6.2f} {r['seconds']:>7.1f}")
+              f"{1 - sum(share.values()):>6.0%} {cached:>6} {r['claims']:>6} {r['references']:>5} {r['P']:>6.2f} "
+              f"{r['R']:>6.2f} {r['seconds']:>7.1f}")
     print("cuts: off = assess_sentences=0, skip_seen=off (the reference); assess = the assessor's cut alone; "
           "on = the defaults (assess_sentences=3, skip_seen=node); lineage = the defaults with skip_seen=lineage")
     print("claims: cited claim sentences of the reports (Algorithm 1's); refs: papers the reports cite; cit. P / R: "
           "Algorithm 1's citation precision and recall, lexical entailment as the judge")
     print("ratio: prompt tokens / the same preset's reference (cuts off) in this run; assess, extract, orch., other: "
-          "shares of the run's prompt tokens")
+          "shares of the run's prompt tokens; cached: share of them the server read from its prompt cache")
     print("spec 002 Table 7 (ParallelResearch): orchestration takes "
           + ", ".join(f"{v:.1%} of input tokens at {k}" for k, v in TABLE_7_ORCHESTRATION.items()))
     print("spec 002 Table 7 per question: " + "; ".join(

@@ -203,7 +203,8 @@ class StageUsage:
     """LM requests of one stage: `calls` answered, `failed` requests that raised (auth, transport,
     timeout...), `fallbacks` predictor calls whose first reply did not parse and were asked again in
     JSON, `parse_failures` predictor calls with no parseable reply at all, `truncated` replies cut at
-    the stage's `max_tokens`."""
+    the stage's `max_tokens`. `cached_tokens`: of `prompt_tokens`, those the server says it read from its
+    prompt cache (OpenAI, Anthropic, vLLM and llama-server report them; 0 where none is reported)."""
 
     calls: int = 0
     prompt_tokens: int = 0
@@ -212,6 +213,7 @@ class StageUsage:
     fallbacks: int = 0
     parse_failures: int = 0
     truncated: int = 0
+    cached_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:

@@ -110,15 +110,20 @@ def provider_of(module: dspy.Module) -> str | None:
     return model.split("/", 1)[0] if model else None
 
 
-def model_cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """US dollars from LiteLLM's local price map, or None for a model it does not price."""
+def model_cost(model: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float | None:
+    """US dollars from LiteLLM's local price map, or None for a model it does not price. Of the prompt
+    tokens, `cached_tokens` (read from the provider's prompt cache) cost the map's cache-read price where
+    it has one."""
     import litellm
 
     names = [model, model.split("/", 1)[-1]]
     info = next((litellm.model_cost[n] for n in names if n in litellm.model_cost), None)
     if not info or info.get("input_cost_per_token") is None:
         return None
-    return (prompt_tokens * float(info["input_cost_per_token"])
+    price = float(info["input_cost_per_token"])
+    cached_price = info.get("cache_read_input_token_cost")
+    cached = min(cached_tokens, prompt_tokens) if cached_price is not None else 0
+    return ((prompt_tokens - cached) * price + cached * float(cached_price or 0.0)
             + completion_tokens * float(info.get("output_cost_per_token") or 0.0))
 
 
@@ -129,7 +134,7 @@ class CostMeter(UsageMeter):
         """Dollars per stage; None for a stage that used a model without a known price."""
         out: dict[str, float | None] = {}
         for stage, models in sorted(self.tokens_by_model().items()):
-            prices = [model_cost(m, p, c) for m, (p, c) in models.items()]
+            prices = [model_cost(m, p, c, cached) for m, (p, c, cached) in models.items()]
             out[stage] = None if any(x is None for x in prices) else round(sum(prices), 8)
         return out
 

@@ -98,8 +98,9 @@ class UsageMeter(UsageTracker):
         self._fallbacks: dict[str, int] = defaultdict(int)
         self._parse_failures: dict[str, int] = defaultdict(int)
         self._truncated: dict[str, int] = defaultdict(int)
+        self._cached: dict[str, int] = defaultdict(int)
         self._notes: dict[str, list[str]] = defaultdict(list)
-        self._by_model: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+        self._by_model: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
         self._by_node: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
         self.parent: UsageTracker | None = None  # the tracker this meter was installed inside, if any
         self.reserved = 0  # requests of stage calls under way that the meter has not counted yet
@@ -135,6 +136,7 @@ class UsageMeter(UsageTracker):
         usage_entry = usage_entry or {}
         prompt = int(usage_entry.get("prompt_tokens") or 0)
         completion = int(usage_entry.get("completion_tokens") or 0)
+        cached = cached_tokens(usage_entry)
         stats = _call.get()
         with self._lock:
             self._release(_reservation.get())
@@ -142,9 +144,11 @@ class UsageMeter(UsageTracker):
             self._calls[stage] += 1
             self._prompt[stage] += prompt
             self._completion[stage] += completion
+            self._cached[stage] += cached
             tokens = self._by_model[stage][lm]
             tokens[0] += prompt
             tokens[1] += completion
+            tokens[2] += cached
             calls = self._by_node[_node.get()][stage]
             calls[0] += 1
             calls[1] += prompt
@@ -192,10 +196,10 @@ class UsageMeter(UsageTracker):
         with self._lock:
             return {n: {s: (c, p, o) for s, (c, p, o) in stages.items()} for n, stages in self._by_node.items()}
 
-    def tokens_by_model(self) -> dict[str, dict[str, tuple[int, int]]]:
-        """stage -> model -> (prompt tokens, completion tokens)."""
+    def tokens_by_model(self) -> dict[str, dict[str, tuple[int, int, int]]]:
+        """stage -> model -> (prompt tokens, completion tokens, cached prompt tokens)."""
         with self._lock:
-            return {s: {m: (p, c) for m, (p, c) in models.items()} for s, models in self._by_model.items()}
+            return {s: {m: (p, c, k) for m, (p, c, k) in models.items()} for s, models in self._by_model.items()}
 
     def snapshot(self) -> dict[str, StageUsage]:
         with self._lock:
@@ -205,7 +209,15 @@ class UsageMeter(UsageTracker):
             return {s: StageUsage(calls=self._calls[s], prompt_tokens=self._prompt[s],
                                   completion_tokens=self._completion[s], failed=self._failed[s],
                                   fallbacks=self._fallbacks[s], parse_failures=self._parse_failures[s],
-                                  truncated=self._truncated[s]) for s in stages}
+                                  truncated=self._truncated[s], cached_tokens=self._cached[s]) for s in stages}
+
+
+def cached_tokens(usage_entry: Mapping[str, Any]) -> int:
+    """Prompt tokens a reply's usage says the server read from its prompt cache (DSPy puts the provider's
+    count under prompt_tokens_details.cached_tokens; a LiteLLM usage may hold an object there)."""
+    details = usage_entry.get("prompt_tokens_details")
+    value = details.get("cached_tokens") if isinstance(details, Mapping) else getattr(details, "cached_tokens", None)
+    return int(value or 0)
 
 
 class metered:

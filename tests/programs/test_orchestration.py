@@ -209,6 +209,11 @@ def test_spec_002_table_7_prices_reproduce_the_orchestration_cost():
     try:
         assert model_cost("test-o3-mini-prices", 9632, 1788) == pytest.approx(0.01846, abs=5e-6)
         assert model_cost("test-o3-mini-prices", 25646, 4756) == pytest.approx(0.04914, abs=5e-6)
+        # no cache-read price in the map: cached prompt tokens cost the input price
+        assert model_cost("test-o3-mini-prices", 9632, 1788, cached_tokens=5000) == pytest.approx(0.01846, abs=5e-6)
+        litellm.model_cost["test-o3-mini-prices"]["cache_read_input_token_cost"] = 0.55e-6
+        assert model_cost("test-o3-mini-prices", 9632, 1788, cached_tokens=5000) == pytest.approx(0.01846 - 5000 * 0.55e-6,
+                                                                                              abs=5e-6)
     finally:
         del litellm.model_cost["test-o3-mini-prices"]
 

@@ -115,6 +115,31 @@ def test_each_node_records_its_tokens_per_stage_in_the_trace(retriever):
     assert any(n.startswith("tokens:") and "plan 1 calls" in n for n in trace["stats"]["root_notes"])
 
 
+def test_prompt_tokens_read_from_the_servers_cache_are_counted_and_priced(retriever):
+    import litellm
+
+    from deepresearch.programs.artifacts import Report
+
+    # the scripted server reports 10 prompt tokens a request, 4 of them read from its prompt cache
+    litellm.model_cost["fake/cached-prices"] = {"input_cost_per_token": 1e-6, "cache_read_input_token_cost": 1e-7,
+                                                "output_cost_per_token": 2e-6}
+    try:
+        lm = scripted_lm(research_handler(), model="fake/cached-prices", cached=4)
+        with dspy.context(lm=lm):
+            out = DeepResearch(retriever=retriever, config=ResearchConfig(depth=1, breadth=2))(question=QUESTION)
+    finally:
+        del litellm.model_cost["fake/cached-prices"]
+    usage = out.report.usage
+    assert usage and all(u.cached_tokens == 4 * u.calls and u.prompt_tokens == 10 * u.calls for u in usage.values())
+    assert Report.from_dict(json.loads(json.dumps(out.report.to_dict()))).usage == usage
+    per_call = 6 * 1e-6 + 4 * 1e-7 + 5 * 2e-6  # 6 uncached + 4 cached prompt tokens, 5 completion tokens
+    assert out.report.stats.cost["total"] == pytest.approx(sum(u.calls for u in usage.values()) * per_call)
+    lm = scripted_lm(research_handler())  # a server that reports no cache
+    with dspy.context(lm=lm):
+        out = DeepResearch(retriever=retriever, config=ResearchConfig(depth=1, breadth=2))(question=QUESTION)
+    assert all(u.cached_tokens == 0 for u in out.report.usage.values())
+
+
 def test_stable_prompt_parts_come_first(retriever):
     # a server's prompt cache reuses a prefix: every extract request of a run shares its system message, and
     # its user message gives the question (the same for the whole run) before the task and then the passages
