@@ -29,7 +29,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from deepresearch.programs.config import ResearchConfig
-from deepresearch.programs.runtime.usage import UsageMeter, resampling
+from deepresearch.programs.runtime.usage import UsageMeter, budget_check, resampling
 from deepresearch.retrievers.types import Hit, Retriever, search_async
 
 logger = logging.getLogger(__name__)
@@ -327,6 +327,12 @@ class Scheduler:
             return f"token budget of {c.max_tokens} reached"
         return None
 
+    def _check(self, reserve: int) -> None:
+        """Raises BudgetExceeded when the call or token budget has no room for another request."""
+        reason = self.exhausted(reserve)
+        if reason:
+            raise BudgetExceeded(reason)
+
     # ---- calls -------------------------------------------------------------------------------------
     async def call(self, module: dspy.Module, *, reserve: int = 1, **inputs) -> dspy.Prediction:
         """Calls a stage module under the LM cap, its provider's rate limit and the run's budgets.
@@ -355,7 +361,8 @@ class Scheduler:
                     reason = self.exhausted(reserve)  # checked once a slot is held: calls in flight count
                     if reason:
                         raise BudgetExceeded(reason)
-                    with self.meter.reserving(), resampling(resamples):
+                    with self.meter.reserving(), resampling(resamples), \
+                            budget_check(lambda: self._check(reserve)):
                         if self.config.lm_timeout_s is None:
                             return await make()
                         return await asyncio.wait_for(make(), self.config.lm_timeout_s)

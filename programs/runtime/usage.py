@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -46,9 +46,39 @@ _call: contextvars.ContextVar[_CallStats | None] = contextvars.ContextVar("deepr
 _reservation: contextvars.ContextVar[Reservation | None] = contextvars.ContextVar("deepresearch_reservation",
                                                                                    default=None)
 _resample: contextvars.ContextVar[int] = contextvars.ContextVar("deepresearch_resample", default=0)
+# the scheduler's budget check for a stage call's further requests (`budget_check`); raises when spent
+_budget: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar("deepresearch_budget",
+                                                                                   default=None)
 # the temperature a re-asked call is sampled at when its LM decodes greedily (temperature 0 or unset):
 # warm enough to leave a runaway or malformed reply, cool enough for a small model to stay on task
 RESAMPLE_TEMPERATURE = 0.7
+
+
+@contextmanager
+def budget_check(check: Callable[[], None]) -> Iterator[None]:
+    """Makes `check` (which raises when the run's budget has no room for another LM request) guard every
+    predictor call inside after the first: a stage call that asks several times (the verify stage's
+    batches, a taxonomy's parts) is held to the budget request by request, not only when it starts."""
+    token = _budget.set(check)
+    try:
+        yield
+    finally:
+        _budget.reset(token)
+
+
+@contextmanager
+def _budgeted(meter: UsageMeter | None) -> Iterator[None]:
+    """One predictor call's request, within the budget: the stage call's reservation for its first, a
+    check and a reservation of its own for each later one."""
+    check, reservation = _budget.get(), _reservation.get()
+    if check is None or meter is None or (reservation is not None and not reservation.is_claimed):
+        if reservation is not None:
+            reservation.is_claimed = True
+        yield
+        return
+    check()
+    with meter.reserving():
+        yield
 
 
 @contextmanager
@@ -70,10 +100,11 @@ class Reservation:
     reserved and once counted, nor misses it in between.
     """
 
-    __slots__ = ("is_open",)
+    __slots__ = ("is_open", "is_claimed")
 
     def __init__(self):
         self.is_open = True
+        self.is_claimed = False  # a predictor call of the stage call has taken it for its request
 
 
 @dataclass
@@ -310,7 +341,8 @@ async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.P
             if meter is not None:
                 meter.record(stage, note=f"{stage}: asked again for a new sample (attempt {attempt + 1}) "
                                          "after a reply that did not parse")
-        return await predictor.acall(**inputs)
+        with _budgeted(meter):
+            return await predictor.acall(**inputs)
     except AdapterParseError:
         if meter is not None:
             meter.record(stage, parse_failures=1,

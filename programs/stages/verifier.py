@@ -19,6 +19,7 @@ covers most of the claim. Both return every verdict (`SentenceCheck`) for the tr
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -37,10 +38,13 @@ from deepresearch.programs.runtime.entailment import (
     plain_sentence,
     split_block,
 )
+from deepresearch.programs.runtime.scheduler import BudgetExceeded
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.usage import call_predictor
 from deepresearch.signatures.types import Source
 from deepresearch.signatures.verify import ClaimToCheck, ClaimVerdict, VerifyClaims
+
+logger = logging.getLogger(__name__)
 
 POLICIES = VERIFY_POLICIES
 MARK = " *(unverified)*"
@@ -249,7 +253,15 @@ class Verifier(_Checker):
         for start in range(0, len(claims), self.batch_size):
             batch = claims[start:start + self.batch_size]
             asked = {c.claim_id for c in batch}
-            out = await call_predictor("verify", self.verify_claims, question=question, claims=batch)
+            try:
+                out = await call_predictor("verify", self.verify_claims, question=question, claims=batch)
+            except BudgetExceeded:
+                if not verdicts:  # the LM judged nothing: the stage failed, and says so
+                    raise
+                # the budget ran out between batches: what the LM judged stands, the lexical rule judges the rest
+                logger.info("verify: %s after %d of %d sentences; the lexical rule judges the rest",
+                            "the LM call budget ran out", start, len(claims))
+                break
             verdicts.update({v.claim_id: v for v in out.verdicts if v.claim_id in asked})
         return verdicts, "lm"
 

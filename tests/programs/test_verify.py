@@ -156,6 +156,22 @@ def test_verdicts_reach_the_report_its_stats_and_the_trace(scifact_bm25, tmp_pat
     assert off.verdicts == () and "verify" not in off.usage
 
 
+def test_a_verify_stage_asking_in_batches_stays_within_the_call_budget(scifact_bm25):
+    # one sentence per verify request: unbounded, the stage would send one request per sentence
+    whole = run(scripted_lm(research_handler()), scifact_bm25, verify="mark", verify_batch=1)
+    assert whole.usage["verify"].calls >= 3
+    budget = whole.stats.lm_calls - 2  # room for all but the last two verify requests
+    out = run(scripted_lm(research_handler()), scifact_bm25, verify="mark", verify_batch=1, max_lm_calls=budget)
+    assert out.stats.lm_calls == budget and out.usage["verify"].calls == whole.usage["verify"].calls - 2
+    # what the LM judged stands; the lexical rule judged the two sentences the budget left no request for
+    judges = [v["judge"] for v in out.verdicts if v["judge"] != "none"]
+    assert judges.count("lexical") == 2 and judges.count("lm") == len(judges) - 2
+    assert not any(e.kind == "fallback" and e.stage == "verify" for e in out.events)  # the stage did not fail
+    one = run(scripted_lm(research_handler()), scifact_bm25, verify="mark", verify_batch=1,
+              max_lm_calls=whole.stats.lm_calls - whole.usage["verify"].calls)  # no room for any verify request
+    assert "verify" not in one.usage and all(v["judge"] in ("lexical", "none") for v in one.verdicts)
+
+
 def test_cli_verify_flag_reaches_the_trace(data_dir, tmp_path, clean_lm_env):
     out = tmp_path / "run"
     assert cli.main(["run", "aspirin colorectal cancer", "--corpus", str(data_dir / "scifact"), "--depth", "1",

@@ -97,6 +97,9 @@ def test_hero_preset_completes_with_the_real_model(llama_server, scifact_bm25):
     for node in out.report.nodes():
         assert node.status != "failed" or (node.error and node.error.cause)
     assert all(r.doc_id in scifact_bm25.corpus for r in out.references)
+    # llama-server keeps the last prompt of its slot and reads a request's shared prefix from it
+    usage = out.report.usage.values()
+    assert 0 < sum(u.cached_tokens for u in usage) < sum(u.prompt_tokens for u in usage)
 
 
 def test_gathering_loop_on_three_scifact_claims(llama_server, data_dir, tmp_path, capsys):
