@@ -244,6 +244,8 @@ def _write_matrix(spill: _Spill, doc_freq: np.ndarray, doc_len: np.ndarray, k1: 
     return {**arrays, "has_negative_weights": negative}
 
 
+# A query term as search reads it: (start, end, repeat, bound, dense, idf), see `_query_terms`.
+Term = tuple[int, int, int, float, int, float]
 # A term in at least this fraction of the documents also gets a dense row of weights (a few dozen terms
 # in English text), so adding it is one vector addition and looking it up one gather.
 DENSE_FRACTION = 0.5
@@ -371,6 +373,7 @@ class BM25Retriever(SyncSearchMixin):
         # a memory map as a plain array over the same pages: slicing an np.memmap runs Python code (its
         # __array_finalize__) each time, and a query slices a posting list per term and block
         arrays = {name: a.view(np.ndarray) if isinstance(a, np.memmap) else a for name, a in arrays.items()}
+        self._arrays = arrays  # for `save`
         self.vocab = vocab
         self.indptr, self.indices, self.codes = arrays["indptr"], arrays["indices"], arrays["codes"]
         self.levels, self.idf, self.dtype = arrays["levels"], arrays["idf"], arrays["levels"].dtype
@@ -394,20 +397,14 @@ class BM25Retriever(SyncSearchMixin):
         matrix.has_sorted_indices = True
         return matrix
 
-    def _weights(self, idf: float, start: int, end: int) -> np.ndarray:
-        """The weights of postings start..end of a term with this idf: the same float operation as the
-        build's (idf times the posting's tf level), so the same bits."""
-        weights = self.levels.take(self.codes[start:end])  # 3-4x faster than fancy indexing by uint16
-        weights *= idf
-        return weights
-
     def _add_postings(self, acc: np.ndarray, idf: float, repeat: int, start: int, end: int, first: int = 0) -> None:
         """Adds the weights of postings start..end (times `repeat`) to `acc`, whose entry 0 is document
-        `first`, ADD_CHUNK postings at a time."""
+        `first`, ADD_CHUNK postings at a time. A weight is idf times the posting's tf level, the build's own
+        float operation, so the same bits."""
         indices, codes, levels = self.indices, self.codes, self.levels
         for lo in range(start, end, ADD_CHUNK):
             hi = min(end, lo + ADD_CHUNK)
-            weights = levels.take(codes[lo:hi])  # `_weights`, inlined: this loop is most of a query's time
+            weights = levels.take(codes[lo:hi])  # 3-4x faster than fancy indexing by uint16
             weights *= idf
             if repeat > 1:
                 weights *= repeat
@@ -418,7 +415,7 @@ class BM25Retriever(SyncSearchMixin):
     def filters(self) -> FilterIndex:
         return FilterIndex(self.corpus)
 
-    def _query_terms(self, query: str) -> list[tuple[int, int, int, float, int, float]]:
+    def _query_terms(self, query: str) -> list[Term]:
         """The query's known terms, each once, in scoring order, as (start, end, repeat, bound, dense, idf).
 
         A term's postings are `indices[start:end]` and `codes[start:end]`; `repeat` is how often it occurs
@@ -445,7 +442,7 @@ class BM25Retriever(SyncSearchMixin):
         keyed.sort()
         return [key[3] for key in keyed]
 
-    def _add(self, acc: np.ndarray, terms: list[tuple[int, int, int, float, int, float]]) -> None:
+    def _add(self, acc: np.ndarray, terms: list[Term]) -> None:
         """Adds the terms' weights (times their repeats), in order, to every document's score in `acc`."""
         dense_weights = self.dense_weights
         for start, end, repeat, _, dense, idf in terms:
@@ -459,7 +456,7 @@ class BM25Retriever(SyncSearchMixin):
             else:
                 self._add_postings(acc, idf, repeat, start, end)
 
-    def _sum_sparse(self, terms: list[tuple[int, int, int, float, int]]) -> tuple[np.ndarray, np.ndarray]:
+    def _sum_sparse(self, terms: list[Term]) -> tuple[np.ndarray, np.ndarray]:
         """Scores from sparse terms alone, and the documents of their first SEEN postings, in term order.
 
         Each term's postings are added in place (`_add`), so the one array the size of the corpus is the
@@ -488,7 +485,7 @@ class BM25Retriever(SyncSearchMixin):
         mask = self.filters.mask(exclude, before, categories)
         return scores if mask is None else np.where(mask, scores, 0.0)
 
-    def _best(self, terms: list[tuple[int, int, int, float, int]], need: int,
+    def _best(self, terms: list[Term], need: int,
               mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """Corpus indices and scores of the `need` best allowed documents scoring above 0, best first.
 
@@ -509,7 +506,7 @@ class BM25Retriever(SyncSearchMixin):
         acc, seen = self._sum_sparse(terms[:n_short])
         return self._best_pruned(acc, terms, n_short, seen, need, mask)
 
-    def _best_in_blocks(self, terms: list[tuple[int, int, int, float, int]], need: int,
+    def _best_in_blocks(self, terms: list[Term], need: int,
                         mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """`_best` adding every term: the corpus scored SCORE_BLOCK documents at a time.
 
@@ -541,7 +538,7 @@ class BM25Retriever(SyncSearchMixin):
         order = np.lexsort((index, -scores))[:need]  # score descending, then corpus order
         return index[order], scores[order]
 
-    def _best_pruned(self, acc: np.ndarray, terms: list[tuple[int, int, int, float, int]], done: int,
+    def _best_pruned(self, acc: np.ndarray, terms: list[Term], done: int,
                      seen: np.ndarray, need: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """`_best` for many long terms, `terms[:done]` already in `acc`, the documents of their first SEEN
         postings in `seen`.
@@ -605,7 +602,7 @@ class BM25Retriever(SyncSearchMixin):
                 row = indices[start:end]
                 at = np.searchsorted(row, docs)
                 found = np.take(row, at, mode="clip") == docs
-                levels = self.levels[np.take(self.codes[start:end], at, mode="clip")]
+                levels = self.levels.take(np.take(self.codes[start:end], at, mode="clip"))
                 found_weights = np.where(found, levels * idf, 0.0)  # + 0.0 changes nothing
             else:
                 self._add(acc, terms[j:j + 1])
@@ -648,11 +645,8 @@ class BM25Retriever(SyncSearchMixin):
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         self.params()  # refuses an unregistered tokenizer before writing anything
-        arrays = {"indptr": self.indptr, "indices": self.indices, "codes": self.codes, "levels": self.levels,
-                  "idf": self.idf, "doc_len": self.doc_len, "max_weight": self.max_weight,
-                  "dense_rows": self.dense_ids, "dense_weights": self.dense_weights}
-        for name, values in arrays.items():
-            np.save(folder / f"{name}.npy", np.ascontiguousarray(values))
+        for name in ARRAYS:
+            np.save(folder / f"{name}.npy", np.ascontiguousarray(self._arrays[name]))
         return self._write_settings(folder)
 
     def _write_settings(self, folder: Path) -> dict:

@@ -72,7 +72,8 @@ class ScriptedEngine:
     counts calls; optional latency for the async path: seconds, or a function of the request's messages.
     Each reply's usage reports `tokens` (prompt, completion), `cached` of the prompt read from a prompt cache."""
 
-    def __init__(self, handler: Handler, delay: float = 0.0, tokens: tuple[int, int] = (10, 5), cached: int | None = None):
+    def __init__(self, handler: Handler, delay: float = 0.0, tokens: tuple[int, int] = (10, 5),
+                 cached: int | None = None):
         self.handler, self.delay, self.tokens, self.cached = handler, delay, tokens, cached
         self._wants_request = len(inspect.signature(handler).parameters) == 2  # handler(messages, request)
         self.calls = 0

@@ -259,8 +259,8 @@ class Verifier(_Checker):
                 if not verdicts:  # the LM judged nothing: the stage failed, and says so
                     raise
                 # the budget ran out between batches: what the LM judged stands, the lexical rule judges the rest
-                logger.info("verify: %s after %d of %d sentences; the lexical rule judges the rest",
-                            "the LM call budget ran out", start, len(claims))
+                logger.info("verify: the LM call budget ran out after %d of %d sentences; the lexical rule "
+                            "judges the rest", start, len(claims))
                 break
             verdicts.update({v.claim_id: v for v in out.verdicts if v.claim_id in asked})
         return verdicts, "lm"
