@@ -25,8 +25,8 @@ COMMANDS: dict[str, tuple[str, str] | dict[str, tuple[str, str]]] = {
         "retrieval": ("deepresearch.eval.run_retrieval", "nDCG@10, Recall@100, MRR, MAP of BM25, dense and hybrid on BEIR qrels"),
         "reports": ("deepresearch.eval.run_reports", "source-integration and quality metrics of a folder of reports, by configuration"),
         "report": ("deepresearch.eval.run_report", "run the program over a question set and score its reports"),
-        "gather": ("deepresearch.eval.run_gather", "run the gathering loop or a baseline over a query set and score it (spec 004)"),
-        "taxonomy": ("deepresearch.eval.run_taxonomy", "build taxonomies for TaxoBench surveys and score them (spec 003)"),
+        "gather": ("deepresearch.eval.run_gather", "run the gathering loop or a baseline over a query set and score it (ScholarGym)"),
+        "taxonomy": ("deepresearch.eval.run_taxonomy", "build taxonomies for TaxoBench surveys and score them"),
         "taxonomy-score": ("deepresearch.eval.score_taxonomy", "score a TaxoBench prediction file against the expert trees"),
     },
 }
@@ -46,7 +46,7 @@ presets (run --preset NAME; `standard` is the default):
   quick     depth 1 x breadth 2: a first look, the fewest LM calls
   standard  depth 2 x breadth 3, the eco recursion (the default)
   deep      depth 4 x breadth 4, the eco recursion
-  eco       spec 000's depth x breadth recursion, halving the breadth at each level (2 x 3)
+  eco       the depth x breadth recursion, halving the breadth at each level (2 x 3)
   hero      submodular query selection, batched extraction with early stopping (2 x 3, at most 76 LM calls)
   parallel  adaptive breadth and depth with a pruning monitor (depth up to 10, a 10-minute budget)
   gather    ScholarGym's planner-assessor loop, then extraction from the papers it selected

@@ -72,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true")
     add_retriever_arguments(parser, corpus_help="the corpus to search (default: the --queries BEIR folder): "
                                                 "a path, a name under $DEEPRESEARCH_DATA, hf:NAME; BM25 defaults "
-                                                "to spec 004's settings (--bm25-preset scholargym) for ScholarGym "
+                                                "to ScholarGym's settings (--bm25-preset scholargym) for ScholarGym "
                                                 "queries")
     add_lm_arguments(parser)
 

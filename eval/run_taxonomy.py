@@ -57,7 +57,7 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
                         help="label similarity: all-MiniLM-L6-v2 cosine (the benchmark's) or exact match")
     parser.add_argument("--out", default=None, help="output folder")
     parser.add_argument("--judge-lm", default=None,
-                        help="also score each tree with the LLM judge of spec 003 §4.8 (four 1-5 dimensions) using "
+                        help="also score each tree with TaxoBench's LLM judge (four 1-5 dimensions) using "
                              "this DSPy/LiteLLM model, e.g. openai/gpt-4o; verdicts are cached under --out")
 
 

@@ -62,7 +62,8 @@ def add_bm25_arguments(parser) -> None:
     default = BM25_PRESETS["default"]
     parser.add_argument("--bm25-preset", default=None, choices=sorted(BM25_PRESETS),
                         help="named BM25 settings (default: default, i.e. "
-                             + ", ".join(f"{k}={v}" for k, v in default.items()) + "; scholargym is spec 004's)")
+                             + ", ".join(f"{k}={v}" for k, v in default.items())
+                             + "; scholargym is ScholarGym's rank-bm25 setup)")
     parser.add_argument("--tokenizer", default=None, choices=sorted(TOKENIZERS),
                         help=f"BM25 tokenizer (default {default['tokenizer']}, which keeps tokens with digits)")
     parser.add_argument("--k1", type=float, default=None, help=f"BM25 k1 (default {default['k1']})")
