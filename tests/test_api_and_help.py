@@ -139,3 +139,19 @@ def test_a_run_with_an_lm_ends_with_its_tokens_and_cost(model, cost, tmp_path, d
     calls, tokens = trace["stats"]["lm_calls"], trace["stats"]["tokens"]
     assert calls > 0 and tokens > 0
     assert re.search(rf"LM requests {calls} · tokens {tokens:,} · {cost}$", last), last
+
+
+def test_a_failed_run_ends_with_its_cost_too(tmp_path, data_dir, capsys):
+    """Exit 3 with the error on stderr, and still the summary as the last line on stdout."""
+    from tests.integration.openai_server import Error, LocalOpenAIServer
+
+    with LocalOpenAIServer(lambda messages: Error(401, "Incorrect API key provided")) as server:
+        code = cli.main(["run", QUESTION, "--corpus", str(data_dir / "scifact"), "--depth", "1", "--breadth", "1",
+                         "--lm", "openai/local", "--api-base", server.base_url, "--no-preflight", "--no-cache",
+                         "--out", str(tmp_path / "o"), "-q"])
+    assert code == 3
+    printed = capsys.readouterr()
+    assert "error: " in printed.err
+    last = printed.out.strip().splitlines()[-1]
+    # no reply came back, so nothing was billed: $0 (a model without a price would say "cost unknown")
+    assert re.search(rf"LM requests {len(server.requests)} · tokens 0 · cost (\$0\.0000|unknown .*)$", last), last
