@@ -188,3 +188,35 @@ def test_concurrent_queries_count_lm_calls_and_frozen_candidates_replay(data_dir
         out = asyncio.run(CandidateAssessor().acall(question=cases[0].question, subquery=cases[0].subquery,
                                                     checklist=cases[0].checklist, hits=list(cases[0].hits)))
     assert [j.label for j in out.judgements] == list(cases[0].labels) and replay.scripted.calls == 1
+
+
+def test_summaries_name_their_protocol_and_a_rescore_reuses_the_runs(data_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert gather(data_dir, out) == 0
+    official = json.loads((out / "summary.json").read_text())
+    assert official["protocol"] == "official" and "f426fd1" in official["protocol_source"]
+    assert json.loads((out / "run.json").read_text())["protocol"] == "official"
+    markdown = (out / "summary.md").read_text()
+    assert "Protocol official: ScholarGym's released scorer" in markdown and "| GT discard (fraction) |" in markdown
+    lines = (out / "results.jsonl").read_text()
+    capsys.readouterr()
+    assert gather(data_dir, out, "--protocol", "spec") == 0  # the scoring is no setting of the runs: rescored
+    assert "4 already done" in capsys.readouterr().err and (out / "results.jsonl").read_text() == lines
+    spec = json.loads((out / "summary.json").read_text())
+    assert spec["protocol"] == "spec" and "| GT discard (%) |" in (out / "summary.md").read_text()
+    assert spec["final"]["recall"] == official["final"]["recall"]
+
+
+def test_the_offline_loop_ends_with_an_empty_plan_which_the_official_protocol_fails(data_dir, tmp_path, capsys):
+    # At T = 5 the offline planner runs out of pages to continue and proposes nothing: the released workflow
+    # drops such a query, the spec's rule (an empty plan fails only at round 1) keeps it.
+    out = tmp_path / "run"
+    assert gather(data_dir, out, "--iterations", "5") == 0
+    official = json.loads((out / "summary.json").read_text())
+    assert (official["evaluated"], official["failed_by_stop"], official["final"]) == (0, {"no_new_subqueries": 4}, {})
+    assert "every query with ground truth failed under --protocol official" in capsys.readouterr().err
+    assert gather(data_dir, out, "--iterations", "5", "--protocol", "spec") == 0
+    assert json.loads((out / "summary.json").read_text())["evaluated"] == 4
+    assert gather(data_dir, out, "--iterations", "5", "--failed", "included") == 0
+    included = json.loads((out / "summary.json").read_text())
+    assert included["evaluated"] == 4 and included["failed"] == 4 and included["final"]["recall"] > 0
