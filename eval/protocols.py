@@ -35,13 +35,14 @@ ECO = "sciknoworg/deep-research@64293cd scripts/paper_research_analyzer.py"
 TAXO_EARLY = "KongLongGeFDU/TaxoBench@4632472 metric/*.py (the scripts behind the paper's tables)"
 TAXO_PUBLIC = "KongLongGeFDU/TaxoBench@49a1869 taxobench/ (public scorer v0.2.0, taxobench-score)"
 
-_SQA_DIFF = ("the released scorer judges with osunlp/attrscore-flan-t5-xl, ours with the lexical rule; it reads "
-             "every nltk sentence of the answer of >= 50 characters counted with its citation markers (ours: "
-             "prose sentences of the body, >= 50 characters without markers), lets an uncited sentence inherit "
-             "the previous sentence's citations (ours: no), makes a sentence with any out-of-range citation "
-             "unsupported and uncounted (ours: drops that citation, scores the rest), reads only the first "
-             "number of a group such as [1, 2] (ours: all), and skips an answer with no sentence (ours: 0). "
-             "Same: first 3 citations, the leave-one-out necessity test, per-report P and R, macro means")
+_SQA_DIFF = ("the citation rules are the released ones (deepresearch.eval.citations.scholarqa_official_scores: "
+             "an uncited sentence inherits the previous sentence's citations, any out-of-range citation makes a "
+             "sentence unsupported and uncounted, only the first number of a group such as [1, 2] is read, "
+             ">= 50 characters counting the markers, the first 3 citations, the leave-one-out necessity test, "
+             "an answer with no sentence left out of the means); what differs: the released scorer judges with "
+             "osunlp/attrscore-flan-t5-xl, ours with the lexical rule (word overlap), and it splits the whole "
+             "answer with nltk punkt where ours splits the prose of the body (no headings, tables or reference "
+             "list) with its own splitter")
 
 REPORT_METRICS: dict[str, MetricProtocol] = {
     "n_sources": MetricProtocol(

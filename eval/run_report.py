@@ -1,8 +1,8 @@
 """`deepresearch eval report`: run DeepResearch over a question set and score every report.
 
 Scores per report: source integration (spec 000 §6.3) and the eco heuristics (§6.4); citation recall
-and precision (spec 001 §6.1); ScholarQABench citation P/R/F1 (§6.2) with the offline lexical
-entailment; and, with a judge LM, graded citation precision, key-point recall and contradiction
+and precision (spec 001 §6.1); ScholarQABench citation P/R/F1 (§6.2) under the released scorer's citation
+rules (`scholarqa_official_scores`) with the offline lexical entailment; and, with a judge LM, graded citation precision, key-point recall and contradiction
 (when the questions carry key points) and the six 0-10 criteria. Without a judge LM the citation
 precision is the offline lexical-entailment fallback, reported under its own name.
 """
@@ -28,7 +28,8 @@ from deepresearch.eval.citations import (
     grade_claims,
     lexical_entails,
     lexical_support,
-    scholarqa_citation_scores,
+    answer_sentences,
+    scholarqa_official_scores,
 )
 from deepresearch.eval.eco import eco_scores
 from deepresearch.eval.judges import CitationSupportJudge, CriteriaJudge, JudgeCache, KeyPointJudge
@@ -81,7 +82,8 @@ async def score_report(question: Question, report: Report, text_of, judges: Judg
     claims = claim_sentences(md)
     passages = cited_passages(report, text_of)
     recall = citation_recall(claims)
-    sqa = scholarqa_citation_scores(claims, passages, lexical_entails)
+    # the released scorer's citation rules; an answer without a sentence leaves the means (no keys)
+    sqa = scholarqa_official_scores(answer_sentences(md), passages, lexical_entails)
     visited = {d for n in report.nodes() for d in n.retrieved_ids}
     row: dict[str, Any] = {
         "qid": question.qid, "question": question.text,
@@ -90,9 +92,10 @@ async def score_report(question: Question, report: Report, text_of, judges: Judg
         "sources_per_1k_words": stats.sources_per_1k_words, "eco_overall": eco_scores(md).overall,
         "n_claims": recall.n_claims, "citation_recall": recall.recall,
         "citation_precision_lexical": citation_precision(grade_claims(claims, passages, lexical_support)),
-        "scholarqa_cite_precision_lexical": sqa.precision, "scholarqa_cite_recall_lexical": sqa.recall,
-        "scholarqa_cite_f1_lexical": sqa.f1,
     }
+    if sqa is not None:
+        row.update(scholarqa_cite_precision_lexical=sqa.precision, scholarqa_cite_recall_lexical=sqa.recall,
+                   scholarqa_cite_f1_lexical=sqa.f1)
     if judges is None:
         return row
     support = await judges.support.acall(claims=claims, passages=passages)
