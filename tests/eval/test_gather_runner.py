@@ -207,16 +207,28 @@ def test_summaries_name_their_protocol_and_a_rescore_reuses_the_runs(data_dir, t
     assert spec["final"]["recall"] == official["final"]["recall"]
 
 
-def test_the_offline_loop_ends_with_an_empty_plan_which_the_official_protocol_fails(data_dir, tmp_path, capsys):
-    # At T = 5 the offline planner runs out of pages to continue and proposes nothing: the released workflow
-    # drops such a query, the spec's rule (an empty plan fails only at round 1) keeps it.
+def test_a_replayed_run_ending_in_empty_plans_is_failed_under_official_and_kept_under_spec(data_dir, tmp_path,
+                                                                                          capsys):
+    # The offline planner declares completion once it has no page left (kept by both protocols); the same
+    # runs, recorded as ending with an empty plan instead, are what the released workflow drops.
     out = tmp_path / "run"
     assert gather(data_dir, out, "--iterations", "5") == 0
+    completed = json.loads((out / "summary.json").read_text())
+    records = read_jsonl(out / "results.jsonl")
+    assert {r["result"]["stop_reason"] for r in records} == {"complete"} and completed["evaluated"] == 4
+    assert all(len(r["result"]["rounds"]) >= 1 for r in records)
+    (out / "results.jsonl").write_text("".join(
+        json.dumps({**r, "result": {**r["result"], "stop_reason": "no_new_subqueries"}}) + "\n" for r in records))
+    capsys.readouterr()
+    assert gather(data_dir, out, "--iterations", "5") == 0  # every query done: only rescored
     official = json.loads((out / "summary.json").read_text())
     assert (official["evaluated"], official["failed_by_stop"], official["final"]) == (0, {"no_new_subqueries": 4}, {})
     assert "every query with ground truth failed under --protocol official" in capsys.readouterr().err
-    assert gather(data_dir, out, "--iterations", "5", "--protocol", "spec") == 0
-    assert json.loads((out / "summary.json").read_text())["evaluated"] == 4
+    assert gather(data_dir, out, "--iterations", "5", "--protocol", "spec") == 0  # empty plan after round 1: kept
+    spec = json.loads((out / "summary.json").read_text())
+    assert (spec["evaluated"], spec["failed"]) == (4, 0) and spec["final"]["recall"] == completed["final"]["recall"]
     assert gather(data_dir, out, "--iterations", "5", "--failed", "included") == 0
     included = json.loads((out / "summary.json").read_text())
-    assert included["evaluated"] == 4 and included["failed"] == 4 and included["final"]["recall"] > 0
+    assert (included["evaluated"], included["failed"]) == (4, 4)
+    assert included["final"]["recall"] == completed["final"]["recall"]
+    assert included["final"]["avg_distance"] == completed["final"]["avg_distance"]
