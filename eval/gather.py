@@ -43,9 +43,9 @@ FAILED_POLICIES = ("excluded", "included")
 PROTOCOLS = ("official", "spec")
 # What each protocol's numbers match, written into every summary.
 PROTOCOL_SOURCES = {
-    "official": "ScholarGym's released scorer (shenhao-stu/ScholarGym code/deeprag.py, code/eval.py, "
-                "code/metrics.py at f426fd1), spec 004 §4.4",
-    "spec": "spec 004 §4.1-4.2 (the paper's prose as this library reads it)",
+    "official": "ScholarGym's released scorer (shenhao-stu/ScholarGym@f426fd1 code/deeprag.py, code/eval.py, "
+                "code/metrics.py)",
+    "spec": "the ScholarGym paper's prose as this library read it before the released scorer was checked",
 }
 # Stops the released workflow turns into a dropped query whatever the round: an empty plan returns None
 # (an unparseable reply parses to an empty plan), and a raised error drops the query in eval.py.

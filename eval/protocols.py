@@ -58,9 +58,9 @@ REPORT_METRICS: dict[str, MetricProtocol] = {
         "n_sources / (words / 1000): the same formula over our n_sources (URLs plus corpus document ids)"),
     "eco_overall": MetricProtocol(
         f"{ECO} (six heuristic scores)", "differs",
-        "checked against spec 000 §6.4 only, not line by line against the released analyzer: the spec's "
-        "vocabularies, regular expressions and counting rules (D) decide where the paper is silent"),
-    "n_visited_sources": MetricProtocol("none", "ours", "unique document ids the run retrieved (spec 000 §6.3 (D))"),
+        "checked against the paper's formulas only, not line by line against the released analyzer: where the "
+        "paper is silent, the vocabularies, regular expressions and counting rules are ours"),
+    "n_visited_sources": MetricProtocol("none", "ours", "unique document ids the run retrieved (our addition)"),
     "n_claims": MetricProtocol(
         f"{DRG} eval_citation_recall_async.py", "differs",
         "released: claims an LLM extracts from the report; ours: body sentences of >= 50 characters"),
@@ -94,7 +94,7 @@ _CRITERION = MetricProtocol(f"{DRG} eval_quality_async.py", "matches",
 TAXONOMY_METRICS: dict[str, MetricProtocol] = {
     "alignment": MetricProtocol(
         TAXO_EARLY, "matches",
-        "--profile paper: the early scripts' title matching (spec 003 §4.1); --profile public_scorer: the public "
+        "--profile paper: the early scripts' title matching; --profile public_scorer: the public "
         f"scorer's ({TAXO_PUBLIC}) 0.92 threshold"),
     "recall/precision/f1": MetricProtocol(
         TAXO_EARLY, "matches",
@@ -108,7 +108,7 @@ TAXONOMY_METRICS: dict[str, MetricProtocol] = {
     "us_ted/us_nted": MetricProtocol(
         TAXO_EARLY, "differs",
         "the paper's unordered Hungarian matching with clipped label cost; the released metric/ted.py is ordered "
-        "Zhang-Shasha with unclipped 1 - cos (spec 003 §6); the public scorer has none"),
+        "Zhang-Shasha with unclipped 1 - cos; the public scorer has none"),
     "sem_path": MetricProtocol(
         TAXO_EARLY, "matches",
         "MiniLM label similarity, lambda = 1, mean over aligned papers; the public scorer uses a string "

@@ -64,7 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--failed", default="excluded", choices=FAILED_POLICIES, help="failed queries in the means")
     parser.add_argument("--protocol", default="official", choices=PROTOCOLS,
                         help="edge rules of the scoring: official (ScholarGym's released scorer, comparable to the "
-                             "paper's tables) or spec (spec 004 §4.1-4.2); docs/reference/protocols.md")
+                             "paper's tables) or spec (the paper's prose as read before); docs/reference/protocols.md")
     parser.add_argument("--bootstrap", type=int, default=1000, help="resamples for the 95%% intervals")
     parser.add_argument("--program", default=None, help="a compiled Gatherer (DSPy JSON state) to load")
     parser.add_argument("--full-text", action="store_true",
