@@ -287,8 +287,9 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
           f"citations {s.citations} · failed branches {s.failed_nodes} · LM requests {s.lm_calls}")
     for line in source_failure_lines(retrieval):
         print(f"deepresearch run: {line}", file=sys.stderr)
-    if report.status == "failed":
-        print(f"deepresearch run: error: {report.error}", file=sys.stderr)
+    if report.status in ("failed", "partial"):
+        print(f"deepresearch run: {'error' if report.status == 'failed' else 'partial'}: {report.error}",
+              file=sys.stderr)
         return EXIT_FAILED
     if report.status == "interrupted":
         print(f"deepresearch run: {report.error}; continue it with --resume", file=sys.stderr)

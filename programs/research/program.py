@@ -341,6 +341,8 @@ class DeepResearch(dspy.Module):
             notes.append(f"{failed} of {len(nodes)} research branches failed; their errors are recorded in the trace.")
         if write_failed:
             notes.append("The writer failed, so this report lists the merged findings as they are.")
+        if status == "partial":
+            notes.insert(0, f"This report is partial: {error}.")
         if ctx.is_stopped and status != "interrupted":  # an interrupted report says so in its first line
             notes.append(f"The run stopped early ({ctx.stop_reason}); this report covers what was gathered before.")
         markdown = body
@@ -464,13 +466,32 @@ def _cites(body: str, ctx: RunContext) -> bool:
 
 
 def _run_status(ctx: RunContext, nodes: list[Node]) -> tuple[RunStatus, str | None]:
-    """The run's status and, unless `done`, one line saying why."""
+    """The run's status and, unless `done`, one line saying why.
+
+    A run is `done` only when every LM stage it needed answered: a run that sent requests and received no
+    reply at all is `failed`, and one whose searches found hits that no assessment judged (the deadline, a
+    budget or a failure cut them) is `failed` when nothing else was judged, else `partial`.
+    """
     if ctx.interrupted:
         return "interrupted", f"{ctx.interrupted}; the report covers what was done before"
     started = [n for n in nodes if n.status != "skipped"]
     researched = ctx.stats.searches + ctx.stats.resumed_nodes
+    sent = ctx.meter.total_calls
+    if sent and not ctx.meter.replies:
+        cause = summarize_failures(ctx.causes) or ctx.stop_reason or "every request was cancelled"
+        return "failed", (f"no LM reply was received ({sent} request{'s' if sent > 1 else ''} sent, none answered): "
+                          f"{cause}")
+    unjudged = [n for n in nodes if n.retrieved_ids and n.status in ("failed", "cancelled")
+                and not n.relevant_ids and not n.learnings] if sent else []  # offline stages judge at once
+    judged = [n for n in nodes if n.status in ("done", "pruned") or n.relevant_ids or n.learnings]
     if researched and not (started and all(n.status == "failed" for n in started)):
-        return "done", None
+        if not unjudged:
+            return "done", None
+        why = ctx.stop_reason or summarize_failures(ctx.causes) or "their assessment did not finish"
+        what = (f"the hits of {len(unjudged)} of {len(nodes)} searches were left unjudged ({why})")
+        if judged:
+            return "partial", f"{what}; the report covers the rest"
+        return "failed", f"{what}; no evidence was judged, so no report was written"
     # nothing was researched because of failures: say so, never "no relevant evidence"
     cause = summarize_failures(ctx.causes) or ctx.stop_reason or "no search ran"
     failed = sum(n.status == "failed" for n in nodes)
