@@ -9,6 +9,7 @@ here, wherever they stand before `--`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
@@ -139,6 +140,35 @@ def _settings(config: str | None) -> tuple[Path | None, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from deepresearch.programs.runtime.secrets import RedactingStream
+
+    # every line this command writes to the terminal passes the redaction point (secrets.py)
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        sys.stdout, sys.stderr = streams
+
+
+def _register_settings_secrets(settings: dict) -> None:
+    """Registers the credentials a settings file holds (a URL's password, a key-named value) for redaction."""
+    from deepresearch.programs.runtime.secrets import register_secret, strip_url_credentials
+
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            _register_settings_secrets(value)
+        elif isinstance(value, str):
+            if "://" in value:
+                strip_url_credentials(value)
+            if any(word in key.lower() for word in ("key", "token", "secret", "password")):
+                register_secret(value)
+
+
+def _main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network call for LiteLLM's price map
     from deepresearch.programs.runtime.config_file import (
         ConfigFileError,
@@ -149,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         verbose, quiet, config, argv = _take_global_options(list(sys.argv[1:] if argv is None else argv))
         path, settings = _settings(config)
+        _register_settings_secrets(settings)
         if path is not None:
             given = global_settings(settings, path, set(COMMANDS))
             verbose, quiet = verbose or given.get("verbose", 0), quiet or given.get("quiet", False)

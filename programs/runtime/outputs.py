@@ -24,7 +24,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from deepresearch.programs.runtime.secrets import redact
+from deepresearch.programs.runtime.secrets import redact, redact_json
 from deepresearch.programs.runtime.text import shorten
 
 logger = logging.getLogger(__name__)
@@ -47,8 +47,11 @@ class OutFolderBusy(OutFolderError):
     """Another process is writing to the output folder."""
 
 
-def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> Path:
+def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8", *, redacted: bool = False) -> Path:
     """Replaces `path` with `text` in one step: a reader never sees a partly written file.
+
+    Every credential is removed from the text first (`secrets.redact`), unless `redacted` says the
+    caller did (`atomic_write_json`).
 
     The text goes to a temporary file in the same folder (so the rename stays on one filesystem), which is
     flushed and fsynced before `os.replace` puts it in place. On any error the temporary file is removed
@@ -63,6 +66,8 @@ def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> P
         The path written.
     """
     path = Path(path)
+    if not redacted:
+        text = redact(text)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     # os.open with 0o666 lets the umask decide the mode, as a plain open() would (mkstemp would force 0o600)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -81,7 +86,7 @@ def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> P
 
 def atomic_write_json(path: str | Path, obj: Any) -> Path:
     """`atomic_write_text` of `obj` as indented JSON (UTF-8 kept as is; unknown types written with `str`)."""
-    return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+    return atomic_write_text(path, redact_json(obj, indent=2, ensure_ascii=False, default=str) + "\n", redacted=True)
 
 
 def _fsync_folder(folder: Path) -> None:
