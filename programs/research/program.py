@@ -57,7 +57,7 @@ from deepresearch.programs.stages.clarifier import (
     research_brief,
 )
 from deepresearch.programs.stages.merger import NO_INFORMATION
-from deepresearch.programs.stages.verifier import LexicalVerifier, Verifier
+from deepresearch.programs.stages.verifier import LexicalVerifier, Verifier, remove_injected
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
 from deepresearch.retrievers.types import Retriever
@@ -334,6 +334,9 @@ class DeepResearch(dspy.Module):
             body += f"\n\n{section}" if section else f"\n\n{MAP_HEADING}\n\nNo paper was judged relevant."
         if self.config.answer and status != "failed":
             answer = await short_answer(ctx, lambda stage, **inputs: self._late_call(ctx, stage, **inputs), findings)
+            # the answer ships no sentence repeating a paper's instruction-like text either
+            answer, removed = remove_injected(answer, self._sources(ctx, answer, learnings))
+            verdicts += tuple(c.to_dict() for c in removed)
         (body, answer), references, dropped = renumber_together([body, answer], ctx.registry)
         failed = sum(n.status == "failed" for n in nodes)
         notes = []
@@ -403,11 +406,13 @@ class DeepResearch(dspy.Module):
         sentence citing nothing). If it fails, the lexical rule judges instead (recorded as a failure).
         """
         policy = self.config.verify
-        if policy == "off":
-            return body, ()
-        ids = dict.fromkeys([*citations_in(body), *(i for x in learnings for i in x.source_ids)])
-        sources = [Source(source_id=i, title=doc.title, text=self._text(doc)[: self.config.passage_chars])
-                   for i in ids if (doc := ctx.registry.get(i)) is not None]
+        sources = self._sources(ctx, body, learnings)
+        if policy == "off":  # no check of support; a sentence repeating a paper's instruction-like text still goes
+            body, removed = remove_injected(body, sources)
+            if removed:
+                ctx.count(verification={"policy": policy, "checked": len(removed), "verdicts": {"injected": len(removed)},
+                                        "actions": {"removed": len(removed)}})
+            return body, tuple(c.to_dict() for c in removed)
         inputs = {"question": ctx.question, "report": body, "sources": sources}
         try:
             if self._late(ctx):  # past the deadline or interrupted: no LM wait, the lexical rule judges at once
@@ -427,6 +432,12 @@ class DeepResearch(dspy.Module):
         ctx.count(verification=counts)
         ctx.events.emit("stage_end", stage="verify", counts=counts)
         return out.report, tuple(c.to_dict() for c in checks)
+
+    def _sources(self, ctx: RunContext, body: str, learnings: Sequence[Learning]) -> list[Source]:
+        """The passages `body` cites and those of every learning, as the verify stage sees them."""
+        ids = dict.fromkeys([*citations_in(body), *(i for x in learnings for i in x.source_ids)])
+        return [Source(source_id=i, title=doc.title, text=self._text(doc)[: self.config.passage_chars])
+                for i in ids if (doc := ctx.registry.get(i)) is not None]
 
     def _text(self, doc) -> str:
         """A cited document's text; a node restored from the journal kept none, so its corpus is asked

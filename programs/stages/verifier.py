@@ -38,6 +38,7 @@ from deepresearch.programs.runtime.entailment import (
     plain_sentence,
     split_block,
 )
+from deepresearch.programs.runtime.injection import carries_injection, clean_passage
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.usage import call_predictor
@@ -69,7 +70,9 @@ class SentenceCheck:
         shipped: The sentence as it ships ('' when removed).
         was_cited: Whether the writer cited anything in it.
         judge: `lm` or `lexical` (the offline rule, also the stand-in for a verdict the LM left out);
-            `none` when unchecked.
+            `floor` when the lexical rule overruled an LM verdict of support it found no ground for;
+            `guard` for a sentence removed because it repeats instruction-like text of a passage (verdict
+            `injected`); `none` when unchecked.
     """
 
     sentence: str
@@ -136,37 +139,27 @@ class _Checker(Stage):
     async def aforward(self, question: str, report: str, sources: list[Source]) -> dspy.Prediction:
         """Checks `report` (a draft citing source ids) against `sources` (every passage it may cite).
 
+        Every sentence that repeats a passage's instruction-like text is removed first, whatever the policy
+        (`deepresearch.programs.runtime.injection`); the others are judged against the passages with that
+        text taken out, and a verdict of support the lexical rule finds no ground for is overruled by it.
+
         Returns:
             `report`: the draft with the policy applied; `checks`: a `SentenceCheck` per judged sentence.
         """
+        lines, checks = guarded_lines(report, sources)
+        sources = [_cleaned(s) for s in sources]
         by_id = {s.source_id: s for s in sources}
-        lines: list[str | list] = []  # a raw line, or [prefix, [sentence parts]] for a prose block
         units: dict[tuple[int, int], _Unit] = {}
-        is_open = False
-        for line in report.splitlines():
-            stripped = line.strip()
-            if not stripped or stripped.startswith(("#", "|", ">", "```")) or NOTE.match(stripped):
-                lines.append(line)
-                is_open = False
-                continue
-            mark = LIST_MARK.match(line)
-            if mark or not is_open:
-                lines.append([mark.group(0) if mark else "", [LIST_MARK.sub("", line).strip()]])
-                is_open = True
-            else:
-                lines[-1][1][0] += " " + stripped
         for i, item in enumerate(lines):
             if isinstance(item, str):
                 continue
-            item[1] = split_block(item[1][0])
             for j, part in enumerate(item[1]):
-                unit = self._unit(len(units), part, by_id, sources)
+                unit = self._unit(len(units), part, by_id, sources) if part else None
                 if unit is not None:
                     units[(i, j)] = unit
         claims = [ClaimToCheck(claim_id=u.claim_id, sentence=u.text, passages=u.passages)
                   for u in units.values() if u.passages and _readable(u)]
         verdicts, judge = await self.judge(question, claims) if claims else ({}, "lexical")
-        checks: list[SentenceCheck] = []
         for (i, j), unit in units.items():
             if not _readable(unit):  # its passages' text is unknown (a node restored without it): left as written
                 checks.append(SentenceCheck(sentence=unit.raw, passage_ids=tuple(unit.cited), verdict="unchecked",
@@ -176,19 +169,15 @@ class _Checker(Stage):
             used = judge if verdict is not None else "lexical"
             if verdict is None:
                 verdict = lexical_verdict(unit.claim_id, unit.text, unit.passages)
+            elif verdict.verdict != "unsupported" and not _grounded(unit.text, unit.passages):
+                # the LM found support the passages' words do not give: the lexical rule overrules it
+                verdict, used = lexical_verdict(unit.claim_id, unit.text, unit.passages), "floor"
             shipped, action = self._apply(unit, verdict)
             lines[i][1][j] = shipped
             checks.append(SentenceCheck(sentence=unit.raw, passage_ids=tuple(p.source_id for p in unit.passages),
                                         verdict=verdict.verdict, action=action, shipped=shipped,
                                         was_cited=bool(unit.cited), judge=used))
-        out = []
-        for item in lines:
-            if isinstance(item, str):
-                out.append(item)
-            elif any(p.strip() for p in item[1]):
-                out.append(item[0] + " ".join(p.strip() for p in item[1] if p.strip()))
-        text = re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
-        return dspy.Prediction(report=text, checks=checks)
+        return dspy.Prediction(report=_joined(lines), checks=checks)
 
     def _unit(self, claim_id: int, part: str, by_id: dict[str, Source], pool: list[Source]) -> _Unit | None:
         text = plain_sentence(part)
@@ -208,9 +197,80 @@ class _Checker(Stage):
         if self.policy == "mark":
             return marked(unit.raw), "marked"
         corrected = plain_sentence(verdict.corrected)
+        if corrected and not _grounded(corrected, unit.passages):  # an LM's correction is held to the same rule
+            corrected = plain_sentence(lexical_verdict(unit.claim_id, unit.text, unit.passages).corrected)
         if self.policy == "rewrite" and corrected and ids:
             return _with_citations(corrected, ids), "rewritten"
         return "", "removed"
+
+
+def _premise(source: Source) -> str:
+    """What a passage states, for the lexical rule: its title and text."""
+    return f"{source.title}\n{source.text}"
+
+
+def _cleaned(source: Source) -> Source:
+    """The passage with its instruction-like sentences taken out (they are never evidence)."""
+    clean = clean_passage(source.text)
+    return source if clean == source.text else source.model_copy(update={"text": clean})
+
+
+def _grounded(sentence: str, passages: Sequence[Source]) -> bool:
+    """The lexical floor: at least `PARTIAL_SUPPORT` of the sentence's content words are in the passages, and
+    it repeats no instruction-like text. An LM's `supported` (or its correction) stands only above it."""
+    return (lexical_support(sentence, [_premise(p) for p in passages]) > 0.0
+            and not carries_injection(sentence, [_premise(p) for p in passages]))
+
+
+def guarded_lines(report: str, sources: Sequence[Source]) -> tuple[list, list[SentenceCheck]]:
+    """The report's lines (a raw line, or [prefix, [sentence parts]] for a prose block), with every sentence
+    that repeats instruction-like text of `sources` (or is instruction-like itself) emptied, and a check
+    for each one emptied (verdict `injected`, action `removed`, judge `guard`)."""
+    lines: list[str | list] = []
+    is_open = False
+    for line in report.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "|", ">", "```")) or NOTE.match(stripped):
+            lines.append(line)
+            is_open = False
+            continue
+        mark = LIST_MARK.match(line)
+        if mark or not is_open:
+            lines.append([mark.group(0) if mark else "", [LIST_MARK.sub("", line).strip()]])
+            is_open = True
+        else:
+            lines[-1][1][0] += " " + stripped
+    premises = [_premise(s) for s in sources]
+    checks: list[SentenceCheck] = []
+    for item in lines:
+        if isinstance(item, str):
+            continue
+        item[1] = split_block(item[1][0])
+        for j, part in enumerate(item[1]):
+            text = plain_sentence(part)
+            if text and carries_injection(text, premises):
+                item[1][j] = ""
+                checks.append(SentenceCheck(sentence=part, passage_ids=tuple(citations_in(part)), verdict="injected",
+                                            action="removed", shipped="", was_cited=bool(citations_in(part)),
+                                            judge="guard"))
+    return lines, checks
+
+
+def _joined(lines: list) -> str:
+    out = []
+    for item in lines:
+        if isinstance(item, str):
+            out.append(item)
+        elif any(p.strip() for p in item[1]):
+            out.append(item[0] + " ".join(p.strip() for p in item[1] if p.strip()))
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
+
+
+def remove_injected(text: str, sources: Sequence[Source]) -> tuple[str, list[SentenceCheck]]:
+    """`text` (a report with verify `off`, a short answer) without the sentences that repeat instruction-like
+    text of `sources`, and a check for each one removed."""
+    lines, checks = guarded_lines(text, sources)
+    return (_joined(lines) if checks else text), checks
 
 
 def marked(sentence: str) -> str:
@@ -273,4 +333,4 @@ class LexicalVerifier(_Checker):
         return {c.claim_id: lexical_verdict(c.claim_id, c.sentence, c.passages) for c in claims}, "lexical"
 
 
-__all__ = ["MARK", "POLICIES", "marked", "LexicalVerifier", "SentenceCheck", "Verifier", "check_policy", "lexical_verdict"]
+__all__ = ["MARK", "POLICIES", "marked", "remove_injected", "LexicalVerifier", "SentenceCheck", "Verifier", "check_policy", "lexical_verdict"]
