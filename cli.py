@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import logging
 import os
@@ -224,6 +225,12 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"{prog}: error: {redact(str(err).splitlines()[0] if str(err) else type(err).__name__)}",
               file=sys.stderr)
         return 2
+    except OSError as err:  # a file or folder the command could not use: one line naming it and the cause
+        from deepresearch.programs.runtime.outputs import os_error_line
+
+        print(f"{prog}: error: {redact(os_error_line(err) if err.errno else str(err) or type(err).__name__)}",
+              file=sys.stderr)
+        return 3 if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO) else 2
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130

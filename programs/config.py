@@ -283,7 +283,7 @@ class ResearchConfig:
             raise ValueError(f"unknown structured mode {self.structured!r}; choose one of: auto, schema, off")
         for name in ("deadline_s", "max_lm_calls", "max_tokens", "lm_timeout_s", "search_timeout_s"):
             value = getattr(self, name)
-            if value is not None and value <= 0:
+            if value is not None and not value > 0:  # `not >` so that nan is refused too
                 raise ValueError(f"{name} must be > 0 or None, got {value}")
         for provider, rps in self.rate_limits:
             if rps <= 0:

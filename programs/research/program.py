@@ -49,6 +49,7 @@ from deepresearch.programs.runtime.lm import structured_adapter, summarize_failu
 from deepresearch.programs.runtime.scheduler import CostMeter, Scheduler
 from deepresearch.programs.runtime.stage import Shared, run_sync, set_stage_lms
 from deepresearch.programs.runtime.stage_log import StageLog
+from deepresearch.programs.runtime.text import printable
 from deepresearch.programs.runtime.usage import metered
 from deepresearch.programs.stages.clarifier import (
     MAX_QUESTIONS,
@@ -178,8 +179,19 @@ class DeepResearch(dspy.Module):
         return self
 
     def load(self, path: str | Path, **options: Any) -> DeepResearch:
-        """Loads a program saved with `save` into this one and returns it: `DeepResearch(...).load(path)`."""
-        super().load(path, **options)
+        """Loads a program saved with `save` into this one and returns it: `DeepResearch(...).load(path)`.
+
+        Raises:
+            ValueError: one line naming the file, when it is no saved research program (wrong shape, not JSON).
+        """
+        try:
+            super().load(path, **options)
+        except (KeyError, TypeError, AttributeError, IndexError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path} is not a saved research program (its state has the wrong shape: "
+                             f"{type(err).__name__} {err}); pass a file saved by `deepresearch optimize "
+                             f"--program research`") from None
+        except ValueError as err:  # not JSON, or none of this program's stages
+            raise ValueError(f"{path}: {str(err).splitlines()[0] if str(err) else 'not a saved program'}") from None
         return self
 
     def planned_nodes(self) -> int:
@@ -216,7 +228,7 @@ class DeepResearch(dspy.Module):
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question is empty; pass the research question as a non-empty string")
         self._check_lm()
-        question = question.strip()
+        question = printable(question).strip()
         clarified = check_clarifications(clarifications)
         brief = research_brief(question, clarified)
         log = Journal(journal, brief, resume=resume) if journal is not None else None  # resumed with the same answers
@@ -237,6 +249,8 @@ class DeepResearch(dspy.Module):
                                                      "breadth": c.breadth, "strategy": c.strategy,
                                                      "schedule": c.schedule})
                 await ctx.run(self.strategy.research(ctx))
+                if ctx.write_error is not None:  # a full disk: the run ends as an error, not as a report
+                    raise ctx.write_error
                 report = await self._report(ctx)
         finally:
             for opened in (log, calls):

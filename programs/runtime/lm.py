@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ SERVER_KEY_ENV = "DEEPRESEARCH_API_KEY"  # the key sent to an --api-base server
 STRUCTURED_MODES = ("auto", "schema", "off")
 DEFAULT_TIMEOUT_S = 120.0
 PREFLIGHT_TIMEOUT_S = 30.0
+PREFLIGHT_RATE_RETRIES = 2  # a 429 with Retry-After of at most PREFLIGHT_RETRY_AFTER_CAP_S is waited out this often
+PREFLIGHT_RETRY_AFTER_CAP_S = 10.0
 DEFAULT_CACHE_DIR = Path("~/.cache/dspy-deepresearch/lm")
 
 
@@ -397,12 +400,28 @@ def preflight(lm: dspy.LM, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
     """
     from dspy.clients.lm import _is_openai_reasoning_model
 
+    import time
+
     limit = {} if _is_openai_reasoning_model(lm.model) else {"max_tokens": 8}  # those need 16000 or none
-    try:
-        lm.copy(num_retries=0)("Reply with the word OK.", cache=False, timeout=timeout_s, **limit)
-    except Exception as err:
-        raise LMPreflightError(f"LM check failed: {explain(err, lm)}; "
-                               f"(skip this check with --no-preflight)") from None
+    for attempt in range(PREFLIGHT_RATE_RETRIES + 1):
+        try:
+            lm.copy(num_retries=0)("Reply with the word OK.", cache=False, timeout=timeout_s, **limit)
+            return
+        except Exception as err:
+            # a rate limit that says when to come back (Retry-After) is waited out, briefly: the server is there
+            wait = getattr(err, "retry_after", None)
+            if (isinstance(err, dspy.LMRateLimitError) and wait is not None and attempt < PREFLIGHT_RATE_RETRIES
+                    and 0 <= float(wait) <= PREFLIGHT_RETRY_AFTER_CAP_S):
+                time.sleep(float(wait))
+                continue
+            raise LMPreflightError(f"LM check failed: {explain(err, lm)}; "
+                                   f"(skip this check with --no-preflight)") from None
+
+
+# what HTTP clients say when a reply's body ends before its Content-Length (a server that answered, then stopped)
+_CUT_REPLY = re.compile(r"body bytes outstanding|incomplete ?read|content ?length|peer closed connection without "
+                        r"sending complete|payload is not completed|response ended prematurely|truncated",
+                        re.IGNORECASE)
 
 
 def _provider(err: Exception, lm: Any) -> str:
@@ -439,6 +458,9 @@ def explain(err: BaseException, lm: Any | None = None) -> str:
         text = f"model {model!r} not found at {where}; check the model name"
     elif isinstance(err, (x.LMTimeoutError, asyncio.TimeoutError, TimeoutError)):
         text = f"no answer from {where} in time; check the server or raise --lm-timeout"
+    elif isinstance(err, x.LMTransportError) and _CUT_REPLY.search(str(err)):
+        text = (f"the reply from {where} was cut off (the connection closed before the whole body arrived); "
+                f"check the server and any proxy in between, or try again")
     elif isinstance(err, x.LMTransportError):
         text = f"could not reach {where}; check that the server is running and the address (--api-base) is right"
     elif isinstance(err, x.AdapterParseError) and isinstance(dspy.settings.adapter, SchemaAdapter):
