@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -148,7 +150,8 @@ class DeepResearch(dspy.Module):
                                                max_concurrency=self.config.lm_concurrency)
         stages["clarifier"] = OfflineClarifier() if offline else Clarifier()  # asks before research (`clarify`)
         c = self.config  # every claim of the draft checked against its passages (`verify`; offline: the lexical rule)
-        stages["verifier"] = LexicalVerifier(c.verify) if offline else Verifier(c.verify, batch_size=c.verify_batch)
+        stages["verifier"] = LexicalVerifier(c.verify) if offline else Verifier(c.verify, batch_size=c.verify_batch,
+                                                                                 max_chars=c.verify_chars)
         for attr, module in {**stages, **self.strategy.modules(offline)}.items():
             setattr(self, attr, module)
         set_stage_lms(self, self.stage_table(), lms)
@@ -395,6 +398,24 @@ class DeepResearch(dspy.Module):
                       answer=answer.strip(), taxonomy=taxonomy, verdicts=verdicts)
 
     async def _write(self, ctx: RunContext, findings: list[Finding], learnings: Sequence[Learning]) -> str:
+        """The writer's report, journaled: a resumed run whose findings are the same restores it instead of
+        calling the writer again. See `_draft`."""
+        key = "write:" + hashlib.blake2b(json.dumps([f.model_dump() for f in findings], sort_keys=True).encode(),
+                                         digest_size=12).hexdigest()
+        saved = ctx.journal.get(key) if ctx.journal is not None else None
+        if saved is not None:  # a resumed run with the same findings: the draft written before, no LM call
+            ctx.events.emit("fallback", stage="write", message="the draft of the same findings was restored "
+                                                               "from the journal")
+            return saved["report"]
+        body = await self._draft(ctx, findings, learnings)
+        if ctx.journal is not None:
+            try:
+                ctx.journal.append(key, "write", report=body)
+            except OSError as err:
+                ctx.write_failed(err)
+        return body
+
+    async def _draft(self, ctx: RunContext, findings: list[Finding], learnings: Sequence[Learning]) -> str:
         """The writer's report. One that cites no source while cited learnings exist is a failure of the
         writer: it is asked once more (offline, where it would write the same, not), then `UncitedReport`."""
         body = (await self._late_call(ctx, "write", question=ctx.question, findings=findings)).report

@@ -297,21 +297,47 @@ def lexical_verdict(claim_id: int, text: str, passages: Sequence[Source]) -> Cla
 class Verifier(_Checker):
     """Draft report + the passages it may cite -> the report with each claim checked by an LM.
 
-    `batch_size` sentences go to the LM per call. A verdict the LM leaves out (or gives for an id it was
-    not asked about) is replaced by the lexical rule's, recorded with judge `lexical`.
+    Sentences go to the LM in batches of at most `batch_size`, and of at most `max_chars` characters of
+    sentences and passages together, so a runaway draft (hundreds of sentences, a sentence of pages) cannot
+    overflow the model's context: a sentence longer than a quarter of `max_chars` is cut for the LM. A batch
+    the server still finds too long for its context is split in two and sent again; a single sentence that
+    does not fit is left to the lexical rule. A verdict the LM leaves out (or gives for an id it was not
+    asked about) is replaced by the lexical rule's, recorded with judge `lexical`.
     """
 
-    def __init__(self, policy: str = "rewrite", batch_size: int = 6, min_claim_chars: int = MIN_CLAIM_CHARS):
+    def __init__(self, policy: str = "rewrite", batch_size: int = 6, min_claim_chars: int = MIN_CLAIM_CHARS,
+                 max_chars: int = 24000):
         super().__init__(policy, min_claim_chars)
         if batch_size < 1:
             raise ValueError(f"verify batch_size must be >= 1, got {batch_size}")
+        if max_chars < 1000:
+            raise ValueError(f"verify max_chars must be >= 1000, got {max_chars}")
         self.batch_size = batch_size
+        self.max_chars = max_chars
         self.verify_claims = dspy.Predict(VerifyClaims)
+
+    def batches(self, claims: list[ClaimToCheck]) -> list[list[ClaimToCheck]]:
+        """The claims in batches of at most `batch_size` claims and `max_chars` characters (a claim that alone
+        is larger than `max_chars` is a batch of its own)."""
+        cap = self.max_chars // 4
+        out: list[list[ClaimToCheck]] = []
+        size = 0
+        for claim in claims:
+            if len(claim.sentence) > cap:
+                claim = claim.model_copy(update={"sentence": claim.sentence[:cap] + " …"})
+            n = _claim_chars(claim)
+            if not out or len(out[-1]) >= self.batch_size or size + n > self.max_chars:
+                out.append([])
+                size = 0
+            out[-1].append(claim)
+            size += n
+        return out
 
     async def judge(self, question: str, claims: list[ClaimToCheck]) -> tuple[dict[int, ClaimVerdict], str]:
         verdicts: dict[int, ClaimVerdict] = {}
-        for start in range(0, len(claims), self.batch_size):
-            batch = claims[start:start + self.batch_size]
+        queue = self.batches(claims)
+        while queue:
+            batch = queue.pop(0)
             asked = {c.claim_id for c in batch}
             try:
                 out = await call_predictor("verify", self.verify_claims, question=question, claims=batch)
@@ -320,10 +346,32 @@ class Verifier(_Checker):
                     raise
                 # the budget ran out between batches: what the LM judged stands, the lexical rule judges the rest
                 logger.info("verify: the LM call budget ran out after %d of %d sentences; the lexical rule "
-                            "judges the rest", start, len(claims))
+                            "judges the rest", len(verdicts), len(claims))
                 break
+            except dspy.utils.exceptions.LMInvalidRequestError as err:
+                if not _too_long(err):
+                    raise
+                if len(batch) > 1:  # smaller requests: the two halves, in order
+                    half = len(batch) // 2
+                    queue[:0] = [batch[:half], batch[half:]]
+                    continue
+                logger.info("verify: sentence %d does not fit the model's context; the lexical rule judges it",
+                            batch[0].claim_id)
+                continue
             verdicts.update({v.claim_id: v for v in out.verdicts if v.claim_id in asked})
         return verdicts, "lm"
+
+
+def _claim_chars(claim: ClaimToCheck) -> int:
+    """Characters a claim adds to a verify request: its sentence, its passages, and the JSON around them."""
+    return len(claim.sentence) + sum(len(p.title) + len(p.text) + 60 for p in claim.passages) + 40
+
+
+def _too_long(err: Exception) -> bool:
+    """Whether an invalid-request error says the prompt exceeds the context (llama.cpp, vLLM, OpenAI wordings)."""
+    text = str(err).lower()
+    return isinstance(err, dspy.utils.exceptions.ContextWindowExceededError) or any(
+        w in text for w in ("context", "too long", "maximum context", "exceeds", "n_ctx"))
 
 
 class LexicalVerifier(_Checker):
