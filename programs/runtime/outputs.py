@@ -59,7 +59,7 @@ _CAUSES = {errno.EROFS: "the file system is read-only", errno.ENOTDIR: "a part o
 
 
 def os_error_line(err: OSError, path: str | Path | None = None) -> str:
-    """One line naming the path and the cause of an OSError (`cannot write runs/x/report.md: the file system is
+    """One line naming the path and the cause of an OSError (`cannot use runs/x/report.md: the file system is
     read-only`)."""
     where = path or err.filename or "a file"
     cause = _CAUSES.get(err.errno or 0) or (err.strerror or type(err).__name__).lower()
