@@ -9,7 +9,9 @@ here, wherever they stand before `--`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
+import errno
 import importlib
 import logging
 import os
@@ -157,6 +159,35 @@ def _settings(config: str | None) -> tuple[Path | None, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from deepresearch.programs.runtime.secrets import RedactingStream
+
+    # every line this command writes to the terminal passes the redaction point (secrets.py)
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        sys.stdout, sys.stderr = streams
+
+
+def _register_settings_secrets(settings: dict) -> None:
+    """Registers the credentials a settings file holds (a URL's password, a key-named value) for redaction."""
+    from deepresearch.programs.runtime.secrets import register_secret, strip_url_credentials
+
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            _register_settings_secrets(value)
+        elif isinstance(value, str):
+            if "://" in value:
+                strip_url_credentials(value)
+            if any(word in key.lower() for word in ("key", "token", "secret", "password")):
+                register_secret(value)
+
+
+def _main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network call for LiteLLM's price map
     from deepresearch.programs.runtime.config_file import (
         ConfigFileError,
@@ -167,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         verbose, quiet, config, argv = _take_global_options(list(sys.argv[1:] if argv is None else argv))
         path, settings = _settings(config)
+        _register_settings_secrets(settings)
         if path is not None:
             given = global_settings(settings, path, set(COMMANDS))
             verbose, quiet = verbose or given.get("verbose", 0), quiet or given.get("quiet", False)
@@ -211,6 +243,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prog}: error: {redact(str(err).splitlines()[0] if str(err) else type(err).__name__)}",
               file=sys.stderr)
         return 2
+    except OSError as err:  # a file or folder the command could not use: one line naming it and the cause
+        from deepresearch.programs.runtime.outputs import os_error_line
+
+        print(f"{prog}: error: {redact(os_error_line(err) if err.errno else str(err) or type(err).__name__)}",
+              file=sys.stderr)
+        return 3 if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO) else 2
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130

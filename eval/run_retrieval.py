@@ -49,6 +49,10 @@ def rank_all(retriever, queries: dict[str, str], depth: int) -> dict[str, list[H
 def main(args: argparse.Namespace) -> int:
     if not args.corpus:
         raise ValueError("pass --corpus: the BEIR folder whose queries and qrels are scored")
+    if args.json:  # checked before the evaluation, not after it ran
+        from deepresearch.programs.runtime.outputs import check_file_writable
+
+        check_file_writable(args.json, "--json")
     folder = find_local(args.corpus, data_dir())
     if folder is None or not (folder / "queries.jsonl").exists():
         raise ValueError(not_found_message(args.corpus, data_dir(), what="BEIR folder with queries.jsonl"))

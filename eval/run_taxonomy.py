@@ -287,6 +287,8 @@ def prediction_row(survey: Survey, result, mode: str, model: str) -> dict[str, A
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be >= 1 (the number of surveys to score), got {args.limit}")
     # the LMs are checked before the benchmark is loaded: a bad key or a dead server fails in seconds
     session = open_lm(args)
     judge = open_judge(args, session)

@@ -312,6 +312,9 @@ def check_out(args: argparse.Namespace) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    for name in ("budget", "limit"):  # a negative one ran unbounded (`[:-1]`, a loop that never reached it)
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
     model = args.lm or os.environ.get("DEEPRESEARCH_LM")
     if not model or model == OFFLINE:
         raise ValueError("optimization tunes LM prompts; pass --lm (any DSPy/LiteLLM model string)")

@@ -24,7 +24,9 @@ FINAL_STATUSES = ("done", "failed", "skipped", "pruned", "cancelled")
 
 RunStatus = Literal[
     "done",         # the run finished (possibly stopped early by a budget or the deadline; see stats.stopped)
-    "failed",       # nothing was researched because of failures (no search ran, or every branch failed)
+    "failed",       # nothing was researched because of failures (no search ran, every branch failed, no LM
+                    # reply was received, or no hit was judged)
+    "partial",      # some hits were left unjudged (deadline, budget, failures); the report covers the rest
     "interrupted",  # a signal or the caller interrupted it; the report covers what was done before
 ]
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
@@ -321,7 +323,8 @@ class Report:
         stats: What the run did, in counts (`RunStats`).
         events: Progress events of the run, in order.
         status: A `RunStatus`: `done`; `failed` when the run produced nothing because of failures (no
-            search ran, or every branch failed); `interrupted` when a signal or the caller stopped it.
+            search ran, every branch failed, no LM reply was received, or no hit was judged); `partial` when
+            hits were left unjudged but others were; `interrupted` when a signal or the caller stopped it.
             The markdown's first line says when it is not `done`.
         error: For a failed or interrupted run, one line naming the cause (and the fix).
         answer: The short cited answer (answer mode), numbered like the report; empty when not asked for.

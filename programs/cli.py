@@ -34,6 +34,7 @@ from deepresearch.programs.runtime.progress import Progress
 from deepresearch.programs.runtime.scheduler import CostMeter
 from deepresearch.programs.runtime.secrets import redact
 from deepresearch.programs.runtime.stage_log import STAGE_LOG
+from deepresearch.programs.runtime.text import printable
 from deepresearch.programs.stages.clarifier import (
     MAX_QUESTIONS,
     ClarificationsError,
@@ -133,15 +134,7 @@ def parse_stage_lms(items: list[str]) -> dict[str, str]:
 
 
 def build_program(args: argparse.Namespace, retriever, on_event, session: LMSession) -> tuple[DeepResearch, dict]:
-    overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth, "hits_per_query": args.hits,
-                                   "max_concurrency": args.concurrency, "deadline_s": args.deadline,
-                                   "max_lm_calls": args.max_lm_calls, "max_tokens": args.max_tokens,
-                                   "lm_timeout_s": args.lm_timeout,
-                                   "answer": args.answer or None, "taxonomy": args.taxonomy or None,
-                                   "verify": args.verify, "full_text": args.full_text or None,
-                                   "full_text_cache": args.full_text_cache}.items()
-                 if v is not None}
-    config = preset(args.preset, **overrides)
+    config = preset(args.preset, **config_overrides(args))
     program = DeepResearch(retriever=retriever, config=config, offline=session.is_offline,
                            lms=session.stage_lms or None, on_event=on_event)
     if args.program:
@@ -149,6 +142,18 @@ def build_program(args: argparse.Namespace, retriever, on_event, session: LMSess
             raise ValueError("--program needs an LM: a compiled program tunes LM prompts; pass --lm")
         program.load(args.program)
     return program, {"models": session.models(), "config": dataclasses.asdict(config)}
+
+
+def config_overrides(args: argparse.Namespace) -> dict:
+    """The options that override the preset's settings, as ResearchConfig fields (only those given)."""
+    return {k: v for k, v in {"depth": args.depth, "breadth": args.breadth, "hits_per_query": args.hits,
+                                   "max_concurrency": args.concurrency, "deadline_s": args.deadline,
+                                   "max_lm_calls": args.max_lm_calls, "max_tokens": args.max_tokens,
+                                   "lm_timeout_s": args.lm_timeout,
+                                   "answer": args.answer or None, "taxonomy": args.taxonomy or None,
+                                   "verify": args.verify, "full_text": args.full_text or None,
+                                   "full_text_cache": args.full_text_cache}.items()
+            if v is not None}
 
 
 def answer_markdown(report) -> str:
@@ -268,18 +273,24 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
         raise
     progress.close()
     report = result.report
-    folder.write_text("report.md", report.markdown)
-    if args.bibtex:
-        from deepresearch.programs.runtime.exports import to_bibtex
-
-        folder.write_text("references.bib", to_bibtex(report.references))
-    if args.answer:
-        folder.write_text("answer.md", answer_markdown(report))
-    if report.taxonomy is not None:
-        folder.write_json("taxonomy.json", report.taxonomy)
     trace.update(seconds=round(time.time() - started, 2), **report.to_dict(), **source_failures(retrieval))
-    folder.write_json("trace.json", trace)
-    folder.finish(report.status, error=report.error or "")
+    try:  # the trace first, the report last: a failed write (a full disk) leaves no finished-looking report
+        folder.write_json("trace.json", trace)
+        if args.bibtex:
+            from deepresearch.programs.runtime.exports import to_bibtex
+
+            folder.write_text("references.bib", to_bibtex(report.references))
+        if args.answer:
+            folder.write_text("answer.md", answer_markdown(report))
+        if report.taxonomy is not None:
+            folder.write_json("taxonomy.json", report.taxonomy)
+        folder.write_text("report.md", report.markdown)
+        folder.finish(report.status, error=report.error or "")
+    except OSError:  # open_run records the error in run.json; what this run wrote of its outputs goes
+        for name in ("report.md", "answer.md", "references.bib", "taxonomy.json"):
+            with contextlib.suppress(OSError):
+                (folder.path / name).unlink(missing_ok=True)
+        raise
     print(f"report: {folder.path / 'report.md'}")
     print(f"trace:  {folder.path / 'trace.json'}")
     if args.bibtex:
@@ -294,8 +305,9 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
     for line in source_failure_lines(retrieval):
         print(f"deepresearch run: {line}", file=sys.stderr)
     code = 0
-    if report.status == "failed":
-        print(f"deepresearch run: error: {report.error}", file=sys.stderr)
+    if report.status in ("failed", "partial"):
+        print(f"deepresearch run: {'error' if report.status == 'failed' else 'partial'}: {report.error}",
+              file=sys.stderr)
         code = EXIT_FAILED
     if report.status == "interrupted":
         print(f"deepresearch run: {report.error}; continue it with --resume", file=sys.stderr)
@@ -353,15 +365,18 @@ async def _research(program: DeepResearch, args: argparse.Namespace, folder: Run
 
 
 def main(args: argparse.Namespace) -> int:
+    args.question = printable(args.question)  # terminal escape codes never reach a report or the trace
     if not args.question.strip():
         raise ValueError("question is empty; pass the research question in quotes")
-    preset(args.preset, **{k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None})
+    preset(args.preset, **config_overrides(args))  # every setting checked before any LM call (nan included)
     stage_models = parse_stage_lms(args.stage_lm)
     answers = read_clarifications(args.clarify_answers) if args.clarify_answers else None  # before any LM call
     # the LM is checked before the corpus is loaded: a bad key or a dead server fails in seconds
     session = open_lm(args, num_retries=0, stage_models=stage_models)  # the run's scheduler retries, and counts
     if args.resume and args.overwrite:
         raise ValueError("--resume continues the run in --out and --overwrite removes it; pass one of them")
+    if args.out is not None and not args.out.strip():
+        raise ValueError("--out is empty; pass a folder, or leave --out out for runs/<question-slug>")
     out = Path(args.out or Path("runs") / slug(args.question))
     with out_folder_lock(out):  # a second run into the same folder stops here, at once
         check_out_folder(out, args.question, overwrite=args.overwrite)  # before the corpus: bad input fails fast

@@ -209,6 +209,9 @@ class ResearchConfig:
             part of a half-right sentence; removed when nothing is supported), `remove` it, `mark` it
             "(unverified)" and keep it, or `off` (no check).
         verify_batch: Sentences judged per LM call of the verify stage.
+        verify_chars: The most characters of sentences and passages one verify call sends (about 6,000
+            tokens, within an 8K context with the instructions): a runaway draft is judged in more, smaller
+            calls; a call the server still finds too long is split in two.
         full_text: Where a hit has an open-access PDF link (`metadata["pdf_url"]`, given by the search
             engines), fetch the PDF (cached on disk), split it into passages and give the extractor the
             `full_text_passages` of them that best match the node's query instead of the abstract; a
@@ -253,6 +256,7 @@ class ResearchConfig:
     taxonomy: bool = False
     verify: str = "rewrite"
     verify_batch: int = 6
+    verify_chars: int = 24000
     full_text: bool = False
     full_text_passages: int = 3
     full_text_cache: str | None = None
@@ -274,6 +278,7 @@ class ResearchConfig:
                              f"not {self.strategy!r}")
         check_minimum(self, ("hits_per_query", "max_passages", "max_learnings", "max_concurrency", "passage_chars",
                              "lm_concurrency", "search_concurrency", "verify_batch", "full_text_passages"), 1)
+        check_minimum(self, ("verify_chars",), 1000)
         if self.skip_seen not in SKIP_SEEN:
             raise ValueError(f"unknown skip_seen {self.skip_seen!r}; choose one of: {', '.join(SKIP_SEEN)}")
         if self.verify not in VERIFY_POLICIES:
@@ -283,7 +288,7 @@ class ResearchConfig:
             raise ValueError(f"unknown structured mode {self.structured!r}; choose one of: auto, schema, off")
         for name in ("deadline_s", "max_lm_calls", "max_tokens", "lm_timeout_s", "search_timeout_s"):
             value = getattr(self, name)
-            if value is not None and value <= 0:
+            if value is not None and not value > 0:  # `not >` so that nan is refused too
                 raise ValueError(f"{name} must be > 0 or None, got {value}")
         for provider, rps in self.rate_limits:
             if rps <= 0:
@@ -318,7 +323,8 @@ def preset(name: str, **overrides) -> ResearchConfig:
 
     A `breadth` given to the `parallel` preset also caps its adaptive breadth (`parallel.max_breadth`),
     unless `parallel` is given too: "breadth 3" then means at most 3 subqueries a
-    node, as it does for the other tree presets.
+    node, as it does for the other tree presets. Given to `hero` (without `hero`), it is the tasks kept
+    per turn (`hero.tasks_per_turn`).
 
     Raises:
         ValueError: for an unknown preset name (the message lists the known ones).
@@ -329,4 +335,7 @@ def preset(name: str, **overrides) -> ResearchConfig:
     if "breadth" in overrides and "parallel" not in overrides and config.parallel is not None:
         config = dataclasses.replace(config, parallel=dataclasses.replace(config.parallel,
                                                                           max_breadth=config.breadth))
+    if "breadth" in overrides and "hero" not in overrides and config.strategy == "hero" and config.hero is not None:
+        # hero's breadth is the tasks it keeps per turn (k); its tree's `breadth` field is otherwise unused
+        config = dataclasses.replace(config, hero=dataclasses.replace(config.hero, tasks_per_turn=config.breadth))
     return config

@@ -191,7 +191,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     if args.no_bm25 and not args.dense:
         raise ValueError("nothing to build: --no-bm25 needs --dense MODEL")
+    if not args.out.strip():
+        raise ValueError("--out is empty; pass the folder to write the index to")
     settings = bm25_settings(args.bm25_preset or "default", bm25_overrides(args))
+    # the command line's own lock (a CLI module may use the runtime's): one build, or one run, per folder
+    from deepresearch.programs.runtime.outputs import OutFolderError, held_question, out_folder_lock
+
+    with out_folder_lock(args.out, "index build"):  # a second build into the same folder stops here, at once
+        if held_question(args.out) is not None:
+            raise OutFolderError(f"--out {args.out} holds a research run (run.json, report.md); an index goes in a "
+                                 f"folder of its own: pass another --out")
+        return _build(args, settings)
+
+
+def _build(args: argparse.Namespace, settings: dict) -> int:
     started = time.perf_counter()
     corpus, source, skipped = open_corpus(args.corpus, data_dir=data_dir(), skip_bad=args.skip_bad,
                                           hf_config=args.hf_config, hf_split=args.split,

@@ -21,7 +21,7 @@ DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _ALIASES = {"all-MiniLM-L6-v2", DEFAULT_MODEL}
 
 
-class EncoderError(RuntimeError):
+class EncoderError(RuntimeError, ValueError):  # a ValueError too: the command line prints it in one line
     """The embedding model could not be loaded; the message says what to install or pass."""
 
 

@@ -148,7 +148,12 @@ def open_corpus(spec: str, *, data_dir: str | Path | None = None, skip_bad: bool
     """
     source = resolve_source(spec, data_dir=data_dir, skip_bad=skip_bad, hf_config=hf_config, hf_split=hf_split,
                             fields=fields)
-    corpus, skipped = load_source(source)
+    try:
+        corpus, skipped = load_source(source)
+    except UnicodeDecodeError as err:  # the codec's message names no file
+        files = ", ".join(str(f) for f in source_files(source)) or spec
+        raise CorpusError(f"{files}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start} of "
+                          f"a line or a file); save the corpus as UTF-8") from None
     return corpus, source, skipped
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -49,6 +51,7 @@ from deepresearch.programs.runtime.lm import structured_adapter, summarize_failu
 from deepresearch.programs.runtime.scheduler import CostMeter, Scheduler
 from deepresearch.programs.runtime.stage import Shared, run_sync, set_stage_lms
 from deepresearch.programs.runtime.stage_log import StageLog
+from deepresearch.programs.runtime.text import printable
 from deepresearch.programs.runtime.usage import metered
 from deepresearch.programs.stages.clarifier import (
     MAX_QUESTIONS,
@@ -57,7 +60,7 @@ from deepresearch.programs.stages.clarifier import (
     research_brief,
 )
 from deepresearch.programs.stages.merger import NO_INFORMATION
-from deepresearch.programs.stages.verifier import LexicalVerifier, Verifier
+from deepresearch.programs.stages.verifier import LexicalVerifier, Verifier, remove_injected
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
 from deepresearch.retrievers.types import Retriever
@@ -147,7 +150,8 @@ class DeepResearch(dspy.Module):
                                                max_concurrency=self.config.lm_concurrency)
         stages["clarifier"] = OfflineClarifier() if offline else Clarifier()  # asks before research (`clarify`)
         c = self.config  # every claim of the draft checked against its passages (`verify`; offline: the lexical rule)
-        stages["verifier"] = LexicalVerifier(c.verify) if offline else Verifier(c.verify, batch_size=c.verify_batch)
+        stages["verifier"] = LexicalVerifier(c.verify) if offline else Verifier(c.verify, batch_size=c.verify_batch,
+                                                                                 max_chars=c.verify_chars)
         for attr, module in {**stages, **self.strategy.modules(offline)}.items():
             setattr(self, attr, module)
         set_stage_lms(self, self.stage_table(), lms)
@@ -178,8 +182,19 @@ class DeepResearch(dspy.Module):
         return self
 
     def load(self, path: str | Path, **options: Any) -> DeepResearch:
-        """Loads a program saved with `save` into this one and returns it: `DeepResearch(...).load(path)`."""
-        super().load(path, **options)
+        """Loads a program saved with `save` into this one and returns it: `DeepResearch(...).load(path)`.
+
+        Raises:
+            ValueError: one line naming the file, when it is no saved research program (wrong shape, not JSON).
+        """
+        try:
+            super().load(path, **options)
+        except (KeyError, TypeError, AttributeError, IndexError, UnicodeDecodeError) as err:
+            raise ValueError(f"{path} is not a saved research program (its state has the wrong shape: "
+                             f"{type(err).__name__} {err}); pass a file saved by `deepresearch optimize "
+                             f"--program research`") from None
+        except ValueError as err:  # not JSON, or none of this program's stages
+            raise ValueError(f"{path}: {str(err).splitlines()[0] if str(err) else 'not a saved program'}") from None
         return self
 
     def planned_nodes(self) -> int:
@@ -216,7 +231,7 @@ class DeepResearch(dspy.Module):
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question is empty; pass the research question as a non-empty string")
         self._check_lm()
-        question = question.strip()
+        question = printable(question).strip()
         clarified = check_clarifications(clarifications)
         brief = research_brief(question, clarified)
         log = Journal(journal, brief, resume=resume) if journal is not None else None  # resumed with the same answers
@@ -237,6 +252,8 @@ class DeepResearch(dspy.Module):
                                                      "breadth": c.breadth, "strategy": c.strategy,
                                                      "schedule": c.schedule})
                 await ctx.run(self.strategy.research(ctx))
+                if ctx.write_error is not None:  # a full disk: the run ends as an error, not as a report
+                    raise ctx.write_error
                 report = await self._report(ctx)
         finally:
             for opened in (log, calls):
@@ -334,6 +351,9 @@ class DeepResearch(dspy.Module):
             body += f"\n\n{section}" if section else f"\n\n{MAP_HEADING}\n\nNo paper was judged relevant."
         if self.config.answer and status != "failed":
             answer = await short_answer(ctx, lambda stage, **inputs: self._late_call(ctx, stage, **inputs), findings)
+            # the answer ships no sentence repeating a paper's instruction-like text either
+            answer, removed = remove_injected(answer, self._sources(ctx, answer, learnings))
+            verdicts += tuple(c.to_dict() for c in removed)
         (body, answer), references, dropped = renumber_together([body, answer], ctx.registry)
         failed = sum(n.status == "failed" for n in nodes)
         notes = []
@@ -341,6 +361,8 @@ class DeepResearch(dspy.Module):
             notes.append(f"{failed} of {len(nodes)} research branches failed; their errors are recorded in the trace.")
         if write_failed:
             notes.append("The writer failed, so this report lists the merged findings as they are.")
+        if status == "partial":
+            notes.insert(0, f"This report is partial: {error}.")
         if ctx.is_stopped and status != "interrupted":  # an interrupted report says so in its first line
             notes.append(f"The run stopped early ({ctx.stop_reason}); this report covers what was gathered before.")
         markdown = body
@@ -376,6 +398,24 @@ class DeepResearch(dspy.Module):
                       answer=answer.strip(), taxonomy=taxonomy, verdicts=verdicts)
 
     async def _write(self, ctx: RunContext, findings: list[Finding], learnings: Sequence[Learning]) -> str:
+        """The writer's report, journaled: a resumed run whose findings are the same restores it instead of
+        calling the writer again. See `_draft`."""
+        key = "write:" + hashlib.blake2b(json.dumps([f.model_dump() for f in findings], sort_keys=True).encode(),
+                                         digest_size=12).hexdigest()
+        saved = ctx.journal.get(key) if ctx.journal is not None else None
+        if saved is not None:  # a resumed run with the same findings: the draft written before, no LM call
+            ctx.events.emit("fallback", stage="write", message="the draft of the same findings was restored "
+                                                               "from the journal")
+            return saved["report"]
+        body = await self._draft(ctx, findings, learnings)
+        if ctx.journal is not None:
+            try:
+                ctx.journal.append(key, "write", report=body)
+            except OSError as err:
+                ctx.write_failed(err)
+        return body
+
+    async def _draft(self, ctx: RunContext, findings: list[Finding], learnings: Sequence[Learning]) -> str:
         """The writer's report. One that cites no source while cited learnings exist is a failure of the
         writer: it is asked once more (offline, where it would write the same, not), then `UncitedReport`."""
         body = (await self._late_call(ctx, "write", question=ctx.question, findings=findings)).report
@@ -401,11 +441,13 @@ class DeepResearch(dspy.Module):
         sentence citing nothing). If it fails, the lexical rule judges instead (recorded as a failure).
         """
         policy = self.config.verify
-        if policy == "off":
-            return body, ()
-        ids = dict.fromkeys([*citations_in(body), *(i for x in learnings for i in x.source_ids)])
-        sources = [Source(source_id=i, title=doc.title, text=self._text(doc)[: self.config.passage_chars])
-                   for i in ids if (doc := ctx.registry.get(i)) is not None]
+        sources = self._sources(ctx, body, learnings)
+        if policy == "off":  # no check of support; a sentence repeating a paper's instruction-like text still goes
+            body, removed = remove_injected(body, sources)
+            if removed:
+                ctx.count(verification={"policy": policy, "checked": len(removed), "verdicts": {"injected": len(removed)},
+                                        "actions": {"removed": len(removed)}})
+            return body, tuple(c.to_dict() for c in removed)
         inputs = {"question": ctx.question, "report": body, "sources": sources}
         try:
             if self._late(ctx):  # past the deadline or interrupted: no LM wait, the lexical rule judges at once
@@ -425,6 +467,12 @@ class DeepResearch(dspy.Module):
         ctx.count(verification=counts)
         ctx.events.emit("stage_end", stage="verify", counts=counts)
         return out.report, tuple(c.to_dict() for c in checks)
+
+    def _sources(self, ctx: RunContext, body: str, learnings: Sequence[Learning]) -> list[Source]:
+        """The passages `body` cites and those of every learning, as the verify stage sees them."""
+        ids = dict.fromkeys([*citations_in(body), *(i for x in learnings for i in x.source_ids)])
+        return [Source(source_id=i, title=doc.title, text=self._text(doc)[: self.config.passage_chars])
+                for i in ids if (doc := ctx.registry.get(i)) is not None]
 
     def _text(self, doc) -> str:
         """A cited document's text; a node restored from the journal kept none, so its corpus is asked
@@ -464,13 +512,32 @@ def _cites(body: str, ctx: RunContext) -> bool:
 
 
 def _run_status(ctx: RunContext, nodes: list[Node]) -> tuple[RunStatus, str | None]:
-    """The run's status and, unless `done`, one line saying why."""
+    """The run's status and, unless `done`, one line saying why.
+
+    A run is `done` only when every LM stage it needed answered: a run that sent requests and received no
+    reply at all is `failed`, and one whose searches found hits that no assessment judged (the deadline, a
+    budget or a failure cut them) is `failed` when nothing else was judged, else `partial`.
+    """
     if ctx.interrupted:
         return "interrupted", f"{ctx.interrupted}; the report covers what was done before"
     started = [n for n in nodes if n.status != "skipped"]
     researched = ctx.stats.searches + ctx.stats.resumed_nodes
+    sent = ctx.meter.total_calls
+    if sent and not ctx.meter.replies:
+        cause = summarize_failures(ctx.causes) or ctx.stop_reason or "every request was cancelled"
+        return "failed", (f"no LM reply was received ({sent} request{'s' if sent > 1 else ''} sent, none answered): "
+                          f"{cause}")
+    unjudged = [n for n in nodes if n.retrieved_ids and n.status in ("failed", "cancelled")
+                and not n.relevant_ids and not n.learnings] if sent else []  # offline stages judge at once
+    judged = [n for n in nodes if n.status in ("done", "pruned") or n.relevant_ids or n.learnings]
     if researched and not (started and all(n.status == "failed" for n in started)):
-        return "done", None
+        if not unjudged:
+            return "done", None
+        why = ctx.stop_reason or summarize_failures(ctx.causes) or "their assessment did not finish"
+        what = (f"the hits of {len(unjudged)} of {len(nodes)} searches were left unjudged ({why})")
+        if judged:
+            return "partial", f"{what}; the report covers the rest"
+        return "failed", f"{what}; no evidence was judged, so no report was written"
     # nothing was researched because of failures: say so, never "no relevant evidence"
     cause = summarize_failures(ctx.causes) or ctx.stop_reason or "no search ran"
     failed = sum(n.status == "failed" for n in nodes)

@@ -151,6 +151,7 @@ class RunContext:
         self.finding_depth: int | None = None  # only nodes at this depth become findings (None: every node)
         self.pruned: dict[str, str] = {}  # node id -> why its subtree was stopped
         self.gathered: dict[str, Any] | None = None  # the `gather` strategy's loop result, for the report
+        self.write_error: OSError | None = None  # the first run file that could not be written (`write_failed`)
         self._running: dict[str, asyncio.Task] = {}
         self._changed = asyncio.Event()
         self._last_snapshot = 0.0
@@ -196,10 +197,25 @@ class RunContext:
         try:
             out = await self.sched.call(self.modules[stage], reserve=reserve, **inputs)
         except Exception as err:
-            self.stage_log.record(stage, node_id, inputs, None, seconds=clock(), error=type(err).__name__)
+            self._log_call(stage, node_id, inputs, None, clock(), type(err).__name__)
             raise
-        self.stage_log.record(stage, node_id, inputs, out, seconds=clock())
+        self._log_call(stage, node_id, inputs, out, clock())
         return out
+
+    def _log_call(self, stage: str, node_id: str | None, inputs: dict, out: Any, seconds: float,
+                  error: str | None = None) -> None:
+        try:
+            self.stage_log.record(stage, node_id, inputs, out, seconds=seconds, error=error)
+        except OSError as err:
+            self.write_failed(err)
+
+    def write_failed(self, err: OSError) -> None:
+        """A run file (the journal, the stage log) could not be written, a full disk say: the run stops, and
+        `DeepResearch` raises the error once the tree is cut, so the run ends as an error naming the file."""
+        if self.write_error is None:
+            self.write_error = err
+            logger.warning("cannot write %s: %s; stopping the run", err.filename or "a run file", err.strerror or err)
+        self.stop(f"a run file could not be written ({err.strerror or type(err).__name__})")
 
     async def once(self, key: str, make: Callable[[], Awaitable[list[Task]]]) -> list[Task]:
         """The tasks of a plan made outside any node (the root plan, a turn), journaled under `key`.
@@ -216,7 +232,10 @@ class RunContext:
         if self.journal is not None:
             changed = {k: v for k, v in vars(self.stats).items() if getattr(before, k) != v
                        and k in ("plan_fallback", "plan_topped_up")}
-            self.journal.append(key, "plan", tasks=[t.model_dump() for t in tasks], stats=changed)
+            try:
+                self.journal.append(key, "plan", tasks=[t.model_dump() for t in tasks], stats=changed)
+            except OSError as err:
+                self.write_failed(err)
         return tasks
 
     # ---- nodes -------------------------------------------------------------------------------------
@@ -457,10 +476,13 @@ class NodeLife:
                                 "learnings": len(node.learnings), "children": len(self.spawned)})
         # pruning is the run's decision: kept; a node cut short by a stopping run is done again on resume
         if status in ("done", "pruned") and ctx.journal is not None and not self.cut_short:
-            ctx.journal.append(f"node:{self.node_id}", "node", node=node.to_dict(),
-                               parent=ctx.store.parents[self.node_id],
-                               spawned=[t.model_dump() for t in self.spawned], stats=self.counted,
-                               sources=[(sid, _doc_record(d)) for sid, d in self.registered])
+            try:
+                ctx.journal.append(f"node:{self.node_id}", "node", node=node.to_dict(),
+                                   parent=ctx.store.parents[self.node_id],
+                                   spawned=[t.model_dump() for t in self.spawned], stats=self.counted,
+                                   sources=[(sid, _doc_record(d)) for sid, d in self.registered])
+            except OSError as err:
+                ctx.write_failed(err)
         ctx.snapshot()
         return suppress
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from deepresearch.programs.runtime.outputs import atomic_write_text
+from deepresearch.programs.runtime.secrets import redact_json
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ class JsonlAppender:
 
     def append(self, record: dict[str, Any]) -> None:
         """Writes `record` as one line, then flushes and fsyncs it."""
-        self._file.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+        self._file.write(redact_json(record, ensure_ascii=False).encode("utf-8") + b"\n")
         self._file.flush()
         os.fsync(self._file.fileno())
 
@@ -118,4 +119,4 @@ class JsonlAppender:
 
 def write_jsonl_atomic(path: str | Path, records: list[dict[str, Any]]) -> Path:
     """Replaces `path` with `records`, one JSON line each, in one step (`atomic_write_text`)."""
-    return atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    return atomic_write_text(path, "".join(redact_json(r, ensure_ascii=False) + "\n" for r in records), redacted=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,23 @@ from typing import Any
 import dspy
 from dspy.clients.cache import Cache
 
-from deepresearch.programs.runtime.secrets import redact, redact_url
+from deepresearch.programs.runtime.secrets import (
+    env_secrets,
+    redact,
+    redact_obj,
+    redact_url,
+    register_secret,
+    registered_secrets,
+    strip_url_credentials,
+)
 
 OFFLINE = "offline"
 SERVER_KEY_ENV = "DEEPRESEARCH_API_KEY"  # the key sent to an --api-base server
 STRUCTURED_MODES = ("auto", "schema", "off")
 DEFAULT_TIMEOUT_S = 120.0
 PREFLIGHT_TIMEOUT_S = 30.0
+PREFLIGHT_RATE_RETRIES = 2  # a 429 with Retry-After of at most PREFLIGHT_RETRY_AFTER_CAP_S is waited out this often
+PREFLIGHT_RETRY_AFTER_CAP_S = 10.0
 DEFAULT_CACHE_DIR = Path("~/.cache/dspy-deepresearch/lm")
 
 
@@ -110,10 +121,24 @@ def make_lm(model: str | None, api_base: str | None = None, api_key: str | None 
         raise LMConfigError(f"LM timeout must be a positive number of seconds, got {timeout_s}")
     check_lm(model, api_base, api_key)
     client: dict[str, Any] = {}  # only what is set: an explicit None switches off LiteLLM's lookup of the env
+    register_secret(api_key)
     if api_base:
+        # `http://user:pass@host` is sent as the server expects it: host in the URL, Basic auth in the
+        # header (an HTTP client would take `user:pass@host` for a host name)
+        api_base, credentials = strip_url_credentials(api_base)
+        key = api_key or os.environ.get(SERVER_KEY_ENV)
+        if credentials is not None and key:
+            raise LMConfigError(f"--api-base {redact_url(api_base)} has credentials in its URL and {SERVER_KEY_ENV} "
+                                f"is set too; give the server one of them")
         client["api_base"] = api_base
         # never the hosted provider's key: that would send OPENAI_API_KEY to whatever server api_base names
-        client["api_key"] = api_key or os.environ.get(SERVER_KEY_ENV) or "local"
+        client["api_key"] = key or "local"
+        if credentials is not None:
+            import base64
+
+            token = base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
+            register_secret(token)
+            kwargs["extra_headers"] = {**kwargs.get("extra_headers", {}), "Authorization": f"Basic {token}"}
     elif api_key:
         client["api_key"] = api_key
     if timeout_s is not None:
@@ -322,7 +347,32 @@ class ServerKeyedCache(Cache):
         server = request.pop("api_base", None) or request.pop("base_url", None)
         server = server or env_base_url(str(request.get("model", "")))
         request["_server"] = redact_url(server) if server else None
-        return super().cache_key(request, ignored + ["api_key"])
+        return super().cache_key(request, ignored + ["api_key", "extra_headers"])
+
+    def put(self, request: dict[str, Any], value: Any, *args: Any, **kwargs: Any) -> None:
+        """Stores an answer with every credential in it redacted (a server may echo what it was sent).
+
+        Plain records are redacted string by string, a provider response object (LiteLLM's) in the text of
+        its choices; an answer that still holds a configured secret after that is not stored at all.
+        """
+        import copy
+        import pickle
+
+        if isinstance(value, dict | list | str):
+            value = redact_obj(value)
+        else:
+            value = copy.deepcopy(value)
+            for choice in getattr(value, "choices", None) or ():
+                message = getattr(choice, "message", None)
+                if isinstance(getattr(message, "content", None), str):
+                    message.content = redact(message.content)
+        try:
+            data = pickle.dumps(value)
+        except Exception:  # what cannot be checked is not stored
+            return
+        if any(secret.encode() in data for secret in [*registered_secrets(), *env_secrets()]):
+            return
+        super().put(request, value, *args, **kwargs)
 
 
 def configure_lm_cache(enabled: bool = True, cache_dir: str | os.PathLike | None = None) -> None:
@@ -350,12 +400,28 @@ def preflight(lm: dspy.LM, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
     """
     from dspy.clients.lm import _is_openai_reasoning_model
 
+    import time
+
     limit = {} if _is_openai_reasoning_model(lm.model) else {"max_tokens": 8}  # those need 16000 or none
-    try:
-        lm.copy(num_retries=0)("Reply with the word OK.", cache=False, timeout=timeout_s, **limit)
-    except Exception as err:
-        raise LMPreflightError(f"LM check failed: {explain(err, lm)}; "
-                               f"(skip this check with --no-preflight)") from None
+    for attempt in range(PREFLIGHT_RATE_RETRIES + 1):
+        try:
+            lm.copy(num_retries=0)("Reply with the word OK.", cache=False, timeout=timeout_s, **limit)
+            return
+        except Exception as err:
+            # a rate limit that says when to come back (Retry-After) is waited out, briefly: the server is there
+            wait = getattr(err, "retry_after", None)
+            if (isinstance(err, dspy.LMRateLimitError) and wait is not None and attempt < PREFLIGHT_RATE_RETRIES
+                    and 0 <= float(wait) <= PREFLIGHT_RETRY_AFTER_CAP_S):
+                time.sleep(float(wait))
+                continue
+            raise LMPreflightError(f"LM check failed: {explain(err, lm)}; "
+                                   f"(skip this check with --no-preflight)") from None
+
+
+# what HTTP clients say when a reply's body ends before its Content-Length (a server that answered, then stopped)
+_CUT_REPLY = re.compile(r"body bytes outstanding|incomplete ?read|content ?length|peer closed connection without "
+                        r"sending complete|payload is not completed|response ended prematurely|truncated",
+                        re.IGNORECASE)
 
 
 def _provider(err: Exception, lm: Any) -> str:
@@ -392,6 +458,9 @@ def explain(err: BaseException, lm: Any | None = None) -> str:
         text = f"model {model!r} not found at {where}; check the model name"
     elif isinstance(err, (x.LMTimeoutError, asyncio.TimeoutError, TimeoutError)):
         text = f"no answer from {where} in time; check the server or raise --lm-timeout"
+    elif isinstance(err, x.LMTransportError) and _CUT_REPLY.search(str(err)):
+        text = (f"the reply from {where} was cut off (the connection closed before the whole body arrived); "
+                f"check the server and any proxy in between, or try again")
     elif isinstance(err, x.LMTransportError):
         text = f"could not reach {where}; check that the server is running and the address (--api-base) is right"
     elif isinstance(err, x.AdapterParseError) and isinstance(dspy.settings.adapter, SchemaAdapter):

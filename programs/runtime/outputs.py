@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -24,14 +25,14 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from deepresearch.programs.runtime.secrets import redact
+from deepresearch.programs.runtime.secrets import redact, redact_json
 from deepresearch.programs.runtime.text import shorten
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["LOCK_FILE", "RUN_FILES", "RUN_RECORD", "STALE_FILES", "OutFolderBusy", "OutFolderError", "RunFolder",
-           "atomic_write_json", "atomic_write_text", "check_out_folder", "held_question", "open_run",
-           "out_folder_lock"]
+           "atomic_write_json", "atomic_write_text", "check_file_writable", "check_out_folder", "check_writable",
+           "held_question", "is_index_folder", "open_run", "os_error_line", "out_folder_lock"]
 
 RUN_RECORD = "run.json"
 RUN_FILES = ("report.md", "trace.json", "journal.jsonl", "stages.jsonl", "answer.md", "taxonomy.json", "references.bib", RUN_RECORD)  # a run's own files; --overwrite removes these
@@ -47,8 +48,63 @@ class OutFolderBusy(OutFolderError):
     """Another process is writing to the output folder."""
 
 
-def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> Path:
+INDEX_MANIFEST = "manifest.json"  # what `deepresearch index` writes last (deepresearch.retrievers.index.MANIFEST)
+
+# errno -> the cause in words, for one-line messages about files
+_CAUSES = {errno.EROFS: "the file system is read-only", errno.ENOTDIR: "a part of the path is not a folder",
+           errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
+           errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
+           errno.EISDIR: "it is a folder", errno.ENOENT: "no such file or folder",
+           errno.ENAMETOOLONG: "the name is too long", errno.EEXIST: "it exists"}
+
+
+def os_error_line(err: OSError, path: str | Path | None = None) -> str:
+    """One line naming the path and the cause of an OSError (`cannot use runs/x/report.md: the file system is
+    read-only`)."""
+    where = path or err.filename or "a file"
+    cause = _CAUSES.get(err.errno or 0) or (err.strerror or type(err).__name__).lower()
+    return f"cannot use {where}: {cause}"
+
+
+def check_writable(folder: str | Path, option: str = "--out") -> Path:
+    """Creates `folder` if needed and writes and removes a probe file in it, before any expensive work.
+
+    Raises:
+        OutFolderError: one line naming the folder and the cause (read-only, not a folder, no space...).
+    """
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise OutFolderError(f"{option} {folder} is a file; pass a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".deepresearch-probe.{os.getpid()}.{os.urandom(4).hex()}"
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            os.write(fd, b"x")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            probe.unlink(missing_ok=True)
+    except OSError as err:
+        raise OutFolderError(f"{option} {folder} cannot be written: "
+                             f"{os_error_line(err).split(': ', 1)[1]}") from None
+    return folder
+
+
+def check_file_writable(path: str | Path, option: str) -> Path:
+    """Checks that `path` (a file an option names, such as --json) can be written, before the work that fills it."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutFolderError(f"{option} {path} is a folder; pass a file path")
+    check_writable(path.parent if str(path.parent) else Path("."), option=f"{option} {path}: the folder")
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8", *, redacted: bool = False) -> Path:
     """Replaces `path` with `text` in one step: a reader never sees a partly written file.
+
+    Every credential is removed from the text first (`secrets.redact`), unless `redacted` says the
+    caller did (`atomic_write_json`).
 
     The text goes to a temporary file in the same folder (so the rename stays on one filesystem), which is
     flushed and fsynced before `os.replace` puts it in place. On any error the temporary file is removed
@@ -63,6 +119,8 @@ def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> P
         The path written.
     """
     path = Path(path)
+    if not redacted:
+        text = redact(text)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     # os.open with 0o666 lets the umask decide the mode, as a plain open() would (mkstemp would force 0o600)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -81,7 +139,7 @@ def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> P
 
 def atomic_write_json(path: str | Path, obj: Any) -> Path:
     """`atomic_write_text` of `obj` as indented JSON (UTF-8 kept as is; unknown types written with `str`)."""
-    return atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+    return atomic_write_text(path, redact_json(obj, indent=2, ensure_ascii=False, default=str) + "\n", redacted=True)
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -98,14 +156,16 @@ def _fsync_folder(folder: Path) -> None:
 
 
 @contextmanager
-def out_folder_lock(folder: str | Path) -> Iterator[Path]:
+def out_folder_lock(folder: str | Path, what: str = "run") -> Iterator[Path]:
     """Holds the folder's lock file for the duration of the block; creates the folder if needed.
 
-    The lock is taken with timeout 0 and released when the block exits, also on an exception. The holder
-    writes its process id into the lock file so that a second run can name it.
+    The lock is taken with timeout 0 and released when the block exits, also on an exception; the lock file
+    is removed then. The holder writes its process id into the lock file so that a second run can name it.
+    A lock file whose process is gone does not block: the lock (flock) ended with the process.
 
     Args:
-        folder: The run's output folder.
+        folder: The run's output folder (or an index folder: `deepresearch index` takes the same lock).
+        what: What holds the lock, for the message of a second one (`run`, `index build`).
 
     Yields:
         The folder, as a Path.
@@ -114,23 +174,38 @@ def out_folder_lock(folder: str | Path) -> Iterator[Path]:
         OutFolderBusy: another process holds the lock.
         OutFolderError: `folder` is a file.
     """
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        raise OutFolderError(f"--out {folder} is a file; pass a folder")
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = check_writable(folder)  # a read-only or odd folder (/proc/self) is named as such, not as busy
     lock_path = folder / LOCK_FILE
     lock = FileLock(lock_path, timeout=0, thread_local=False)
     try:
         lock.acquire()
     except Timeout:
         holder = _lock_holder(lock_path)
-        raise OutFolderBusy(f"another run is writing to {folder}{f' (pid {holder})' if holder else ''}; "
+        raise OutFolderBusy(f"another {what} is writing to {folder}{f' (pid {holder})' if holder else ''}; "
                             f"wait for it or pass another --out") from None
+    if not _is_current(lock, lock_path):  # locked a file its last holder had just removed: it is no lock
+        lock.release()
+        raise OutFolderBusy(f"another {what} is starting in {folder}; wait for it or pass another --out")
     try:
         _write_holder(lock_path)
         yield folder
     finally:
+        # removed while still held, so no one can take a lock on the file and find it gone; a lock file
+        # a killed process left is no obstacle either: the kernel released its lock (flock) with the process
+        with suppress(OSError):
+            lock_path.unlink()
         lock.release()
+
+
+def _is_current(lock: FileLock, lock_path: Path) -> bool:
+    """Whether the file `lock` holds is still the one at `lock_path` (not one removed since it was opened)."""
+    fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
+    if fd is None:
+        return True
+    try:
+        return os.fstat(fd).st_ino == os.stat(lock_path).st_ino
+    except OSError:
+        return False
 
 
 def _write_holder(lock_path: Path) -> None:
@@ -171,12 +246,21 @@ def held_question(folder: str | Path) -> str | None:
     return "" if any((folder / name).exists() for name in RUN_FILES) else None
 
 
+def is_index_folder(folder: str | Path) -> bool:
+    """Whether `folder` holds an index (its manifest, or the bm25/ or dense/ part of one being built)."""
+    folder = Path(folder)
+    return (folder / INDEX_MANIFEST).is_file() or any((folder / part).is_dir() for part in ("bm25", "dense"))
+
+
 def check_out_folder(folder: str | Path, question: str, *, overwrite: bool = False) -> None:
     """Refuses a folder holding another question's run, unless `overwrite`; reads only, removes nothing.
 
     Raises:
         OutFolderError: the folder holds a run of another (or an unreadable) question and `overwrite` is false.
     """
+    if is_index_folder(folder):
+        raise OutFolderError(f"{folder} holds an index built by `deepresearch index`; pass it as --index and "
+                             f"another folder as --out")
     held = held_question(folder)
     if held is None or overwrite or held.strip() == question.strip():
         return
@@ -248,8 +332,18 @@ def open_run(folder: str | Path, question: str, *, overwrite: bool = False) -> I
 
 
 def _record_end(run: RunFolder, status: str, error: str = "") -> None:
-    """`run.finish` while an exception is on its way out: a failure to record must not replace that exception."""
+    """`run.finish` while an exception is on its way out: a failure to record must not replace that exception.
+
+    On a full disk the atomic write (a new file beside the old) can fail where rewriting `run.json` in place
+    still fits (truncating it frees its blocks first), so that is tried next: the record must not say `running`.
+    """
     try:
         run.finish(status, error=error)
     except OSError as err:
-        logger.warning("could not record status %r in %s: %s", status, run.path / RUN_RECORD, err)
+        record = {"question": run.question, "started": run.started, "status": status, "pid": os.getpid(),
+                  "finished": time.time(), **({"error": redact(error)} if error else {})}
+        try:
+            with open(run.path / RUN_RECORD, "w", encoding="utf-8") as f:
+                f.write(redact_json(record, ensure_ascii=False) + "\n")
+        except OSError:
+            logger.warning("could not record status %r in %s: %s", status, run.path / RUN_RECORD, err)

@@ -9,7 +9,13 @@ in it, an `Authorization` header, a query string with `?key=...`, a JSON body wi
    `access_token`, `password`, a query string's `key=`/`token=`/`sig=` ...), case-insensitive;
 3. well-known key shapes wherever they appear (OpenAI/Anthropic `sk-...`, Google `AIza...`,
    Hugging Face `hf_...`, GitHub `ghp_...`/`github_pat_...`, Groq `gsk_...`, AWS `AKIA...`);
-4. the exact values passed by the caller and those of credential-named environment variables.
+4. the exact values passed by the caller, those of credential-named environment variables, and those
+   registered with `register_secret` / `strip_url_credentials` (an `--api-base` password, a key from a
+   settings file), each also in its URL-encoded form (and `user:pass` in its Basic-auth base64 form);
+5. the password of a `user:pass@host` written without a scheme.
+
+This module is the one redaction point: a run's files (`outputs.atomic_write_*`, JSON Lines, the stage
+log), the LM cache, log records and the terminal streams of the command line all pass through `redact`.
 
 Values shorter than `MIN_SECRET_LENGTH` are never redacted as exact values, so that a key such as
 `local` cannot blank out ordinary text; key shapes need a long, random-looking body, so that words such
@@ -24,8 +30,11 @@ import os
 import re
 import urllib.parse
 from collections.abc import Iterable
+from typing import Any
 
-__all__ = ["MIN_SECRET_LENGTH", "REDACTED", "RedactingFilter", "env_secrets", "redact", "redact_url"]
+__all__ = ["MIN_SECRET_LENGTH", "REDACTED", "RedactingFilter", "RedactingStream", "env_secrets", "redact",
+           "redact_json", "redact_obj", "redact_url", "register_secret", "registered_secrets",
+           "strip_url_credentials"]
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
@@ -42,6 +51,12 @@ _PLACEHOLDERS = frozenset({"", "none", "null", "nil", "undefined", "true", "fals
 _SCHEME = r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://"
 _URL_PASSWORD = re.compile(rf"(?P<head>{_SCHEME}[^\s/?#@:]*:)(?P<password>[^\s/?#]+)(?P<at>@)")
 _URL_USER = re.compile(rf"(?P<head>{_SCHEME})(?P<user>[^\s/?#@:\[\]]+)(?P<at>@)")
+# 5. user:password@host without a scheme (a URL an HTTP client quoted without it)
+_BARE_USERINFO = re.compile(r"(?P<head>(?<![\w/@:.%~+-])[\w.~%+-]+:)(?P<password>[^\s/?#@:\[\]]+)(?P<at>@)"
+                            r"(?=[A-Za-z0-9\[])")
+
+# Secrets this process was configured with (`register_secret`), in every form they may be written in.
+_REGISTERED: set[str] = set()
 
 # 2. Auth headers and parameters. A value never ends with a full stop (the end of a sentence).
 _AUTH_SCHEMES = r"(?:basic|bearer|digest|token|negotiate|ntlm|apikey|aws4-hmac-sha256)"
@@ -69,6 +84,9 @@ _QUERY_PARAM = re.compile(
     re.IGNORECASE,
 )
 
+# literal parts of `_KEY_NAME`, one of which a text must hold for `_KEY_VALUE` to match
+_KEY_WORDS = ("key", "token", "secret", "passw")
+
 # 3. Key shapes. `check`: the body must look random (see `_looks_random`).
 _B = r"(?<![A-Za-z0-9_-])"  # not inside a longer word
 _KEY_SHAPES = (
@@ -80,6 +98,8 @@ _KEY_SHAPES = (
     (re.compile(_B + r"gsk_(?P<body>[A-Za-z0-9]{20,})"), True),  # Groq
     (re.compile(_B + r"(?:AKIA|ASIA)(?P<body>[0-9A-Z]{16})(?![A-Za-z0-9])"), False),  # AWS access key ids
 )
+_SHAPE_PREFIXES = (("sk-",), ("AIza",), ("hf_",), ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), ("github_pat_",),
+                   ("gsk_",), ("AKIA", "ASIA"))
 
 
 def _mixed(segment: str) -> bool:
@@ -140,6 +160,52 @@ def env_secrets() -> list[str]:
     return _usable(
         value for name, value in os.environ.items() if _SECRET_ENV_NAME.search(name) or name in _EXTRA_SECRET_ENV
     )
+
+
+def register_secret(*values: str | None) -> None:
+    """Makes `redact` remove these values from now on, in this process, wherever they appear.
+
+    Each value is kept as given, URL-encoded and URL-decoded. Values under `MIN_SECRET_LENGTH`
+    characters are not removed as exact text (they are still removed in URL and header forms).
+    """
+    for value in values:
+        if isinstance(value, str) and value:
+            _REGISTERED.update({value, urllib.parse.quote(value, safe=""), urllib.parse.unquote(value)})
+
+
+def registered_secrets() -> list[str]:
+    """The registered values long enough to be redacted exactly, longest first."""
+    return _usable(_REGISTERED)
+
+
+def strip_url_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
+    """A base URL without its `user:password@`, and the (user, password) it held, registered as secrets.
+
+    The password, `user:password` and its Basic-auth base64 form are registered (`register_secret`), so
+    they are redacted wherever a server or a client echoes them.
+
+    Args:
+        url: A base URL such as `http://user:pass@host:8080/v1`.
+
+    Returns:
+        (the URL without credentials, (user, password) URL-decoded) or (url, None) when it has none.
+    """
+    import base64
+
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return url, None
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if not at:
+        return url, None
+    user, _, password = userinfo.partition(":")
+    user, password = urllib.parse.unquote(user), urllib.parse.unquote(password)
+    pair = f"{user}:{password}"
+    register_secret(password, pair, userinfo, base64.b64encode(pair.encode()).decode())
+    if not password:  # a lone user name is the key (`https://KEY@host`)
+        register_secret(user)
+    return urllib.parse.urlunsplit(parts._replace(netloc=host)), (user, password)
 
 
 def _redact_exact(text: str, values: list[str]) -> str:
@@ -255,8 +321,9 @@ def _redact_shapes(text: str) -> str:
     def replace(m: re.Match[str], check: bool) -> str:
         return m.group(0) if check and not _looks_random(m.group("body")) else REDACTED
 
-    for pattern, check in _KEY_SHAPES:
-        text = pattern.sub(lambda m, c=check: replace(m, c), text)
+    for (pattern, check), prefixes in zip(_KEY_SHAPES, _SHAPE_PREFIXES):
+        if any(p in text for p in prefixes):
+            text = pattern.sub(lambda m, c=check: replace(m, c), text)
     return text
 
 
@@ -273,13 +340,79 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """
     if not text:
         return text
-    text = _redact_exact(text, _usable([*secrets, *env_secrets()]))
-    text = _redact_urls(text)
-    text = _redact_authorization(text)
-    text = _sub_value(_BEARER, text, keep=lambda v: not _looks_random(v, MIN_SECRET_LENGTH))
-    text = _redact_key_values(text)
-    text = _sub_value(_QUERY_PARAM, text)
+    text = _redact_exact(text, _usable([*secrets, *env_secrets(), *_REGISTERED]))
+    # each pattern runs only where its literal part occurs: a trace of megabytes is redacted in milliseconds
+    lower = text.lower()
+    if "@" in text:
+        if "://" in text:
+            text = _redact_urls(text)
+        text = _BARE_USERINFO.sub(lambda m: m.group(0) if m.group("password") == REDACTED
+                                  else m.group("head") + REDACTED + m.group("at"), text)
+    if "authorization" in lower:
+        text = _redact_authorization(text)
+    if "bearer" in lower:
+        text = _sub_value(_BEARER, text, keep=lambda v: not _looks_random(v, MIN_SECRET_LENGTH))
+    if any(word in lower for word in _KEY_WORDS):
+        text = _redact_key_values(text)
+    if "=" in text:
+        text = _sub_value(_QUERY_PARAM, text)
     return _redact_shapes(text)
+
+
+def redact_obj(obj: Any) -> Any:
+    """A copy of a JSON-like value with `redact` applied to every string in it (keys included)."""
+    if isinstance(obj, str):
+        return redact(obj)
+    if isinstance(obj, dict):
+        return {redact(k) if isinstance(k, str) else k: redact_obj(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [redact_obj(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(redact_obj(v) for v in obj)
+    return obj
+
+
+def redact_json(obj: Any, **dumps: Any) -> str:
+    """`json.dumps(obj, **dumps)` with every credential removed, still valid JSON.
+
+    The text is checked as a whole first (one pass); only when it holds a credential are the strings
+    redacted one by one, so that a replacement can never break the JSON's syntax.
+    """
+    import json
+
+    text = json.dumps(obj, **dumps)
+    if redact(text) == text:
+        return text
+    return json.dumps(redact_obj(json.loads(text)), **dumps)
+
+
+class RedactingStream:
+    """A text stream (sys.stdout, sys.stderr) that redacts what is written to it, line by line.
+
+    Text is held until a newline or a carriage return (a progress bar's redraw), so a credential
+    written in pieces is still seen whole; `flush` writes what is held.
+    """
+
+    def __init__(self, stream: Any):
+        self.stream = stream
+        self._held = ""
+
+    def write(self, text: str) -> int:
+        self._held += text
+        cut = max(self._held.rfind("\n"), self._held.rfind("\r"))
+        if cut >= 0:
+            ready, self._held = self._held[: cut + 1], self._held[cut + 1 :]
+            self.stream.write(redact(ready))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._held:
+            held, self._held = self._held, ""
+            self.stream.write(redact(held))
+        self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding...
+        return getattr(self.stream, name)
 
 
 def redact_url(url: str) -> str:

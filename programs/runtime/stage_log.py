@@ -29,6 +29,7 @@ from pydantic import TypeAdapter
 from pydantic_core import to_jsonable_python
 
 from deepresearch.programs.runtime.jsonl import read_jsonl
+from deepresearch.programs.runtime.secrets import redact_json
 
 STAGE_LOG = "stages.jsonl"
 PASSAGE_REF = "passage_ref"
@@ -62,7 +63,7 @@ class StageLog:
             sid = value["source_id"]
             if sid not in self._written:
                 self._written.add(sid)
-                lines.append(json.dumps({"passage": value}, ensure_ascii=False))
+                lines.append(redact_json({"passage": value}, ensure_ascii=False))
             return {PASSAGE_REF: sid}
         return value
 
@@ -81,7 +82,7 @@ class StageLog:
                     "inputs": plain, "outputs": outs}
             if error is not None:
                 line["error"] = error
-            lines.append(json.dumps(line, ensure_ascii=False))
+            lines.append(redact_json(line, ensure_ascii=False))
             self._file.write("\n".join(lines) + "\n")
 
     def close(self) -> None:

@@ -34,4 +34,16 @@ def norm_title(title: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"[^\w\s]", "", title.lower())).strip()
 
 
-__all__ = ["collapse_whitespace", "norm_text", "norm_title", "shorten"]
+# terminal escape sequences (CSI `ESC [ ... final`, OSC `ESC ] ... BEL|ESC \\`, two-character ones) and other
+# control characters, tab and newline excepted
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?|\x9b[0-?]*[ -/]*[@-~]"
+                      r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` without terminal escape sequences and control characters (tab and newline kept), so that a
+    question pasted with colour codes or a cursor move is written to a report as the words it holds."""
+    return _ESCAPES.sub("", text)
+
+
+__all__ = ["collapse_whitespace", "norm_text", "norm_title", "printable", "shorten"]

@@ -13,6 +13,7 @@ callback or a tracker per call, keeps the per-call overhead near zero.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
 from collections import defaultdict
@@ -135,6 +136,7 @@ class UsageMeter(UsageTracker):
         self._by_node: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
         self.parent: UsageTracker | None = None  # the tracker this meter was installed inside, if any
         self.reserved = 0  # requests of stage calls under way that the meter has not counted yet
+        self.replies = 0  # predictor calls that returned a parsed reply (cache hits included)
 
     @contextmanager
     def reserving(self) -> Iterator[None]:
@@ -201,6 +203,11 @@ class UsageMeter(UsageTracker):
             self._truncated[stage] += truncated
             if note:
                 self._notes[_node.get()].append(note)
+
+    def replied(self) -> None:
+        """Counts a predictor call that returned a reply (from the server or the cache)."""
+        with self._lock:
+            self.replies += 1
 
     @property
     def total_calls(self) -> int:
@@ -342,7 +349,10 @@ async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.P
                 meter.record(stage, note=f"{stage}: asked again for a new sample (attempt {attempt + 1}) "
                                          "after a reply that did not parse")
         with _budgeted(meter):
-            return await predictor.acall(**inputs)
+            out = await predictor.acall(**inputs)
+        if meter is not None:
+            meter.replied()
+        return out
     except AdapterParseError:
         if meter is not None:
             meter.record(stage, parse_failures=1,
@@ -351,6 +361,12 @@ async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.P
     except LMError as err:
         if meter is not None:
             meter.record(stage, failed=1, note=f"{stage}: {type(err).__name__}")
+        raise
+    except (asyncio.CancelledError, TimeoutError) as err:
+        # our own timeout, the deadline or an interrupt cancelled a request that was sent: it counts
+        if meter is not None and not stats.answered:
+            meter.record(stage, failed=1, note=f"{stage}: no reply before the request was cancelled "
+                                               f"({'timeout' if isinstance(err, TimeoutError) else 'timeout, deadline or interrupt'})")
         raise
     finally:
         _stage.reset(stage_token)

@@ -38,6 +38,7 @@ from deepresearch.programs.runtime.entailment import (
     plain_sentence,
     split_block,
 )
+from deepresearch.programs.runtime.injection import carries_injection, clean_passage
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.usage import call_predictor
@@ -69,7 +70,9 @@ class SentenceCheck:
         shipped: The sentence as it ships ('' when removed).
         was_cited: Whether the writer cited anything in it.
         judge: `lm` or `lexical` (the offline rule, also the stand-in for a verdict the LM left out);
-            `none` when unchecked.
+            `floor` when the lexical rule overruled an LM verdict of support it found no ground for;
+            `guard` for a sentence removed because it repeats instruction-like text of a passage (verdict
+            `injected`); `none` when unchecked.
     """
 
     sentence: str
@@ -136,37 +139,27 @@ class _Checker(Stage):
     async def aforward(self, question: str, report: str, sources: list[Source]) -> dspy.Prediction:
         """Checks `report` (a draft citing source ids) against `sources` (every passage it may cite).
 
+        Every sentence that repeats a passage's instruction-like text is removed first, whatever the policy
+        (`deepresearch.programs.runtime.injection`); the others are judged against the passages with that
+        text taken out, and a verdict of support the lexical rule finds no ground for is overruled by it.
+
         Returns:
             `report`: the draft with the policy applied; `checks`: a `SentenceCheck` per judged sentence.
         """
+        lines, checks = guarded_lines(report, sources)
+        sources = [_cleaned(s) for s in sources]
         by_id = {s.source_id: s for s in sources}
-        lines: list[str | list] = []  # a raw line, or [prefix, [sentence parts]] for a prose block
         units: dict[tuple[int, int], _Unit] = {}
-        is_open = False
-        for line in report.splitlines():
-            stripped = line.strip()
-            if not stripped or stripped.startswith(("#", "|", ">", "```")) or NOTE.match(stripped):
-                lines.append(line)
-                is_open = False
-                continue
-            mark = LIST_MARK.match(line)
-            if mark or not is_open:
-                lines.append([mark.group(0) if mark else "", [LIST_MARK.sub("", line).strip()]])
-                is_open = True
-            else:
-                lines[-1][1][0] += " " + stripped
         for i, item in enumerate(lines):
             if isinstance(item, str):
                 continue
-            item[1] = split_block(item[1][0])
             for j, part in enumerate(item[1]):
-                unit = self._unit(len(units), part, by_id, sources)
+                unit = self._unit(len(units), part, by_id, sources) if part else None
                 if unit is not None:
                     units[(i, j)] = unit
         claims = [ClaimToCheck(claim_id=u.claim_id, sentence=u.text, passages=u.passages)
                   for u in units.values() if u.passages and _readable(u)]
         verdicts, judge = await self.judge(question, claims) if claims else ({}, "lexical")
-        checks: list[SentenceCheck] = []
         for (i, j), unit in units.items():
             if not _readable(unit):  # its passages' text is unknown (a node restored without it): left as written
                 checks.append(SentenceCheck(sentence=unit.raw, passage_ids=tuple(unit.cited), verdict="unchecked",
@@ -176,19 +169,15 @@ class _Checker(Stage):
             used = judge if verdict is not None else "lexical"
             if verdict is None:
                 verdict = lexical_verdict(unit.claim_id, unit.text, unit.passages)
+            elif verdict.verdict != "unsupported" and not _grounded(unit.text, unit.passages):
+                # the LM found support the passages' words do not give: the lexical rule overrules it
+                verdict, used = lexical_verdict(unit.claim_id, unit.text, unit.passages), "floor"
             shipped, action = self._apply(unit, verdict)
             lines[i][1][j] = shipped
             checks.append(SentenceCheck(sentence=unit.raw, passage_ids=tuple(p.source_id for p in unit.passages),
                                         verdict=verdict.verdict, action=action, shipped=shipped,
                                         was_cited=bool(unit.cited), judge=used))
-        out = []
-        for item in lines:
-            if isinstance(item, str):
-                out.append(item)
-            elif any(p.strip() for p in item[1]):
-                out.append(item[0] + " ".join(p.strip() for p in item[1] if p.strip()))
-        text = re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
-        return dspy.Prediction(report=text, checks=checks)
+        return dspy.Prediction(report=_joined(lines), checks=checks)
 
     def _unit(self, claim_id: int, part: str, by_id: dict[str, Source], pool: list[Source]) -> _Unit | None:
         text = plain_sentence(part)
@@ -208,9 +197,80 @@ class _Checker(Stage):
         if self.policy == "mark":
             return marked(unit.raw), "marked"
         corrected = plain_sentence(verdict.corrected)
+        if corrected and not _grounded(corrected, unit.passages):  # an LM's correction is held to the same rule
+            corrected = plain_sentence(lexical_verdict(unit.claim_id, unit.text, unit.passages).corrected)
         if self.policy == "rewrite" and corrected and ids:
             return _with_citations(corrected, ids), "rewritten"
         return "", "removed"
+
+
+def _premise(source: Source) -> str:
+    """What a passage states, for the lexical rule: its title and text."""
+    return f"{source.title}\n{source.text}"
+
+
+def _cleaned(source: Source) -> Source:
+    """The passage with its instruction-like sentences taken out (they are never evidence)."""
+    clean = clean_passage(source.text)
+    return source if clean == source.text else source.model_copy(update={"text": clean})
+
+
+def _grounded(sentence: str, passages: Sequence[Source]) -> bool:
+    """The lexical floor: at least `PARTIAL_SUPPORT` of the sentence's content words are in the passages, and
+    it repeats no instruction-like text. An LM's `supported` (or its correction) stands only above it."""
+    return (lexical_support(sentence, [_premise(p) for p in passages]) > 0.0
+            and not carries_injection(sentence, [_premise(p) for p in passages]))
+
+
+def guarded_lines(report: str, sources: Sequence[Source]) -> tuple[list, list[SentenceCheck]]:
+    """The report's lines (a raw line, or [prefix, [sentence parts]] for a prose block), with every sentence
+    that repeats instruction-like text of `sources` (or is instruction-like itself) emptied, and a check
+    for each one emptied (verdict `injected`, action `removed`, judge `guard`)."""
+    lines: list[str | list] = []
+    is_open = False
+    for line in report.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "|", ">", "```")) or NOTE.match(stripped):
+            lines.append(line)
+            is_open = False
+            continue
+        mark = LIST_MARK.match(line)
+        if mark or not is_open:
+            lines.append([mark.group(0) if mark else "", [LIST_MARK.sub("", line).strip()]])
+            is_open = True
+        else:
+            lines[-1][1][0] += " " + stripped
+    premises = [_premise(s) for s in sources]
+    checks: list[SentenceCheck] = []
+    for item in lines:
+        if isinstance(item, str):
+            continue
+        item[1] = split_block(item[1][0])
+        for j, part in enumerate(item[1]):
+            text = plain_sentence(part)
+            if text and carries_injection(text, premises):
+                item[1][j] = ""
+                checks.append(SentenceCheck(sentence=part, passage_ids=tuple(citations_in(part)), verdict="injected",
+                                            action="removed", shipped="", was_cited=bool(citations_in(part)),
+                                            judge="guard"))
+    return lines, checks
+
+
+def _joined(lines: list) -> str:
+    out = []
+    for item in lines:
+        if isinstance(item, str):
+            out.append(item)
+        elif any(p.strip() for p in item[1]):
+            out.append(item[0] + " ".join(p.strip() for p in item[1] if p.strip()))
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
+
+
+def remove_injected(text: str, sources: Sequence[Source]) -> tuple[str, list[SentenceCheck]]:
+    """`text` (a report with verify `off`, a short answer) without the sentences that repeat instruction-like
+    text of `sources`, and a check for each one removed."""
+    lines, checks = guarded_lines(text, sources)
+    return (_joined(lines) if checks else text), checks
 
 
 def marked(sentence: str) -> str:
@@ -237,21 +297,47 @@ def lexical_verdict(claim_id: int, text: str, passages: Sequence[Source]) -> Cla
 class Verifier(_Checker):
     """Draft report + the passages it may cite -> the report with each claim checked by an LM.
 
-    `batch_size` sentences go to the LM per call. A verdict the LM leaves out (or gives for an id it was
-    not asked about) is replaced by the lexical rule's, recorded with judge `lexical`.
+    Sentences go to the LM in batches of at most `batch_size`, and of at most `max_chars` characters of
+    sentences and passages together, so a runaway draft (hundreds of sentences, a sentence of pages) cannot
+    overflow the model's context: a sentence longer than a quarter of `max_chars` is cut for the LM. A batch
+    the server still finds too long for its context is split in two and sent again; a single sentence that
+    does not fit is left to the lexical rule. A verdict the LM leaves out (or gives for an id it was not
+    asked about) is replaced by the lexical rule's, recorded with judge `lexical`.
     """
 
-    def __init__(self, policy: str = "rewrite", batch_size: int = 6, min_claim_chars: int = MIN_CLAIM_CHARS):
+    def __init__(self, policy: str = "rewrite", batch_size: int = 6, min_claim_chars: int = MIN_CLAIM_CHARS,
+                 max_chars: int = 24000):
         super().__init__(policy, min_claim_chars)
         if batch_size < 1:
             raise ValueError(f"verify batch_size must be >= 1, got {batch_size}")
+        if max_chars < 1000:
+            raise ValueError(f"verify max_chars must be >= 1000, got {max_chars}")
         self.batch_size = batch_size
+        self.max_chars = max_chars
         self.verify_claims = dspy.Predict(VerifyClaims)
+
+    def batches(self, claims: list[ClaimToCheck]) -> list[list[ClaimToCheck]]:
+        """The claims in batches of at most `batch_size` claims and `max_chars` characters (a claim that alone
+        is larger than `max_chars` is a batch of its own)."""
+        cap = self.max_chars // 4
+        out: list[list[ClaimToCheck]] = []
+        size = 0
+        for claim in claims:
+            if len(claim.sentence) > cap:
+                claim = claim.model_copy(update={"sentence": claim.sentence[:cap] + " …"})
+            n = _claim_chars(claim)
+            if not out or len(out[-1]) >= self.batch_size or size + n > self.max_chars:
+                out.append([])
+                size = 0
+            out[-1].append(claim)
+            size += n
+        return out
 
     async def judge(self, question: str, claims: list[ClaimToCheck]) -> tuple[dict[int, ClaimVerdict], str]:
         verdicts: dict[int, ClaimVerdict] = {}
-        for start in range(0, len(claims), self.batch_size):
-            batch = claims[start:start + self.batch_size]
+        queue = self.batches(claims)
+        while queue:
+            batch = queue.pop(0)
             asked = {c.claim_id for c in batch}
             try:
                 out = await call_predictor("verify", self.verify_claims, question=question, claims=batch)
@@ -260,10 +346,32 @@ class Verifier(_Checker):
                     raise
                 # the budget ran out between batches: what the LM judged stands, the lexical rule judges the rest
                 logger.info("verify: the LM call budget ran out after %d of %d sentences; the lexical rule "
-                            "judges the rest", start, len(claims))
+                            "judges the rest", len(verdicts), len(claims))
                 break
+            except dspy.utils.exceptions.LMInvalidRequestError as err:
+                if not _too_long(err):
+                    raise
+                if len(batch) > 1:  # smaller requests: the two halves, in order
+                    half = len(batch) // 2
+                    queue[:0] = [batch[:half], batch[half:]]
+                    continue
+                logger.info("verify: sentence %d does not fit the model's context; the lexical rule judges it",
+                            batch[0].claim_id)
+                continue
             verdicts.update({v.claim_id: v for v in out.verdicts if v.claim_id in asked})
         return verdicts, "lm"
+
+
+def _claim_chars(claim: ClaimToCheck) -> int:
+    """Characters a claim adds to a verify request: its sentence, its passages, and the JSON around them."""
+    return len(claim.sentence) + sum(len(p.title) + len(p.text) + 60 for p in claim.passages) + 40
+
+
+def _too_long(err: Exception) -> bool:
+    """Whether an invalid-request error says the prompt exceeds the context (llama.cpp, vLLM, OpenAI wordings)."""
+    text = str(err).lower()
+    return isinstance(err, dspy.utils.exceptions.ContextWindowExceededError) or any(
+        w in text for w in ("context", "too long", "maximum context", "exceeds", "n_ctx"))
 
 
 class LexicalVerifier(_Checker):
@@ -273,4 +381,4 @@ class LexicalVerifier(_Checker):
         return {c.claim_id: lexical_verdict(c.claim_id, c.sentence, c.passages) for c in claims}, "lexical"
 
 
-__all__ = ["MARK", "POLICIES", "marked", "LexicalVerifier", "SentenceCheck", "Verifier", "check_policy", "lexical_verdict"]
+__all__ = ["MARK", "POLICIES", "marked", "remove_injected", "LexicalVerifier", "SentenceCheck", "Verifier", "check_policy", "lexical_verdict"]

@@ -163,7 +163,9 @@ def test_a_bad_temperature_is_refused_before_any_request(tmp_path, capsys):
 
 
 def test_credentials_in_the_api_base_and_keys_echoed_by_the_server_are_redacted(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("DEEPRESEARCH_API_KEY", SECRET)
+    # URL credentials with DEEPRESEARCH_API_KEY set too are refused (tests/faults/test_secrets.py); here the URL's
+    # password is the secret the server echoes
+    monkeypatch.delenv("DEEPRESEARCH_API_KEY", raising=False)
     with LocalOpenAIServer(lambda messages: Error(500, f"upstream refused Authorization: Bearer {SECRET}")) as server:
         base = server.base_url.replace("http://", f"http://user:{SECRET}@")
         code = run_cli("--lm", "openai/local", "--api-base", base, "--no-preflight", "--lm-timeout", "5",

@@ -36,7 +36,13 @@ def test_each_preset_stops_at_its_deadline_on_the_virtual_clock(scifact_bm25, na
     out, elapsed = run_virtual(go())
     grace = 5.0  # the writer's grace after a deadline: max(5 s, a tenth of it), here 5 s; its call takes 4
     assert 30.0 <= elapsed <= 30.0 + grace + 0.5, elapsed
-    assert "deadline of 30s reached" in out.stats.stopped and out.report.status == "done"
+    assert "deadline of 30s reached" in out.stats.stopped
+    cut = [n for n in out.report.nodes() if n.status == "cancelled" and n.retrieved_ids and not n.relevant_ids]
+    # a node cut between its search and its assessment leaves hits unjudged: the run is partial, and says so
+    assert out.report.status == ("partial" if cut else "done"), out.report.error
+    assert name != "parallel" or cut  # parallel's wide tree is cut mid-assessment at 30 s
+    if cut:
+        assert f"the hits of {len(cut)} of" in out.report.error and "This report is partial" in out.markdown
     assert out.markdown.strip() and "## References" in out.markdown and out.stats.nodes >= 1
     assert {n.status for n in out.report.nodes()} <= {"done", "cancelled", "skipped", "pruned", "failed"}
     assert out.stats.cancelled_nodes + out.stats.skipped_nodes >= 1  # the deadline cut real work

@@ -33,7 +33,7 @@ from tests.scripted import scripted_lm
 def test_statuses_and_event_kinds_are_closed_vocabularies():
     assert NODE_STATUSES == ("pending", "running", "done", "failed", "skipped", "pruned", "cancelled")
     assert set(FINAL_STATUSES) == set(NODE_STATUSES) - {"pending", "running"}
-    assert RUN_STATUSES == ("done", "failed", "interrupted") and get_args(NodeStatus) == NODE_STATUSES
+    assert RUN_STATUSES == ("done", "failed", "partial", "interrupted") and get_args(NodeStatus) == NODE_STATUSES
     assert set(EVENT_KINDS) == {"run_start", "node_planned", "node_start", "node_end", "stage_end", "failure",
                                 "fallback", "budget", "prune", "interrupt", "run_end"}
     with pytest.raises(ValueError, match="unknown event kind 'node_done'"):

@@ -138,7 +138,8 @@ SECRET = "sk-proj-Zx81TestSecretValue0000aaaa"
     (x.LMAuthError(f"Incorrect API key {SECRET}", status=401, provider="openai"), "hosted",
      "authentication error from openai; check OPENAI_API_KEY"),
     (x.LMAuthError("bad key", status=401), "server", "check DEEPRESEARCH_API_KEY"),
-    (x.LMTransportError("connection refused"), "server", "could not reach http://user:[REDACTED]@h:1/v1"),
+    # the URL's credentials travel as Basic auth, so the server it names has none left to show
+    (x.LMTransportError("connection refused"), "server", "could not reach http://h:1/v1"),
     (x.LMRateLimitError("slow down", status=429, provider="openai"), "hosted", "rate limited by openai"),
     (x.ContextWindowExceededError(model="openai/gpt-4o-mini"), "hosted", "context window"),
     (x.AdapterParseError(adapter_name="ChatAdapter", signature=ExtractLearnings, lm_response="garbage"), "hosted",

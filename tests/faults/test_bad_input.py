@@ -1,0 +1,119 @@
+"""Input the commands used to accept and get wrong (issue 30, item 6): each is refused in one line, or done
+right."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+import pytest
+
+from deepresearch.cli import main
+from deepresearch.programs.runtime.lm import make_lm, preflight
+from tests.integration.openai_server import Error, LocalOpenAIServer
+
+
+def one_line(capfd) -> str:
+    err = capfd.readouterr().err
+    lines = [line for line in err.strip().splitlines() if "error" in line]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("option", ["--budget", "--limit"])
+def test_optimize_refuses_a_negative_budget_or_limit(capfd, clean_lm_env, option):
+    code = main(["optimize", "--program", "research", "--metric", "citation_f1", "--train", "scifact", "--lm", "openai/x", "--api-base",
+                 "http://127.0.0.1:9/v1", "--out", "compiled.json", option, "-1"])
+    assert code == 2 and f"{option} must be >= 1, got -1" in one_line(capfd)
+
+
+def test_a_nan_deadline_is_bad_input_not_a_research_failure(tmp_path, capfd, clean_lm_env):
+    assert main(["run", "q", "--lm", "offline", "--deadline", "nan", "--out", str(tmp_path / "o")]) == 2
+    assert "deadline_s must be > 0" in one_line(capfd)
+    assert not (tmp_path / "o").exists()  # refused before anything was written
+
+
+def test_terminal_escape_codes_in_the_question_never_reach_the_report(tmp_path, capfd, clean_lm_env, scifact_head):
+    question = "Does \x1b[31mobesity\x1b[0m raise \x1b]0;owned\x07diabetes risk?"
+    assert main(["-q", "run", question, "--corpus", str(scifact_head(300)), "--lm", "offline", "--depth", "1",
+                 "--out", str(tmp_path / "o")]) == 0
+    for name in ("report.md", "trace.json", "run.json"):
+        text = (tmp_path / "o" / name).read_text()
+        assert "\x1b" not in text and "\x07" not in text, name
+    assert "Does obesity raise diabetes risk?" in (tmp_path / "o" / "report.md").read_text()
+
+
+def test_a_csv_with_an_unterminated_quote_is_refused_naming_the_file(tmp_path, capfd):
+    bad = tmp_path / "refs.csv"
+    bad.write_text('title,abstract\n"Omega 3 study,Fish oil reduces risk\nSecond,Another abstract\n')
+    assert main(["index", str(bad), "--out", str(tmp_path / "i")]) == 2
+    line = one_line(capfd)
+    assert str(bad) in line and "malformed" in line and "quote" in line
+
+
+def test_an_undecodable_corpus_names_the_file(tmp_path, capfd):
+    bad = tmp_path / "corpus.jsonl"
+    bad.write_bytes(b'{"_id": "1", "title": "a", "text": "\xff\xfe bad"}\n')
+    assert main(["index", str(bad), "--out", str(tmp_path / "i")]) == 2
+    line = one_line(capfd)
+    assert str(bad) in line and "not UTF-8" in line
+
+
+def test_an_unknown_dense_model_and_a_saved_program_of_the_wrong_shape_are_one_line(tmp_path, capfd, clean_lm_env,
+                                                                                   scifact_head):
+    corpus = str(scifact_head(100))
+    assert main(["-q", "run", "q", "--corpus", corpus, "--lm", "offline", "--retriever", "dense", "--dense-model",
+                 "no-such-model-anywhere", "--out", str(tmp_path / "d")]) == 2
+    assert "no-such-model-anywhere" in one_line(capfd)
+    saved = tmp_path / "program.json"
+    saved.write_text(json.dumps({"x": 1}))
+    assert main(["-q", "run", "q", "--corpus", corpus, "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1",
+                 "--no-preflight", "--program", str(saved), "--out", str(tmp_path / "p")]) == 2
+    line = one_line(capfd)
+    assert str(saved) in line and "not a saved research program" in line
+
+
+def test_eval_taxonomy_refuses_a_negative_limit(capfd, clean_lm_env):
+    assert main(["eval", "taxonomy", "--limit", "-2", "--lm", "offline"]) == 2
+    assert "--limit must be >= 1" in one_line(capfd)
+
+
+def _truncating_server() -> int:
+    """A server that answers 200 with a Content-Length of 500 and closes after 16 bytes of body."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(5)
+
+    def serve():
+        while True:
+            conn, _ = sock.accept()
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
+            while len(body) < length:
+                body += conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n"
+                         b'{"id": "x", "choi')
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return sock.getsockname()[1]
+
+
+def test_a_truncated_reply_is_not_reported_as_an_unreachable_server(tmp_path, capfd, clean_lm_env):
+    port = _truncating_server()
+    assert main(["run", "q", "--lm", "openai/x", "--api-base", f"http://127.0.0.1:{port}/v1",
+                 "--out", str(tmp_path / "o")]) == 2
+    line = one_line(capfd)
+    assert "was cut off" in line and "could not reach" not in line
+
+
+def test_preflight_waits_out_a_429_with_retry_after(clean_lm_env):
+    replies = iter([Error(429, "slow down", {"Retry-After": "1"})])
+
+    with LocalOpenAIServer(lambda messages: next(replies, "OK")) as server:
+        preflight(make_lm("openai/x", api_base=server.base_url, cache=False, num_retries=0))
+        assert len(server.requests) == 2
