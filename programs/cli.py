@@ -255,7 +255,7 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
     received: list[signal.Signals] = []
 
     def snapshot(tree: dict) -> None:  # the trace as nodes finish: valid and current while the run works
-        folder.write_json("trace.json", {**trace, **tree, **source_failures(retrieval)})
+        folder.write_json("trace.json", {**trace, **tree, **source_failures(retrieval), **session.routing()})
 
     try:
         with session.context():
@@ -263,7 +263,7 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
     except BaseException as err:  # keep what exists: the events so far, and the error
         progress.close()
         trace.update(status="error", error=redact(f"{type(err).__name__}: {err}"),
-                     events=[dataclasses.asdict(e) for e in events], **source_failures(retrieval))
+                     events=[dataclasses.asdict(e) for e in events], **source_failures(retrieval), **session.routing())
         folder.write_json("trace.json", trace)
         raise
     progress.close()
@@ -277,7 +277,8 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
         folder.write_text("answer.md", answer_markdown(report))
     if report.taxonomy is not None:
         folder.write_json("taxonomy.json", report.taxonomy)
-    trace.update(seconds=round(time.time() - started, 2), **report.to_dict(), **source_failures(retrieval))
+    trace.update(seconds=round(time.time() - started, 2), **report.to_dict(), **source_failures(retrieval),
+                 **session.routing())
     folder.write_json("trace.json", trace)
     folder.finish(report.status, error=report.error or "")
     print(f"report: {folder.path / 'report.md'}")

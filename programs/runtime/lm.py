@@ -123,6 +123,8 @@ def make_lm(model: str | None, api_base: str | None = None, api_key: str | None 
 
 def server_of(lm: Any) -> str | None:
     """The base URL `lm` sends to: its api_base, else the provider's base-URL variable, else None."""
+    if getattr(lm, "servers", None):  # a RouterLM (runtime/router.py): its first server stands for them all
+        return lm.servers[0].url
     kwargs = getattr(lm, "kwargs", {}) or {}
     url = kwargs.get("api_base") or kwargs.get("base_url")
     if url:
@@ -352,7 +354,9 @@ def preflight(lm: dspy.LM, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
 
     limit = {} if _is_openai_reasoning_model(lm.model) else {"max_tokens": 8}  # those need 16000 or none
     try:
-        lm.copy(num_retries=0)("Reply with the word OK.", cache=False, timeout=timeout_s, **limit)
+        if isinstance(lm.engine, str):  # a custom engine (the LM router) owns its timeout
+            limit["timeout"] = timeout_s
+        lm.copy(num_retries=0)("Reply with the word OK.", cache=False, **limit)
     except Exception as err:
         raise LMPreflightError(f"LM check failed: {explain(err, lm)}; "
                                f"(skip this check with --no-preflight)") from None
