@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import re
 import sys
 import time
@@ -106,11 +107,16 @@ def run_question(job: dict[str, Any]) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     argv = ["run", job["question"], "--out", str(folder), "--resume", "--no-progress", *job["run_options"]]
     log = io.StringIO()
+    here = os.getcwd()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         try:
+            if Path(job["cwd"]).is_dir():  # where the batch was started: relative paths and ./deepresearch.toml
+                os.chdir(job["cwd"])
             code = cli.main(argv)
         except SystemExit as exit_:  # argparse: a bad run option
             code = exit_.code if isinstance(exit_.code, int) else 2
+        finally:
+            os.chdir(here)
     (folder / "batch.log").write_text(log.getvalue(), encoding="utf-8")
     record = _record(job, folder)
     record["seconds"] = round(time.time() - started, 2)
@@ -151,7 +157,8 @@ def run_batch(questions: list[dict[str, str]], out: Path, run_options: list[str]
               ray: str | None = None, quiet: bool = False) -> list[dict[str, Any]]:
     """Runs every question into `out/<id>`; their summary records, in the questions' order."""
     out.mkdir(parents=True, exist_ok=True)
-    jobs = [{**q, "folder": str((out / q["id"]).resolve()), "run_options": list(run_options)} for q in questions]
+    jobs = [{**q, "folder": str((out / q["id"]).resolve()), "run_options": list(run_options), "cwd": os.getcwd()}
+            for q in questions]
     records: list[dict[str, Any] | None] = [None] * len(jobs)
     atomic_write_json(out / "batch.json", {"questions": len(jobs), "run_options": _shown(run_options),
                                            "executor": "ray" if ray else "local", "started": time.time()})
