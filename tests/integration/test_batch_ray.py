@@ -20,7 +20,6 @@ import pytest
 from deepresearch import cli
 from tests.programs.test_batch import RUN, write_questions
 
-pytest.importorskip("ray", reason="the [ray] extra is not installed")  # an extra: its tests need it
 
 QUESTIONS = [{"id": f"q{i}", "question": q} for i, q in enumerate([
     "Does obesity increase the risk of type 2 diabetes?", "Do statins reduce cardiovascular mortality?",
