@@ -133,3 +133,22 @@ def test_api_base_and_servers_together_are_refused_before_any_request(tmp_path, 
                      "--lm-server", "http://y/v1", "--out", str(tmp_path / "r")])
     assert code == 2
     assert "--api-base and --lm-server" in capsys.readouterr().err
+
+
+def test_a_run_through_the_router_records_the_failover_in_its_trace(tmp_path, data_dir, monkeypatch, capsys):
+    from tests.research_lm import research_handler
+
+    monkeypatch.setenv("DEEPRESEARCH_DATA", str(data_dir))
+    dead, out = dead_url(), tmp_path / "run"
+    with LocalOpenAIServer(research_handler()) as live:
+        code = cli.main(["run", "Does obesity increase the risk of type 2 diabetes?", "--corpus", "scifact",
+                         "--depth", "1", "--breadth", "2", "--lm", "openai/local", "--structured", "off",
+                         "--lm-server", f"{live.base_url} max_parallel=2", "--lm-server", dead,
+                         "--no-cache", "--no-progress", "--no-preflight", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    trace = json.loads((out / "trace.json").read_text())
+    routing = trace["lm_routing"]
+    assert routing["servers"] == [live.base_url, dead]
+    assert routing["answered"][live.base_url] == len(live.requests) and routing["answered"][dead] == 0
+    assert {f["server"] for f in routing["failovers"]} == {dead}
+    assert trace["status"] == "done" and trace["stats"]["lm_calls"] >= 3
