@@ -21,6 +21,7 @@ from pathlib import Path
 # name -> (module, one-line help); nested dicts are command groups (`deepresearch eval retrieval`).
 COMMANDS: dict[str, tuple[str, str] | dict[str, tuple[str, str]]] = {
     "run": ("deepresearch.programs.cli", "research a question and write report.md and trace.json"),
+    "batch": ("deepresearch.programs.batch", "research every question of a JSONL file, one resumable run folder each"),
     "optimize": ("deepresearch.optimize.cli", "compile a program against a benchmark metric and save it"),
     "index": ("deepresearch.retrievers.cli", "build a persistent BM25 / dense index of a corpus"),
     "eval": {

@@ -120,6 +120,44 @@ async def evaluate(questions: list[Question], program, text_of, judges: Judges |
     return rows
 
 
+def research_one(job: tuple[argparse.Namespace, str]) -> dict[str, Any]:
+    """One question researched in a worker process (`--workers`, `--ray`): its report as a dict.
+
+    The worker opens its own LM session and corpus from the command's options, as the command does.
+    """
+    from deepresearch.programs.config import preset
+    from deepresearch.programs.research.program import DeepResearch
+
+    args, question = job
+    overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None}
+    config = preset(args.preset, **overrides, lm_timeout_s=args.lm_timeout)
+    session = open_lm(argparse.Namespace(**{**vars(args), "no_preflight": True}), num_retries=0)  # checked once
+    retrieval = open_from_args(args, args.corpus or (None if args.index else "scifact"))
+    program = DeepResearch(retriever=retrieval.retriever, config=config, offline=session.is_offline)
+    with session.context():
+        return asyncio.run(program.acall(question=question)).report.to_dict()
+
+
+def evaluate_on(executor, args: argparse.Namespace, questions: list[Question], text_of,
+                judges: Judges | None = None, on_report=None) -> list[dict[str, Any]]:
+    """`evaluate`, with the questions researched on `executor` (programs/runtime/executor.py), scored here."""
+    from deepresearch.programs.runtime.executor import JobFailed
+
+    reports: dict[int, Report] = {}
+    with executor as pool:
+        for index, result in pool.map_unordered(research_one, [(args, q.text) for q in questions]):
+            if isinstance(result, JobFailed):
+                raise RuntimeError(f"question {questions[index].qid}: {result.error}")
+            reports[index] = Report.from_dict(result)
+            if on_report is not None:
+                on_report(questions[index], reports[index])
+
+    async def score_all():
+        return [await score_report(q, reports[i], text_of, judges) for i, q in enumerate(questions)]
+
+    return asyncio.run(score_all())
+
+
 def mean_table(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Mean of every numeric column over the rows that have it."""
     keys = [k for k in rows[0] if isinstance(rows[0][k], (int, float)) and not isinstance(rows[0][k], bool)]
@@ -141,6 +179,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--breadth", type=int, default=None)
     parser.add_argument("--out", default="runs/eval_report", help="folder for the reports and scores.jsonl")
     parser.add_argument("--judge-cache", default=None, help="judge verdict cache folder (default OUT/judge_cache)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="research the questions in this many processes (default: one after another here)")
+    parser.add_argument("--ray", default=None, metavar="auto|ADDRESS",
+                        help="research the questions as tasks on a Ray cluster (the [ray] extra)")
     add_retriever_arguments(parser, corpus_help="corpus to research (default scifact, or the --index's): a path, a "
                                                 "name under $DEEPRESEARCH_DATA, hf:NAME (see `run`)")
     add_lm_arguments(parser)  # the program's LM (--lm), and the server and settings both LMs share
@@ -182,8 +224,15 @@ def main(args: argparse.Namespace) -> int:
         doc = corpus.get(doc_id)
         return doc.text if doc is not None else None
 
-    with session.context():
-        rows = asyncio.run(evaluate(questions, program, text_of, judges, on_report=save))
+    if args.workers or args.ray:
+        from deepresearch.programs.runtime.executor import open_executor
+
+        with session.context():  # the judges' LM
+            rows = evaluate_on(open_executor(workers=args.workers, ray=args.ray), args, questions, text_of, judges,
+                               on_report=save)
+    else:
+        with session.context():
+            rows = asyncio.run(evaluate(questions, program, text_of, judges, on_report=save))
     with (out / "scores.jsonl").open("w", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")

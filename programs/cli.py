@@ -260,7 +260,7 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
     received: list[signal.Signals] = []
 
     def snapshot(tree: dict) -> None:  # the trace as nodes finish: valid and current while the run works
-        folder.write_json("trace.json", {**trace, **tree, **source_failures(retrieval)})
+        folder.write_json("trace.json", {**trace, **tree, **source_failures(retrieval), **session.routing()})
 
     try:
         with session.context():
@@ -268,12 +268,13 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
     except BaseException as err:  # keep what exists: the events so far, and the error
         progress.close()
         trace.update(status="error", error=redact(f"{type(err).__name__}: {err}"),
-                     events=[dataclasses.asdict(e) for e in events], **source_failures(retrieval))
+                     events=[dataclasses.asdict(e) for e in events], **source_failures(retrieval), **session.routing())
         folder.write_json("trace.json", trace)
         raise
     progress.close()
     report = result.report
-    trace.update(seconds=round(time.time() - started, 2), **report.to_dict(), **source_failures(retrieval))
+    trace.update(seconds=round(time.time() - started, 2), **report.to_dict(), **source_failures(retrieval),
+                 **session.routing())
     try:  # the trace first, the report last: a failed write (a full disk) leaves no finished-looking report
         folder.write_json("trace.json", trace)
         if args.bibtex:

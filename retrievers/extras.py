@@ -17,6 +17,7 @@ EXTRAS = {
     "plots": ("matplotlib", "plots (the depth x breadth heatmap)"),
     "pdf": ("pypdf", "reading PDFs"),
     "refs": ("bibtexparser", "reading BibTeX"),
+    "ray": ("ray", "a Ray cluster (batch --ray)"),
 }
 
 

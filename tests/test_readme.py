@@ -80,7 +80,16 @@ NOT_RUN: dict[str, str] = {
     "deepresearch optimize --stage writer --from-runs runs/pool --metric quality --optimizer gepa --lm "
     "openai/gpt-4.1-mini --judge-lm openai/gpt-4.1 --budget 60 --out writer.json": HOSTED,
     "deepresearch eval gather --queries scifact --qrels test --lm openai/local --api-base http://127.0.0.1:8080/v1 "
-    "--structured schema --limit 10 --iterations 2": LLAMA,
+    "--structured schema --limit 10 --iterations 2": LLAMA,    # docs/how-to/deploy.md
+    'deepresearch run "Does vitamin D prevent fractures?" --corpus scifact --lm openai/qwen2.5-7b --lm-server '
+    '"http://gpu1:8000/v1 max_parallel=8" --lm-server "http://gpu2:8000/v1 max_parallel=8 rpm=600"':
+        "needs two model servers (gpu1, gpu2)",
+    "deepresearch batch questions.jsonl --out runs/ --workers 2 -- --corpus scifact --preset quick --lm "
+    "openai/gpt-4.1-mini": HOSTED,
+    "deepresearch batch questions.jsonl --out runs/ --ray auto -- --corpus scifact --lm openai/qwen2.5-7b "
+    '--lm-server "http://gpu1:8000/v1 max_parallel=8"': "needs a Ray cluster and a model server",
+    'deepresearch run "Does vitamin D prevent fractures?" --corpus scifact --qdrant-url http://127.0.0.1:6333 '
+    "--qdrant-mode bm25": "needs a Qdrant server",
 }
 # Lines of the shell blocks that are not our commands: other programs, and the shell's loop words.
 NOT_OURS: dict[str, str] = {

@@ -148,6 +148,8 @@ def make_lm(model: str | None, api_base: str | None = None, api_key: str | None 
 
 def server_of(lm: Any) -> str | None:
     """The base URL `lm` sends to: its api_base, else the provider's base-URL variable, else None."""
+    if getattr(lm, "servers", None):  # a RouterLM (runtime/router.py): its first server stands for them all
+        return lm.servers[0].url
     kwargs = getattr(lm, "kwargs", {}) or {}
     url = kwargs.get("api_base") or kwargs.get("base_url")
     if url:
@@ -403,9 +405,11 @@ def preflight(lm: dspy.LM, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
     import time
 
     limit = {} if _is_openai_reasoning_model(lm.model) else {"max_tokens": 8}  # those need 16000 or none
+    if isinstance(lm.engine, str):  # a custom engine (the LM router) owns its timeout
+        limit["timeout"] = timeout_s
     for attempt in range(PREFLIGHT_RATE_RETRIES + 1):
         try:
-            lm.copy(num_retries=0)("Reply with the word OK.", cache=False, timeout=timeout_s, **limit)
+            lm.copy(num_retries=0)("Reply with the word OK.", cache=False, **limit)
             return
         except Exception as err:
             # a rate limit that says when to come back (Retry-After) is waited out, briefly: the server is there

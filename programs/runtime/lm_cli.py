@@ -21,6 +21,7 @@ import dspy
 from deepresearch.programs.runtime.lm import (
     DEFAULT_TIMEOUT_S,
     OFFLINE,
+    LMConfigError,
     SERVER_KEY_ENV,
     STRUCTURED_MODES,
     configure_lm_cache,
@@ -43,6 +44,11 @@ def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool =
     group.add_argument("--api-base", default=None,
                        help=f"base URL of an OpenAI-compatible server (llama.cpp, vLLM, Ollama...); its key is "
                             f"${SERVER_KEY_ENV}")
+    group.add_argument("--lm-server", action="append", default=None, metavar="URL [max_parallel=N] [rpm=N]",
+                       help="one of several OpenAI-compatible servers of --lm behind LiteLLM's Router (repeatable): "
+                            "requests are spread over them, each held to its max_parallel and rpm, and moved to "
+                            "another server when one fails; weight=N and key_env=VAR (default "
+                            f"${SERVER_KEY_ENV}) are the other settings")
     group.add_argument("--temperature", type=float, default=0.0,
                        help="sampling temperature of every LM request (default 0: the most likely reply)")
     group.add_argument("--structured", default="auto", choices=STRUCTURED_MODES,
@@ -76,6 +82,11 @@ class LMSession:
     def is_offline(self) -> bool:
         return self.lm is None
 
+    def routing(self) -> dict[str, Any]:
+        """What the LM router did (servers, answers per server, failovers), for the trace; {} without one."""
+        routing = getattr(self.lm, "routing", None)
+        return {"lm_routing": routing()} if callable(routing) else {}
+
     def models(self) -> dict[str, str]:
         return {"default": self.model, **{s: m.model for s, m in self.stage_lms.items()}}
 
@@ -101,6 +112,13 @@ def model_from_args(args: argparse.Namespace, *, default_offline: bool = True) -
 
 def make_session_lm(args: argparse.Namespace, model: str, **kwargs: Any) -> dspy.LM | None:
     """An LM for `model` with the command's server, timeout and temperature; retries are left to the run."""
+    servers = getattr(args, "lm_server", None)
+    if servers and model and model != OFFLINE:
+        if args.api_base:
+            raise LMConfigError("--api-base and --lm-server both name servers; list every server with --lm-server")
+        from deepresearch.programs.runtime.router import router_lm
+
+        return router_lm(model, servers, timeout_s=args.lm_timeout, temperature=args.temperature, **kwargs)
     return make_lm(model, args.api_base, os.environ.get(SERVER_KEY_ENV), timeout_s=args.lm_timeout,
                    temperature=args.temperature, **kwargs)
 

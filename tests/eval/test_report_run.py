@@ -133,3 +133,18 @@ def test_evaluate_scores_with_scripted_judges(scifact, scifact_bm25, make_lm, ro
     again = asyncio.run(evaluate([question], program, text_of, judges))
     assert judge.scripted.calls == before  # the same reports are re-scored from the cache
     assert again[0]["kpr"] == row["kpr"]
+
+
+def test_eval_report_on_worker_processes_scores_what_it_scores_in_process(tmp_path, capsys):
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("\n".join(json.dumps({"id": f"q{i}", "question": q}) for i, q in enumerate(
+        ["Does vitamin D reduce fracture risk?", "How does obesity affect insulin resistance?"])))
+    common = ["eval", "report", "--questions", str(questions), "--lm", "offline", "--corpus", "scifact",
+              "--preset", "quick"]
+    assert cli.main([*common, "--out", str(tmp_path / "here")]) == 0
+    assert cli.main([*common, "--out", str(tmp_path / "pool"), "--workers", "2"]) == 0
+    capsys.readouterr()
+    here, pool = ([json.loads(line) for line in (tmp_path / d / "scores.jsonl").read_text().splitlines()]
+                  for d in ("here", "pool"))
+    assert [r["qid"] for r in pool] == ["q0", "q1"] and pool == here
+    assert (tmp_path / "pool" / "reports" / "q1.md").read_text() == (tmp_path / "here" / "reports" / "q1.md").read_text()

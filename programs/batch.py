@@ -1,0 +1,209 @@
+"""`deepresearch batch QUESTIONS.jsonl --out runs/`: research many questions, one run folder each.
+
+Every line of QUESTIONS.jsonl is `{"question": "...", "id": "..."}` (`id` optional: else the line's number
+and the question's first words). Each question is one `deepresearch run` into `--out/<id>/`, with the
+options given after `--` (`-- --corpus scifact --lm openai/gpt-4.1-mini --preset quick`). Runs go to a local
+process pool (`--workers`, default 2) or to a Ray cluster (`--ray auto` or `--ray HOST:PORT`, the [ray]
+extra). A question whose folder holds a finished run is not run again, and an unfinished one resumes
+from its journal, so running the same batch again finishes what an interrupted one left. As each
+question ends a line reports it; `--out/summary.jsonl` (one record per question, in the file's order)
+and `--out/summary.md` (the same as a table) are rewritten as results come in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from deepresearch.programs.runtime.executor import JobFailed, open_executor
+from deepresearch.programs.runtime.outputs import RUN_RECORD, atomic_write_json, atomic_write_text
+from deepresearch.programs.runtime.text import shorten
+
+EXIT_FAILED = 3  # some question did not finish (as `run` exits when its run failed)
+SUMMARY_COLUMNS = ("id", "status", "seconds", "lm_calls", "references", "folder", "error")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.usage = "%(prog)s QUESTIONS.jsonl --out DIR [--workers N | --ray auto|ADDRESS] [-- RUN OPTIONS]"
+    parser.add_argument("questions", help='a JSONL file: one {"question": ..., "id": ...} per line (id optional)')
+    parser.add_argument("--out", required=True, help="folder of the runs: one sub-folder per question, and the "
+                                                     "summary (summary.jsonl, summary.md)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="processes of this machine running questions at once (default 2)")
+    parser.add_argument("--ray", default=None, metavar="auto|ADDRESS",
+                        help="run the questions as tasks on a Ray cluster instead: auto (the cluster this machine "
+                             "joined with `ray start`) or its HOST:PORT; needs the [ray] extra")
+    parser.epilog = ("Everything after -- is passed to `deepresearch run` for every question, e.g. "
+                     "-- --corpus scifact --lm openai/gpt-4.1-mini --preset quick. " + (parser.epilog or ""))
+    parser.set_defaults(run_options=[])
+    plain = parser.parse_args
+
+    def parse_args(args=None, namespace=None):  # argparse cannot take options after the positional file
+        args = list(sys.argv[1:] if args is None else args)  # and a `--` tail, so the tail is split off here
+        cut = args.index("--") if "--" in args else len(args)
+        parsed = plain(args[:cut], namespace)
+        parsed.run_options = args[cut + 1:]
+        return parsed
+
+    parser.parse_args = parse_args
+
+
+def read_questions(path: str | Path) -> list[dict[str, str]]:
+    """The questions of a JSONL file, each with a unique folder-safe `id`; a bad line fails naming its number."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file; pass a JSONL file of {{\"question\": ...}} lines")
+    out: list[dict[str, str]] = []
+    seen: set[str] = set()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{number}: not JSON ({err.msg}); write one JSON object per line") from None
+        question = record.get("question") if isinstance(record, dict) else None
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError(f"{path}:{number}: no \"question\" text; each line needs {{\"question\": \"...\"}}")
+        raw = str(record.get("id") or f"{number:04d}-{question}")
+        qid = re.sub(r"[^A-Za-z0-9._-]+", "-", raw).strip("-.")[:64] or f"{number:04d}"
+        if qid in seen:
+            raise ValueError(f"{path}:{number}: id {qid!r} is used twice; give each question its own id")
+        seen.add(qid)
+        out.append({"id": qid, "question": question.strip()})
+    if not out:
+        raise ValueError(f"{path}: holds no question")
+    return out
+
+
+def _status(folder: Path, question: str) -> str | None:
+    """The status of `question`'s run in `folder` (None: none, or the folder holds another question's run)."""
+    try:
+        record = json.loads((folder / RUN_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    return record.get("status") if record.get("question") == question else None
+
+
+def run_question(job: dict[str, Any]) -> dict[str, Any]:
+    """Runs one question into its folder (resuming what its journal holds); its summary record.
+
+    Runs in a worker process: the output of the run goes to the folder's batch.log, not the terminal.
+    """
+    from deepresearch import cli
+
+    folder = Path(job["folder"])
+    started = time.time()
+    if _status(folder, job["question"]) == "done":  # finished by an earlier batch: nothing to do
+        return {**_record(job, folder), "skipped": True}
+    folder.mkdir(parents=True, exist_ok=True)
+    argv = ["run", job["question"], "--out", str(folder), "--resume", "--no-progress", *job["run_options"]]
+    log = io.StringIO()
+    here = os.getcwd()
+    with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        try:
+            if Path(job["cwd"]).is_dir():  # where the batch was started: relative paths and ./deepresearch.toml
+                os.chdir(job["cwd"])
+            code = cli.main(argv)
+        except SystemExit as exit_:  # argparse: a bad run option
+            code = exit_.code if isinstance(exit_.code, int) else 2
+        finally:
+            os.chdir(here)
+    (folder / "batch.log").write_text(log.getvalue(), encoding="utf-8")
+    record = _record(job, folder)
+    record["seconds"] = round(time.time() - started, 2)
+    if code != 0 and not record.get("error"):
+        lines = [line for line in log.getvalue().splitlines() if "error" in line.lower()] or log.getvalue().splitlines()
+        record["error"] = shorten(lines[-1], 300) if lines else f"exit {code}"
+    record["exit"] = code
+    return record
+
+
+def _record(job: dict[str, Any], folder: Path) -> dict[str, Any]:
+    record: dict[str, Any] = {"id": job["id"], "question": job["question"], "folder": str(folder),
+                              "status": _status(folder, job["question"]) or "not started"}
+    with contextlib.suppress(OSError, ValueError):
+        trace = json.loads((folder / "trace.json").read_text())
+        stats = trace.get("stats") or {}
+        record.update(seconds=trace.get("seconds"), lm_calls=stats.get("lm_calls"),
+                      references=len(trace.get("references") or []))
+        if trace.get("error"):
+            record["error"] = shorten(str(trace["error"]), 300)
+    return record
+
+
+def write_summary(out: Path, records: list[dict[str, Any] | None], jobs: list[dict[str, Any]]) -> None:
+    """summary.jsonl and summary.md: one record per question in the file's order (pending ones too)."""
+    rows = [r or {"id": j["id"], "question": j["question"], "status": "pending", "folder": j["folder"]}
+            for r, j in zip(records, jobs)]
+    atomic_write_text(out / "summary.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    lines = ["| " + " | ".join(SUMMARY_COLUMNS) + " |", "|" + "---|" * len(SUMMARY_COLUMNS)]
+    for r in rows:
+        cells = [str(r.get(c, "") if r.get(c) is not None else "") for c in SUMMARY_COLUMNS]
+        cells[SUMMARY_COLUMNS.index("folder")] = Path(cells[SUMMARY_COLUMNS.index("folder")]).name
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    atomic_write_text(out / "summary.md", "\n".join(lines) + "\n")
+
+
+def run_batch(questions: list[dict[str, str]], out: Path, run_options: list[str], *, workers: int | None = None,
+              ray: str | None = None, quiet: bool = False) -> list[dict[str, Any]]:
+    """Runs every question into `out/<id>`; their summary records, in the questions' order."""
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = [{**q, "folder": str((out / q["id"]).resolve()), "run_options": list(run_options), "cwd": os.getcwd()}
+            for q in questions]
+    records: list[dict[str, Any] | None] = [None] * len(jobs)
+    atomic_write_json(out / "batch.json", {"questions": len(jobs), "run_options": _shown(run_options),
+                                           "executor": "ray" if ray else "local", "started": time.time()})
+    write_summary(out, records, jobs)
+    started = time.time()
+    with open_executor(workers=workers, ray=ray) as pool:
+        if not quiet:
+            print(f"batch: {len(jobs)} questions on {pool.kind} ({pool.workers} at once)", file=sys.stderr, flush=True)
+        for finished, (index, result) in enumerate(pool.map_unordered(run_question, jobs), 1):
+            if isinstance(result, JobFailed):
+                result = {**_record(jobs[index], Path(jobs[index]["folder"])), "error": result.error, "exit": 1}
+                if result["status"] == "done":  # the worker died after the run had finished
+                    result.pop("error")
+            records[index] = result
+            write_summary(out, records, jobs)
+            if not quiet:
+                mark = "skipped (done before)" if result.get("skipped") else result["status"]
+                print(f"[{finished}/{len(jobs)}] {jobs[index]['id']}: {mark}"
+                      f"{' - ' + result['error'] if result.get('error') and result['status'] != 'done' else ''}"
+                      f" ({time.time() - started:.0f} s)", file=sys.stderr, flush=True)
+    return [r for r in records if r is not None]
+
+
+def _shown(options: list[str]) -> list[str]:
+    from deepresearch.programs.runtime.secrets import redact
+
+    return [redact(o) for o in options]
+
+
+def main(args: argparse.Namespace) -> int:
+    run_options = list(args.run_options)
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {args.workers}")
+    if args.ray and args.workers:
+        raise ValueError("--workers sets the local pool and --ray a cluster; pass one of them")
+    if "--out" in run_options or any(o.startswith("--out=") for o in run_options):
+        raise ValueError("--out after -- would send every question to one folder; give --out before --")
+    questions = read_questions(args.questions)
+    records = run_batch(questions, Path(args.out), run_options, workers=args.workers, ray=args.ray,
+                        quiet=getattr(args, "quiet", False))
+    print((Path(args.out) / "summary.md").read_text(), end="")
+    failed = [r for r in records if r["status"] != "done"]
+    print(f"batch: {len(records) - len(failed)} of {len(records)} questions done; summary: "
+          f"{Path(args.out) / 'summary.jsonl'}", file=sys.stderr)
+    return EXIT_FAILED if failed else 0
+
+
+__all__ = ["add_arguments", "main", "read_questions", "run_batch", "run_question"]

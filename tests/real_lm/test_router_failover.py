@@ -1,0 +1,46 @@
+"""Two real llama-servers behind the LM router; one is killed mid-run and the run still completes.
+
+The trace's `lm_routing` names the server that failed (its failover) and counts what each server answered.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from tests.real_lm.server import LlamaServer
+from tests.real_lm.test_pipelines import QUESTION, SMALL
+
+
+def test_a_run_survives_a_killed_server_and_the_trace_names_the_failover(tmp_path, data_dir):
+    out = tmp_path / "run"
+    with LlamaServer(threads=1) as first, LlamaServer(threads=1) as second:
+        command = [sys.executable, "-c", "import sys; from deepresearch import cli; sys.exit(cli.main(sys.argv[1:]))",
+                   "run", QUESTION, "--corpus", "scifact", "--depth", "1", "--breadth", "2", "--out", str(out),
+                   *SMALL, "--lm", "openai/smollm2", "--structured", "schema",
+                   "--lm-server", f"{first.base_url} max_parallel=1", "--lm-server", f"{second.base_url} max_parallel=1"]
+        env = {**__import__("os").environ, "DEEPRESEARCH_DATA": str(data_dir)}
+        env.pop("DEEPRESEARCH_LM", None)
+        run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.time() + 600
+        # kill the second server once it has answered a research request (the preflight's is the first)
+        while time.time() < deadline and run.poll() is None:
+            if second.log_path.read_text(errors="replace").count("launch_slot_") >= 2:  # a task it took on
+                break
+            time.sleep(0.2)
+        assert run.poll() is None, "the run ended before the second server was used: " + run.stderr.read()[-2000:]
+        second.process.kill()
+        second.process.wait()
+        stdout, stderr = run.communicate(timeout=900)
+    assert run.returncode == 0, stderr[-3000:]
+    trace = json.loads((out / "trace.json").read_text())
+    routing = trace["lm_routing"]
+    assert routing["servers"] == [first.base_url, second.base_url]
+    assert routing["answered"][second.base_url] >= 1  # it served before it died
+    assert routing["answered"][first.base_url] >= 1
+    failed = {f["server"] for f in routing["failovers"]}
+    assert second.base_url in failed and first.base_url not in failed
+    assert trace["status"] == "done", trace.get("error")
+    assert (out / "report.md").read_text().strip()
