@@ -263,6 +263,9 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
     progress.close()
     report = result.report
     folder.write_text("report.md", report.markdown)
+    from deepresearch.programs.report_view import report_html
+
+    folder.write_text("report.html", report_html(report, config=trace["config"], run=trace))
     if args.bibtex:
         from deepresearch.programs.runtime.exports import to_bibtex
 
@@ -277,6 +280,7 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
     s = report.stats
     print(f"report: {folder.path / 'report.md'}")
     print(f"trace:  {folder.path / 'trace.json'}")
+    print(f"view:   {folder.path / 'report.html'}")
     if args.bibtex:
         print(f"bibtex: {folder.path / 'references.bib'}")
     if args.answer:
