@@ -267,7 +267,7 @@ class _Builder:
     def reference(self, ref: Reference) -> dict[str, Any]:
         passages = []
         for sid in ref.passages or (ref.source_id,):
-            label = f"passage {sid.rsplit('_', 1)[-1]}" if ref.passages else "abstract / text"
+            label = f"passage {sid.rsplit('_', 1)[-1]}" if ref.passages else "the text"
             passages.append({"id": self.src_id(sid), "label": label, "sentences": self.passage_sentences.get(sid, []),
                              "is_known": sid in self.report.passages})
         title = collapse_whitespace(ref.title).rstrip(". ") or ref.doc_id
