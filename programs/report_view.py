@@ -46,7 +46,7 @@ _ASSETS = ("report_view.html.j2", "report_view.css", "report_view.js")
 # italics, code. Anything else is text.
 _INLINE = re.compile(
     r"(?P<cite>\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\](?!\())"
-    r"|\[(?P<ltext>[^\]\n]+)\]\((?P<lurl>[^()\s]+)\)"
+    r"|\[(?P<ltext>[^\]\n]+)\]\((?P<lurl>(?:[^()\s]|\([^()\s]*\))+)\)"
     r"|\*\*(?P<strong>[^*\n]+?)\*\*"
     r"|(?<![\w*])\*(?P<em>[^*\n]+?)\*(?![\w*])"
     r"|(?<!\w)_(?P<em2>[^_\n]+?)_(?!\w)"
@@ -136,6 +136,7 @@ class _Builder:
                     self.verdicts.setdefault(_normalized(key), v)
         self.sid_number = {sid: r.number for r in report.references for sid in (r.passages or (r.source_id,))}
         self.citations = 0
+        self.headings = 0
 
     # --- the report's Markdown as blocks -> sentences -> segments
     def blocks(self, markdown: str, *, checked: bool) -> list[dict[str, Any]]:
@@ -166,8 +167,9 @@ class _Builder:
                 if not blocks and _normalized(m.group(2)) == _normalized(self.report.question):
                     i += 1  # the report's title repeats the question, which the page's heading shows
                     continue
+                self.headings += 1
                 blocks.append({"kind": "heading", "level": min(max(len(m.group(1)), 2), 6),
-                               "id": f"{self.prefix}-h{len(blocks)}", "segments": self.segments(m.group(2))})
+                               "id": f"{self.prefix}-h{self.headings}", "segments": self.segments(m.group(2))})
             elif _RULE.match(stripped):
                 flush()
                 blocks.append({"kind": "rule"})

@@ -101,6 +101,8 @@ def check_page(html: str, report: dict) -> Page:
     """
     page = Page(html)
     assert html.lstrip().lower().startswith("<!doctype html>")
+    ids = [e.attrs["id"] for e in page.elements if e.attrs.get("id")]
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
     assert len(page.find("script")) == 1 and not any(e.attrs.get("src") for e in page.find("script"))
     assert not page.find("img") and not page.find("iframe") and not page.find("svg") and not page.find("link")
     for e in page.elements:  # no event handler attribute, and no link other than http(s), doi.org or in-page

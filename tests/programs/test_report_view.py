@@ -183,3 +183,27 @@ def test_view_names_what_is_missing(tmp_path, capsys):
     assert cli.main(["view", str(tmp_path), "--no-browser"]) == 2
     assert "has no report yet" in capsys.readouterr().err
 
+
+
+def test_the_markdown_a_writer_may_use_renders_as_structure_not_markup(offline_report):
+    refs = offline_report.references
+    markdown = ("## Title\n\n### Findings\n\nA claim with **bold** and *em* [1, 2]. Another `x<y` [3].\n\n"
+                "- item one [1]\n  - nested item [2]\n- item two\n\n| a | b |\n|---|---|\n| cell [1] | x |\n\n"
+                "```\n<b>code</b> [1]\n```\n\nA [safe link](https://example.org/p) and a [bad one](javascript:alert(1)).\n\n"
+                "## References\n\n" + "\n".join(r.render() for r in refs))
+    report = dataclasses.replace(offline_report, markdown=markdown, answer="## Answer\n\nShort [1].")
+    page = Page(report_html(report))
+    cites = [int(a.attrs["data-number"]) for a in page.find("a", "dr-cite")]
+    assert cites == [1, 1, 2, 3, 1, 2, 1]  # answer, the group [1, 2], `[3]`, the list, the table; not the code
+    headings = [e for e in page.elements if e.tag in ("h2", "h3") and e.attrs.get("id")]
+    assert [page.text_of(h) for h in headings] == ["Answer", "Title", "Findings"]
+    assert [e.tag for e in page.elements if e.tag in ("strong", "em", "ul", "li", "table", "td", "pre")][:10] == \
+        ["strong", "em", "ul", "li", "ul", "li", "li", "table", "td", "td"]
+    (code,) = page.find("pre")
+    assert page.text_of(code) == "<b>code</b> [1]" and not page.find("b")
+    hrefs = [e.attrs["href"] for e in page.find("a") if not e.attrs["href"].startswith("#")]
+    assert "https://example.org/p" in hrefs and not any("javascript" in h for h in hrefs)
+    text = " ".join(page.text_of(page.find("section", "dr-report")[0]).split())
+    assert "and a bad one." in text and "x<y" in text
+    ids = [e.attrs["id"] for e in page.elements if e.attrs.get("id")]
+    assert len(ids) == len(set(ids))
