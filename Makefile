@@ -13,7 +13,7 @@ endif
 
 DEMO_QUESTION ?= Does obesity increase the risk of type 2 diabetes?
 
-.PHONY: setup demo test bench clean llama
+.PHONY: setup demo test bench clean llama browser
 
 setup: $(STAMP)
 
@@ -35,7 +35,12 @@ demo: $(STAMP)
 llama:
 	PYTHON=$(PYTHON) bash tests/real_lm/build_llama_server.sh
 
-test: $(STAMP) llama
+# Debian's chromium for the browser tests of report.html (tests/view_checks.py drives it with Playwright,
+# whose own browser downloads are never used).
+browser:
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+
+test: $(STAMP) llama browser
 	HF_HUB_OFFLINE=1 $(PY) -m pytest
 
 bench: $(STAMP)

@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str] | dict[str, tuple[str, str]]] = {
     "run": ("deepresearch.programs.cli", "research a question and write report.md and trace.json"),
     "batch": ("deepresearch.programs.batch", "research every question of a JSONL file, one resumable run folder each"),
     "optimize": ("deepresearch.optimize.cli", "compile a program against a benchmark metric and save it"),
+    "view": ("deepresearch.programs.view_cli", "open a run's report.html (the report, its evidence, tree and cost) in the browser"),
     "index": ("deepresearch.retrievers.cli", "build a persistent BM25 / dense index of a corpus"),
     "eval": {
         "retrieval": ("deepresearch.eval.run_retrieval", "nDCG@10, Recall@100, MRR, MAP of BM25, dense and hybrid on BEIR qrels"),

@@ -216,6 +216,7 @@ class StageUsage:
     parse_failures: int = 0
     truncated: int = 0
     cached_tokens: int = 0
+    seconds: float = 0.0  # wall time of the stage's predictor calls, summed (concurrent calls overlap)
 
     @property
     def total_tokens(self) -> int:
@@ -335,6 +336,8 @@ class Report:
             (`{"question": ..., "answer": ...}`), folded into the research brief.
         verdicts: The verify stage's verdict on each checked sentence of the draft: the sentence, the ids
             of the passages it was judged against, the verdict, the action taken and what shipped.
+        passages: The text of every passage the report cites, by source id (what `report.html` shows
+            behind each citation); empty for a report from an older trace.
     """
 
     question: str
@@ -352,6 +355,7 @@ class Report:
     gathered: dict[str, Any] | None = None
     clarifications: tuple[dict[str, str], ...] = ()
     verdicts: tuple[dict[str, Any], ...] = ()
+    passages: dict[str, str] = field(default_factory=dict)
 
     def nodes(self) -> list[Node]:
         return [n for root in self.tree for n in root.walk()]
@@ -366,6 +370,12 @@ class Report:
         from deepresearch.programs.render import report_markdown
 
         return report_markdown(self)
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the report as `report.html` shows it, sized for a notebook cell."""
+        from deepresearch.programs.report_view import report_html
+
+        return report_html(self, embedded=True)
 
     def provenance(self) -> tuple[SentenceProvenance, ...]:
         """Each sentence of the report body with the references, source ids and learnings behind its citations."""
@@ -382,7 +392,7 @@ class Report:
             "events": [asdict(e) for e in self.events],
             "status": self.status, "error": self.error, "answer": self.answer, "taxonomy": self.taxonomy,
             "gathered": self.gathered, "clarifications": [dict(c) for c in self.clarifications],
-            "verdicts": [dict(v) for v in self.verdicts],
+            "verdicts": [dict(v) for v in self.verdicts], "passages": dict(self.passages),
             "provenance": [p.to_dict() for p in self.provenance()],  # derived; provenance() rebuilds it after from_dict
         }
 
@@ -398,7 +408,7 @@ class Report:
             status=d.get("status", "done"), error=d.get("error"), answer=d.get("answer", ""),
             taxonomy=d.get("taxonomy"), gathered=d.get("gathered"),
             clarifications=tuple(dict(c) for c in d.get("clarifications", ())),
-            verdicts=tuple(dict(v) for v in d.get("verdicts", ())),
+            verdicts=tuple(dict(v) for v in d.get("verdicts", ())), passages=dict(d.get("passages") or {}),
         )
 
 

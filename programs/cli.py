@@ -285,15 +285,19 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
             folder.write_text("answer.md", answer_markdown(report))
         if report.taxonomy is not None:
             folder.write_json("taxonomy.json", report.taxonomy)
+        from deepresearch.programs.report_view import report_html
+
+        folder.write_text("report.html", report_html(report, config=trace["config"], run=trace))
         folder.write_text("report.md", report.markdown)
         folder.finish(report.status, error=report.error or "")
     except OSError:  # open_run records the error in run.json; what this run wrote of its outputs goes
-        for name in ("report.md", "answer.md", "references.bib", "taxonomy.json"):
+        for name in ("report.md", "report.html", "answer.md", "references.bib", "taxonomy.json"):
             with contextlib.suppress(OSError):
                 (folder.path / name).unlink(missing_ok=True)
         raise
     print(f"report: {folder.path / 'report.md'}")
     print(f"trace:  {folder.path / 'trace.json'}")
+    print(f"view:   {folder.path / 'report.html'}")
     if args.bibtex:
         print(f"bibtex: {folder.path / 'references.bib'}")
     if args.answer:

@@ -159,6 +159,11 @@ class ResultPrediction(dspy.Prediction):
 
     __str__ = __repr__
 
+    def _repr_html_(self) -> str | None:
+        """The report's HTML view when the prediction carries a report; None (Markdown only) otherwise."""
+        report = self._store.get("report")
+        return report._repr_html_() if hasattr(report, "_repr_html_") else None
+
     def _repr_markdown_(self) -> str:
         report = self._store.get("report")
         if report is not None and hasattr(report, "_repr_markdown_"):

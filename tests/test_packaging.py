@@ -65,7 +65,8 @@ def test_the_wheel_installs_everything_under_deepresearch(tmp_path):
     code = [n for n in names if not n.startswith("dspy_deepresearch-")]
     assert code and all(n.startswith("deepresearch/") for n in code), sorted({n.split("/")[0] for n in code})
     assert {"deepresearch/cli.py", "deepresearch/programs/research/program.py",
-            "deepresearch/eval/eco_vocab.json"} <= set(names)
+            "deepresearch/eval/eco_vocab.json", "deepresearch/programs/report_view.html.j2",
+            "deepresearch/programs/report_view.css", "deepresearch/programs/report_view.js"} <= set(names)
     assert not any(n.startswith(("deepresearch/tests/", "deepresearch/benchmarks/")) for n in names)
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "deepresearch = deepresearch.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()

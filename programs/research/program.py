@@ -27,6 +27,7 @@ import dspy
 from deepresearch.programs.artifacts import Node, Report, RunStats, RunStatus
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.render import ResultPrediction
+from deepresearch.programs.report_view import cited_passages
 from deepresearch.programs.research.deliverables import (
     MAP_HEADING,
     NO_EVIDENCE_ANSWER,
@@ -395,7 +396,8 @@ class DeepResearch(dspy.Module):
         return Report(question=ctx.question, markdown=markdown, references=references,
                       learnings=learnings, tree=roots, usage=usage, stats=stats,
                       events=tuple(ctx.events.events), status=status, error=error, gathered=ctx.gathered,
-                      answer=answer.strip(), taxonomy=taxonomy, verdicts=verdicts)
+                      answer=answer.strip(), taxonomy=taxonomy, verdicts=verdicts,
+                      passages=cited_passages(references, ctx.registry, getattr(ctx.retriever, "corpus", None)))
 
     async def _write(self, ctx: RunContext, findings: list[Finding], learnings: Sequence[Learning]) -> str:
         """The writer's report, journaled: a resumed run whose findings are the same restores it instead of

@@ -35,8 +35,8 @@ __all__ = ["LOCK_FILE", "RUN_FILES", "RUN_RECORD", "STALE_FILES", "OutFolderBusy
            "held_question", "is_index_folder", "open_run", "os_error_line", "out_folder_lock"]
 
 RUN_RECORD = "run.json"
-RUN_FILES = ("report.md", "trace.json", "journal.jsonl", "stages.jsonl", "answer.md", "taxonomy.json", "references.bib", RUN_RECORD)  # a run's own files; --overwrite removes these
-STALE_FILES = ("report.md", "trace.json", "answer.md", "taxonomy.json", "references.bib")  # outputs of an earlier run of the same question; the journal is resume's
+RUN_FILES = ("report.md", "report.html", "trace.json", "journal.jsonl", "stages.jsonl", "answer.md", "taxonomy.json", "references.bib", RUN_RECORD)  # a run's own files; --overwrite removes these
+STALE_FILES = ("report.md", "report.html", "trace.json", "answer.md", "taxonomy.json", "references.bib")  # outputs of an earlier run of the same question; the journal is resume's
 LOCK_FILE = ".deepresearch.lock"
 
 

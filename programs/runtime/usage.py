@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -131,6 +132,7 @@ class UsageMeter(UsageTracker):
         self._parse_failures: dict[str, int] = defaultdict(int)
         self._truncated: dict[str, int] = defaultdict(int)
         self._cached: dict[str, int] = defaultdict(int)
+        self._seconds: dict[str, float] = defaultdict(float)
         self._notes: dict[str, list[str]] = defaultdict(list)
         self._by_model: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
         self._by_node: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
@@ -192,7 +194,7 @@ class UsageMeter(UsageTracker):
                     stats.truncated += 1
 
     def record(self, stage: str, *, failed: int = 0, fallbacks: int = 0, parse_failures: int = 0,
-               truncated: int = 0, note: str | None = None) -> None:
+               truncated: int = 0, note: str | None = None, seconds: float = 0.0) -> None:
         """Adds what the tracker does not see to `stage`'s counts, and a note to the current node."""
         with self._lock:
             if failed:
@@ -201,6 +203,7 @@ class UsageMeter(UsageTracker):
             self._fallbacks[stage] += fallbacks
             self._parse_failures[stage] += parse_failures
             self._truncated[stage] += truncated
+            self._seconds[stage] += seconds
             if note:
                 self._notes[_node.get()].append(note)
 
@@ -247,7 +250,8 @@ class UsageMeter(UsageTracker):
             return {s: StageUsage(calls=self._calls[s], prompt_tokens=self._prompt[s],
                                   completion_tokens=self._completion[s], failed=self._failed[s],
                                   fallbacks=self._fallbacks[s], parse_failures=self._parse_failures[s],
-                                  truncated=self._truncated[s], cached_tokens=self._cached[s]) for s in stages}
+                                  truncated=self._truncated[s], cached_tokens=self._cached[s],
+                                  seconds=round(self._seconds[s], 4)) for s in stages}
 
 
 def cached_tokens(usage_entry: Mapping[str, Any]) -> int:
@@ -339,6 +343,7 @@ async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.P
     limit = None if _is_reasoning_model(predictor) else max_output_tokens(stage)
     stats = _CallStats(max_tokens=limit)
     stage_token, call_token = _stage.set(stage), _call.set(stats)
+    started = time.monotonic()
     meter = dspy.settings.usage_tracker if isinstance(dspy.settings.usage_tracker, UsageMeter) else None
     try:
         if limit is not None:
@@ -371,6 +376,8 @@ async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.P
     finally:
         _stage.reset(stage_token)
         _call.reset(call_token)
+        if meter is not None:
+            meter.record(stage, seconds=time.monotonic() - started)
         if meter is not None and stats.answered:
             if stats.truncated:
                 meter.record(stage, truncated=stats.truncated,
