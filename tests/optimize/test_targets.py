@@ -12,7 +12,7 @@ from deepresearch.optimize.compile import compile_program
 from deepresearch.optimize.metrics import metric_spec
 from deepresearch.optimize.trainsets import from_frozen_cases
 from deepresearch.programs.gather.loop import CandidateAssessor
-from deepresearch.signatures.gather import AssessCandidates
+from deepresearch.signatures.gather import LabelCandidates
 from tests.scripted import inputs_of, routed_handler, scripted_lm
 
 
@@ -54,11 +54,9 @@ def test_gathering_assessor_is_tuned_on_frozen_candidates_without_searching(data
         asked = inputs_of(messages)
         gt = {h.doc.doc_id for ex in examples for h in ex.hits if h.doc.doc_id in ex.gt_ids}
         label = (lambda pid: "relevant" if pid in gt else "irrelevant") if len(messages) > 2 else (lambda pid: "irrelevant")
-        return {"judgements": [{"source_id": p["paper_id"], "label": label(p["paper_id"]), "reason": "-"}
-                               for p in json.loads(asked["candidates"])],
-                "feedback": {"covered_topics": "-", "relevant": "-", "irrelevant": "-", "suggestions": "-"}}
+        return {"relevance": {p["paper_id"]: label(p["paper_id"]) for p in json.loads(asked["candidates"])}}
 
-    lm = scripted_lm(routed_handler({AssessCandidates: assess}))
+    lm = scripted_lm(routed_handler({LabelCandidates: assess}))
     spec = metric_spec("assessor", "discard")
     trainset, devset = examples[: len(examples) // 2], examples[len(examples) // 2:]
     with dspy.context(lm=lm):

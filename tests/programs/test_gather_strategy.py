@@ -20,7 +20,7 @@ from deepresearch.programs.gather.artifacts import GatherResult
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.retrievers import BM25Retriever, Corpus, Doc
 from deepresearch.signatures import ExtractLearnings
-from deepresearch.signatures.gather import AssessCandidates, PlanSubqueries
+from deepresearch.signatures.gather import LabelCandidates, PlanSubqueries
 from tests.research_lm import research_handler
 from tests.scripted import inputs_of, scripted_lm
 
@@ -73,14 +73,12 @@ def always_new(messages):
 def assessor(keep):
     def answer(messages):
         papers = json.loads(inputs_of(messages)["candidates"])
-        return {"judgements": [{"source_id": p["paper_id"], "label": "relevant" if p["paper_id"] in keep else
-                                "irrelevant", "reason": "scripted"} for p in papers],
-                "feedback": {"covered_topics": "alpha", "relevant": "some", "irrelevant": "rest", "suggestions": "page"}}
+        return {"relevance": {p["paper_id"]: "relevant" if p["paper_id"] in keep else "irrelevant" for p in papers}}
     return answer
 
 
 def gather_lm(plan=None, keep=KEEP, delay=0.0, routes=None):
-    return scripted_lm(research_handler({PlanSubqueries: plan or planner(ROUNDS), AssessCandidates: assessor(keep),
+    return scripted_lm(research_handler({PlanSubqueries: plan or planner(ROUNDS), LabelCandidates: assessor(keep),
                                          **(routes or {})}), delay=delay)
 
 
@@ -99,7 +97,7 @@ def test_the_gather_preset_and_its_stages_join_the_vocabulary(retriever, corpus)
     program = DeepResearch(retriever=retriever, config=preset("gather"))
     assert {"gather_plan", "gather_assess"} <= set(program.stage_table())
     names = [n for n, _ in program.named_predictors()]
-    assert "subquery_planner.plan_subqueries.predict" in names and "candidate_assessor.assess_candidates" in names
+    assert "subquery_planner.plan_subqueries.predict" in names and "candidate_assessor.label_candidates" in names
     assert len(names) == len(set(names))
     own = scripted_lm(research_handler())
     program = DeepResearch(retriever=retriever, config=preset("gather"), lms={"gather_plan": own})
