@@ -101,14 +101,14 @@ class PaperPreview(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    paper_id: str
+    paper_id: str = Field(description="its number in this list")
     title: str
     text: str
 
 
 # Behaviour: spec 004 §1.5 (AssessCandidates), abstract-only mode plus an uncertain label. Wording is ours.
 # Shaped for small models (issue 27): one label per candidate and nothing else, in an object keyed by the
-# paper ids shown, so under a JSON schema (SchemaAdapter) every id is required once and no other id can be
+# candidates' numbers, so under a JSON schema (SchemaAdapter) every id is required once and no other id can be
 # written; the planner's notes are composed from the labels by the stage, not written by the LM.
 class LabelCandidates(dspy.Signature):
     """Label each candidate paper for the research question: relevant when its title and text show it

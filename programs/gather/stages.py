@@ -93,17 +93,17 @@ class SubqueryPlanner(Stage):
                                is_complete=bool(out.is_complete))
 
 
-def preview(hit: Hit, wanted: set[str], sentences: int, chars: int | None) -> PaperPreview:
-    """What the assessor reads of a candidate: its title and the `sentences` sentences of its text that share
-    the most key terms (prefix-stemmed) with the question and subquery (`wanted`), kept in their order, at most
-    `chars` characters; the whole text (cut at `chars`) when `sentences` is 0 or the text has no more."""
+def preview(hit: Hit, key: str, wanted: set[str], sentences: int, chars: int | None) -> PaperPreview:
+    """What the assessor reads of a candidate, shown under `key`: its title and the `sentences` sentences of its
+    text that share the most key terms (prefix-stemmed) with the question and subquery (`wanted`), kept in their
+    order, at most `chars` characters; the whole text (cut at `chars`) when `sentences` is 0 or it has no more."""
     text = hit.doc.text
     parts = split_sentences(text) if sentences > 0 else []
     if len(parts) > sentences > 0:
         hits = [len(wanted & {stem(t) for t in key_terms(p)}) for p in parts]
         best = sorted(range(len(parts)), key=lambda i: (-hits[i], i))[:sentences]
         text = " ".join(parts[i] for i in sorted(best))
-    return PaperPreview(paper_id=hit.doc.doc_id, title=hit.doc.title, text=text if chars is None else clip(text, chars))
+    return PaperPreview(paper_id=key, title=hit.doc.title, text=text if chars is None else clip(text, chars))
 
 
 def labels_feedback(hits: list[Hit], judgements: list[Judgement], unlabelled: int) -> str:
@@ -120,7 +120,8 @@ def labels_feedback(hits: list[Hit], judgements: list[Judgement], unlabelled: in
 class CandidateAssessor(Stage):
     """Labels each candidate of one search relevant, irrelevant or uncertain; notes for the planner follow.
 
-    The LM writes one label per candidate and nothing else (`LabelCandidates`), reading each paper's title
+    The LM writes one label per candidate and nothing else (`LabelCandidates`), keyed by the candidate's
+    number in the list (1, 2, ...; a paper id costs a small model a token a digit), reading each paper's title
     and the `sentences` sentences of its text that bear most on the question and subquery (`preview`), at
     most `preview_chars` characters. A candidate the LM did not label counts as irrelevant (the reference
     keeps only ids it names) and labels for ids not shown are ignored; both are counted (`unlabelled`,
@@ -134,7 +135,7 @@ class CandidateAssessor(Stage):
     and `unknown`.
     """
 
-    def __init__(self, second_look: bool = True, preview_chars: int = 1000, sentences: int = 3):
+    def __init__(self, second_look: bool = True, preview_chars: int = 1000, sentences: int = 2):
         super().__init__()
         self.label_candidates = dspy.Predict(LabelCandidates)
         self.recheck_candidate = dspy.Predict(RecheckCandidate)
@@ -148,16 +149,16 @@ class CandidateAssessor(Stage):
         preview_chars = self.preview_chars if preview_chars is None else preview_chars
         second_look = self.second_look if second_look is None else second_look
         wanted = {stem(t) for t in key_terms(f"{question} {subquery}")}
-        papers = [preview(h, wanted, self.sentences, preview_chars) for h in hits]
+        keys = [str(n) for n in range(1, len(hits) + 1)]  # short keys: a small model copies digits one by one
+        papers = [preview(h, k, wanted, self.sentences, preview_chars) for h, k in zip(hits, keys)]
         out = await call_predictor("gather_assess", self.label_candidates, question=question, subquery=subquery,
                                    checklist=checklist, candidates=papers)
-        labels = dict(out.relevance or {})
-        shown = {h.doc.doc_id for h in hits}
-        unknown = sum(key not in shown for key in labels)
-        judgements = [Judgement(source_id=h.doc.doc_id, label=labels[h.doc.doc_id], reason="labelled by the LM")
-                      if h.doc.doc_id in labels else
-                      Judgement(source_id=h.doc.doc_id, label="irrelevant", reason="not judged") for h in hits]
-        unlabelled = sum(h.doc.doc_id not in labels for h in hits)
+        labels = {str(k).strip(): v for k, v in dict(out.relevance or {}).items()}
+        unknown = sum(k not in keys for k in labels)
+        judgements = [Judgement(source_id=h.doc.doc_id, label=labels[k], reason="labelled by the LM")
+                      if k in labels else Judgement(source_id=h.doc.doc_id, label="irrelevant", reason="not judged")
+                      for h, k in zip(hits, keys)]
+        unlabelled = sum(k not in labels for k in keys)
         if unlabelled or unknown:
             logger.debug("assessor: %d candidates unlabelled, %d labels for ids not shown", unlabelled, unknown)
         uncertain = [i for i, j in enumerate(judgements) if j.label == "uncertain"] if second_look else []

@@ -13,7 +13,7 @@ from deepresearch.optimize.metrics import metric_spec
 from deepresearch.optimize.trainsets import from_frozen_cases
 from deepresearch.programs.gather.loop import CandidateAssessor
 from deepresearch.signatures.gather import LabelCandidates
-from tests.scripted import inputs_of, routed_handler, scripted_lm
+from tests.scripted import inputs_of, routed_handler, scripted_lm, shown_candidates
 
 
 def test_gather_objectives_on_a_hand_worked_query():
@@ -54,7 +54,8 @@ def test_gathering_assessor_is_tuned_on_frozen_candidates_without_searching(data
         asked = inputs_of(messages)
         gt = {h.doc.doc_id for ex in examples for h in ex.hits if h.doc.doc_id in ex.gt_ids}
         label = (lambda pid: "relevant" if pid in gt else "irrelevant") if len(messages) > 2 else (lambda pid: "irrelevant")
-        return {"relevance": {p["paper_id"]: label(p["paper_id"]) for p in json.loads(asked["candidates"])}}
+        docs = [h.doc for ex in examples for h in ex.hits]
+        return {"relevance": {key: label(d) for key, d in shown_candidates(messages, docs).items()}}
 
     lm = scripted_lm(routed_handler({LabelCandidates: assess}))
     spec = metric_spec("assessor", "discard")

@@ -18,20 +18,27 @@ from deepresearch.retrievers import BM25Retriever, Corpus, Doc
 from deepresearch.retrievers.types import Hit
 from deepresearch.programs.runtime.lm import SchemaAdapter
 from deepresearch.signatures.gather import LabelCandidates, PaperPreview, PlanSubqueries, RecheckCandidate, WriteSearchQuery
-from tests.scripted import inputs_of
+from tests.scripted import inputs_of, shown_candidates
 
 DATE = "2020-01"
 
 
-@pytest.fixture(scope="module")
-def corpus():
+def toy_docs():
     docs = [Doc(doc_id=f"a{i:02d}", title="alpha report", text=" ".join(["alpha"] * (20 - i) + ["filler"] * i),
                 published="2019-05") for i in range(20)]
     docs += [Doc(doc_id=f"g{i}", title="gamma note", text=" ".join(["gamma"] * (5 - i) + ["filler"] * (15 + i)))
              for i in range(5)]
     docs += [Doc(doc_id=f"z{i:02d}", title="omega survey", text="omega lorem ipsum dolor sit amet") for i in range(40)]
     docs.append(Doc(doc_id="late", title="alpha alpha", text=" ".join(["alpha"] * 20), published="2021-03"))
-    return Corpus(docs, name="toy")
+    return docs
+
+
+TOY = toy_docs()
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return Corpus(TOY, name="toy")
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +65,8 @@ def planner(rounds, complete_at=None, memory=None):
 
 def assessor(keep, uncertain=()):
     def answer(messages):
-        papers = json.loads(inputs_of(messages)["candidates"])
-        label = lambda p: "relevant" if p["paper_id"] in keep else "uncertain" if p["paper_id"] in uncertain else "irrelevant"
-        return {"relevance": {p["paper_id"]: label(p) for p in papers}}
+        label = lambda d: "relevant" if d in keep else "uncertain" if d in uncertain else "irrelevant"
+        return {"relevance": {key: label(d) for key, d in shown_candidates(messages, TOY).items()}}
     return answer
 
 
@@ -146,8 +152,8 @@ def test_uncertain_candidates_get_a_second_look_at_the_full_text(retriever, make
         paper = json.loads(inputs_of(messages)["paper"])
         seen.append(paper)
         return {"is_relevant": True, "evidence": "The full text fits."}
-    lm = make_lm(routed({PlanSubqueries: planner(rounds), LabelCandidates: assessor(set(), uncertain={"a02"}),
-                         RecheckCandidate: recheck}))
+    third_uncertain = {"relevance": {"1": "irrelevant", "2": "irrelevant", "3": "uncertain"}}  # a02 ranks third
+    lm = make_lm(routed({PlanSubqueries: planner(rounds), LabelCandidates: third_uncertain, RecheckCandidate: recheck}))
     result = run(Gatherer(retriever, GatherConfig(preview_chars=20)), lm).result
     assert [x.doc_id for x in result.selected] == ["a02"]
     assert len(seen) == 1 and len(seen[0]["abstract"]) > 20  # the first look was cut to 20 characters
@@ -172,7 +178,7 @@ def test_result_round_trips_through_json(retriever, make_lm, routed):
 
 def test_assessor_ignores_unknown_ids_and_treats_unjudged_as_irrelevant(retriever, make_lm, routed):
     hits = retriever.search("alpha", 3)
-    lm = make_lm(routed({LabelCandidates: {"relevance": {"nope": "relevant", hits[1].doc.doc_id: "relevant"}}}))
+    lm = make_lm(routed({LabelCandidates: {"relevance": {"nope": "relevant", "2": "relevant"}}}))
     with dspy.context(lm=lm):
         out = asyncio.run(CandidateAssessor().acall(question="q", subquery="alpha", checklist="", hits=hits))
     assert [j.label for j in out.judgements] == ["irrelevant", "relevant", "irrelevant"]
@@ -184,26 +190,26 @@ def test_assessor_shows_each_candidate_its_title_and_best_sentences_only(make_lm
     text = ("Background on soil. Vitamin D lowers fracture risk in older adults. Weather was mild. "
             "Fracture rates fell further with calcium. Funding came from a trust.")
     hit = Hit(doc=Doc(doc_id="d1", title="A trial", text=text), score=1.0, rank=1)
-    lm = make_lm(routed({LabelCandidates: {"relevance": {"d1": "relevant"}}}))
+    lm = make_lm(routed({LabelCandidates: {"relevance": {"1": "relevant"}}}))
     with dspy.context(lm=lm):
         asyncio.run(CandidateAssessor(sentences=2).acall(question="Does vitamin D reduce fracture risk?",
                                                           subquery="vitamin D fracture", checklist="", hits=[hit]))
     (shown,) = json.loads(inputs_of(lm.scripted.prompts[-1])["candidates"])
-    assert shown == {"paper_id": "d1", "title": "A trial",
+    assert shown == {"paper_id": "1", "title": "A trial",
                      "text": "Vitamin D lowers fracture risk in older adults. Fracture rates fell further with calcium."}
 
 
 def test_assessor_reply_in_the_json_format_parses_and_its_schema_requires_each_shown_id_once(make_lm):
     hits = [Hit(doc=Doc(doc_id=f"d{i}", title=f"t{i}", text="alpha text."), score=1.0, rank=i + 1) for i in range(2)]
-    lm = make_lm(lambda messages: '{"relevance": {"d0": "relevant", "d1": "irrelevant"}}')
+    lm = make_lm(lambda messages: '{"relevance": {"1": "relevant", "2": "irrelevant"}}')
     with dspy.context(lm=lm, adapter=SchemaAdapter()):
         out = asyncio.run(CandidateAssessor().acall(question="q", subquery="s", checklist="", hits=hits))
     assert [j.label for j in out.judgements] == ["relevant", "irrelevant"]
-    papers = [PaperPreview(paper_id=h.doc.doc_id, title="t", text="x") for h in hits]
+    papers = [PaperPreview(paper_id=str(n), title="t", text="x") for n in (1, 2)]
     schema = SchemaAdapter()._response_format(LabelCandidates, {"candidates": papers})["json_schema"]["schema"]
     labels = schema["properties"]["relevance"]
-    assert labels["required"] == ["d0", "d1"] and labels["additionalProperties"] is False
-    assert labels["properties"]["d0"]["enum"] == ["relevant", "irrelevant", "uncertain"]
+    assert labels["required"] == ["1", "2"] and labels["additionalProperties"] is False
+    assert labels["properties"]["1"]["enum"] == ["relevant", "irrelevant", "uncertain"]
 
 
 def test_gatherer_refuses_a_program_compiled_for_the_old_assessor_signature(retriever, tmp_path):

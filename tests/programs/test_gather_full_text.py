@@ -81,7 +81,8 @@ TWO_SEARCHES = [[{"action": "derive", "source_id": 0, "text": "alpha interventio
 
 def assess(messages):
     papers = json.loads(inputs_of(messages)["candidates"])
-    return {"relevance": {p["paper_id"]: "uncertain" if p["paper_id"] == "p1" else "irrelevant" for p in papers}}
+    return {"relevance": {p["paper_id"]: "uncertain" if p["title"] == "The alpha intervention" else "irrelevant"
+                          for p in papers}}
 
 
 class Recheck:

@@ -22,19 +22,26 @@ from deepresearch.retrievers import BM25Retriever, Corpus, Doc
 from deepresearch.signatures import ExtractLearnings
 from deepresearch.signatures.gather import LabelCandidates, PlanSubqueries
 from tests.research_lm import research_handler
-from tests.scripted import inputs_of, scripted_lm
+from tests.scripted import inputs_of, scripted_lm, shown_candidates
 
 QUESTION = "alpha question"
 
 
-@pytest.fixture(scope="module")
-def corpus():
+def toy_docs():
     docs = [Doc(doc_id=f"a{i:02d}", title=f"alpha report {i}", text=" ".join(["alpha"] * (20 - i) + ["filler"] * i))
             for i in range(20)]
     docs += [Doc(doc_id=f"g{i}", title=f"gamma note {i}", text=" ".join(["gamma"] * (5 - i) + ["filler"] * (15 + i)))
              for i in range(5)]
     docs += [Doc(doc_id=f"z{i:02d}", title="omega survey", text="omega lorem ipsum dolor sit amet") for i in range(40)]
-    return Corpus(docs, name="toy")
+    return docs
+
+
+TOY = toy_docs()
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return Corpus(TOY, name="toy")
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +79,8 @@ def always_new(messages):
 
 def assessor(keep):
     def answer(messages):
-        papers = json.loads(inputs_of(messages)["candidates"])
-        return {"relevance": {p["paper_id"]: "relevant" if p["paper_id"] in keep else "irrelevant" for p in papers}}
+        return {"relevance": {key: "relevant" if d in keep else "irrelevant"
+                              for key, d in shown_candidates(messages, TOY).items()}}
     return answer
 
 
