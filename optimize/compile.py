@@ -12,28 +12,36 @@ from dataclasses import dataclass, field
 import dspy
 
 from deepresearch.optimize.metrics import MetricSpec, as_gepa_metric, as_metric
+from deepresearch.programs.runtime.stage import Shared
 from deepresearch.programs.runtime.usage import UsageMeter, metered
 
 logger = logging.getLogger(__name__)
 
 OPTIMIZERS = ("gepa", "miprov2", "bootstrap-rs", "simba")
+GATED = ("bootstrap-rs", "miprov2")  # whose extra candidates and bootstrapping would pass the budget
 
 
 class Guarded(dspy.Module):
     """Runs `program`; an example it fails on logs one line (a short id of its inputs and the reason) and scores
     as a failure, so no optimizer or evaluator logs the example itself (ten abstracts, several KB an error)."""
 
-    def __init__(self, program: dspy.Module):
+    def __init__(self, program: dspy.Module, progress: Progress | None = None):
         super().__init__()
         self.program = program
+        # when its budget is spent, examples score 0 without running the program; one counter for every copy
+        self._progress = Shared(progress)
 
     def forward(self, **inputs):
+        if self._progress.obj is not None and self._progress.obj.is_spent():
+            return dspy.Prediction(failed=True, skipped=True)
         try:
             return self.program(**inputs)
         except Exception as err:
             return failed(inputs, err)
 
     async def aforward(self, **inputs):
+        if self._progress.obj is not None and self._progress.obj.is_spent():
+            return dspy.Prediction(failed=True, skipped=True)
         try:
             return await self.program.acall(**inputs)
         except Exception as err:
@@ -90,11 +98,23 @@ class Progress:
     best: float | None = None
     _scores: list[float] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _told: bool = False
+
+    def is_spent(self) -> bool:
+        """Whether the optimizer has made `budget` metric calls (each one ran the program once)."""
+        with self._lock:
+            if self.calls >= self.budget and not self._told:
+                self._told = True
+                logger.warning("metric budget of %d calls spent; the optimizer's further candidates score 0 "
+                               "without an LM call", self.budget)
+            return self.calls >= self.budget
 
     def wrap(self, metric):
         def score(*args, **kwargs):
             value = metric(*args, **kwargs)
-            self.add(float(value.score if isinstance(value, dspy.Prediction) else value))
+            pred = args[1] if len(args) > 1 else kwargs.get("pred")
+            if not (isinstance(pred, dspy.Prediction) and pred.get("skipped", False)):
+                self.add(float(value.score if isinstance(value, dspy.Prediction) else value))
             return value
 
         score.__name__ = getattr(metric, "__name__", "metric")
@@ -199,7 +219,9 @@ def _optimizer(name: str, spec: MetricSpec, budget: int, n_train: int, n_dev: in
     if name == "simba":
         bsize = max(1, min(4, n_train))
         num_candidates = 2
-        steps = max(1, budget // (bsize * (num_candidates + 1)))
+        # a step samples num_candidates trajectories of each of bsize examples, then scores its new candidates
+        # on the same batch: about bsize * (2 * num_candidates + 1) metric calls
+        steps = max(1, budget // (bsize * (2 * num_candidates + 1)))
         opt = dspy.SIMBA(metric=metric, bsize=bsize, num_candidates=num_candidates, max_steps=steps, max_demos=2,
                          prompt_model=prompt_lm, num_threads=num_threads)
         return opt, {"seed": seed}
@@ -232,6 +254,10 @@ def compile_program(program: dspy.Module, *, optimizer: str, spec: MetricSpec, t
         on_progress: Called with a progress line (metric calls spent, best training score so far) after each
             of the optimizer's metric calls.
 
+    The budget holds: once BootstrapFewShotWithRandomSearch or MIPROv2 has made `budget` metric calls, the
+    program it runs answers without an LM call and scores 0 (they score a few candidates of their own beyond
+    those asked for). GEPA holds the budget itself; SIMBA's closing evaluation may pass it.
+
     An example the program fails on logs one line (its id and the reason; `Guarded`) and scores 0.
     """
     if optimizer not in OPTIMIZERS:
@@ -254,7 +280,9 @@ def compile_program(program: dspy.Module, *, optimizer: str, spec: MetricSpec, t
         progress = Progress(budget=budget, window=len(trainset), report=on_progress)
         opt, kwargs = _optimizer(optimizer, spec, budget, len(trainset), len(devset), prompt_lm, num_threads, seed,
                                  progress)
-        tuned = opt.compile(Guarded(program.deepcopy()), trainset=trainset, **kwargs).program
+        # GEPA holds max_metric_calls itself; SIMBA's closing evaluation of its candidates is left whole
+        gate = progress if optimizer in GATED else None
+        tuned = opt.compile(Guarded(program.deepcopy(), gate), trainset=trainset, **kwargs).program
         after_scores = evaluate_scores(tuned, devset, spec, num_threads, show_progress)
     return CompileResult(program=tuned, optimizer=optimizer, metric=spec.name,
                          before=sum(before_scores) / len(before_scores), after=sum(after_scores) / len(after_scores),

@@ -101,7 +101,7 @@ def test_an_example_the_program_fails_on_logs_one_line_and_scores_zero(scifact, 
     assert all(m.startswith("example ") and "AdapterParseError" in m for m in failures)
 
 
-def test_progress_lines_count_metric_calls_and_keep_the_best_training_score(scifact):
+def test_progress_lines_count_metric_calls_within_the_budget_and_keep_the_best_training_score(scifact):
     examples = pools(scifact)
     lines = []
     with dspy.context(lm=scripted_lm(routed_handler({AssessRelevance: make_assess()}))):
@@ -109,9 +109,10 @@ def test_progress_lines_count_metric_calls_and_keep_the_best_training_score(scif
                                  trainset=examples[:4], devset=examples[4:7], budget=16, num_threads=1,
                                  on_progress=lines.append)
     assert result.metric_calls == len(lines) > 0
+    assert result.metric_calls <= 16  # the budget holds: DSPy's own extra candidates run no LM call past it
     assert lines[-1].startswith(f"metric calls {result.metric_calls}/16 · best training score so far ")
     best = [float(line.rsplit(" ", 1)[1]) for line in lines if not line.endswith("–")]
-    assert best == sorted(best) and best[-1] == pytest.approx(1.0)  # a tuned candidate scores 1 on training
+    assert best == sorted(best) and best[-1] > best[0]  # a candidate with demos beat the zero-shot program
     assert len(result.before_scores) == len(result.after_scores) == 3
 
 
