@@ -17,7 +17,8 @@ from deepresearch.programs.gather.loop import CandidateAssessor, GatherConfig, G
 from deepresearch.retrievers import BM25Retriever, Corpus, Doc
 from deepresearch.retrievers.types import Hit
 from deepresearch.programs.runtime.lm import SchemaAdapter
-from deepresearch.signatures.gather import LabelCandidates, PaperPreview, PlanSubqueries, RecheckCandidate, WriteSearchQuery
+from deepresearch.signatures.gather import (LabelCandidates, PaperPreview, PlanSubqueries, RecheckCandidate,
+                                            WriteSearchQuery)
 from tests.scripted import inputs_of, shown_candidates
 
 DATE = "2020-01"
@@ -195,8 +196,8 @@ def test_assessor_shows_each_candidate_its_title_and_best_sentences_only(make_lm
         asyncio.run(CandidateAssessor(sentences=2).acall(question="Does vitamin D reduce fracture risk?",
                                                           subquery="vitamin D fracture", checklist="", hits=[hit]))
     (shown,) = json.loads(inputs_of(lm.scripted.prompts[-1])["candidates"])
-    assert shown == {"paper_id": "1", "title": "A trial",
-                     "text": "Vitamin D lowers fracture risk in older adults. Fracture rates fell further with calcium."}
+    assert shown == {"paper_id": "1", "title": "A trial", "text": "Vitamin D lowers fracture risk in older adults. "
+                                                                  "Fracture rates fell further with calcium."}
 
 
 def test_assessor_reply_in_the_json_format_parses_and_its_schema_requires_each_shown_id_once(make_lm):
