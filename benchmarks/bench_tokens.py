@@ -86,7 +86,7 @@ from deepresearch.programs.research.program import DeepResearch
 from deepresearch.retrievers import BM25Retriever, load_corpus
 from deepresearch.signatures import ExtractLearnings, MergeLearnings
 from deepresearch.signatures.enrich import WriteEnrichment
-from deepresearch.signatures.gather import AssessCandidates, PlanSubqueries
+from deepresearch.signatures.gather import LabelCandidates, PlanSubqueries
 from deepresearch.signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
 from tests.research_lm import research_handler
 from tests.scripted import (
@@ -147,9 +147,7 @@ def _gather_plan(messages):
 
 def _gather_assess(messages):
     papers = json.loads(inputs_of(messages)["candidates"])
-    return {"judgements": [{"source_id": p["paper_id"], "label": "relevant" if i < 3 else "irrelevant",
-                            "reason": "scripted"} for i, p in enumerate(papers)],
-            "feedback": {"covered_topics": "t", "relevant": "r", "irrelevant": "i", "suggestions": "s"}}
+    return {"relevance": {p["paper_id"]: "relevant" if i < 3 else "irrelevant" for i, p in enumerate(papers)}}
 
 
 def _enrichment(messages):
@@ -163,7 +161,7 @@ def _breadth(messages):
 
 
 ROUTES = {ExtractLearnings: _extract, MergeLearnings: _merge, PlanSubqueries: _gather_plan,
-          AssessCandidates: _gather_assess, WriteEnrichment: _enrichment, PlanBreadth: _breadth,
+          LabelCandidates: _gather_assess, WriteEnrichment: _enrichment, PlanBreadth: _breadth,
           DecideDeepen: {"deepen": True, "rationale": "scripted"},
           EvaluateProgress: {"goal_satisfaction": 0.1, "quality": 0.9, "rationale": "scripted"}}
 

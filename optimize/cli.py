@@ -9,6 +9,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from dspy.utils.callback import BaseCallback
@@ -71,7 +72,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              " (or the module's name: planner, writer...). The assessors run on frozen candidates, "
                              "the research planner on planning + retrieval only, and with --from-runs "
                              f"{', '.join(POOL_STAGES)} on the inputs recorded runs gave them")
-    parser.add_argument("--metric", required=True,
+    parser.add_argument("--show", default=None, metavar="COMPILED",
+                        help="print what a compiled program file records (model, optimizer, metric, data and split, "
+                             "dev figures before and after) and exit")
+    parser.add_argument("--metric", default=None,
                         help="; ".join(f"{t}: {', '.join(metric_names(t))}" for t in (*METRICS, *(
                             t for t in WRITING_METRICS if t not in METRICS))))
     parser.add_argument("--optimizer", default="gepa", choices=OPTIMIZERS)
@@ -107,9 +111,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--breadth", type=int, default=None)
     parser.add_argument("--hits", type=int, default=None, help="documents retrieved per search (research)")
     parser.add_argument("--iterations", type=int, default=5, help="gathering rounds")
-    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--threads", "--workers", dest="threads", type=int, default=4,
+                        help="examples evaluated at once (the optimizer's threads)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", required=True, help="compiled program file (JSON)")
+    parser.add_argument("--out", default=None, help="compiled program file (JSON); required unless --show")
     add_retriever_arguments(parser, corpus_help="corpus to search (default: the --train BEIR folder): a path, a name "
                                                 "under $DEEPRESEARCH_DATA, hf:NAME (see `run`)")
     add_lm_arguments(parser, default_offline=False)  # the task LM (--lm): offline cannot be tuned
@@ -167,7 +172,8 @@ def _text_of(corpus):
 
 def _research(args: argparse.Namespace, kind: str):
     overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth,
-                                   "hits_per_query": args.hits}.items() if v is not None}
+                                   "hits_per_query": args.hits, "lm_timeout_s": args.lm_timeout}.items()
+                 if v is not None}
     if kind == "pool":  # the recorded inputs hold every passage: nothing is searched
         full = DeepResearch(retriever=RecordedOnly(), config=preset(args.preset, **overrides))
         attr = full.stage_table()[args.stage]
@@ -206,7 +212,7 @@ def _gather(args: argparse.Namespace, kind: str):
     # spec 004 §2.1: ScholarGym's own BM25 for its queries, unless an index or --bm25-preset says otherwise
     preset = "default" if find_queryset(args.train, data_dir())[0] == "beir" else "scholargym"
     corpus, retriever = _retriever(args, preset)
-    full = Gatherer(retriever, GatherConfig(iterations=args.iterations))
+    full = Gatherer(retriever, GatherConfig(iterations=args.iterations, lm_timeout_s=args.lm_timeout))
     if kind == "assessor":
         if not args.candidates:
             raise ValueError("the gathering assessor is tuned on frozen candidates: run `deepresearch eval gather "
@@ -312,6 +318,13 @@ def check_out(args: argparse.Namespace) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.show:
+        from deepresearch.optimize.saved import compile_record, describe
+
+        print(describe(compile_record(args.show)))
+        return 0
+    if args.metric is None or args.out is None:
+        raise ValueError("pass --metric and --out (the compiled program file), or --show COMPILED to read one")
     for name in ("budget", "limit"):  # a negative one ran unbounded (`[:-1]`, a loop that never reached it)
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
@@ -363,10 +376,12 @@ def main(args: argparse.Namespace) -> int:
             args.program](args, kind)
         spec = metric_spec(metric_target, args.metric, Judging(support=support, text_of=text_of))
         left = None if args.max_lm_calls is None else max(0, args.max_lm_calls - meter.total_calls)
+        started = time.perf_counter()
         result = compile_program(target.program, optimizer=args.optimizer, spec=spec, trainset=trainset,
                                  devset=devset, budget=args.budget, max_lm_calls=left,
                                  prompt_lm=prompt_lm, num_threads=args.threads, seed=args.seed,
-                                 show_progress=sys.stderr.isatty())
+                                 show_progress=sys.stderr.isatty(),
+                                 on_progress=lambda line: print(line, file=sys.stderr, flush=True))
     if target.program is target.full:  # the whole program was tuned: the optimizer returned a tuned copy of it
         target.full = result.program
     target.program = result.program
@@ -375,7 +390,12 @@ def main(args: argparse.Namespace) -> int:
     meta = {"program": args.program, "stage": args.stage, "metric": spec.name, "optimizer": args.optimizer,
             "judge": support.name if args.metric in WRITING_METRICS.get(metric_target, ()) else None,
             "from_runs": args.from_runs,
-            "before": result.before, "after": result.after, "metric_budget": result.metric_budget,
+            "data": args.train or args.from_runs, "split": args.split, "candidates": args.candidates,
+            "dev": args.dev or f"{len(devset)} of the examples, held out (seed {args.seed})",
+            "before": result.before, "after": result.after, "ci95": result.interval(),
+            "before_scores": list(result.before_scores), "after_scores": list(result.after_scores),
+            "metric_budget": result.metric_budget, "metric_calls": result.metric_calls,
+            "seconds": round(time.perf_counter() - started, 1),
             "lm_calls": counter.total, "lm_calls_by_role": dict(counter.calls), "compile_lm_calls": result.lm_calls, "lm": session.model,
             "prompt_lm": args.prompt_lm or session.model, "n_train": result.n_train, "n_dev": result.n_dev,
             "trainset": fingerprint(trainset),

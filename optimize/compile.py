@@ -2,18 +2,152 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import dspy
 
 from deepresearch.optimize.metrics import MetricSpec, as_gepa_metric, as_metric
+from deepresearch.programs.runtime.stage import Shared
 from deepresearch.programs.runtime.usage import UsageMeter, metered
 
 logger = logging.getLogger(__name__)
 
 OPTIMIZERS = ("gepa", "miprov2", "bootstrap-rs", "simba")
+GATED = ("bootstrap-rs", "miprov2")  # whose extra candidates and bootstrapping would pass the budget
+
+
+class Guarded(dspy.Module):
+    """Runs `program`; an example it fails on logs one line (a short id of its inputs and the reason) and scores
+    as a failure, so no optimizer or evaluator logs the example itself (ten abstracts, several KB an error)."""
+
+    def __init__(self, program: dspy.Module, progress: Progress | None = None):
+        super().__init__()
+        self.program = program
+        # when its budget is spent, examples score 0 without running the program; one counter for every copy
+        self._progress = Shared(progress)
+
+    def forward(self, **inputs):
+        if self._progress.obj is not None and self._progress.obj.is_spent():
+            return dspy.Prediction(failed=True, skipped=True)
+        try:
+            return self.program(**inputs)
+        except Exception as err:
+            return failed(inputs, err)
+
+    async def aforward(self, **inputs):
+        if self._progress.obj is not None and self._progress.obj.is_spent():
+            return dspy.Prediction(failed=True, skipped=True)
+        try:
+            return await self.program.acall(**inputs)
+        except Exception as err:
+            return failed(inputs, err)
+
+
+def example_id(inputs: dict) -> str:
+    """A short, stable id of an example's inputs, with the start of its question (or first text input)."""
+    digest = hashlib.sha1(repr(sorted((k, repr(v)) for k, v in inputs.items())).encode()).hexdigest()[:8]
+    text = next((v for k, v in inputs.items() if k in ("question", "subquery") and isinstance(v, str)), "")
+    return f"{digest} ({text[:50]!r})" if text else digest
+
+
+def failed(inputs: dict, err: BaseException) -> dspy.Prediction:
+    reason = (str(err).strip().splitlines() or [""])[0][:200]
+    logger.warning("example %s failed: %s%s", example_id(inputs), type(err).__name__, f": {reason}" if reason else "")
+    return dspy.Prediction(failed=True)
+
+
+def guarded_metric(spec: MetricSpec):
+    """`as_metric(spec)` scoring a failed example (a `Guarded` failure) 0."""
+    metric = as_metric(spec)
+
+    def score(example, pred, trace=None) -> float:
+        return 0.0 if pred is None or pred.get("failed", False) else metric(example, pred, trace)
+
+    score.__name__ = metric.__name__
+    return score
+
+
+def guarded_gepa_metric(spec: MetricSpec):
+    metric = as_gepa_metric(spec)
+
+    def score(gold, pred, trace=None, pred_name=None, pred_trace=None):
+        if pred is None or pred.get("failed", False):
+            return dspy.Prediction(score=0.0, feedback="the program failed on this example")
+        return metric(gold, pred, trace, pred_name, pred_trace)
+
+    score.__name__ = metric.__name__
+    return score
+
+
+@dataclass
+class Progress:
+    """Counts the optimizer's metric calls and keeps the best mean over `window` consecutive calls (a candidate
+    program scored on the training set, as BootstrapFewShotWithRandomSearch and MIPROv2's full evaluations do);
+    `report(line)` gets a progress line every `every` calls."""
+
+    budget: int
+    window: int
+    report: Callable[[str], None] | None = None
+    every: int = 1
+    calls: int = 0
+    best: float | None = None
+    _scores: list[float] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _told: bool = False
+
+    def is_spent(self) -> bool:
+        """Whether the optimizer has made `budget` metric calls (each one ran the program once)."""
+        with self._lock:
+            if self.calls >= self.budget and not self._told:
+                self._told = True
+                logger.warning("metric budget of %d calls spent; the optimizer's further candidates score 0 "
+                               "without an LM call", self.budget)
+            return self.calls >= self.budget
+
+    def wrap(self, metric):
+        def score(*args, **kwargs):
+            value = metric(*args, **kwargs)
+            pred = args[1] if len(args) > 1 else kwargs.get("pred")
+            if not (isinstance(pred, dspy.Prediction) and pred.get("skipped", False)):
+                self.add(float(value.score if isinstance(value, dspy.Prediction) else value))
+            return value
+
+        score.__name__ = getattr(metric, "__name__", "metric")
+        return score
+
+    def add(self, value: float) -> None:
+        with self._lock:
+            self.calls += 1
+            self._scores.append(value)
+            if len(self._scores) == self.window:
+                mean = sum(self._scores) / self.window
+                self.best = mean if self.best is None else max(self.best, mean)
+                self._scores = []
+            line = self.line()
+        if self.report is not None and self.calls % self.every == 0:
+            self.report(line)
+
+    def line(self) -> str:
+        best = "–" if self.best is None else f"{self.best:.3f}"
+        return f"metric calls {self.calls}/{self.budget} · best training score so far {best}"
+
+
+def paired_bootstrap(before: list[float] | tuple[float, ...], after: list[float] | tuple[float, ...],
+                     resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile 95% interval of mean(after) - mean(before) over resamples of the paired examples."""
+    import numpy as np
+
+    if len(before) != len(after) or not before:
+        raise ValueError(f"paired scores must be non-empty and of one length, got {len(before)} and {len(after)}")
+    diff = np.asarray(after, dtype=float) - np.asarray(before, dtype=float)
+    idx = np.random.default_rng(seed).integers(0, len(diff), size=(resamples, len(diff)))
+    means = diff[idx].mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
 @dataclass(frozen=True)
@@ -29,31 +163,50 @@ class CompileResult:
     lm_calls: int
     n_train: int
     n_dev: int
+    before_scores: tuple[float, ...] = ()  # per dev example, in the dev split's order
+    after_scores: tuple[float, ...] = ()
+    metric_calls: int = 0  # made by the optimizer (the dev evaluations not counted)
+
+    def interval(self) -> tuple[float, float] | None:
+        """The paired bootstrap 95% interval of the dev change, when per-example scores were kept."""
+        return paired_bootstrap(self.before_scores, self.after_scores) if self.before_scores else None
 
     def table(self) -> str:
+        ci = self.interval()
+        change = f"{self.after - self.before:+.4f}" + (f" (95% CI {ci[0]:+.4f} to {ci[1]:+.4f})" if ci else "")
         return ("| program | dev " + self.metric + " |\n|---|---|\n"
                 f"| before | {self.before:.4f} |\n| after ({self.optimizer}) | {self.after:.4f} |\n"
-                f"| change | {self.after - self.before:+.4f} |")
+                f"| change | {change} |")
 
 
 def evaluate(program: dspy.Module, devset: list[dspy.Example], spec: MetricSpec, num_threads: int = 4,
              show_progress: bool = False) -> float:
     """Mean metric over `devset`, in [0, 1] (a program error scores 0)."""
+    scores = evaluate_scores(program, devset, spec, num_threads, show_progress)
+    return sum(scores) / len(scores)
+
+
+def evaluate_scores(program: dspy.Module, devset: list[dspy.Example], spec: MetricSpec, num_threads: int = 4,
+                    show_progress: bool = False) -> list[float]:
+    """The metric of each example of `devset`, in its order (an example the program fails on scores 0 and
+    logs one line)."""
     if not devset:
         raise ValueError("the dev split is empty; give more examples or a --dev file")
-    result = dspy.Evaluate(devset=devset, metric=as_metric(spec), num_threads=num_threads,
+    program = program if isinstance(program, Guarded) else Guarded(program)
+    result = dspy.Evaluate(devset=devset, metric=guarded_metric(spec), num_threads=num_threads,
                            display_progress=show_progress, failure_score=0.0, max_errors=len(devset) + 1)(program)
-    return sum(float(score) for *_, score in result.results) / len(devset)  # .score is rounded to 0.01%
+    return [float(score) for *_, score in result.results]  # .score is rounded to 0.01%
 
 
 def _optimizer(name: str, spec: MetricSpec, budget: int, n_train: int, n_dev: int, prompt_lm, num_threads: int,
-               seed: int):
+               seed: int, progress: Progress | None = None):
     """The optimizer and its compile keyword arguments, sized so metric calls stay within `budget`."""
-    metric = as_metric(spec)
+    track = progress.wrap if progress is not None else (lambda m: m)
+    metric = track(guarded_metric(spec))
     if name == "gepa":
         if prompt_lm is None:
             raise ValueError("gepa needs a reflection LM; pass --prompt-lm (or --lm, used for both)")
-        opt = dspy.GEPA(metric=as_gepa_metric(spec), max_metric_calls=budget, reflection_lm=prompt_lm,
+        opt = dspy.GEPA(metric=track(guarded_gepa_metric(spec)), max_metric_calls=budget, reflection_lm=prompt_lm,
                         reflection_minibatch_size=min(3, n_train), num_threads=num_threads, track_stats=True,
                         seed=seed)
         return opt, {}
@@ -66,7 +219,9 @@ def _optimizer(name: str, spec: MetricSpec, budget: int, n_train: int, n_dev: in
     if name == "simba":
         bsize = max(1, min(4, n_train))
         num_candidates = 2
-        steps = max(1, budget // (bsize * (num_candidates + 1)))
+        # a step samples num_candidates trajectories of each of bsize examples, then scores its new candidates
+        # on the same batch: about bsize * (2 * num_candidates + 1) metric calls
+        steps = max(1, budget // (bsize * (2 * num_candidates + 1)))
         opt = dspy.SIMBA(metric=metric, bsize=bsize, num_candidates=num_candidates, max_steps=steps, max_demos=2,
                          prompt_model=prompt_lm, num_threads=num_threads)
         return opt, {"seed": seed}
@@ -85,7 +240,8 @@ def _optimizer(name: str, spec: MetricSpec, budget: int, n_train: int, n_dev: in
 
 def compile_program(program: dspy.Module, *, optimizer: str, spec: MetricSpec, trainset: list[dspy.Example],
                     devset: list[dspy.Example], budget: int, max_lm_calls: int | None = None, prompt_lm=None,
-                    num_threads: int = 4, seed: int = 0, show_progress: bool = False) -> CompileResult:
+                    num_threads: int = 4, seed: int = 0, show_progress: bool = False,
+                    on_progress: Callable[[str], None] | None = None) -> CompileResult:
     """Tunes `program` with `optimizer` on `trainset` and scores it before and after on `devset`.
 
     The dev split is held out: optimizers select candidates on the training set only.
@@ -95,6 +251,14 @@ def compile_program(program: dspy.Module, *, optimizer: str, spec: MetricSpec, t
         max_lm_calls: LM calls the whole run may spend; after the baseline the metric budget is
             lowered to what the measured LM calls per example allow.
         prompt_lm: The LM that proposes instructions (GEPA's reflection, MIPROv2's and SIMBA's prompt model).
+        on_progress: Called with a progress line (metric calls spent, best training score so far) after each
+            of the optimizer's metric calls.
+
+    The budget holds: once BootstrapFewShotWithRandomSearch or MIPROv2 has made `budget` metric calls, the
+    program it runs answers without an LM call and scores 0 (they score a few candidates of their own beyond
+    those asked for). GEPA holds the budget itself; SIMBA's closing evaluation may pass it.
+
+    An example the program fails on logs one line (its id and the reason; `Guarded`) and scores 0.
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of: {', '.join(OPTIMIZERS)}")
@@ -107,14 +271,21 @@ def compile_program(program: dspy.Module, *, optimizer: str, spec: MetricSpec, t
                          f"(or --dev for a separate dev set) or choose another optimizer")
     meter = UsageMeter()
     with metered(meter):
-        before = evaluate(program, devset, spec, num_threads, show_progress)
+        before_scores = evaluate_scores(program, devset, spec, num_threads, show_progress)
         if max_lm_calls is not None:
             per_example = max(meter.total_calls / len(devset), 1e-9)
             left = max_lm_calls - meter.total_calls - math.ceil(per_example * len(devset))  # keep the final eval
             budget = max(1, min(budget, int(left // per_example)))
             logger.info("metric budget %d after the LM-call budget (%.1f calls per example)", budget, per_example)
-        opt, kwargs = _optimizer(optimizer, spec, budget, len(trainset), len(devset), prompt_lm, num_threads, seed)
-        tuned = opt.compile(program.deepcopy(), trainset=trainset, **kwargs)
-        after = evaluate(tuned, devset, spec, num_threads, show_progress)
-    return CompileResult(program=tuned, optimizer=optimizer, metric=spec.name, before=before, after=after,
-                         metric_budget=budget, lm_calls=meter.total_calls, n_train=len(trainset), n_dev=len(devset))
+        progress = Progress(budget=budget, window=len(trainset), report=on_progress)
+        opt, kwargs = _optimizer(optimizer, spec, budget, len(trainset), len(devset), prompt_lm, num_threads, seed,
+                                 progress)
+        # GEPA holds max_metric_calls itself; SIMBA's closing evaluation of its candidates is left whole
+        gate = progress if optimizer in GATED else None
+        tuned = opt.compile(Guarded(program.deepcopy(), gate), trainset=trainset, **kwargs).program
+        after_scores = evaluate_scores(tuned, devset, spec, num_threads, show_progress)
+    return CompileResult(program=tuned, optimizer=optimizer, metric=spec.name,
+                         before=sum(before_scores) / len(before_scores), after=sum(after_scores) / len(after_scores),
+                         metric_budget=budget, lm_calls=meter.total_calls, n_train=len(trainset), n_dev=len(devset),
+                         before_scores=tuple(before_scores), after_scores=tuple(after_scores),
+                         metric_calls=progress.calls)

@@ -11,6 +11,7 @@ from typing import Any
 
 import dspy
 
+COMPILED_KEY = "deepresearch"  # under the saved state's `metadata`: the compile record
 SECRET_KEYS = {"api_key", "apikey", "api_token", "token", "authorization"}
 
 
@@ -47,11 +48,61 @@ def save_compiled(program: dspy.Module, path: str | Path, meta: dict[str, Any]) 
     if any(secret in text for secret in _secrets()):
         path.unlink()
         raise RuntimeError("refusing to save: a key from the environment appears in the program state")
+    info = _scrub(json.loads(json.dumps({"saved": time.strftime("%Y-%m-%dT%H:%M:%S"), "versions": {
+        "dspy": dspy.__version__, "python": platform.python_version()}, **meta}, default=str)))
+    # the record travels inside the program file (DSPy's loader reads only metadata.dependency_versions there)
+    state.setdefault("metadata", {})[COMPILED_KEY] = info
+    text = json.dumps(state, indent=2, ensure_ascii=False)
+    if any(secret in text for secret in _secrets()):
+        path.unlink()
+        raise RuntimeError("refusing to save: a key from the environment appears in the compile record")
     path.write_text(text, encoding="utf-8")
-    info = {"saved": time.strftime("%Y-%m-%dT%H:%M:%S"), "versions": {"dspy": dspy.__version__,
-            "python": platform.python_version()}, **meta}
-    meta_path(path).write_text(json.dumps(_scrub(info), indent=2, default=str), encoding="utf-8")
+    meta_path(path).write_text(json.dumps(info, indent=2), encoding="utf-8")
     return path
+
+
+def compile_record(path: str | Path) -> dict[str, Any]:
+    """What `deepresearch optimize` recorded about a compiled program: model, optimizer, metric, data and split,
+    the dev figures before and after, LM calls. Read from the program file (or, for files saved before the
+    record moved inside it, its `.meta.json`).
+
+    Raises:
+        FileNotFoundError, ValueError: for a missing file, or one that is no compiled program (one line).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"compiled program not found: {path}; create one with `deepresearch optimize`")
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path} is not a compiled program (not JSON: {err}); pass the .json file that "
+                         f"`deepresearch optimize --out` wrote") from None
+    record = (state.get("metadata") or {}).get(COMPILED_KEY) if isinstance(state, dict) else None
+    if record is None and meta_path(path).exists():
+        record = json.loads(meta_path(path).read_text(encoding="utf-8"))
+    if record is None:
+        raise ValueError(f"{path} holds no compile record; it was not written by `deepresearch optimize --out`")
+    return record
+
+
+def describe(record: dict[str, Any]) -> str:
+    """The compile record as lines of `key: value`, the figures first."""
+    keys = ("program", "stage", "lm", "optimizer", "metric", "data", "split", "n_train", "n_dev", "before",
+            "after", "change", "ci95", "metric_calls", "lm_calls", "seconds", "saved")
+    shown = {k: record[k] for k in keys if k in record}
+    if "before" in record and "after" in record and "change" not in record:
+        shown["change"] = record["after"] - record["before"]
+    lines = []
+    for k in (*keys, *sorted(k for k in record if k not in keys)):
+        value = shown.get(k, record.get(k))
+        if value is None or k in ("before_scores", "after_scores"):
+            continue
+        if isinstance(value, float):
+            value = f"{value:+.4f}" if k == "change" else f"{value:.4f}"
+        elif isinstance(value, (dict, list)):
+            value = json.dumps(value, default=str)
+        lines.append(f"{k}: {value}")
+    return "\n".join(lines)
 
 
 def load_compiled(program: dspy.Module, path: str | Path) -> dspy.Module:

@@ -78,24 +78,19 @@ def install(stage_program: dspy.Module, full: dspy.Module, attr: str) -> dspy.Mo
 
 
 async def record_candidates(program: DeepResearch, examples: list[dspy.Example]) -> list[dspy.Example]:
-    """Runs the research program over `examples` once and keeps every node's task and candidates.
-
-    Each recorded example replays one node for the assessor: its task, the sources it retrieved, and
-    which of them the benchmark marks relevant.
+    """The assessor's frozen candidates from retrieval alone (no LM call): for each example, the sources a
+    search of its question returns, as a research node would show them, and which of them the benchmark marks
+    relevant. Each recorded example replays one assessment: its task, its sources, the relevant source ids.
     """
     recorded = []
     for ex in examples:
-        out = await program.acall(question=ex.question)
+        hits = await search_async(program.retriever, ex.question, program.config.hits_per_query)
+        sources = [as_source(h, source_id_for(h.doc.doc_id), program.config.passage_chars) for h in hits]
         relevant = set(ex.relevant_ids)
-        for node in out.report.nodes():
-            if node.status != "done":
-                continue
-            hits = await search_async(program.retriever, node.query, program.config.hits_per_query)
-            sources = [as_source(h, source_id_for(h.doc.doc_id), program.config.passage_chars) for h in hits]
-            recorded.append(dspy.Example(
-                task=Task(query=node.query, goal=node.goal), sources=sources,
-                relevant_ids=[s.source_id for s, h in zip(sources, hits) if h.doc.doc_id in relevant],
-            ).with_inputs("task", "sources"))
+        recorded.append(dspy.Example(
+            task=Task(query=ex.question, goal=ex.question), sources=sources,
+            relevant_ids=[s.source_id for s, h in zip(sources, hits) if h.doc.doc_id in relevant],
+        ).with_inputs("task", "sources"))
     return recorded
 
 

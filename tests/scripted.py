@@ -63,6 +63,19 @@ def inputs_of(messages: Messages) -> dict[str, str]:
     return {k: v.strip() for k, v in INPUT_FIELD.findall(messages[-1]["content"])}
 
 
+def shown_candidates(messages: Messages, docs) -> dict[str, str]:
+    """The gathering assessor's candidates in the last prompt, as their key -> the id of the doc in `docs` with
+    the same title whose text holds the start of the text shown (the prompt shows keys, not doc ids)."""
+    shown = {}
+    for p in json.loads(inputs_of(messages)["candidates"]):
+        text = p["text"].split(" …")[0]
+        same = [d for d in docs if d.title == p["title"]]
+        matches = [d.doc_id for d in same if d.text == text] or [d.doc_id for d in same if text[:60] in d.text]
+        assert matches, f"candidate {p['paper_id']} matches none of the docs given"
+        shown[p["paper_id"]] = matches[0]  # identical docs (same title and text) are interchangeable
+    return shown
+
+
 def instructions_of(messages: Messages) -> str:
     return messages[0]["content"].split("your objective is:")[-1].strip()
 

@@ -51,11 +51,26 @@ from deepresearch.signatures.gather import PlannedSearch, RoundResult, SubqueryN
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GATHER_STAGES", "CandidateAssessor", "GatherConfig", "GatherLoop", "Gatherer", "LoopHost",
+__all__ = ["GATHER_STAGES", "RETIRED_PREDICTORS", "CandidateAssessor", "check_retired", "GatherConfig", "GatherLoop", "Gatherer", "LoopHost",
            "SubqueryPlanner", "papers_and_reader", "validate_plan"]
 
 # The loop's stage names (as in usage and the trace) -> the attribute holding their module.
 GATHER_STAGES: dict[str, str] = {"gather_plan": "planner", "gather_assess": "assessor"}
+
+# Predictors that changed shape, by their last path component: a compiled file holding one was tuned for a
+# signature this code no longer has, so its demos and instructions would not fit (issue 27).
+RETIRED_PREDICTORS: dict[str, str] = {
+    "assess_candidates": "the gathering assessor now writes one label per candidate (label_candidates)",
+}
+
+
+def check_retired(state: dict[str, Any]) -> None:
+    """Raises ValueError (one line) when saved `state` holds a predictor whose signature has changed shape."""
+    for name in state:
+        why = RETIRED_PREDICTORS.get(name.rsplit(".", 1)[-1])
+        if why:
+            raise ValueError(f"the compiled program holds {name}, compiled for an older signature: {why}; "
+                             f"compile it again with `deepresearch optimize`")
 
 
 @dataclass(frozen=True)
@@ -356,6 +371,12 @@ class Gatherer(dspy.Module):
     @property
     def retriever(self) -> Retriever:
         return self._retriever.obj
+
+    def load_state(self, state: dict[str, Any], **options: Any) -> Gatherer:
+        """Loads saved (compiled) state; a state compiled for an older assessor signature is refused."""
+        check_retired(state)
+        super().load_state(state, **options)
+        return self
 
     def forward(self, question: str, date_constraint: str | None = None) -> dspy.Prediction:
         return run_sync(self.aforward(question=question, date_constraint=date_constraint))

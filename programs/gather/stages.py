@@ -12,6 +12,7 @@ as before, and the judgement's reason says the full text was not available (spec
 from __future__ import annotations
 
 import asyncio
+import logging
 import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,20 +21,26 @@ from typing import TYPE_CHECKING
 import dspy
 
 from deepresearch.programs.gather.artifacts import feedback_text
+from deepresearch.programs.stages.offline import key_terms, stem
 from deepresearch.programs.runtime.secrets import redact
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.text import collapse_whitespace
 from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.retrievers.passages import sentences as split_sentences
 from deepresearch.retrievers.types import Hit
 from deepresearch.signatures.gather import (
-    AssessCandidates,
     CandidatePaper,
+    Feedback,
+    LabelCandidates,
+    PaperPreview,
     PlanSubqueries,
     RecheckCandidate,
     RoundResult,
     SubqueryNode,
 )
 from deepresearch.signatures.types import Judgement
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from deepresearch.retrievers.fulltext import FullTextRetriever
@@ -86,44 +93,83 @@ class SubqueryPlanner(Stage):
                                is_complete=bool(out.is_complete))
 
 
-class CandidateAssessor(Stage):
-    """Labels each candidate of one search relevant or irrelevant and writes notes for the planner.
+def preview(hit: Hit, key: str, wanted: set[str], sentences: int, chars: int | None) -> PaperPreview:
+    """What the assessor reads of a candidate, shown under `key`: its title and the `sentences` sentences of its
+    text that share the most key terms (prefix-stemmed) with the question and subquery (`wanted`), kept in their
+    order, at most `chars` characters; the whole text (cut at `chars`) when `sentences` is 0 or it has no more."""
+    text = hit.doc.text
+    parts = split_sentences(text) if sentences > 0 else []
+    if len(parts) > sentences > 0:
+        hits = [len(wanted & {stem(t) for t in key_terms(p)}) for p in parts]
+        best = sorted(range(len(parts)), key=lambda i: (-hits[i], i))[:sentences]
+        text = " ".join(parts[i] for i in sorted(best))
+    return PaperPreview(paper_id=key, title=hit.doc.title, text=text if chars is None else clip(text, chars))
 
-    A candidate the LM did not judge counts as irrelevant (the reference keeps only ids it names);
-    `uncertain` ones get a second look when `second_look` is on, else are dropped. The second look reads
-    the paper's full text inside `reading_full_text(reader)` (see the module's docstring), else its stored
-    text. A call may set `preview_chars` and `second_look` for itself (the loop passes its run's settings).
+
+def labels_feedback(hits: list[Hit], judgements: list[Judgement], unlabelled: int) -> str:
+    """The planner's notes on one search, composed from the labels (the LM writes labels only)."""
+    kept = [h.doc.title for h, j in zip(hits, judgements) if j.label == "relevant"]
+    titles = "; ".join(clip(t, 80) for t in kept[:3]) or "none"
+    return feedback_text(Feedback(
+        covered_topics=clip(" / ".join(h.doc.title for h in hits[:3]), 240),
+        relevant=f"{len(kept)} of {len(hits)} kept: {titles}",
+        irrelevant=f"{len(hits) - len(kept)} set aside" + (f" ({unlabelled} not labelled)" if unlabelled else ""),
+        suggestions="page on or narrow this search" if kept else "rephrase this search"))
+
+
+class CandidateAssessor(Stage):
+    """Labels each candidate of one search relevant, irrelevant or uncertain; notes for the planner follow.
+
+    The LM writes one label per candidate and nothing else (`LabelCandidates`), keyed by the candidate's
+    number in the list (1, 2, ...; a paper id costs a small model a token a digit), reading each paper's title
+    and the `sentences` sentences of its text that bear most on the question and subquery (`preview`), at
+    most `preview_chars` characters. A candidate the LM did not label counts as irrelevant (the reference
+    keeps only ids it names) and labels for ids not shown are ignored; both are counted (`unlabelled`,
+    `unknown`). `uncertain` ones get a second look when `second_look` is on, else are dropped. The second
+    look reads the paper's full text inside `reading_full_text(reader)` (see the module's docstring), else
+    its stored text. A call may set `preview_chars` and `second_look` for itself (the loop passes its run's
+    settings). The notes for the planner are composed from the labels (`labels_feedback`).
 
     The Prediction has `judgements`, `feedback`, and counts: `rechecked` (second looks), `browsed` (of
-    them, read from the full text) and `unread` (of them, full text wanted but not available).
+    them, read from the full text), `unread` (of them, full text wanted but not available), `unlabelled`
+    and `unknown`.
     """
 
-    def __init__(self, second_look: bool = True, preview_chars: int = 1000):
+    def __init__(self, second_look: bool = True, preview_chars: int = 1000, sentences: int = 2):
         super().__init__()
-        self.assess_candidates = dspy.Predict(AssessCandidates)
+        self.label_candidates = dspy.Predict(LabelCandidates)
         self.recheck_candidate = dspy.Predict(RecheckCandidate)
-        self.second_look, self.preview_chars = second_look, preview_chars
+        self.second_look, self.preview_chars, self.sentences = second_look, preview_chars, sentences
 
     async def aforward(self, question: str, subquery: str, checklist: str, hits: list[Hit],
                        preview_chars: int | None = None, second_look: bool | None = None) -> dspy.Prediction:
         if not hits:
-            return dspy.Prediction(judgements=[], feedback="no results", rechecked=0, browsed=0, unread=0)
+            return dspy.Prediction(judgements=[], feedback="no results", rechecked=0, browsed=0, unread=0,
+                                   unlabelled=0, unknown=0)
         preview_chars = self.preview_chars if preview_chars is None else preview_chars
         second_look = self.second_look if second_look is None else second_look
-        papers = [candidate_paper(h, preview_chars) for h in hits]
-        out = await call_predictor("gather_assess", self.assess_candidates, question=question, subquery=subquery,
+        wanted = {stem(t) for t in key_terms(f"{question} {subquery}")}
+        keys = [str(n) for n in range(1, len(hits) + 1)]  # short keys: a small model copies digits one by one
+        papers = [preview(h, k, wanted, self.sentences, preview_chars) for h, k in zip(hits, keys)]
+        out = await call_predictor("gather_assess", self.label_candidates, question=question, subquery=subquery,
                                    checklist=checklist, candidates=papers)
-        by_id = {j.source_id: j for j in out.judgements}
-        judgements = [by_id.get(h.doc.doc_id) or Judgement(source_id=h.doc.doc_id, label="irrelevant",
-                                                           reason="not judged") for h in hits]
+        labels = {str(k).strip(): v for k, v in dict(out.relevance or {}).items()}
+        unknown = sum(k not in keys for k in labels)
+        judgements = [Judgement(source_id=h.doc.doc_id, label=labels[k], reason="labelled by the LM")
+                      if k in labels else Judgement(source_id=h.doc.doc_id, label="irrelevant", reason="not judged")
+                      for h, k in zip(hits, keys)]
+        unlabelled = sum(k not in labels for k in keys)
+        if unlabelled or unknown:
+            logger.debug("assessor: %d candidates unlabelled, %d labels for ids not shown", unlabelled, unknown)
         uncertain = [i for i, j in enumerate(judgements) if j.label == "uncertain"] if second_look else []
         reader = _full_text.get()
         looks = await asyncio.gather(*[self._second_look(question, checklist, hits[i], reader) for i in uncertain])
         for i, (judgement, _) in zip(uncertain, looks):
             judgements[i] = judgement
         read = [state for _, state in looks]
-        return dspy.Prediction(judgements=judgements, feedback=feedback_text(out.feedback), rechecked=len(uncertain),
-                               browsed=read.count("read"), unread=read.count("unread"))
+        return dspy.Prediction(judgements=judgements, feedback=labels_feedback(hits, judgements, unlabelled),
+                               rechecked=len(uncertain), browsed=read.count("read"), unread=read.count("unread"),
+                               unlabelled=unlabelled, unknown=unknown)
 
     async def _second_look(self, question: str, checklist: str, hit: Hit,
                            reader: FullTextRetriever | None) -> tuple[Judgement, str]:

@@ -285,6 +285,21 @@ def _restrict_ids(part: Any, ids: list[str]) -> None:
             _restrict_ids(value, ids)
 
 
+# Output mappings keyed by the sources a call shows (one label per candidate): under the schema each shown id
+# is a required key, once, and no other key can be written.
+KEYED_OUTPUTS = ("relevance",)
+
+
+def _key_by_ids(schema: dict[str, Any], ids: list[str]) -> None:
+    """Turns each `KEYED_OUTPUTS` mapping of the schema into an object with exactly the keys `ids`."""
+    for name, prop in (schema.get("properties") or {}).items():
+        value = prop.get("additionalProperties") if isinstance(prop, dict) else None
+        if name in KEYED_OUTPUTS and prop.get("type") == "object" and isinstance(value, dict):
+            prop["properties"] = {i: dict(value) for i in ids}
+            prop["required"] = list(ids)
+            prop["additionalProperties"] = False
+
+
 class SchemaAdapter(dspy.JSONAdapter):
     """DSPy's JSON adapter that always sends each predictor's output schema as `response_format`.
 
@@ -298,6 +313,7 @@ class SchemaAdapter(dspy.JSONAdapter):
         ids = shown_ids(inputs)
         if ids and len(ids) <= MAX_ENUM_IDS:
             _restrict_ids(schema, ids)
+            _key_by_ids(schema, ids)
         return {"type": "json_schema", "json_schema": {"name": signature.__name__, "schema": schema, "strict": True}}
 
     def __call__(self, lm, lm_kwargs, signature, demos, inputs):

@@ -20,7 +20,7 @@ from deepresearch.eval.querysets import load_queryset
 from deepresearch.eval.run_gather import load_frozen_cases, read_records, run_queries, usage_totals
 from deepresearch.programs.gather.loop import CandidateAssessor, Gatherer
 from deepresearch.programs.runtime.jsonl import JsonlAppender, JsonlError, read_jsonl
-from deepresearch.signatures.gather import AssessCandidates, PlanSubqueries
+from deepresearch.signatures.gather import LabelCandidates, PlanSubqueries
 from tests.scripted import inputs_of
 
 ROOT = Path(cli.__file__).resolve().parent
@@ -165,15 +165,13 @@ def planner(messages):
 
 def keep_first(messages):
     papers = json.loads(inputs_of(messages)["candidates"])
-    return {"judgements": [{"source_id": p["paper_id"], "label": "relevant" if i == 0 else "irrelevant",
-                            "reason": "r"} for i, p in enumerate(papers)],
-            "feedback": {"covered_topics": "t", "relevant": "r", "irrelevant": "i", "suggestions": "s"}}
+    return {"relevance": {p["paper_id"]: "relevant" if i == 0 else "irrelevant" for i, p in enumerate(papers)}}
 
 
 def test_concurrent_queries_count_lm_calls_and_frozen_candidates_replay(data_dir, scifact, scifact_bm25, tmp_path,
                                                                         make_lm, routed):
     queries = load_queryset(data_dir / "scifact")[:3]
-    lm = make_lm(routed({PlanSubqueries: planner, AssessCandidates: keep_first}), delay=0.01)
+    lm = make_lm(routed({PlanSubqueries: planner, LabelCandidates: keep_first}), delay=0.01)
     path, done = tmp_path / "results.jsonl", []
     with dspy.context(lm=lm), JsonlAppender(path) as sink:
         errors = asyncio.run(run_queries(Gatherer(scifact_bm25), queries, 2, sink, done.append))
@@ -183,7 +181,7 @@ def test_concurrent_queries_count_lm_calls_and_frozen_candidates_replay(data_dir
     cases = load_frozen_cases(path, scifact)
     assert len(cases) == 3 and all(len(c.hits) == 5 for c in cases)
     assert [c.labels[0] for c in cases] == ["relevant"] * 3 and cases[0].checklist == "on topic"
-    replay = make_lm(routed({AssessCandidates: keep_first}))
+    replay = make_lm(routed({LabelCandidates: keep_first}))
     with dspy.context(lm=replay):
         out = asyncio.run(CandidateAssessor().acall(question=cases[0].question, subquery=cases[0].subquery,
                                                     checklist=cases[0].checklist, hits=list(cases[0].hits)))

@@ -25,7 +25,15 @@ def test_optimize_assessor_then_run_with_the_compiled_program(data_dir, scifact_
         assert "assessor.assess_relevance" in state and "writer.write_report" in state
         meta = json.loads((tmp_path / "compiled.meta.json").read_text())
         assert meta["optimizer"] == "bootstrap-rs" and meta["metric"] == "f1" and meta["lm_calls"] > 0
-        assert (tmp_path / "compiled.candidates.jsonl").read_text().count("\n") == 6  # 3 questions x 2 nodes
+        assert (tmp_path / "compiled.candidates.jsonl").read_text().count("\n") == 3  # one search a question
+        record = state["metadata"]["deepresearch"]  # the compile record travels inside the program file
+        assert (record["lm"], record["optimizer"], record["metric"]) == ("openai/local-model", "bootstrap-rs", "f1")
+        assert record["data"] == str(data_dir / "scifact") and len(record["before_scores"]) == record["n_dev"]
+        assert record["metric_calls"] > 0 and len(record["ci95"]) == 2
+        assert cli.main(["optimize", "--show", str(out)]) == 0
+        shown = capsys.readouterr().out
+        assert "optimizer: bootstrap-rs" in shown and f"before: {record['before']:.4f}" in shown
+        assert "before_scores" not in shown
 
         # plain DSPy loads it into the program class
         program = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2)

@@ -13,7 +13,7 @@ import random
 import dspy
 import pytest
 
-from deepresearch.optimize.compile import compile_program, evaluate
+from deepresearch.optimize.compile import compile_program, evaluate, evaluate_scores, paired_bootstrap
 from deepresearch.optimize.metrics import metric_spec
 from deepresearch.optimize.saved import load_compiled, meta_path, save_compiled
 from deepresearch.programs.runtime.citations import source_id_for
@@ -87,3 +87,38 @@ def test_optimizer_raises_the_dev_metric_and_the_saved_program_keeps_it(scifact,
     with dspy.context(lm=task_lm):
         assert evaluate(reloaded, devset, spec, num_threads=2) == pytest.approx(result.after)
         assert evaluate(Assessor(), devset, spec, num_threads=2) == pytest.approx(result.before)
+
+
+def test_an_example_the_program_fails_on_logs_one_line_and_scores_zero(scifact, caplog):
+    examples = pools(scifact)[:3]
+    bad = scripted_lm(lambda messages: "no fields here " + "x" * 5000)  # unparseable in every adapter
+    with dspy.context(lm=bad), caplog.at_level("WARNING"):
+        scores = evaluate_scores(Assessor(), examples, metric_spec("assessor", "f1"), num_threads=1)
+    assert scores == [0.0, 0.0, 0.0]
+    failures = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    assert len(failures) == 3 and all("\n" not in m and len(m) < 400 for m in failures)
+    assert all(examples[0].sources[0].text not in r.getMessage() for r in caplog.records)  # never the example
+    assert all(m.startswith("example ") and "AdapterParseError" in m for m in failures)
+
+
+def test_progress_lines_count_metric_calls_within_the_budget_and_keep_the_best_training_score(scifact):
+    examples = pools(scifact)
+    lines = []
+    with dspy.context(lm=scripted_lm(routed_handler({AssessRelevance: make_assess()}))):
+        result = compile_program(Assessor(), optimizer="bootstrap-rs", spec=metric_spec("assessor", "f1"),
+                                 trainset=examples[:4], devset=examples[4:7], budget=16, num_threads=1,
+                                 on_progress=lines.append)
+    assert result.metric_calls == len(lines) > 0
+    assert result.metric_calls <= 16  # the budget holds: DSPy's own extra candidates run no LM call past it
+    assert lines[-1].startswith(f"metric calls {result.metric_calls}/16 · best training score so far ")
+    best = [float(line.rsplit(" ", 1)[1]) for line in lines if not line.endswith("–")]
+    assert best == sorted(best) and best[-1] > best[0]  # a candidate with demos beat the zero-shot program
+    assert len(result.before_scores) == len(result.after_scores) == 3
+
+
+def test_paired_bootstrap_interval_covers_the_mean_change():
+    lo, hi = paired_bootstrap([0.0, 0.5, 0.5, 1.0], [0.5, 1.0, 0.5, 1.0])
+    assert 0.0 <= lo <= 0.25 <= hi <= 0.5
+    assert paired_bootstrap([0.2] * 5, [0.2] * 5) == (0.0, 0.0)
+    with pytest.raises(ValueError, match="one length"):
+        paired_bootstrap([1.0], [1.0, 0.0])

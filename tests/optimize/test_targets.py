@@ -12,8 +12,8 @@ from deepresearch.optimize.compile import compile_program
 from deepresearch.optimize.metrics import metric_spec
 from deepresearch.optimize.trainsets import from_frozen_cases
 from deepresearch.programs.gather.loop import CandidateAssessor
-from deepresearch.signatures.gather import AssessCandidates
-from tests.scripted import inputs_of, routed_handler, scripted_lm
+from deepresearch.signatures.gather import LabelCandidates
+from tests.scripted import inputs_of, routed_handler, scripted_lm, shown_candidates
 
 
 def test_gather_objectives_on_a_hand_worked_query():
@@ -54,11 +54,10 @@ def test_gathering_assessor_is_tuned_on_frozen_candidates_without_searching(data
         asked = inputs_of(messages)
         gt = {h.doc.doc_id for ex in examples for h in ex.hits if h.doc.doc_id in ex.gt_ids}
         label = (lambda pid: "relevant" if pid in gt else "irrelevant") if len(messages) > 2 else (lambda pid: "irrelevant")
-        return {"judgements": [{"source_id": p["paper_id"], "label": label(p["paper_id"]), "reason": "-"}
-                               for p in json.loads(asked["candidates"])],
-                "feedback": {"covered_topics": "-", "relevant": "-", "irrelevant": "-", "suggestions": "-"}}
+        docs = [h.doc for ex in examples for h in ex.hits]
+        return {"relevance": {key: label(d) for key, d in shown_candidates(messages, docs).items()}}
 
-    lm = scripted_lm(routed_handler({AssessCandidates: assess}))
+    lm = scripted_lm(routed_handler({LabelCandidates: assess}))
     spec = metric_spec("assessor", "discard")
     trainset, devset = examples[: len(examples) // 2], examples[len(examples) // 2:]
     with dspy.context(lm=lm):

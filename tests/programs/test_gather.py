@@ -15,21 +15,31 @@ from deepresearch.programs.gather.artifacts import GatherResult
 from deepresearch.programs.gather.baselines import DirectQuery
 from deepresearch.programs.gather.loop import CandidateAssessor, GatherConfig, Gatherer
 from deepresearch.retrievers import BM25Retriever, Corpus, Doc
-from deepresearch.signatures.gather import AssessCandidates, PlanSubqueries, RecheckCandidate, WriteSearchQuery
-from tests.scripted import inputs_of
+from deepresearch.retrievers.types import Hit
+from deepresearch.programs.runtime.lm import SchemaAdapter
+from deepresearch.signatures.gather import (LabelCandidates, PaperPreview, PlanSubqueries, RecheckCandidate,
+                                            WriteSearchQuery)
+from tests.scripted import inputs_of, shown_candidates
 
 DATE = "2020-01"
 
 
-@pytest.fixture(scope="module")
-def corpus():
+def toy_docs():
     docs = [Doc(doc_id=f"a{i:02d}", title="alpha report", text=" ".join(["alpha"] * (20 - i) + ["filler"] * i),
                 published="2019-05") for i in range(20)]
     docs += [Doc(doc_id=f"g{i}", title="gamma note", text=" ".join(["gamma"] * (5 - i) + ["filler"] * (15 + i)))
              for i in range(5)]
     docs += [Doc(doc_id=f"z{i:02d}", title="omega survey", text="omega lorem ipsum dolor sit amet") for i in range(40)]
     docs.append(Doc(doc_id="late", title="alpha alpha", text=" ".join(["alpha"] * 20), published="2021-03"))
-    return Corpus(docs, name="toy")
+    return docs
+
+
+TOY = toy_docs()
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return Corpus(TOY, name="toy")
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +66,8 @@ def planner(rounds, complete_at=None, memory=None):
 
 def assessor(keep, uncertain=()):
     def answer(messages):
-        papers = json.loads(inputs_of(messages)["candidates"])
-        label = lambda p: "relevant" if p["paper_id"] in keep else "uncertain" if p["paper_id"] in uncertain else "irrelevant"
-        return {"judgements": [{"source_id": p["paper_id"], "label": label(p), "reason": "scripted"} for p in papers],
-                "feedback": {"covered_topics": "alpha", "relevant": "some", "irrelevant": "rest", "suggestions": "page"}}
+        label = lambda d: "relevant" if d in keep else "uncertain" if d in uncertain else "irrelevant"
+        return {"relevance": {key: label(d) for key, d in shown_candidates(messages, TOY).items()}}
     return answer
 
 
@@ -82,7 +90,7 @@ ROUNDS = [
 
 
 def test_actions_shape_the_tree_and_invalid_ones_are_dropped(retriever, make_lm, routed):
-    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS), AssessCandidates: assessor({"a01", "g0"})}))
+    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS), LabelCandidates: assessor({"a01", "g0"})}))
     out = run(Gatherer(retriever, iterations=5), lm)
     tree = {n.node_id: (n.parent_id, n.link, n.text, n.iteration) for n in out.tree}
     assert tree == {0: (None, "root", "alpha question", 0), 1: (0, "derive", "alpha", 1), 2: (0, "expand", "gamma", 1),
@@ -97,7 +105,7 @@ def test_actions_shape_the_tree_and_invalid_ones_are_dropped(retriever, make_lm,
 
 
 def test_continue_fetches_the_next_page_without_selected_papers(retriever, make_lm, routed):
-    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS), AssessCandidates: assessor({"a01", "g0"})}))
+    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS), LabelCandidates: assessor({"a01", "g0"})}))
     result = run(Gatherer(retriever), lm).result
     page1 = result.rounds[0].searches[0]
     assert [c.doc_id for c in page1.candidates] == ["a00", "a01", "a02"]  # `late` is after the date constraint
@@ -116,22 +124,22 @@ def test_loop_stops_after_the_iteration_limit(retriever, make_lm, routed):
         n = len(tree_of(messages))
         return {"searches": [{"action": "derive", "source_id": 0, "text": f"alpha variant {n}", "target_k": 2}],
                 "checklist_update": "c", "memory_update": "m", "is_complete": False}
-    lm = make_lm(routed({PlanSubqueries: always_new, AssessCandidates: assessor(set())}))
+    lm = make_lm(routed({PlanSubqueries: always_new, LabelCandidates: assessor(set())}))
     result = run(Gatherer(retriever, iterations=2), lm).result
     assert result.stop_reason == "iterations" and len(result.rounds) == 2 and len(result.tree) == 3
 
 
 def test_completion_before_any_selection_marks_the_query_failed(retriever, make_lm, routed):
-    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS, complete_at=0), AssessCandidates: assessor(set())}))
+    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS, complete_at=0), LabelCandidates: assessor(set())}))
     result = run(Gatherer(retriever), lm).result
     assert (result.stop_reason, result.is_failed, result.rounds) == ("complete", True, ())
-    lm = make_lm(routed({PlanSubqueries: planner([]), AssessCandidates: assessor(set())}))
+    lm = make_lm(routed({PlanSubqueries: planner([]), LabelCandidates: assessor(set())}))
     result = run(Gatherer(retriever), lm).result
     assert (result.stop_reason, result.is_failed) == ("no_new_subqueries", True)
 
 
 def test_memory_stays_bounded(retriever, make_lm, routed):
-    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS, memory="word " * 5000), AssessCandidates: assessor(set())}))
+    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS, memory="word " * 5000), LabelCandidates: assessor(set())}))
     run(Gatherer(retriever, GatherConfig(memory_chars=300)), lm)
     memories = [inputs_of(m)["memory"] for m in lm.scripted.prompts if "subquery_tree" in inputs_of(m)]
     assert memories[0] == "" and all(len(m) <= 302 for m in memories[1:]) and len(memories) == 3
@@ -145,24 +153,24 @@ def test_uncertain_candidates_get_a_second_look_at_the_full_text(retriever, make
         paper = json.loads(inputs_of(messages)["paper"])
         seen.append(paper)
         return {"is_relevant": True, "evidence": "The full text fits."}
-    lm = make_lm(routed({PlanSubqueries: planner(rounds), AssessCandidates: assessor(set(), uncertain={"a02"}),
-                         RecheckCandidate: recheck}))
+    third_uncertain = {"relevance": {"1": "irrelevant", "2": "irrelevant", "3": "uncertain"}}  # a02 ranks third
+    lm = make_lm(routed({PlanSubqueries: planner(rounds), LabelCandidates: third_uncertain, RecheckCandidate: recheck}))
     result = run(Gatherer(retriever, GatherConfig(preview_chars=20)), lm).result
     assert [x.doc_id for x in result.selected] == ["a02"]
     assert len(seen) == 1 and len(seen[0]["abstract"]) > 20  # the first look was cut to 20 characters
-    lm = make_lm(routed({PlanSubqueries: planner(rounds), AssessCandidates: assessor(set(), uncertain={"a02"})}))
+    lm = make_lm(routed({PlanSubqueries: planner(rounds), LabelCandidates: assessor(set(), uncertain={"a02"})}))
     assert run(Gatherer(retriever, GatherConfig(second_look=False)), lm).result.selected == ()
 
 
 def test_ranking_depth_records_the_top_of_each_ranking(retriever, make_lm, routed):
     rounds = [[{"action": "derive", "source_id": 0, "text": "alpha", "target_k": 2}]]
-    lm = make_lm(routed({PlanSubqueries: planner(rounds), AssessCandidates: assessor(set())}))
+    lm = make_lm(routed({PlanSubqueries: planner(rounds), LabelCandidates: assessor(set())}))
     search = run(Gatherer(retriever, GatherConfig(ranking_depth=5)), lm).result.rounds[0].searches[0]
     assert search.ranking == ("a00", "a01", "a02", "a03", "a04") and len(search.candidates) == 2
 
 
 def test_result_round_trips_through_json(retriever, make_lm, routed):
-    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS), AssessCandidates: assessor({"a01"})}))
+    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS), LabelCandidates: assessor({"a01"})}))
     result = run(Gatherer(retriever), lm).result
     again = GatherResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert again == result and again.candidates()["a00"] == {1: 1}
@@ -170,14 +178,51 @@ def test_result_round_trips_through_json(retriever, make_lm, routed):
 
 
 def test_assessor_ignores_unknown_ids_and_treats_unjudged_as_irrelevant(retriever, make_lm, routed):
-    def answer(messages):
-        return {"judgements": [{"source_id": "nope", "label": "relevant", "reason": "x"}],
-                "feedback": {"covered_topics": "a", "relevant": "b", "irrelevant": "c", "suggestions": "d"}}
-    lm = make_lm(routed({AssessCandidates: answer}))
-    hits = retriever.search("alpha", 2)
+    hits = retriever.search("alpha", 3)
+    lm = make_lm(routed({LabelCandidates: {"relevance": {"nope": "relevant", "2": "relevant"}}}))
     with dspy.context(lm=lm):
         out = asyncio.run(CandidateAssessor().acall(question="q", subquery="alpha", checklist="", hits=hits))
-    assert [j.label for j in out.judgements] == ["irrelevant", "irrelevant"] and "next: d" in out.feedback
+    assert [j.label for j in out.judgements] == ["irrelevant", "relevant", "irrelevant"]
+    assert (out.unlabelled, out.unknown) == (2, 1)
+    assert "1 of 3 kept" in out.feedback and "(2 not labelled)" in out.feedback  # the planner's notes, from labels
+
+
+def test_assessor_shows_each_candidate_its_title_and_best_sentences_only(make_lm, routed):
+    text = ("Background on soil. Vitamin D lowers fracture risk in older adults. Weather was mild. "
+            "Fracture rates fell further with calcium. Funding came from a trust.")
+    hit = Hit(doc=Doc(doc_id="d1", title="A trial", text=text), score=1.0, rank=1)
+    lm = make_lm(routed({LabelCandidates: {"relevance": {"1": "relevant"}}}))
+    with dspy.context(lm=lm):
+        asyncio.run(CandidateAssessor(sentences=2).acall(question="Does vitamin D reduce fracture risk?",
+                                                          subquery="vitamin D fracture", checklist="", hits=[hit]))
+    (shown,) = json.loads(inputs_of(lm.scripted.prompts[-1])["candidates"])
+    assert shown == {"paper_id": "1", "title": "A trial", "text": "Vitamin D lowers fracture risk in older adults. "
+                                                                  "Fracture rates fell further with calcium."}
+
+
+def test_assessor_reply_in_the_json_format_parses_and_its_schema_requires_each_shown_id_once(make_lm):
+    hits = [Hit(doc=Doc(doc_id=f"d{i}", title=f"t{i}", text="alpha text."), score=1.0, rank=i + 1) for i in range(2)]
+    lm = make_lm(lambda messages: '{"relevance": {"1": "relevant", "2": "irrelevant"}}')
+    with dspy.context(lm=lm, adapter=SchemaAdapter()):
+        out = asyncio.run(CandidateAssessor().acall(question="q", subquery="s", checklist="", hits=hits))
+    assert [j.label for j in out.judgements] == ["relevant", "irrelevant"]
+    papers = [PaperPreview(paper_id=str(n), title="t", text="x") for n in (1, 2)]
+    schema = SchemaAdapter()._response_format(LabelCandidates, {"candidates": papers})["json_schema"]["schema"]
+    labels = schema["properties"]["relevance"]
+    assert labels["required"] == ["1", "2"] and labels["additionalProperties"] is False
+    assert labels["properties"]["1"]["enum"] == ["relevant", "irrelevant", "uncertain"]
+
+
+def test_gatherer_refuses_a_program_compiled_for_the_old_assessor_signature(retriever, tmp_path):
+    path = tmp_path / "old.json"
+    Gatherer(retriever).save(str(path))
+    state = json.loads(path.read_text())
+    state["assessor.assess_candidates"] = state.pop("assessor.label_candidates")  # what an older version saved
+    path.write_text(json.dumps(state))
+    with pytest.raises(ValueError, match=r"assessor.assess_candidates, compiled for an older signature.*compile "
+                                         r"it again") as err:
+        Gatherer(retriever).load(str(path))
+    assert "\n" not in str(err.value)
 
 
 def test_direct_query_baseline_selects_every_result_of_one_written_query(retriever, make_lm, routed):
@@ -218,7 +263,7 @@ class FlakyRetriever:
 
 
 def test_a_failed_search_is_recorded_on_its_subquery_and_the_run_goes_on(retriever, make_lm, routed):
-    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS), AssessCandidates: assessor({"a01", "g0", "a03"})}))
+    lm = make_lm(routed({PlanSubqueries: planner(ROUNDS), LabelCandidates: assessor({"a01", "g0", "a03"})}))
     events = []
     out = run(Gatherer(FlakyRetriever(retriever, "gamma"), on_event=events.append), lm)
     first, second = out.result.rounds
@@ -237,12 +282,12 @@ def test_the_loop_runs_under_the_call_budget_and_the_deadline(retriever, make_lm
         n = len(tree_of(messages))
         return {"searches": [{"action": "derive", "source_id": 0, "text": f"alpha variant {n}", "target_k": 2}],
                 "checklist_update": "c", "memory_update": "m", "is_complete": False}
-    lm = make_lm(routed({PlanSubqueries: always_new, AssessCandidates: assessor({"a00"})}))
+    lm = make_lm(routed({PlanSubqueries: always_new, LabelCandidates: assessor({"a00"})}))
     # each round is a plan and one assessment: a budget of 5 requests allows two rounds, not the third's assessment
     result = run(Gatherer(retriever, GatherConfig(iterations=5, max_lm_calls=5)), lm).result
     assert result.stop_reason == "budget" and len(result.rounds) == 3 and lm.scripted.calls == 5
     assert result.rounds[-1].searches[0].error.startswith("assess: BudgetExceeded") and not result.is_failed
-    slow = make_lm(routed({PlanSubqueries: always_new, AssessCandidates: assessor({"a00"})}), delay=0.3)
+    slow = make_lm(routed({PlanSubqueries: always_new, LabelCandidates: assessor({"a00"})}), delay=0.3)
     result = run(Gatherer(retriever, GatherConfig(iterations=50, deadline_s=1.0)), slow).result
     assert result.stop_reason == "deadline" and 1 <= len(result.rounds) < 50 and not result.is_failed
 
@@ -255,6 +300,6 @@ def test_a_failed_plan_ends_the_loop_with_what_it_selected(retriever, make_lm, r
         if len(calls) > 1:
             return "not a plan at all"
         return planner(ROUNDS)(messages)
-    lm = make_lm(routed({PlanSubqueries: plan_then_fail, AssessCandidates: assessor({"a01"})}))
+    lm = make_lm(routed({PlanSubqueries: plan_then_fail, LabelCandidates: assessor({"a01"})}))
     result = run(Gatherer(retriever), lm).result
     assert result.stop_reason == "plan_failed" and len(result.rounds) == 1 and not result.is_failed

@@ -22,7 +22,7 @@ from deepresearch.programs.gather.stages import FULL_TEXT_CHARS
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.retrievers import BM25Retriever, Corpus, Doc
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
-from deepresearch.signatures.gather import AssessCandidates, PlanSubqueries, RecheckCandidate
+from deepresearch.signatures.gather import LabelCandidates, PlanSubqueries, RecheckCandidate
 from tests.page_server import PageServer
 from tests.pdfgen import make_pdf
 from tests.research_lm import research_handler
@@ -81,9 +81,8 @@ TWO_SEARCHES = [[{"action": "derive", "source_id": 0, "text": "alpha interventio
 
 def assess(messages):
     papers = json.loads(inputs_of(messages)["candidates"])
-    return {"judgements": [{"source_id": p["paper_id"], "label": "uncertain" if p["paper_id"] == "p1" else
-                            "irrelevant", "reason": "scripted"} for p in papers],
-            "feedback": {"covered_topics": "alpha", "relevant": "-", "irrelevant": "-", "suggestions": "-"}}
+    return {"relevance": {p["paper_id"]: "uncertain" if p["title"] == "The alpha intervention" else "irrelevant"
+                          for p in papers}}
 
 
 class Recheck:
@@ -102,7 +101,7 @@ class Recheck:
 
 def gather(retriever, rounds=ONE_SEARCH):
     recheck = Recheck()
-    lm = scripted_lm(routed_handler({PlanSubqueries: planner(rounds), AssessCandidates: assess,
+    lm = scripted_lm(routed_handler({PlanSubqueries: planner(rounds), LabelCandidates: assess,
                                      RecheckCandidate: recheck}))
     with dspy.context(lm=lm):
         out = asyncio.run(Gatherer(retriever, GatherConfig(iterations=2)).acall(question=QUESTION))
@@ -164,7 +163,7 @@ def test_without_full_text_on_the_second_look_reads_the_stored_text_and_counts_n
 
 def test_the_gather_strategy_reads_full_text_in_the_second_look_and_the_nodes(server, tmp_path):
     recheck = Recheck()
-    lm = scripted_lm(research_handler({PlanSubqueries: planner(ONE_SEARCH), AssessCandidates: assess,
+    lm = scripted_lm(research_handler({PlanSubqueries: planner(ONE_SEARCH), LabelCandidates: assess,
                                        RecheckCandidate: recheck}))
     config = preset("gather", full_text=True, full_text_cache=str(tmp_path / "ft"), gather=GatherLoopConfig(iterations=2))
     with dspy.context(lm=lm):
@@ -206,7 +205,7 @@ def test_the_command_line_runs_the_gather_preset_with_full_text(server, tmp_path
 def test_the_gather_eval_runner_reads_full_text_in_the_loop(server, tmp_path):
     from deepresearch.eval.run_gather import build_program, second_look_totals
 
-    lm = scripted_lm(routed_handler({PlanSubqueries: planner(ONE_SEARCH), AssessCandidates: assess,
+    lm = scripted_lm(routed_handler({PlanSubqueries: planner(ONE_SEARCH), LabelCandidates: assess,
                                      RecheckCandidate: Recheck()}))
     program = build_program("loop", BM25Retriever(corpus(f"{server.url}/paper.pdf")), lm, 2, 0, full_text=True,
                             full_text_cache=str(tmp_path / "ft"))

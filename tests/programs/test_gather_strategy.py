@@ -20,21 +20,28 @@ from deepresearch.programs.gather.artifacts import GatherResult
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.retrievers import BM25Retriever, Corpus, Doc
 from deepresearch.signatures import ExtractLearnings
-from deepresearch.signatures.gather import AssessCandidates, PlanSubqueries
+from deepresearch.signatures.gather import LabelCandidates, PlanSubqueries
 from tests.research_lm import research_handler
-from tests.scripted import inputs_of, scripted_lm
+from tests.scripted import inputs_of, scripted_lm, shown_candidates
 
 QUESTION = "alpha question"
 
 
-@pytest.fixture(scope="module")
-def corpus():
+def toy_docs():
     docs = [Doc(doc_id=f"a{i:02d}", title=f"alpha report {i}", text=" ".join(["alpha"] * (20 - i) + ["filler"] * i))
             for i in range(20)]
     docs += [Doc(doc_id=f"g{i}", title=f"gamma note {i}", text=" ".join(["gamma"] * (5 - i) + ["filler"] * (15 + i)))
              for i in range(5)]
     docs += [Doc(doc_id=f"z{i:02d}", title="omega survey", text="omega lorem ipsum dolor sit amet") for i in range(40)]
-    return Corpus(docs, name="toy")
+    return docs
+
+
+TOY = toy_docs()
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return Corpus(TOY, name="toy")
 
 
 @pytest.fixture(scope="module")
@@ -72,15 +79,13 @@ def always_new(messages):
 
 def assessor(keep):
     def answer(messages):
-        papers = json.loads(inputs_of(messages)["candidates"])
-        return {"judgements": [{"source_id": p["paper_id"], "label": "relevant" if p["paper_id"] in keep else
-                                "irrelevant", "reason": "scripted"} for p in papers],
-                "feedback": {"covered_topics": "alpha", "relevant": "some", "irrelevant": "rest", "suggestions": "page"}}
+        return {"relevance": {key: "relevant" if d in keep else "irrelevant"
+                              for key, d in shown_candidates(messages, TOY).items()}}
     return answer
 
 
 def gather_lm(plan=None, keep=KEEP, delay=0.0, routes=None):
-    return scripted_lm(research_handler({PlanSubqueries: plan or planner(ROUNDS), AssessCandidates: assessor(keep),
+    return scripted_lm(research_handler({PlanSubqueries: plan or planner(ROUNDS), LabelCandidates: assessor(keep),
                                          **(routes or {})}), delay=delay)
 
 
@@ -99,7 +104,7 @@ def test_the_gather_preset_and_its_stages_join_the_vocabulary(retriever, corpus)
     program = DeepResearch(retriever=retriever, config=preset("gather"))
     assert {"gather_plan", "gather_assess"} <= set(program.stage_table())
     names = [n for n, _ in program.named_predictors()]
-    assert "subquery_planner.plan_subqueries.predict" in names and "candidate_assessor.assess_candidates" in names
+    assert "subquery_planner.plan_subqueries.predict" in names and "candidate_assessor.label_candidates" in names
     assert len(names) == len(set(names))
     own = scripted_lm(research_handler())
     program = DeepResearch(retriever=retriever, config=preset("gather"), lms={"gather_plan": own})

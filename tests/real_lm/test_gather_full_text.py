@@ -18,7 +18,7 @@ from deepresearch.programs.runtime.lm import SchemaAdapter, make_lm
 from deepresearch.programs.runtime.usage import output_limits
 from deepresearch.retrievers import BM25Retriever
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
-from deepresearch.signatures.gather import AssessCandidates, PlanSubqueries
+from deepresearch.signatures.gather import LabelCandidates, PlanSubqueries
 from tests.programs.test_gather_full_text import ONE_SEARCH, QUESTION, SETTLING, assess, corpus, planner, server  # noqa: F401
 from tests.scripted import routed_handler, scripted_lm
 
@@ -27,12 +27,12 @@ CAP = 384  # a verdict and three sentences of evidence
 
 def test_second_look_on_the_real_model_reads_the_served_pdf(llama_server, server, tmp_path):  # noqa: F811
     reader = FullTextRetriever(BM25Retriever(corpus(f"{server.url}/paper.pdf")), FullTextCache(tmp_path / "ft"))
-    scripted = scripted_lm(routed_handler({PlanSubqueries: planner(ONE_SEARCH), AssessCandidates: assess}))
+    scripted = scripted_lm(routed_handler({PlanSubqueries: planner(ONE_SEARCH), LabelCandidates: assess}))
     real = make_lm("openai/smollm2", api_base=llama_server.base_url, num_retries=0, cache=False, timeout_s=600)
     # one attempt, waited for: the machine is shared and the model slow
     gatherer = Gatherer(reader, GatherConfig(iterations=1, max_k=3, lm_timeout_s=600),
                         lms={"gather_plan": scripted, "gather_assess": real})
-    gatherer.assessor.assess_candidates.lm = scripted  # the first look is scripted; the second look is real
+    gatherer.assessor.label_candidates.lm = scripted  # the first look is scripted; the second look is real
     with dspy.context(lm=real, adapter=SchemaAdapter()), output_limits(every=CAP):
         result = asyncio.run(gatherer.acall(question=QUESTION)).result
     (search,) = result.rounds[0].searches

@@ -1,0 +1,139 @@
+"""Compile gain of the gathering assessor with a real model: before and after on a held-out dev split.
+
+One command records a frozen pool of candidates without the LM (the offline gathering loop over the first
+`--claims` SciFact *train* claims), keeps the searches with at least one ground-truth paper among their top
+`--max-candidates` candidates, splits them by claim into train and dev (no claim in both), compiles the
+gathering assessor (`CandidateAssessor`, second look off) with each optimizer of `--optimizers`, and prints
+and writes, per optimizer: dev F1 before and after with the paired bootstrap 95% interval of the change, LM
+calls and metric calls spent, seconds. The offline assessor's dev F1 on the same examples is the floor.
+
+    python -m benchmarks.compile_gain --lm openai/qwen05 --api-base http://127.0.0.1:8091/v1 \\
+        --claims 60 --train 4 --dev 6 --max-candidates 5 --budget 8 --optimizers bootstrap-rs,miprov2 \\
+        --out benchmarks/compile_gain_qwen05.json
+
+LM answers are cached (DSPy's disk cache, `--cache-dir`): run the same command again after an interruption and
+every call made before it is answered from the cache, so the run resumes where it stopped. Not collected by
+pytest and not run by `python -m benchmarks` (it needs a model server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+
+import dspy
+
+DEFAULT_DATA = Path(os.environ.get("DEEPRESEARCH_DATA", "../shared/data"))
+
+
+def record_pool(folder: Path, claims: int) -> Path:
+    """The offline loop's searches over the first `claims` SciFact train claims (no LM); cached in `folder`."""
+    from deepresearch import cli
+
+    results = folder / "results.jsonl"
+    if not results.exists():
+        code = cli.main(["eval", "gather", "--queries", "scifact", "--qrels", "train", "--lm", "offline",
+                         "--limit", str(claims), "--out", str(folder), "--no-progress", "--bootstrap", "0"])
+        if code != 0:
+            raise SystemExit(f"recording the frozen pool failed (exit {code})")
+    return results
+
+
+def split_by_claim(examples: list[dspy.Example], n_train: int, n_dev: int, seed: int):
+    """Train and dev examples from disjoint claims (seeded): dev takes whole claims until it has `n_dev`."""
+    claims = sorted({ex.query_id for ex in examples})
+    random.Random(seed).shuffle(claims)
+    dev, train = [], []
+    for claim in claims:
+        group = [ex for ex in examples if ex.query_id == claim]
+        (dev if len(dev) < n_dev else train).extend(group)
+    return train[:n_train], dev[:n_dev]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lm", required=True)
+    parser.add_argument("--api-base", default=None)
+    parser.add_argument("--claims", type=int, default=60, help="SciFact train claims in the frozen pool")
+    parser.add_argument("--train", type=int, default=8, help="training examples (searches)")
+    parser.add_argument("--dev", type=int, default=12, help="dev examples (searches), from other claims")
+    parser.add_argument("--max-candidates", type=int, default=5, help="top candidates of a search shown")
+    parser.add_argument("--budget", type=int, default=16, help="metric calls per optimizer")
+    parser.add_argument("--optimizers", default="bootstrap-rs,miprov2")
+    parser.add_argument("--workers", type=int, default=2, help="examples evaluated at once")
+    parser.add_argument("--max-tokens", type=int, default=200)
+    parser.add_argument("--lm-timeout", type=float, default=900.0)
+    parser.add_argument("--cache-dir", default=None, help="LM answer cache (default: DSPy's)")
+    parser.add_argument("--pool", default=None, help="pool folder (default: beside --out)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True, help="results JSON")
+    args = parser.parse_args(argv)
+
+    from deepresearch.eval.run_gather import load_frozen_cases
+    from deepresearch.optimize.cli import LMCalls
+    from deepresearch.optimize.compile import compile_program, evaluate_scores, paired_bootstrap
+    from deepresearch.optimize.metrics import metric_spec
+    from deepresearch.optimize.trainsets import from_frozen_cases
+    from deepresearch.programs.gather.offline import OfflineCandidateAssessor
+    from deepresearch.programs.gather.stages import CandidateAssessor
+    from deepresearch.programs.runtime.lm import SchemaAdapter
+    from deepresearch.retrievers.corpus import load_corpus
+
+    if args.cache_dir:
+        dspy.configure_cache(disk_cache_dir=args.cache_dir)
+    out = Path(args.out)
+    pool = record_pool(Path(args.pool or out.with_suffix(".pool")), args.claims)
+    corpus = load_corpus(DEFAULT_DATA / "scifact")
+    examples = []
+    for ex in from_frozen_cases(load_frozen_cases(pool, corpus)):
+        hits = list(ex.hits)[: args.max_candidates]
+        if set(ex.gt_ids) & {h.doc.doc_id for h in hits}:
+            examples.append(ex.copy(hits=hits).with_inputs("question", "subquery", "checklist", "hits"))
+    trainset, devset = split_by_claim(examples, args.train, args.dev, args.seed)
+    print(f"pool {pool}: {len(examples)} searches with a ground-truth candidate; train {len(trainset)}, "
+          f"dev {len(devset)} (disjoint claims)", file=sys.stderr)
+
+    lm = dspy.LM(args.lm, api_base=args.api_base, api_key=os.environ.get("DEEPRESEARCH_API_KEY", "local"),
+                 max_tokens=args.max_tokens, temperature=0.0, timeout=args.lm_timeout, num_retries=1)
+    counter = LMCalls()
+    counter.attach(lm, "task")
+    spec = metric_spec("assessor", "f1")
+    floor = evaluate_scores(OfflineCandidateAssessor(), devset, spec, num_threads=1)
+    report = {"benchmark": "compile_gain", "stage": "gather_assess", "metric": spec.name, "lm": args.lm,
+              "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}; LM on llama-server"
+                         if args.api_base else platform.machine(),
+              "command": "python -m benchmarks.compile_gain " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "data": f"SciFact train claims 1-{args.claims}, offline loop (T=5) searches with a ground-truth "
+                      f"paper in their top {args.max_candidates}",
+              "split": {"train": len(trainset), "dev": len(devset), "by": "claim", "seed": args.seed},
+              "floor_offline_dev": sum(floor) / len(floor), "optimizers": {}}
+    adapter = SchemaAdapter() if args.api_base else None
+    for name in [o.strip() for o in args.optimizers.split(",") if o.strip()]:
+        started, calls_before = time.perf_counter(), counter.total
+        with dspy.context(lm=lm, adapter=adapter):
+            result = compile_program(CandidateAssessor(second_look=False), optimizer=name, spec=spec,
+                                     trainset=trainset, devset=devset, budget=args.budget, prompt_lm=lm,
+                                     num_threads=args.workers, seed=args.seed,
+                                     on_progress=lambda line: print(f"[{name}] {line}", file=sys.stderr, flush=True))
+        ci = paired_bootstrap(result.before_scores, result.after_scores)
+        report["optimizers"][name] = {
+            "before": result.before, "after": result.after, "change": result.after - result.before, "ci95": ci,
+            "lm_calls": counter.total - calls_before, "metric_calls": result.metric_calls,
+            "seconds": round(time.perf_counter() - started, 1),
+            "demos": sum(len(p.demos) for _, p in result.program.named_predictors())}
+        print(f"{name}: dev F1 {result.before:.3f} -> {result.after:.3f} ({result.after - result.before:+.3f}, "
+              f"95% CI {ci[0]:+.3f} to {ci[1]:+.3f}); LM calls {counter.total - calls_before}", flush=True)
+        out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")  # after each optimizer
+    print(f"offline floor on dev: F1 {report['floor_offline_dev']:.3f}\nresults: {out}")
+    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
