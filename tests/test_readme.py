@@ -75,6 +75,9 @@ NOT_RUN: dict[str, str] = {
     "--lm openai/gpt-4.1-mini --budget 200 --out compiled.json": HOSTED,
     'deepresearch run "..." --lm openai/gpt-4.1-mini --program compiled.json': HOSTED,
     'deepresearch run "..." --corpus scifact --lm openai/gpt-4.1-mini --program compiled.json': HOSTED,
+    "deepresearch optimize --show compiled.json": "needs the compiled.json that an optimize run with a model writes",
+    'deepresearch run "Does vitamin D reduce fracture risk?" --program compiled.json --lm openai/gpt-4.1-mini': HOSTED,
+    "deepresearch eval gather --queries scifact --program compiled.json --lm openai/gpt-4.1-mini": HOSTED,
     'deepresearch run "$q" --corpus scifact --lm openai/gpt-4.1-mini --out "runs/pool/$(echo $q | md5sum | '
     'cut -c1-8)"': HOSTED,
     "deepresearch optimize --stage writer --from-runs runs/pool --metric quality --optimizer gepa --lm "
