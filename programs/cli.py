@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from deepresearch.programs.config import PRESETS, VERIFY_POLICIES, preset
+from deepresearch.programs.config import PRESETS, VERIFY_POLICIES, ResearchConfig, preset
 from deepresearch.programs.research.program import DeepResearch, stage_names
 from deepresearch.programs.runtime.context import Interrupt
 from deepresearch.programs.runtime.events import Event, EventHandler
@@ -40,6 +40,7 @@ from deepresearch.programs.stages.clarifier import (
     read_clarifications,
     research_brief,
 )
+from deepresearch.retrievers.extras import check_extras
 
 EXIT_FAILED = 3  # the run produced nothing because of failures (distinct from 2, bad input)
 SIGNALS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # the exit code of a run each signal interrupted (128 + n)
@@ -126,7 +127,8 @@ def parse_stage_lms(items: list[str]) -> dict[str, str]:
     return models
 
 
-def build_program(args: argparse.Namespace, retriever, on_event, session: LMSession) -> tuple[DeepResearch, dict]:
+def run_config(args: argparse.Namespace) -> ResearchConfig:
+    """The run's settings: the preset with the options given on the command line."""
     overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth, "hits_per_query": args.hits,
                                    "max_concurrency": args.concurrency, "deadline_s": args.deadline,
                                    "max_lm_calls": args.max_lm_calls, "max_tokens": args.max_tokens,
@@ -135,7 +137,33 @@ def build_program(args: argparse.Namespace, retriever, on_event, session: LMSess
                                    "verify": args.verify, "full_text": args.full_text or None,
                                    "full_text_cache": args.full_text_cache}.items()
                  if v is not None}
-    config = preset(args.preset, **overrides)
+    return preset(args.preset, **overrides)
+
+
+def needed_extras(args: argparse.Namespace, config: ResearchConfig) -> dict[str, str]:
+    """Every extra the run will need (extra -> what needs it), known from its options before any work."""
+    from deepresearch.retrievers.cli import data_dir
+    from deepresearch.retrievers.sources import resolve_source, source_extras
+
+    needs: dict[str, str] = {}
+    if args.index is None and args.corpus is not None:  # an index reads its own stored corpus
+        needs.update(source_extras(resolve_source(args.corpus, data_dir=data_dir())))
+    kind = args.retriever or ("qdrant" if getattr(args, "qdrant_url", None) else "bm25")
+    if kind == "qdrant":
+        needs["qdrant"] = "--retriever qdrant"
+    if kind in ("dense", "hybrid") or (kind == "qdrant" and getattr(args, "qdrant_mode", "hybrid") != "bm25"):
+        needs["dense"] = f"--retriever {kind} (query embeddings)"
+    if config.taxonomy:
+        needs["dense"] = "--taxonomy (it groups the papers by their embeddings)"
+    elif config.strategy == "hero" and config.hero.selection == "submodular":
+        needs["dense"] = "the hero preset (it selects tasks by their embeddings)"
+    if config.full_text:
+        needs["pdf"] = "--full-text (reading the fetched PDFs)"
+    return needs
+
+
+def build_program(args: argparse.Namespace, retriever, on_event, session: LMSession) -> tuple[DeepResearch, dict]:
+    config = run_config(args)
     program = DeepResearch(retriever=retriever, config=config, offline=session.is_offline,
                            lms=session.stage_lms or None, on_event=on_event)
     if args.program:
@@ -343,6 +371,13 @@ def main(args: argparse.Namespace) -> int:
     session = open_lm(args, num_retries=0, stage_models=stage_models)  # the run's scheduler retries, and counts
     if args.resume and args.overwrite:
         raise ValueError("--resume continues the run in --out and --overwrite removes it; pass one of them")
+    if args.corpus is None and args.index is None and not args.source:
+        from deepresearch.retrievers.sources import DEFAULT_CORPUS
+
+        args.corpus = DEFAULT_CORPUS  # said in one line, as the offline notice is: the report's sources depend on it
+        print(f"deepresearch run: no --corpus given; searching the embedded SciFact demo corpus (5,183 biomedical "
+              f"abstracts, --corpus {DEFAULT_CORPUS})", file=sys.stderr)
+    check_extras(needed_extras(args, run_config(args)))  # a missing extra fails here, not after the research
     out = Path(args.out or Path("runs") / slug(args.question))
     with out_folder_lock(out):  # a second run into the same folder stops here, at once
         check_out_folder(out, args.question, overwrite=args.overwrite)  # before the corpus: bad input fails fast
