@@ -30,8 +30,9 @@ from deepresearch.retrievers.scholargym import load_paper_db
 
 HF_PREFIX = "hf:"
 # Datasets shipped inside the package: SciFact's BEIR release (5,183 abstracts, corpus gzipped), the corpus a
-# run searches when none is named. Licences and source: data/scifact/ATTRIBUTION.md.
-EMBEDDED = Path(__file__).resolve().parent / "data"
+# run searches when none is named. Licences and source: embedded-corpora/scifact/ATTRIBUTION.md.
+# (a folder name that is no Python identifier, so setuptools does not take it for a package)
+EMBEDDED = Path(__file__).resolve().parent / "embedded-corpora"
 DEFAULT_CORPUS = "scifact"
 
 

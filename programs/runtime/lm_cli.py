@@ -31,6 +31,9 @@ from deepresearch.programs.runtime.lm import (
 from deepresearch.programs.runtime.usage import output_limits
 
 
+API_BASE_ENV = "DEEPRESEARCH_API_BASE"  # --api-base's default, beside $DEEPRESEARCH_LM for --lm
+
+
 def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool = True) -> None:
     """Adds the shared LM options to a command's parser."""
     default = "$DEEPRESEARCH_LM, else offline" if default_offline else "$DEEPRESEARCH_LM"
@@ -40,8 +43,8 @@ def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool =
                             f"or '{OFFLINE}'; default: {default}. Keys come from the provider's usual variable "
                             f"(OPENAI_API_KEY...)")
     group.add_argument("--api-base", default=None,
-                       help=f"base URL of an OpenAI-compatible server (llama.cpp, vLLM, Ollama...); its key is "
-                            f"${SERVER_KEY_ENV}")
+                       help=f"base URL of an OpenAI-compatible server (llama.cpp, vLLM, Ollama...); default "
+                            f"${API_BASE_ENV}; its key is ${SERVER_KEY_ENV}")
     group.add_argument("--temperature", type=float, default=0.0)
     group.add_argument("--structured", default="auto", choices=STRUCTURED_MODES,
                        help="schema: send each stage's output JSON schema as response_format (constrained "
@@ -98,7 +101,8 @@ def model_from_args(args: argparse.Namespace, *, default_offline: bool = True) -
 
 def make_session_lm(args: argparse.Namespace, model: str, **kwargs: Any) -> dspy.LM | None:
     """An LM for `model` with the command's server, timeout and temperature; retries are left to the run."""
-    return make_lm(model, args.api_base, os.environ.get(SERVER_KEY_ENV), timeout_s=args.lm_timeout,
+    api_base = args.api_base or os.environ.get(API_BASE_ENV) or None
+    return make_lm(model, api_base, os.environ.get(SERVER_KEY_ENV), timeout_s=args.lm_timeout,
                    temperature=args.temperature, **kwargs)
 
 
