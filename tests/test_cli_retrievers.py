@@ -95,8 +95,9 @@ def test_an_old_or_stale_index_asks_for_a_rebuild_in_one_line(tmp_path, small_co
     assert cli.main(["run", QUESTION, "--index", str(folder), "--lm", "offline", "--out", str(tmp_path / "o")]) == 2
     assert f"has format 1, this version reads {FORMAT}; rebuild it with `deepresearch index" in \
         one_error_line(capsys.readouterr().err)
-    assert cli.main(["run", QUESTION, "--lm", "offline", "--out", str(tmp_path / "o")]) == 2
-    assert "pass a corpus (--corpus SPEC) or an index (--index DIR)" in one_error_line(capsys.readouterr().err)
+    # with no index (and no corpus) the run searches the embedded demo corpus: the stale index was the only problem
+    assert cli.main(["run", QUESTION, "--lm", "offline", "--out", str(tmp_path / "o")]) == 0
+    assert json.loads((tmp_path / "o" / "trace.json").read_text())["corpus"]["name"] == "scifact"
 
 
 def test_run_with_dense_hybrid_and_qdrant_retrievers(tmp_path, small_corpus_file, encoded, capsys, caplog):
