@@ -40,7 +40,7 @@ from deepresearch.programs.stages.clarifier import (
     read_clarifications,
     research_brief,
 )
-from deepresearch.retrievers.extras import check_extras
+from deepresearch.retrievers.extras import EXTRAS, check_extras
 
 EXIT_FAILED = 3  # the run produced nothing because of failures (distinct from 2, bad input)
 SIGNALS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # the exit code of a run each signal interrupted (128 + n)
@@ -150,9 +150,9 @@ def needed_extras(args: argparse.Namespace, config: ResearchConfig) -> dict[str,
         needs.update(source_extras(resolve_source(args.corpus, data_dir=data_dir())))
     kind = args.retriever or ("qdrant" if getattr(args, "qdrant_url", None) else "bm25")
     if kind == "qdrant":
-        needs["qdrant"] = "--retriever qdrant"
+        needs["qdrant"] = EXTRAS["qdrant"][1]
     if kind in ("dense", "hybrid") or (kind == "qdrant" and getattr(args, "qdrant_mode", "hybrid") != "bm25"):
-        needs["dense"] = f"--retriever {kind} (query embeddings)"
+        needs["dense"] = EXTRAS["dense"][1]
     if config.taxonomy:
         needs["dense"] = "--taxonomy (it groups the papers by their embeddings)"
     elif config.strategy == "hero" and config.hero.selection == "submodular":
