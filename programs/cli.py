@@ -372,11 +372,14 @@ def main(args: argparse.Namespace) -> int:
     if args.resume and args.overwrite:
         raise ValueError("--resume continues the run in --out and --overwrite removes it; pass one of them")
     if args.corpus is None and args.index is None and not args.source:
-        from deepresearch.retrievers.sources import DEFAULT_CORPUS
+        from deepresearch.retrievers.cli import data_dir
+        from deepresearch.retrievers.sources import DEFAULT_CORPUS, EMBEDDED, find_local
 
         args.corpus = DEFAULT_CORPUS  # said in one line, as the offline notice is: the report's sources depend on it
-        print(f"deepresearch run: no --corpus given; searching the embedded SciFact demo corpus (5,183 biomedical "
-              f"abstracts, --corpus {DEFAULT_CORPUS})", file=sys.stderr)
+        where = ("the embedded SciFact demo corpus" if EMBEDDED in find_local(DEFAULT_CORPUS, data_dir()).parents
+                 else "the SciFact corpus under $DEEPRESEARCH_DATA")
+        print(f"deepresearch run: no --corpus given; searching {where} (5,183 biomedical abstracts, --corpus "
+              f"{DEFAULT_CORPUS})", file=sys.stderr)
     check_extras(needed_extras(args, run_config(args)))  # a missing extra fails here, not after the research
     out = Path(args.out or Path("runs") / slug(args.question))
     with out_folder_lock(out):  # a second run into the same folder stops here, at once
