@@ -56,7 +56,7 @@ def one_error_line(err: str) -> str:
 
 
 def test_run_by_name_and_through_an_index_research_the_same(scifact_index, tmp_path):
-    by_name = run(tmp_path / "name", "--corpus", "BeIR/scifact")  # `make demo` relies on this name
+    by_name = run(tmp_path / "name", "--corpus", "BeIR/scifact")  # the hub name finds the local copy
     by_index = run(tmp_path / "index", "--index", str(scifact_index))
     both = run(tmp_path / "both", "--corpus", "scifact", "--index", str(scifact_index))
     assert by_name["tree"] == by_index["tree"] == both["tree"] and retrieved(by_index)
