@@ -9,6 +9,7 @@ here, wherever they stand before `--`.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import logging
 import os
@@ -24,8 +25,8 @@ COMMANDS: dict[str, tuple[str, str] | dict[str, tuple[str, str]]] = {
         "retrieval": ("deepresearch.eval.run_retrieval", "nDCG@10, Recall@100, MRR, MAP of BM25, dense and hybrid on BEIR qrels"),
         "reports": ("deepresearch.eval.run_reports", "source-integration and quality metrics of a folder of reports, by configuration"),
         "report": ("deepresearch.eval.run_report", "run the program over a question set and score its reports"),
-        "gather": ("deepresearch.eval.run_gather", "run the gathering loop or a baseline over a query set and score it (spec 004)"),
-        "taxonomy": ("deepresearch.eval.run_taxonomy", "build taxonomies for TaxoBench surveys and score them (spec 003)"),
+        "gather": ("deepresearch.eval.run_gather", "run the gathering loop or a baseline over a query set and score it (ScholarGym)"),
+        "taxonomy": ("deepresearch.eval.run_taxonomy", "build taxonomies for TaxoBench surveys and score them"),
         "taxonomy-score": ("deepresearch.eval.score_taxonomy", "score a TaxoBench prediction file against the expert trees"),
     },
 }
@@ -45,7 +46,7 @@ presets (run --preset NAME; `standard` is the default):
   quick     depth 1 x breadth 2: a first look, the fewest LM calls
   standard  depth 2 x breadth 3, the eco recursion (the default)
   deep      depth 4 x breadth 4, the eco recursion
-  eco       spec 000's depth x breadth recursion, halving the breadth at each level (2 x 3)
+  eco       the depth x breadth recursion, halving the breadth at each level (2 x 3)
   hero      submodular query selection, batched extraction with early stopping (2 x 3, at most 76 LM calls)
   parallel  adaptive breadth and depth with a pruning monitor (depth up to 10, a 10-minute budget)
   gather    ScholarGym's planner-assessor loop, then extraction from the papers it selected
@@ -62,6 +63,21 @@ a .bib/.ris/.csv reference file, or hf:NAME (the [hf] extra)."""
 
 class UsageError(Exception):
     """Bad input found before any work started; printed as one line, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """A command's parser whose errors are one line: a mistyped option names the nearest real one
+    (`--depht`: did you mean --depth?) instead of printing the whole usage."""
+
+    def error(self, message: str):
+        hint = ""
+        if message.startswith("unrecognized arguments: "):
+            options = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+            typed = [w.partition("=")[0] for w in message.removeprefix("unrecognized arguments: ").split()]
+            near = next((m for w in typed if w.startswith("-")
+                         for m in difflib.get_close_matches(w, options, n=1, cutoff=0.6)), None)
+            hint = f"; did you mean {near}?" if near else ""
+        self.exit(2, f"{self.prog}: error: {message}{hint} ({self.prog} --help lists the options)\n")
 
 
 def _version() -> str:
@@ -100,7 +116,9 @@ def _resolve(argv: list[str], prog: str, table: dict) -> tuple[str, str, list[st
         return 0
     name, rest = argv[0], argv[1:]
     if name not in table:
-        print(f"{prog}: unknown command {name!r}; choose one of: {', '.join(table)}", file=sys.stderr)
+        near = difflib.get_close_matches(name, list(table), n=1)
+        hint = f"; did you mean {near[0]}?" if near else ""
+        print(f"{prog}: unknown command {name!r}{hint} (choose one of: {', '.join(table)})", file=sys.stderr)
         return 2
     entry = table[name]
     if isinstance(entry, dict):
@@ -172,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     except MissingExtra as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
-    parser = argparse.ArgumentParser(prog=prog, description=summary[:1].upper() + summary[1:] + ".",
+    parser = Parser(prog=prog, description=summary[:1].upper() + summary[1:] + ".",
                                      epilog="-v/-vv (more detail), -q (no progress) and --config FILE (settings, "
                                             "default ./deepresearch.toml) work here too; see deepresearch --help")
     module.add_arguments(parser)

@@ -172,6 +172,8 @@ def main(real: bool = False, data: str | None = None) -> list[dict]:
             rows.append(run_pipeline("smollm2", retriever, texts, "rewrite", lm=lm, config=config, offline=True,
                                      lm_writes=True, context={"adapter": SchemaAdapter()}))
     print(machine_line())
+    print("protocol: ScholarQABench Algorithm 1 as the HERO paper prints it, corrected (scholarqa_citation_scores), "
+          "lexical entailment; not the released compute_autoais rules (docs/reference/protocols.md)")
     print_rows(rows)
     return rows
 

@@ -5,7 +5,10 @@
   by its cited sources. Grades come from an LLM judge (`deepresearch.eval.judges.CitationSupportJudge`) or from
   `lexical_support`, an offline lexical-entailment fallback that is not an entailment model.
 * ScholarQABench style (spec 001 §6.2, Algorithm 1): `scholarqa_citation_scores` with a pluggable
-  `entails(premise, hypothesis) -> bool`.
+  `entails(premise, hypothesis) -> bool`, as the spec reads it; `scholarqa_official_scores` applies the
+  citation rules of the released scorer instead (AkariAsai/ScholarQABench scripts/citation_correctness_eval.py,
+  `compute_autoais`): inherited citations, out-of-range citations, the first number of a group, the length
+  of a sentence with its markers, and answers without a sentence left out of the means.
 
 Claims are found deterministically: prose sentences of the report body (headings, tables, quotes,
 paragraphs wholly in emphasis and the reference list left out) of at least `min_chars` characters once citation markers are removed.
@@ -13,6 +16,7 @@ paragraphs wholly in emphasis and the reference list left out) of at least `min_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -25,6 +29,9 @@ from deepresearch.programs.runtime.entailment import (
     lexical_coverage,
     lexical_entails,
     lexical_support,
+    plain_sentence,
+    prose_blocks,
+    split_block,
     strip_citations,
 )
 
@@ -158,6 +165,65 @@ def scholarqa_citation_scores(claims: Iterable[Sentence], passages: Mapping[str,
     return CitationScores(n_claims=n_claims, n_supported=n_supported, n_cites=n_cites, n_necessary=n_necessary)
 
 
+# The released scorer reads a citation as "[" and digits: "[1, 2]" gives 1 only, "[3][4]" gives 3 and 4.
+RELEASED_CITATION = re.compile(r"\[(\d+)")
+
+
+def answer_sentences(markdown: str) -> list[str]:
+    """The raw sentences of a report body, citation markers kept (the released scorer's unit of evaluation,
+    split by our splitter over the prose: headings, tables and the reference list are not part of the answer)."""
+    return [part for block in prose_blocks(body_text(markdown)) for part in split_block(block)]
+
+
+def scholarqa_official_scores(sentences: Sequence[str], passages: Mapping[str, str], entails: Entails,
+                              max_citations: int = 3, min_chars: int = 50) -> CitationScores | None:
+    """ScholarQABench citation precision and recall of one answer under the released scorer's rules.
+
+    Those of `compute_autoais` (AkariAsai/ScholarQABench@95e6fc5 scripts/citation_correctness_eval.py) where
+    they differ from `scholarqa_citation_scores`:
+    * a sentence is evaluated when it has `min_chars` characters counting its citation markers;
+    * a citation is "[" followed by digits, so a group "[1, 2]" cites 1 only;
+    * an evaluated sentence without citations inherits those of the last evaluated sentence whose citations
+      all resolved;
+    * a sentence citing any label without a passage is unsupported and none of its citations counts;
+    * the first `max_citations` citations are scored once all of them resolved;
+    * an answer without any sentence has no scores (None), so it leaves the means, while one whose sentences
+      are all short scores 0 and 0.
+
+    Args:
+        sentences: The answer's raw sentences with their markers (see `answer_sentences`).
+        passages: Text of each citation number.
+        entails: `entails(premise, hypothesis) -> bool`; the released scorer uses an NLI model.
+    """
+    if not sentences:
+        return None
+    n_claims = n_supported = n_cites = n_necessary = 0
+    previous: list[str] | None = None
+    for raw in sentences:
+        if len(raw) < min_chars:
+            continue
+        n_claims += 1
+        text = plain_sentence(raw)
+        refs = [str(int(x)) for x in RELEASED_CITATION.findall(raw)] or (previous or [])
+        if not refs or any(r not in passages for r in refs):
+            continue  # uncited, or a citation out of range: unsupported, nothing counted
+        previous = refs
+        refs = refs[:max_citations]
+        n_cites += len(refs)
+        if not entails("\n".join(passages[r] for r in refs), text):
+            continue
+        n_supported += 1
+        if len(refs) == 1:
+            n_necessary += 1
+            continue
+        for r in refs:  # necessary: it entails alone, or the others (this occurrence left out) do not
+            rest = list(refs)
+            rest.remove(r)
+            if entails(passages[r], text) or not entails("\n".join(passages[o] for o in rest), text):
+                n_necessary += 1
+    return CitationScores(n_claims=n_claims, n_supported=n_supported, n_cites=n_cites, n_necessary=n_necessary)
+
+
 def dataset_citation_f1(reports: Sequence[CitationScores]) -> tuple[float, float, float]:
     """(mean precision, mean recall, F1 of the two means) over the reports of a dataset."""
     if not reports:
@@ -167,6 +233,8 @@ def dataset_citation_f1(reports: Sequence[CitationScores]) -> tuple[float, float
     return p, r, harmonic_mean(p, r)
 
 
-__all__ = ["CitationRecall", "CitationScores", "Sentence", "citation_precision", "citation_recall", "citations_in",
+__all__ = ["CitationRecall", "CitationScores", "Sentence", "answer_sentences", "citation_precision", "citation_recall",
+           "citations_in",
            "claim_sentences", "dataset_citation_f1", "grade_claims", "lexical_coverage", "lexical_entails",
-           "lexical_support", "scholarqa_citation_scores", "split_sentences", "strip_citations"]
+           "lexical_support", "scholarqa_citation_scores", "scholarqa_official_scores", "split_sentences",
+           "strip_citations"]

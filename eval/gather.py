@@ -7,8 +7,20 @@ round t, and R_{<=t}, S_{<=t} their unions over rounds 1..t:
 P, R, Ret.P, Ret.R are averaged over queries (macro) and F1 = 2·P̄·R̄ / (P̄ + R̄), the harmonic mean of the
 means; the mean of per-query F1 and micro P/R are reported beside it under their own names.
 Avg.Distance: d(g) = max(0, 1 - r_g / K), K = 100, r_g the 0-based best rank of g; per query the mean over G.
-GT discard rate: |G ∩ (R_t \\ S_t)| / |R_t \\ S_t| in percent, averaged over queries whose discarded set is
-not empty, then over iterations. Queries with an empty G are skipped and counted.
+GT discard rate: |G ∩ (R_t \\ S_t)| / |R_t \\ S_t| per round, averaged over queries, then over iterations.
+Queries with an empty G are skipped and counted.
+
+Two protocols settle the edges (spec 004 §4.4), and every summary names the one it used:
+  official (default) — the rules of ScholarGym's released scorer (code/deeprag.py, code/eval.py,
+      code/metrics.py at commit f426fd1), which computed the paper's tables: an empty plan (or a failed plan)
+      at any iteration, or the completion flag at iteration 1, fails the query; R, P, Ret.R and Ret.P of a
+      query that stopped early hold their last value up to T, while Avg.Distance and the discard rate average
+      only the queries that reached the iteration; a round that discarded nothing has discard rate 0, a
+      fraction; a ground-truth paper selected in round t keeps the best of its rank at t and its earlier ranks.
+  spec — this library's reading of the paper's prose: the loop's own failure flag (the completion flag before
+      anything was selected, or an empty first plan), every curve held at its last value up to T, a round
+      that discarded nothing left out of the discard mean (in percent), and only papers selected before
+      round t keep their earlier ranks.
 
 The same metrics come from a research run's trace.json when it ran the `gather` strategy
 (`deepresearch run --preset gather`): `metrics_from_trace`.
@@ -28,6 +40,16 @@ from deepresearch.programs.gather.artifacts import GatherResult
 DISTANCE_K = 100
 DISTANCE_VARIANTS = ("per_iteration", "cumulative")
 FAILED_POLICIES = ("excluded", "included")
+PROTOCOLS = ("official", "spec")
+# What each protocol's numbers match, written into every summary.
+PROTOCOL_SOURCES = {
+    "official": "ScholarGym's released scorer (shenhao-stu/ScholarGym@f426fd1 code/deeprag.py, code/eval.py, "
+                "code/metrics.py)",
+    "spec": "the ScholarGym paper's prose as this library read it before the released scorer was checked",
+}
+# Stops the released workflow turns into a dropped query whatever the round: an empty plan returns None
+# (an unparseable reply parses to an empty plan), and a raised error drops the query in eval.py.
+OFFICIAL_FAILING_STOPS = ("no_new_subqueries", "plan_failed")
 
 
 @dataclass(frozen=True)
@@ -41,6 +63,7 @@ class QueryTrace:
     selected: tuple[frozenset[str], ...]
     ranks: tuple[dict[str, int], ...] = ()
     is_failed: bool = False
+    stop_reason: str = ""
 
     @classmethod
     def from_result(cls, query_id: str, gt: Sequence[str], result: GatherResult) -> "QueryTrace":
@@ -48,7 +71,22 @@ class QueryTrace:
         iterations = [r.iteration for r in result.rounds]
         return cls(query_id=query_id, gt=gt, retrieved=tuple(frozenset(result.retrieved_in(t)) for t in iterations),
                    selected=tuple(frozenset(result.selected_in(t)) for t in iterations),
-                   ranks=tuple(gt_ranks(result, gt)), is_failed=result.is_failed)
+                   ranks=tuple(gt_ranks(result, gt)), is_failed=result.is_failed, stop_reason=result.stop_reason)
+
+    def failed_under(self, protocol: str) -> bool:
+        """Whether the query leaves the means under `protocol` (see the module docstring).
+
+        `spec` reads the loop's own flag. `official` follows the released workflow: an empty or failed plan at
+        any round, or the completion flag before the first round ran; stops the released code does not have
+        (budget, deadline, interruption) keep the loop's flag.
+        """
+        if protocol == "spec":
+            return self.is_failed
+        if self.stop_reason in OFFICIAL_FAILING_STOPS:
+            return True
+        if self.stop_reason == "complete":
+            return not self.retrieved
+        return self.is_failed
 
 
 def gt_ranks(result: GatherResult, gt: frozenset[str]) -> list[dict[str, int]]:
@@ -90,30 +128,39 @@ def _padded(trace: QueryTrace, iterations: int) -> tuple[list, list, list]:
 
 
 def query_curves(trace: QueryTrace, iterations: int, variant: str = "per_iteration",
-                 k: int = DISTANCE_K) -> dict[str, list[float]]:
+                 k: int = DISTANCE_K, protocol: str = "official") -> dict[str, list[float]]:
     """Per-iteration values for one query: cumulative recall/precision on selected and retrieved sets,
-    Avg.Distance, and the GT discard rate (NaN where the round discarded nothing)."""
+    Avg.Distance, and the GT discard rate.
+
+    NaN marks a value left out of the iteration's mean: under `official`, Avg.Distance and the discard rate
+    of the rounds after an early stop; under `spec`, the discard rate of a round that discarded nothing.
+    """
     if variant not in DISTANCE_VARIANTS:
         raise ValueError(f"unknown Avg.Distance variant {variant!r}; choose one of: {', '.join(DISTANCE_VARIANTS)}")
+    _check_protocol(protocol)
     if not trace.gt:
         raise ValueError(f"query {trace.query_id!r} has no ground truth; skip it before scoring")
+    official = protocol == "official"
+    reached = len(trace.retrieved)
     retrieved, selected, ranks = _padded(trace, iterations)
     curves: dict[str, list[float]] = {m: [] for m in ("recall", "precision", "ret_recall", "ret_precision",
                                                       "avg_distance", "gt_discard_rate", "selected_size")}
     all_r, all_s = set(), set()
     best_ever: dict[str, int] = {}
     selected_before: set[str] = set()
-    for r_t, s_t, ranks_t in zip(retrieved, selected, ranks):
+    for t, (r_t, s_t, ranks_t) in enumerate(zip(retrieved, selected, ranks)):
         all_r |= r_t
         all_s |= s_t
         p, r = precision_recall(trace.gt, all_s)
         ret_p, ret_r = precision_recall(trace.gt, all_r)
+        # official: the released tracker already holds this round's selections when distances are computed
+        carried = selected_before | s_t if official else selected_before
         if variant == "cumulative":
             current = {g: min(i, best_ever.get(g, i)) for g, i in ranks_t.items()}
             current = {**best_ever, **current}
         else:  # this round's subqueries, plus the best earlier rank of papers already selected (now excluded)
             current = dict(ranks_t)
-            for g in selected_before & trace.gt:
+            for g in carried & trace.gt:
                 if g in best_ever:
                     current[g] = min(best_ever[g], current.get(g, best_ever[g]))
         for g, i in ranks_t.items():
@@ -124,10 +171,34 @@ def query_curves(trace: QueryTrace, iterations: int, variant: str = "per_iterati
         curves["precision"].append(p)
         curves["ret_recall"].append(ret_r)
         curves["ret_precision"].append(ret_p)
-        curves["avg_distance"].append(sum(distance(current.get(g), k) for g in trace.gt) / len(trace.gt))
-        curves["gt_discard_rate"].append(100 * len(trace.gt & discarded) / len(discarded) if discarded else np.nan)
         curves["selected_size"].append(float(len(all_s)))
+        if official and t >= reached:  # the released scorer has no round here: left out, not padded
+            curves["avg_distance"].append(np.nan)
+            curves["gt_discard_rate"].append(np.nan)
+            continue
+        curves["avg_distance"].append(sum(distance(current.get(g), k) for g in trace.gt) / len(trace.gt))
+        if official:  # a fraction, 0 when the round discarded nothing
+            curves["gt_discard_rate"].append(len(trace.gt & discarded) / len(discarded) if discarded else 0.0)
+        else:
+            curves["gt_discard_rate"].append(100 * len(trace.gt & discarded) / len(discarded) if discarded else np.nan)
     return curves
+
+
+def _check_protocol(protocol: str) -> None:
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown scoring protocol {protocol!r}; choose one of: {', '.join(PROTOCOLS)}")
+
+
+def _iteration_means(values: np.ndarray) -> np.ndarray:
+    """Per-iteration means of a (queries, iterations) array over its non-NaN entries (NaN where none)."""
+    counts = (~np.isnan(values)).sum(axis=0)
+    sums = np.nansum(values, axis=0)
+    return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def _mean_or_none(values: np.ndarray) -> float | None:
+    kept = values[~np.isnan(values)]
+    return float(kept.mean()) if kept.size else None
 
 
 def _aggregate(m: dict[str, np.ndarray], hits: dict[str, np.ndarray]) -> dict[str, float]:
@@ -140,8 +211,9 @@ def _aggregate(m: dict[str, np.ndarray], hits: dict[str, np.ndarray]) -> dict[st
     per_query_ret_f1 = [harmonic_mean(p, r) for p, r in zip(m["ret_precision"][:, -1], m["ret_recall"][:, -1])]
     final["mean_query_f1"] = float(np.mean(per_query_f1))
     final["mean_query_ret_f1"] = float(np.mean(per_query_ret_f1))
-    final["avg_distance"] = float(m["avg_distance"].mean(axis=0).mean())
-    final["gt_discard_rate"] = _discard(m["gt_discard_rate"])
+    # the paper's "Avg." is the mean of the It.1..It.T values; each averages the queries that have a value there
+    final["avg_distance"] = _mean_or_none(_iteration_means(m["avg_distance"]))
+    final["gt_discard_rate"] = _mean_or_none(_iteration_means(m["gt_discard_rate"]))
     g, s, r = hits["gt"].sum(), hits["selected"].sum(), hits["retrieved"].sum()
     final["micro_recall"] = float(hits["gt_selected"].sum() / g)
     final["micro_precision"] = float(hits["gt_selected"].sum() / s) if s else 0.0
@@ -152,19 +224,12 @@ def _aggregate(m: dict[str, np.ndarray], hits: dict[str, np.ndarray]) -> dict[st
     return final
 
 
-def _discard(values: np.ndarray) -> float | None:
-    """Mean over iterations of the mean over queries that discarded something; None when nothing was discarded."""
-    with np.errstate(invalid="ignore"):
-        counts = (~np.isnan(values)).sum(axis=0)
-        per_iteration = np.where(counts > 0, np.nansum(values, axis=0) / np.maximum(counts, 1), np.nan)
-    return float(np.nanmean(per_iteration)) if (counts > 0).any() else None
-
-
 CI_METRICS = ("recall", "precision", "f1", "ret_recall", "ret_precision", "ret_f1", "avg_distance")
 
 
 def summarize(traces: Sequence[QueryTrace], iterations: int, *, variant: str = "per_iteration",
-              failed: str = "excluded", k: int = DISTANCE_K, bootstrap: int = 1000, seed: int = 0) -> dict:
+              failed: str = "excluded", k: int = DISTANCE_K, bootstrap: int = 1000, seed: int = 0,
+              protocol: str = "official") -> dict:
     """Scores a run.
 
     Args:
@@ -175,24 +240,35 @@ def summarize(traces: Sequence[QueryTrace], iterations: int, *, variant: str = "
         k: Avg.Distance cutoff K.
         bootstrap: Resamples of queries for the 95% intervals (0 for none).
         seed: Seed of the resampling.
+        protocol: `official` (default: the released scorer's edge rules, comparable to the paper's tables)
+            or `spec`; see the module docstring.
 
     Returns:
-        A dict with counts (`queries`, `evaluated`, `skipped_no_gt`, `failed`), `final` metrics, `per_iteration`
-        curves (lists of T values) and `ci95` ([low, high] per metric in CI_METRICS).
+        A dict with counts (`queries`, `evaluated`, `skipped_no_gt`, `failed`, `failed_by_stop`), the
+        `protocol` and what it matches (`protocol_source`), `gt_discard_unit` (`fraction` or `percent`),
+        `final` metrics, `per_iteration` curves (lists of T values, None where no query has a value) and
+        `ci95` ([low, high] per metric in CI_METRICS).
     """
     if failed not in FAILED_POLICIES:
         raise ValueError(f"unknown failed-query policy {failed!r}; choose one of: {', '.join(FAILED_POLICIES)}")
+    _check_protocol(protocol)
     if iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations}")
     scored = [t for t in traces if t.gt]
-    n_failed = sum(t.is_failed for t in scored)
+    failing = [t for t in scored if t.failed_under(protocol)]
+    by_stop: dict[str, int] = {}
+    for t in failing:
+        by_stop[t.stop_reason or "unknown"] = by_stop.get(t.stop_reason or "unknown", 0) + 1
     if failed == "excluded":
-        scored = [t for t in scored if not t.is_failed]
-    counts = {"queries": len(traces), "evaluated": len(scored), "skipped_no_gt": len(traces) - sum(bool(t.gt) for t in traces),
-              "failed": n_failed, "failed_policy": failed, "iterations": iterations, "distance_variant": variant}
+        scored = [t for t in scored if not t.failed_under(protocol)]
+    counts = {"protocol": protocol, "protocol_source": PROTOCOL_SOURCES[protocol],
+              "queries": len(traces), "evaluated": len(scored), "skipped_no_gt": len(traces) - sum(bool(t.gt) for t in traces),
+              "failed": len(failing), "failed_by_stop": dict(sorted(by_stop.items())), "failed_policy": failed,
+              "iterations": iterations, "distance_variant": variant,
+              "gt_discard_unit": "fraction" if protocol == "official" else "percent"}
     if not scored:
         return {**counts, "final": {}, "per_iteration": {}, "ci95": {}}
-    curves = [query_curves(t, iterations, variant, k) for t in scored]
+    curves = [query_curves(t, iterations, variant, k, protocol) for t in scored]
     m = {name: np.array([c[name] for c in curves], dtype=float) for name in curves[0]}
     hits = {"gt": np.array([len(t.gt) for t in scored]),
             "selected": np.array([len(frozenset().union(*t.selected)) for t in scored]),
@@ -200,11 +276,10 @@ def summarize(traces: Sequence[QueryTrace], iterations: int, *, variant: str = "
             "gt_selected": np.array([len(t.gt & frozenset().union(*t.selected)) for t in scored]),
             "gt_retrieved": np.array([len(t.gt & frozenset().union(*t.retrieved)) for t in scored])}
     per_iteration = {name: [float(x) for x in m[name].mean(axis=0)] for name in
-                     ("recall", "precision", "ret_recall", "ret_precision", "avg_distance")}
+                     ("recall", "precision", "ret_recall", "ret_precision")}
     per_iteration["f1"] = [harmonic_mean(p, r) for p, r in zip(per_iteration["precision"], per_iteration["recall"])]
-    with np.errstate(invalid="ignore"):
-        per_iteration["gt_discard_rate"] = [float(np.nanmean(col)) if (~np.isnan(col)).any() else None
-                                            for col in m["gt_discard_rate"].T]
+    for name in ("avg_distance", "gt_discard_rate"):
+        per_iteration[name] = [None if np.isnan(x) else float(x) for x in _iteration_means(m[name])]
     return {**counts, "final": _aggregate(m, hits), "per_iteration": per_iteration,
             "ci95": bootstrap_ci(m, hits, bootstrap, seed)}
 
@@ -220,12 +295,20 @@ def bootstrap_ci(m: dict[str, np.ndarray], hits: dict[str, np.ndarray], resample
     samples: dict[str, np.ndarray] = {}
     for name in ("recall", "precision", "ret_recall", "ret_precision"):
         samples[name] = m[name][:, -1][idx].mean(axis=1)
-    samples["avg_distance"] = m["avg_distance"].mean(axis=1)[idx].mean(axis=1)
+    # Avg.Distance as `_aggregate` takes it: per-iteration means over the queries with a value, then their mean
+    distances = m["avg_distance"]
+    weights = np.zeros((resamples, n))
+    np.add.at(weights, (np.arange(resamples)[:, None], idx), 1.0)
+    sums, counts = weights @ np.nan_to_num(distances), weights @ (~np.isnan(distances))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        columns = np.where(counts > 0, sums / counts, np.nan)
+        have = (~np.isnan(columns)).sum(axis=1)
+        samples["avg_distance"] = np.where(have > 0, np.nansum(columns, axis=1) / np.maximum(have, 1), np.nan)
     for f1, (p, r) in {"f1": ("precision", "recall"), "ret_f1": ("ret_precision", "ret_recall")}.items():
         total = samples[p] + samples[r]
         samples[f1] = np.divide(2 * samples[p] * samples[r], total, out=np.zeros_like(total), where=total > 0)
-    return {name: [float(np.percentile(samples[name], 2.5)), float(np.percentile(samples[name], 97.5))]
-            for name in CI_METRICS}
+    return {name: [float(np.nanpercentile(samples[name], 2.5)), float(np.nanpercentile(samples[name], 97.5))]
+            for name in CI_METRICS if not np.isnan(samples[name]).all()}
 
 
 def trace_query(trace: Mapping[str, Any], relevant_ids: Iterable[str], query_id: str | None = None) -> QueryTrace:
@@ -252,7 +335,7 @@ def metrics_from_trace(trace: Mapping[str, Any], relevant_ids: Iterable[str], *,
             rounds it ran (a loop that stopped early is padded to T, as in `summarize`).
         failed: As in `summarize`; `included` by default, so a failed loop scores zeros instead of nothing.
         bootstrap: As in `summarize`; none by default (one query).
-        **options: Passed on to `summarize` (`variant`, `k`, `seed`).
+        **options: Passed on to `summarize` (`protocol`, `variant`, `k`, `seed`).
 
     Returns:
         `summarize`'s dict for this one query.

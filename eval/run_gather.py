@@ -2,7 +2,8 @@
 
 Writes, under --out: `results.jsonl` (one record per query: the whole GatherResult, which keeps every
 subquery's candidates for replay, plus the ground truth's ranks per round), `run.json` (settings, checked
-on resume), `summary.json` and `summary.md`. Each record is fsynced as its query finishes, and the summary
+on resume; it also names the scoring --protocol), `summary.json` and `summary.md` (both name the protocol and
+the code its numbers match). Each record is fsynced as its query finishes, and the summary
 files are written whole at the end. Running the same command into the same --out again (after a kill, say)
 resumes from `results.jsonl`, redoing only the queries that have no finished record; --restart starts afresh.
 
@@ -25,6 +26,7 @@ from typing import Any
 from deepresearch.eval.gather import (
     DISTANCE_VARIANTS,
     FAILED_POLICIES,
+    PROTOCOLS,
     QueryTrace,
     gt_ranks,
     summarize,
@@ -60,6 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ranking-depth", type=int, default=100, help="ranks recorded per search for Avg.Distance")
     parser.add_argument("--distance", default="per_iteration", choices=DISTANCE_VARIANTS)
     parser.add_argument("--failed", default="excluded", choices=FAILED_POLICIES, help="failed queries in the means")
+    parser.add_argument("--protocol", default="official", choices=PROTOCOLS,
+                        help="edge rules of the scoring: official (ScholarGym's released scorer, comparable to the "
+                             "paper's tables) or spec (the paper's prose as read before); docs/reference/protocols.md")
     parser.add_argument("--bootstrap", type=int, default=1000, help="resamples for the 95%% intervals")
     parser.add_argument("--program", default=None, help="a compiled Gatherer (DSPy JSON state) to load")
     parser.add_argument("--full-text", action="store_true",
@@ -72,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true")
     add_retriever_arguments(parser, corpus_help="the corpus to search (default: the --queries BEIR folder): "
                                                 "a path, a name under $DEEPRESEARCH_DATA, hf:NAME; BM25 defaults "
-                                                "to spec 004's settings (--bm25-preset scholargym) for ScholarGym "
+                                                "to ScholarGym's settings (--bm25-preset scholargym) for ScholarGym "
                                                 "queries")
     add_lm_arguments(parser)
 
@@ -187,15 +192,18 @@ def second_look_totals(records) -> dict[str, int]:
 
 def summary_markdown(summary: dict, settings: dict, usage: dict) -> str:
     final, ci = summary["final"], summary["ci95"]
+    stops = "".join(f"; {reason} {n}" for reason, n in summary.get("failed_by_stop", {}).items())
+    discard = "GT discard (%)" if summary.get("gt_discard_unit") == "percent" else "GT discard (fraction)"
     rows = [("R", "recall"), ("P", "precision"), ("F1", "f1"), ("Ret.R", "ret_recall"), ("Ret.P", "ret_precision"),
-            ("Ret.F1", "ret_f1"), ("Avg.Distance", "avg_distance"), ("GT discard (%)", "gt_discard_rate"),
+            ("Ret.F1", "ret_f1"), ("Avg.Distance", "avg_distance"), (discard, "gt_discard_rate"),
             ("mean per-query F1", "mean_query_f1"), ("micro P", "micro_precision"), ("micro R", "micro_recall"),
             ("selected per query", "selected_size")]
     lines = [f"# Gathering: {settings['method']} · {settings['lm']} · {Path(settings['queries']).name} "
              f"({settings['split']})", "",
              f"Queries {summary['queries']} · evaluated {summary['evaluated']} · skipped without ground truth "
-             f"{summary['skipped_no_gt']} · failed {summary['failed']} ({summary['failed_policy']}) · "
+             f"{summary['skipped_no_gt']} · failed {summary['failed']} ({summary['failed_policy']}{stops}) · "
              f"T = {summary['iterations']} · Avg.Distance {summary['distance_variant']}", "",
+             f"Protocol {summary['protocol']}: {summary['protocol_source']}", "",
              "| metric | value | 95% CI |", "|---|---|---|"]
     for label, key in rows:
         if key in final:
@@ -209,7 +217,7 @@ def summary_markdown(summary: dict, settings: dict, usage: dict) -> str:
                   "|---|" + "---|" * n]
         for label, key in [("R", "recall"), ("P", "precision"), ("F1", "f1"), ("Ret.R", "ret_recall"),
                            ("Ret.P", "ret_precision"), ("Avg.Distance", "avg_distance"),
-                           ("GT discard (%)", "gt_discard_rate")]:
+                           (discard, "gt_discard_rate")]:
             lines.append(f"| {label} | " + " | ".join("–" if v is None else f"{v:.3f}" for v in curves[key]) + " |")
     lines += ["", f"LM calls {usage['calls']} · tokens {usage['prompt_tokens'] + usage['completion_tokens']} "
                   f"(prompt {usage['prompt_tokens']}, completion {usage['completion_tokens']})", ""]
@@ -251,7 +259,7 @@ def main(args: argparse.Namespace) -> int:
     settings = {"queries": str(args.queries), "split": split, "corpus": f"{corpus.name}:{corpus.fingerprint()[:12]}",
                 "method": args.method, "lm": model, "iterations": args.iterations if args.method == "loop" else 1,
                 "ranking_depth": args.ranking_depth, "retriever": described, "program": args.program,
-                "full_text": bool(full_text)}
+                "full_text": bool(full_text), "protocol": args.protocol}
     results_path, run_path = out / "results.jsonl", out / "run.json"
     if args.restart:
         results_path.unlink(missing_ok=True)
@@ -290,10 +298,15 @@ def main(args: argparse.Namespace) -> int:
     done = [records[q.query_id] for q in queries if records.get(q.query_id, {}).get("status") == "done"]
     traces = [trace_for(r) for r in done]
     iterations = settings["iterations"]
-    summary = summarize(traces, iterations, variant=args.distance, failed=args.failed, bootstrap=args.bootstrap)
+    summary = summarize(traces, iterations, variant=args.distance, failed=args.failed, bootstrap=args.bootstrap,
+                        protocol=args.protocol)
     usage = usage_totals(done)
     summary.update(settings=settings, usage=usage, second_looks=second_look_totals(done),
                    errors=len(wanted) - len(done), seconds=round(time.perf_counter() - started, 2))
+    if not summary["evaluated"] and summary["failed"]:
+        stops = ", ".join(f"{reason} {n}" for reason, n in summary["failed_by_stop"].items())
+        print(f"every query with ground truth failed under --protocol {args.protocol} ({stops}), so no metric is "
+              f"left; --failed included scores them as they stand", file=sys.stderr)
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     markdown = summary_markdown(summary, settings, usage)
     atomic_write_text(out / "summary.md", markdown)

@@ -1,8 +1,8 @@
 """`deepresearch eval report`: run DeepResearch over a question set and score every report.
 
 Scores per report: source integration (spec 000 §6.3) and the eco heuristics (§6.4); citation recall
-and precision (spec 001 §6.1); ScholarQABench citation P/R/F1 (§6.2) with the offline lexical
-entailment; and, with a judge LM, graded citation precision, key-point recall and contradiction
+and precision (spec 001 §6.1); ScholarQABench citation P/R/F1 (§6.2) under the released scorer's citation
+rules (`scholarqa_official_scores`) with the offline lexical entailment; and, with a judge LM, graded citation precision, key-point recall and contradiction
 (when the questions carry key points) and the six 0-10 criteria. Without a judge LM the citation
 precision is the offline lexical-entailment fallback, reported under its own name.
 """
@@ -28,13 +28,16 @@ from deepresearch.eval.citations import (
     grade_claims,
     lexical_entails,
     lexical_support,
-    scholarqa_citation_scores,
+    answer_sentences,
+    scholarqa_official_scores,
 )
 from deepresearch.eval.eco import eco_scores
 from deepresearch.eval.judges import CitationSupportJudge, CriteriaJudge, JudgeCache, KeyPointJudge
+from deepresearch.eval.protocols import protocol_lines, protocols_of
 from deepresearch.eval.questions import Question, load_questions
-from deepresearch.eval.report import source_stats
+from deepresearch.eval.report import source_stats, unique_urls
 from deepresearch.programs.artifacts import Report
+from deepresearch.programs.runtime.outputs import atomic_write_text
 from deepresearch.programs.runtime.lm_cli import add_lm_arguments, open_lm
 from deepresearch.retrievers.cli import add_retriever_arguments, open_from_args
 
@@ -79,17 +82,20 @@ async def score_report(question: Question, report: Report, text_of, judges: Judg
     claims = claim_sentences(md)
     passages = cited_passages(report, text_of)
     recall = citation_recall(claims)
-    sqa = scholarqa_citation_scores(claims, passages, lexical_entails)
+    # the released scorer's citation rules; an answer without a sentence leaves the means (no keys)
+    sqa = scholarqa_official_scores(answer_sentences(md), passages, lexical_entails)
     visited = {d for n in report.nodes() for d in n.retrieved_ids}
     row: dict[str, Any] = {
         "qid": question.qid, "question": question.text,
-        "n_sources": stats.n_sources, "n_visited_sources": len(visited), "words": stats.words,
+        "n_sources": stats.n_sources, "n_url_sources": len(unique_urls(md)), "n_visited_sources": len(visited),
+        "words": stats.words,
         "sources_per_1k_words": stats.sources_per_1k_words, "eco_overall": eco_scores(md).overall,
         "n_claims": recall.n_claims, "citation_recall": recall.recall,
         "citation_precision_lexical": citation_precision(grade_claims(claims, passages, lexical_support)),
-        "scholarqa_cite_precision_lexical": sqa.precision, "scholarqa_cite_recall_lexical": sqa.recall,
-        "scholarqa_cite_f1_lexical": sqa.f1,
     }
+    if sqa is not None:
+        row.update(scholarqa_cite_precision_lexical=sqa.precision, scholarqa_cite_recall_lexical=sqa.recall,
+                   scholarqa_cite_f1_lexical=sqa.f1)
     if judges is None:
         return row
     support = await judges.support.acall(claims=claims, passages=passages)
@@ -183,8 +189,16 @@ def main(args: argparse.Namespace) -> int:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     print(f"{len(rows)} questions from {args.questions} · program LM {session.model} · judge "
           f"{args.judge_lm or 'none (offline metrics only)'}")
-    for key, value in mean_table(rows).items():
+    means = mean_table(rows)
+    for key, value in means.items():
         print(f"  {key:<34} {value:10.4f}")
+    # every figure names the released scorer it was checked against and how ours differs
+    protocols = protocols_of(means)
+    atomic_write_text(out / "protocols.json", json.dumps(protocols, indent=2))
+    print("what each metric matches (docs/reference/protocols.md):")
+    for line in protocol_lines(means):
+        print(f"  {line}")
     print(f"reports: {reports_dir}")
     print(f"scores:  {out / 'scores.jsonl'}")
+    print(f"protocols: {out / 'protocols.json'}")
     return 0

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deepresearch.eval.eco import OVERALL_WEIGHTS, eco_scores
+from deepresearch.eval.protocols import protocol_lines
 from deepresearch.eval.report import parse_report_name, source_stats
 from deepresearch.retrievers.extras import require
 
@@ -24,6 +25,8 @@ logger = logging.getLogger(__name__)
 
 METRICS = ("n_sources", "words", "sources_per_1k_words", *(f"S_{k}" for k in OVERALL_WEIGHTS), "overall")
 TABLE_METRICS = ("n_sources", "words", "sources_per_1k_words", "S_density", "overall")
+# the names deepresearch.eval.protocols records them under (`overall` is the eco score of `eval report`)
+TABLE_METRICS_PROTOCOL = ("n_sources", "words", "sources_per_1k_words", "eco_overall")
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,9 @@ def main(args: argparse.Namespace) -> int:
     rows = score_folder(args.folder)
     print(f"{len(rows)} reports in {args.folder}")
     print(format_table(group_summaries(rows)))
+    print("what each metric matches (docs/reference/protocols.md):")
+    for line in protocol_lines(TABLE_METRICS_PROTOCOL):
+        print(f"  {line}")
     out = Path(args.out)
     print(f"scores:  {write_scores(rows, out / 'scores.csv')}")
     print(f"heatmap: {write_heatmap(rows, args.metric, out / 'heatmap.png')}")

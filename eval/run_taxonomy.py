@@ -57,7 +57,7 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
                         help="label similarity: all-MiniLM-L6-v2 cosine (the benchmark's) or exact match")
     parser.add_argument("--out", default=None, help="output folder")
     parser.add_argument("--judge-lm", default=None,
-                        help="also score each tree with the LLM judge of spec 003 §4.8 (four 1-5 dimensions) using "
+                        help="also score each tree with TaxoBench's LLM judge (four 1-5 dimensions) using "
                              "this DSPy/LiteLLM model, e.g. openai/gpt-4o; verdicts are cached under --out")
 
 
@@ -148,12 +148,19 @@ def judge_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {f"judge_{k}": v for k, v in judged.items()} | {"judge_failures": sum("error" in r for r in rows)}
 
 
-def write_results(out: Path, scores: list[SurveyScore], judgements: list[dict[str, Any]] | None = None) -> dict:
+def write_results(out: Path, scores: list[SurveyScore], judgements: list[dict[str, Any]] | None = None,
+                  profile: str = "paper") -> dict:
     """Writes scores.jsonl, judgements.jsonl (when judged) and summary.json to `out`, each whole or not at all;
-    returns the summary."""
+    returns the summary, which names the alignment profile and the released code each metric was checked
+    against (`deepresearch.eval.protocols.TAXONOMY_METRICS`)."""
+    from dataclasses import asdict
+
+    from deepresearch.eval.protocols import TAXONOMY_METRICS
+
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(out / "scores.jsonl", [s.to_dict() for s in scores])
-    summary = summarize(scores)
+    summary = summarize(scores) | {"profile": profile,
+                                   "protocols": {k: asdict(v) for k, v in TAXONOMY_METRICS.items()}}
     if judgements is not None:
         write_jsonl_atomic(out / "judgements.jsonl", judgements)
         summary |= judge_summary(judgements)
@@ -167,6 +174,11 @@ def print_report(scores: list[SurveyScore], summary: dict, out: Path) -> None:
     print(format_table(rows))
     print(f"{summary['surveys']} surveys · expert papers dropped or unmatched: {summary['dropped']} · "
           f"F1 is the harmonic mean of mean P and R (mean of per-survey F1: {summary['f1_mean']:.2f})")
+    if "protocols" in summary:
+        print(f"title alignment --profile {summary['profile']}; what each metric matches "
+              f"(docs/reference/protocols.md):")
+        for name, p in summary["protocols"].items():
+            print(f"  {name}: {p['status']} ({p['code']}): {p['note']}")
     if "judge_average" in summary:
         print(f"LLM judge (1-5) over {summary['judge_trees']} trees: "
               f"Cov. {summary['judge_semantic_coverage']:.2f} · Org. {summary['judge_sibling_organization']:.2f} · "
@@ -307,6 +319,6 @@ def main(args: argparse.Namespace) -> int:
     scores = score_all(surveys, by_id, profile=args.profile, sim=similarity(args.sim))
     judgements = (judge_all(surveys, by_id, args.judge_lm, api_base=args.api_base, cache_dir=out / "judge_cache",
                             lm=judge) if judge is not None else None)
-    summary = write_results(out, scores, judgements=judgements)
+    summary = write_results(out, scores, judgements=judgements, profile=args.profile)
     print_report(scores, summary, out)
     return 0

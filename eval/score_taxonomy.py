@@ -29,6 +29,6 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out or Path(args.predictions).with_suffix("").as_posix() + "-scores")
     judgements = (judge_all(surveys, predictions, args.judge_lm, cache_dir=out / "judge_cache")
                   if args.judge_lm else None)
-    summary = write_results(out, scores, judgements=judgements)
+    summary = write_results(out, scores, judgements=judgements, profile=args.profile)
     print_report(scores, summary, out)
     return 0

@@ -48,68 +48,74 @@ STAGES = stage_names()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("question", help="the research question")
+    parser.usage = "%(prog)s QUESTION [--corpus SPEC] [--lm MODEL] [--preset NAME] [--out DIR] [options]"
+    # Grouped for --help: what most runs set first, then retrieval, the LM, budgets, and what is written.
+    everyday = parser.add_argument_group("everyday options")
+    everyday.add_argument("question", help="the research question")
     from deepresearch.retrievers.cli import add_retriever_arguments
 
-    add_retriever_arguments(parser)  # --corpus or --index, --retriever, --qdrant-url, BM25 and dense settings
-    parser.add_argument("--stage-lm", action="append", default=[], metavar="STAGE=MODEL",
-                        help=f"an LM for one stage ({', '.join(STAGES)}); repeatable")
-    parser.add_argument("--preset", default="standard", choices=sorted(PRESETS),
-                        help="how the research tree grows: standard (the default, depth 2 x breadth 3), quick "
-                             "(1 x 2), deep (4 x 4), eco, hero, parallel, gather (deepresearch --help describes "
-                             "each); --depth and --breadth override its size")
-    parser.add_argument("--depth", type=int, default=None, help="levels of search (overrides the preset)")
-    parser.add_argument("--breadth", type=int, default=None,
-                        help="tasks planned at the root (overrides the preset; with --preset parallel, the most "
-                             "subqueries a node plans)")
-    parser.add_argument("--hits", type=int, default=None, help="documents retrieved per search")
-    parser.add_argument("--concurrency", type=int, default=None, help="nodes working at once")
-    parser.add_argument("--deadline", type=float, default=None, help="wall-clock seconds; then write what exists")
-    parser.add_argument("--max-lm-calls", type=int, default=None, help="stop researching after this many LM calls")
-    parser.add_argument("--max-tokens", type=int, default=None, help="stop researching after this many tokens")
-    parser.add_argument("--program", default=None, help="a compiled program (JSON state) to load")
-    parser.add_argument("--out", default=None, help="output folder (default runs/<question-slug>); one run at a "
-                                                    "time, one question per folder")
-    parser.add_argument("--overwrite", action="store_true",
-                        help=f"replace a run of another question in --out (removes its {', '.join(RUN_FILES)})")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue the run of this question in --out: nodes its journal.jsonl holds are "
-                             "restored, not researched again (no LM call, no search)")
-    parser.add_argument("--no-progress", action="store_true", help="show no progress (the same as -q)")
-    parser.add_argument("--stage-log", action=argparse.BooleanOptionalAction, default=None,
-                        help=f"record every stage call's inputs and outputs in --out/{STAGE_LOG}, the training pool "
-                             f"of `optimize --from-runs` (default: on with an LM, off with --lm offline, whose "
-                             f"trees can grow to thousands of nodes)")
+    # --corpus (everyday); --index, --retriever, --qdrant-url, BM25 and dense settings (retrieval)
+    retrieval = add_retriever_arguments(parser, everyday=everyday)
+    lm = add_lm_arguments(parser, everyday=everyday)  # --lm (everyday); --api-base, --structured ... (language model)
+    everyday.add_argument("--preset", default="standard", choices=sorted(PRESETS),
+                          help="how the research tree grows: standard (the default, depth 2 x breadth 3), quick "
+                               "(1 x 2), deep (4 x 4), eco, hero, parallel, gather (deepresearch --help describes "
+                               "each); --depth and --breadth override its size")
+    everyday.add_argument("--depth", type=int, default=None, help="levels of search (overrides the preset)")
+    everyday.add_argument("--breadth", type=int, default=None,
+                          help="tasks planned at the root (overrides the preset; with --preset parallel, the most "
+                               "subqueries a node plans)")
+    everyday.add_argument("--out", default=None, help="output folder (default runs/<question-slug>); one run at a "
+                                                      "time, one question per folder")
+    retrieval.add_argument("--hits", type=int, default=None, help="documents retrieved per search")
+    retrieval.add_argument("--full-text", action="store_true",
+                           help="where a hit has an open-access PDF link (search engines give one), fetch and read "
+                                "the PDF (cached under ~/.cache/dspy-deepresearch/fulltext or --full-text-cache) and "
+                                "give the extractor its passages that best match the query instead of the abstract")
+    retrieval.add_argument("--full-text-cache", default=None, metavar="DIR", help="folder of fetched PDFs")
+    lm.add_argument("--stage-lm", action="append", default=[], metavar="STAGE=MODEL",
+                    help=f"an LM for one stage ({', '.join(STAGES)}); repeatable")
+    lm.add_argument("--program", default=None, help="a compiled program (JSON state) to load")
+    # clarifying questions
+    lm.add_argument("--clarify", action="store_true",
+                    help=f"before research, the LM asks up to {MAX_QUESTIONS} clarifying questions on the "
+                         f"terminal (Enter skips one); the answers join the question in the research brief and "
+                         f"trace.json records them. Without a terminal (or offline) nothing is asked")
+    lm.add_argument("--clarify-answers", default=None, metavar="FILE",
+                    help="answers given in advance, nothing asked: a JSON list of {\"question\": ..., "
+                         "\"answer\": ...} (as trace.json records them; a trace.json works too) or text lines "
+                         "'Q: <question>' each followed by 'A: <answer>'; blank answers are left out. "
+                         "--resume keeps the answers the run's trace.json recorded")
+    budgets = parser.add_argument_group("budgets", "when research stops; the report of what exists is still written")
+    budgets.add_argument("--deadline", type=float, default=None, help="wall-clock seconds; then write what exists")
+    budgets.add_argument("--max-lm-calls", type=int, default=None, help="stop researching after this many LM calls")
+    budgets.add_argument("--max-tokens", type=int, default=None, help="stop researching after this many tokens")
+    budgets.add_argument("--concurrency", type=int, default=None, help="nodes working at once")
+    output = parser.add_argument_group("output", "what the run writes beside report.md and trace.json, and where")
     # deliverables beside the report
-    parser.add_argument("--answer", action="store_true",
+    output.add_argument("--answer", action="store_true",
                         help="also write a short cited answer (a few sentences) to answer.md")
-    parser.add_argument("--taxonomy", action="store_true",
+    output.add_argument("--taxonomy", action="store_true",
                         help="also organise the papers judged relevant into a taxonomy: taxonomy.json (TaxoBench "
                              "JSON) and a 'Map of the literature' section of the report")
-    parser.add_argument("--verify", default=None, choices=VERIFY_POLICIES,
+    # exports
+    output.add_argument("--bibtex", action="store_true",
+                        help="also write references.bib: the report's references as BibTeX (title, authors, year, "
+                             "venue, DOI or URL where the corpus has them)")
+    output.add_argument("--verify", default=None, choices=VERIFY_POLICIES,
                         help="check every claim of the draft against the passages it cites and rewrite (default), "
                              "remove or mark what they do not support; off skips the check. trace.json records "
                              "each verdict")
-    parser.add_argument("--full-text", action="store_true",
-                        help="where a hit has an open-access PDF link (search engines give one), fetch and read the "
-                             "PDF (cached under ~/.cache/dspy-deepresearch/fulltext or --full-text-cache) and give "
-                             "the extractor its passages that best match the query instead of the abstract")
-    parser.add_argument("--full-text-cache", default=None, metavar="DIR", help="folder of fetched PDFs")
-    # exports
-    parser.add_argument("--bibtex", action="store_true",
-                        help="also write references.bib: the report's references as BibTeX (title, authors, year, "
-                             "venue, DOI or URL where the corpus has them)")
-    # clarifying questions
-    parser.add_argument("--clarify", action="store_true",
-                        help=f"before research, the LM asks up to {MAX_QUESTIONS} clarifying questions on the "
-                             f"terminal (Enter skips one); the answers join the question in the research brief and "
-                             f"trace.json records them. Without a terminal (or offline) nothing is asked")
-    parser.add_argument("--clarify-answers", default=None, metavar="FILE",
-                        help="answers given in advance, nothing asked: a JSON list of {\"question\": ..., "
-                             "\"answer\": ...} (as trace.json records them; a trace.json works too) or text lines "
-                             "'Q: <question>' each followed by 'A: <answer>'; blank answers are left out. "
-                             "--resume keeps the answers the run's trace.json recorded")
-    add_lm_arguments(parser)
+    output.add_argument("--overwrite", action="store_true",
+                        help=f"replace a run of another question in --out (removes its {', '.join(RUN_FILES)})")
+    output.add_argument("--resume", action="store_true",
+                        help="continue the run of this question in --out: nodes its journal.jsonl holds are "
+                             "restored, not researched again (no LM call, no search)")
+    output.add_argument("--no-progress", action="store_true", help="show no progress (the same as -q)")
+    output.add_argument("--stage-log", action=argparse.BooleanOptionalAction, default=None,
+                        help=f"record every stage call's inputs and outputs in --out/{STAGE_LOG}, the training pool "
+                             f"of `optimize --from-runs` (default: on with an LM, off with --lm offline, whose "
+                             f"trees can grow to thousands of nodes)")
 
 
 def slug(text: str, limit: int = 48) -> str:
@@ -302,7 +308,6 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
     trace.update(seconds=round(time.time() - started, 2), **report.to_dict(), **source_failures(retrieval))
     folder.write_json("trace.json", trace)
     folder.finish(report.status, error=report.error or "")
-    s = report.stats
     print(f"report: {folder.path / 'report.md'}")
     print(f"trace:  {folder.path / 'trace.json'}")
     if args.bibtex:
@@ -311,19 +316,33 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
         print(f"answer: {folder.path / 'answer.md'}")
     if report.taxonomy is not None:
         print(f"taxonomy: {folder.path / 'taxonomy.json'}")
-    print(f"nodes {s.nodes} · searches {s.searches} · learnings {s.learnings} · "
-          f"citations {s.citations} · failed branches {s.failed_nodes} · LM requests {s.lm_calls}")
-    for line in source_failure_lines(retrieval):
-        print(f"deepresearch run: {line}", file=sys.stderr)
-    if report.status == "failed":
-        print(f"deepresearch run: error: {report.error}", file=sys.stderr)
-        return EXIT_FAILED
-    if report.status == "interrupted":
-        print(f"deepresearch run: {report.error}; continue it with --resume", file=sys.stderr)
-        return SIGNALS[received[0]] if received else 130
     if report.stats.resumed_nodes:
         print(f"resumed: {report.stats.resumed_nodes} nodes restored from {folder.path / 'journal.jsonl'}")
-    return 0
+    sys.stdout.flush()  # the lines on stderr come after what was printed so far, and before the summary
+    for line in source_failure_lines(retrieval):
+        print(f"deepresearch run: {line}", file=sys.stderr)
+    code = 0
+    if report.status == "failed":
+        print(f"deepresearch run: error: {report.error}", file=sys.stderr)
+        code = EXIT_FAILED
+    if report.status == "interrupted":
+        print(f"deepresearch run: {report.error}; continue it with --resume", file=sys.stderr)
+        code = SIGNALS[received[0]] if received else 130
+    sys.stderr.flush()
+    print(summary_line(report), flush=True)  # the last line: what was done, and what it cost
+    return code
+
+
+def summary_line(report) -> str:
+    """The run in one line: its counts, then its LM requests, tokens and cost, or that it ran offline."""
+    s = report.stats
+    counts = (f"nodes {s.nodes} · searches {s.searches} · learnings {s.learnings} · citations {s.citations} · "
+              f"failed branches {s.failed_nodes}")
+    if s.offline:
+        return f"{counts} · offline: no LM, no tokens, no cost"
+    dollars = (s.cost or {}).get("total")  # US dollars by LiteLLM's price map; None when a model has no price
+    cost = f"cost ${dollars:.4f}" if isinstance(dollars, (int, float)) else "cost unknown (no price for the model)"
+    return f"{counts} · LM requests {s.lm_calls} · tokens {s.tokens:,} · {cost}"
 
 
 def _records(program: DeepResearch, args: argparse.Namespace) -> bool:

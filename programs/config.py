@@ -154,7 +154,7 @@ class ResearchConfig:
         depth: Levels of search along any root-to-leaf path (1 = only the planned tasks); the maximum
             depth for the `parallel` strategy.
         breadth: Tasks planned at the root; deeper levels get next_breadth() of their parent's.
-        breadth_rule: `ceil_half` (b -> ceil(b/2), never 0; spec 000 §3.2), `floor_half` (b // 2;
+        breadth_rule: `ceil_half` (b -> ceil(b/2), never 0), `floor_half` (b // 2;
             a level whose breadth reaches 0 is not run) or `fixed` (b at every level).
         hits_per_query: Documents retrieved per search.
         max_passages: Passages (relevant hits) given to the extractor per node.
@@ -172,10 +172,10 @@ class ResearchConfig:
             not re-read its pipeline's papers, an `eco` child its parent's; fewer tokens, but children and
             enrichments then find only new papers, and a resumed run may re-send what a restored ancestor
             read), or `off`. The LM extractor only.
-        strategy: `eco` (spec 000's recursion), `hero` (spec 001's turns of isolated pipelines),
-            `parallel` (spec 002's adaptive tree) or `gather` (spec 004's gathering loop, then one
-            research node per subquery).
-        schedule: `async` (a node starts as soon as its parent is done), or a baseline of spec 002 §7:
+        strategy: `eco` (the depth x breadth recursion), `hero` (turns of isolated pipelines),
+            `parallel` (an adaptive tree) or `gather` (ScholarGym's gathering loop, then one research
+            node per subquery).
+        schedule: `async` (a node starts as soon as its parent is done), or a baseline schedule:
             `level` (a level starts when the whole level above is done), `gptr` (GPT-Researcher's deep
             research: the children of one node run two at a time, wait for each other, then recurse one
             after another; eco only) or `sequential` (one node at a time, depth first).
@@ -200,8 +200,8 @@ class ResearchConfig:
             report is written from what exists (the writer runs after the deadline).
         max_lm_calls: LM calls the run may make, the writer's included (None: no cap).
         max_tokens: Tokens (prompt + completion) after which research stops (None: no cap).
-        answer: Also write a short answer (a few cited sentences) from the same findings (spec 000 §4.6).
-        taxonomy: Also organise the papers the run judged relevant into a TaxoBench tree (spec 003 §3.5)
+        answer: Also write a short answer (a few cited sentences) from the same findings.
+        taxonomy: Also organise the papers the run judged relevant into a TaxoBench tree
             and add it to the report as a map of the literature.
         verify: What the verify stage does with a sentence of the draft that its cited passages do not
             fully support (or a factual sentence citing nothing that no passage supports): `rewrite` it to
@@ -316,8 +316,8 @@ PRESETS: dict[str, ResearchConfig] = {
 def preset(name: str, **overrides) -> ResearchConfig:
     """A named configuration with some fields replaced.
 
-    A `breadth` given to the `parallel` preset also caps its adaptive breadth (`parallel.max_breadth`,
-    spec 002's b_max), unless `parallel` is given too: "breadth 3" then means at most 3 subqueries a
+    A `breadth` given to the `parallel` preset also caps its adaptive breadth (`parallel.max_breadth`),
+    unless `parallel` is given too: "breadth 3" then means at most 3 subqueries a
     node, as it does for the other tree presets.
 
     Raises:

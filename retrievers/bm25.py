@@ -619,7 +619,7 @@ class BM25Retriever(SyncSearchMixin):
 
     def full_ranking(self, query: str, *, exclude: Collection[str] = (), before: str | None = None,
                      categories: Collection[str] = ()) -> list[Hit]:
-        """Every document scoring above 0 after the filters, best first (spec 004 Avg.Distance)."""
+        """Every document scoring above 0 after the filters, best first (ScholarGym's Avg.Distance reads the whole ranking)."""
         scores = self._filtered_scores(query, exclude, before, categories)
         n_positive = int(np.count_nonzero(scores > 0))
         if n_positive == 0:

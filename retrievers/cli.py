@@ -62,7 +62,8 @@ def add_bm25_arguments(parser) -> None:
     default = BM25_PRESETS["default"]
     parser.add_argument("--bm25-preset", default=None, choices=sorted(BM25_PRESETS),
                         help="named BM25 settings (default: default, i.e. "
-                             + ", ".join(f"{k}={v}" for k, v in default.items()) + "; scholargym is spec 004's)")
+                             + ", ".join(f"{k}={v}" for k, v in default.items())
+                             + "; scholargym is ScholarGym's rank-bm25 setup)")
     parser.add_argument("--tokenizer", default=None, choices=sorted(TOKENIZERS),
                         help=f"BM25 tokenizer (default {default['tokenizer']}, which keeps tokens with digits)")
     parser.add_argument("--k1", type=float, default=None, help=f"BM25 k1 (default {default['k1']})")
@@ -93,10 +94,11 @@ def source_name(value: str) -> str:
 
 def add_retriever_arguments(parser: argparse.ArgumentParser, *, corpus_help: str = CORPUS_HELP,
                             corpus_default: str | None = None, kinds: tuple[str, ...] = KINDS,
-                            default_kind: str = "bm25") -> None:
-    """--corpus, --index, --source, --retriever, --qdrant-url and the BM25 and dense options, in one group."""
+                            default_kind: str = "bm25", everyday=None):
+    """--corpus, --index, --source, --retriever, --qdrant-url and the BM25 and dense options, in one group,
+    which is returned; `everyday` (an argument group of the command) takes --corpus instead."""
     group = parser.add_argument_group("retrieval", "what to search and how (the same options in every command)")
-    group.add_argument("--corpus", default=corpus_default, help=corpus_help)
+    (everyday or group).add_argument("--corpus", default=corpus_default, help=corpus_help)
     group.add_argument("--source", action="append", default=[], type=source_name, metavar="ENGINE",
                        help="also search a scholarly search engine, repeatable: openalex, semanticscholar (s2), "
                             "arxiv, pubmed; several are fused by reciprocal rank (with --corpus or --index too) and "
@@ -129,6 +131,7 @@ def add_retriever_arguments(parser: argparse.ArgumentParser, *, corpus_help: str
                        help="re-read the corpus source and compare it with the index's fingerprint (slow on a big "
                             "corpus; by default file sizes and times are compared)")
     add_bm25_arguments(group)
+    return group
 
 
 def open_from_args(args: argparse.Namespace, corpus=None, *, default_preset: str = "default",

@@ -132,9 +132,9 @@ def test_a_missing_extra_is_one_line(in_tmp, data_dir, monkeypatch, capsys):
                                      "'dense' extra: pip install 'dspy-deepresearch[dense]'")
 
 
-def test_the_readme_settings_example_runs_as_written(in_tmp, data_dir, monkeypatch, capsys):
-    readme = (ROOT / "README.md").read_text()
-    example = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+def test_the_documented_settings_example_runs_as_written(in_tmp, data_dir, monkeypatch, capsys):
+    page = (ROOT / "docs" / "reference" / "cli.md").read_text()  # the settings file's reference page
+    example = page.split("```toml\n", 1)[1].split("```", 1)[0]
     (in_tmp / "deepresearch.toml").write_text(example)
     monkeypatch.setenv("DEEPRESEARCH_DATA", str(data_dir))  # corpus = "scifact" is looked up there
     logging.getLogger().handlers = []  # pytest's own handlers would make logging.basicConfig do nothing

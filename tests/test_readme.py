@@ -1,11 +1,12 @@
-"""The README, true end to end (issue 19, item 6).
+"""The README and the documentation site, true end to end (issue 19, item 6; issue 28, item 3).
 
-Every shell command in README.md's code blocks is read by the real command-line parser exactly as written.
-The commands that need no hosted model, no network and no outside server also run, as written, in a
-folder laid out like a checkout beside `../shared/data`; the rest are named below with the reason. The
-Python example runs and gives what the text around it promises. A README that drifts from the code fails
-here. (The TOML example runs in tests/test_cli_conventions.py; `make demo` and `make test` are CI's own
-steps.)
+Every shell command in the code blocks of README.md and of the site's pages (docs/, in the order of
+mkdocs.yml's navigation) is read by the real command-line parser exactly as written. The commands that
+need no hosted model, no network and no outside server also run, as written, in a folder laid out like a
+checkout with the benchmark data downloaded to `data/`; the rest are named below with the reason. The
+README's Python example runs and gives what the text around it promises. A README or a page that drifts
+from the code fails here. (The TOML example of docs/reference/cli.md runs in tests/test_cli_conventions.py;
+`make demo` and `make test` are CI's own steps.)
 """
 
 from __future__ import annotations
@@ -27,55 +28,84 @@ from pathlib import Path
 
 import pytest
 
+import yaml
+
 from deepresearch import cli
+from deepresearch.retrievers.sources import find_local
 from tests.conftest import data_root
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+PLACEHOLDER = "<!-- placeholder: replaced at merge -->"  # a page another change writes; it has no commands
 BIN = Path(sys.executable).parent  # the environment's `deepresearch` console script sits beside its python
 
 HOSTED = "needs a hosted model and its API key"
-# Every README command that is not run here, and why. A command missing from this table is run, so a new
-# command cannot pass unchecked; an entry the README no longer has fails test_the_lists_match_the_readme.
+LLAMA = "needs a llama.cpp server on port 8080"
+# Every README or page command that is not run here, and why. A command missing from this table is run, so a
+# new command cannot pass unchecked; an entry no document has any more fails test_the_lists_match_the_readme.
 NOT_RUN: dict[str, str] = {
     "make demo": "CI runs it",
     "make test": "CI runs it",
     "make bench": "the benchmark suites take many minutes; `make -n` checks the target",
-    'deepresearch run "Does vitamin D supplementation reduce fracture risk?" --corpus ../shared/data/scifact '
-    "--depth 2 --breadth 3 --lm openai/gpt-4.1-mini --out runs/vitd": HOSTED,
-    'deepresearch run "..." --corpus scifact --lm openai/local --api-base http://127.0.0.1:8080/v1':
-        "needs a llama.cpp server on port 8080",
+    'deepresearch run "Does vitamin D supplementation reduce fracture risk?" --lm openai/gpt-4.1-mini --depth 2 '
+    "--breadth 3": HOSTED,
+    'deepresearch run "Does vitamin D supplementation reduce fracture risk?" --corpus scifact --lm '
+    "openai/gpt-4.1-mini": HOSTED,
+    'deepresearch run "..." --lm ollama_chat/qwen2.5:7b': "needs an Ollama server",
+    'deepresearch run "..." --lm openai/local --api-base http://127.0.0.1:8080/v1': LLAMA,
+    'deepresearch run "..." --lm openai/Qwen/Qwen2.5-7B-Instruct --api-base http://127.0.0.1:8000/v1':
+        "needs a vLLM server on port 8000",
+    'deepresearch run "..." --corpus scifact --lm openai/local --api-base http://127.0.0.1:8080/v1': LLAMA,
     'deepresearch run "..." --corpus scifact --lm openai/Qwen/Qwen2.5-7B-Instruct --api-base '
     "http://127.0.0.1:8000/v1": "needs a vLLM server on port 8000",
     'deepresearch run "..." --corpus scifact --lm ollama_chat/qwen2.5:7b': "needs an Ollama server",
+    'deepresearch run "..." --corpus scifact --lm openai/gpt-4.1-mini --stage-lm write=openai/gpt-4.1': HOSTED,
+    'deepresearch run "What limits the efficiency of perovskite solar cells?" --corpus ~/papers/':
+        "needs the reader's own folder of papers",
+    'deepresearch run "..." --corpus refs.bib': "needs the reader's own refs.bib",
+    'deepresearch run "..." --source openalex --full-text --lm openai/gpt-4.1-mini': "needs the network",
     "deepresearch index scifact --out idx/scifact --dense all-MiniLM-L6-v2":
-        "slow: encoding SciFact's 5,183 abstracts took 817 s on this 2-core machine (load 5)",
+        "slow: encoding SciFact's 5,183 abstracts takes over ten minutes on 2 cores",
     'deepresearch run "..." --index idx/scifact --retriever hybrid --lm openai/gpt-4.1-mini --taxonomy --bibtex':
         HOSTED,
     'deepresearch run "..." --source openalex --source arxiv --lm openai/gpt-4.1-mini': "needs the network",
     'deepresearch run "..." --corpus refs.bib --source s2 --source pubmed':
         "needs the network, and the reader's own refs.bib",
-    "deepresearch optimize --program research --stage assess --metric f1 --optimizer gepa --train "
-    "../shared/data/scifact --lm openai/gpt-4.1-mini --budget 200 --out compiled.json": HOSTED,
+    "deepresearch optimize --program research --stage assess --metric f1 --optimizer gepa --train scifact "
+    "--lm openai/gpt-4.1-mini --budget 200 --out compiled.json": HOSTED,
+    'deepresearch run "..." --lm openai/gpt-4.1-mini --program compiled.json': HOSTED,
     'deepresearch run "..." --corpus scifact --lm openai/gpt-4.1-mini --program compiled.json': HOSTED,
     'deepresearch run "$q" --corpus scifact --lm openai/gpt-4.1-mini --out "runs/pool/$(echo $q | md5sum | '
     'cut -c1-8)"': HOSTED,
     "deepresearch optimize --stage writer --from-runs runs/pool --metric quality --optimizer gepa --lm "
     "openai/gpt-4.1-mini --judge-lm openai/gpt-4.1 --budget 60 --out writer.json": HOSTED,
+    "deepresearch eval gather --queries scifact --qrels test --lm openai/local --api-base http://127.0.0.1:8080/v1 "
+    "--structured schema --limit 10 --iterations 2": LLAMA,
 }
-# Lines of the README's shell blocks that are not our commands: other programs, and the shell's loop words.
+# Lines of the shell blocks that are not our commands: other programs, and the shell's loop words.
 NOT_OURS: dict[str, str] = {
     "llama-server -m model.gguf --port 8080 -c 8192 &": "starts llama.cpp's server",
     "vllm serve Qwen/Qwen2.5-7B-Instruct --port 8000 &": "starts vLLM's server",
     "ollama serve & ollama pull qwen2.5:7b": "starts Ollama and downloads a model",
+    "export OPENAI_API_KEY=sk-...": "sets the provider's key",
+    "source .venv/bin/activate": "activates the environment `make demo` made",
+    "pip install -e '.[docs]'": "installs the site's tools",
+    "mkdocs serve": "serves the site",
     'for q in "Does obesity increase the risk of type 2 diabetes?" "How does aspirin affect cancer risk?"; do':
         "the shell loop around a hosted run",
     "done": "the shell loop around a hosted run",
 }
+# Benchmark suites (`python -m benchmarks NAME`, `python -m benchmarks.bench_NAME --flag`) take minutes to
+# hours: they are not run here; test_every_benchmark_command_names_a_suite checks the suite and its flags.
+BENCHMARK = "python -m benchmarks"
 # What `run` writes besides report.md and trace.json, as the README's comments say: the flag and the label
 # of the line that names the file (`answer: runs/does-x-cause-y/answer.md`).
 PROMISED = {"--answer": "answer", "--taxonomy": "taxonomy", "--bibtex": "bibtex"}
 FIRST_WORDS = {"deepresearch", "make", "python", *(line.split()[0] for line in NOT_OURS)}
+# Runs that search the corpus shipped inside the package (no --corpus, or the Python example's
+# open_retriever("scifact")) need it installed, and need no data folder.
+BUNDLED = find_local("scifact") is not None
+NEEDS_BUNDLED = pytest.mark.xfail(not BUNDLED, strict=True, reason="the bundled SciFact corpus is not installed")
 RUN_TIMEOUT_S = 900
 
 
@@ -143,10 +173,35 @@ def readme_text() -> str:
     return README.read_text(encoding="utf-8")
 
 
-COMMANDS = shell_commands(readme_text())
+class _Loader(yaml.SafeLoader):
+    """Reads mkdocs.yml, whose Python tags are not needed here."""
+
+
+_Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
+
+
+def site_pages() -> list[Path]:
+    """The site's pages in the order of its navigation, placeholders left out."""
+    def walk(entries):
+        for entry in entries:
+            value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+            yield from walk(value) if isinstance(value, list) else [value]
+
+    nav = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=_Loader)["nav"]
+    pages = [ROOT / "docs" / name for name in walk(nav)]
+    return [p for p in pages if not p.read_text(encoding="utf-8").startswith(PLACEHOLDER)]
+
+
+def all_text() -> str:
+    """The README, then every page of the site, in order: the documents whose commands are checked."""
+    return "\n".join([readme_text(), *(p.read_text(encoding="utf-8") for p in site_pages())])
+
+
+COMMANDS = list(dict.fromkeys(shell_commands(all_text())))  # a command two documents show is checked once
 OURS = [c for c in COMMANDS if c not in NOT_OURS]
+BENCHMARKS = [c for c in OURS if c.startswith(BENCHMARK)]
 DEEPRESEARCH = [c for c in OURS if c.split()[0] == "deepresearch"]
-TO_RUN = [c for c in OURS if c not in NOT_RUN]
+TO_RUN = [c for c in OURS if c not in NOT_RUN and c not in BENCHMARKS]
 
 
 # -- the real parser, without running ------------------------------------------------------------------
@@ -166,7 +221,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         if isinstance(resolved, int):
             raise ParseError(said.getvalue().strip() or f"no command in {argv}")
         prog, module_name, rest, _ = resolved
-        parser = argparse.ArgumentParser(prog=prog)
+        parser = cli.Parser(prog=prog)  # the command's real parser, with its one-line errors
         importlib.import_module(module_name).add_arguments(parser)
         try:
             return parser.parse_args(rest)
@@ -203,12 +258,12 @@ def test_the_parser_refuses_a_made_up_command(argv, says):
 
 
 def test_a_readme_that_drifts_fails_the_parse():
-    """The same extraction over a README with a renamed flag or a removed subcommand finds the bad line."""
+    """The same extraction over documents with a renamed flag or a removed subcommand finds the bad line."""
     # (argparse takes a flag's unique prefix, so `--bib` for `--bibtex` is no drift: the CLI accepts it too)
     for old, new in [("--corpus scifact --bibtex", "--corpus scifact --bibliography"),
                      ("deepresearch eval reports", "deepresearch eval folders")]:
-        drifted = readme_text().replace(old, new)
-        assert drifted != readme_text(), old
+        drifted = all_text().replace(old, new)
+        assert drifted != all_text(), old
         failing = []
         for command in shell_commands(drifted):
             if command.split()[0] != "deepresearch":
@@ -219,14 +274,17 @@ def test_a_readme_that_drifts_fails_the_parse():
                 failing.append(command)
         assert len(failing) == 1 and new in failing[0], failing
     with pytest.raises(AssertionError, match="no known command"):
-        shell_commands(readme_text() + "\n```bash\npip install dspy-deepresearch\n```\n")
+        shell_commands(readme_text() + "\n```bash\nconda install dspy-deepresearch\n```\n")
 
 
 def test_the_lists_match_the_readme():
-    """The README has commands of every kind, and every entry of NOT_RUN and NOT_OURS is still in it."""
+    """The documents have commands of every kind, and every entry of NOT_RUN and NOT_OURS is still in them."""
     assert set(NOT_RUN) <= set(OURS), set(NOT_RUN) - set(OURS)
     assert set(NOT_OURS) <= set(COMMANDS), set(NOT_OURS) - set(COMMANDS)
-    assert all(c in TO_RUN or c in NOT_RUN for c in OURS)
+    assert all(c in TO_RUN or c in NOT_RUN or c in BENCHMARKS for c in OURS)
+    # another program's line (pip, ollama ...) is listed in NOT_OURS as written, never run as ours
+    assert {c.split()[0] for c in OURS} <= {"deepresearch", "make", "python"}, OURS
+    assert {c for c in shell_commands(readme_text()) if c.split()[0] == "deepresearch"} & set(TO_RUN)
     assert {"make demo", "make test"} <= set(NOT_RUN) and len(TO_RUN) >= 10, TO_RUN
 
 
@@ -243,18 +301,32 @@ def inline_commands(text: str) -> list[str]:
     return [" ".join(w) for w in spans if len(w) > 1 and (w[0] == "deepresearch" or w[:2] == ["python", "-m"])]
 
 
+def is_command_name(words: list[str]) -> bool:
+    """Whether the words name a command (`run`, `eval gather`) and nothing more."""
+    table = cli.COMMANDS
+    for i, word in enumerate(words):
+        if not isinstance(table, dict) or word not in table:
+            return False
+        table = table[word]
+    return bool(words) and not isinstance(table, dict)
+
+
 def test_inline_commands_parse_too():
     """Commands quoted in the prose: a bare `deepresearch NAME` names a real command, a full one parses,
     `--help` and `--version` answer, and a `python -m` module (or benchmark suite) exists with its flags."""
-    spans = inline_commands(readme_text())
+    spans = inline_commands(all_text())
     assert len(spans) >= 10, spans
     for span in spans:
         words = shlex.split(span)
         if words[0] == "deepresearch" and words[1:] in (["--help"], ["--version"]):
             with contextlib.redirect_stdout(io.StringIO()):
                 assert cli.main(words[1:]) == 0, span
-        elif words[0] == "deepresearch" and len(words) == 2:
-            assert words[1] in cli.COMMANDS, span
+        elif words[0] == "deepresearch" and words[-1] == "--help":  # `deepresearch run --help`
+            with contextlib.redirect_stdout(io.StringIO()), pytest.raises(SystemExit) as done:
+                cli.main(words[1:])
+            assert done.value.code == 0, span
+        elif words[0] == "deepresearch" and is_command_name(words[1:]):  # `deepresearch eval gather`
+            continue
         elif words[0] == "deepresearch":
             try:
                 parse(words[1:])
@@ -264,7 +336,8 @@ def test_inline_commands_parse_too():
             module, *rest = words[2:]
             assert importlib.util.find_spec(module) is not None, span
             if module == "benchmarks":  # `python -m benchmarks NAME` runs benchmarks/bench_NAME.py
-                assert all((ROOT / "benchmarks" / f"bench_{name}.py").is_file() for name in rest), span
+                names = [name for name in rest if not name.startswith("-")]
+                assert all((ROOT / "benchmarks" / f"bench_{name}.py").is_file() for name in names), span
             else:
                 source = Path(importlib.util.find_spec(module).origin).read_text(encoding="utf-8")
                 assert all(f'"{flag}"' in source for flag in rest if flag.startswith("--")), span
@@ -299,6 +372,7 @@ def workspace(tmp_path_factory):
     (top / "shared").mkdir()
     (top / "shared" / "data").symlink_to(data_root().resolve(), target_is_directory=True)
     (top / "work").mkdir()
+    (top / "work" / "data").symlink_to(data_root().resolve(), target_is_directory=True)  # "downloaded to data/"
     env = {k: v for k, v in os.environ.items() if k not in ("DEEPRESEARCH_LM", "PYTEST_CURRENT_TEST")}
     env.update(DEEPRESEARCH_DATA=str(data_root().resolve()), HF_HUB_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
                PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
@@ -308,7 +382,12 @@ def workspace(tmp_path_factory):
         print(f"{seconds:6.1f} s  {command}")
 
 
-@pytest.mark.parametrize("command", TO_RUN)
+def needs_bundled(command: str) -> bool:
+    words = shlex.split(command)
+    return words[:2] == ["deepresearch", "run"] and not {"--corpus", "--index", "--source"} & set(words)
+
+
+@pytest.mark.parametrize("command", [pytest.param(c, marks=NEEDS_BUNDLED) if needs_bundled(c) else c for c in TO_RUN])
 def test_every_offline_command_runs_as_written(command, workspace):
     proc, seconds = workspace.run_through(command)
     assert proc.returncode == 0, f"{command}\nexit {proc.returncode} after {seconds:.0f} s\n{proc.stderr[-3000:]}"
@@ -331,6 +410,7 @@ def test_every_offline_command_runs_as_written(command, workspace):
 # -- the Python example -----------------------------------------------------------------------------------
 
 
+@NEEDS_BUNDLED
 def test_the_python_example_researches_offline_and_renders(workspace, monkeypatch):
     """The ```python block, run as written from the same folder: an offline report with references, a
     one-line repr, and a notebook view with linked references, the tree and the cost."""
@@ -375,7 +455,20 @@ def test_the_benchmark_list_names_every_suite_the_readme_runs(capsys):
 
     assert benchmarks_main(["--help"]) == 0
     listed = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:] if line.strip()}
-    named = set(re.findall(r"python -m benchmarks (\w+)", readme_text()))
+    named = set(re.findall(r"python -m benchmarks (\w+)", all_text()))
     assert named and named <= set(listed)
     assert all(len(line.split()) > 3 for line in listed.values())  # each with what it measures
     assert benchmarks_main(["no-such-suite"]) == 2
+
+
+@pytest.mark.parametrize("command", BENCHMARKS)
+def test_every_benchmark_command_names_a_suite(command):
+    """`python -m benchmarks NAME [--flag]` or `python -m benchmarks.bench_NAME [--flag]`: the suite exists
+    and reads every flag the command gives it."""
+    module, *rest = shlex.split(command)[2:]
+    names = [w for w in rest if not w.startswith("-")] if module == "benchmarks" else [module.split(".", 1)[1]]
+    assert names, command
+    for name in names:
+        path = ROOT / "benchmarks" / f"{name if name.startswith('bench_') else 'bench_' + name}.py"
+        assert path.is_file(), command
+        assert all(f'"{flag}"' in path.read_text(encoding="utf-8") for flag in rest if flag.startswith("--")), command

@@ -29,7 +29,9 @@ from deepresearch.signatures.types import Judgement, Source
 
 class OfflineSubqueryPlanner(Stage):
     """Round 1: one derived key-term query plus `expansions` derived variants with two feedback terms each.
-    Later rounds: continue every subquery whose last page had a selection; nothing left ends the loop.
+    Later rounds: continue every subquery whose last page had a selection; with nothing left to page, the
+    planner declares the search complete (an empty plan would mark the query failed under ScholarGym's
+    released rules, spec 004 §4.4, which is not what running out of pages means).
 
     The feedback terms come from a search of `retriever`, the one given to the constructor or, when built
     without one (as a research strategy's stage is), the one each call passes.
@@ -67,7 +69,8 @@ class OfflineSubqueryPlanner(Stage):
             searches = [PlannedSearch(action="continue", source_id=r.node_id) for r in last_round
                         if r.selected and r.retrieved and pages.get(r.node_id, 0) > 0]
         checklist = f"the paper addresses: {base}"
-        return dspy.Prediction(searches=searches, checklist=checklist, memory=memory, is_complete=False)
+        is_complete = len(subquery_tree) > 1 and not searches
+        return dspy.Prediction(searches=searches, checklist=checklist, memory=memory, is_complete=is_complete)
 
 
 class OfflineCandidateAssessor(Stage):

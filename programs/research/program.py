@@ -198,8 +198,8 @@ class DeepResearch(dspy.Module):
         Args:
             question: The research question.
             clarifications: The user's answers to clarifying questions (`clarify`), as `{"question": ...,
-                "answer": ...}`. Research runs on the brief they make with the question (`brief`: spec 000
-                §4.1's combined form, blank answers left out); the report keeps `question` as its question
+                "answer": ...}`. Research runs on the brief they make with the question (`brief`: the
+                question followed by the answers, blank answers left out); the report keeps `question` as its question
                 and records them in `clarifications`.
             interrupt: Set it (from a signal handler, another task) to stop the run: running work is
                 cancelled and the report of what exists is written, with status `interrupted`.
@@ -248,7 +248,7 @@ class DeepResearch(dspy.Module):
 
     def clarify(self, question: str, *, max_questions: int = MAX_QUESTIONS,
                 meter: CostMeter | None = None) -> list[str]:
-        """The clarifying questions to ask the user before researching `question` (spec 000 §4.1).
+        """The clarifying questions to ask the user before researching `question`.
 
         At most `max_questions`, none when the question is clear, when the LM's reply does not parse
         (counted as a parse failure of the `clarify` stage) or when the program is offline. The call runs

@@ -27,7 +27,6 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ConfigDict, ValidationError, create_model
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -72,6 +71,8 @@ def global_settings(data: dict[str, Any], path: Path, commands: set[str]) -> dic
         if isinstance(value, dict) and key not in commands:
             raise ConfigFileError(f"{path}: unknown table [{key}]; tables are named after a command: "
                                   f"{', '.join(sorted(commands))}")
+    from pydantic import ConfigDict, create_model  # here, not at the top: `deepresearch --help` stays fast
+
     model = create_model("GlobalSettings", __config__=ConfigDict(extra="forbid"),
                          **{k: (t, d) for k, (t, d) in GLOBAL_KEYS.items()})
     return _validate(model, plain, path, "", allowed=sorted(GLOBAL_KEYS))
@@ -126,6 +127,8 @@ def command_defaults(data: dict[str, Any], path: Path, command: str,
             raise ConfigFileError(f"{path}: [{command.replace(' ', '.')}] unknown key {key!r}; "
                                   f"known: {', '.join(sorted(options))}")
         values[dest] = value
+    from pydantic import ConfigDict, create_model
+
     model = create_model("Settings", __config__=ConfigDict(extra="forbid"),
                          **{d: (options[d][0] | None, None) for d in values})
     checked = _validate(model, values, path, f"[{command.replace(' ', '.')}] ", allowed=sorted(options))
@@ -140,6 +143,8 @@ def command_defaults(data: dict[str, Any], path: Path, command: str,
 
 
 def _validate(model, values: dict[str, Any], path: Path, where: str, allowed: list[str]) -> dict[str, Any]:
+    from pydantic import ValidationError
+
     try:
         return model.model_validate(values).model_dump(exclude_unset=True)
     except ValidationError as err:

@@ -34,18 +34,20 @@ from deepresearch.programs.runtime.usage import output_limits
 API_BASE_ENV = "DEEPRESEARCH_API_BASE"  # --api-base's default, beside $DEEPRESEARCH_LM for --lm
 
 
-def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool = True) -> None:
-    """Adds the shared LM options to a command's parser."""
+def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool = True, everyday=None):
+    """Adds the shared LM options to a command's parser, in one group, which is returned; `everyday` (an
+    argument group of the command) takes --lm instead."""
     default = "$DEEPRESEARCH_LM, else offline" if default_offline else "$DEEPRESEARCH_LM"
     group = parser.add_argument_group("language model")
-    group.add_argument("--lm", default=None,
-                       help=f"DSPy/LiteLLM model string (openai/gpt-4.1-mini, anthropic/..., ollama_chat/qwen2.5) "
-                            f"or '{OFFLINE}'; default: {default}. Keys come from the provider's usual variable "
-                            f"(OPENAI_API_KEY...)")
+    (everyday or group).add_argument(
+        "--lm", default=None,
+        help=f"DSPy/LiteLLM model string (openai/gpt-4.1-mini, anthropic/..., ollama_chat/qwen2.5) or '{OFFLINE}'; "
+             f"default: {default}. Keys come from the provider's usual variable (OPENAI_API_KEY...)")
     group.add_argument("--api-base", default=None,
                        help=f"base URL of an OpenAI-compatible server (llama.cpp, vLLM, Ollama...); default "
                             f"${API_BASE_ENV}; its key is ${SERVER_KEY_ENV}")
-    group.add_argument("--temperature", type=float, default=0.0)
+    group.add_argument("--temperature", type=float, default=0.0,
+                       help="sampling temperature of every LM request (default 0: the most likely reply)")
     group.add_argument("--structured", default="auto", choices=STRUCTURED_MODES,
                        help="schema: send each stage's output JSON schema as response_format (constrained "
                             "decoding on local servers); off: DSPy's text format; auto (default): schema with "
@@ -60,6 +62,7 @@ def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool =
                             "~/.cache/dspy-deepresearch/lm); answers are keyed by provider, model and server")
     group.add_argument("--no-preflight", action="store_true",
                        help="skip the one-request check of the LM before the corpus is loaded")
+    return group
 
 
 @dataclass

@@ -2,8 +2,8 @@ import pytest
 
 from deepresearch.eval.citations import (
     CitationScores, Sentence, citation_precision, citation_recall, citations_in, claim_sentences,
-    dataset_citation_f1, grade_claims, lexical_entails, lexical_support, scholarqa_citation_scores,
-    split_sentences,
+    answer_sentences, dataset_citation_f1, grade_claims, lexical_entails, lexical_support,
+    scholarqa_citation_scores, scholarqa_official_scores, split_sentences,
 )
 from deepresearch.eval.f1 import harmonic_mean
 
@@ -158,3 +158,47 @@ def test_dataset_f1_is_the_f1_of_mean_precision_and_recall():
     (74.92, 70.47, 72.63), (68.91, 64.99, 66.89), (63.25, 57.89, 60.45), (46.72, 47.86, 47.28)])
 def test_published_citation_f1_recomputes(recall, precision, f1):
     assert harmonic_mean(precision, recall) == pytest.approx(f1, abs=0.1)
+
+
+# ScholarQABench's released citation rules (compute_autoais in AkariAsai/ScholarQABench@95e6fc5
+# scripts/citation_correctness_eval.py), worked by hand; replayed through the released function (its NLI model
+# swapped for the same table, its sentence splitter for these sentences) with the same counts.
+T1 = "Warming advances flowering in temperate herbs by five days per degree"
+T2 = "The shift is larger in early-flowering species than in late ones"
+T3 = "Alpine meadows show the same advance across three mountain ranges"
+T4 = "Grazing reduces plant diversity in fertile lowland grasslands"
+T6 = "Drought lowers seed set in annual desert plants."  # 48 characters: long enough only with its marker
+T7 = "Nitrogen deposition favours fast-growing grasses over forbs"
+OFFICIAL_PASSAGES = {"0": "PA", "1": "PB", "2": "PC"}
+OFFICIAL_ENTAILING = {("PA\nPB", T1 + "."), ("PA", T1 + "."), ("PB", T3 + "."), ("PC", T6)}
+
+
+def test_official_scholarqa_rules_inherit_drop_out_of_range_and_read_the_first_of_a_group():
+    sentences = [
+        f"{T1} [0][1].",      # claim 1: PA+PB entail it; PA alone does (necessary), PB alone does not and PA
+                              #   without it still does (not necessary): cites 2, necessary 1, supported
+        f"{T2}.",             # claim 2: no citation, inherits [0, 1]; PA+PB do not entail it: cites 2, unsupported
+        f"{T3} [1, 2].",      # claim 3: the group reads as [1] only; PB entails it: cites 1, necessary 1
+        f"{T4} [7].",         # claim 4: 7 is out of range: unsupported, nothing counted, [1] stays inherited
+        "Short one [0].",     # under 50 characters: not evaluated, changes nothing
+        f"{T6[:-1]} [2].",    # claim 5: 47 + 5 characters of text and marker: evaluated; PC entails it: 1, 1
+        f"{T7}.",             # claim 6: inherits [2]; PC does not entail it: cites 1, unsupported
+    ]
+    assert len(T6) < 50 <= len(f"{T6[:-1]} [2].") and len("Short one [0].") < 50
+    scores = scholarqa_official_scores(sentences, OFFICIAL_PASSAGES, lambda p, h: (p, h) in OFFICIAL_ENTAILING)
+    # claims 6; supported 1, 3, 5 = 3; cites 2 + 2 + 1 + 0 + 1 + 1 = 7; necessary 1 + 1 + 1 = 3
+    assert (scores.n_claims, scores.n_supported, scores.n_cites, scores.n_necessary) == (6, 3, 7, 3)
+    assert (scores.precision, scores.recall) == (pytest.approx(3 / 7), pytest.approx(0.5))
+
+
+def test_official_scholarqa_leaves_an_empty_answer_out_and_scores_an_all_short_one_zero():
+    assert scholarqa_official_scores([], OFFICIAL_PASSAGES, lambda p, h: True) is None
+    short = scholarqa_official_scores(["Too short [0]."], OFFICIAL_PASSAGES, lambda p, h: True)
+    assert (short.n_claims, short.precision, short.recall) == (0, 0.0, 0.0)
+
+
+def test_answer_sentences_keep_the_markers_of_the_body_prose():
+    sentences = answer_sentences(REPORT)
+    assert sentences[0] == "Warming advances flowering in temperate herbs by about five days per degree [1][2]."
+    assert not any("A title (2020)" in x or "table" in x for x in sentences)  # no reference list, no table
+    assert any(x.endswith("[4, 5].") for x in sentences)  # a trailing group moves before the period

@@ -188,3 +188,47 @@ def test_concurrent_queries_count_lm_calls_and_frozen_candidates_replay(data_dir
         out = asyncio.run(CandidateAssessor().acall(question=cases[0].question, subquery=cases[0].subquery,
                                                     checklist=cases[0].checklist, hits=list(cases[0].hits)))
     assert [j.label for j in out.judgements] == list(cases[0].labels) and replay.scripted.calls == 1
+
+
+def test_summaries_name_their_protocol_and_a_rescore_reuses_the_runs(data_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert gather(data_dir, out) == 0
+    official = json.loads((out / "summary.json").read_text())
+    assert official["protocol"] == "official" and "f426fd1" in official["protocol_source"]
+    assert json.loads((out / "run.json").read_text())["protocol"] == "official"
+    markdown = (out / "summary.md").read_text()
+    assert "Protocol official: ScholarGym's released scorer" in markdown and "| GT discard (fraction) |" in markdown
+    lines = (out / "results.jsonl").read_text()
+    capsys.readouterr()
+    assert gather(data_dir, out, "--protocol", "spec") == 0  # the scoring is no setting of the runs: rescored
+    assert "4 already done" in capsys.readouterr().err and (out / "results.jsonl").read_text() == lines
+    spec = json.loads((out / "summary.json").read_text())
+    assert spec["protocol"] == "spec" and "| GT discard (%) |" in (out / "summary.md").read_text()
+    assert spec["final"]["recall"] == official["final"]["recall"]
+
+
+def test_a_replayed_run_ending_in_empty_plans_is_failed_under_official_and_kept_under_spec(data_dir, tmp_path,
+                                                                                          capsys):
+    # The offline planner declares completion once it has no page left (kept by both protocols); the same
+    # runs, recorded as ending with an empty plan instead, are what the released workflow drops.
+    out = tmp_path / "run"
+    assert gather(data_dir, out, "--iterations", "5") == 0
+    completed = json.loads((out / "summary.json").read_text())
+    records = read_jsonl(out / "results.jsonl")
+    assert {r["result"]["stop_reason"] for r in records} == {"complete"} and completed["evaluated"] == 4
+    assert all(len(r["result"]["rounds"]) >= 1 for r in records)
+    (out / "results.jsonl").write_text("".join(
+        json.dumps({**r, "result": {**r["result"], "stop_reason": "no_new_subqueries"}}) + "\n" for r in records))
+    capsys.readouterr()
+    assert gather(data_dir, out, "--iterations", "5") == 0  # every query done: only rescored
+    official = json.loads((out / "summary.json").read_text())
+    assert (official["evaluated"], official["failed_by_stop"], official["final"]) == (0, {"no_new_subqueries": 4}, {})
+    assert "every query with ground truth failed under --protocol official" in capsys.readouterr().err
+    assert gather(data_dir, out, "--iterations", "5", "--protocol", "spec") == 0  # empty plan after round 1: kept
+    spec = json.loads((out / "summary.json").read_text())
+    assert (spec["evaluated"], spec["failed"]) == (4, 0) and spec["final"]["recall"] == completed["final"]["recall"]
+    assert gather(data_dir, out, "--iterations", "5", "--failed", "included") == 0
+    included = json.loads((out / "summary.json").read_text())
+    assert (included["evaluated"], included["failed"]) == (4, 4)
+    assert included["final"]["recall"] == completed["final"]["recall"]
+    assert included["final"]["avg_distance"] == completed["final"]["avg_distance"]

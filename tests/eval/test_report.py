@@ -31,6 +31,7 @@ def test_our_references_count_corpus_documents_without_urls():
           "[3] Another paper. doc 77\n[4] Cited twice. doc 4983")
     assert referenced_doc_ids(md) == ["4983", "77"]
     assert source_stats(md).n_sources == 3
+    assert len(unique_urls(md)) == 1  # the released analyzer counts URLs only (n_url_sources of `eval report`)
 
 
 def test_doc_mentions_outside_the_reference_list_are_not_sources():

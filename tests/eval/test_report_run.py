@@ -5,6 +5,7 @@ import pytest
 
 from deepresearch import cli
 from deepresearch.eval.judges import GradeCitationSupport, JudgeCache, JudgeKeyPoint, RateReport
+from deepresearch.eval.protocols import protocol_for
 from deepresearch.eval.questions import Question
 from deepresearch.eval.run_report import Judges, evaluate
 from deepresearch.eval.run_reports import group_summaries, heatmap_grid, score_folder
@@ -47,6 +48,7 @@ def test_eval_reports_command_prints_the_table_and_writes_the_heatmap(tmp_path, 
     printed = capsys.readouterr().out
     assert "8 reports" in printed
     assert "tiny-model_d4_b4" in printed and "11.50" in printed
+    assert "n_sources: differs (sciknoworg/deep-research@64293cd" in printed
     assert (out / "heatmap.png").read_bytes()[:4] == PNG
     assert (out / "scores.csv").read_text().count("\n") == 9
 
@@ -83,6 +85,12 @@ def test_eval_report_command_runs_the_offline_program(tmp_path, capsys):
         assert 0 < r["citation_recall"] <= 1
         assert 0 <= r["citation_precision_lexical"] <= 1
         assert "kpr" not in r and "criterion_depth" not in r  # no judge, no judged metrics
+        assert r["n_url_sources"] <= r["n_sources"]
+    # every averaged figure names the released scorer it was checked against, in the output and a file
+    numeric = {k for r in rows for k, v in r.items() if isinstance(v, (int, float))}
+    protocols = json.loads((out / "protocols.json").read_text())
+    assert set(protocols) == numeric and {p["status"] for p in protocols.values()} <= {"matches", "differs", "ours"}
+    assert "scholarqa_cite_recall_lexical: differs (AkariAsai/ScholarQABench@95e6fc5" in printed
     assert (out / "reports" / "q0.md").read_text().startswith("## Does vitamin D")
 
 
@@ -118,6 +126,9 @@ def test_evaluate_scores_with_scripted_judges(scifact, scifact_bm25, make_lm, ro
     assert {k: v for k, v in row.items() if k.startswith("criterion_")} == {
         f"criterion_{c}": 7 for c in ("clarity", "depth", "balance", "breadth", "support", "insightfulness")}
     assert row["citation_precision"] == 1.0  # every cited claim resolves to a document the judge calls full
+    numeric = [k for k, v in row.items() if isinstance(v, (int, float))]
+    assert [k for k in numeric if protocol_for(k) is None] == []  # the judged metrics name theirs too
+    assert protocol_for("kpr").status == "matches" and "eval_kpr_async.py" in protocol_for("kpr").code
     before = judge.scripted.calls
     again = asyncio.run(evaluate([question], program, text_of, judges))
     assert judge.scripted.calls == before  # the same reports are re-scored from the cache

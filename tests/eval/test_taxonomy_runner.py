@@ -55,7 +55,9 @@ def test_scorer_command_reproduces_the_spec_values(examples, tmp_path, capsys):
     assert summary["recall"] == pytest.approx(100 * (37 / 38 + 1) / 2, abs=0.01) and summary["dropped"] == 1
     rows = [json.loads(x) for x in (tmp_path / "scores" / "scores.jsonl").read_text().splitlines()]
     assert rows[0]["unmatched_expert"] == ["Personalized Language Modeling from Personalized Human Feedback"]
-    assert "SEM-PATH" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "SEM-PATH" in printed and "title alignment --profile paper" in printed
+    assert summary["profile"] == "paper" and summary["protocols"]["us_ted/us_nted"]["status"] == "differs"
 
 
 def test_scorer_scores_a_missing_prediction_as_failed_and_uses_retrieved_papers(examples, tmp_path):

@@ -197,6 +197,14 @@ def test_offline_gatherer_is_deterministic_on_real_claims(scifact_bm25):
     assert all(s.action in ("derive", "continue") for r in first.rounds for s in r.searches)
 
 
+def test_offline_planner_declares_completion_when_no_page_is_left(scifact_bm25):
+    # An empty plan fails the query under ScholarGym's released rules; running out of pages is completion.
+    result = Gatherer(scifact_bm25, iterations=5, offline=True)(
+        question="Vitamin D supplementation reduces the risk of fractures in older adults.").result
+    assert 1 <= len(result.rounds) < 5 and result.stop_reason == "complete"
+    assert result.is_failed == (not result.selected)
+
+
 class FlakyRetriever:
     """A real BM25 retriever whose searches for one subquery fail (a dead engine, a bad page)."""
 
