@@ -81,6 +81,9 @@ NOT_RUN: dict[str, str] = {
     "openai/gpt-4.1-mini --judge-lm openai/gpt-4.1 --budget 60 --out writer.json": HOSTED,
     "deepresearch eval gather --queries scifact --qrels test --lm openai/local --api-base http://127.0.0.1:8080/v1 "
     "--structured schema --limit 10 --iterations 2": LLAMA,
+    "deepresearch index hf:BeIR/nfcorpus --out idx/nfcorpus": "needs the network (a Hugging Face hub dataset)",
+    "deepresearch index hf:owner/papers --hf-config abstracts --split train --field doc_id=paper_id --field "
+    "text=abstract --out idx/papers": "needs the network (a Hugging Face hub dataset; owner/papers is an example)",
 }
 # Lines of the shell blocks that are not our commands: other programs, and the shell's loop words.
 NOT_OURS: dict[str, str] = {
