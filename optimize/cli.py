@@ -142,7 +142,8 @@ def _train_folder(args: argparse.Namespace) -> Path | None:
     if args.train is None:
         return None
     found = find_local(args.train, data_dir())
-    return found if found is not None and (found / "corpus.jsonl").exists() else None
+    has_corpus = found is not None and any((found / f).exists() for f in ("corpus.jsonl", "corpus.jsonl.gz"))
+    return found if has_corpus else None
 
 
 def _retriever(args: argparse.Namespace, default_preset: str = "default"):

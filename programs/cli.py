@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from deepresearch.programs.config import PRESETS, VERIFY_POLICIES, preset
+from deepresearch.programs.config import PRESETS, VERIFY_POLICIES, ResearchConfig, preset
 from deepresearch.programs.research.program import DeepResearch, stage_names
 from deepresearch.programs.runtime.context import Interrupt
 from deepresearch.programs.runtime.events import Event, EventHandler
@@ -41,6 +41,7 @@ from deepresearch.programs.stages.clarifier import (
     read_clarifications,
     research_brief,
 )
+from deepresearch.retrievers.extras import EXTRAS, check_extras
 
 EXIT_FAILED = 3  # the run produced nothing because of failures (distinct from 2, bad input)
 SIGNALS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # the exit code of a run each signal interrupted (128 + n)
@@ -133,8 +134,35 @@ def parse_stage_lms(items: list[str]) -> dict[str, str]:
     return models
 
 
+def run_config(args: argparse.Namespace) -> ResearchConfig:
+    """The run's settings: the preset with the options given on the command line."""
+    return preset(args.preset, **config_overrides(args))
+
+
+def needed_extras(args: argparse.Namespace, config: ResearchConfig) -> dict[str, str]:
+    """Every extra the run will need (extra -> what needs it), known from its options before any work."""
+    from deepresearch.retrievers.cli import data_dir
+    from deepresearch.retrievers.sources import resolve_source, source_extras
+
+    needs: dict[str, str] = {}
+    if args.index is None and args.corpus is not None:  # an index reads its own stored corpus
+        needs.update(source_extras(resolve_source(args.corpus, data_dir=data_dir())))
+    kind = args.retriever or ("qdrant" if getattr(args, "qdrant_url", None) else "bm25")
+    if kind == "qdrant":
+        needs["qdrant"] = EXTRAS["qdrant"][1]
+    if kind in ("dense", "hybrid") or (kind == "qdrant" and getattr(args, "qdrant_mode", "hybrid") != "bm25"):
+        needs["dense"] = EXTRAS["dense"][1]
+    if config.taxonomy:
+        needs["dense"] = "--taxonomy (it groups the papers by their embeddings)"
+    elif config.strategy == "hero" and config.hero.selection == "submodular":
+        needs["dense"] = "the hero preset (it selects tasks by their embeddings)"
+    if config.full_text:
+        needs["pdf"] = "--full-text (reading the fetched PDFs)"
+    return needs
+
+
 def build_program(args: argparse.Namespace, retriever, on_event, session: LMSession) -> tuple[DeepResearch, dict]:
-    config = preset(args.preset, **config_overrides(args))
+    config = run_config(args)
     program = DeepResearch(retriever=retriever, config=config, offline=session.is_offline,
                            lms=session.stage_lms or None, on_event=on_event)
     if args.program:
@@ -382,6 +410,16 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError("--resume continues the run in --out and --overwrite removes it; pass one of them")
     if args.out is not None and not args.out.strip():
         raise ValueError("--out is empty; pass a folder, or leave --out out for runs/<question-slug>")
+    if args.corpus is None and args.index is None and not args.source:
+        from deepresearch.retrievers.cli import data_dir
+        from deepresearch.retrievers.sources import DEFAULT_CORPUS, EMBEDDED, find_local
+
+        args.corpus = DEFAULT_CORPUS  # said in one line, as the offline notice is: the report's sources depend on it
+        where = ("the embedded SciFact demo corpus" if EMBEDDED in find_local(DEFAULT_CORPUS, data_dir()).parents
+                 else "the SciFact corpus under $DEEPRESEARCH_DATA")
+        print(f"deepresearch run: no --corpus given; searching {where} (5,183 biomedical abstracts, --corpus "
+              f"{DEFAULT_CORPUS})", file=sys.stderr)
+    check_extras(needed_extras(args, run_config(args)))  # a missing extra fails here, not after the research
     out = Path(args.out or Path("runs") / slug(args.question))
     with out_folder_lock(out):  # a second run into the same folder stops here, at once
         check_out_folder(out, args.question, overwrite=args.overwrite)  # before the corpus: bad input fails fast

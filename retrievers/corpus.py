@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import logging
@@ -132,9 +133,10 @@ def doc_from_record(record: dict, where: str) -> Doc:
 
 
 def read_jsonl(path: Path, skip_bad: bool = False) -> tuple[list[Doc], int]:
-    """Reads one Doc per non-empty line; returns the docs and the number of skipped bad lines."""
+    """Reads one Doc per non-empty line (of a gzip file when the name ends in .gz); returns the docs and the
+    number of skipped bad lines."""
     docs, skipped = [], 0
-    with path.open(encoding="utf-8") as f:
+    with _open_text(path) as f:
         for n, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -154,11 +156,16 @@ def read_jsonl(path: Path, skip_bad: bool = False) -> tuple[list[Doc], int]:
     return docs, skipped
 
 
+def _open_text(path: Path):
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")
+
+
 def resolve_corpus_file(path: str | Path) -> Path:
-    """Finds the corpus file: a JSONL file itself, or `corpus.jsonl` inside a BEIR folder."""
+    """Finds the corpus file: a JSONL file itself (`.jsonl` or `.jsonl.gz`), or `corpus.jsonl` (else
+    `corpus.jsonl.gz`) inside a BEIR folder."""
     p = Path(path).expanduser()
     if p.is_dir():
-        p = p / "corpus.jsonl"
+        p = next((f for f in (p / "corpus.jsonl", p / "corpus.jsonl.gz") if f.exists()), p / "corpus.jsonl")
     if not p.exists():
         raise CorpusError(f"corpus not found at {path}; pass a .jsonl file or a BEIR folder containing corpus.jsonl")
     return p
@@ -168,8 +175,9 @@ def load_corpus(path: str | Path, skip_bad: bool = False) -> Corpus:
     """Loads a corpus from a JSONL file or a BEIR folder.
 
     Args:
-        path: A `.jsonl` file (one object per line with an id, optional title, and text) or a folder
-            holding `corpus.jsonl` (BEIR layout: `_id`, `title`, `text`).
+        path: A `.jsonl` file (one object per line with an id, optional title, and text; `.jsonl.gz` when
+            compressed) or a folder holding `corpus.jsonl` or `corpus.jsonl.gz` (BEIR layout: `_id`, `title`,
+            `text`).
         skip_bad: Skip malformed lines (counted in a warning) instead of raising.
 
     Raises:

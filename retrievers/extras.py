@@ -7,6 +7,8 @@ offline and against any LM. Everything heavier sits behind an extra and is impor
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from collections.abc import Mapping
 from types import ModuleType
 
 # extra -> (what it installs, the feature that needs it)
@@ -19,6 +21,10 @@ EXTRAS = {
     "refs": ("bibtexparser", "reading BibTeX"),
     "ray": ("ray", "a Ray cluster (batch --ray)"),
 }
+
+# extra -> the modules that must import for it (checked without importing them: torch takes seconds)
+MODULES = {"dense": ("torch", "sentence_transformers"), "hf": ("datasets",), "qdrant": ("qdrant_client",),
+           "plots": ("matplotlib",), "pdf": ("pypdf",), "refs": ("bibtexparser",)}
 
 
 class MissingExtra(ImportError):
@@ -44,4 +50,33 @@ def require(module: str, extra: str, feature: str | None = None) -> ModuleType:
             from err
 
 
-__all__ = ["EXTRAS", "MissingExtra", "install_hint", "require"]
+def is_installed(extra: str) -> bool:
+    """Whether every module of `extra` can be found (found, not imported: a blocked or absent one is missing)."""
+    for module in MODULES[extra]:
+        try:
+            if importlib.util.find_spec(module) is None:
+                return False
+        except (ImportError, ValueError):  # a blocker on sys.meta_path, or sys.modules[module] = None
+            return False
+    return True
+
+
+def check_extras(needs: Mapping[str, str]) -> None:
+    """Raises one MissingExtra naming every extra in `needs` (extra -> the feature that needs it) that is not
+    installed, and the one command that installs them all; does nothing when all are there.
+
+    Called before a run starts, so that no run does its work and then fails for want of an extra.
+
+    >>> check_extras({})
+    """
+    unknown = set(needs) - set(EXTRAS)
+    if unknown:
+        raise ValueError(f"unknown extra {min(unknown)!r}; choose one of: {', '.join(EXTRAS)}")
+    missing = [extra for extra in needs if not is_installed(extra)]
+    if not missing:
+        return
+    what = "; ".join(f"{needs[extra]} needs the {extra!r} extra" for extra in missing)
+    raise MissingExtra(f"{what}: {install_hint(','.join(missing))}")
+
+
+__all__ = ["EXTRAS", "MODULES", "MissingExtra", "check_extras", "install_hint", "is_installed", "require"]

@@ -17,6 +17,34 @@ MAPPABLE = {"doc_id": "doc_id", "title": "title", "text": "text", "url": "url", 
 _BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet", ".tsv": "csv"}
 
 
+def hub_config(datasets, name: str, config: str | None, split: str, wanted: str) -> tuple[str | None, str]:
+    """The configuration and split to read from a hub dataset (or a local copy in the hub's layout).
+
+    BEIR datasets on the hub (`BeIR/scifact`) have no default configuration: the documents are the `corpus`
+    configuration and the claims the `queries` one, each with one split of the same name. With no
+    configuration given, `wanted` is taken when the dataset has it; a split the configuration lacks is
+    replaced by its only split. Anything else is left to `datasets`, which names what it has.
+
+    Args:
+        datasets: The imported `datasets` module.
+        name: A hub name or a local folder.
+        config: The configuration asked for, or None.
+        split: The split asked for.
+        wanted: The configuration that holds what the caller reads (`corpus` or `queries`).
+    """
+    if config is None:
+        configs = datasets.get_dataset_config_names(name)
+        if wanted in configs and "default" not in configs:
+            config = wanted
+            logger.info("dataset %s: reading its %r configuration", name, config)
+    if config is not None:
+        splits = datasets.get_dataset_split_names(name, config)
+        if split not in splits and len(splits) == 1:
+            logger.info("dataset %s [%s] has no split %r; reading its only split %r", name, config, split, splits[0])
+            split = splits[0]
+    return config, split
+
+
 def _open_dataset(name: str, config: str | None, split: str):
     datasets = require("datasets", "hf", "Hugging Face corpora (hf:NAME or a dataset file)")
 
@@ -31,6 +59,7 @@ def _open_dataset(name: str, config: str | None, split: str):
                 raise CorpusError(f"cannot read {path} as a dataset; use one of: {', '.join(_BUILDERS)}")
             kwargs = {"delimiter": "\t"} if path.suffix.lower() == ".tsv" else {}
             return datasets.load_dataset(builder, data_files=str(path), split="train", **kwargs)
+        config, split = hub_config(datasets, name, config, split, "corpus")
         return datasets.load_dataset(name, config, split=split)
     except CorpusError:
         raise
@@ -45,8 +74,9 @@ def load_hf_corpus(name: str, config: str | None = None, split: str = "train",
 
     Args:
         name: A hub dataset name (`BeIR/scifact`), a folder written by `save_to_disk`, or a data file.
-        config: The dataset configuration (`corpus` for BEIR datasets on the hub).
-        split: The split to read.
+        config: The dataset configuration; default: `corpus` when the dataset has one and no default
+            configuration, as BEIR datasets on the hub (`hub_config`).
+        split: The split to read (a configuration with one split, such as BEIR's `corpus`, gives that one).
         fields: Doc attribute -> column, e.g. {"doc_id": "arxiv_id", "text": "abstract"}. Columns not
             mapped are recognised by the usual names (`_id`, `title`, `text`, `abstract`...).
         skip_bad: Skip rows without an id or text (counted in a warning) instead of raising.

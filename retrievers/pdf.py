@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deepresearch.retrievers.corpus import CorpusError
+from deepresearch.retrievers.extras import require
 from deepresearch.retrievers.passages import MAX_CHARS, OVERLAP, PASSAGE_SEP, passage_docs
 from deepresearch.retrievers.types import Doc
 
 logger = logging.getLogger(__name__)
 
 SUFFIXES = (".pdf", ".txt", ".md")
-INSTALL_HINT = "install the PDF extra: pip install 'dspy-deepresearch[pdf]' (pypdf)"
 _PDF_DATE = re.compile(r"^(?:D:)?(\d{4})(\d{2})?(\d{2})?")
 _AUTHOR_SPLIT = re.compile(r"\s*;\s*|\s+and\s+", re.IGNORECASE)
 
@@ -66,13 +66,12 @@ def read_pdf(source: str | Path | bytes, name: str = "") -> Paper:
     Raises:
         CorpusError: for a file pypdf cannot read, an encrypted file, or a PDF without extractable text
             (a scanned one), naming `name` (or the path) and what to do.
-        ImportError: when pypdf is not installed, naming the extra to install.
+        MissingExtra: when pypdf is not installed, naming the extra to install.
     """
-    try:
-        from pypdf import PdfReader
-        from pypdf.errors import PyPdfError
-    except ImportError as err:
-        raise ImportError(f"reading PDFs needs pypdf; {INSTALL_HINT}") from err
+    require("pypdf", "pdf", "reading PDFs")  # one line naming the extra when pypdf is missing
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
     name = name or (str(source) if not isinstance(source, bytes) else "PDF")
     try:
         reader = PdfReader(io.BytesIO(source) if isinstance(source, bytes) else str(source))

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from deepresearch.retrievers.corpus import CorpusError
+from deepresearch.retrievers.extras import require
 from deepresearch.retrievers.types import Doc
 
 logger = logging.getLogger(__name__)
@@ -138,10 +139,7 @@ def _csv_rows(path: Path, reader: csv.DictReader, docs: list[Doc], bad: list[Bad
 
 
 def read_bib(path: Path) -> tuple[list[Doc], list[BadEntry]]:
-    try:
-        import bibtexparser
-    except ImportError as err:
-        raise ImportError("reading BibTeX needs bibtexparser 2; pip install 'dspy-deepresearch[refs]'") from err
+    bibtexparser = require("bibtexparser", "refs", "reading BibTeX")
     library = bibtexparser.parse_string(path.read_text(encoding="utf-8-sig"))
     docs, bad = [], []
     blocks = [(e.start_line, e) for e in library.entries] + [(b.start_line, None) for b in library.failed_blocks]

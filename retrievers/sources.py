@@ -7,7 +7,9 @@ A spec is read as the first of these that applies:
   2. `hf:NAME`: a Hugging Face dataset (a hub name, or a local path `datasets` can read);
   3. a dataset name in the data folder (`$DEEPRESEARCH_DATA` on the command line), case-insensitive; for
      `owner/name` the folder `name`, so `BeIR/scifact` is the local `scifact` when there is one;
-  4. a bare `owner/name`: a Hugging Face hub dataset.
+  4. a dataset embedded in the package (`EMBEDDED`: `scifact`, the demo corpus), by the same names; a copy in
+     the data folder is preferred, so an index built over it stays valid;
+  5. a bare `owner/name`: a Hugging Face hub dataset.
 Query sets use the same lookup (`find_local`). The `source` record `resolve_source` returns is what a
 persistent index stores to reopen its corpus, and to notice when it changed.
 """
@@ -27,6 +29,11 @@ from deepresearch.retrievers.references import load_references
 from deepresearch.retrievers.scholargym import load_paper_db
 
 HF_PREFIX = "hf:"
+# Datasets shipped inside the package: SciFact's BEIR release (5,183 abstracts, corpus gzipped), the corpus a
+# run searches when none is named. Licences and source: embedded-corpora/scifact/ATTRIBUTION.md.
+# (a folder name that is no Python identifier, so setuptools does not take it for a package)
+EMBEDDED = Path(__file__).resolve().parent / "embedded-corpora"
+DEFAULT_CORPUS = "scifact"
 
 
 def data_names(data_dir: str | Path | None) -> dict[str, Path]:
@@ -35,6 +42,11 @@ def data_names(data_dir: str | Path | None) -> dict[str, Path]:
     if root is None or not root.is_dir():
         return {}
     return {p.name.lower(): p for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".")}
+
+
+def known_names(data_dir: str | Path | None) -> dict[str, Path]:
+    """The datasets a name can name: the data folder's, then the embedded ones it does not hold."""
+    return {**data_names(EMBEDDED), **data_names(data_dir)}
 
 
 def _is_hub_name(spec: str) -> bool:
@@ -52,7 +64,7 @@ def find_local(spec: str | Path, data_dir: str | Path | None = None) -> Path | N
     spec = str(spec)
     if spec.startswith(HF_PREFIX):
         return None
-    names = data_names(data_dir)
+    names = known_names(data_dir)
     candidates = [spec, spec.rsplit("/", 1)[-1]] if _is_hub_name(spec) else [spec]
     return next((names[c.lower()] for c in candidates if c.lower() in names), None)
 
@@ -60,8 +72,10 @@ def find_local(spec: str | Path, data_dir: str | Path | None = None) -> Path | N
 def not_found_message(spec: str, data_dir: str | Path | None, what: str = "corpus") -> str:
     names = ", ".join(data_names(data_dir)) or "none"
     where = f"under $DEEPRESEARCH_DATA ({names})" if data_dir else "under $DEEPRESEARCH_DATA (not set)"
+    embedded = ", ".join(data_names(EMBEDDED))
     return (f"{what} not found: {spec}; pass a .jsonl file, a BEIR folder, a ScholarGym paper DB (.json), "
-            f"a folder of PDFs, a .bib/.ris/.csv reference file, hf:NAME or a Hugging Face owner/name, or a dataset name {where}")
+            f"a folder of PDFs, a .bib/.ris/.csv reference file, hf:NAME or a Hugging Face owner/name, a dataset name "
+            f"{where}, or an embedded one ({embedded})")
 
 
 def _is_fulltext(path: Path) -> bool:
@@ -101,6 +115,19 @@ def resolve_source(spec: str, *, data_dir: str | Path | None = None, skip_bad: b
         return {"kind": "fulltext", "path": str(path), "passage_chars": MAX_CHARS, "passage_overlap": OVERLAP}
     resolve_corpus_file(path)  # a folder without corpus.jsonl fails here, before anything is read
     return {"kind": "jsonl", "path": str(path), "skip_bad": skip_bad}
+
+
+def source_extras(source: Mapping) -> dict[str, str]:
+    """The extras reading a source record needs (extra -> what needs it), for `extras.check_extras`: `hf` for
+    a Hugging Face dataset, `pdf` for full text holding a PDF, `refs` for a BibTeX file."""
+    kind, path = source.get("kind"), Path(source.get("path") or "")
+    if kind == "hf":
+        return {"hf": f"the Hugging Face dataset {source.get('name')}"}
+    if kind == "fulltext" and any(f.suffix.lower() == ".pdf" for f in fulltext_files(path)):
+        return {"pdf": f"reading the PDFs of {path.name}"}
+    if kind == "refs" and path.suffix.lower() == ".bib":
+        return {"refs": f"reading the BibTeX file {path.name}"}
+    return {}
 
 
 def load_source(source: Mapping) -> tuple[Corpus, int]:

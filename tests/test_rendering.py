@@ -155,12 +155,3 @@ def test_the_stop_words_are_scikit_learns():
 def test_report_round_trips_through_json_unchanged_by_rendering(offline_run):
     report = offline_run.report
     assert Report.from_dict(report.to_dict()).markdown == report.markdown
-
-
-def test_the_committed_example_notebook_has_no_outputs():
-    import json
-    from pathlib import Path
-
-    notebook = Path(__file__).resolve().parents[1] / "examples" / "research_scifact.ipynb"
-    code = [c for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
-    assert code and all(c["outputs"] == [] and c["execution_count"] is None for c in code)

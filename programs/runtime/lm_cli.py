@@ -32,6 +32,9 @@ from deepresearch.programs.runtime.lm import (
 from deepresearch.programs.runtime.usage import output_limits
 
 
+API_BASE_ENV = "DEEPRESEARCH_API_BASE"  # --api-base's default, beside $DEEPRESEARCH_LM for --lm
+
+
 def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool = True, everyday=None):
     """Adds the shared LM options to a command's parser, in one group, which is returned; `everyday` (an
     argument group of the command) takes --lm instead."""
@@ -42,8 +45,8 @@ def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool =
         help=f"DSPy/LiteLLM model string (openai/gpt-4.1-mini, anthropic/..., ollama_chat/qwen2.5) or '{OFFLINE}'; "
              f"default: {default}. Keys come from the provider's usual variable (OPENAI_API_KEY...)")
     group.add_argument("--api-base", default=None,
-                       help=f"base URL of an OpenAI-compatible server (llama.cpp, vLLM, Ollama...); its key is "
-                            f"${SERVER_KEY_ENV}")
+                       help=f"base URL of an OpenAI-compatible server (llama.cpp, vLLM, Ollama...); default "
+                            f"${API_BASE_ENV}; its key is ${SERVER_KEY_ENV}")
     group.add_argument("--lm-server", action="append", default=None, metavar="URL [max_parallel=N] [rpm=N]",
                        help="one of several OpenAI-compatible servers of --lm behind LiteLLM's Router (repeatable): "
                             "requests are spread over them, each held to its max_parallel and rpm, and moved to "
@@ -112,6 +115,7 @@ def model_from_args(args: argparse.Namespace, *, default_offline: bool = True) -
 
 def make_session_lm(args: argparse.Namespace, model: str, **kwargs: Any) -> dspy.LM | None:
     """An LM for `model` with the command's server, timeout and temperature; retries are left to the run."""
+    api_base = args.api_base or os.environ.get(API_BASE_ENV) or None
     servers = getattr(args, "lm_server", None)
     if servers and model and model != OFFLINE:
         if args.api_base:
@@ -119,7 +123,7 @@ def make_session_lm(args: argparse.Namespace, model: str, **kwargs: Any) -> dspy
         from deepresearch.programs.runtime.router import router_lm
 
         return router_lm(model, servers, timeout_s=args.lm_timeout, temperature=args.temperature, **kwargs)
-    return make_lm(model, args.api_base, os.environ.get(SERVER_KEY_ENV), timeout_s=args.lm_timeout,
+    return make_lm(model, api_base, os.environ.get(SERVER_KEY_ENV), timeout_s=args.lm_timeout,
                    temperature=args.temperature, **kwargs)
 
 

@@ -48,7 +48,7 @@ def test_hugging_face_specs_resolve_without_loading(tmp_path, data_dir):
 def test_a_spec_naming_nothing_lists_the_data_folder(data_dir):
     with pytest.raises(CorpusError, match=r"corpus not found: nothing-here; .*\(csfcube, .*scifact"):
         resolve_source("nothing-here", data_dir=data_dir)
-    with pytest.raises(CorpusError, match=r"not set"):
-        resolve_source("scifact")
+    with pytest.raises(CorpusError, match=r"not set\), or an embedded one \(scifact\)"):
+        resolve_source("nothing-here")  # `scifact` is found without a data folder: the package embeds it
     with pytest.raises(CorpusError, match="containing corpus.jsonl"):  # a dataset folder without a corpus
         resolve_source("scholargym", data_dir=data_dir)
