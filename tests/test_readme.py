@@ -31,7 +31,6 @@ import pytest
 import yaml
 
 from deepresearch import cli
-from deepresearch.retrievers.sources import find_local
 from tests.conftest import data_root
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,10 +116,6 @@ BENCHMARK = "python -m benchmarks"
 # of the line that names the file (`answer: runs/does-x-cause-y/answer.md`).
 PROMISED = {"--answer": "answer", "--taxonomy": "taxonomy", "--bibtex": "bibtex"}
 FIRST_WORDS = {"deepresearch", "make", "python", *(line.split()[0] for line in NOT_OURS)}
-# Runs that search the corpus shipped inside the package (no --corpus, or the Python example's
-# open_retriever("scifact")) need it installed, and need no data folder.
-BUNDLED = find_local("scifact") is not None
-NEEDS_BUNDLED = pytest.mark.xfail(not BUNDLED, strict=True, reason="the bundled SciFact corpus is not installed")
 RUN_TIMEOUT_S = 900
 
 
@@ -397,12 +392,7 @@ def workspace(tmp_path_factory):
         print(f"{seconds:6.1f} s  {command}")
 
 
-def needs_bundled(command: str) -> bool:
-    words = shlex.split(command)
-    return words[:2] == ["deepresearch", "run"] and not {"--corpus", "--index", "--source"} & set(words)
-
-
-@pytest.mark.parametrize("command", [pytest.param(c, marks=NEEDS_BUNDLED) if needs_bundled(c) else c for c in TO_RUN])
+@pytest.mark.parametrize("command", TO_RUN)
 def test_every_offline_command_runs_as_written(command, workspace):
     proc, seconds = workspace.run_through(command)
     assert proc.returncode == 0, f"{command}\nexit {proc.returncode} after {seconds:.0f} s\n{proc.stderr[-3000:]}"
@@ -425,7 +415,6 @@ def test_every_offline_command_runs_as_written(command, workspace):
 # -- the Python example -----------------------------------------------------------------------------------
 
 
-@NEEDS_BUNDLED
 def test_the_python_example_researches_offline_and_renders(workspace, monkeypatch):
     """The ```python block, run as written from the same folder: an offline report with references, a
     one-line repr, and a notebook view with linked references, the tree and the cost."""
