@@ -15,7 +15,6 @@ resume.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import typing

@@ -1,6 +1,5 @@
 """Gathering and taxonomy objectives, and tuning the gathering assessor on frozen candidates."""
 
-import json
 
 import dspy
 import pytest
@@ -13,7 +12,7 @@ from deepresearch.optimize.metrics import metric_spec
 from deepresearch.optimize.trainsets import from_frozen_cases
 from deepresearch.programs.gather.loop import CandidateAssessor
 from deepresearch.signatures.gather import LabelCandidates
-from tests.scripted import inputs_of, routed_handler, scripted_lm, shown_candidates
+from tests.scripted import routed_handler, scripted_lm, shown_candidates
 
 
 def test_gather_objectives_on_a_hand_worked_query():
@@ -51,7 +50,6 @@ def test_gathering_assessor_is_tuned_on_frozen_candidates_without_searching(data
     assert examples and all(ex.hits for ex in examples)
 
     def assess(messages):  # finds the ground-truth papers only when demos show how; otherwise keeps nothing
-        asked = inputs_of(messages)
         gt = {h.doc.doc_id for ex in examples for h in ex.hits if h.doc.doc_id in ex.gt_ids}
         label = (lambda pid: "relevant" if pid in gt else "irrelevant") if len(messages) > 2 else (lambda pid: "irrelevant")
         docs = [h.doc for ex in examples for h in ex.hits]

@@ -18,7 +18,7 @@ from deepresearch.programs.report_view import report_html, report_view, safe_url
 from deepresearch.programs.research.program import DeepResearch
 from tests.research_lm import research_handler
 from tests.scripted import scripted_lm
-from tests.view_checks import PAYLOAD_QUESTION, PAYLOADS, Page, check_page, write_payload_corpus
+from tests.view_checks import PAYLOAD_QUESTION, Page, check_page, write_payload_corpus
 
 QUESTION = "Does obesity increase the risk of type 2 diabetes?"
 
