@@ -218,7 +218,8 @@ def test_a_resumed_run_neither_gathers_again_nor_redoes_finished_nodes(retriever
         if "gamma" in inputs_of(messages)["task"]:
             return {"learnings": "not a list"}
         passages = json.loads(inputs_of(messages)["passages"])
-        return {"learnings": [{"text": f"Finding {p['source_id']}", "source_ids": [p["source_id"]]} for p in passages],
+        # each finding names its paper's title, so the verify stage's lexical floor finds it in the passage
+        return {"learnings": [{"text": f"Finding from {p['title']}", "source_ids": [p["source_id"]]} for p in passages],
                 "follow_up_questions": []}
 
     first = research(retriever, gather_lm(routes={ExtractLearnings: extract_fails_for_gamma}), journal=journal)
