@@ -116,6 +116,10 @@ def test_unknown_source_is_refused_in_one_line(clean_lm_env, capsys):
     assert "unknown source 'scholar'; choose from: openalex, semanticscholar, arxiv, pubmed" in capsys.readouterr().err
 
 
-def test_no_corpus_and_no_source_says_what_to_pass(clean_lm_env, tmp_path, capsys):
-    assert cli.main(["run", QUESTION, "--lm", "offline", "--out", str(tmp_path / "o")]) == 2
-    assert "--source openalex|semanticscholar|arxiv|pubmed" in capsys.readouterr().err
+def test_no_corpus_and_no_source_searches_the_bundled_corpus_and_says_so(clean_lm_env, tmp_path, capsys):
+    # with nothing named, the run searches SciFact (bundled with the package) rather than the engines, in one line
+    assert cli.main(["run", QUESTION, "--lm", "offline", "--depth", "1", "--breadth", "1",
+                     "--out", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    assert "no --corpus given; searching the" in err and "--corpus scifact" in err
+    assert json.loads((tmp_path / "o" / "trace.json").read_text())["stats"]["searches"] >= 1
