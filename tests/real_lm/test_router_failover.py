@@ -20,14 +20,19 @@ def test_a_run_survives_a_killed_server_and_the_trace_names_the_failover(tmp_pat
         command = [sys.executable, "-c", "import sys; from deepresearch import cli; sys.exit(cli.main(sys.argv[1:]))",
                    "run", QUESTION, "--corpus", "scifact", "--depth", "1", "--breadth", "2", "--out", str(out),
                    *SMALL, "--lm", "openai/smollm2", "--structured", "schema",
-                   "--lm-server", f"{first.base_url} max_parallel=1", "--lm-server", f"{second.base_url} max_parallel=1"]
+                   "--no-cache",  # every request reaches a server: answers cached by an earlier test would not
+                   "--lm-server", f"{first.base_url} max_parallel=1",
+                   # most traffic to the second server, so that it takes research requests before the run can end
+                   # (a reply that plans one task makes the run short)
+                   "--lm-server", f"{second.base_url} max_parallel=1 weight=9"]
         env = {**__import__("os").environ, "DEEPRESEARCH_DATA": str(data_dir)}
         env.pop("DEEPRESEARCH_LM", None)
         run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.time() + 600
-        # kill the second server once it has answered a research request (the preflight's is the first)
+        # kill the second server once it has answered a research request and taken another: with one request at
+        # a time, its third task means the second (the preflight's may be the first) was answered
         while time.time() < deadline and run.poll() is None:
-            if second.log_path.read_text(errors="replace").count("launch_slot_") >= 2:  # a task it took on
+            if second.log_path.read_text(errors="replace").count("launch_slot_") >= 3:
                 break
             time.sleep(0.2)
         assert run.poll() is None, "the run ended before the second server was used: " + run.stderr.read()[-2000:]
