@@ -61,7 +61,7 @@ llama:
 # Debian's chromium for the browser tests of report.html (tests/view_checks.py drives it with Playwright,
 # whose own browser downloads are never used).
 browser:
-	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)
+	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
 test: $(FULL_STAMP) llama browser
 	HF_HUB_OFFLINE=1 $(PY) -m pytest
