@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import json
 import logging
 import math
 import re
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import dspy
+import json_repair
 import numpy as np
 
 from deepresearch.programs.config import ResearchConfig
@@ -138,7 +138,8 @@ def _resolver(keys: dict[str, str]) -> Callable[[Any], str | None]:
 def parse_tree_text(text: str) -> Any:
     """The first fenced JSON block (else the outermost braces) of `text` as JSON, or None.
 
-    A second attempt escapes double quotes that cannot be JSON delimiters.
+    json_repair (a dependency of DSPy) parses it, mending what models get wrong: unescaped inner
+    quotes, trailing commas, a cut-off end.
     """
     if not isinstance(text, str):
         return None
@@ -147,27 +148,10 @@ def parse_tree_text(text: str) -> Any:
     starts = [i for i in (body.find("{"), body.find("[")) if i >= 0]
     if not starts:
         return None
-    body = body[min(starts): max(body.rfind("}"), body.rfind("]")) + 1]
-    for candidate in (body, _escape_inner_quotes(body)):
-        try:
-            return json.loads(candidate)
-        except json.JSONDecodeError:
-            continue
-    return None
-
-
-def _escape_inner_quotes(text: str) -> str:
-    # A quote is a delimiter when it follows one of {[,: or precedes one of :,}] (whitespace allowed).
-    out = []
-    for i, ch in enumerate(text):
-        if ch == '"' and (i == 0 or text[i - 1] != "\\"):
-            before = text[:i].rstrip()[-1:]
-            after = text[i + 1:].lstrip()[:1]
-            if before not in ("{", "[", ",", ":", "") and after not in (":", ",", "}", "]", ""):
-                out.append('\\"')
-                continue
-        out.append(ch)
-    return "".join(out)
+    end = max(body.rfind("}"), body.rfind("]")) + 1 or None  # no closer at all: a cut-off answer, keep it whole
+    parsed = json_repair.loads(body[min(starts): end])
+    is_tree = isinstance(parsed, dict) or (isinstance(parsed, list) and all(isinstance(x, dict) for x in parsed))
+    return parsed if parsed and is_tree else None  # prose with braces mends into strings, not a tree
 
 
 # ---------------------------------------------------------------- validation (§3.3)

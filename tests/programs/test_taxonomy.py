@@ -192,6 +192,9 @@ def test_parse_tree_text_handles_fences_and_inner_quotes():
     assert parse_tree_text('x ```json\n{"name": "a", "papers": []}\n``` y') == {"name": "a", "papers": []}
     assert parse_tree_text('{"name": "The "best" topic", "papers": []}') == {"name": 'The "best" topic', "papers": []}
     assert parse_tree_text("no json") is None
+    assert parse_tree_text('{"name": "a", "papers": ["P1", "P2"') == {"name": "a", "papers": ["P1", "P2"]}  # cut off
+    assert parse_tree_text('[{"name": "a", "papers": ["P1",]},]') == [{"name": "a", "papers": ["P1"]}]
+    assert parse_tree_text("we group {the papers} by method") is None  # braces in prose are not a tree
 
 
 def test_named_predictors_are_stable():
