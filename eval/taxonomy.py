@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
+from sklearn.metrics import adjusted_rand_score, homogeneity_completeness_v_measure
 
-from deepresearch.eval.clustering import adjusted_rand_index, homogeneity_completeness_v
 from deepresearch.eval.f1 import harmonic_mean
 from deepresearch.eval.taxonomy_tree import (Tree, category_labels, children_of, coerce_tree, name_of, paper_assignment,
                                 paper_paths, tree_stats, tree_titles)
@@ -106,11 +106,16 @@ def retrieval_scores(hits: int, n_expert: int, n_model: int) -> dict[str, float]
 
 
 def leaf_scores(labels_true: Sequence[Any], labels_pred: Sequence[Any]) -> dict[str, float]:
-    """ARI, HOM, COMP and V of one evaluated universe; all 0 with fewer than 2 papers."""
+    """ARI, HOM, COMP and V (natural log) of one evaluated universe; all 0 with fewer than 2 papers.
+
+    scikit-learn's scores, which spec 003 §4.3 takes as the definition.
+    """
     if len(labels_true) < 2:
         return {"ari": 0.0, "hom": 0.0, "comp": 0.0, "v": 0.0}
-    hom, comp, v = homogeneity_completeness_v(labels_true, labels_pred)
-    return {"ari": adjusted_rand_index(labels_true, labels_pred), "hom": hom, "comp": comp, "v": v}
+    labels_true, labels_pred = list(labels_true), list(labels_pred)
+    hom, comp, v = homogeneity_completeness_v_measure(labels_true, labels_pred)
+    return {"ari": float(adjusted_rand_score(labels_true, labels_pred)), "hom": float(hom), "comp": float(comp),
+            "v": float(v)}
 
 
 # ---------------------------------------------------------------- label similarity (§4.4)

@@ -1,6 +1,6 @@
 """Optional dependencies: which extra installs which feature, and the one-line error when it is missing.
 
-The core install (DSPy, numpy, scipy, pydantic, tqdm, PyStemmer, rank-bm25, openai) runs BM25 research
+The core install (DSPy, numpy, scipy, scikit-learn, pydantic, tqdm, PyStemmer, rank-bm25, openai) runs BM25 research
 offline and against any LM. Everything heavier sits behind an extra and is imported only when its feature runs.
 """
 
