@@ -20,12 +20,11 @@ import asyncio
 import hashlib
 import json
 import logging
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+import diskcache
 import dspy
 from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
@@ -38,6 +37,7 @@ logger = logging.getLogger(__name__)
 KeyPointLabel = Literal["Supported", "Omitted", "Contradicted"]
 SupportLabel = Literal["full", "partial", "none"]
 SUPPORT_GRADES: dict[str, float] = {"full": 1.0, "partial": 0.5, "none": 0.0}
+JUDGE_CACHE_BYTES = 1 << 30  # 1 GiB of verdicts: hundreds of thousands of judgements
 
 
 # Behaviour: spec 001 §6.1 (DeepResearchGym key-point judgement). Wording is ours.
@@ -109,31 +109,26 @@ def judge_lm(model: str, api_base: str | None = None, api_key: str | None = None
 
 
 class JudgeCache:
-    """Judge verdicts on disk, one JSON file per (judge prompt, LM, inputs).
+    """Judge verdicts on disk, keyed by (judge prompt, LM, inputs): a diskcache folder of JSON text.
+
+    diskcache writes each entry in one SQLite transaction (a crash never leaves half a verdict); past
+    `size_limit` bytes, each new verdict drops the least recently stored one.
 
     Args:
         directory: Where verdicts are kept; created when missing.
+        size_limit: Most bytes the folder holds.
     """
 
-    def __init__(self, directory: str | Path):
+    def __init__(self, directory: str | Path, size_limit: int = JUDGE_CACHE_BYTES):
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
-
-    def _path(self, key: str) -> Path:
-        return self.directory / key[:2] / f"{key}.json"
+        self._cache = diskcache.Cache(str(self.directory), size_limit=size_limit, cull_limit=1)
 
     def get(self, key: str) -> dict[str, Any] | None:
-        path = self._path(key)
-        if not path.exists():
-            return None
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = self._cache.get(key)
+        return None if text is None else json.loads(text)
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as f:
-            json.dump(value, f, ensure_ascii=False)
-        os.replace(f.name, path)  # atomic: a crash never leaves half a verdict
+        self._cache.set(key, json.dumps(value, ensure_ascii=False))  # JSON text, not a pickle
 
 
 def cache_key(predictor: dspy.Predict, lm: Any, inputs: Mapping[str, Any]) -> str:

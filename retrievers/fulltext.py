@@ -16,13 +16,13 @@ look at an uncertain candidate reads that paper's best passages this way, from t
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import os
 import threading
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
+
+import diskcache
 
 from deepresearch.retrievers.corpus import CorpusError
 from deepresearch.retrievers.passages import (
@@ -38,6 +38,7 @@ from deepresearch.retrievers.types import Doc, Hit
 logger = logging.getLogger(__name__)
 
 DEFAULT_CACHE = Path("~/.cache/dspy-deepresearch/fulltext")
+CACHE_BYTES = 4 << 30  # 4 GiB: a few thousand article PDFs
 MAX_BYTES = 30 * 1024 * 1024  # larger than nearly every article PDF; a bound against a link to a whole book
 TIMEOUT_S = 30.0
 
@@ -47,22 +48,34 @@ class FullTextError(RuntimeError):
 
 
 class FullTextCache:
-    """Fetches PDFs over HTTP(S) with httpx and keeps them on disk, one file per link.
+    """Fetches PDFs over HTTP(S) with httpx and keeps them on disk in a diskcache folder, keyed by link.
+
+    Past `size_limit` bytes, each new PDF drops the least recently stored one.
 
     Args:
-        folder: Where fetched PDFs are kept (`<sha1 of the link>.pdf`); created on first use.
+        folder: Where fetched PDFs are kept; created on the first fetch.
         max_bytes: Largest PDF accepted; a longer download is abandoned.
         timeout_s: Seconds to connect and between received bytes.
         user_agent: Sent with each request (some hosts refuse clients without one).
+        size_limit: Most bytes the folder holds.
     """
 
     def __init__(self, folder: str | Path | None = None, *, max_bytes: int = MAX_BYTES, timeout_s: float = TIMEOUT_S,
-                 user_agent: str = "dspy-deepresearch (full text of open-access papers)"):
+                 user_agent: str = "dspy-deepresearch (full text of open-access papers)",
+                 size_limit: int = CACHE_BYTES):
         self.folder = Path(folder or DEFAULT_CACHE).expanduser()
         self.max_bytes, self.timeout_s, self.user_agent = max_bytes, timeout_s, user_agent
+        self.size_limit = size_limit
+        self._disk: diskcache.Cache | None = None
 
-    def path_for(self, url: str) -> Path:
-        return self.folder / (hashlib.sha1(url.encode("utf-8")).hexdigest() + ".pdf")
+    @property
+    def _cache(self) -> diskcache.Cache:
+        if self._disk is None:  # opened on the first fetch: a run that reads no PDF creates no folder
+            self._disk = diskcache.Cache(str(self.folder), size_limit=self.size_limit, cull_limit=1)
+        return self._disk
+
+    def __contains__(self, url: str) -> bool:
+        return url in self._cache
 
     def fetch(self, url: str) -> bytes:
         """The PDF behind `url`, from the cache when it was fetched before.
@@ -71,9 +84,9 @@ class FullTextCache:
             FullTextError: for a link that is not http(s), a failed request or status, a response that is
                 not a PDF, or one over `max_bytes`.
         """
-        path = self.path_for(url)
-        if path.exists():
-            return path.read_bytes()
+        cached = self._cache.get(url)
+        if cached is not None:
+            return cached
         if not url.startswith(("http://", "https://")):
             raise FullTextError(f"{url}: not an http(s) link")
         import httpx
@@ -94,10 +107,7 @@ class FullTextCache:
             raise FullTextError(f"{url}: {type(err).__name__}: {err}") from err
         if not data.startswith(b"%PDF"):
             raise FullTextError(f"{url}: the response is not a PDF (an HTML landing page?)")
-        self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.part")
-        tmp.write_bytes(bytes(data))
-        tmp.replace(path)  # atomic: a reader never sees half a file
+        self._cache.set(url, bytes(data))  # the entry points to the file once it is whole: no reader sees half
         return bytes(data)
 
 

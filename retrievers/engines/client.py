@@ -30,6 +30,7 @@ import logging
 import os
 import re
 import socket
+import sqlite3
 import ssl
 import threading
 import time
@@ -38,6 +39,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+import diskcache
 import httpx
 
 logger = logging.getLogger(__name__)
@@ -52,6 +54,7 @@ DEFAULT_RETRIES = 3
 DEFAULT_BACKOFF_S = 0.5
 DEFAULT_MAX_RETRY_AFTER_S = 60.0
 DEFAULT_CACHE_TTL_S = 7 * 24 * 3600.0
+DEFAULT_CACHE_BYTES = 1 << 30  # hundreds of thousands of search answers
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
@@ -163,30 +166,52 @@ def public_url(base_url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
-class ResponseCache:
-    """Response bodies on disk, one JSON file per request, under `folder/<engine>/`.
+_CACHES: dict[Path, diskcache.Cache | None] = {}
+_CACHES_LOCK = threading.Lock()
 
-    A file holds the public URL, the public parameters (never a secret), the time it was fetched and the
-    body. Entries older than `ttl_s` seconds are treated as absent (None: kept for ever).
+
+def _open_cache(folder: Path, size_limit: int) -> diskcache.Cache | None:
+    """The process's one open diskcache of `folder`, or None when it cannot be opened.
+
+    Opened once, when an engine is built, and kept open: creating the database takes tens of milliseconds,
+    and closing it (a checkpoint and an fsync) would land wherever the garbage collector runs.
+    """
+    with _CACHES_LOCK:
+        if folder not in _CACHES:
+            try:
+                _CACHES[folder] = diskcache.Cache(str(folder), size_limit=size_limit, cull_limit=1)
+            except (OSError, sqlite3.Error) as err:
+                logger.warning("search answers not cached: %s cannot be opened (%s)", folder, type(err).__name__)
+                _CACHES[folder] = None
+        return _CACHES[folder]
+
+
+class ResponseCache:
+    """Response bodies on disk: one diskcache folder (SQLite) that every engine shares.
+
+    An entry holds the engine, the public URL, the public parameters (never a secret), the time it was
+    fetched and the body, as JSON text. Entries older than `ttl_s` seconds are treated as absent (None: kept
+    for ever). Past `size_limit` bytes, each new answer drops the least recently stored one. A folder that
+    cannot be opened (read-only, full) costs the cache, not the search.
     """
 
-    def __init__(self, folder: str | Path | None = None, ttl_s: float | None = DEFAULT_CACHE_TTL_S):
+    def __init__(self, folder: str | Path | None = None, ttl_s: float | None = DEFAULT_CACHE_TTL_S,
+                 size_limit: int = DEFAULT_CACHE_BYTES):
         self.folder = Path(folder).expanduser() if folder is not None else default_cache_dir()
         self.ttl_s = ttl_s
+        self._cache = _open_cache(self.folder, size_limit)
 
     @staticmethod
     def key(engine: str, url: str, params: Mapping[str, Any]) -> str:
         record = json.dumps([engine, url, sorted((str(k), str(v)) for k, v in params.items())], ensure_ascii=False)
         return hashlib.sha256(record.encode("utf-8")).hexdigest()
 
-    def path(self, engine: str, key: str) -> Path:
-        return self.folder / engine / key[:2] / f"{key}.json"
-
     def get(self, engine: str, url: str, params: Mapping[str, Any]) -> str | None:
-        path = self.path(engine, self.key(engine, url, params))
+        if self._cache is None:
+            return None
         try:
-            entry = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            entry = json.loads(self._cache.get(self.key(engine, url, params)) or "null")
+        except (OSError, ValueError, sqlite3.Error):
             return None
         if not isinstance(entry, dict) or not isinstance(entry.get("body"), str):
             return None
@@ -195,14 +220,12 @@ class ResponseCache:
         return entry["body"]
 
     def put(self, engine: str, url: str, params: Mapping[str, Any], body: str) -> None:
-        path = self.path(engine, self.key(engine, url, params))
+        if self._cache is None:
+            return
         entry = {"engine": engine, "url": url, "params": dict(params), "fetched": time.time(), "body": body}
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-            tmp.write_text(json.dumps(entry, ensure_ascii=False), encoding="utf-8")
-            os.replace(tmp, path)
-        except OSError as err:  # a read-only or full disk costs the cache, not the search
+            self._cache.set(self.key(engine, url, params), json.dumps(entry, ensure_ascii=False))
+        except (OSError, sqlite3.Error) as err:  # a read-only or full disk costs the cache, not the search
             logger.debug("%s: response not cached (%s)", engine, type(err).__name__)
 
 

@@ -122,3 +122,13 @@ def test_judges_are_not_visible_to_program_optimizers():
 
     names = [n for n, _ in DeepResearch(retriever=Null()).named_predictors()]
     assert not any("judge" in n or "rate_report" in n for n in names)
+
+
+def test_the_verdict_cache_is_bounded_and_drops_the_oldest_first(tmp_path):
+    cache = JudgeCache(tmp_path / "verdicts", size_limit=400_000)
+    verdict = {"justification": "x" * 100_000}  # past diskcache's 32 KiB, each verdict is a file of its own
+    for i in range(12):
+        cache.put(f"key{i}", verdict | {"i": i})
+    kept = [i for i in range(12) if cache.get(f"key{i}") is not None]
+    assert kept == list(range(12 - len(kept), 12)) and 2 <= len(kept) <= 4  # the newest, about 400 kB of them
+    assert JudgeCache(tmp_path / "verdicts").get("key11") == verdict | {"i": 11}

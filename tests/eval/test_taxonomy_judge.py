@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import diskcache
 import pytest
 
 from deepresearch.eval.judges import JudgeCache, JudgeTaxonomy
@@ -104,8 +105,8 @@ def test_cache_makes_rejudging_free(lm, tmp_path):
     again = TaxonomyJudge(lm=lm, cache=JudgeCache(tmp_path / "verdicts"))(topic="t", reference=EXPERT, tree=MODEL)
     assert lm.scripted.calls == 1
     assert again.judgement == first.judgement
-    stored = [json.loads(p.read_text()) for p in (tmp_path / "verdicts").rglob("*.json")]
-    assert stored == [ANSWER]
+    with diskcache.Cache(str(tmp_path / "verdicts")) as stored:
+        assert [json.loads(stored[key]) for key in stored] == [ANSWER]
     TaxonomyJudge(lm=lm, cache=JudgeCache(tmp_path / "verdicts"))(topic="t", reference=EXPERT, tree=EXPERT)
     assert lm.scripted.calls == 2  # another tree is another verdict
 

@@ -425,8 +425,9 @@ def test_secrets_are_sent_but_never_cached_logged_or_shown(replay, tmp_path, mon
     assert by_path["/paper/search"].headers["x-api-key"] == s2_key
     assert by_path["/esearch.fcgi"].params["api_key"] == ncbi_key and by_path["/efetch.fcgi"].params["api_key"] == ncbi_key
     assert by_path["/esearch.fcgi"].params["email"] == mail and by_path["/esearch.fcgi"].params["tool"]
-    stored = "".join(p.read_text() for p in cache.rglob("*.json"))
-    assert stored and not any(s in stored for s in (s2_key, ncbi_key, mail, "researcher%40example.org"))
+    stored = b"".join(p.read_bytes() for p in cache.rglob("*") if p.is_file())  # diskcache's SQLite files
+    assert b'"body"' in stored
+    assert not any(s.encode() in stored for s in (s2_key, ncbi_key, mail, "researcher%40example.org"))
     assert not any(s in caplog.text for s in (s2_key, ncbi_key, mail))
     # the cache key leaves the key out: another key finds the same answers without a request
     monkeypatch.setenv("S2_API_KEY", "another-key-9876543210")
@@ -455,7 +456,7 @@ def test_the_cache_folder_defaults_to_the_environment(replay, tmp_path, monkeypa
     monkeypatch.setenv("DEEPRESEARCH_ENGINE_CACHE", str(tmp_path / "env-cache"))
     openalex_routes(replay)
     OpenAlexEngine(base_url=replay.url, min_interval=0).search(QUERY, k=1)
-    assert list((tmp_path / "env-cache" / "openalex").rglob("*.json"))
+    assert (tmp_path / "env-cache" / "cache.db").is_file()
 
 
 def test_the_base_url_comes_from_the_environment(replay, tmp_path, monkeypatch):
