@@ -111,20 +111,17 @@ def provider_of(module: dspy.Module) -> str | None:
 
 
 def model_cost(model: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float | None:
-    """US dollars from LiteLLM's local price map, or None for a model it does not price. Of the prompt
-    tokens, `cached_tokens` (read from the provider's prompt cache) cost the map's cache-read price where
-    it has one."""
+    """US dollars by LiteLLM's `cost_per_token` over its local price map, or None for a model it does not price.
+    Of the prompt tokens, `cached_tokens` (read from the provider's prompt cache) cost the cache-read price."""
     import litellm
 
-    names = [model, model.split("/", 1)[-1]]
-    info = next((litellm.model_cost[n] for n in names if n in litellm.model_cost), None)
-    if not info or info.get("input_cost_per_token") is None:
+    try:
+        prompt, completion = litellm.cost_per_token(model=model, prompt_tokens=prompt_tokens,
+                                                    completion_tokens=completion_tokens,
+                                                    cache_read_input_tokens=min(cached_tokens, prompt_tokens))
+    except (litellm.exceptions.ModelNotMappedError, litellm.exceptions.BadRequestError):  # unpriced; unknown provider
         return None
-    price = float(info["input_cost_per_token"])
-    cached_price = info.get("cache_read_input_token_cost")
-    cached = min(cached_tokens, prompt_tokens) if cached_price is not None else 0
-    return ((prompt_tokens - cached) * price + cached * float(cached_price or 0.0)
-            + completion_tokens * float(info.get("output_cost_per_token") or 0.0))
+    return prompt + completion
 
 
 class CostMeter(UsageMeter):

@@ -205,17 +205,20 @@ def test_spec_002_table_7_prices_reproduce_the_orchestration_cost():
     # spec 002 §10.11: $1.10 / M input, $4.40 / M output (o3-mini)
     import litellm
 
-    litellm.model_cost["test-o3-mini-prices"] = {"input_cost_per_token": 1.1e-6, "output_cost_per_token": 4.4e-6}
+    litellm.model_cost["openai/test-o3-mini-prices"] = {"input_cost_per_token": 1.1e-6, "output_cost_per_token": 4.4e-6}
+    # the same prices with a cache-read price (a second entry: LiteLLM keeps what it has read of an entry)
+    litellm.model_cost["openai/test-o3-mini-cached"] = {"input_cost_per_token": 1.1e-6, "output_cost_per_token": 4.4e-6,
+                                                        "cache_read_input_token_cost": 0.55e-6}
     try:
-        assert model_cost("test-o3-mini-prices", 9632, 1788) == pytest.approx(0.01846, abs=5e-6)
-        assert model_cost("test-o3-mini-prices", 25646, 4756) == pytest.approx(0.04914, abs=5e-6)
+        assert model_cost("openai/test-o3-mini-prices", 9632, 1788) == pytest.approx(0.01846, abs=5e-6)
+        assert model_cost("openai/test-o3-mini-prices", 25646, 4756) == pytest.approx(0.04914, abs=5e-6)
         # no cache-read price in the map: cached prompt tokens cost the input price
-        assert model_cost("test-o3-mini-prices", 9632, 1788, cached_tokens=5000) == pytest.approx(0.01846, abs=5e-6)
-        litellm.model_cost["test-o3-mini-prices"]["cache_read_input_token_cost"] = 0.55e-6
-        assert model_cost("test-o3-mini-prices", 9632, 1788, cached_tokens=5000) == pytest.approx(0.01846 - 5000 * 0.55e-6,
-                                                                                              abs=5e-6)
+        assert model_cost("openai/test-o3-mini-prices", 9632, 1788, cached_tokens=5000) == \
+            pytest.approx(0.01846, abs=5e-6)
+        assert model_cost("openai/test-o3-mini-cached", 9632, 1788, cached_tokens=5000) == \
+            pytest.approx(0.01846 - 5000 * 0.55e-6, abs=5e-6)
     finally:
-        del litellm.model_cost["test-o3-mini-prices"]
+        del litellm.model_cost["openai/test-o3-mini-prices"], litellm.model_cost["openai/test-o3-mini-cached"]
 
 
 def test_the_pool_waits_for_tasks_spawned_while_joining_and_cancels_cleanly():

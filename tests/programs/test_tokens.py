@@ -121,14 +121,14 @@ def test_prompt_tokens_read_from_the_servers_cache_are_counted_and_priced(retrie
     from deepresearch.programs.artifacts import Report
 
     # the scripted server reports 10 prompt tokens a request, 4 of them read from its prompt cache
-    litellm.model_cost["fake/cached-prices"] = {"input_cost_per_token": 1e-6, "cache_read_input_token_cost": 1e-7,
-                                                "output_cost_per_token": 2e-6}
+    litellm.model_cost["openai/fake-cached-prices"] = {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6,
+                                                       "cache_read_input_token_cost": 1e-7}
     try:
-        lm = scripted_lm(research_handler(), model="fake/cached-prices", cached=4)
+        lm = scripted_lm(research_handler(), model="openai/fake-cached-prices", cached=4)
         with dspy.context(lm=lm):
             out = DeepResearch(retriever=retriever, config=ResearchConfig(depth=1, breadth=2))(question=QUESTION)
     finally:
-        del litellm.model_cost["fake/cached-prices"]
+        del litellm.model_cost["openai/fake-cached-prices"]
     usage = out.report.usage
     assert usage and all(u.cached_tokens == 4 * u.calls and u.prompt_tokens == 10 * u.calls for u in usage.values())
     assert Report.from_dict(json.loads(json.dumps(out.report.to_dict()))).usage == usage
