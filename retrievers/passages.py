@@ -23,7 +23,11 @@ MAX_CHARS = 1200  # about 250 words: a paragraph or two, well under the 2,000 ch
 OVERLAP = 200     # about one sentence carried over, so a finding cut at a boundary is whole in one passage
 
 _HYPHEN_BREAK = re.compile(r"(\w)-\s*\n\s*(\w)")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[A-Z0-9])")
+# A sentence ends at . ! or ? (then closing quotes, then any citations written after it) before a space and
+# a capital, digit, quote, emphasis or bracket that does not open a citation.
+_BOUNDARY = re.compile(r"[.!?][\"')]*((?:\s*\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\](?!\())*)\s+(?=[A-Z0-9(\"'*_]|\[(?!\s*\d))")
+_ABBREVIATIONS = frozenset(
+    "al e.g i.e vs fig figs ca cf approx eq eqs no nos ref refs dr mr mrs ms prof st vol pp p resp".split())
 
 
 def clean_text(text: str) -> str:
@@ -31,10 +35,33 @@ def clean_text(text: str) -> str:
     return " ".join(_HYPHEN_BREAK.sub(r"\1\2", text).split())
 
 
+def split_sentences(block: str) -> list[str]:
+    """The sentences of one paragraph: the one sentence splitter of papers, reports and passages.
+
+    A sentence ends at `.`, `!` or `?` before a space and a capital, digit, bracket, quote or emphasis, not
+    after a common abbreviation (et al., e.g., Fig., ...) or an initial; a citation written after the
+    period stays with the sentence before it.
+
+    Example:
+        >>> split_sentences("Rates fell (Smith et al. 2020) [1]. Fig. 2 shows it. [2] Then more [3].")
+        ['Rates fell (Smith et al. 2020) [1].', 'Fig. 2 shows it. [2]', 'Then more [3].']
+    """
+    sentences, start = [], 0
+    for m in _BOUNDARY.finditer(block):
+        before = block[max(0, m.start() - 40):m.start()].split()
+        word = before[-1].lstrip("(\"'").lower() if before else ""
+        if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+            continue
+        end = m.end(1)  # after the punctuation, closing quotes and any citations written after it
+        sentences.append(block[start:end].strip())
+        start = m.end()
+    sentences.append(block[start:].strip())
+    return [s for s in sentences if s]
+
+
 def sentences(text: str) -> list[str]:
-    """The sentences of `text` (after `clean_text`), split after `.`, `!` or `?` before a capital or digit."""
-    text = clean_text(text)
-    return [s for s in _SENTENCE_END.split(text) if s] if text else []
+    """The sentences of `text` after `clean_text` (`split_sentences`)."""
+    return split_sentences(clean_text(text))
 
 
 def _pieces(sentence: str, width: int) -> list[str]:

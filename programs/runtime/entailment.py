@@ -17,11 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from deepresearch.programs.runtime.citations import CITATION, citation_labels
+from deepresearch.retrievers.passages import split_sentences
 
 # Citations written after the sentence's period ("Claim. [1]") are moved before it ("Claim [1].").
 TRAILING_CITATIONS = re.compile(rf"([.!?])((?:\s?{CITATION.pattern})+)", re.IGNORECASE)
-SENTENCE_END = re.compile(r"(?<!\bal\.)(?<!e\.g\.)(?<!i\.e\.)(?<!\bvs\.)(?<!\bFig\.)(?<!\bca\.)(?<=[.!?])\s+"
-                          r"(?=[A-Z0-9\[(*_\"'])")
 LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 # A paragraph wholly in emphasis ("*Written offline...*") is an editorial note about the report, not a claim.
 NOTE = re.compile(r"^(?:\*[^*]+\*|_[^_]+_)$")
@@ -65,7 +64,7 @@ def plain_sentence(part: str) -> str:
 
 def split_block(block: str) -> list[str]:
     """The raw sentences of one prose block (citations kept, trailing ones moved before the period)."""
-    return [p for p in SENTENCE_END.split(TRAILING_CITATIONS.sub(r"\2\1", block)) if p.strip()]
+    return split_sentences(TRAILING_CITATIONS.sub(r"\2\1", block))
 
 
 def prose_blocks(text: str) -> list[str]:

@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable
 
 from deepresearch.programs.runtime.entailment import FULL_SUPPORT, PARTIAL_SUPPORT, lexical_coverage
+from deepresearch.retrievers.passages import split_sentences
 
 _VERB = r"(?:write|say|output|print|type|repeat|respond|reply|answer|append|add|insert|include|state|return|begin)"
 INSTRUCTION = re.compile(
@@ -36,7 +37,6 @@ INSTRUCTION = re.compile(
     rf"|^\s*(?:please\s+|now\s+)?{_VERB}\s+(?:only\s+|the\s+word\s+|exactly\s+)?[\"'“‘]?[A-Z0-9][A-Z0-9_!-]{{3,}}\b",
     re.IGNORECASE | re.MULTILINE,
 )
-_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def is_instruction(sentence: str) -> bool:
@@ -44,17 +44,20 @@ def is_instruction(sentence: str) -> bool:
     return bool(INSTRUCTION.search(sentence))
 
 
+def _sentences(text: str | None) -> list[str]:
+    return [s for line in (text or "").splitlines() for s in split_sentences(line)]  # a line break ends one too
+
+
 def instruction_sentences(text: str) -> list[str]:
     """The sentences of `text` that are instruction-like, in order."""
-    return [s.strip() for s in _SENTENCES.split(text or "") if s.strip() and is_instruction(s)]
+    return [s for s in _sentences(text) if is_instruction(s)]
 
 
 def split_passage(text: str) -> tuple[str, list[str]]:
     """(the passage without its instruction-like sentences, those sentences)."""
     kept, injected = [], []
-    for part in _SENTENCES.split(text or ""):
-        if part.strip():
-            (injected if is_instruction(part) else kept).append(part.strip())
+    for part in _sentences(text):
+        (injected if is_instruction(part) else kept).append(part)
     return " ".join(kept), injected
 
 

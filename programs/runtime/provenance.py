@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from deepresearch.retrievers.passages import PASSAGE_SEP
+from deepresearch.retrievers.passages import PASSAGE_SEP, split_sentences
 from deepresearch.signatures.types import Learning
 
 if TYPE_CHECKING:
@@ -30,11 +30,6 @@ if TYPE_CHECKING:
 # A renumbered citation group: "[3]", "[1, 2]" (a Markdown link "[text](url)" is not one).
 NUMBERED_CITATION = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\](?!\()")
 _REFERENCE_HEADING = re.compile(r"^#{1,6}\s*(?:references|sources)\s*$", re.I | re.M)
-# A sentence ends at . ! or ? (then closing quotes, then any citations written after it) before a space and
-# a capital, digit, quote, emphasis or bracket that does not open a citation.
-_BOUNDARY = re.compile(r"[.!?][\"')]*((?:\s*\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\](?!\())*)\s+(?=[A-Z0-9(\"'*_]|\[(?!\s*\d))")
-_ABBREVIATIONS = frozenset(
-    "al e.g i.e vs fig figs ca cf approx eq eqs no nos ref refs dr mr mrs ms prof st vol pp p resp".split())
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
 _RULE = re.compile(r"^(?:-{3,}|\*{3,}|_{3,})$")
@@ -112,26 +107,6 @@ def cited_numbers(text: str) -> tuple[int, ...]:
 def report_sentences(markdown: str) -> list[str]:
     """The sentences of the report body, as written (see the module docstring for what is left out)."""
     return [s for block in _blocks(body_of(markdown)) for s in split_sentences(block)]
-
-
-def split_sentences(block: str) -> list[str]:
-    """Sentences of one paragraph; a citation after the period stays with the sentence before it.
-
-    Example:
-        >>> split_sentences("Rates fell (Smith et al. 2020) [1]. Fig. 2 shows it. [2] Then more [3].")
-        ['Rates fell (Smith et al. 2020) [1].', 'Fig. 2 shows it. [2]', 'Then more [3].']
-    """
-    sentences, start = [], 0
-    for m in _BOUNDARY.finditer(block):
-        before = block[max(0, m.start() - 40):m.start()].split()
-        word = before[-1].lstrip("(\"'").lower() if before else ""
-        if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
-            continue
-        end = m.end(1)  # after the punctuation, closing quotes and any citations written after it
-        sentences.append(block[start:end].strip())
-        start = m.end()
-    sentences.append(block[start:].strip())
-    return [s for s in sentences if s]
 
 
 def _blocks(text: str) -> list[str]:

@@ -19,13 +19,13 @@ from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.stages.clarifier import plain_brief, split_brief
 from deepresearch.programs.stages.merger import NO_INFORMATION
+from deepresearch.retrievers.passages import split_sentences
 from deepresearch.retrievers.stopwords import ENGLISH_STOP_WORDS
 from deepresearch.retrievers.types import Retriever, search_async
 from deepresearch.signatures.types import Finding, Judgement, Learning, Source, Task
 
 _WORD = re.compile(r"[a-z][a-z0-9-]*[a-z0-9]|[a-z]")
 _CITED_SENTENCE = re.compile(r".+?(?:\[[^\]]+\])+\.(?=\s|$)", re.DOTALL)  # "claim [id]." units of a summary
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(])")
 STOP_WORDS = ENGLISH_STOP_WORDS | {"study", "studies", "using", "used", "use", "based", "results", "result",
                                    "showed", "shown", "show", "effect", "effects", "associated", "data",
                                    "analysis", "patients", "significant", "significantly", "compared",
@@ -44,7 +44,7 @@ def key_terms(text: str, min_len: int = 3) -> list[str]:
 
 
 def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.split(text) if len(s.strip()) >= 25]
+    return [s for s in split_sentences(text) if len(s) >= 25]
 
 
 # Words a question uses to relate its concepts, not concepts themselves: a sentence sharing only these with
