@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -30,6 +29,7 @@ from dspy.utils.exceptions import AdapterParseError
 
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.runtime.usage import UsageMeter, budget_check, resampling
+from deepresearch.retrievers.engines.client import RateLimiter
 from deepresearch.retrievers.types import Hit, Retriever, search_async
 
 logger = logging.getLogger(__name__)
@@ -80,24 +80,6 @@ class TaskPool:
                 cancelled += t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
         return cancelled
-
-
-class RateLimiter:
-    """Spaces the requests to one provider at least 1/rps seconds apart; `pause` holds them all."""
-
-    def __init__(self, rps: float | None):
-        self.interval = 1.0 / rps if rps else 0.0
-        self._next = 0.0
-
-    async def acquire(self) -> None:
-        now = time.monotonic()
-        start = max(now, self._next)
-        self._next = start + self.interval
-        if start > now:
-            await asyncio.sleep(start - now)
-
-    def pause(self, seconds: float) -> None:
-        self._next = max(self._next, time.monotonic() + seconds)
 
 
 def provider_of(module: dspy.Module) -> str | None:
@@ -222,8 +204,8 @@ class Scheduler:
         self.lm_slots = asyncio.Semaphore(1 if sequential else config.lm_concurrency)
         self.search_slots = asyncio.Semaphore(1 if sequential else config.search_concurrency)
         rates = dict(config.rate_limits)
-        self._limiters: dict[str, RateLimiter] = defaultdict(lambda: RateLimiter(None))
-        self._limiters.update({p: RateLimiter(r) for p, r in rates.items()})
+        self._limiters: dict[str, RateLimiter] = defaultdict(lambda: RateLimiter(0.0))
+        self._limiters.update({p: RateLimiter(1.0 / r if r else 0.0) for p, r in rates.items()})
         self._outstanding: dict[int, int] = defaultdict(int)
         self._held: dict[int, list[tuple[Factory, asyncio.Future]]] = defaultdict(list)
         self._loop = asyncio.get_running_loop()  # its clock: real time, or a test's virtual time

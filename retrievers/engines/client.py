@@ -82,10 +82,11 @@ class EngineError(RuntimeError):
 
 
 class RateLimiter:
-    """At most one request per `min_interval` seconds, shared by threads and event loops.
+    """At most one request per `min_interval` seconds, shared by threads and event loops: the one limiter of
+    search engines and LM providers (`deepresearch.programs.runtime.scheduler`).
 
-    `reserve()` books the next free slot and says how long to wait for it; `pause(s)` pushes every later
-    slot at least `s` seconds ahead (a 429's `Retry-After`).
+    `reserve()` books the next free slot and says how long to wait for it, `acquire()` books it and waits;
+    `pause(s)` pushes every later slot at least `s` seconds ahead (a 429's `Retry-After`).
     """
 
     def __init__(self, min_interval: float):
@@ -99,6 +100,11 @@ class RateLimiter:
             start = max(now, self._next)
             self._next = start + self.min_interval
             return start - now
+
+    async def acquire(self) -> None:
+        wait = self.reserve()
+        if wait > 0:
+            await asyncio.sleep(wait)
 
     def pause(self, seconds: float) -> None:
         with self._lock:
