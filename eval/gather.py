@@ -66,7 +66,7 @@ class QueryTrace:
     stop_reason: str = ""
 
     @classmethod
-    def from_result(cls, query_id: str, gt: Sequence[str], result: GatherResult) -> "QueryTrace":
+    def from_result(cls, query_id: str, gt: Sequence[str], result: GatherResult) -> QueryTrace:
         gt = frozenset(gt)
         iterations = [r.iteration for r in result.rounds]
         return cls(query_id=query_id, gt=gt, retrieved=tuple(frozenset(result.retrieved_in(t)) for t in iterations),

@@ -143,7 +143,6 @@ def load_question_file(path: str | Path) -> list[Question]:
 def load_hf_questions(name: str, split: str = "test", limit: int | None = None) -> list[Question]:
     """Questions from a Hugging Face dataset (needs the hub, or its local cache)."""
     from deepresearch.retrievers.extras import require
-
     from deepresearch.retrievers.hf import hub_config
 
     datasets = require("datasets", "hf", "loading questions from the hub")

@@ -22,13 +22,13 @@ from typing import Any
 import dspy
 
 from deepresearch.eval.citations import (
+    answer_sentences,
     citation_precision,
     citation_recall,
     claim_sentences,
     grade_claims,
     lexical_entails,
     lexical_support,
-    answer_sentences,
     scholarqa_official_scores,
 )
 from deepresearch.eval.eco import eco_scores
@@ -37,8 +37,8 @@ from deepresearch.eval.protocols import protocol_lines, protocols_of
 from deepresearch.eval.questions import Question, load_questions
 from deepresearch.eval.report import source_stats, unique_urls
 from deepresearch.programs.artifacts import Report
-from deepresearch.programs.runtime.outputs import atomic_write_text
 from deepresearch.programs.runtime.lm_cli import add_lm_arguments, open_lm
+from deepresearch.programs.runtime.outputs import atomic_write_text
 from deepresearch.retrievers.cli import add_retriever_arguments, open_from_args
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class Judges:
     criteria: CriteriaJudge
 
     @classmethod
-    def build(cls, lm: dspy.LM, cache: JudgeCache | None = None, max_concurrency: int = 8) -> "Judges":
+    def build(cls, lm: dspy.LM, cache: JudgeCache | None = None, max_concurrency: int = 8) -> Judges:
         kw = {"lm": lm, "cache": cache, "max_concurrency": max_concurrency}
         return cls(CitationSupportJudge(**kw), KeyPointJudge(**kw), CriteriaJudge(**kw))
 

@@ -9,7 +9,13 @@ import argparse
 from pathlib import Path
 
 from deepresearch.eval.run_taxonomy import (
-    add_scoring_arguments, judge_all, print_report, resolve_data, score_all, similarity, write_results,
+    add_scoring_arguments,
+    judge_all,
+    print_report,
+    resolve_data,
+    score_all,
+    similarity,
+    write_results,
 )
 from deepresearch.eval.taxobench import load_predictions, load_taxobench
 

@@ -21,8 +21,17 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import adjusted_rand_score, homogeneity_completeness_v_measure
 
 from deepresearch.eval.f1 import harmonic_mean
-from deepresearch.eval.taxonomy_tree import (Tree, category_labels, children_of, coerce_tree, name_of, paper_assignment,
-                                paper_paths, tree_stats, tree_titles)
+from deepresearch.eval.taxonomy_tree import (
+    Tree,
+    category_labels,
+    children_of,
+    coerce_tree,
+    name_of,
+    paper_assignment,
+    paper_paths,
+    tree_stats,
+    tree_titles,
+)
 from deepresearch.programs.runtime.text import norm_text, norm_title
 
 logger = logging.getLogger(__name__)

@@ -101,7 +101,7 @@ class Node:
     learnings: tuple[Learning, ...] = ()
     follow_ups: tuple[str, ...] = ()
     summary: str = ""
-    children: tuple["Node", ...] = ()
+    children: tuple[Node, ...] = ()
     status: NodeStatus = "pending"
     error: Failure | None = None
     notes: tuple[str, ...] = ()
@@ -123,7 +123,7 @@ class Node:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Node":
+    def from_dict(cls, d: dict[str, Any]) -> Node:
         return cls(
             node_id=d["node_id"], depth=d["depth"], breadth=d["breadth"], query=d["query"], goal=d["goal"],
             retrieved_ids=tuple(d["retrieved_ids"]), relevant_ids=tuple(d["relevant_ids"]),
@@ -178,7 +178,7 @@ class Reference:
         return f"[{self.number}] " + ". ".join(parts) + f". {where}"
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Reference":
+    def from_dict(cls, d: dict[str, Any]) -> Reference:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in d.items() if k in known}
         values["authors"] = tuple(values.get("authors") or ())
@@ -302,7 +302,7 @@ class RunStats:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunStats":
+    def from_dict(cls, d: dict[str, Any]) -> RunStats:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in d.items() if k in known}
         if "root_notes" in values:
@@ -397,7 +397,7 @@ class Report:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Report":
+    def from_dict(cls, d: dict[str, Any]) -> Report:
         return cls(
             question=d["question"], markdown=d["markdown"],
             references=tuple(Reference.from_dict(r) for r in d["references"]),

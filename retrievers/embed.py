@@ -78,7 +78,7 @@ def model_fingerprint(name: str | None = None) -> str:
     if folder.is_dir():
         for file in sorted(p for p in folder.rglob("*") if p.is_file()):
             rel = file.relative_to(folder).as_posix()
-            h.update(f"{rel}\x00{file.stat().st_size}\x00".encode("utf-8"))
+            h.update(f"{rel}\x00{file.stat().st_size}\x00".encode())
             if file.suffix == ".json" and file.stat().st_size < 100_000:
                 h.update(file.read_bytes())
     return h.hexdigest()

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-
 import yaml
 
 from deepresearch import cli

@@ -12,8 +12,8 @@ as before, and the judgement's reason says the full text was not available (spec
 from __future__ import annotations
 
 import asyncio
-import logging
 import contextvars
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 import dspy
 
 from deepresearch.programs.gather.artifacts import feedback_text
-from deepresearch.programs.stages.offline import key_terms, stem
 from deepresearch.programs.runtime.secrets import redact
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.text import collapse_whitespace
 from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.programs.stages.offline import key_terms, stem
 from deepresearch.retrievers.passages import sentences as split_sentences
 from deepresearch.retrievers.types import Hit
 from deepresearch.signatures.gather import (

@@ -27,7 +27,6 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10

@@ -416,9 +416,9 @@ def preflight(lm: dspy.LM, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
     Costs one call of a few tokens, and saves a run that would otherwise index a corpus for minutes
     and then fail on every LM call.
     """
-    from dspy.clients.lm import _is_openai_reasoning_model
-
     import time
+
+    from dspy.clients.lm import _is_openai_reasoning_model
 
     limit = {} if _is_openai_reasoning_model(lm.model) else {"max_tokens": 8}  # those need 16000 or none
     if isinstance(lm.engine, str):  # a custom engine (the LM router) owns its timeout

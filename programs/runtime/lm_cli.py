@@ -21,16 +21,15 @@ import dspy
 from deepresearch.programs.runtime.lm import (
     DEFAULT_TIMEOUT_S,
     OFFLINE,
-    LMConfigError,
     SERVER_KEY_ENV,
     STRUCTURED_MODES,
+    LMConfigError,
     configure_lm_cache,
     make_lm,
     preflight,
     structured_adapter,
 )
 from deepresearch.programs.runtime.usage import output_limits
-
 
 API_BASE_ENV = "DEEPRESEARCH_API_BASE"  # --api-base's default, beside $DEEPRESEARCH_LM for --lm
 

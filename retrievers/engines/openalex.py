@@ -18,7 +18,15 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from deepresearch.retrievers.bibliographic import normalize_doi
-from deepresearch.retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, month_end, or_words, year_of
+from deepresearch.retrievers.engines.base import (
+    Page,
+    SearchEngine,
+    clean_meta,
+    first_text,
+    month_end,
+    or_words,
+    year_of,
+)
 from deepresearch.retrievers.engines.dedup import arxiv_id
 from deepresearch.retrievers.types import Doc
 

@@ -1,9 +1,20 @@
 import pytest
 
 from deepresearch.eval.citations import (
-    CitationScores, Sentence, citation_precision, citation_recall, citations_in, claim_sentences,
-    answer_sentences, dataset_citation_f1, grade_claims, lexical_entails, lexical_support,
-    scholarqa_citation_scores, scholarqa_official_scores, split_sentences,
+    CitationScores,
+    Sentence,
+    answer_sentences,
+    citation_precision,
+    citation_recall,
+    citations_in,
+    claim_sentences,
+    dataset_citation_f1,
+    grade_claims,
+    lexical_entails,
+    lexical_support,
+    scholarqa_citation_scores,
+    scholarqa_official_scores,
+    split_sentences,
 )
 from deepresearch.eval.f1 import harmonic_mean
 

@@ -3,9 +3,24 @@ import json
 import pytest
 
 from deepresearch.eval.eco import (
-    OVERALL_WEIGHTS, VOCAB_PATH, binomials, breadth_score, capped, count_signals, depth_score, distinct, eco_scores,
-    ecological_score, formal_citations, innovation_score, load_vocab, occurrences, overall_quality, rigor_score,
-    taxonomic_score, temporal_precision,
+    OVERALL_WEIGHTS,
+    VOCAB_PATH,
+    binomials,
+    breadth_score,
+    capped,
+    count_signals,
+    depth_score,
+    distinct,
+    eco_scores,
+    ecological_score,
+    formal_citations,
+    innovation_score,
+    load_vocab,
+    occurrences,
+    overall_quality,
+    rigor_score,
+    taxonomic_score,
+    temporal_precision,
 )
 
 VAGUE = load_vocab()["temporal_vague"]

@@ -4,8 +4,17 @@ import json
 
 import pytest
 
-from deepresearch.eval.querysets import (GatherQuery, QuerySetError, check_disjoint, dev_split, find_queryset, load_beir_queryset,
-                            load_queryset, load_scholargym, parse_scholargym)
+from deepresearch.eval.querysets import (
+    GatherQuery,
+    QuerySetError,
+    check_disjoint,
+    dev_split,
+    find_queryset,
+    load_beir_queryset,
+    load_queryset,
+    load_scholargym,
+    parse_scholargym,
+)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,12 @@ import pytest
 
 from deepresearch.eval.judges import JudgeCache, JudgeTaxonomy
 from deepresearch.eval.taxonomy_judge import (
-    DIMENSIONS, JudgeAnswerError, TaxonomyJudge, judgement_average, parse_judgement, summarize_judgements,
+    DIMENSIONS,
+    JudgeAnswerError,
+    TaxonomyJudge,
+    judgement_average,
+    parse_judgement,
+    summarize_judgements,
 )
 from deepresearch.eval.taxonomy_tree import render_tree
 from tests.scripted import chat_format, inputs_of, scripted_lm

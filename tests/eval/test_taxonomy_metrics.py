@@ -10,8 +10,20 @@ import pytest
 from scipy.stats import spearmanr
 
 from deepresearch.eval.f1 import harmonic_mean
-from deepresearch.eval.taxonomy import (UNRETRIEVED, EmbeddingSim, align_titles, exact_sim, leaf_scores, one_sim, path_cost,
-                           path_score, score_survey, soft_recall_precision, summarize, us_ted)
+from deepresearch.eval.taxonomy import (
+    UNRETRIEVED,
+    EmbeddingSim,
+    align_titles,
+    exact_sim,
+    leaf_scores,
+    one_sim,
+    path_cost,
+    path_score,
+    score_survey,
+    soft_recall_precision,
+    summarize,
+    us_ted,
+)
 
 
 def node(name, *children):

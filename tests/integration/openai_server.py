@@ -65,7 +65,7 @@ class LocalOpenAIServer:
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]
 
-    def __enter__(self) -> "LocalOpenAIServer":
+    def __enter__(self) -> LocalOpenAIServer:
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=10)
         return self

@@ -20,7 +20,6 @@ import pytest
 from deepresearch import cli
 from tests.programs.test_batch import RUN, write_questions
 
-
 QUESTIONS = [{"id": f"q{i}", "question": q} for i, q in enumerate([
     "Does obesity increase the risk of type 2 diabetes?", "Do statins reduce cardiovascular mortality?",
     "Does vitamin D prevent fractures?", "Does smoking cause lung cancer?"])]

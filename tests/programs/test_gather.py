@@ -14,11 +14,16 @@ import pytest
 from deepresearch.programs.gather.artifacts import GatherResult
 from deepresearch.programs.gather.baselines import DirectQuery
 from deepresearch.programs.gather.loop import CandidateAssessor, GatherConfig, Gatherer
+from deepresearch.programs.runtime.lm import SchemaAdapter
 from deepresearch.retrievers import BM25Retriever, Corpus, Doc
 from deepresearch.retrievers.types import Hit
-from deepresearch.programs.runtime.lm import SchemaAdapter
-from deepresearch.signatures.gather import (LabelCandidates, PaperPreview, PlanSubqueries, RecheckCandidate,
-                                            WriteSearchQuery)
+from deepresearch.signatures.gather import (
+    LabelCandidates,
+    PaperPreview,
+    PlanSubqueries,
+    RecheckCandidate,
+    WriteSearchQuery,
+)
 from tests.scripted import inputs_of, shown_candidates
 
 DATE = "2020-01"

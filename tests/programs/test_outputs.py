@@ -11,9 +11,18 @@ import pytest
 from tqdm import tqdm
 
 from deepresearch.programs.artifacts import Event
-from deepresearch.programs.runtime.outputs import (LOCK_FILE, RUN_FILES, OutFolderBusy, OutFolderError, atomic_write_json,
-                                      atomic_write_text, check_out_folder, held_question, open_run,
-                                      out_folder_lock)
+from deepresearch.programs.runtime.outputs import (
+    LOCK_FILE,
+    RUN_FILES,
+    OutFolderBusy,
+    OutFolderError,
+    atomic_write_json,
+    atomic_write_text,
+    check_out_folder,
+    held_question,
+    open_run,
+    out_folder_lock,
+)
 from deepresearch.programs.runtime.progress import Progress, choose_display
 
 QUESTION = "Does vitamin D supplementation reduce fracture risk?"

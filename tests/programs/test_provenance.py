@@ -7,7 +7,12 @@ import pytest
 from deepresearch import cli
 from deepresearch.eval.citations import split_sentences as eval_sentences
 from deepresearch.programs.artifacts import Reference, Report
-from deepresearch.programs.runtime.provenance import cited_numbers, report_sentences, sentence_provenance, split_sentences
+from deepresearch.programs.runtime.provenance import (
+    cited_numbers,
+    report_sentences,
+    sentence_provenance,
+    split_sentences,
+)
 from deepresearch.signatures.types import Learning
 
 QUESTION = "Does vitamin D supplementation reduce fracture risk?"

@@ -15,7 +15,14 @@ import pytest
 from deepresearch import cli
 from deepresearch.programs import cli as run_cli
 from deepresearch.programs.runtime.config_file import command_defaults, read_config
-from deepresearch.programs.runtime.lm import LMPreflightError, explain, preflight, server_of, structured_adapter, SchemaAdapter
+from deepresearch.programs.runtime.lm import (
+    LMPreflightError,
+    SchemaAdapter,
+    explain,
+    preflight,
+    server_of,
+    structured_adapter,
+)
 from deepresearch.programs.runtime.router import RouterConfigError, Server, parse_server, router_lm
 from tests.integration.openai_server import Error, LocalOpenAIServer
 

@@ -113,7 +113,7 @@ class LlamaServer:
     def base_url(self) -> str:
         return f"{self.root_url}/v1"
 
-    def __enter__(self) -> "LlamaServer":
+    def __enter__(self) -> LlamaServer:
         self.start()
         return self
 

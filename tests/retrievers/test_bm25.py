@@ -9,8 +9,8 @@ from rank_bm25 import BM25Okapi
 from deepresearch.retrievers import BM25Retriever, Corpus, Doc
 from deepresearch.retrievers.bm25 import doc_text
 from deepresearch.retrievers.tokenize import english_tokenize, get_tokenizer, scholargym_tokenize
-from tests.retrievers.test_index import is_mapped
 from deepresearch.retrievers.types import passes_filters
+from tests.retrievers.test_index import is_mapped
 
 # Spec 004 §8, BM25 acceptance corpus.
 SPEC_DOCS = [

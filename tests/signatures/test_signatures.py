@@ -4,8 +4,18 @@ import dspy
 import pydantic
 import pytest
 
-from deepresearch.signatures import (AssessRelevance, ExtractLearnings, FindGaps, Judgement, Learning, MergeLearnings,
-                        PlanQueries, Source, Task, WriteReport)
+from deepresearch.signatures import (
+    AssessRelevance,
+    ExtractLearnings,
+    FindGaps,
+    Judgement,
+    Learning,
+    MergeLearnings,
+    PlanQueries,
+    Source,
+    Task,
+    WriteReport,
+)
 
 STAGES = {
     PlanQueries: (["question", "known", "max_tasks"], {"tasks": list[Task]}),
