@@ -28,6 +28,7 @@ _HYPHEN_BREAK = re.compile(r"(\w)-\s*\n\s*(\w)")
 _BOUNDARY = re.compile(r"[.!?][\"')]*((?:\s*\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\](?!\())*)\s+(?=[A-Z0-9(\"'*_]|\[(?!\s*\d))")
 _ABBREVIATIONS = frozenset(
     "al e.g i.e vs fig figs ca cf approx eq eqs no nos ref refs dr mr mrs ms prof st vol pp p resp".split())
+_INITIAL_NEXT = re.compile(r"[A-Z]\.\s")
 
 
 def clean_text(text: str) -> str:
@@ -35,11 +36,19 @@ def clean_text(text: str) -> str:
     return " ".join(_HYPHEN_BREAK.sub(r"\1\2", text).split())
 
 
+def _is_initial(word: str, previous: str) -> bool:
+    """Whether `word` before a period is a name's initial: "J. Doe", "John F. Kennedy", "A. B. Smith", but
+    not the end of "vitamin D." or "type A." (a capital letter after a lowercase word)."""
+    if len(word) != 1 or not word.isupper():
+        return False
+    return not previous or previous[-1] in ".!?])" or previous[:1].isupper()
+
+
 def split_sentences(block: str) -> list[str]:
     """The sentences of one paragraph: the one sentence splitter of papers, reports and passages.
 
     A sentence ends at `.`, `!` or `?` before a space and a capital, digit, bracket, quote or emphasis, not
-    after a common abbreviation (et al., e.g., Fig., ...) or an initial; a citation written after the
+    after a common abbreviation (et al., e.g., Fig., ...) or a name's initial; a citation written after the
     period stays with the sentence before it.
 
     Example:
@@ -49,8 +58,9 @@ def split_sentences(block: str) -> list[str]:
     sentences, start = [], 0
     for m in _BOUNDARY.finditer(block):
         before = block[max(0, m.start() - 40):m.start()].split()
-        word = before[-1].lstrip("(\"'").lower() if before else ""
-        if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+        word = before[-1].lstrip("(\"'") if before else ""
+        if word.lower() in _ABBREVIATIONS or _is_initial(word, before[-2] if len(before) > 1 else "") \
+                or (len(word) == 1 and _INITIAL_NEXT.match(block, m.end())):  # "A. B. Smith"
             continue
         end = m.end(1)  # after the punctuation, closing quotes and any citations written after it
         sentences.append(block[start:end].strip())

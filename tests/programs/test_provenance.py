@@ -26,6 +26,9 @@ QUESTION = "Does vitamin D supplementation reduce fracture risk?"
     ('It was "large." Then it was small! Why? [4] Because.', ['It was "large."', "Then it was small!", "Why? [4]",
                                                              "Because."]),
     ("no capital after. so one sentence", ["no capital after. so one sentence"]),
+    # a capital letter after a lowercase word ends a sentence; initials of names do not
+    ("It needs vitamin D. This review asks why.", ["It needs vitamin D.", "This review asks why."]),
+    ("As John F. Kennedy and A. B. Smith said. Then.", ["As John F. Kennedy and A. B. Smith said.", "Then."]),
 ])
 def test_split_sentences(block, sentences):
     assert split_sentences(block) == sentences
