@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             result = compile_program(CandidateAssessor(second_look=False), optimizer=name, spec=spec,
                                      trainset=trainset, devset=devset, budget=args.budget, prompt_lm=lm,
                                      num_threads=args.workers, seed=args.seed,
-                                     on_progress=lambda line: print(f"[{name}] {line}", file=sys.stderr, flush=True))
+                                     on_progress=lambda line, n=name: print(f"[{n}] {line}", file=sys.stderr, flush=True))
         ci = paired_bootstrap(result.before_scores, result.after_scores)
         report["optimizers"][name] = {
             "before": result.before, "after": result.after, "change": result.after - result.before, "ci95": ci,

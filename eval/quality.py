@@ -183,8 +183,8 @@ def text_claims(markdown: str, min_chars: int = 50) -> list[Sentence]:
 
 def learning_claims(learnings: Sequence) -> list[Sentence]:
     """Learnings as claims: each learning's text with its source ids as citations."""
-    return [Sentence(text=l.text, citations=tuple(dict.fromkeys(s.lower() for s in l.source_ids)))
-            for l in learnings]
+    return [Sentence(text=x.text, citations=tuple(dict.fromkeys(s.lower() for s in x.source_ids)))
+            for x in learnings]
 
 
 __all__ = ["COMPOSITE_WEIGHTS", "Quality", "Support", "learning_claims", "score_claims",

@@ -21,7 +21,7 @@ def _content(lines: Sequence[Line], column: int = 120) -> bytes:
         if isinstance(line, str):
             ops.append(f"({_escape(line)}) Tj T*")
             continue
-        for i, cell in enumerate(line):  # a table row: each cell moved right by `column` points
+        for cell in line:  # a table row: each cell moved right by `column` points
             ops.append(f"({_escape(cell)}) Tj {column} 0 Td")
         ops.append(f"{-column * len(line)} -12 Td")
     ops.append("ET")

@@ -27,7 +27,7 @@ def test_the_notebook_runs_without_a_data_folder_or_an_lm(fresh):
     report = next(line for lines in offline.values() for line in lines if line.startswith("**Cost**"))
     assert "0 LM calls" in report and "offline" in report
     lm_cells = [shown(c) for c in fresh.cells if is_lm_cell(c)]
-    assert len(lm_cells) == 3 and lm_cells[0] == [next(l for l in lm_cells[0] if l.startswith(LM_SKIPPED))]
+    assert len(lm_cells) == 3 and lm_cells[0] == [next(x for x in lm_cells[0] if x.startswith(LM_SKIPPED))]
     assert lm_cells[1:] == [[], []]  # one line says how to enable them, once
 
 

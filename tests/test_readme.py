@@ -44,6 +44,7 @@ LLAMA = "needs a llama.cpp server on port 8080"
 NOT_RUN: dict[str, str] = {
     "make demo": "CI runs it",
     "make test": "CI runs it",
+    "make lint": "make test runs it first; `make -n` checks the target",
     "make bench": "the benchmark suites take many minutes; `make -n` checks the target",
     'deepresearch run "Does vitamin D supplementation reduce fracture risk?" --lm openai/gpt-4.1-mini --depth 2 '
     "--breadth 3": HOSTED,
@@ -313,7 +314,7 @@ def inline_commands(text: str) -> list[str]:
 def is_command_name(words: list[str]) -> bool:
     """Whether the words name a command (`run`, `eval gather`) and nothing more."""
     table = cli.COMMANDS
-    for i, word in enumerate(words):
+    for word in words:
         if not isinstance(table, dict) or word not in table:
             return False
         table = table[word]

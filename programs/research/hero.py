@@ -59,13 +59,15 @@ class Hero:
         for turn in range(1, h.turns + 1):
             if ctx.is_stopped:
                 break
-            chosen = await ctx.once(f"plan:turn:{turn}", lambda t=turn: self._plan_turn(ctx, t, queries, findings))
+            chosen = await ctx.once(f"plan:turn:{turn}",
+                                    lambda t=turn, q=queries, f=findings: self._plan_turn(ctx, t, q, f))
             if not chosen:
                 ctx.count(turns_stop=f"the planner proposed no new task in turn {turn}")
                 break
             turn_queries = [t.query for t in chosen]
 
-            async def run(node_id: str, task: Task, release, tn=turn, tasks=chosen) -> Finding | None:
+            async def run(node_id: str, task: Task, release, tn=turn, tasks=chosen,
+                          turn_queries=turn_queries) -> Finding | None:
                 i = next(i for i, t in enumerate(tasks) if t is task)
                 siblings = turn_queries[:i] + turn_queries[i + 1:]
                 return await self._pipeline(ctx, node_id, task, siblings, tn, release)

@@ -387,7 +387,7 @@ class NodeLife:
 
     def _restore(self, saved: dict[str, Any]) -> None:
         d = saved["node"]
-        for source_id, doc in saved.get("sources", []):
+        for _source_id, doc in saved.get("sources", []):
             self.ctx.registry.register(Doc(text="", **doc))
         self.update(retrieved_ids=tuple(d["retrieved_ids"]), relevant_ids=tuple(d["relevant_ids"]),
                     learnings=tuple(Learning(**x) for x in d["learnings"]), follow_ups=tuple(d["follow_ups"]),

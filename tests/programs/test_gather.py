@@ -71,7 +71,9 @@ def planner(rounds, complete_at=None, memory=None):
 
 def assessor(keep, uncertain=()):
     def answer(messages):
-        label = lambda d: "relevant" if d in keep else "uncertain" if d in uncertain else "irrelevant"
+        def label(d):
+            return "relevant" if d in keep else "uncertain" if d in uncertain else "irrelevant"
+
         return {"relevance": {key: label(d) for key, d in shown_candidates(messages, TOY).items()}}
     return answer
 

@@ -105,7 +105,9 @@ def dated_corpus():
 
 def test_filters_date_categories_exclusion():
     bm25 = BM25Retriever(dated_corpus())
-    ids = lambda hits: [h.doc.doc_id for h in hits]
+    def ids(hits):
+        return [h.doc.doc_id for h in hits]
+
     assert ids(bm25.search("retrieval", 10, before="2024-09")) == ["p0", "p1", "p3", "p4"]
     assert ids(bm25.search("retrieval", 10, categories=["cs.CL"])) == ["p0", "p1", "p2"]
     assert ids(bm25.search("retrieval", 10, categories=["cs.IR", "stat.ML"])) == ["p3", "p4"]

@@ -83,7 +83,7 @@ def test_scoring_in_blocks_holds_one_block_of_scores(zipf_bm25, monkeypatch):
 
 
 @pytest.mark.parametrize("block", [997, 4096])
-def test_scoring_in_blocks_ranks_like_scores(scifact, zipf_bm25, zipf_queries, block, monkeypatch):
+def test_scoring_in_blocks_ranks_like_scores(scifact, zipf_bm25, zipf_queries, block, monkeypatch):  # noqa: F811 - the fixture
     monkeypatch.setattr(bm25_module, "SCORE_BLOCK", block)  # blocks that do not divide the corpus
     dated = BM25Retriever(with_dates_and_categories(scifact), tokenizer="scholargym", method="lucene")
     scifact_queries = ["vitamin D deficiency and cancer risk", "the of and cells", "stem cell differentiation",
