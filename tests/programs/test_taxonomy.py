@@ -103,12 +103,12 @@ def test_unparseable_answer_is_recovered_from_raw_text_then_by_the_repair_call(s
         "garbage": lambda ids: "[[ ## taxonomy ## ]]\nnot json at all"}
 
     for case, expected in (("fenced", {"json_parsed", "wrapped_root"}), ("garbage", {"json_repaired"})):
-        def handler(messages, case=case):
+        def handler(messages):
             if instructions_of(messages).startswith(RepairJSON.instructions.splitlines()[0]):
                 ids = [f"P{i + 1}" for i in range(len(papers))]
                 return chat_format({"json_text": json.dumps({"name": "R", "papers": ids})})
             ids = [p["paper_id"] for p in papers_asked(messages)]
-            return answers[case](ids)
+            return answers[case](ids)  # noqa: B023 - the handler answers within this iteration only
 
         lm = make_lm(handler)
         with dspy.context(lm=lm, adapter=dspy.ChatAdapter(use_json_adapter_fallback=False)):
