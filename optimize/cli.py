@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
+import functools
 import os
 import sys
 import tempfile
@@ -113,6 +115,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iterations", type=int, default=5, help="gathering rounds")
     parser.add_argument("--threads", "--workers", dest="threads", type=int, default=4,
                         help="examples evaluated at once (the optimizer's threads)")
+    parser.add_argument("--ray", default=None, metavar="auto|ADDRESS",
+                        help="score the dev split before and after on a Ray cluster, one task per example (the "
+                             "[ray] extra); the optimizer itself runs here on --threads")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="compiled program file (JSON); required unless --show")
     add_retriever_arguments(parser, corpus_help="corpus to search (default: the --train BEIR folder): a path, a name "
@@ -233,6 +238,33 @@ def _taxonomy(args: argparse.Namespace, kind: str):
     program = TaxonomyBuilder()
     return Target(program, program, "all", {}), *_split(args, from_taxobench(args.train),
                                                         lambda s, _: from_taxobench(s)), None
+
+
+def dev_setup(args: argparse.Namespace, session, *, kind: str, metric_target: str):
+    """The program being tuned, its metric and an LM call counter, built from the options as `main` builds them:
+    what a worker of --ray needs to score dev examples (optimize/remote.py)."""
+    support = _support(args, session)
+    counter = LMCalls()
+    counter.attach(session.lm, "task")
+    counter.attach(support.lm, "judge")
+    with session.context():
+        target, _, _, text_of = {"research": _research, "gather": _gather, "taxonomy": _taxonomy}[args.program](
+            args, kind)
+    return target.program, metric_spec(metric_target, args.metric, Judging(support=support, text_of=text_of)), counter
+
+
+def _dev_evaluator(args: argparse.Namespace, kind: str, metric_target: str):
+    """With --ray, the dev evaluations on the cluster (optimize/remote.py); else none (here, on --threads)."""
+    if not args.ray:
+        return contextlib.nullcontext()
+    from deepresearch.optimize.remote import ExecutorEvaluator
+    from deepresearch.programs.runtime.executor import open_executor
+
+    remote = argparse.Namespace(**vars(args))
+    if args.program == "research" and kind == "assessor" and not args.candidates:  # recorded once, here
+        remote.candidates = str(args.record_candidates or Path(args.out).with_suffix(".candidates.jsonl"))
+    setup = functools.partial(dev_setup, kind=kind, metric_target=metric_target)
+    return ExecutorEvaluator(open_executor(ray=args.ray), setup, remote)
 
 
 class LMCalls(BaseCallback):
@@ -378,11 +410,17 @@ def main(args: argparse.Namespace) -> int:
         spec = metric_spec(metric_target, args.metric, Judging(support=support, text_of=text_of))
         left = None if args.max_lm_calls is None else max(0, args.max_lm_calls - meter.total_calls)
         started = time.perf_counter()
-        result = compile_program(target.program, optimizer=args.optimizer, spec=spec, trainset=trainset,
-                                 devset=devset, budget=args.budget, max_lm_calls=left,
-                                 prompt_lm=prompt_lm, num_threads=args.threads, seed=args.seed,
-                                 show_progress=sys.stderr.isatty(),
-                                 on_progress=lambda line: print(line, file=sys.stderr, flush=True))
+        with _dev_evaluator(args, kind, metric_target) as evaluator:
+            if evaluator is not None:
+                print(f"dev split scored on {evaluator.kind} ({evaluator.workers} at once)", file=sys.stderr)
+            result = compile_program(target.program, optimizer=args.optimizer, spec=spec, trainset=trainset,
+                                     devset=devset, budget=args.budget, max_lm_calls=left,
+                                     prompt_lm=prompt_lm, num_threads=args.threads, seed=args.seed,
+                                     show_progress=sys.stderr.isatty(),
+                                     on_progress=lambda line: print(line, file=sys.stderr, flush=True),
+                                     evaluator=evaluator)
+        for role, n in (evaluator.calls if evaluator is not None else {}).items():  # made on the cluster
+            counter.calls[role] = counter.calls.get(role, 0) + n
     if target.program is target.full:  # the whole program was tuned: the optimizer returned a tuned copy of it
         target.full = result.program
     target.program = result.program
