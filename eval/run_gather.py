@@ -39,6 +39,7 @@ from deepresearch.eval.gather import (
 )
 from deepresearch.eval.querysets import GatherQuery, find_queryset, load_queryset
 from deepresearch.programs.gather.artifacts import GatherResult
+from deepresearch.programs.runtime.executor import JobFailed, open_executor, working_in
 from deepresearch.programs.runtime.jsonl import JsonlAppender, read_jsonl
 from deepresearch.programs.runtime.lm_cli import add_lm_arguments, open_lm
 from deepresearch.programs.runtime.outputs import atomic_write_text
@@ -199,8 +200,6 @@ def gather_one(job: tuple[argparse.Namespace, str | None, str, str, GatherQuery]
     """
     import dspy
 
-    from deepresearch.programs.runtime.executor import working_in
-
     args, corpus_spec, bm25_preset, cwd, query = job
     with working_in(cwd):  # relative paths of the options, as the command saw them
         key = repr((sorted(vars(args).items()), corpus_spec, bm25_preset, cwd))
@@ -222,8 +221,6 @@ def gather_one(job: tuple[argparse.Namespace, str | None, str, str, GatherQuery]
 def run_on_executor(executor, job_of, queries: list[GatherQuery], sink, on_done) -> int:
     """`run_queries` on `executor` (programs/runtime/executor.py): each query is one job `job_of(query)` of
     `gather_one`; each record is appended here as it comes back. Returns the error count."""
-    from deepresearch.programs.runtime.executor import JobFailed
-
     errors = 0
     with executor as pool:
         print(f"queries on {pool.kind} ({pool.workers} at once)", file=sys.stderr, flush=True)
@@ -360,8 +357,6 @@ def main(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     with JsonlAppender(results_path) as sink:  # cuts the line a kill left unfinished
         if args.workers or getattr(args, "ray", None):
-            from deepresearch.programs.runtime.executor import open_executor
-
             cwd = os.getcwd()
             errors = run_on_executor(open_executor(workers=args.workers, ray=args.ray),
                                      lambda q: (args, corpus_spec, bm25_preset, cwd, q), todo, sink, on_done)

@@ -25,6 +25,7 @@ from deepresearch.optimize.metrics import (
     metric_spec,
 )
 from deepresearch.optimize.pools import POOL_STAGES, stage_pool
+from deepresearch.optimize.remote import ExecutorEvaluator
 from deepresearch.optimize.saved import save_compiled
 from deepresearch.optimize.targets import (
     RecordedOnly,
@@ -54,6 +55,7 @@ from deepresearch.programs.research.program import (
     stage_names,
 )
 from deepresearch.programs.research.strategy import SHARED_STAGES
+from deepresearch.programs.runtime.executor import open_executor
 from deepresearch.programs.runtime.lm import OFFLINE, preflight
 from deepresearch.programs.runtime.lm_cli import add_lm_arguments, make_session_lm, open_lm
 from deepresearch.programs.runtime.usage import UsageMeter, metered
@@ -257,9 +259,6 @@ def _dev_evaluator(args: argparse.Namespace, kind: str, metric_target: str):
     """With --ray, the dev evaluations on the cluster (optimize/remote.py); else none (here, on --threads)."""
     if not args.ray:
         return contextlib.nullcontext()
-    from deepresearch.optimize.remote import ExecutorEvaluator
-    from deepresearch.programs.runtime.executor import open_executor
-
     remote = argparse.Namespace(**vars(args))
     if args.program == "research" and kind == "assessor" and not args.candidates:  # recorded once, here
         remote.candidates = str(args.record_candidates or Path(args.out).with_suffix(".candidates.jsonl"))
