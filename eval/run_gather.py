@@ -358,7 +358,7 @@ def main(args: argparse.Namespace) -> int:
     with JsonlAppender(results_path) as sink:  # cuts the line a kill left unfinished
         if args.workers or getattr(args, "ray", None):
             cwd = os.getcwd()
-            errors = run_on_executor(open_executor(workers=args.workers, ray=args.ray),
+            errors = run_on_executor(open_executor(workers=args.workers, ray=getattr(args, "ray", None)),
                                      lambda q: (args, corpus_spec, bm25_preset, cwd, q), todo, sink, on_done)
         else:
             with session.context(), dspy.context(trace=None, disable_history=True):

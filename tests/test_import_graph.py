@@ -2,11 +2,11 @@
 
 Every module of the package is parsed with `ast`; each import of one of our modules becomes an edge, module
 level (run at import) or function-local (run when the function is called). Imports under `if TYPE_CHECKING:`
-never run (they name types for annotations) and are left out. A cycle of module-level imports fails at import time in some order; one closed by a function-local
-import only works because the import is deferred, and hides a dependency that points the wrong way.
-Function-local imports stay for optional extras (third-party modules) and for heavy modules that a command
-loads only when it needs them, as long as they point down the layers (signatures and retrievers, programs,
-eval, optimize, the command line).
+never run (they name types for annotations) and are left out. A cycle of module-level imports fails at
+import time in some order; one closed by a function-local import only works because the import is
+deferred, and hides a dependency that points the wrong way. Function-local imports stay for optional
+extras (third-party modules) and for heavy modules a command loads only when it needs them, as long as
+they close no cycle.
 """
 
 from __future__ import annotations
