@@ -133,7 +133,7 @@ def test_eval_gather_and_the_dev_evaluations_of_optimize_on_ray_equal_the_in_pro
         metas[where] = json.loads(out.with_name(f"{where}.meta.json").read_text())
         metas[where]["state"] = {k: v for k, v in json.loads(out.read_text()).items() if k != "metadata"}
     here, ray = metas["here"], metas["ray"]
-    assert here["n_dev"] == 2 and len(here["before_scores"]) == 2
+    assert here["n_dev"] == 2 and len(set(here["before_scores"])) == 2  # the two examples score apart: order counts
     for key in ("before_scores", "after_scores", "before", "after", "metric_calls", "state"):
         assert ray[key] == here[key], key
     assert requests["ray"] == requests["here"] and ray["lm_calls"] == here["lm_calls"] == requests["here"]
