@@ -4,7 +4,7 @@ Writes to --out: predictions.jsonl (TaxoBench's scorer format plus the repairs m
 fsynced as the survey finishes), run.json (the settings, checked on resume), and at the end, from every
 finished prediction, scores.jsonl (every metric per survey), judgements.jsonl (with --judge-lm) and
 summary.json, each written whole; then prints the summary table. Running the same command into the same
---out again (after a kill, say) builds only the surveys without a prediction; --restart starts afresh.
+--out again (after a kill, say) builds only the surveys without a prediction; --overwrite starts afresh.
 """
 
 from __future__ import annotations
@@ -29,6 +29,13 @@ from deepresearch.eval.taxonomy import (
     score_survey,
     summarize,
 )
+from deepresearch.programs.cli_options import (
+    add_data_arguments,
+    add_judge_arguments,
+    add_output_arguments,
+    add_overwrite_argument,
+    add_tree_arguments,
+)
 from deepresearch.programs.runtime.jsonl import JsonlAppender, read_jsonl, write_jsonl_atomic
 from deepresearch.programs.runtime.lm_cli import LMSession, add_lm_arguments, open_lm
 from deepresearch.programs.runtime.outputs import atomic_write_text
@@ -44,32 +51,31 @@ TABLE = (("R", "recall"), ("P", "precision"), ("F1", "f1"), ("ARI", "ari"), ("HO
 # what a prediction depends on; a rerun into the same --out must match them (--limit, --sim, --profile and
 # --judge-lm may change: they pick the surveys scored and how)
 SETTINGS_CHECKED = ("data", "mode", "lm", "max_papers_per_call", "corpus", "depth", "breadth")
-DAMAGED = "fix or remove the line, or pass --restart to start the run afresh"
+DAMAGED = "fix or remove the line, or pass --overwrite to start the run afresh"
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", default=None,
-                        help=f"TaxoBench JSONL, a folder with data.jsonl, or {HF_DATASET} "
-                             "(default: $DEEPRESEARCH_DATA/taxobench_examples)")
-    parser.add_argument("--limit", type=int, default=None, help="score only the first N surveys")
+    add_data_arguments(parser, limit_help="score only the first N surveys",
+                       help=f"TaxoBench JSONL, a folder with data.jsonl, or {HF_DATASET} "
+                            "(default: $DEEPRESEARCH_DATA/taxobench_examples)")
     parser.add_argument("--profile", default="paper", choices=PROFILES, help="title alignment profile")
     parser.add_argument("--sim", default="embedding", choices=SIMS,
                         help="label similarity: all-MiniLM-L6-v2 cosine (the benchmark's) or exact match")
-    parser.add_argument("--out", default=None, help="output folder")
-    parser.add_argument("--judge-lm", default=None,
-                        help="also score each tree with TaxoBench's LLM judge (four 1-5 dimensions) using "
-                             "this DSPy/LiteLLM model, e.g. openai/gpt-4o; verdicts are cached under --out")
+    add_output_arguments(parser, out_help="output folder")
+    add_judge_arguments(parser, lm_help="also score each tree with TaxoBench's LLM judge (four 1-5 dimensions) "
+                                        "using this DSPy/LiteLLM model, e.g. openai/gpt-4o; verdicts are cached "
+                                        "under --out")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_scoring_arguments(parser)
     parser.add_argument("--mode", default="bottom-up", choices=MODES,
                         help="bottom-up: organise the expert papers; deep-research: find papers first")
-    parser.add_argument("--depth", type=int, default=2, help="deep-research mode: research depth")
-    parser.add_argument("--breadth", type=int, default=3, help="deep-research mode: research breadth")
+    add_tree_arguments(parser, depth_default=2, depth_help="deep-research mode: research depth",
+                       breadth_default=3, breadth_help="deep-research mode: research breadth")
     parser.add_argument("--max-papers-per-call", type=int, default=60,
                         help="larger paper sets are organised in groups and merged")
-    parser.add_argument("--restart", action="store_true", help="discard earlier predictions in --out")
+    add_overwrite_argument(parser, help="discard earlier predictions in --out", old=("--restart",))
     add_retriever_arguments(parser, corpus_help="deep-research mode: the corpus to search (default: the benchmark's "
                                                 "own papers, pooled over all loaded surveys): a path, a name under "
                                                 "$DEEPRESEARCH_DATA, hf:NAME (see `run`)")
@@ -264,18 +270,18 @@ def run_settings(args: argparse.Namespace, data: str, model: str, corpus) -> dic
             "depth": args.depth if deep else None, "breadth": args.breadth if deep else None}
 
 
-def check_resume(out: Path, settings: dict[str, Any], restart: bool) -> None:
+def check_resume(out: Path, settings: dict[str, Any], overwrite: bool) -> None:
     """Lets a run go on from the predictions in `out` only when they were made with the same settings."""
     predictions, run = out / "predictions.jsonl", out / "run.json"
-    if restart:
+    if overwrite:
         predictions.unlink(missing_ok=True)
     elif predictions.exists() and not run.exists():
-        raise ValueError(f"{out} holds predictions of unknown settings (no run.json); pass --restart or another --out")
+        raise ValueError(f"{out} holds predictions of unknown settings (no run.json); pass --overwrite or another --out")
     elif predictions.exists():
         before = json.loads(run.read_text(encoding="utf-8"))
         changed = [k for k in SETTINGS_CHECKED if before.get(k) != settings[k]]
         if changed:
-            raise ValueError(f"{out} holds a run with different {', '.join(changed)}; pass --restart or another --out")
+            raise ValueError(f"{out} holds a run with different {', '.join(changed)}; pass --overwrite or another --out")
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run, json.dumps(settings, indent=2))
 
@@ -296,7 +302,7 @@ def main(args: argparse.Namespace) -> int:
     surveys = load_taxobench(data, limit=args.limit)
     retrieval = research_retrieval(args, surveys) if args.mode == "deep-research" else None
     out = Path(args.out or Path("runs") / f"taxonomy-{args.mode}")
-    check_resume(out, run_settings(args, data, session.model, retrieval.corpus if retrieval else None), args.restart)
+    check_resume(out, run_settings(args, data, session.model, retrieval.corpus if retrieval else None), args.overwrite)
     predictions_path = out / "predictions.jsonl"
     done = {int(row["id"]) for row in read_jsonl(predictions_path, hint=DAMAGED)}
     todo = [s for s in surveys if s.survey_id not in done]
@@ -310,8 +316,9 @@ def main(args: argparse.Namespace) -> int:
                 with session.context():
                     result = builder(s.topic, papers)
                 sink.append(prediction_row(s, result, args.mode, model))  # fsynced: never built again
-                print(f"survey {s.survey_id}: {len(result.retrieved_papers)} papers, {len(result.repairs)} repairs",
-                      file=sys.stderr)
+                if not getattr(args, "quiet", False):  # a progress line, which -q leaves out
+                    print(f"survey {s.survey_id}: {len(result.retrieved_papers)} papers, "
+                          f"{len(result.repairs)} repairs", file=sys.stderr)
     # every score comes from the file, so a resumed run scores exactly what an uninterrupted one would
     rows = {int(row["id"]): row for row in read_jsonl(predictions_path, hint=DAMAGED)}
     by_id = {s.survey_id: Prediction(s.survey_id, rows[s.survey_id]["hierarchy_tree"],

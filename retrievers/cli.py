@@ -1,4 +1,4 @@
-"""`deepresearch index CORPUS --out DIR [--dense MODEL]`: build a persistent index once.
+"""`deepresearch index CORPUS --out DIR [--dense-model MODEL]`: build a persistent index once.
 
 Also the retrieval options every command shares (`add_retriever_arguments`) and the one call that opens
 what they name (`open_from_args`): `run`, the `eval` runners and `optimize` all read corpora, indexes and
@@ -158,7 +158,8 @@ def open_from_args(args: argparse.Namespace, corpus=None, *, default_preset: str
         return open_retriever(corpus if corpus is not None else args.corpus, index=args.index, kind=kind,
                               qdrant_url=qdrant_url, qdrant_mode=getattr(args, "qdrant_mode", "hybrid"),
                               dense_model=args.dense_model, bm25=bm25_overrides(args), bm25_preset=preset,
-                              data_dir=data_dir(), verify=args.verify_index, show_progress=sys.stderr.isatty(),
+                              data_dir=data_dir(), verify=args.verify_index,
+                              show_progress=sys.stderr.isatty() and not getattr(args, "quiet", False),
                               sources=sources, source_options=source_options)
     except ConnectionError as err:  # a Qdrant server that cannot be reached: one line, like other bad input
         raise ValueError(str(err)) from err
@@ -179,9 +180,13 @@ def describe(retrieval: Retrieval) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.splitlines()[0]
     parser.add_argument("corpus", help=CORPUS_HELP)
-    parser.add_argument("--out", required=True, help="index folder to write")
-    parser.add_argument("--dense", default=None, metavar="MODEL",
+    # the command line's shared vocabulary (a CLI module may use it, as it may the runtime's lock below)
+    from deepresearch.programs.cli_options import add_output_arguments, deprecated
+
+    add_output_arguments(parser, required=True, out_help="index folder to write")
+    parser.add_argument("--dense-model", default=None, metavar="MODEL",
                         help="also embed the corpus with this sentence-transformers model (e.g. all-MiniLM-L6-v2)")
+    deprecated(parser, "--dense", "--dense-model")
     parser.add_argument("--no-bm25", action="store_true", help="build only the dense part")
     parser.add_argument("--batch-size", type=int, default=64, help="encoder batch size")
     add_corpus_arguments(parser)
@@ -189,8 +194,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.no_bm25 and not args.dense:
-        raise ValueError("nothing to build: --no-bm25 needs --dense MODEL")
+    if args.no_bm25 and not args.dense_model:
+        raise ValueError("nothing to build: --no-bm25 needs --dense-model MODEL")
     if not args.out.strip():
         raise ValueError("--out is empty; pass the folder to write the index to")
     settings = bm25_settings(args.bm25_preset or "default", bm25_overrides(args))
@@ -213,7 +218,8 @@ def _build(args: argparse.Namespace, settings: dict) -> int:
         print(f"skipped {skipped} bad lines in {args.corpus}", file=sys.stderr)
     loaded = time.perf_counter() - started
     index = build_index(corpus, args.out, source, bm25=None if args.no_bm25 else settings,
-                        dense_model=args.dense, batch_size=args.batch_size, show_progress=sys.stderr.isatty())
+                        dense_model=args.dense_model, batch_size=args.batch_size,
+                        show_progress=sys.stderr.isatty() and not getattr(args, "quiet", False))
     parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in index.manifest["build_seconds"].items())
     bm25 = "" if args.no_bm25 else f"; tokenizer {settings['tokenizer']}"
     print(f"indexed {len(corpus)} documents from {args.corpus} into {args.out} "
