@@ -238,6 +238,7 @@ def _main(argv: list[str] | None = None) -> int:
         except ConfigFileError as err:
             print(f"{prog}: error: {err}", file=sys.stderr)
             return 2
+    quiet = quiet or bool(parser.get_default("quiet"))  # a settings file's old `no_progress = true` too
     parser.set_defaults(verbose=verbose, quiet=quiet)  # a command reads args.quiet to show no progress
     args = parser.parse_args(rest)
     from deepresearch.programs.runtime.lm import LMPreflightError

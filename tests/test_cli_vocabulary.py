@@ -134,13 +134,16 @@ def test_a_settings_file_may_still_use_an_old_key(tmp_path, monkeypatch):
         "overwrite": True, "data": "scifact"}
 
 
-@pytest.mark.parametrize("quiet", [False, True])
-def test_quiet_silences_the_gather_bar(quiet, data_dir, tmp_path, capsys):
+@pytest.mark.parametrize("how", ["", "-q", "--no-progress", "settings"])
+def test_quiet_silences_the_gather_bar(how, data_dir, tmp_path, capsys):
+    settings = tmp_path / "settings.toml"
+    settings.write_text("[eval.gather]\nno_progress = true\n")  # the old key, in a settings file
+    flags = {"": [], "-q": ["-q"], "--no-progress": ["--no-progress"], "settings": ["--config", str(settings)]}
     argv = ["eval", "gather", "--data", str(data_dir / "scifact"), "--lm", "offline", "--method", "raw", "--limit",
-            "2", "--bootstrap", "10", "--out", str(tmp_path / "out"), *(["-q"] if quiet else [])]
+            "2", "--bootstrap", "10", "--out", str(tmp_path / "out"), *flags[how]]
     assert cli.main(argv) == 0
     bar = re.compile(r"raw: +\d+%\|")  # tqdm's bar, drawn on stderr
-    assert bool(bar.search(capsys.readouterr().err)) is not quiet
+    assert bool(bar.search(capsys.readouterr().err)) is (how == "")
 
 
 @pytest.mark.parametrize("quiet", [False, True])
