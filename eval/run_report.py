@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from deepresearch.eval.protocols import protocol_lines, protocols_of
 from deepresearch.eval.questions import Question, load_questions
 from deepresearch.eval.report import source_stats, unique_urls
 from deepresearch.programs.artifacts import Report
+from deepresearch.programs import environment
 from deepresearch.programs.cli_options import (
     add_data_arguments,
     add_judge_arguments,
@@ -209,12 +209,12 @@ def main(args: argparse.Namespace) -> int:
     if args.judge_lm and args.judge_lm != "offline":
         from deepresearch.eval.judges import judge_lm
 
-        judge = judge_lm(args.judge_lm, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"),
+        judge = judge_lm(args.judge_lm, args.api_base, environment.api_key(),
                          timeout_s=args.lm_timeout)
         if not args.no_preflight and args.judge_lm != session.model:  # that one was checked already
             preflight(judge, timeout_s=min(args.lm_timeout, 60.0))
         judges = Judges.build(judge, JudgeCache(args.judge_cache or out / "judge_cache"))
-    questions = load_questions(args.data, data_dir=os.environ.get("DEEPRESEARCH_DATA"), limit=args.limit)
+    questions = load_questions(args.data, data_dir=environment.data_dir(), limit=args.limit)
     retrieval = open_from_args(args, args.corpus or (None if args.index else "scifact"))
     corpus = retrieval.corpus
     program = DeepResearch(retriever=retrieval.retriever, config=config, offline=session.is_offline)

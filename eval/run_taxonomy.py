@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +28,7 @@ from deepresearch.eval.taxonomy import (
     score_survey,
     summarize,
 )
+from deepresearch.programs import environment
 from deepresearch.programs.cli_options import (
     add_data_arguments,
     add_judge_arguments,
@@ -82,10 +82,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_lm_arguments(parser)  # --lm offline: the clustering baseline; --judge-lm shares --api-base, --lm-timeout
 
 
-def resolve_data(spec: str | None) -> str:
+def resolve_data(spec: str | None, root: str | None = None) -> str:
+    """The TaxoBench data to read: `spec`, else `root`/taxobench_examples (root: $DEEPRESEARCH_DATA on the
+    command line) when it exists, else the Hugging Face dataset."""
     if spec:
         return spec
-    root = os.environ.get("DEEPRESEARCH_DATA")
     if root and (Path(root) / "taxobench_examples").exists():
         return str(Path(root) / "taxobench_examples")
     return HF_DATASET
@@ -122,17 +123,18 @@ def per_survey_row(score: SurveyScore) -> dict[str, float]:
 
 
 def judge_all(surveys: Sequence[Survey], predictions: dict[int, Prediction], model: str, *,
-              api_base: str | None = None, cache_dir: Path | None = None, lm=None) -> list[dict[str, Any]]:
+              api_base: str | None = None, api_key: str | None = None, cache_dir: Path | None = None,
+              lm=None) -> list[dict[str, Any]]:
     """The LLM judge's verdict on every survey's tree (a missing prediction is judged as a failed tree).
 
-    `lm` is the judge LM when already built (else one is built for `model` on `api_base`).
+    `lm` is the judge LM when already built (else one is built for `model` on `api_base`, sent `api_key`).
     Returns one row per survey: `id` and either `scores`, `reasoning`, `average`, or `error` when the
     judge's answer was unusable (logged, and left out of the averages).
     """
     from deepresearch.eval.judges import JudgeCache, judge_lm
     from deepresearch.eval.taxonomy_judge import JudgeAnswerError, TaxonomyJudge
 
-    lm = lm if lm is not None else judge_lm(model, api_base, os.environ.get("DEEPRESEARCH_API_KEY"))
+    lm = lm if lm is not None else judge_lm(model, api_base, api_key)
     judge = TaxonomyJudge(lm=lm, cache=JudgeCache(cache_dir) if cache_dir is not None else None)
     rows = []
     for s in surveys:
@@ -256,7 +258,7 @@ def open_judge(args: argparse.Namespace, session: LMSession):
     from deepresearch.eval.judges import judge_lm
     from deepresearch.programs.runtime.lm import preflight
 
-    lm = judge_lm(args.judge_lm, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"), timeout_s=args.lm_timeout)
+    lm = judge_lm(args.judge_lm, args.api_base, environment.api_key(), timeout_s=args.lm_timeout)
     if not args.no_preflight and args.judge_lm != session.model:  # the main LM was checked already
         preflight(lm, timeout_s=min(args.lm_timeout, 60.0))
     return lm
@@ -298,7 +300,7 @@ def main(args: argparse.Namespace) -> int:
     # the LMs are checked before the benchmark is loaded: a bad key or a dead server fails in seconds
     session = open_lm(args)
     judge = open_judge(args, session)
-    data = resolve_data(args.data)
+    data = resolve_data(args.data, environment.data_dir())
     surveys = load_taxobench(data, limit=args.limit)
     retrieval = research_retrieval(args, surveys) if args.mode == "deep-research" else None
     out = Path(args.out or Path("runs") / f"taxonomy-{args.mode}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import os
 import sys
 import tempfile
 import threading
@@ -43,6 +42,7 @@ from deepresearch.optimize.trainsets import (
     from_taxobench,
     split_dev,
 )
+from deepresearch.programs import environment
 from deepresearch.programs.cli_options import (
     add_data_arguments,
     add_judge_arguments,
@@ -285,10 +285,10 @@ def _support(args: argparse.Namespace, session):
     if not args.judge_lm or args.judge_lm == OFFLINE:
         return Support()
     if args.judge_api_base:
-        judge = judge_lm(args.judge_lm, args.judge_api_base, os.environ.get("DEEPRESEARCH_JUDGE_API_KEY"),
+        judge = judge_lm(args.judge_lm, args.judge_api_base, environment.judge_api_key(),
                          timeout_s=args.lm_timeout)
     else:
-        judge = judge_lm(args.judge_lm, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"), timeout_s=args.lm_timeout)
+        judge = judge_lm(args.judge_lm, args.api_base, environment.api_key(), timeout_s=args.lm_timeout)
     if not args.no_preflight and (args.judge_lm != session.model or args.judge_api_base):
         preflight(judge, timeout_s=min(args.lm_timeout, 60.0))
     cache = judge_cache(args)
@@ -334,7 +334,7 @@ def main(args: argparse.Namespace) -> int:
     for name in ("budget", "limit"):  # a negative one ran unbounded (`[:-1]`, a loop that never reached it)
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
-    model = args.lm or os.environ.get("DEEPRESEARCH_LM")
+    model = args.lm or environment.default_lm()
     if not model or model == OFFLINE:
         raise ValueError("optimization tunes LM prompts; pass --lm (any DSPy/LiteLLM model string)")
     research_stages = {**SHARED_STAGES, **OUTPUT_STAGES, **STRATEGIES[preset(args.preset).strategy].stages}

@@ -8,10 +8,10 @@ BM25 settings the same way. Dataset names are looked up in $DEEPRESEARCH_DATA.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
+from deepresearch.programs import environment
 from deepresearch.retrievers.bm25 import TEXT_FORMATS
 from deepresearch.retrievers.index import build_index
 from deepresearch.retrievers.open import (
@@ -27,7 +27,6 @@ from deepresearch.retrievers.scoring import IDF
 from deepresearch.retrievers.sources import open_corpus
 from deepresearch.retrievers.tokenize import TOKENIZERS
 
-DATA_ENV = "DEEPRESEARCH_DATA"
 CORPUS_HELP = ("a .jsonl file, a BEIR folder, a ScholarGym paper DB (.json), a dataset name under "
                "$DEEPRESEARCH_DATA (e.g. scifact; BeIR/scifact finds the same folder), hf:NAME or a Hugging Face "
                "owner/name")
@@ -35,7 +34,7 @@ CORPUS_HELP = ("a .jsonl file, a BEIR folder, a ScholarGym paper DB (.json), a d
 
 def data_dir() -> str | None:
     """The folder dataset names are looked up in ($DEEPRESEARCH_DATA)."""
-    return os.environ.get(DATA_ENV) or None
+    return environment.data_dir()
 
 
 def parse_fields(items: list[str]) -> dict[str, str]:
@@ -151,7 +150,9 @@ def open_from_args(args: argparse.Namespace, corpus=None, *, default_preset: str
     kind = args.retriever or kind or ("qdrant" if qdrant_url else "bm25")
     preset = args.bm25_preset if args.index else (args.bm25_preset or default_preset)
     sources = getattr(args, "source", None) or ()
-    source_options = {"cache": not getattr(args, "no_source_cache", False)}
+    # the engines' servers, keys and cache folder from the environment; --source-cache over the cache folder
+    source_options = {**(environment.engine_settings(sources) if sources else {}),
+                      "cache": not getattr(args, "no_source_cache", False)}
     if getattr(args, "source_cache", None):
         source_options["cache_dir"] = args.source_cache
     try:
