@@ -183,7 +183,7 @@ def test_eval_retrieval_scores_the_default_bm25_on_scifact(scifact_index, tmp_pa
 
 
 def test_eval_retrieval_scores_what_an_index_without_embeddings_holds(scifact_index, tmp_path, capsys):
-    # hybrid is the default; an index built without --dense is scored with BM25 alone, and said so
+    # hybrid is the default; an index built without --dense-model is scored with BM25 alone, and said so
     assert cli.main(["eval", "retrieval", "--corpus", "scifact", "--index", str(scifact_index),
                      "--json", str(tmp_path / "s.json")]) == 0
     assert "has no dense part: BM25 only" in capsys.readouterr().err
