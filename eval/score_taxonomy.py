@@ -12,6 +12,7 @@ from deepresearch.eval.run_taxonomy import (
     add_scoring_arguments, judge_all, print_report, resolve_data, score_all, similarity, write_results,
 )
 from deepresearch.eval.taxobench import load_predictions, load_taxobench
+from deepresearch.programs import environment
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    surveys = load_taxobench(resolve_data(args.data), limit=args.limit)
+    surveys = load_taxobench(resolve_data(args.data, environment.data_dir()), limit=args.limit)
     predictions = load_predictions(args.predictions)
     unknown = sorted(set(predictions) - {s.survey_id for s in surveys})
     if unknown:

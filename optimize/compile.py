@@ -273,7 +273,7 @@ def compile_program(program: dspy.Module, *, optimizer: str, spec: MetricSpec, t
     if budget < 1:
         raise ValueError(f"budget must be >= 1 metric call, got {budget}")
     if not trainset:
-        raise ValueError("the training split is empty; give more examples or a --train file")
+        raise ValueError("the training split is empty; give more examples or a --data file")
     if optimizer == "miprov2" and len(trainset) < 2:  # MIPROv2 splits its own validation set off the trainset
         raise ValueError(f"miprov2 needs at least 2 training examples, got {len(trainset)}; give more examples "
                          f"(or --dev for a separate dev set) or choose another optimizer")

@@ -18,6 +18,13 @@ import sys
 import time
 from pathlib import Path
 
+from deepresearch.programs.cli_options import (
+    add_output_arguments,
+    add_overwrite_argument,
+    add_quiet_alias,
+    add_tree_arguments,
+    add_workers_arguments,
+)
 from deepresearch.programs.config import PRESETS, VERIFY_POLICIES, ResearchConfig, preset
 from deepresearch.programs.research.program import DeepResearch, stage_names
 from deepresearch.programs.runtime.context import Interrupt
@@ -58,16 +65,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # --corpus (everyday); --index, --retriever, --qdrant-url, BM25 and dense settings (retrieval)
     retrieval = add_retriever_arguments(parser, everyday=everyday)
     lm = add_lm_arguments(parser, everyday=everyday)  # --lm (everyday); --api-base, --structured ... (language model)
-    everyday.add_argument("--preset", default="standard", choices=sorted(PRESETS),
-                          help="how the research tree grows: standard (the default, depth 2 x breadth 3), quick "
-                               "(1 x 2), deep (4 x 4), eco, hero, parallel, gather (deepresearch --help describes "
-                               "each); --depth and --breadth override its size")
-    everyday.add_argument("--depth", type=int, default=None, help="levels of search (overrides the preset)")
-    everyday.add_argument("--breadth", type=int, default=None,
-                          help="tasks planned at the root (overrides the preset; with --preset parallel, the most "
-                               "subqueries a node plans)")
-    everyday.add_argument("--out", default=None, help="output folder (default runs/<question-slug>); one run at a "
-                                                      "time, one question per folder")
+    add_tree_arguments(everyday, preset_default="standard", presets=tuple(sorted(PRESETS)),
+                       preset_help="how the research tree grows: standard (the default, depth 2 x breadth 3), quick "
+                                   "(1 x 2), deep (4 x 4), eco, hero, parallel, gather (deepresearch --help describes "
+                                   "each); --depth and --breadth override its size",
+                       breadth_help="tasks planned at the root (overrides the preset; with --preset parallel, the "
+                                    "most subqueries a node plans)")
+    add_output_arguments(everyday, out_help="output folder (default runs/<question-slug>); one run at a time, one "
+                                            "question per folder")
     retrieval.add_argument("--hits", type=int, default=None, help="documents retrieved per search")
     retrieval.add_argument("--full-text", action="store_true",
                            help="where a hit has an open-access PDF link (search engines give one), fetch and read "
@@ -91,7 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     budgets.add_argument("--deadline", type=float, default=None, help="wall-clock seconds; then write what exists")
     budgets.add_argument("--max-lm-calls", type=int, default=None, help="stop researching after this many LM calls")
     budgets.add_argument("--max-tokens", type=int, default=None, help="stop researching after this many tokens")
-    budgets.add_argument("--concurrency", type=int, default=None, help="nodes working at once")
+    add_workers_arguments(budgets, help="nodes working at once", old=("--concurrency",))
     output = parser.add_argument_group("output", "what the run writes beside report.md and trace.json, and where")
     # deliverables beside the report
     output.add_argument("--answer", action="store_true",
@@ -107,12 +112,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="check every claim of the draft against the passages it cites and rewrite (default), "
                              "remove or mark what they do not support; off skips the check. trace.json records "
                              "each verdict")
-    output.add_argument("--overwrite", action="store_true",
-                        help=f"replace a run of another question in --out (removes its {', '.join(RUN_FILES)})")
+    add_overwrite_argument(output, help=f"replace a run of another question in --out (removes its "
+                                        f"{', '.join(RUN_FILES)})")
     output.add_argument("--resume", action="store_true",
                         help="continue the run of this question in --out: nodes its journal.jsonl holds are "
                              "restored, not researched again (no LM call, no search)")
-    output.add_argument("--no-progress", action="store_true", help="show no progress (the same as -q)")
+    add_quiet_alias(output)
     output.add_argument("--stage-log", action=argparse.BooleanOptionalAction, default=None,
                         help=f"record every stage call's inputs and outputs in --out/{STAGE_LOG}, the training pool "
                              f"of `optimize --from-runs` (default: on with an LM, off with --lm offline, whose "
@@ -175,7 +180,7 @@ def build_program(args: argparse.Namespace, retriever, on_event, session: LMSess
 def config_overrides(args: argparse.Namespace) -> dict:
     """The options that override the preset's settings, as ResearchConfig fields (only those given)."""
     return {k: v for k, v in {"depth": args.depth, "breadth": args.breadth, "hits_per_query": args.hits,
-                                   "max_concurrency": args.concurrency, "deadline_s": args.deadline,
+                                   "max_concurrency": args.workers, "deadline_s": args.deadline,
                                    "max_lm_calls": args.max_lm_calls, "max_tokens": args.max_tokens,
                                    "lm_timeout_s": args.lm_timeout,
                                    "answer": args.answer or None, "taxonomy": args.taxonomy or None,
@@ -274,7 +279,7 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
 
     `answers` are clarifications given in advance (`--clarify-answers`); without them `--clarify` asks.
     """
-    progress = Progress(quiet=getattr(args, "quiet", False) or args.no_progress)  # -q is the dispatcher's option
+    progress = Progress(quiet=getattr(args, "quiet", False))  # -q is the dispatcher's option
     events: list[Event] = []
     program, meta = build_program(args, retrieval.retriever, recording(events, progress), session)
     meter = CostMeter()  # the run's usage: the clarifying questions are counted in it too

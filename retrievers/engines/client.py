@@ -46,7 +46,6 @@ T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
 
 USER_AGENT = "dspy-deepresearch/0.1 (https://github.com/; scholarly search)"
-CACHE_ENV = "DEEPRESEARCH_ENGINE_CACHE"
 DEFAULT_TIMEOUT_S = 20.0
 DEFAULT_RETRIES = 3
 DEFAULT_BACKOFF_S = 0.5
@@ -56,11 +55,8 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
 def default_cache_dir() -> Path:
-    """$DEEPRESEARCH_ENGINE_CACHE, else $XDG_CACHE_HOME/dspy-deepresearch/engines, else ~/.cache/...."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    root = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser()
-    return root / "dspy-deepresearch" / "engines"
+    """~/.cache/dspy-deepresearch/engines (the command line passes $DEEPRESEARCH_ENGINE_CACHE instead)."""
+    return Path("~/.cache/dspy-deepresearch/engines").expanduser()
 
 
 class EngineError(RuntimeError):
@@ -380,5 +376,5 @@ def _detail(response: httpx.Response) -> str:
     return f": {line[:200]}" if line else ""
 
 
-__all__ = ["CACHE_ENV", "EngineClient", "EngineError", "RateLimiter", "ResponseCache", "default_cache_dir",
+__all__ = ["EngineClient", "EngineError", "RateLimiter", "ResponseCache", "default_cache_dir",
            "limiter_for", "retry_after_seconds", "scrub"]

@@ -27,8 +27,8 @@ ROOT = Path(cli.__file__).resolve().parent
 
 
 def gather_argv(data_dir, out, *extra, limit=4):
-    return ["eval", "gather", "--queries", str(data_dir / "scifact"), "--qrels", "test", "--lm", "offline",
-            "--limit", str(limit), "--iterations", "2", "--bootstrap", "50", "--out", str(out), "--no-progress", *extra]
+    return ["eval", "gather", "--data", str(data_dir / "scifact"), "--qrels", "test", "--lm", "offline",
+            "--limit", str(limit), "--iterations", "2", "--bootstrap", "50", "--out", str(out), "-q", *extra]
 
 
 def gather(data_dir, out, *extra, limit=4):
@@ -86,7 +86,7 @@ def test_resume_refuses_a_run_with_other_settings(data_dir, tmp_path, capsys):
     assert gather(data_dir, out) == 0
     assert gather(data_dir, out, "--method", "raw") == 2
     assert "different method" in capsys.readouterr().err
-    assert gather(data_dir, out, "--method", "raw", "--restart") == 0
+    assert gather(data_dir, out, "--method", "raw", "--overwrite") == 0
 
 
 def test_a_killed_run_resumes_without_redoing_finished_queries(data_dir, tmp_path, capsys):
@@ -115,8 +115,8 @@ def test_a_damaged_line_before_the_last_stops_the_run_naming_it(data_dir, tmp_pa
     capsys.readouterr()
     assert gather(data_dir, out) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
-    assert len(err) == 1 and f"{out / 'results.jsonl'} line 2 is not a JSON record" in err[0] and "--restart" in err[0]
-    assert gather(data_dir, out, "--restart") == 0
+    assert len(err) == 1 and f"{out / 'results.jsonl'} line 2 is not a JSON record" in err[0] and "--overwrite" in err[0]
+    assert gather(data_dir, out, "--overwrite") == 0
 
 
 def test_reader_ignores_only_a_cut_last_line(tmp_path, caplog):

@@ -125,8 +125,8 @@ def test_eval_gather_and_the_dev_evaluations_of_optimize_on_ray_equal_the_in_pro
         out = tmp_path / f"{where}.json"
         with LocalOpenAIServer(research_handler()) as server:
             assert cli.main(["optimize", "--program", "research", "--stage", "all", "--metric", "recall",
-                             "--optimizer", "bootstrap-rs", "--train", str(data_dir / "scifact"), "--limit", "6",
-                             "--budget", "8", "--threads", "1", "--out", str(out), "--lm", "openai/local-model",
+                             "--optimizer", "bootstrap-rs", "--data", str(data_dir / "scifact"), "--limit", "6",
+                             "--budget", "8", "--workers", "1", "--out", str(out), "--lm", "openai/local-model",
                              "--api-base", server.base_url, "--no-cache", *extra]) == 0
         requests[where] = len(server.requests) - 1  # all but the preflight
         assert ("dev split scored on ray (2 at once)" in capsys.readouterr().err) == (where == "ray")
