@@ -92,6 +92,10 @@ NOT_RUN: dict[str, str] = {
     '--lm-server "http://gpu1:8000/v1 max_parallel=8"': "needs a Ray cluster and a model server",
     'deepresearch run "Does vitamin D prevent fractures?" --corpus scifact --qdrant-url http://127.0.0.1:6333 '
     "--qdrant-mode bm25": "needs a Qdrant server",
+    "deepresearch eval gather --data scifact --lm openai/qwen2.5-7b --api-base http://gpu1:8000/v1 --ray auto":
+        "needs a Ray cluster and a model server",
+    "deepresearch optimize --data scifact --metric recall --out compiled.json --lm openai/qwen2.5-7b --api-base "
+    "http://gpu1:8000/v1 --ray auto": "needs a Ray cluster and a model server",
     "deepresearch index hf:BeIR/nfcorpus --out idx/nfcorpus": "needs the network (a Hugging Face hub dataset)",
     "deepresearch index hf:owner/papers --hf-config abstracts --split train --field doc_id=paper_id --field "
     "text=abstract --out idx/papers": "needs the network (a Hugging Face hub dataset; owner/papers is an example)",
