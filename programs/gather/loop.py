@@ -45,6 +45,7 @@ from deepresearch.programs.runtime.secrets import redact
 from deepresearch.programs.runtime.stage import Shared, run_sync, set_stage_lms
 from deepresearch.programs.runtime.text import norm_text
 from deepresearch.programs.runtime.usage import UsageMeter, metered
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.fulltext import FullTextRetriever
 from deepresearch.retrievers.types import Hit, Retriever
 from deepresearch.signatures.gather import PlannedSearch, RoundResult, SubqueryNode
@@ -55,7 +56,7 @@ __all__ = ["GATHER_STAGES", "RETIRED_PREDICTORS", "CandidateAssessor", "check_re
            "SubqueryPlanner", "papers_and_reader", "validate_plan"]
 
 # The loop's stage names (as in usage and the trace) -> the attribute holding their module.
-GATHER_STAGES: dict[str, str] = {"gather_plan": "planner", "gather_assess": "assessor"}
+GATHER_STAGES: dict[str, str] = STAGES.gather()
 
 # Predictors that changed shape, by their last path component: a compiled file holding one was tuned for a
 # signature this code no longer has, so its demos and instructions would not fit (issue 27).

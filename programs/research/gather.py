@@ -37,20 +37,21 @@ from deepresearch.programs.research.strategy import question_task, research_task
 from deepresearch.programs.runtime.citation_guard import check_node_citations
 from deepresearch.programs.runtime.context import NodeLife, RunContext
 from deepresearch.programs.stages.merger import NO_INFORMATION
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.types import Doc, Hit
 from deepresearch.signatures.types import Learning, Task
 
 logger = logging.getLogger(__name__)
 
 # The loop's step names (in `Search.error`) -> the stage names of the research program's vocabulary.
-LOOP_STAGES = {"plan": "gather_plan", "assess": "gather_assess", "search": "search"}
+LOOP_STAGES = {s.loop_step: s.name for s in STAGES if s.loop_step}
 JOURNAL_KEY = "gather"
 TAG = "gather:"  # before round and subquery ids in events and failure records
 
 
 class Gather:
     name = "gather"
-    stages = {"gather_plan": "subquery_planner", "gather_assess": "candidate_assessor"}
+    stages = STAGES.of_strategy(name)
 
     def modules(self, offline: bool) -> dict:
         if offline:

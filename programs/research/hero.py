@@ -20,6 +20,7 @@ from deepresearch.programs.runtime.citations import CITATION, citation_labels
 from deepresearch.programs.runtime.context import NodeLife, RunContext
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
 from deepresearch.programs.stages.merger import NO_INFORMATION
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.types import Finding, Learning, Task
 
 
@@ -35,7 +36,7 @@ def is_low_yield(new_passages: int, new_sources: int, batch_size: int, found_bef
 
 class Hero:
     name = "hero"
-    stages = {"enrich_write": "enrichment_writer"}
+    stages = STAGES.of_strategy(name)
 
     def modules(self, offline: bool) -> dict:
         if offline:

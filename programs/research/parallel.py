@@ -17,6 +17,7 @@ from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.research.strategy import plan_root, question_task, research_task
 from deepresearch.programs.runtime.context import RunContext
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.types import Task
 
 logger = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ PRUNE_REASONS = ("satisfied", "low_value", "depth_policy")
 
 class Parallel:
     name = "parallel"
-    stages = {"breadth": "breadth_policy", "deepen": "depth_policy", "orchestrate": "progress_scorer"}
+    stages = STAGES.of_strategy(name)
 
     def modules(self, offline: bool) -> dict:
         if offline:

@@ -61,6 +61,7 @@ from deepresearch.programs.stages.clarifier import (
     research_brief,
 )
 from deepresearch.programs.stages.merger import NO_INFORMATION
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.stages.verifier import LexicalVerifier, Verifier, remove_injected
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
@@ -72,7 +73,7 @@ logger = logging.getLogger(__name__)
 STRATEGIES: dict[str, Strategy] = {"eco": Eco(), "hero": Hero(), "parallel": Parallel(), "gather": Gather()}
 # Stages that turn what a run found into deliverables beside the report (deliverables.py); every
 # program has them, so a compiled program's state does not depend on which deliverables are asked for.
-OUTPUT_STAGES: dict[str, str] = {"answer": "answerer", "taxonomy": "taxonomist"}
+OUTPUT_STAGES: dict[str, str] = STAGES.outputs()
 STAGES: tuple[str, ...] = (*SHARED_STAGES, *OUTPUT_STAGES)  # a strategy adds its own
 
 

@@ -24,17 +24,15 @@ from deepresearch.programs.stages.assessor import Assessor
 from deepresearch.programs.stages.clarifier import plain_brief
 from deepresearch.programs.stages.extractor import Extractor
 from deepresearch.programs.stages.merger import NO_INFORMATION
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.types import Source, Task
 
 logger = logging.getLogger(__name__)
 
-# The stage vocabulary: a stage's name (used by `lms=`, `--stage-lm`, usage, events, failures and the
-# trace) -> the attribute of `DeepResearch` holding its module. `search` is a stage without a module.
-# `clarify` (clarifying questions, asked before research), `write` and `verify` (every claim of the draft
-# checked against its cited passages) are the program's own calls; the strategies call the other five.
-SHARED_STAGES: dict[str, str] = {"clarify": "clarifier", "plan": "planner", "assess": "assessor",
-                                 "extract": "extractor", "merge": "merger", "enrich": "enricher", "write": "writer",
-                                 "verify": "verifier"}
+# The stages every strategy shares: name -> the attribute of `DeepResearch` holding its module (from the
+# stage registry). `clarify` (asked before research), `write` and `verify` are the program's own calls;
+# the strategies call the other five.
+SHARED_STAGES: dict[str, str] = STAGES.shared()
 
 
 class Strategy(Protocol):

@@ -57,11 +57,13 @@ class Tuning:
         inputs: `frozen` (recorded candidates or planning + retrieval, see `optimize.targets`) or
             `recorded` (the inputs runs recorded in `stages.jsonl`: `optimize --from-runs`).
         reads: What the metric reads, in a few words (the `--stage` help and the reference page).
+        program: The program (`optimize --program`) whose stage it is tuned as.
     """
 
     target: str
     inputs: Literal["frozen", "recorded"]
     reads: str
+    program: str = "research"
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,8 @@ class Stages:
         "gather_assess", "labels a search's candidate papers", (LabelCandidates,),
         _GATHER + "stages.CandidateAssessor", _GATHER + "offline.OfflineCandidateAssessor",
         research_attr="candidate_assessor", gather_attr="assessor", strategy="gather", loop_step="assess",
-        tuning=Tuning("assessor", "frozen", "kept vs ground-truth papers of a gathering run's candidates"),
+        tuning=Tuning("assessor", "frozen", "kept vs ground-truth papers of a gathering run's candidates",
+                      "gather"),
         max_output_tokens=2048, reserve=0)
     gather_recheck: StageSpec = StageSpec(
         "gather_recheck", "takes a second look at an uncertain candidate (inside gather_assess)",
@@ -256,6 +259,12 @@ class Stages:
     def recorded(self) -> dict[str, str]:
         """The stages `optimize --from-runs` tunes alone -> what their metrics read."""
         return {s.name: s.tuning.reads for s in self if s.tuning and s.tuning.inputs == "recorded"}
+
+    def frozen_target(self, program: str, stage: str) -> str | None:
+        """The metric target of `stage` tuned alone on frozen inputs in `program`, None where it has none."""
+        tuning = self[stage].tuning if stage in self else None
+        is_frozen = tuning is not None and tuning.inputs == "frozen" and tuning.program == program
+        return tuning.target if is_frozen else None
 
     def max_output_tokens(self) -> dict[str, int]:
         """Stage name -> the output tokens one of its predictor calls may write (every LM stage)."""
