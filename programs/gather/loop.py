@@ -237,7 +237,7 @@ class GatherLoop:
                 host.events.emit("budget", message=str(err))
                 return "budget", not self.selected
             except Exception as err:  # the rounds before stand; the failure is recorded by the host
-                host.failed(f"{self.tag}{t}", "plan", err)
+                host.failed(f"{self.tag}{t}", STAGES.gather_plan.loop_step, err)
                 return "plan_failed", not self.selected
             self.checklist = clip(plan.checklist, config.memory_chars)
             self.memory = clip(plan.memory, config.memory_chars)
@@ -284,11 +284,11 @@ class GatherLoop:
         async def one(node_id: int, action: str, text: str, k: int, offset: int) -> Search:
             """One search and its assessment; a failure of either is recorded on the search, not raised."""
             search = Search(node_id=node_id, action=action, text=text, k=k, offset=offset, candidates=())
-            stage = "search"
+            stage = STAGES.search.loop_step
             try:
                 hits, ranking = await self._retrieve(text, k, offset, exclude)
                 search = replace(search, ranking=ranking)
-                stage = "assess"
+                stage = STAGES.gather_assess.loop_step
                 with reading_full_text(self.full_text):
                     assessed = await self.host.assess(question=self.question, subquery=text,
                                                       checklist=self.checklist, hits=hits,
