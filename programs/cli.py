@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from deepresearch.programs.artifacts import RAISED
 from deepresearch.programs.config import PRESETS, VERIFY_POLICIES, ResearchConfig, preset
 from deepresearch.programs.research.program import DeepResearch, stage_names
 from deepresearch.programs.runtime.context import Interrupt
@@ -296,7 +297,7 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
             result = asyncio.run(_research(program, args, folder, snapshot, received, clarifications, meter))
     except BaseException as err:  # keep what exists: the events so far, and the error
         progress.close()
-        trace.update(status="error", error=redact(f"{type(err).__name__}: {err}"),
+        trace.update(status=RAISED, error=redact(f"{type(err).__name__}: {err}"),
                      events=[dataclasses.asdict(e) for e in events], **source_failures(retrieval), **session.routing())
         folder.write_json("trace.json", trace)
         raise
