@@ -104,3 +104,23 @@ def test_the_check_sees_literals_in_stage_positions(tmp_path):
 
 def test_every_ambiguous_name_is_a_registered_stage():
     assert set(AMBIGUOUS) <= set(STAGES.names())
+
+
+def test_reference_page_lists_every_stage_with_its_tuning_metric():
+    """docs/reference/stages.md holds the table generated from the registry (rewrite it with
+    `python -m tests.stages_page --write`), so every stage and the metrics it is tuned on alone are listed."""
+    from deepresearch.optimize.metrics import metric_names
+    from tests.stages_page import section, written
+
+    assert written() == section(), "docs/reference/stages.md is stale: run python -m tests.stages_page --write"
+    rows = {line.split("|")[1].strip(): line for line in written().splitlines() if line.startswith("| `")}
+    assert set(rows) == {f"`{s.name}`" for s in STAGES}
+    for spec in STAGES:
+        if spec.tuning is not None:
+            assert all(f"`{m}`" in rows[f"`{spec.name}`"] for m in metric_names(spec.tuning.target)), spec.name
+
+
+def test_reference_page_is_in_the_navigation():
+    from tests.test_docs import nav_pages
+
+    assert "reference/stages.md" in nav_pages()

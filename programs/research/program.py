@@ -505,7 +505,7 @@ class DeepResearch(dspy.Module):
         The grace is a tenth of the deadline (at least 5 s, at most the LM timeout), so a server that
         never answers cannot hold the run long past `deadline_s`, nor long past a Ctrl-C.
         """
-        call = ctx.call(stage, reserve=0, **inputs)
+        call = ctx.call(stage, **inputs)  # with the stage's reserve: none, the late stages spend to the limit
         c = ctx.config
         if not self._late(ctx):
             return await call

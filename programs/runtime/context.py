@@ -187,11 +187,15 @@ class RunContext:
         return failure
 
     # ---- LM calls and searches outside any node ----------------------------------------------------
-    async def call(self, stage: str, *, reserve: int = 1, node_id: str | None = None, **inputs: Any) -> dspy.Prediction:
-        """Calls stage `stage`'s module under the run's caps, rate limits and budgets.
+    async def call(self, stage: str, *, reserve: int | None = None, node_id: str | None = None,
+                   **inputs: Any) -> dspy.Prediction:
+        """Calls stage `stage`'s module under the run's caps, rate limits and budgets; `reserve` LM calls are
+        left for the writer (default: the stage's `reserve` in the stage registry; 1 for a stage it lacks).
 
         With a stage log, the call's inputs and outputs (or its error) are recorded for `optimize --from-runs`.
         """
+        if reserve is None:
+            reserve = STAGES[stage].reserve if stage in STAGES else 1
         if self.stage_log is None:
             return await self.sched.call(self.modules[stage], reserve=reserve, **inputs)
         clock = Clock()

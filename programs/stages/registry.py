@@ -88,8 +88,9 @@ class StageSpec:
             `Gatherer` records it in failures and search errors.
         max_output_tokens: The output tokens one of its predictor calls may write (a reply reaching it
             was truncated); `output_limits` overrides it.
-        reserve: LM calls its calls leave unspent under `max_lm_calls`: research stages leave one for the
-            writer, the stages that finish a run (and the gathering loop) spend to the limit.
+        reserve: LM calls its calls leave unspent under `max_lm_calls` in a research run (`RunContext.call`):
+            research stages leave one for the writer, the stages that finish a run spend to the limit. (The
+            standalone `Gatherer` has no writer: its loop spends to the limit.)
     """
 
     name: str
@@ -170,17 +171,17 @@ class Stages:
     gather_plan: StageSpec = StageSpec(
         "gather_plan", "plans a gathering round's searches", (PlanSubqueries,), _GATHER + "stages.SubqueryPlanner",
         _GATHER + "offline.OfflineSubqueryPlanner", research_attr="subquery_planner", gather_attr="planner",
-        strategy="gather", loop_step="plan", max_output_tokens=1536, reserve=0)
+        strategy="gather", loop_step="plan", max_output_tokens=1536)
     gather_assess: StageSpec = StageSpec(
         "gather_assess", "labels a search's candidate papers", (LabelCandidates,),
         _GATHER + "stages.CandidateAssessor", _GATHER + "offline.OfflineCandidateAssessor",
         research_attr="candidate_assessor", gather_attr="assessor", strategy="gather", loop_step="assess",
         tuning=Tuning("assessor", "frozen", "kept vs ground-truth papers of a gathering run's candidates",
                       "gather"),
-        max_output_tokens=2048, reserve=0)
+        max_output_tokens=2048)
     gather_recheck: StageSpec = StageSpec(
         "gather_recheck", "takes a second look at an uncertain candidate (inside gather_assess)",
-        (RecheckCandidate,), kind="call", part_of="gather_assess", strategy="gather", max_output_tokens=512, reserve=0)
+        (RecheckCandidate,), kind="call", part_of="gather_assess", strategy="gather", max_output_tokens=512)
     search: StageSpec = StageSpec(
         "search", "searches the corpus (no LM)", kind="step", loop_step="search", reserve=0)
     write: StageSpec = StageSpec(

@@ -385,7 +385,7 @@ class TaxonomyBuilder(dspy.Module):
     async def _call(self, run: _Run, predictor: dspy.Module, **inputs: Any) -> dspy.Prediction:
         """One LM call of the builder under the run's caps, timeout, retries and call budget."""
         return await run.sched.guard(predictor, lambda: call_predictor(STAGES.taxonomy.name, predictor, **inputs),
-                                     reserve=0)
+                                     reserve=STAGES.taxonomy.reserve)
 
     async def _organise(self, topic: str, cards: list[PaperCard], run: _Run) -> dict:
         repairs = run.repairs
