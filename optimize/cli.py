@@ -54,32 +54,24 @@ from deepresearch.programs.cli_options import (
     add_workers_arguments,
 )
 from deepresearch.programs.config import PRESETS, preset
-from deepresearch.programs.gather.loop import GATHER_STAGES
-from deepresearch.programs.research.program import (
-    OUTPUT_STAGES,
-    STRATEGIES,
-    DeepResearch,
-    stage_names,
-)
-from deepresearch.programs.research.strategy import SHARED_STAGES
+from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.runtime.executor import open_executor
 from deepresearch.programs.runtime.lm import OFFLINE, preflight
 from deepresearch.programs.runtime.lm_cli import add_lm_arguments, make_session_lm, open_lm
 from deepresearch.programs.runtime.usage import UsageMeter, metered
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, open_from_args
 from deepresearch.retrievers.sources import find_local
 
 PROGRAMS = ("research", "gather", "taxonomy")
 # Stages of the research program whose output the research metrics (the papers the report cites) never see.
-UNSCORED_STAGES = {"clarify": "clarifying questions are asked before a run, by the caller",
-                   "answer": "the short answer is written beside the report",
-                   "taxonomy": "the taxonomy is built beside the report"}
+UNSCORED_STAGES = STAGES.unscored()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--program", default="research", choices=PROGRAMS, help="the program to compile")
     parser.add_argument("--stage", default="all",
-                        help="tune one stage or all: " + ", ".join(dict.fromkeys((*stage_names(), *GATHER_STAGES))) +
+                        help="tune one stage or all: " + ", ".join(dict.fromkeys((*STAGES.research(), *STAGES.gather()))) +
                              " (or the module's name: planner, writer...). The assessors run on frozen candidates, "
                              "the research planner on planning + retrieval only, and with --from-runs "
                              f"{', '.join(POOL_STAGES)} on the inputs recorded runs gave them")
@@ -138,7 +130,7 @@ def resolve_stage(program: str, value: str, research_stages: dict[str, str]) -> 
     Raises:
         ValueError: for a name that is no stage of the program (the message lists them).
     """
-    table = {"research": research_stages, "gather": GATHER_STAGES, "taxonomy": {}}[program]
+    table = {"research": research_stages, "gather": STAGES.gather()}.get(program, {})
     if value == "all" or value in table:
         return value
     aliases = {attr: name for name, attr in table.items()}
@@ -199,7 +191,7 @@ def _research(args: argparse.Namespace, kind: str):
         found = find_local(source, data_dir())
         return from_beir(found, split or "train", corpus) if found is not None and found.is_dir() else from_jsonl(source)
 
-    if kind == "assessor":
+    if kind == STAGES.assess.tuning.target:
         if args.candidates:
             examples = candidates_from_jsonl(args.candidates)
         else:
@@ -225,7 +217,7 @@ def _gather(args: argparse.Namespace, kind: str):
     preset = "default" if find_queryset(args.data, data_dir())[0] == "beir" else "scholargym"
     corpus, retriever = _retriever(args, preset)
     full = Gatherer(retriever, GatherConfig(iterations=args.iterations, lm_timeout_s=args.lm_timeout))
-    if kind == "assessor":
+    if kind == STAGES.assess.tuning.target:
         if not args.candidates:
             raise ValueError("the gathering assessor is tuned on frozen candidates: run `deepresearch eval gather "
                              "... --out DIR` once and pass --candidates DIR/results.jsonl")
@@ -367,7 +359,7 @@ def main(args: argparse.Namespace) -> int:
     model = args.lm or environment.default_lm()
     if not model or model == OFFLINE:
         raise ValueError("optimization tunes LM prompts; pass --lm (any DSPy/LiteLLM model string)")
-    research_stages = {**SHARED_STAGES, **OUTPUT_STAGES, **STRATEGIES[preset(args.preset).strategy].stages}
+    research_stages = STAGES.research(preset(args.preset).strategy)
     args.stage = resolve_stage(args.program, args.stage, research_stages)
     if args.from_runs is not None:
         if args.program != "research" or args.stage not in POOL_STAGES:
@@ -378,9 +370,7 @@ def main(args: argparse.Namespace) -> int:
     elif args.data is None:
         raise ValueError("pass --data (the training questions) or --from-runs DIR (recorded runs)")
     # The assessors have stage-level metrics of their own; the research planner too (Ret.R, Avg.Distance).
-    stage_level = {"research": {"plan": "planner", "assess": "assessor"},
-                   "gather": {"gather_assess": "assessor"}}.get(args.program, {})
-    kind = stage_level.get(args.stage, "program")
+    kind = STAGES.frozen_target(args.program, args.stage) or "program"
     kind = kind if kind != "program" and args.metric in METRICS[kind] else "program"
     if args.from_runs is not None:
         kind = "pool"

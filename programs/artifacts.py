@@ -30,6 +30,12 @@ RunStatus = Literal[
     "interrupted",  # a signal or the caller interrupted it; the report covers what was done before
 ]
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+# What a run folder records of its run (`run.json`; `trace.json` too when the run raised): the RunStatus once
+# the run returned, `running` while it works, `error` when it raised before a report existed.
+FolderStatus = Literal[RunStatus, "running", "error"]
+FOLDER_STATUSES: tuple[str, ...] = get_args(FolderStatus)
+RUNNING: FolderStatus = "running"
+RAISED: FolderStatus = "error"
 
 
 EventKind = Literal[
@@ -346,5 +352,6 @@ class Report:
         )
 
 
-__all__ = ["EVENT_KINDS", "Event", "EventKind", "FINAL_STATUSES", "Failure", "NODE_STATUSES", "Node", "NodeStatus", "RUN_STATUSES", "Reference", "Report",
+__all__ = ["EVENT_KINDS", "Event", "EventKind", "FINAL_STATUSES", "FOLDER_STATUSES", "Failure", "FolderStatus",
+           "NODE_STATUSES", "Node", "NodeStatus", "RAISED", "RUNNING", "RUN_STATUSES", "Reference", "Report",
            "RunStats", "RunStatus", "StageUsage", "Task", "as_source"]

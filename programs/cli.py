@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from deepresearch.programs.artifacts import RAISED
 from deepresearch.programs.cli_options import (
     add_output_arguments,
     add_overwrite_argument,
@@ -48,11 +49,12 @@ from deepresearch.programs.stages.clarifier import (
     read_clarifications,
     research_brief,
 )
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.extras import EXTRAS, check_extras
 
 EXIT_FAILED = 3  # the run produced nothing because of failures (distinct from 2, bad input)
 SIGNALS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # the exit code of a run each signal interrupted (128 + n)
-STAGES = stage_names()
+STAGE_NAMES = stage_names()  # the --stage-lm choices
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                 "give the extractor its passages that best match the query instead of the abstract")
     retrieval.add_argument("--full-text-cache", default=None, metavar="DIR", help="folder of fetched PDFs")
     lm.add_argument("--stage-lm", action="append", default=[], metavar="STAGE=MODEL",
-                    help=f"an LM for one stage ({', '.join(STAGES)}); repeatable")
+                    help=f"an LM for one stage ({', '.join(STAGE_NAMES)}); repeatable")
     lm.add_argument("--program", default=None, help="a compiled program (JSON state) to load")
     # clarifying questions
     lm.add_argument("--clarify", action="store_true",
@@ -133,8 +135,8 @@ def parse_stage_lms(items: list[str]) -> dict[str, str]:
     models = {}
     for item in items:
         stage, _, stage_model = item.partition("=")
-        if stage not in STAGES or not stage_model:
-            raise ValueError(f"--stage-lm {item!r} should be STAGE=MODEL with STAGE one of: {', '.join(STAGES)}")
+        if stage not in STAGE_NAMES or not stage_model:
+            raise ValueError(f"--stage-lm {item!r} should be STAGE=MODEL with STAGE one of: {', '.join(STAGE_NAMES)}")
         models[stage] = stage_model
     return models
 
@@ -255,7 +257,7 @@ def ask_clarifications(args: argparse.Namespace, program: DeepResearch, session:
     except Exception as err:  # the run goes on; its usage counts the failed request
         return skip(f"the clarifying step failed ({redact(f'{type(err).__name__}: {err}'.splitlines()[0])[:200]})")
     if not questions:
-        unparsed = meter.snapshot().get("clarify")
+        unparsed = meter.snapshot().get(STAGES.clarify.name)
         return skip("the LM's reply did not parse (recorded in trace.json), so no question was asked"
                     if unparsed and unparsed.parse_failures else "the LM found the question clear and asked nothing")
     print(f"{len(questions)} clarifying question{'s' if len(questions) > 1 else ''} before research "
@@ -300,7 +302,7 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
             result = asyncio.run(_research(program, args, folder, snapshot, received, clarifications, meter))
     except BaseException as err:  # keep what exists: the events so far, and the error
         progress.close()
-        trace.update(status="error", error=redact(f"{type(err).__name__}: {err}"),
+        trace.update(status=RAISED, error=redact(f"{type(err).__name__}: {err}"),
                      events=[dataclasses.asdict(e) for e in events], **source_failures(retrieval), **session.routing())
         folder.write_json("trace.json", trace)
         raise
