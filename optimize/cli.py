@@ -256,7 +256,7 @@ def _dev_evaluator(args: argparse.Namespace, kind: str, metric_target: str):
     if not args.ray:
         return contextlib.nullcontext()
     remote = argparse.Namespace(**vars(args))
-    if args.program == "research" and kind == "assessor" and not args.candidates:  # recorded once, here
+    if args.program == "research" and kind == STAGES.assess.tuning.target and not args.candidates:  # recorded once, here
         remote.candidates = str(args.record_candidates or Path(args.out).with_suffix(".candidates.jsonl"))
     setup = functools.partial(dev_setup, kind=kind, metric_target=metric_target)
     return ExecutorEvaluator(open_executor(ray=args.ray), setup, remote)
