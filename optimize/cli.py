@@ -256,7 +256,8 @@ def _dev_evaluator(args: argparse.Namespace, kind: str, metric_target: str):
     if not args.ray:
         return contextlib.nullcontext()
     remote = argparse.Namespace(**vars(args))
-    if args.program == "research" and kind == STAGES.assess.tuning.target and not args.candidates:  # recorded once, here
+    # the research assessor's candidates are recorded once, here, and read by every worker
+    if args.program == "research" and kind == STAGES.assess.tuning.target and not args.candidates:
         remote.candidates = str(args.record_candidates or Path(args.out).with_suffix(".candidates.jsonl"))
     setup = functools.partial(dev_setup, kind=kind, metric_target=metric_target)
     return ExecutorEvaluator(open_executor(ray=args.ray), setup, remote)
