@@ -75,8 +75,12 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         hint = ""
+        one = message.removeprefix("one of the arguments ").removesuffix(" is required")
+        if one != message and " " not in one:  # a required option with deprecated spellings (cli_options.py)
+            message = f"the following arguments are required: {one}"
         if message.startswith("unrecognized arguments: "):
-            options = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+            options = [o for action in self._actions for o in action.option_strings
+                       if o.startswith("--") and action.help != argparse.SUPPRESS]  # no deprecated spelling
             typed = [w.partition("=")[0] for w in message.removeprefix("unrecognized arguments: ").split()]
             near = next((m for w in typed if w.startswith("-")
                          for m in difflib.get_close_matches(w, options, n=1, cutoff=0.6)), None)
@@ -234,6 +238,7 @@ def _main(argv: list[str] | None = None) -> int:
         except ConfigFileError as err:
             print(f"{prog}: error: {err}", file=sys.stderr)
             return 2
+    quiet = quiet or bool(parser.get_default("quiet"))  # a settings file's old `no_progress = true` too
     parser.set_defaults(verbose=verbose, quiet=quiet)  # a command reads args.quiet to show no progress
     args = parser.parse_args(rest)
     from deepresearch.programs.runtime.lm import LMPreflightError

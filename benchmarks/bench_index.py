@@ -194,7 +194,7 @@ def open_section(corpus: Path, index: Path, queries: list[str]) -> list[str]:
 
 def run_section(corpus: Path, index: Path) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
-        common = [QUESTION, "--lm", "offline", "--depth", "1", "--breadth", "1", "--no-progress"]
+        common = [QUESTION, "--lm", "offline", "--depth", "1", "--breadth", "1", "-q"]
         by_index = command(["run", *common, "--index", str(index), "--out", f"{tmp}/index"])
         in_memory = command(["run", *common, "--corpus", str(corpus), "--out", f"{tmp}/memory"])
         same = (json.loads(Path(f"{tmp}/index/trace.json").read_text())["tree"]

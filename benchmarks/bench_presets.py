@@ -41,7 +41,7 @@ def measure(name: str, corpus: str, out: Path, extra: tuple[str, ...] = ()) -> d
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env.pop("DEEPRESEARCH_LM", None)
     argv = [sys.executable, str(ROOT / "cli.py"), "run", QUESTION, "--lm", "offline", "--preset", name,
-            "--corpus", corpus, "--out", str(out), "--no-progress", *extra]
+            "--corpus", corpus, "--out", str(out), "-q", *extra]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.run(argv, check=False, cwd=ROOT, env=env, capture_output=True, text=True)

@@ -38,8 +38,8 @@ def record_pool(folder: Path, claims: int) -> Path:
 
     results = folder / "results.jsonl"
     if not results.exists():
-        code = cli.main(["eval", "gather", "--queries", "scifact", "--qrels", "train", "--lm", "offline",
-                         "--limit", str(claims), "--out", str(folder), "--no-progress", "--bootstrap", "0"])
+        code = cli.main(["eval", "gather", "--data", "scifact", "--qrels", "train", "--lm", "offline",
+                         "--limit", str(claims), "--out", str(folder), "-q", "--bootstrap", "0"])
         if code != 0:
             raise SystemExit(f"recording the frozen pool failed (exit {code})")
     return results

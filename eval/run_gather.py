@@ -5,7 +5,12 @@ subquery's candidates for replay, plus the ground truth's ranks per round), `run
 on resume; it also names the scoring --protocol), `summary.json` and `summary.md` (both name the protocol and
 the code its numbers match). Each record is fsynced as its query finishes, and the summary
 files are written whole at the end. Running the same command into the same --out again (after a kill, say)
-resumes from `results.jsonl`, redoing only the queries that have no finished record; --restart starts afresh.
+resumes from `results.jsonl`, redoing only the queries that have no finished record; --overwrite starts afresh.
+
+Where the queries run: by default in this process, `IN_PROCESS_QUERIES` at once; with --workers N on a pool
+of N processes of this machine, with --ray on a Ray cluster (programs/runtime/executor.py). Each worker opens
+the LM, the corpus and the program from the command's options once, runs one query per job and sends its
+record back; this process appends the records and scores them, so resume and the summary do not change.
 
 --full-text (the loop only): the second look at a candidate the assessor labels uncertain reads the
 passages of its open-access PDF (`metadata["pdf_url"]`), fetched and cached as by `deepresearch run
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -32,7 +38,14 @@ from deepresearch.eval.gather import (
     summarize,
 )
 from deepresearch.eval.querysets import GatherQuery, find_queryset, load_queryset
+from deepresearch.programs.cli_options import (
+    add_data_arguments,
+    add_output_arguments,
+    add_quiet_alias,
+    add_workers_arguments,
+)
 from deepresearch.programs.gather.artifacts import GatherResult
+from deepresearch.programs.runtime.executor import JobFailed, open_executor, working_in
 from deepresearch.programs.runtime.jsonl import JsonlAppender, read_jsonl
 from deepresearch.programs.runtime.lm_cli import add_lm_arguments, open_lm
 from deepresearch.programs.runtime.outputs import atomic_write_text
@@ -43,13 +56,14 @@ METHODS = ("loop", "direct", "raw")
 SETTINGS_CHECKED = ("queries", "split", "corpus", "method", "lm", "iterations", "ranking_depth", "retriever",
                     "full_text")
 UNSET = {"full_text": False}  # the value of a setting a run recorded before it existed
-DAMAGED = "fix or remove the line, or pass --restart to start the run afresh"
+DAMAGED = "fix or remove the line, or pass --overwrite to start the run afresh"
+IN_PROCESS_QUERIES = 8  # queries run at once in this process (no --workers, no --ray)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--queries", required=True,
-                        help="a BEIR folder with qrels or a ScholarGym JSONL file, or a name found under "
-                             "$DEEPRESEARCH_DATA (scifact, csfcube, scholargym; shenhao/ScholarGym finds the local copy)")
+    add_data_arguments(parser, required=True, old=("--queries",), limit_help="only the first N queries",
+                       help="the queries: a BEIR folder with qrels or a ScholarGym JSONL file, or a name found under "
+                            "$DEEPRESEARCH_DATA (scifact, csfcube, scholargym; shenhao/ScholarGym finds the local copy)")
     parser.add_argument("--qrels", default=None, help="BEIR qrels split to evaluate (default test)")
     parser.add_argument("--split", default=None, help="ScholarGym split: all, test or dev (default all)")
     parser.add_argument("--min-relevance", type=int, default=1, help="lowest qrels grade counted as ground truth")
@@ -57,8 +71,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="loop: plan-retrieve-assess; direct: one LM-written query, no assessment; "
                              "raw: the question itself, no LM")
     parser.add_argument("--iterations", type=int, default=5, help="rounds of the loop (T)")
-    parser.add_argument("--workers", type=int, default=8, help="queries run at once")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N queries")
+    add_workers_arguments(parser, help=f"run the queries on this many processes of this machine, one query each at "
+                                       f"a time (each loads the corpus; default: {IN_PROCESS_QUERIES} at once in this "
+                                       f"process)",
+                          ray_help="run the queries as tasks on a Ray cluster: auto or its HOST:PORT (the [ray] extra)")
     parser.add_argument("--ranking-depth", type=int, default=100, help="ranks recorded per search for Avg.Distance")
     parser.add_argument("--distance", default="per_iteration", choices=DISTANCE_VARIANTS)
     parser.add_argument("--failed", default="excluded", choices=FAILED_POLICIES, help="failed queries in the means")
@@ -72,10 +88,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "cached) instead of its abstract (--method loop only)")
     parser.add_argument("--full-text-cache", default=None, metavar="DIR",
                         help="folder of fetched PDFs (default ~/.cache/dspy-deepresearch/fulltext)")
-    parser.add_argument("--out", default=None, help="output folder (default runs/gather-<queries>-<method>)")
-    parser.add_argument("--restart", action="store_true", help="discard earlier results in --out")
-    parser.add_argument("--no-progress", action="store_true")
-    add_retriever_arguments(parser, corpus_help="the corpus to search (default: the --queries BEIR folder): "
+    add_output_arguments(parser, out_help="output folder (default runs/gather-<data>-<method>)",
+                         overwrite_help="discard earlier results in --out", old=("--restart",))
+    add_quiet_alias(parser)
+    add_retriever_arguments(parser, corpus_help="the corpus to search (default: the --data BEIR folder): "
                                                 "a path, a name under $DEEPRESEARCH_DATA, hf:NAME; BM25 defaults "
                                                 "to ScholarGym's settings (--bm25-preset scholargym) for ScholarGym "
                                                 "queries")
@@ -149,6 +165,16 @@ def load_frozen_cases(results: str | Path, corpus) -> list[AssessmentCase]:
     return cases
 
 
+async def run_query(program, q: GatherQuery) -> dict[str, Any]:
+    """The record of one query: done, or an error (recorded and redone on resume; the other queries go on)."""
+    started = time.perf_counter()
+    try:
+        out = await program.acall(question=q.query, date_constraint=q.date_constraint)
+        return record_for(q, out.result, time.perf_counter() - started)
+    except Exception as err:
+        return {**asdict(q), "status": "error", "error": f"{type(err).__name__}: {str(err)[:300]}"}
+
+
 async def run_queries(program, queries: list[GatherQuery], workers: int, sink, on_done) -> int:
     """Runs the queries `workers` at a time, appending each record to `sink` (a `JsonlAppender`) as it
     finishes; returns the error count."""
@@ -158,17 +184,56 @@ async def run_queries(program, queries: list[GatherQuery], workers: int, sink, o
     async def one(q: GatherQuery) -> None:
         nonlocal errors
         async with slots:
-            started = time.perf_counter()
-            try:
-                out = await program.acall(question=q.query, date_constraint=q.date_constraint)
-                record = record_for(q, out.result, time.perf_counter() - started)
-            except Exception as err:  # recorded and redone on resume; the other queries go on
-                errors += 1
-                record = {**asdict(q), "status": "error", "error": f"{type(err).__name__}: {str(err)[:300]}"}
+            record = await run_query(program, q)
+        errors += record["status"] != "done"
         sink.append(record)  # fsynced: a kill after this line never costs this query again
         on_done(record)
 
     await asyncio.gather(*[one(q) for q in queries])
+    return errors
+
+
+_WORKER_PROGRAMS: dict[str, tuple] = {}  # per worker process: the session and program of a command's options
+
+
+def gather_one(job: tuple[argparse.Namespace, str | None, str, str, GatherQuery]) -> dict[str, Any]:
+    """One query run in a worker process (--workers, --ray): its record.
+
+    The worker opens the LM session, the corpus and the program from the command's options once (the LM was
+    checked by the command already) and keeps them for the next query of the same command.
+    """
+    import dspy
+
+    args, corpus_spec, bm25_preset, cwd, query = job
+    with working_in(cwd):  # relative paths of the options, as the command saw them
+        key = repr((sorted(vars(args).items()), corpus_spec, bm25_preset, cwd))
+        if key not in _WORKER_PROGRAMS:
+            session = open_lm(argparse.Namespace(**{**vars(args), "no_preflight": True}))
+            retrieval = open_from_args(args, corpus_spec, default_preset=bm25_preset)
+            program = build_program(args.method, retrieval.retriever, session.lm, args.iterations,
+                                    args.ranking_depth, getattr(args, "full_text", False),
+                                    getattr(args, "full_text_cache", None))
+            if args.program:
+                program.load(args.program)
+            _WORKER_PROGRAMS.clear()  # one command's program per process
+            _WORKER_PROGRAMS[key] = (session, program)
+        session, program = _WORKER_PROGRAMS[key]
+        with session.context(), dspy.context(trace=None, disable_history=True):
+            return asyncio.run(run_query(program, query))
+
+
+def run_on_executor(executor, job_of, queries: list[GatherQuery], sink, on_done) -> int:
+    """`run_queries` on `executor` (programs/runtime/executor.py): each query is one job `job_of(query)` of
+    `gather_one`; each record is appended here as it comes back. Returns the error count."""
+    errors = 0
+    with executor as pool:
+        print(f"queries on {pool.kind} ({pool.workers} at once)", file=sys.stderr, flush=True)
+        for index, record in pool.map_unordered(gather_one, [job_of(q) for q in queries]):
+            if isinstance(record, JobFailed):  # the worker could not run it (or died): redone on resume
+                record = {**asdict(queries[index]), "status": "error", "error": record.error}
+            errors += record["status"] != "done"
+            sink.append(record)
+            on_done(record)
     return errors
 
 
@@ -231,8 +296,10 @@ def summary_markdown(summary: dict, settings: dict, usage: dict) -> str:
 def main(args: argparse.Namespace) -> int:
     import dspy
 
-    if args.iterations < 1 or args.workers < 1:
+    if args.iterations < 1 or (args.workers is not None and args.workers < 1):
         raise ValueError(f"--iterations and --workers must be >= 1, got {args.iterations} and {args.workers}")
+    if args.workers and getattr(args, "ray", None):
+        raise ValueError("--workers sets the local pool and --ray a cluster; pass one of them")
     full_text = getattr(args, "full_text", False)
     if full_text and args.method != "loop":
         raise ValueError(f"--full-text is read by the loop's second look, which --method {args.method} does not "
@@ -240,34 +307,35 @@ def main(args: argparse.Namespace) -> int:
     # the LM is checked before the queries and the corpus are loaded: a bad key or a dead server fails in seconds
     session = open_lm(args)
     lm, model = session.lm, session.model
-    kind, found = find_queryset(args.queries, data_dir())
+    kind, found = find_queryset(args.data, data_dir())
     queries = load_queryset(found, args.qrels or args.split, args.min_relevance)
     split = args.qrels or args.split or ("test" if kind == "beir" else "all")
     if args.limit is not None:
         queries = queries[:args.limit]
     if not queries:
-        raise ValueError(f"no queries in {args.queries} (split {split}); check --qrels/--split")
+        raise ValueError(f"no queries in {args.data} (split {split}); check --qrels/--split")
     corpus_spec = args.corpus or (str(found) if kind == "beir" else None)
     if corpus_spec is None and args.index is None:
         raise ValueError("a ScholarGym query set needs --corpus or --index (its 570K-paper corpus is not bundled)")
     # spec 004 §2.1: ScholarGym's own BM25 for its queries, unless an index or --bm25-preset says otherwise
-    retrieval = open_from_args(args, corpus_spec, default_preset="default" if kind == "beir" else "scholargym")
+    bm25_preset = "default" if kind == "beir" else "scholargym"
+    retrieval = open_from_args(args, corpus_spec, default_preset=bm25_preset)
     corpus = retrieval.corpus
     described = {k: retrieval.description.get(k) for k in ("retriever", "index", "bm25", "dense", "qdrant")}
-    out = Path(args.out or Path("runs") / f"gather-{Path(args.queries).name}-{args.method}")
+    out = Path(args.out or Path("runs") / f"gather-{Path(args.data).name}-{args.method}")
     out.mkdir(parents=True, exist_ok=True)
-    settings = {"queries": str(args.queries), "split": split, "corpus": f"{corpus.name}:{corpus.fingerprint()[:12]}",
+    settings = {"queries": str(args.data), "split": split, "corpus": f"{corpus.name}:{corpus.fingerprint()[:12]}",
                 "method": args.method, "lm": model, "iterations": args.iterations if args.method == "loop" else 1,
                 "ranking_depth": args.ranking_depth, "retriever": described, "program": args.program,
                 "full_text": bool(full_text), "protocol": args.protocol}
     results_path, run_path = out / "results.jsonl", out / "run.json"
-    if args.restart:
+    if args.overwrite:
         results_path.unlink(missing_ok=True)
     elif results_path.exists() and run_path.exists():
         before = json.loads(run_path.read_text())
         changed = [k for k in SETTINGS_CHECKED if before.get(k, UNSET.get(k)) != settings[k]]
         if changed:
-            raise ValueError(f"{out} holds a run with different {', '.join(changed)}; pass --restart or another --out")
+            raise ValueError(f"{out} holds a run with different {', '.join(changed)}; pass --overwrite or another --out")
     atomic_write_text(run_path, json.dumps(settings, indent=2))
     records = read_records(results_path, DAMAGED)
     wanted = {q.query_id for q in queries}
@@ -284,7 +352,7 @@ def main(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     bar = tqdm(total=len(todo), unit="query", desc=args.method, file=sys.stderr,
-               disable=args.no_progress or not todo, dynamic_ncols=True)
+               disable=getattr(args, "quiet", False) or not todo, dynamic_ncols=True)
 
     def on_done(record):
         records[record["query_id"]] = record
@@ -292,8 +360,13 @@ def main(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     with JsonlAppender(results_path) as sink:  # cuts the line a kill left unfinished
-        with session.context(), dspy.context(trace=None, disable_history=True):
-            errors = asyncio.run(run_queries(program, todo, args.workers, sink, on_done))
+        if args.workers or getattr(args, "ray", None):
+            cwd = os.getcwd()
+            errors = run_on_executor(open_executor(workers=args.workers, ray=getattr(args, "ray", None)),
+                                     lambda q: (args, corpus_spec, bm25_preset, cwd, q), todo, sink, on_done)
+        else:
+            with session.context(), dspy.context(trace=None, disable_history=True):
+                errors = asyncio.run(run_queries(program, todo, IN_PROCESS_QUERIES, sink, on_done))
     bar.close()
     done = [records[q.query_id] for q in queries if records.get(q.query_id, {}).get("status") == "done"]
     traces = [trace_for(r) for r in done]

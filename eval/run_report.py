@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,16 @@ from deepresearch.eval.judges import CitationSupportJudge, CriteriaJudge, JudgeC
 from deepresearch.eval.protocols import protocol_lines, protocols_of
 from deepresearch.eval.questions import Question, load_questions
 from deepresearch.eval.report import source_stats, unique_urls
+from deepresearch.programs import environment
 from deepresearch.programs.artifacts import Report
+from deepresearch.programs.cli_options import (
+    add_data_arguments,
+    add_judge_arguments,
+    add_output_arguments,
+    add_tree_arguments,
+    add_workers_arguments,
+)
+from deepresearch.programs.config import PRESETS
 from deepresearch.programs.runtime.lm_cli import add_lm_arguments, open_lm
 from deepresearch.programs.runtime.outputs import atomic_write_text
 from deepresearch.retrievers.cli import add_retriever_arguments, open_from_args
@@ -166,23 +174,19 @@ def mean_table(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--questions", required=True,
-                        help="a question file (.csv ecology form, .jsonl, .json, .txt), or eco, researchy, "
-                             "scholarqa (local files under $DEEPRESEARCH_DATA, else the Hugging Face hub), "
-                             "or hf:owner/name[:split]")
-    parser.add_argument("--limit", type=int, default=None, help="use the first N questions")
-    parser.add_argument("--judge-lm", default=None,
-                        help="the judge LM (temperature 0, on the --api-base server when one is given); without it "
-                             "only offline metrics are computed")
-    parser.add_argument("--preset", default="quick", help="tree shape preset of the program")
-    parser.add_argument("--depth", type=int, default=None)
-    parser.add_argument("--breadth", type=int, default=None)
-    parser.add_argument("--out", default="runs/eval_report", help="folder for the reports and scores.jsonl")
-    parser.add_argument("--judge-cache", default=None, help="judge verdict cache folder (default OUT/judge_cache)")
-    parser.add_argument("--workers", type=int, default=None,
-                        help="research the questions in this many processes (default: one after another here)")
-    parser.add_argument("--ray", default=None, metavar="auto|ADDRESS",
-                        help="research the questions as tasks on a Ray cluster (the [ray] extra)")
+    add_data_arguments(parser, required=True, old=("--questions",), limit_help="use the first N questions",
+                       help="the questions: a question file (.csv ecology form, .jsonl, .json, .txt), or eco, "
+                            "researchy, scholarqa (local files under $DEEPRESEARCH_DATA, else the Hugging Face hub), "
+                            "or hf:owner/name[:split]")
+    add_judge_arguments(parser, lm_help="the judge LM (temperature 0, on the --api-base server when one is given); "
+                                        "without it only offline metrics are computed",
+                        cache_help="judge verdict cache folder (default OUT/judge_cache)")
+    add_tree_arguments(parser, preset_default="quick", presets=tuple(sorted(PRESETS)),
+                       preset_help="tree shape preset of the program (default quick)")
+    add_output_arguments(parser, out_default="runs/eval_report", out_help="folder for the reports and scores.jsonl")
+    add_workers_arguments(parser, help="research the questions in this many processes (default: one after another "
+                                       "here)",
+                          ray_help="research the questions as tasks on a Ray cluster (the [ray] extra)")
     add_retriever_arguments(parser, corpus_help="corpus to research (default scifact, or the --index's): a path, a "
                                                 "name under $DEEPRESEARCH_DATA, hf:NAME (see `run`)")
     add_lm_arguments(parser)  # the program's LM (--lm), and the server and settings both LMs share
@@ -205,12 +209,12 @@ def main(args: argparse.Namespace) -> int:
     if args.judge_lm and args.judge_lm != "offline":
         from deepresearch.eval.judges import judge_lm
 
-        judge = judge_lm(args.judge_lm, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"),
+        judge = judge_lm(args.judge_lm, args.api_base, environment.api_key(),
                          timeout_s=args.lm_timeout)
         if not args.no_preflight and args.judge_lm != session.model:  # that one was checked already
             preflight(judge, timeout_s=min(args.lm_timeout, 60.0))
         judges = Judges.build(judge, JudgeCache(args.judge_cache or out / "judge_cache"))
-    questions = load_questions(args.questions, data_dir=os.environ.get("DEEPRESEARCH_DATA"), limit=args.limit)
+    questions = load_questions(args.data, data_dir=environment.data_dir(), limit=args.limit)
     retrieval = open_from_args(args, args.corpus or (None if args.index else "scifact"))
     corpus = retrieval.corpus
     program = DeepResearch(retriever=retrieval.retriever, config=config, offline=session.is_offline)
@@ -236,7 +240,7 @@ def main(args: argparse.Namespace) -> int:
     with (out / "scores.jsonl").open("w", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    print(f"{len(rows)} questions from {args.questions} · program LM {session.model} · judge "
+    print(f"{len(rows)} questions from {args.data} · program LM {session.model} · judge "
           f"{args.judge_lm or 'none (offline metrics only)'}")
     means = mean_table(rows)
     for key, value in means.items():

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from deepresearch.eval.retrieval import evaluate_run
+from deepresearch.programs.cli_options import deprecated
 from deepresearch.retrievers import embed
 from deepresearch.retrievers.beir import load_qrels, load_queries
 from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, open_from_args
@@ -31,19 +32,20 @@ PUBLISHED = {"scifact": {"bm25": 0.665, "dense": 0.645}}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.splitlines()[0]
     parser.add_argument("--qrels", default="test", help="qrels split (default test)")
-    parser.add_argument("--no-dense", action="store_true", help="BM25 only (the same as --retriever bm25)")
     parser.add_argument("--rrf-k", type=float, default=60.0, help="reciprocal-rank fusion constant")
     parser.add_argument("--weights", default="1,1", help="RRF weights for bm25,dense (default 1,1)")
-    parser.add_argument("--depth", type=int, default=100, help="documents ranked per query")
+    parser.add_argument("--hits", type=int, default=100, help="documents ranked per query (default 100)")
+    deprecated(parser, "--depth", "--hits")  # --depth is the research tree's levels in every other command
     parser.add_argument("--json", default=None, help="also write the scores to this JSON file")
     add_retriever_arguments(parser, corpus_help="a BEIR folder (corpus.jsonl, queries.jsonl, qrels/) or its name "
                                                 "under $DEEPRESEARCH_DATA (e.g. scifact); with --index its queries "
                                                 "and qrels are scored against the index's documents",
                             default_kind="hybrid: bm25, dense and their fusion")
+    deprecated(parser, "--no-dense", "--retriever bm25", dest="retriever", action="store_const", const="bm25")
 
 
-def rank_all(retriever, queries: dict[str, str], depth: int) -> dict[str, list[Hit]]:
-    return {qid: retriever.search(text, depth) for qid, text in queries.items()}
+def rank_all(retriever, queries: dict[str, str], hits: int) -> dict[str, list[Hit]]:
+    return {qid: retriever.search(text, hits) for qid, text in queries.items()}
 
 
 def main(args: argparse.Namespace) -> int:
@@ -65,12 +67,10 @@ def main(args: argparse.Namespace) -> int:
     if len(weights) != 2:
         raise ValueError(f"--weights {args.weights!r} should be two numbers, bm25,dense")
 
-    if args.no_dense and args.retriever not in (None, "bm25"):
-        raise ValueError(f"--no-dense asks for BM25 only, --retriever {args.retriever} for more; pass one of them")
-    kind = "bm25" if args.no_dense else "hybrid"
+    kind = "hybrid"
     if kind == "hybrid" and args.retriever is None and args.index and read_manifest(args.index).get("dense") is None:
         # an index built without --dense: score what it holds rather than refuse the whole command
-        print(f"index {args.index} has no dense part: BM25 only (build it with --dense MODEL for dense and hybrid)",
+        print(f"index {args.index} has no dense part: BM25 only (build it with --dense-model MODEL for dense and hybrid)",
               file=sys.stderr)
         kind = "bm25"
     started = time.perf_counter()
@@ -80,15 +80,15 @@ def main(args: argparse.Namespace) -> int:
     rankings: dict[str, dict[str, list]] = {}
     bm25, dense = retrieval.parts.get("bm25"), retrieval.parts.get("dense")
     if bm25 is not None:
-        rankings["bm25"] = rank_all(bm25, queries, args.depth)
+        rankings["bm25"] = rank_all(bm25, queries, args.hits)
     if dense is not None:
         vectors = embed.encode([queries[q] for q in qids], dense.model)  # the queries, in one batch
-        rankings["dense"] = {q: dense.search(v, args.depth) for q, v in zip(qids, vectors)}
+        rankings["dense"] = {q: dense.search(v, args.hits) for q, v in zip(qids, vectors)}
     if bm25 is not None and dense is not None:
         rankings["hybrid"] = {q: [d for d, _ in rrf_fuse([rankings["bm25"][q], rankings["dense"][q]], weights,
                                                           args.rrf_k)] for q in qids}
     if not retrieval.parts:  # qdrant: its own ranking
-        rankings[retrieval.kind] = rank_all(retrieval.retriever, queries, args.depth)
+        rankings[retrieval.kind] = rank_all(retrieval.retriever, queries, args.hits)
     runs = {name: {q: [h if isinstance(h, str) else h.doc.doc_id for h in hits] for q, hits in ranking.items()}
             for name, ranking in rankings.items()}
     scores = {name: evaluate_run(run, qrels) for name, run in runs.items()}

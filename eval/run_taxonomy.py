@@ -4,7 +4,7 @@ Writes to --out: predictions.jsonl (TaxoBench's scorer format plus the repairs m
 fsynced as the survey finishes), run.json (the settings, checked on resume), and at the end, from every
 finished prediction, scores.jsonl (every metric per survey), judgements.jsonl (with --judge-lm) and
 summary.json, each written whole; then prints the summary table. Running the same command into the same
---out again (after a kill, say) builds only the surveys without a prediction; --restart starts afresh.
+--out again (after a kill, say) builds only the surveys without a prediction; --overwrite starts afresh.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +28,14 @@ from deepresearch.eval.taxonomy import (
     score_survey,
     summarize,
 )
+from deepresearch.programs import environment
+from deepresearch.programs.cli_options import (
+    add_data_arguments,
+    add_judge_arguments,
+    add_output_arguments,
+    add_overwrite_argument,
+    add_tree_arguments,
+)
 from deepresearch.programs.runtime.jsonl import JsonlAppender, read_jsonl, write_jsonl_atomic
 from deepresearch.programs.runtime.lm_cli import LMSession, add_lm_arguments, open_lm
 from deepresearch.programs.runtime.outputs import atomic_write_text
@@ -44,42 +51,42 @@ TABLE = (("R", "recall"), ("P", "precision"), ("F1", "f1"), ("ARI", "ari"), ("HO
 # what a prediction depends on; a rerun into the same --out must match them (--limit, --sim, --profile and
 # --judge-lm may change: they pick the surveys scored and how)
 SETTINGS_CHECKED = ("data", "mode", "lm", "max_papers_per_call", "corpus", "depth", "breadth")
-DAMAGED = "fix or remove the line, or pass --restart to start the run afresh"
+DAMAGED = "fix or remove the line, or pass --overwrite to start the run afresh"
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", default=None,
-                        help=f"TaxoBench JSONL, a folder with data.jsonl, or {HF_DATASET} "
-                             "(default: $DEEPRESEARCH_DATA/taxobench_examples)")
-    parser.add_argument("--limit", type=int, default=None, help="score only the first N surveys")
+    add_data_arguments(parser, limit_help="score only the first N surveys",
+                       help=f"TaxoBench JSONL, a folder with data.jsonl, or {HF_DATASET} "
+                            "(default: $DEEPRESEARCH_DATA/taxobench_examples)")
     parser.add_argument("--profile", default="paper", choices=PROFILES, help="title alignment profile")
     parser.add_argument("--sim", default="embedding", choices=SIMS,
                         help="label similarity: all-MiniLM-L6-v2 cosine (the benchmark's) or exact match")
-    parser.add_argument("--out", default=None, help="output folder")
-    parser.add_argument("--judge-lm", default=None,
-                        help="also score each tree with TaxoBench's LLM judge (four 1-5 dimensions) using "
-                             "this DSPy/LiteLLM model, e.g. openai/gpt-4o; verdicts are cached under --out")
+    add_output_arguments(parser, out_help="output folder")
+    add_judge_arguments(parser, lm_help="also score each tree with TaxoBench's LLM judge (four 1-5 dimensions) "
+                                        "using this DSPy/LiteLLM model, e.g. openai/gpt-4o; verdicts are cached "
+                                        "under --out")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_scoring_arguments(parser)
     parser.add_argument("--mode", default="bottom-up", choices=MODES,
                         help="bottom-up: organise the expert papers; deep-research: find papers first")
-    parser.add_argument("--depth", type=int, default=2, help="deep-research mode: research depth")
-    parser.add_argument("--breadth", type=int, default=3, help="deep-research mode: research breadth")
+    add_tree_arguments(parser, depth_default=2, depth_help="deep-research mode: research depth",
+                       breadth_default=3, breadth_help="deep-research mode: research breadth")
     parser.add_argument("--max-papers-per-call", type=int, default=60,
                         help="larger paper sets are organised in groups and merged")
-    parser.add_argument("--restart", action="store_true", help="discard earlier predictions in --out")
+    add_overwrite_argument(parser, help="discard earlier predictions in --out", old=("--restart",))
     add_retriever_arguments(parser, corpus_help="deep-research mode: the corpus to search (default: the benchmark's "
                                                 "own papers, pooled over all loaded surveys): a path, a name under "
                                                 "$DEEPRESEARCH_DATA, hf:NAME (see `run`)")
     add_lm_arguments(parser)  # --lm offline: the clustering baseline; --judge-lm shares --api-base, --lm-timeout
 
 
-def resolve_data(spec: str | None) -> str:
+def resolve_data(spec: str | None, root: str | None = None) -> str:
+    """The TaxoBench data to read: `spec`, else `root`/taxobench_examples (root: $DEEPRESEARCH_DATA on the
+    command line) when it exists, else the Hugging Face dataset."""
     if spec:
         return spec
-    root = os.environ.get("DEEPRESEARCH_DATA")
     if root and (Path(root) / "taxobench_examples").exists():
         return str(Path(root) / "taxobench_examples")
     return HF_DATASET
@@ -116,17 +123,18 @@ def per_survey_row(score: SurveyScore) -> dict[str, float]:
 
 
 def judge_all(surveys: Sequence[Survey], predictions: dict[int, Prediction], model: str, *,
-              api_base: str | None = None, cache_dir: Path | None = None, lm=None) -> list[dict[str, Any]]:
+              api_base: str | None = None, api_key: str | None = None, cache_dir: Path | None = None,
+              lm=None) -> list[dict[str, Any]]:
     """The LLM judge's verdict on every survey's tree (a missing prediction is judged as a failed tree).
 
-    `lm` is the judge LM when already built (else one is built for `model` on `api_base`).
+    `lm` is the judge LM when already built (else one is built for `model` on `api_base`, sent `api_key`).
     Returns one row per survey: `id` and either `scores`, `reasoning`, `average`, or `error` when the
     judge's answer was unusable (logged, and left out of the averages).
     """
     from deepresearch.eval.judges import JudgeCache, judge_lm
     from deepresearch.eval.taxonomy_judge import JudgeAnswerError, TaxonomyJudge
 
-    lm = lm if lm is not None else judge_lm(model, api_base, os.environ.get("DEEPRESEARCH_API_KEY"))
+    lm = lm if lm is not None else judge_lm(model, api_base, api_key)
     judge = TaxonomyJudge(lm=lm, cache=JudgeCache(cache_dir) if cache_dir is not None else None)
     rows = []
     for s in surveys:
@@ -250,7 +258,7 @@ def open_judge(args: argparse.Namespace, session: LMSession):
     from deepresearch.eval.judges import judge_lm
     from deepresearch.programs.runtime.lm import preflight
 
-    lm = judge_lm(args.judge_lm, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"), timeout_s=args.lm_timeout)
+    lm = judge_lm(args.judge_lm, args.api_base, environment.api_key(), timeout_s=args.lm_timeout)
     if not args.no_preflight and args.judge_lm != session.model:  # the main LM was checked already
         preflight(lm, timeout_s=min(args.lm_timeout, 60.0))
     return lm
@@ -264,18 +272,18 @@ def run_settings(args: argparse.Namespace, data: str, model: str, corpus) -> dic
             "depth": args.depth if deep else None, "breadth": args.breadth if deep else None}
 
 
-def check_resume(out: Path, settings: dict[str, Any], restart: bool) -> None:
+def check_resume(out: Path, settings: dict[str, Any], overwrite: bool) -> None:
     """Lets a run go on from the predictions in `out` only when they were made with the same settings."""
     predictions, run = out / "predictions.jsonl", out / "run.json"
-    if restart:
+    if overwrite:
         predictions.unlink(missing_ok=True)
     elif predictions.exists() and not run.exists():
-        raise ValueError(f"{out} holds predictions of unknown settings (no run.json); pass --restart or another --out")
+        raise ValueError(f"{out} holds predictions of unknown settings (no run.json); pass --overwrite or another --out")
     elif predictions.exists():
         before = json.loads(run.read_text(encoding="utf-8"))
         changed = [k for k in SETTINGS_CHECKED if before.get(k) != settings[k]]
         if changed:
-            raise ValueError(f"{out} holds a run with different {', '.join(changed)}; pass --restart or another --out")
+            raise ValueError(f"{out} holds a run with different {', '.join(changed)}; pass --overwrite or another --out")
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run, json.dumps(settings, indent=2))
 
@@ -292,11 +300,11 @@ def main(args: argparse.Namespace) -> int:
     # the LMs are checked before the benchmark is loaded: a bad key or a dead server fails in seconds
     session = open_lm(args)
     judge = open_judge(args, session)
-    data = resolve_data(args.data)
+    data = resolve_data(args.data, environment.data_dir())
     surveys = load_taxobench(data, limit=args.limit)
     retrieval = research_retrieval(args, surveys) if args.mode == "deep-research" else None
     out = Path(args.out or Path("runs") / f"taxonomy-{args.mode}")
-    check_resume(out, run_settings(args, data, session.model, retrieval.corpus if retrieval else None), args.restart)
+    check_resume(out, run_settings(args, data, session.model, retrieval.corpus if retrieval else None), args.overwrite)
     predictions_path = out / "predictions.jsonl"
     done = {int(row["id"]) for row in read_jsonl(predictions_path, hint=DAMAGED)}
     todo = [s for s in surveys if s.survey_id not in done]
@@ -310,8 +318,9 @@ def main(args: argparse.Namespace) -> int:
                 with session.context():
                     result = builder(s.topic, papers)
                 sink.append(prediction_row(s, result, args.mode, model))  # fsynced: never built again
-                print(f"survey {s.survey_id}: {len(result.retrieved_papers)} papers, {len(result.repairs)} repairs",
-                      file=sys.stderr)
+                if not getattr(args, "quiet", False):  # a progress line, which -q leaves out
+                    print(f"survey {s.survey_id}: {len(result.retrieved_papers)} papers, "
+                          f"{len(result.repairs)} repairs", file=sys.stderr)
     # every score comes from the file, so a resumed run scores exactly what an uninterrupted one would
     rows = {int(row["id"]): row for row in read_jsonl(predictions_path, hint=DAMAGED)}
     by_id = {s.survey_id: Prediction(s.survey_id, rows[s.survey_id]["hierarchy_tree"],

@@ -18,6 +18,7 @@ from deepresearch.eval.run_taxonomy import (
     write_results,
 )
 from deepresearch.eval.taxobench import load_predictions, load_taxobench
+from deepresearch.programs import environment
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    surveys = load_taxobench(resolve_data(args.data), limit=args.limit)
+    surveys = load_taxobench(resolve_data(args.data, environment.data_dir()), limit=args.limit)
     predictions = load_predictions(args.predictions)
     unknown = sorted(set(predictions) - {s.survey_id for s in surveys})
     if unknown:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
-import os
+import functools
 import sys
 import tempfile
 import threading
@@ -23,6 +24,7 @@ from deepresearch.optimize.metrics import (
     metric_spec,
 )
 from deepresearch.optimize.pools import POOL_STAGES, stage_pool
+from deepresearch.optimize.remote import ExecutorEvaluator
 from deepresearch.optimize.saved import save_compiled
 from deepresearch.optimize.targets import (
     RecordedOnly,
@@ -43,32 +45,33 @@ from deepresearch.optimize.trainsets import (
     from_taxobench,
     split_dev,
 )
-from deepresearch.programs.config import PRESETS, preset
-from deepresearch.programs.gather.loop import GATHER_STAGES
-from deepresearch.programs.research.program import (
-    OUTPUT_STAGES,
-    STRATEGIES,
-    DeepResearch,
-    stage_names,
+from deepresearch.programs import environment
+from deepresearch.programs.cli_options import (
+    add_data_arguments,
+    add_judge_arguments,
+    add_output_arguments,
+    add_tree_arguments,
+    add_workers_arguments,
 )
-from deepresearch.programs.research.strategy import SHARED_STAGES
+from deepresearch.programs.config import PRESETS, preset
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.runtime.executor import open_executor
 from deepresearch.programs.runtime.lm import OFFLINE, preflight
 from deepresearch.programs.runtime.lm_cli import add_lm_arguments, make_session_lm, open_lm
 from deepresearch.programs.runtime.usage import UsageMeter, metered
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, open_from_args
 from deepresearch.retrievers.sources import find_local
 
 PROGRAMS = ("research", "gather", "taxonomy")
 # Stages of the research program whose output the research metrics (the papers the report cites) never see.
-UNSCORED_STAGES = {"clarify": "clarifying questions are asked before a run, by the caller",
-                   "answer": "the short answer is written beside the report",
-                   "taxonomy": "the taxonomy is built beside the report"}
+UNSCORED_STAGES = STAGES.unscored()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--program", default="research", choices=PROGRAMS, help="the program to compile")
     parser.add_argument("--stage", default="all",
-                        help="tune one stage or all: " + ", ".join(dict.fromkeys((*stage_names(), *GATHER_STAGES))) +
+                        help="tune one stage or all: " + ", ".join(dict.fromkeys((*STAGES.research(), *STAGES.gather()))) +
                              " (or the module's name: planner, writer...). The assessors run on frozen candidates, "
                              "the research planner on planning + retrieval only, and with --from-runs "
                              f"{', '.join(POOL_STAGES)} on the inputs recorded runs gave them")
@@ -79,43 +82,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="; ".join(f"{t}: {', '.join(metric_names(t))}" for t in (*METRICS, *(
                             t for t in WRITING_METRICS if t not in METRICS))))
     parser.add_argument("--optimizer", default="gepa", choices=OPTIMIZERS)
-    parser.add_argument("--train", default=None,
-                        help="research: a BEIR folder or a JSONL of questions (with optional key_points); gather: a "
-                             "ScholarGym file or BEIR folder; taxonomy: TaxoBench data (not with --from-runs)")
+    add_data_arguments(parser, old=("--train",), limit_help="use at most this many training examples",
+                       help="the training examples: research: a BEIR folder or a JSONL of questions (with optional "
+                            "key_points); gather: a ScholarGym file or BEIR folder; taxonomy: TaxoBench data (not "
+                            "with --from-runs)")
     parser.add_argument("--from-runs", default=None, metavar="DIR",
                         help="tune --stage on the inputs the runs recorded under DIR gave it (each run folder's "
                              "stages.jsonl): no retrieval, no earlier stage")
-    parser.add_argument("--split", default=None, help="split of --train (qrels file of a BEIR folder; ScholarGym split)")
-    parser.add_argument("--dev", default=None, help="dev examples (same forms as --train); default: 30%% of --train")
+    parser.add_argument("--split", default=None, help="split of --data (qrels file of a BEIR folder; ScholarGym split)")
+    parser.add_argument("--dev", default=None, help="dev examples (same forms as --data); default: 30%% of --data")
     parser.add_argument("--dev-split", default=None, help="split of --dev (default: --split)")
-    parser.add_argument("--limit", type=int, default=None, help="use at most this many training examples")
     parser.add_argument("--candidates", default=None,
                         help="frozen assessor inputs: research: a recorded candidates file; gather: the "
                              "results.jsonl of a `deepresearch eval gather` run")
     parser.add_argument("--record-candidates", default=None,
-                        help="research assessor: where to write the candidates recorded from --train")
+                        help="research assessor: where to write the candidates recorded from --data")
     parser.add_argument("--budget", type=int, default=100, help="metric calls the optimizer may spend")
     parser.add_argument("--max-lm-calls", type=int, default=None, help="LM calls the whole run may spend")
-    parser.add_argument("--judge-lm", default=None,
-                        help="the judge of the writing metrics (citation support, key points), kept apart from "
-                             "--lm; on the --api-base server when one is given. Default: the offline lexical rule")
-    parser.add_argument("--judge-api-base", default=None,
-                        help="the judge's OpenAI-compatible server, when it is not --api-base's (e.g. a hosted judge "
-                             "for a model served locally); its key is read from DEEPRESEARCH_JUDGE_API_KEY")
-    parser.add_argument("--judge-cache", default=None,
-                        help="judge verdict cache folder (default: ~/.cache/dspy-deepresearch/judge)")
+    add_judge_arguments(parser, lm_help="the judge of the writing metrics (citation support, key points), kept "
+                                        "apart from --lm; on the --api-base server when one is given. Default: the "
+                                        "offline lexical rule",
+                        api_base_help="the judge's OpenAI-compatible server, when it is not --api-base's (e.g. a "
+                                      "hosted judge for a model served locally); its key is read from "
+                                      "DEEPRESEARCH_JUDGE_API_KEY",
+                        cache_help="judge verdict cache folder (default: ~/.cache/dspy-deepresearch/judge)")
     parser.add_argument("--prompt-lm", default=None,
                         help="LM that proposes instructions (default: --lm; same server and settings)")
-    parser.add_argument("--preset", default="quick", choices=sorted(PRESETS), help="research tree preset")
-    parser.add_argument("--depth", type=int, default=None)
-    parser.add_argument("--breadth", type=int, default=None)
+    add_tree_arguments(parser, preset_default="quick", presets=tuple(sorted(PRESETS)),
+                       preset_help="research tree preset (default quick)")
     parser.add_argument("--hits", type=int, default=None, help="documents retrieved per search (research)")
     parser.add_argument("--iterations", type=int, default=5, help="gathering rounds")
-    parser.add_argument("--threads", "--workers", dest="threads", type=int, default=4,
-                        help="examples evaluated at once (the optimizer's threads)")
+    add_workers_arguments(parser, default=4, help="examples evaluated at once (the optimizer's threads)",
+                          ray_help="score the dev split before and after on a Ray cluster, one task per example "
+                                   "(the [ray] extra); the optimizer itself runs here on --workers",
+                          old=("--threads",))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=None, help="compiled program file (JSON); required unless --show")
-    add_retriever_arguments(parser, corpus_help="corpus to search (default: the --train BEIR folder): a path, a name "
+    add_output_arguments(parser, out_help="compiled program file (JSON); required unless --show")
+    add_retriever_arguments(parser, corpus_help="corpus to search (default: the --data BEIR folder): a path, a name "
                                                 "under $DEEPRESEARCH_DATA, hf:NAME (see `run`)")
     add_lm_arguments(parser, default_offline=False)  # the task LM (--lm): offline cannot be tuned
 
@@ -127,7 +130,7 @@ def resolve_stage(program: str, value: str, research_stages: dict[str, str]) -> 
     Raises:
         ValueError: for a name that is no stage of the program (the message lists them).
     """
-    table = {"research": research_stages, "gather": GATHER_STAGES, "taxonomy": {}}[program]
+    table = {"research": research_stages, "gather": STAGES.gather()}.get(program, {})
     if value == "all" or value in table:
         return value
     aliases = {attr: name for name, attr in table.items()}
@@ -138,16 +141,16 @@ def resolve_stage(program: str, value: str, research_stages: dict[str, str]) -> 
 
 
 def _train_folder(args: argparse.Namespace) -> Path | None:
-    """The BEIR folder --train names (a path or a name under $DEEPRESEARCH_DATA), or None."""
-    if args.train is None:
+    """The BEIR folder --data names (a path or a name under $DEEPRESEARCH_DATA), or None."""
+    if args.data is None:
         return None
-    found = find_local(args.train, data_dir())
+    found = find_local(args.data, data_dir())
     has_corpus = found is not None and any((found / f).exists() for f in ("corpus.jsonl", "corpus.jsonl.gz"))
     return found if has_corpus else None
 
 
 def _retriever(args: argparse.Namespace, default_preset: str = "default"):
-    """The corpus and retriever the program searches: --corpus or --index, else the --train BEIR folder."""
+    """The corpus and retriever the program searches: --corpus or --index, else the --data BEIR folder."""
     train = _train_folder(args)
     spec = args.corpus or (str(train) if train is not None else None)
     if spec is None and args.index is None:
@@ -188,11 +191,11 @@ def _research(args: argparse.Namespace, kind: str):
         found = find_local(source, data_dir())
         return from_beir(found, split or "train", corpus) if found is not None and found.is_dir() else from_jsonl(source)
 
-    if kind == "assessor":
+    if kind == STAGES.assess.tuning.target:
         if args.candidates:
             examples = candidates_from_jsonl(args.candidates)
         else:
-            questions = load(args.train, args.split)[: args.limit] if args.limit else load(args.train, args.split)
+            questions = load(args.data, args.split)[: args.limit] if args.limit else load(args.data, args.split)
             print(f"recording assessor candidates from {len(questions)} questions", file=sys.stderr)
             examples = asyncio.run(record_candidates(full, questions))
             path = Path(args.record_candidates or Path(args.out).with_suffix(".candidates.jsonl"))
@@ -202,7 +205,7 @@ def _research(args: argparse.Namespace, kind: str):
         examples = [ex.copy(sentences=full.config.assess_sentences).with_inputs("task", "sources", "sentences")
                     for ex in examples]
         return research_target(full, args.stage, kind), *split_dev(examples, seed=args.seed), _text_of(corpus)
-    return research_target(full, args.stage, kind), *_split(args, load(args.train, args.split), load), _text_of(corpus)
+    return research_target(full, args.stage, kind), *_split(args, load(args.data, args.split), load), _text_of(corpus)
 
 
 def _gather(args: argparse.Namespace, kind: str):
@@ -211,16 +214,16 @@ def _gather(args: argparse.Namespace, kind: str):
     from deepresearch.programs.gather.loop import GatherConfig, Gatherer
 
     # spec 004 §2.1: ScholarGym's own BM25 for its queries, unless an index or --bm25-preset says otherwise
-    preset = "default" if find_queryset(args.train, data_dir())[0] == "beir" else "scholargym"
+    preset = "default" if find_queryset(args.data, data_dir())[0] == "beir" else "scholargym"
     corpus, retriever = _retriever(args, preset)
     full = Gatherer(retriever, GatherConfig(iterations=args.iterations, lm_timeout_s=args.lm_timeout))
-    if kind == "assessor":
+    if kind == STAGES.assess.tuning.target:
         if not args.candidates:
             raise ValueError("the gathering assessor is tuned on frozen candidates: run `deepresearch eval gather "
                              "... --out DIR` once and pass --candidates DIR/results.jsonl")
         examples = from_frozen_cases(load_frozen_cases(args.candidates, corpus))
         return gather_target(full, args.stage, kind), *split_dev(examples, seed=args.seed), None
-    examples = from_queryset(args.train, args.split, data_dir=data_dir())
+    examples = from_queryset(args.data, args.split, data_dir=data_dir())
     return gather_target(full, args.stage, kind), *_split(
         args, examples, lambda source, split: from_queryset(source, split, data_dir=data_dir())), None
 
@@ -231,8 +234,33 @@ def _taxonomy(args: argparse.Namespace, kind: str):
     if args.stage != "all":
         raise ValueError("the taxonomy program is tuned as a whole; use --stage all")
     program = TaxonomyBuilder()
-    return Target(program, program, "all", {}), *_split(args, from_taxobench(args.train),
+    return Target(program, program, "all", {}), *_split(args, from_taxobench(args.data),
                                                         lambda s, _: from_taxobench(s)), None
+
+
+def dev_setup(args: argparse.Namespace, session, *, kind: str, metric_target: str):
+    """The program being tuned, its metric and an LM call counter, built from the options as `main` builds them:
+    what a worker of --ray needs to score dev examples (optimize/remote.py)."""
+    support = _support(args, session)
+    counter = LMCalls()
+    counter.attach(session.lm, "task")
+    counter.attach(support.lm, "judge")
+    with session.context():
+        target, _, _, text_of = {"research": _research, "gather": _gather, "taxonomy": _taxonomy}[args.program](
+            args, kind)
+    return target.program, metric_spec(metric_target, args.metric, Judging(support=support, text_of=text_of)), counter
+
+
+def _dev_evaluator(args: argparse.Namespace, kind: str, metric_target: str):
+    """With --ray, the dev evaluations on the cluster (optimize/remote.py); else none (here, on --threads)."""
+    if not args.ray:
+        return contextlib.nullcontext()
+    remote = argparse.Namespace(**vars(args))
+    # the research assessor's candidates are recorded once, here, and read by every worker
+    if args.program == "research" and kind == STAGES.assess.tuning.target and not args.candidates:
+        remote.candidates = str(args.record_candidates or Path(args.out).with_suffix(".candidates.jsonl"))
+    setup = functools.partial(dev_setup, kind=kind, metric_target=metric_target)
+    return ExecutorEvaluator(open_executor(ray=args.ray), setup, remote)
 
 
 class LMCalls(BaseCallback):
@@ -280,10 +308,10 @@ def _support(args: argparse.Namespace, session):
     if not args.judge_lm or args.judge_lm == OFFLINE:
         return Support()
     if args.judge_api_base:
-        judge = judge_lm(args.judge_lm, args.judge_api_base, os.environ.get("DEEPRESEARCH_JUDGE_API_KEY"),
+        judge = judge_lm(args.judge_lm, args.judge_api_base, environment.judge_api_key(),
                          timeout_s=args.lm_timeout)
     else:
-        judge = judge_lm(args.judge_lm, args.api_base, os.environ.get("DEEPRESEARCH_API_KEY"), timeout_s=args.lm_timeout)
+        judge = judge_lm(args.judge_lm, args.api_base, environment.api_key(), timeout_s=args.lm_timeout)
     if not args.no_preflight and (args.judge_lm != session.model or args.judge_api_base):
         preflight(judge, timeout_s=min(args.lm_timeout, 60.0))
     cache = judge_cache(args)
@@ -329,23 +357,21 @@ def main(args: argparse.Namespace) -> int:
     for name in ("budget", "limit"):  # a negative one ran unbounded (`[:-1]`, a loop that never reached it)
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
-    model = args.lm or os.environ.get("DEEPRESEARCH_LM")
+    model = args.lm or environment.default_lm()
     if not model or model == OFFLINE:
         raise ValueError("optimization tunes LM prompts; pass --lm (any DSPy/LiteLLM model string)")
-    research_stages = {**SHARED_STAGES, **OUTPUT_STAGES, **STRATEGIES[preset(args.preset).strategy].stages}
+    research_stages = STAGES.research(preset(args.preset).strategy)
     args.stage = resolve_stage(args.program, args.stage, research_stages)
     if args.from_runs is not None:
         if args.program != "research" or args.stage not in POOL_STAGES:
             raise ValueError(f"--from-runs tunes one stage of the research program: --stage "
                              f"{'|'.join(POOL_STAGES)}")
-        if args.train is not None:
-            raise ValueError("pass --from-runs or --train, not both: the recorded runs are the training examples")
-    elif args.train is None:
-        raise ValueError("pass --train (the training questions) or --from-runs DIR (recorded runs)")
+        if args.data is not None:
+            raise ValueError("pass --from-runs or --data, not both: the recorded runs are the training examples")
+    elif args.data is None:
+        raise ValueError("pass --data (the training questions) or --from-runs DIR (recorded runs)")
     # The assessors have stage-level metrics of their own; the research planner too (Ret.R, Avg.Distance).
-    stage_level = {"research": {"plan": "planner", "assess": "assessor"},
-                   "gather": {"gather_assess": "assessor"}}.get(args.program, {})
-    kind = stage_level.get(args.stage, "program")
+    kind = STAGES.frozen_target(args.program, args.stage) or "program"
     kind = kind if kind != "program" and args.metric in METRICS[kind] else "program"
     if args.from_runs is not None:
         kind = "pool"
@@ -371,6 +397,7 @@ def main(args: argparse.Namespace) -> int:
     counter.attach(prompt_lm, "proposer")
     counter.attach(support.lm, "judge")
 
+    quiet = getattr(args, "quiet", False)  # -q: no evaluation bar and no progress lines
     meter = UsageMeter()  # every request of the run: recorded candidates, the optimizer, both evaluations
     with session.context(), metered(meter):
         target, trainset, devset, text_of = {"research": _research, "gather": _gather, "taxonomy": _taxonomy}[
@@ -378,11 +405,18 @@ def main(args: argparse.Namespace) -> int:
         spec = metric_spec(metric_target, args.metric, Judging(support=support, text_of=text_of))
         left = None if args.max_lm_calls is None else max(0, args.max_lm_calls - meter.total_calls)
         started = time.perf_counter()
-        result = compile_program(target.program, optimizer=args.optimizer, spec=spec, trainset=trainset,
-                                 devset=devset, budget=args.budget, max_lm_calls=left,
-                                 prompt_lm=prompt_lm, num_threads=args.threads, seed=args.seed,
-                                 show_progress=sys.stderr.isatty(),
-                                 on_progress=lambda line: print(line, file=sys.stderr, flush=True))
+        with _dev_evaluator(args, kind, metric_target) as evaluator:
+            if evaluator is not None and not quiet:
+                print(f"dev split scored on {evaluator.kind} ({evaluator.workers} at once)", file=sys.stderr)
+            result = compile_program(target.program, optimizer=args.optimizer, spec=spec, trainset=trainset,
+                                     devset=devset, budget=args.budget, max_lm_calls=left,
+                                     prompt_lm=prompt_lm, num_threads=args.workers, seed=args.seed,
+                                     show_progress=sys.stderr.isatty() and not quiet,
+                                     on_progress=None if quiet else lambda line: print(line, file=sys.stderr,
+                                                                                        flush=True),
+                                     evaluator=evaluator)
+        for role, n in (evaluator.calls if evaluator is not None else {}).items():  # made on the cluster
+            counter.calls[role] = counter.calls.get(role, 0) + n
     if target.program is target.full:  # the whole program was tuned: the optimizer returned a tuned copy of it
         target.full = result.program
     target.program = result.program
@@ -391,7 +425,7 @@ def main(args: argparse.Namespace) -> int:
     meta = {"program": args.program, "stage": args.stage, "metric": spec.name, "optimizer": args.optimizer,
             "judge": support.name if args.metric in WRITING_METRICS.get(metric_target, ()) else None,
             "from_runs": args.from_runs,
-            "data": args.train or args.from_runs, "split": args.split, "candidates": args.candidates,
+            "data": args.data or args.from_runs, "split": args.split, "candidates": args.candidates,
             "dev": args.dev or f"{len(devset)} of the examples, held out (seed {args.seed})",
             "before": result.before, "after": result.after, "ci95": result.interval(),
             "before_scores": list(result.before_scores), "after_scores": list(result.after_scores),

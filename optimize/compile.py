@@ -179,6 +179,10 @@ class CompileResult:
                 f"| change | {change} |")
 
 
+# (program, devset) -> (the metric of each example in devset's order, LM calls made by role)
+DevEvaluator = Callable[[dspy.Module, list[dspy.Example]], tuple[list[float], dict[str, int]]]
+
+
 def evaluate(program: dspy.Module, devset: list[dspy.Example], spec: MetricSpec, num_threads: int = 4,
              show_progress: bool = False) -> float:
     """Mean metric over `devset`, in [0, 1] (a program error scores 0)."""
@@ -241,7 +245,8 @@ def _optimizer(name: str, spec: MetricSpec, budget: int, n_train: int, n_dev: in
 def compile_program(program: dspy.Module, *, optimizer: str, spec: MetricSpec, trainset: list[dspy.Example],
                     devset: list[dspy.Example], budget: int, max_lm_calls: int | None = None, prompt_lm=None,
                     num_threads: int = 4, seed: int = 0, show_progress: bool = False,
-                    on_progress: Callable[[str], None] | None = None) -> CompileResult:
+                    on_progress: Callable[[str], None] | None = None,
+                    evaluator: DevEvaluator | None = None) -> CompileResult:
     """Tunes `program` with `optimizer` on `trainset` and scores it before and after on `devset`.
 
     The dev split is held out: optimizers select candidates on the training set only.
@@ -253,6 +258,9 @@ def compile_program(program: dspy.Module, *, optimizer: str, spec: MetricSpec, t
         prompt_lm: The LM that proposes instructions (GEPA's reflection, MIPROv2's and SIMBA's prompt model).
         on_progress: Called with a progress line (metric calls spent, best training score so far) after each
             of the optimizer's metric calls.
+        evaluator: Scores the program before and after on `devset` elsewhere (optimize/remote.py: a Ray
+            cluster) and counts the LM calls it made there; default: here, DSPy's Evaluate on `num_threads`.
+            The optimizer itself always runs here, on DSPy's threads.
 
     The budget holds: once BootstrapFewShotWithRandomSearch or MIPROv2 has made `budget` metric calls, the
     program it runs answers without an LM call and scores 0 (they score a few candidates of their own beyond
@@ -265,16 +273,27 @@ def compile_program(program: dspy.Module, *, optimizer: str, spec: MetricSpec, t
     if budget < 1:
         raise ValueError(f"budget must be >= 1 metric call, got {budget}")
     if not trainset:
-        raise ValueError("the training split is empty; give more examples or a --train file")
+        raise ValueError("the training split is empty; give more examples or a --data file")
     if optimizer == "miprov2" and len(trainset) < 2:  # MIPROv2 splits its own validation set off the trainset
         raise ValueError(f"miprov2 needs at least 2 training examples, got {len(trainset)}; give more examples "
                          f"(or --dev for a separate dev set) or choose another optimizer")
     meter = UsageMeter()
+    elsewhere = 0  # LM calls of the dev evaluations run by `evaluator`
+
+    def dev_scores(candidate: dspy.Module) -> list[float]:
+        nonlocal elsewhere
+        if evaluator is None:
+            return evaluate_scores(candidate, devset, spec, num_threads, show_progress)
+        scores, calls = evaluator(candidate, devset)
+        elsewhere += sum(calls.values())
+        return scores
+
     with metered(meter):
-        before_scores = evaluate_scores(program, devset, spec, num_threads, show_progress)
+        before_scores = dev_scores(program)
         if max_lm_calls is not None:
-            per_example = max(meter.total_calls / len(devset), 1e-9)
-            left = max_lm_calls - meter.total_calls - math.ceil(per_example * len(devset))  # keep the final eval
+            spent = meter.total_calls + elsewhere
+            per_example = max(spent / len(devset), 1e-9)
+            left = max_lm_calls - spent - math.ceil(per_example * len(devset))  # keep the final eval
             budget = max(1, min(budget, int(left // per_example)))
             logger.info("metric budget %d after the LM-call budget (%.1f calls per example)", budget, per_example)
         progress = Progress(budget=budget, window=len(trainset), report=on_progress)
@@ -283,9 +302,9 @@ def compile_program(program: dspy.Module, *, optimizer: str, spec: MetricSpec, t
         # GEPA holds max_metric_calls itself; SIMBA's closing evaluation of its candidates is left whole
         gate = progress if optimizer in GATED else None
         tuned = opt.compile(Guarded(program.deepcopy(), gate), trainset=trainset, **kwargs).program
-        after_scores = evaluate_scores(tuned, devset, spec, num_threads, show_progress)
+        after_scores = dev_scores(tuned)
     return CompileResult(program=tuned, optimizer=optimizer, metric=spec.name,
                          before=sum(before_scores) / len(before_scores), after=sum(after_scores) / len(after_scores),
-                         metric_budget=budget, lm_calls=meter.total_calls, n_train=len(trainset), n_dev=len(devset),
+                         metric_budget=budget, lm_calls=meter.total_calls + elsewhere, n_train=len(trainset), n_dev=len(devset),
                          before_scores=tuple(before_scores), after_scores=tuple(after_scores),
                          metric_calls=progress.calls)

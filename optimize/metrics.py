@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import dspy
 
+from deepresearch.programs.stages.registry import STAGES
+
 Score = Callable[[dspy.Example, dspy.Prediction], float]
 Feedback = Callable[[dspy.Example, dspy.Prediction], str]
 
@@ -258,11 +260,11 @@ METRICS: dict[str, dict[str, MetricSpec]] = {
         "retrieved_recall": MetricSpec("retrieved_recall", retrieved_recall, research_feedback,
                                        "relevant papers retrieved anywhere in the tree"),
     },
-    "assessor": {
+    STAGES.assess.tuning.target: {
         "f1": MetricSpec("f1", assess_f1, assess_feedback, "F1 of kept vs relevant candidates"),
         "discard": MetricSpec("discard", assess_keep_rate, assess_feedback, "1 - GT discard rate"),
     },
-    "planner": {
+    STAGES.plan.tuning.target: {
         "recall": MetricSpec("recall", plan_recall, plan_feedback, "Ret.R of the planned queries"),
         "avg_distance": MetricSpec("avg_distance", plan_avg_distance, plan_feedback,
                                    "Avg.Distance of the relevant papers' best ranks"),
@@ -309,11 +311,11 @@ QUALITY_NAMES = ("citation_f1", "citation_precision", "citation_recall", "qualit
 # retention where the stage was given citations to keep).
 WRITING_METRICS: dict[str, tuple[str, ...]] = {
     "research": (*QUALITY_NAMES, "kpr", "integration"),
-    "extract": QUALITY_NAMES,
-    "merge": (*QUALITY_NAMES, "retention"),
-    "write": (*QUALITY_NAMES, "kpr", "integration", "retention"),
-    "enrich_write": (*QUALITY_NAMES, "retention"),
-    "enrich": ("gaps",),
+    STAGES.extract.name: QUALITY_NAMES,
+    STAGES.merge.name: (*QUALITY_NAMES, "retention"),
+    STAGES.write.name: (*QUALITY_NAMES, "kpr", "integration", "retention"),
+    STAGES.enrich_write.name: (*QUALITY_NAMES, "retention"),
+    STAGES.enrich.name: ("gaps",),
 }
 
 
@@ -339,16 +341,16 @@ def _quality(judging: Judging, target: str, example, pred):
         md = pred.report.markdown
         q = score_claims(text_claims(md), cited_passages(pred.report, judging.text_of), support, text=md,
                          question=question, key_points=key_points)
-    elif target == "extract":
+    elif target == STAGES.extract.name:
         passages = {s.source_id: f"{s.title}\n{s.text}" for s in example.sources}
         q = score_claims(learning_claims(pred.learnings), passages, support, integration=False)
-    elif target == "merge":
+    elif target == STAGES.merge.name:
         q = score_claims(text_claims(pred.summary), example.passages, support, text=pred.summary,
                          given=_ids(example.learnings))
-    elif target == "enrich_write":
+    elif target == STAGES.enrich_write.name:
         q = score_claims(text_claims(pred.paragraph), example.passages, support, text=pred.paragraph,
                          given=_ids(example.learnings))
-    elif target == "write":
+    elif target == STAGES.write.name:
         given = list(dict.fromkeys(c for f in example.findings for c in citations_in(f.summary)))
         q = score_claims(text_claims(pred.report), example.passages, support, text=pred.report,
                          question=question, key_points=key_points, given=given)

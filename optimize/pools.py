@@ -16,16 +16,11 @@ import dspy
 
 from deepresearch.optimize.trainsets import TrainsetError
 from deepresearch.programs.runtime.stage_log import STAGE_LOG, find_logs, read_log, typed_inputs
+from deepresearch.programs.stages.registry import STAGES
 
 # The stages a recorded run can tune alone, with what their metrics read. The assessor has its own frozen
 # candidates (--candidates), the planner needs retrieval (PlanAndSearch), the policies steer a live tree.
-POOL_STAGES: dict[str, str] = {
-    "extract": "learnings extracted from the passages",
-    "merge": "the node summary merged from its learnings",
-    "enrich": "follow-up tasks proposed for a node's gaps",
-    "enrich_write": "the enrichment paragraph written from follow-up learnings (hero)",
-    "write": "the report written from the findings",
-}
+POOL_STAGES: dict[str, str] = STAGES.recorded()
 
 
 _MATERIAL = ("sources", "learnings", "findings")  # the inputs a writing stage works from

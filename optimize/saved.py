@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import platform
 import time
 from pathlib import Path
 from typing import Any
 
 import dspy
+
+from deepresearch.programs.runtime.secrets import env_secrets, registered_secrets
 
 COMPILED_KEY = "deepresearch"  # under the saved state's `metadata`: the compile record
 SECRET_KEYS = {"api_key", "apikey", "api_token", "token", "authorization"}
@@ -24,8 +25,9 @@ def _scrub(value: Any) -> Any:
 
 
 def _secrets() -> list[str]:
-    """Values of environment variables that look like keys, to make sure none reaches a saved file."""
-    return [v for k, v in os.environ.items() if len(v) >= 8 and any(w in k.upper() for w in ("KEY", "TOKEN", "SECRET"))]
+    """The keys redaction knows (credential-named environment variables, keys the run was given), to make sure
+    none reaches a saved file."""
+    return [*env_secrets(), *registered_secrets()]
 
 
 def meta_path(path: str | Path) -> Path:

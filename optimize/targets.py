@@ -18,6 +18,7 @@ from deepresearch.programs.runtime.citations import source_id_for
 from deepresearch.programs.runtime.stage import Shared, Stage
 from deepresearch.programs.stages.assessor import Assessor
 from deepresearch.programs.stages.planner import Planner
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.types import Retriever, search_async
 from deepresearch.signatures.types import Task
 
@@ -65,8 +66,8 @@ def idle_stages(program: DeepResearch) -> dict[str, str]:
     the caller), and `answer` and `taxonomy` unless the config asks for them. Tuning `all` leaves them be:
     no trace of the run could show an optimizer what they do."""
     table = program.stage_table()
-    idle = {"clarify"} | ({"answer"} if not program.config.answer else set()) | (
-        {"taxonomy"} if not program.config.taxonomy else set())
+    idle = {STAGES.clarify.name} | ({STAGES.answer.name} if not program.config.answer else set()) | (
+        {STAGES.taxonomy.name} if not program.config.taxonomy else set())
     return {name: table[name] for name in idle if name in table}
 
 
@@ -113,10 +114,10 @@ class Target:
 
 def research_target(full: DeepResearch, stage: str, kind: str) -> Target:
     """`kind` is `program` (tune the whole program, or one stage inside it), `planner` or `assessor`."""
-    if kind == "planner":
-        return Target(PlanAndSearch(full.retriever, breadth=full.config.breadth), full, "plan")
-    if kind == "assessor":
-        return Target(Assessor(keep_uncertain=full.config.keep_uncertain), full, "assess")
+    if kind == STAGES.plan.tuning.target:
+        return Target(PlanAndSearch(full.retriever, breadth=full.config.breadth), full, STAGES.plan.name)
+    if kind == STAGES.assess.tuning.target:
+        return Target(Assessor(keep_uncertain=full.config.keep_uncertain), full, STAGES.assess.name)
     stages = full.stage_table()  # the shared, output and strategy stages: every module of the program
     if stage == "all":
         freeze(full, idle_stages(full))
@@ -144,9 +145,9 @@ def gather_target(full: dspy.Module, stage: str, kind: str) -> Target:
     """The gathering loop, or its assessor alone on frozen candidates (`kind == "assessor"`)."""
     from deepresearch.programs.gather.loop import CandidateAssessor
 
-    if kind == "assessor":
+    if kind == STAGES.gather_assess.tuning.target:
         assessor = CandidateAssessor(second_look=full.config.second_look, preview_chars=full.config.preview_chars)
-        return Target(assessor, full, "gather_assess", GATHER_STAGES)
+        return Target(assessor, full, STAGES.gather_assess.name, GATHER_STAGES)
     if stage != "all":
         freeze_all_but(full, stage, GATHER_STAGES)
     return Target(full, full, stage, GATHER_STAGES)

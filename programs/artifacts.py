@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
+from deepresearch.programs.reference import Reference, _reference_dict
 from deepresearch.programs.runtime.provenance import SentenceProvenance, sentence_provenance
-from deepresearch.programs.runtime.text import collapse_whitespace
 from deepresearch.retrievers.types import Hit
 from deepresearch.signatures.types import Learning, Source, Task
 
@@ -30,6 +30,12 @@ RunStatus = Literal[
     "interrupted",  # a signal or the caller interrupted it; the report covers what was done before
 ]
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+# What a run folder records of its run (`run.json`; `trace.json` too when the run raised): the RunStatus once
+# the run returned, `running` while it works, `error` when it raised before a report existed.
+FolderStatus = Literal[RunStatus, "running", "error"]
+FOLDER_STATUSES: tuple[str, ...] = get_args(FolderStatus)
+RUNNING: FolderStatus = "running"
+RAISED: FolderStatus = "error"
 
 
 EventKind = Literal[
@@ -132,72 +138,6 @@ class Node:
             error=Failure(**d["error"]) if d.get("error") else None, notes=tuple(d.get("notes", ())),
             children=tuple(cls.from_dict(c) for c in d["children"]),
         )
-
-
-@dataclass(frozen=True)
-class Reference:
-    """One entry of a report's reference list: the cited document and what its corpus record says about it.
-
-    Attributes:
-        number: The citation number in the report ([1]..[n], in order of first use).
-        source_id: The run's id of the document (spec 001 §4.7), which learnings cite.
-        doc_id: The document's id in the corpus.
-        title, year, url: From the document (`url` may be built from an arXiv or PubMed id).
-        authors, venue, doi: From the corpus record, when it has them (`deepresearch.retrievers.bibliographic`);
-            `doi` is bare (`10.1234/abc`).
-        passages: For a paper read as passages (a full-text corpus), the source ids of its cited passages
-            in order of first use (`source_id` is the first; `_3` ends the id of passage `doc_id#3`);
-            () for a whole document.
-    """
-
-    number: int
-    source_id: str
-    doc_id: str
-    title: str
-    year: int | None = None
-    url: str | None = None
-    authors: tuple[str, ...] = ()
-    venue: str | None = None
-    doi: str | None = None
-    passages: tuple[str, ...] = ()
-
-    def render(self, max_authors: int = 3) -> str:
-        """The line of the References list: authors, year, title, venue, then where to find it.
-
-        Where: the DOI link, else the URL, else the corpus id as `doc <id>` (which `deepresearch.eval.report` reads):
-        "[2] A. Smith, B. Jones, C. Lee, et al. (2020). Title. Nature. https://doi.org/10.1038/x",
-        "[3] Title (2004). doc 388". Past `max_authors` names the list ends with "et al.".
-        """
-        title = collapse_whitespace(self.title).rstrip(". ") or _title_from_url(self.url) or self.doc_id
-        year = f" ({self.year})" if self.year else ""
-        names = list(self.authors[:max_authors]) + (["et al."] if len(self.authors) > max_authors else [])
-        parts = [f"{', '.join(names)}{year}", title] if names else [f"{title}{year}"]
-        if self.venue:
-            parts.append(collapse_whitespace(self.venue).rstrip(". "))
-        where = f"https://doi.org/{self.doi}" if self.doi else self.url or f"doc {self.doc_id}"
-        return f"[{self.number}] " + ". ".join(parts) + f". {where}"
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Reference:
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in d.items() if k in known}
-        values["authors"] = tuple(values.get("authors") or ())
-        values["passages"] = tuple(values.get("passages") or ())
-        return cls(**values)
-
-
-def _reference_dict(ref: Reference) -> dict[str, Any]:
-    """A reference as report JSON holds it; `passages` only for a paper read as passages (abstracts as before)."""
-    d = asdict(ref)
-    if not ref.passages:
-        d.pop("passages")
-    return d
-
-
-def _title_from_url(url: str | None) -> str:
-    """Spec 001 §4.7: with no title, the title-cased last segment of the URL's path ("Documento.Php?Id=1")."""
-    rest = (url or "").split("#")[0].split("://", 1)[-1].rstrip("/")
-    return rest.rsplit("/", 1)[-1].title() if "/" in rest else ""
 
 
 @dataclass(frozen=True)
@@ -412,5 +352,6 @@ class Report:
         )
 
 
-__all__ = ["EVENT_KINDS", "Event", "EventKind", "FINAL_STATUSES", "Failure", "NODE_STATUSES", "Node", "NodeStatus", "RUN_STATUSES", "Reference", "Report",
+__all__ = ["EVENT_KINDS", "Event", "EventKind", "FINAL_STATUSES", "FOLDER_STATUSES", "Failure", "FolderStatus",
+           "NODE_STATUSES", "Node", "NodeStatus", "RAISED", "RUNNING", "RUN_STATUSES", "Reference", "Report",
            "RunStats", "RunStatus", "StageUsage", "Task", "as_source"]

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from deepresearch.programs.cli_options import add_output_arguments, add_workers_arguments
 from deepresearch.programs.runtime.executor import JobFailed, open_executor
 from deepresearch.programs.runtime.outputs import RUN_RECORD, atomic_write_json, atomic_write_text
 from deepresearch.programs.runtime.text import shorten
@@ -34,13 +35,11 @@ SUMMARY_COLUMNS = ("id", "status", "seconds", "lm_calls", "references", "folder"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.usage = "%(prog)s QUESTIONS.jsonl --out DIR [--workers N | --ray auto|ADDRESS] [-- RUN OPTIONS]"
     parser.add_argument("questions", help='a JSONL file: one {"question": ..., "id": ...} per line (id optional)')
-    parser.add_argument("--out", required=True, help="folder of the runs: one sub-folder per question, and the "
-                                                     "summary (summary.jsonl, summary.md)")
-    parser.add_argument("--workers", type=int, default=None,
-                        help="processes of this machine running questions at once (default 2)")
-    parser.add_argument("--ray", default=None, metavar="auto|ADDRESS",
-                        help="run the questions as tasks on a Ray cluster instead: auto (the cluster this machine "
-                             "joined with `ray start`) or its HOST:PORT; needs the [ray] extra")
+    add_output_arguments(parser, required=True, out_help="folder of the runs: one sub-folder per question, and "
+                                                         "the summary (summary.jsonl, summary.md)")
+    add_workers_arguments(parser, help="processes of this machine running questions at once (default 2)",
+                          ray_help="run the questions as tasks on a Ray cluster instead: auto (the cluster this "
+                                   "machine joined with `ray start`) or its HOST:PORT; needs the [ray] extra")
     parser.epilog = ("Everything after -- is passed to `deepresearch run` for every question, e.g. "
                      "-- --corpus scifact --lm openai/gpt-4.1-mini --preset quick. " + (parser.epilog or ""))
     parser.set_defaults(run_options=[])
@@ -105,7 +104,7 @@ def run_question(job: dict[str, Any]) -> dict[str, Any]:
     if _status(folder, job["question"]) == "done":  # finished by an earlier batch: nothing to do
         return {**_record(job, folder), "skipped": True}
     folder.mkdir(parents=True, exist_ok=True)
-    argv = ["run", job["question"], "--out", str(folder), "--resume", "--no-progress", *job["run_options"]]
+    argv = ["run", job["question"], "--out", str(folder), "--resume", "-q", *job["run_options"]]
     log = io.StringIO()
     here = os.getcwd()
     with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):

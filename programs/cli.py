@@ -18,6 +18,14 @@ import sys
 import time
 from pathlib import Path
 
+from deepresearch.programs.artifacts import RAISED
+from deepresearch.programs.cli_options import (
+    add_output_arguments,
+    add_overwrite_argument,
+    add_quiet_alias,
+    add_tree_arguments,
+    add_workers_arguments,
+)
 from deepresearch.programs.config import PRESETS, VERIFY_POLICIES, ResearchConfig, preset
 from deepresearch.programs.research.program import DeepResearch, stage_names
 from deepresearch.programs.runtime.context import Interrupt
@@ -41,11 +49,12 @@ from deepresearch.programs.stages.clarifier import (
     read_clarifications,
     research_brief,
 )
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.extras import EXTRAS, check_extras
 
 EXIT_FAILED = 3  # the run produced nothing because of failures (distinct from 2, bad input)
 SIGNALS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # the exit code of a run each signal interrupted (128 + n)
-STAGES = stage_names()
+STAGE_NAMES = stage_names()  # the --stage-lm choices
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,16 +67,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # --corpus (everyday); --index, --retriever, --qdrant-url, BM25 and dense settings (retrieval)
     retrieval = add_retriever_arguments(parser, everyday=everyday)
     lm = add_lm_arguments(parser, everyday=everyday)  # --lm (everyday); --api-base, --structured ... (language model)
-    everyday.add_argument("--preset", default="standard", choices=sorted(PRESETS),
-                          help="how the research tree grows: standard (the default, depth 2 x breadth 3), quick "
-                               "(1 x 2), deep (4 x 4), eco, hero, parallel, gather (deepresearch --help describes "
-                               "each); --depth and --breadth override its size")
-    everyday.add_argument("--depth", type=int, default=None, help="levels of search (overrides the preset)")
-    everyday.add_argument("--breadth", type=int, default=None,
-                          help="tasks planned at the root (overrides the preset; with --preset parallel, the most "
-                               "subqueries a node plans)")
-    everyday.add_argument("--out", default=None, help="output folder (default runs/<question-slug>); one run at a "
-                                                      "time, one question per folder")
+    add_tree_arguments(everyday, preset_default="standard", presets=tuple(sorted(PRESETS)),
+                       preset_help="how the research tree grows: standard (the default, depth 2 x breadth 3), quick "
+                                   "(1 x 2), deep (4 x 4), eco, hero, parallel, gather (deepresearch --help describes "
+                                   "each); --depth and --breadth override its size",
+                       breadth_help="tasks planned at the root (overrides the preset; with --preset parallel, the "
+                                    "most subqueries a node plans)")
+    add_output_arguments(everyday, out_help="output folder (default runs/<question-slug>); one run at a time, one "
+                                            "question per folder")
     retrieval.add_argument("--hits", type=int, default=None, help="documents retrieved per search")
     retrieval.add_argument("--full-text", action="store_true",
                            help="where a hit has an open-access PDF link (search engines give one), fetch and read "
@@ -75,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                 "give the extractor its passages that best match the query instead of the abstract")
     retrieval.add_argument("--full-text-cache", default=None, metavar="DIR", help="folder of fetched PDFs")
     lm.add_argument("--stage-lm", action="append", default=[], metavar="STAGE=MODEL",
-                    help=f"an LM for one stage ({', '.join(STAGES)}); repeatable")
+                    help=f"an LM for one stage ({', '.join(STAGE_NAMES)}); repeatable")
     lm.add_argument("--program", default=None, help="a compiled program (JSON state) to load")
     # clarifying questions
     lm.add_argument("--clarify", action="store_true",
@@ -91,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     budgets.add_argument("--deadline", type=float, default=None, help="wall-clock seconds; then write what exists")
     budgets.add_argument("--max-lm-calls", type=int, default=None, help="stop researching after this many LM calls")
     budgets.add_argument("--max-tokens", type=int, default=None, help="stop researching after this many tokens")
-    budgets.add_argument("--concurrency", type=int, default=None, help="nodes working at once")
+    add_workers_arguments(budgets, help="nodes working at once", old=("--concurrency",))
     output = parser.add_argument_group("output", "what the run writes beside report.md and trace.json, and where")
     # deliverables beside the report
     output.add_argument("--answer", action="store_true",
@@ -107,12 +114,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="check every claim of the draft against the passages it cites and rewrite (default), "
                              "remove or mark what they do not support; off skips the check. trace.json records "
                              "each verdict")
-    output.add_argument("--overwrite", action="store_true",
-                        help=f"replace a run of another question in --out (removes its {', '.join(RUN_FILES)})")
+    add_overwrite_argument(output, help=f"replace a run of another question in --out (removes its "
+                                        f"{', '.join(RUN_FILES)})")
     output.add_argument("--resume", action="store_true",
                         help="continue the run of this question in --out: nodes its journal.jsonl holds are "
                              "restored, not researched again (no LM call, no search)")
-    output.add_argument("--no-progress", action="store_true", help="show no progress (the same as -q)")
+    add_quiet_alias(output)
     output.add_argument("--stage-log", action=argparse.BooleanOptionalAction, default=None,
                         help=f"record every stage call's inputs and outputs in --out/{STAGE_LOG}, the training pool "
                              f"of `optimize --from-runs` (default: on with an LM, off with --lm offline, whose "
@@ -128,8 +135,8 @@ def parse_stage_lms(items: list[str]) -> dict[str, str]:
     models = {}
     for item in items:
         stage, _, stage_model = item.partition("=")
-        if stage not in STAGES or not stage_model:
-            raise ValueError(f"--stage-lm {item!r} should be STAGE=MODEL with STAGE one of: {', '.join(STAGES)}")
+        if stage not in STAGE_NAMES or not stage_model:
+            raise ValueError(f"--stage-lm {item!r} should be STAGE=MODEL with STAGE one of: {', '.join(STAGE_NAMES)}")
         models[stage] = stage_model
     return models
 
@@ -175,7 +182,7 @@ def build_program(args: argparse.Namespace, retriever, on_event, session: LMSess
 def config_overrides(args: argparse.Namespace) -> dict:
     """The options that override the preset's settings, as ResearchConfig fields (only those given)."""
     return {k: v for k, v in {"depth": args.depth, "breadth": args.breadth, "hits_per_query": args.hits,
-                                   "max_concurrency": args.concurrency, "deadline_s": args.deadline,
+                                   "max_concurrency": args.workers, "deadline_s": args.deadline,
                                    "max_lm_calls": args.max_lm_calls, "max_tokens": args.max_tokens,
                                    "lm_timeout_s": args.lm_timeout,
                                    "answer": args.answer or None, "taxonomy": args.taxonomy or None,
@@ -250,7 +257,7 @@ def ask_clarifications(args: argparse.Namespace, program: DeepResearch, session:
     except Exception as err:  # the run goes on; its usage counts the failed request
         return skip(f"the clarifying step failed ({redact(f'{type(err).__name__}: {err}'.splitlines()[0])[:200]})")
     if not questions:
-        unparsed = meter.snapshot().get("clarify")
+        unparsed = meter.snapshot().get(STAGES.clarify.name)
         return skip("the LM's reply did not parse (recorded in trace.json), so no question was asked"
                     if unparsed and unparsed.parse_failures else "the LM found the question clear and asked nothing")
     print(f"{len(questions)} clarifying question{'s' if len(questions) > 1 else ''} before research "
@@ -274,7 +281,7 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
 
     `answers` are clarifications given in advance (`--clarify-answers`); without them `--clarify` asks.
     """
-    progress = Progress(quiet=getattr(args, "quiet", False) or args.no_progress)  # -q is the dispatcher's option
+    progress = Progress(quiet=getattr(args, "quiet", False))  # -q is the dispatcher's option
     events: list[Event] = []
     program, meta = build_program(args, retrieval.retriever, recording(events, progress), session)
     meter = CostMeter()  # the run's usage: the clarifying questions are counted in it too
@@ -295,7 +302,7 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
             result = asyncio.run(_research(program, args, folder, snapshot, received, clarifications, meter))
     except BaseException as err:  # keep what exists: the events so far, and the error
         progress.close()
-        trace.update(status="error", error=redact(f"{type(err).__name__}: {err}"),
+        trace.update(status=RAISED, error=redact(f"{type(err).__name__}: {err}"),
                      events=[dataclasses.asdict(e) for e in events], **source_failures(retrieval), **session.routing())
         folder.write_json("trace.json", trace)
         raise

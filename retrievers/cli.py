@@ -1,4 +1,4 @@
-"""`deepresearch index CORPUS --out DIR [--dense MODEL]`: build a persistent index once.
+"""`deepresearch index CORPUS --out DIR [--dense-model MODEL]`: build a persistent index once.
 
 Also the retrieval options every command shares (`add_retriever_arguments`) and the one call that opens
 what they name (`open_from_args`): `run`, the `eval` runners and `optimize` all read corpora, indexes and
@@ -8,10 +8,10 @@ BM25 settings the same way. Dataset names are looked up in $DEEPRESEARCH_DATA.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
+from deepresearch.programs import environment
 from deepresearch.retrievers.bm25 import TEXT_FORMATS
 from deepresearch.retrievers.index import build_index
 from deepresearch.retrievers.open import (
@@ -27,7 +27,6 @@ from deepresearch.retrievers.scoring import IDF
 from deepresearch.retrievers.sources import open_corpus
 from deepresearch.retrievers.tokenize import TOKENIZERS
 
-DATA_ENV = "DEEPRESEARCH_DATA"
 CORPUS_HELP = ("a .jsonl file, a BEIR folder, a ScholarGym paper DB (.json), a dataset name under "
                "$DEEPRESEARCH_DATA (e.g. scifact; BeIR/scifact finds the same folder), hf:NAME or a Hugging Face "
                "owner/name")
@@ -35,7 +34,7 @@ CORPUS_HELP = ("a .jsonl file, a BEIR folder, a ScholarGym paper DB (.json), a d
 
 def data_dir() -> str | None:
     """The folder dataset names are looked up in ($DEEPRESEARCH_DATA)."""
-    return os.environ.get(DATA_ENV) or None
+    return environment.data_dir()
 
 
 def parse_fields(items: list[str]) -> dict[str, str]:
@@ -151,14 +150,17 @@ def open_from_args(args: argparse.Namespace, corpus=None, *, default_preset: str
     kind = args.retriever or kind or ("qdrant" if qdrant_url else "bm25")
     preset = args.bm25_preset if args.index else (args.bm25_preset or default_preset)
     sources = getattr(args, "source", None) or ()
-    source_options = {"cache": not getattr(args, "no_source_cache", False)}
+    # the engines' servers, keys and cache folder from the environment; --source-cache over the cache folder
+    source_options = {**(environment.engine_settings(sources) if sources else {}),
+                      "cache": not getattr(args, "no_source_cache", False)}
     if getattr(args, "source_cache", None):
         source_options["cache_dir"] = args.source_cache
     try:
         return open_retriever(corpus if corpus is not None else args.corpus, index=args.index, kind=kind,
                               qdrant_url=qdrant_url, qdrant_mode=getattr(args, "qdrant_mode", "hybrid"),
                               dense_model=args.dense_model, bm25=bm25_overrides(args), bm25_preset=preset,
-                              data_dir=data_dir(), verify=args.verify_index, show_progress=sys.stderr.isatty(),
+                              data_dir=data_dir(), verify=args.verify_index,
+                              show_progress=sys.stderr.isatty() and not getattr(args, "quiet", False),
                               sources=sources, source_options=source_options)
     except ConnectionError as err:  # a Qdrant server that cannot be reached: one line, like other bad input
         raise ValueError(str(err)) from err
@@ -179,9 +181,13 @@ def describe(retrieval: Retrieval) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.splitlines()[0]
     parser.add_argument("corpus", help=CORPUS_HELP)
-    parser.add_argument("--out", required=True, help="index folder to write")
-    parser.add_argument("--dense", default=None, metavar="MODEL",
+    # the command line's shared vocabulary (a CLI module may use it, as it may the runtime's lock below)
+    from deepresearch.programs.cli_options import add_output_arguments, deprecated
+
+    add_output_arguments(parser, required=True, out_help="index folder to write")
+    parser.add_argument("--dense-model", default=None, metavar="MODEL",
                         help="also embed the corpus with this sentence-transformers model (e.g. all-MiniLM-L6-v2)")
+    deprecated(parser, "--dense", "--dense-model")
     parser.add_argument("--no-bm25", action="store_true", help="build only the dense part")
     parser.add_argument("--batch-size", type=int, default=64, help="encoder batch size")
     add_corpus_arguments(parser)
@@ -189,8 +195,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.no_bm25 and not args.dense:
-        raise ValueError("nothing to build: --no-bm25 needs --dense MODEL")
+    if args.no_bm25 and not args.dense_model:
+        raise ValueError("nothing to build: --no-bm25 needs --dense-model MODEL")
     if not args.out.strip():
         raise ValueError("--out is empty; pass the folder to write the index to")
     settings = bm25_settings(args.bm25_preset or "default", bm25_overrides(args))
@@ -213,7 +219,8 @@ def _build(args: argparse.Namespace, settings: dict) -> int:
         print(f"skipped {skipped} bad lines in {args.corpus}", file=sys.stderr)
     loaded = time.perf_counter() - started
     index = build_index(corpus, args.out, source, bm25=None if args.no_bm25 else settings,
-                        dense_model=args.dense, batch_size=args.batch_size, show_progress=sys.stderr.isatty())
+                        dense_model=args.dense_model, batch_size=args.batch_size,
+                        show_progress=sys.stderr.isatty() and not getattr(args, "quiet", False))
     parts = ", ".join(f"{name} {secs:.1f}s" for name, secs in index.manifest["build_seconds"].items())
     bm25 = "" if args.no_bm25 else f"; tokenizer {settings['tokenizer']}"
     print(f"indexed {len(corpus)} documents from {args.corpus} into {args.out} "

@@ -81,7 +81,7 @@ class Index:
         needed = ["bm25", "dense"] if kind == "hybrid" else [kind]
         missing = [p for p in needed if parts[p] is None]
         if missing:
-            hint = " --dense MODEL" if "dense" in missing else ""
+            hint = " --dense-model MODEL" if "dense" in missing else ""
             raise ValueError(f"index at {self.folder} has no {missing[0]} part; rebuild it with "
                              f"{rebuild_command(self.folder, self.manifest, hint)}")
         if kind == "hybrid":
@@ -207,6 +207,6 @@ def open_index(folder: str | Path, corpus: Corpus | None = None, *, parts: tuple
         model = manifest["dense"]["model"]
         if embed.model_fingerprint(model) != manifest["dense"]["model_fingerprint"]:
             raise IndexMismatchError(f"the embedding model {model!r} differs from the one index {folder} was built with; "
-                                     f"rebuild the index with {rebuild_command(folder, manifest, f' --dense {model}')}")
+                                     f"rebuild the index with {rebuild_command(folder, manifest, f' --dense-model {model}')}")
         index.dense = DenseRetriever.load(folder / "dense", corpus)
     return index

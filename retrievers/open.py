@@ -181,7 +181,7 @@ def _in_memory(corpus: Corpus, kind: str, qdrant_url: str | None, qdrant_mode: s
         parts["bm25"] = BM25Retriever(corpus, **settings)
     if kind in ("dense", "hybrid"):
         logger.warning("embedding %d documents in memory with %s; slow on a big corpus, where `deepresearch index "
-                       "CORPUS --out DIR --dense MODEL` embeds them once", len(corpus), model)
+                       "CORPUS --out DIR --dense-model MODEL` embeds them once", len(corpus), model)
         parts["dense"] = DenseRetriever(corpus, model, show_progress=show_progress)
     description = {"name": corpus.name, "documents": len(corpus), "retriever": kind, "index": None,
                    "bm25": settings if kind in ("bm25", "hybrid", "qdrant") else None,
@@ -216,7 +216,7 @@ def _from_index(folder: Path, corpus: str | Corpus | None, kind: str, qdrant_url
     if dense_model and dense and embed.resolve_model(dense_model) != embed.resolve_model(dense["model"]):
         raise IndexMismatchError(f"index {folder} holds embeddings of {dense['model']!r}, not {dense_model!r}; leave "
                                  f"the model out or rebuild it with "
-                                 f"{rebuild_command(folder, manifest, f' --dense {dense_model}')}")
+                                 f"{rebuild_command(folder, manifest, f' --dense-model {dense_model}')}")
     settings = {k: stored[k] for k in BM25_KEYS} if stored else bm25_settings(bm25_preset or "default", bm25)
     recorded = manifest["corpus"]
     description = {"name": recorded["name"], "documents": recorded["documents"], "retriever": kind,

@@ -89,7 +89,7 @@ def test_run_help_is_grouped_everyday_first(capsys):
     (["run", QUESTION, "--depht", "3"], "--depth"),
     (["run", QUESTION, "--bibtx"], "--bibtex"),
     (["run", QUESTION, "--max-lm-cals=3"], "--max-lm-calls"),
-    (["index", "scifact", "--out", "x", "--dnese", "m"], "--dense"),
+    (["index", "scifact", "--out", "x", "--dnese", "m"], "--dense-model"),
 ])
 def test_a_mistyped_option_gives_one_line_naming_the_nearest(argv, meant, capsys):
     with pytest.raises(SystemExit) as exit_:

@@ -16,7 +16,7 @@ def test_run_offline_writes_report_and_trace(tmp_path, data_dir, monkeypatch, ca
     monkeypatch.delenv("DEEPRESEARCH_LM", raising=False)
     out = tmp_path / "vitd"
     code = cli.main(["run", QUESTION, "--corpus", str(data_dir / "scifact"), "--depth", "2", "--breadth", "2",
-                     "--out", str(out), "--no-progress"])
+                     "--out", str(out), "-q"])
     assert code == 0
     printed = capsys.readouterr()
     assert "offline extractive baseline" in printed.err and printed.err.count("offline") == 1

@@ -20,7 +20,7 @@ def test_answer_and_taxonomy_files_share_the_reports_numbering(tmp_path, data_di
     monkeypatch.delenv("DEEPRESEARCH_LM", raising=False)
     out = tmp_path / "vitd"
     code = cli.main(["run", QUESTION, "--corpus", str(data_dir / "scifact"), "--depth", "1", "--breadth", "2",
-                     "--answer", "--taxonomy", "--out", str(out), "--no-progress"])
+                     "--answer", "--taxonomy", "--out", str(out), "-q"])
     assert code == 0
     printed = capsys.readouterr().out
     assert f"answer: {out / 'answer.md'}" in printed and f"taxonomy: {out / 'taxonomy.json'}" in printed
@@ -56,7 +56,7 @@ def test_a_rerun_without_the_modes_removes_their_stale_files(tmp_path, data_dir,
     monkeypatch.delenv("DEEPRESEARCH_LM", raising=False)
     out = tmp_path / "vitd"
     base = ["run", QUESTION, "--corpus", str(data_dir / "scifact"), "--depth", "1", "--breadth", "1",
-            "--out", str(out), "--no-progress"]
+            "--out", str(out), "-q"]
     assert cli.main([*base, "--answer", "--taxonomy"]) == 0
     assert (out / "answer.md").exists() and (out / "taxonomy.json").exists()
     assert cli.main(base) == 0

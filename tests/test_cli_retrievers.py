@@ -40,7 +40,7 @@ def small_corpus_file(scifact_head):
 
 
 def run(out, *extra, question=QUESTION) -> dict:
-    argv = ["run", question, "--depth", "1", "--breadth", "2", "--lm", "offline", "--out", str(out), "--no-progress"]
+    argv = ["run", question, "--depth", "1", "--breadth", "2", "--lm", "offline", "--out", str(out), "-q"]
     assert cli.main([*argv, *extra]) == 0
     return json.loads((out / "trace.json").read_text())
 
@@ -110,7 +110,7 @@ def test_run_with_dense_hybrid_and_qdrant_retrievers(tmp_path, small_corpus_file
     assert hybrid["corpus"]["retriever"] == "hybrid" and qdrant["corpus"]["qdrant"] == ":memory:"
     assert all(retrieved(t) for t in (dense, hybrid, qdrant))
 
-    assert cli.main(["index", str(small_corpus_file), "--out", str(tmp_path / "idx"), "--dense", "all-MiniLM-L6-v2"]) == 0
+    assert cli.main(["index", str(small_corpus_file), "--out", str(tmp_path / "idx"), "--dense-model", "all-MiniLM-L6-v2"]) == 0
     encoded.clear()
     for kind in ("dense", "hybrid", "qdrant"):
         trace = run(tmp_path / f"index-{kind}", "--index", str(tmp_path / "idx"), "--retriever", kind)
@@ -127,14 +127,14 @@ def test_run_with_dense_hybrid_and_qdrant_retrievers(tmp_path, small_corpus_file
 
 def test_eval_gather_finds_query_sets_and_corpora_by_name(scifact_index, tmp_path):
     base = ["eval", "gather", "--method", "raw", "--lm", "offline", "--limit", "5", "--bootstrap", "20",
-            "--no-progress"]
-    assert cli.main([*base, "--queries", "scifact", "--out", str(tmp_path / "name")]) == 0
-    assert cli.main([*base, "--queries", "BeIR/scifact", "--index", str(scifact_index), "--out", str(tmp_path / "idx")]) == 0
+            "-q"]
+    assert cli.main([*base, "--data", "scifact", "--out", str(tmp_path / "name")]) == 0
+    assert cli.main([*base, "--data", "BeIR/scifact", "--index", str(scifact_index), "--out", str(tmp_path / "idx")]) == 0
     by_name, by_index = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("name", "idx"))
     assert by_name["final"] == by_index["final"] and by_name["evaluated"] == 5
     settings = json.loads((tmp_path / "idx" / "run.json").read_text())
     assert settings["retriever"]["index"] == str(scifact_index) and settings["split"] == "test"
-    assert cli.main([*base, "--queries", "shenhao/ScholarGym", "--corpus", "scifact", "--limit", "3",
+    assert cli.main([*base, "--data", "shenhao/ScholarGym", "--corpus", "scifact", "--limit", "3",
                      "--out", str(tmp_path / "sg")]) == 0  # the local copy of the hub query set
     settings = json.loads((tmp_path / "sg" / "run.json").read_text())
     assert settings["retriever"]["bm25"]["tokenizer"] == "scholargym" and settings["split"] == "all"  # spec 004
@@ -159,7 +159,7 @@ def beir_subset(data_dir, folder, n_queries=12, n_others=100):
 
 def test_eval_retrieval_through_an_index_reuses_its_embeddings(data_dir, tmp_path, encoded):
     n_docs, n_queries = beir_subset(data_dir, tmp_path / "subset")
-    assert cli.main(["index", str(tmp_path / "subset"), "--out", str(tmp_path / "idx"), "--dense", "all-MiniLM-L6-v2"]) == 0
+    assert cli.main(["index", str(tmp_path / "subset"), "--out", str(tmp_path / "idx"), "--dense-model", "all-MiniLM-L6-v2"]) == 0
     assert encoded == [n_docs]
     encoded.clear()
     assert cli.main(["eval", "retrieval", "--corpus", str(tmp_path / "subset"), "--index", str(tmp_path / "idx"),
@@ -183,7 +183,7 @@ def test_eval_retrieval_scores_the_default_bm25_on_scifact(scifact_index, tmp_pa
 
 
 def test_eval_retrieval_scores_what_an_index_without_embeddings_holds(scifact_index, tmp_path, capsys):
-    # hybrid is the default; an index built without --dense is scored with BM25 alone, and said so
+    # hybrid is the default; an index built without --dense-model is scored with BM25 alone, and said so
     assert cli.main(["eval", "retrieval", "--corpus", "scifact", "--index", str(scifact_index),
                      "--json", str(tmp_path / "s.json")]) == 0
     assert "has no dense part: BM25 only" in capsys.readouterr().err
@@ -199,7 +199,7 @@ def test_eval_retrieval_scores_what_an_index_without_embeddings_holds(scifact_in
 def test_eval_report_and_taxonomy_search_an_index(scifact_index, data_dir, tmp_path):
     questions = tmp_path / "q.jsonl"
     questions.write_text(json.dumps({"id": "q0", "question": QUESTION}) + "\n")
-    assert cli.main(["eval", "report", "--questions", str(questions), "--lm", "offline", "--preset", "quick",
+    assert cli.main(["eval", "report", "--data", str(questions), "--lm", "offline", "--preset", "quick",
                      "--index", str(scifact_index), "--out", str(tmp_path / "report")]) == 0
     row = json.loads((tmp_path / "report" / "scores.jsonl").read_text().splitlines()[0])
     assert row["qid"] == "q0" and row["n_sources"] > 0
@@ -217,7 +217,7 @@ def test_optimize_searches_the_corpus_an_index_holds(scifact_index, tmp_path, ca
     with LocalOpenAIServer(research_handler()) as server:
         lm = ["--lm", "openai/local-model", "--api-base", server.base_url]
         common = ["optimize", "--program", "research", "--stage", "assess", "--metric", "f1", "--optimizer",
-                  "bootstrap-rs", "--train", "scifact", "--limit", "2", "--budget", "8", *lm]
+                  "bootstrap-rs", "--data", "scifact", "--limit", "2", "--budget", "8", *lm]
         assert cli.main([*common, "--index", str(scifact_index), "--tokenizer", "words",
                          "--out", str(tmp_path / "bad.json")]) == 2
         assert "built with tokenizer='english', not 'words'" in one_error_line(capsys.readouterr().err)

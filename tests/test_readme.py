@@ -63,25 +63,25 @@ NOT_RUN: dict[str, str] = {
         "needs the reader's own folder of papers",
     'deepresearch run "..." --corpus refs.bib': "needs the reader's own refs.bib",
     'deepresearch run "..." --source openalex --full-text --lm openai/gpt-4.1-mini': "needs the network",
-    "deepresearch index scifact --out idx/scifact --dense all-MiniLM-L6-v2":
+    "deepresearch index scifact --out idx/scifact --dense-model all-MiniLM-L6-v2":
         "slow: encoding SciFact's 5,183 abstracts takes over ten minutes on 2 cores",
     'deepresearch run "..." --index idx/scifact --retriever hybrid --lm openai/gpt-4.1-mini --taxonomy --bibtex':
         HOSTED,
     'deepresearch run "..." --source openalex --source arxiv --lm openai/gpt-4.1-mini': "needs the network",
     'deepresearch run "..." --corpus refs.bib --source s2 --source pubmed':
         "needs the network, and the reader's own refs.bib",
-    "deepresearch optimize --program research --stage assess --metric f1 --optimizer gepa --train scifact "
+    "deepresearch optimize --program research --stage assess --metric f1 --optimizer gepa --data scifact "
     "--lm openai/gpt-4.1-mini --budget 200 --out compiled.json": HOSTED,
     'deepresearch run "..." --lm openai/gpt-4.1-mini --program compiled.json': HOSTED,
     'deepresearch run "..." --corpus scifact --lm openai/gpt-4.1-mini --program compiled.json': HOSTED,
     "deepresearch optimize --show compiled.json": "needs the compiled.json that an optimize run with a model writes",
     'deepresearch run "Does vitamin D reduce fracture risk?" --program compiled.json --lm openai/gpt-4.1-mini': HOSTED,
-    "deepresearch eval gather --queries scifact --program compiled.json --lm openai/gpt-4.1-mini": HOSTED,
+    "deepresearch eval gather --data scifact --program compiled.json --lm openai/gpt-4.1-mini": HOSTED,
     'deepresearch run "$q" --corpus scifact --lm openai/gpt-4.1-mini --out "runs/pool/$(echo $q | md5sum | '
     'cut -c1-8)"': HOSTED,
     "deepresearch optimize --stage writer --from-runs runs/pool --metric quality --optimizer gepa --lm "
     "openai/gpt-4.1-mini --judge-lm openai/gpt-4.1 --budget 60 --out writer.json": HOSTED,
-    "deepresearch eval gather --queries scifact --qrels test --lm openai/local --api-base http://127.0.0.1:8080/v1 "
+    "deepresearch eval gather --data scifact --qrels test --lm openai/local --api-base http://127.0.0.1:8080/v1 "
     "--structured schema --limit 10 --iterations 2": LLAMA,    # docs/how-to/deploy.md
     'deepresearch run "Does vitamin D prevent fractures?" --corpus scifact --lm openai/qwen2.5-7b --lm-server '
     '"http://gpu1:8000/v1 max_parallel=8" --lm-server "http://gpu2:8000/v1 max_parallel=8 rpm=600"':
@@ -92,6 +92,10 @@ NOT_RUN: dict[str, str] = {
     '--lm-server "http://gpu1:8000/v1 max_parallel=8"': "needs a Ray cluster and a model server",
     'deepresearch run "Does vitamin D prevent fractures?" --corpus scifact --qdrant-url http://127.0.0.1:6333 '
     "--qdrant-mode bm25": "needs a Qdrant server",
+    "deepresearch eval gather --data scifact --lm openai/qwen2.5-7b --api-base http://gpu1:8000/v1 --ray auto":
+        "needs a Ray cluster and a model server",
+    "deepresearch optimize --data scifact --metric recall --out compiled.json --lm openai/qwen2.5-7b --api-base "
+    "http://gpu1:8000/v1 --ray auto": "needs a Ray cluster and a model server",
     "deepresearch index hf:BeIR/nfcorpus --out idx/nfcorpus": "needs the network (a Hugging Face hub dataset)",
     "deepresearch index hf:owner/papers --hf-config abstracts --split train --field doc_id=paper_id --field "
     "text=abstract --out idx/papers": "needs the network (a Hugging Face hub dataset; owner/papers is an example)",

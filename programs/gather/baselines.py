@@ -21,6 +21,7 @@ from deepresearch.programs.runtime.stage import Shared, run_sync
 from deepresearch.programs.runtime.text import collapse_whitespace
 from deepresearch.programs.runtime.usage import UsageMeter, call_predictor, metered
 from deepresearch.programs.stages.offline import key_terms
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.types import Retriever, search_async
 from deepresearch.signatures.gather import WriteSearchQuery
 
@@ -59,7 +60,7 @@ class DirectQuery(dspy.Module):
             elif self.is_offline:
                 query, link = " ".join(key_terms(question, min_len=1)) or question, "derive"
             else:
-                out = await call_predictor("direct_query", self.write_search_query, question=question)
+                out = await call_predictor(STAGES.direct_query.name, self.write_search_query, question=question)
                 query, link = collapse_whitespace(out.query) or question, "derive"
         top = await search_async(self._retriever.obj, query, max(self.k, self.ranking_depth),
                                         before=date_constraint or None)

@@ -45,6 +45,7 @@ from deepresearch.programs.runtime.secrets import redact
 from deepresearch.programs.runtime.stage import Shared, run_sync, set_stage_lms
 from deepresearch.programs.runtime.text import norm_text
 from deepresearch.programs.runtime.usage import UsageMeter, metered
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.fulltext import FullTextRetriever
 from deepresearch.retrievers.types import Hit, Retriever
 from deepresearch.signatures.gather import PlannedSearch, RoundResult, SubqueryNode
@@ -55,7 +56,7 @@ __all__ = ["GATHER_STAGES", "RETIRED_PREDICTORS", "CandidateAssessor", "check_re
            "SubqueryPlanner", "papers_and_reader", "validate_plan"]
 
 # The loop's stage names (as in usage and the trace) -> the attribute holding their module.
-GATHER_STAGES: dict[str, str] = {"gather_plan": "planner", "gather_assess": "assessor"}
+GATHER_STAGES: dict[str, str] = STAGES.gather()
 
 # Predictors that changed shape, by their last path component: a compiled file holding one was tuned for a
 # signature this code no longer has, so its demos and instructions would not fit (issue 27).
@@ -236,7 +237,7 @@ class GatherLoop:
                 host.events.emit("budget", message=str(err))
                 return "budget", not self.selected
             except Exception as err:  # the rounds before stand; the failure is recorded by the host
-                host.failed(f"{self.tag}{t}", "plan", err)
+                host.failed(f"{self.tag}{t}", STAGES.gather_plan.loop_step, err)
                 return "plan_failed", not self.selected
             self.checklist = clip(plan.checklist, config.memory_chars)
             self.memory = clip(plan.memory, config.memory_chars)
@@ -283,11 +284,11 @@ class GatherLoop:
         async def one(node_id: int, action: str, text: str, k: int, offset: int) -> Search:
             """One search and its assessment; a failure of either is recorded on the search, not raised."""
             search = Search(node_id=node_id, action=action, text=text, k=k, offset=offset, candidates=())
-            stage = "search"
+            stage = STAGES.search.loop_step
             try:
                 hits, ranking = await self._retrieve(text, k, offset, exclude)
                 search = replace(search, ranking=ranking)
-                stage = "assess"
+                stage = STAGES.gather_assess.loop_step
                 with reading_full_text(self.full_text):
                     assessed = await self.host.assess(question=self.question, subquery=text,
                                                       checklist=self.checklist, hits=hits,

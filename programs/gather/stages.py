@@ -26,6 +26,7 @@ from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.text import collapse_whitespace
 from deepresearch.programs.runtime.usage import call_predictor
 from deepresearch.programs.stages.offline import key_terms, stem
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.passages import sentences as split_sentences
 from deepresearch.retrievers.types import Hit
 from deepresearch.signatures.gather import (
@@ -86,7 +87,7 @@ class SubqueryPlanner(Stage):
 
     async def aforward(self, question: str, date_constraint: str, subquery_tree: list[SubqueryNode],
                        last_round: list[RoundResult], checklist: str, memory: str) -> dspy.Prediction:
-        out = await call_predictor("gather_plan", self.plan_subqueries, question=question,
+        out = await call_predictor(STAGES.gather_plan.name, self.plan_subqueries, question=question,
                                    date_constraint=date_constraint, subquery_tree=subquery_tree,
                                    last_round=last_round, checklist=checklist, memory=memory)
         return dspy.Prediction(searches=list(out.searches), checklist=out.checklist_update, memory=out.memory_update,
@@ -151,8 +152,8 @@ class CandidateAssessor(Stage):
         wanted = {stem(t) for t in key_terms(f"{question} {subquery}")}
         keys = [str(n) for n in range(1, len(hits) + 1)]  # short keys: a small model copies digits one by one
         papers = [preview(h, k, wanted, self.sentences, preview_chars) for h, k in zip(hits, keys)]
-        out = await call_predictor("gather_assess", self.label_candidates, question=question, subquery=subquery,
-                                   checklist=checklist, candidates=papers)
+        out = await call_predictor(STAGES.gather_assess.name, self.label_candidates, question=question,
+                                   subquery=subquery, checklist=checklist, candidates=papers)
         labels = {str(k).strip(): v for k, v in dict(out.relevance or {}).items()}
         unknown = sum(k not in keys for k in labels)
         judgements = [Judgement(source_id=h.doc.doc_id, label=labels[k], reason="labelled by the LM")
@@ -187,7 +188,7 @@ class CandidateAssessor(Stage):
             else:
                 paper, note, state = candidate_paper(read, None), READ_FULL_TEXT + " ", "read"
                 paper = paper.model_copy(update={"abstract": clip(paper.abstract, FULL_TEXT_CHARS)})
-        answer = await call_predictor("gather_recheck", self.recheck_candidate, question=question,
+        answer = await call_predictor(STAGES.gather_recheck.name, self.recheck_candidate, question=question,
                                       checklist=checklist, paper=paper)
         return Judgement(source_id=hit.doc.doc_id, label="relevant" if answer.is_relevant else "irrelevant",
                          reason=note + clip(answer.evidence, 300)), state

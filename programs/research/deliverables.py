@@ -20,6 +20,7 @@ from deepresearch.programs.runtime.citations import (
 )
 from deepresearch.programs.runtime.context import RunContext
 from deepresearch.programs.runtime.text import collapse_whitespace
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from deepresearch.retrievers.passages import paper_id
 from deepresearch.retrievers.types import Doc
@@ -88,19 +89,20 @@ async def literature_map(ctx: RunContext, builder: TaxonomyBuilder, roots: Seque
     try:
         out = await builder.acall(topic=ctx.title, papers=papers, meter=ctx.meter)
     except Exception as err:
-        ctx.fail("root", "taxonomy", err)
+        ctx.fail("root", STAGES.taxonomy.name, err)
         out = await TaxonomyBuilder(offline=True).acall(topic=ctx.title, papers=papers)
         repairs.append({"kind": "failed", "detail": "the taxonomy stage failed; papers organised by clustering"})
     repairs += [{"kind": r.kind, "detail": r.detail} for r in out.repairs]
     for r in out.repairs:
         if r.kind == "lm_failed":  # the builder fell back to clustering: a failure of the run's taxonomy stage
-            ctx.events.emit("failure", stage="taxonomy", message=r.detail)
+            ctx.events.emit("failure", stage=STAGES.taxonomy.name, message=r.detail)
     cite = {d.doc_id: (ctx.registry.register(d), collapse_whitespace(d.title).rstrip(". ")) for d in docs}
     record = {"topic": ctx.title, "hierarchy_tree": out.tree, "retrieved_papers": list(out.retrieved_papers),
               "papers": [{"doc_id": c.paper_id, "title": c.title, "source_id": cite[c.paper_id][0]}
                          for c in out.papers],
               "repairs": repairs}
-    ctx.events.emit("stage_end", stage="taxonomy", counts={"papers": len(out.papers), "repairs": len(repairs)})
+    ctx.events.emit("stage_end", stage=STAGES.taxonomy.name,
+                    counts={"papers": len(out.papers), "repairs": len(repairs)})
     section = render_map(out.by_id, cite) if out.papers else ""
     return record, section
 
@@ -112,14 +114,14 @@ async def short_answer(ctx: RunContext, call, findings: list[Finding]) -> str:
         return NO_EVIDENCE_ANSWER
     why = "the answer stage failed"
     try:
-        answer = (await call("answer", question=ctx.question, findings=findings)).answer.strip()
+        answer = (await call(STAGES.answer.name, question=ctx.question, findings=findings)).answer.strip()
         if cites_a_source(answer, ctx.registry):
             return answer
         # an answer citing nothing (or only ids that name no document) is not shipped as if it were grounded
         why = "the answer stage's reply cited no source"
-        ctx.events.emit("fallback", stage="answer", message=f"{why}: {answer[:200]!r}")
+        ctx.events.emit("fallback", stage=STAGES.answer.name, message=f"{why}: {answer[:200]!r}")
     except Exception as err:
-        ctx.fail("root", "answer", err)
+        ctx.fail("root", STAGES.answer.name, err)
     from deepresearch.programs.stages.offline import OfflineAnswerer
 
     extractive = (await OfflineAnswerer().acall(question=ctx.title, findings=findings)).answer

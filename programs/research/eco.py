@@ -10,6 +10,7 @@ from __future__ import annotations
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.research.strategy import plan_root, research_task
 from deepresearch.programs.runtime.context import RunContext
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.types import Task
 
 
@@ -47,7 +48,7 @@ class Eco:
                     follow_ups = await research_task(life, task, ctx.config.hits_per_query)
                     if depth_left > 1 and child_breadth > 0 and not life.stopped():
                         life.spawned = (await life.call(
-                            "enrich", question=ctx.question, focus=task.query, summary=life.node.summary,
+                            STAGES.enrich.name, question=ctx.question, focus=task.query, summary=life.node.summary,
                             open_questions=follow_ups, sibling_queries=siblings, max_tasks=child_breadth)).tasks
             await self._spawn(ctx, life.spawned, node_id, level + 1, depth_left - 1, child_breadth)
         release()

@@ -37,20 +37,21 @@ from deepresearch.programs.research.strategy import question_task, research_task
 from deepresearch.programs.runtime.citation_guard import check_node_citations
 from deepresearch.programs.runtime.context import NodeLife, RunContext
 from deepresearch.programs.stages.merger import NO_INFORMATION
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.types import Doc, Hit
 from deepresearch.signatures.types import Learning, Task
 
 logger = logging.getLogger(__name__)
 
 # The loop's step names (in `Search.error`) -> the stage names of the research program's vocabulary.
-LOOP_STAGES = {"plan": "gather_plan", "assess": "gather_assess", "search": "search"}
+LOOP_STAGES = {s.loop_step: s.name for s in STAGES if s.loop_step}
 JOURNAL_KEY = "gather"
 TAG = "gather:"  # before round and subquery ids in events and failure records
 
 
 class Gather:
     name = "gather"
-    stages = {"gather_plan": "subquery_planner", "gather_assess": "candidate_assessor"}
+    stages = STAGES.of_strategy(name)
 
     def modules(self, offline: bool) -> dict:
         if offline:
@@ -59,11 +60,13 @@ class Gather:
                 OfflineSubqueryPlanner,
             )
 
-            return {"subquery_planner": OfflineSubqueryPlanner(), "candidate_assessor": OfflineCandidateAssessor()}
+            return {STAGES.gather_plan.research_attr: OfflineSubqueryPlanner(),
+                    STAGES.gather_assess.research_attr: OfflineCandidateAssessor()}
         from deepresearch.programs.gather.stages import CandidateAssessor, SubqueryPlanner
 
         # preview_chars and second_look come with every call, from the run's `config.gather`
-        return {"subquery_planner": SubqueryPlanner(), "candidate_assessor": CandidateAssessor()}
+        return {STAGES.gather_plan.research_attr: SubqueryPlanner(),
+                STAGES.gather_assess.research_attr: CandidateAssessor()}
 
     def planned_nodes(self, config: ResearchConfig) -> int:
         return config.gather.iterations * config.gather.max_actions  # each action adds at most one subquery
@@ -141,13 +144,13 @@ class RunHost:
         self.searches = 0
         # the offline planner searches the run's retriever for its feedback terms
         self._plan_inputs = ({"retriever": self.papers}
-                             if isinstance(ctx.modules["gather_plan"], OfflineSubqueryPlanner) else {})
+                             if isinstance(ctx.modules[STAGES.gather_plan.name], OfflineSubqueryPlanner) else {})
 
     async def plan(self, **inputs: Any) -> dspy.Prediction:
-        return await self.ctx.call("gather_plan", **inputs, **self._plan_inputs)
+        return await self.ctx.call(STAGES.gather_plan.name, **inputs, **self._plan_inputs)
 
     async def assess(self, **inputs: Any) -> dspy.Prediction:
-        return await self.ctx.call("gather_assess", **inputs)
+        return await self.ctx.call(STAGES.gather_assess.name, **inputs)
 
     async def search(self, query: str, k: int, **filters: Any) -> list[Hit]:
         hits = await self.ctx.sched.search(self.papers, query, k, **filters)
@@ -204,13 +207,14 @@ async def research_selected(life: NodeLife, task: Task, sub: Subquery, result: G
     follow_ups: list[str] = []
     step = ctx.config.max_passages
     for start in range(0, len(sources), step):
-        out = await life.call("extract", question=ctx.question, task=task, sources=sources[start:start + step])
+        out = await life.call(STAGES.extract.name, question=ctx.question, task=task,
+                              sources=sources[start:start + step])
         life.count(invented_citations=out.invented)
         learnings += out.learnings
         follow_ups += [q for q in out.follow_ups if q not in follow_ups]
         life.update(learnings=tuple(learnings), follow_ups=tuple(follow_ups))
-    merged = await life.call("merge", task=task, learnings=learnings)
-    life.update(summary=check_node_citations(life, "merge", merged.summary, learnings, empty=NO_INFORMATION))
+    merged = await life.call(STAGES.merge.name, task=task, learnings=learnings)
+    life.update(summary=check_node_citations(life, STAGES.merge.name, merged.summary, learnings, empty=NO_INFORMATION))
 
 
 def gather_usage(ctx: RunContext) -> dict:

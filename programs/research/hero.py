@@ -20,6 +20,7 @@ from deepresearch.programs.runtime.citations import CITATION, citation_labels
 from deepresearch.programs.runtime.context import NodeLife, RunContext
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
 from deepresearch.programs.stages.merger import NO_INFORMATION
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.types import Finding, Learning, Task
 
 
@@ -35,16 +36,16 @@ def is_low_yield(new_passages: int, new_sources: int, batch_size: int, found_bef
 
 class Hero:
     name = "hero"
-    stages = {"enrich_write": "enrichment_writer"}
+    stages = STAGES.of_strategy(name)
 
     def modules(self, offline: bool) -> dict:
         if offline:
             from deepresearch.programs.stages.offline import OfflineEnrichmentWriter
 
-            return {"enrichment_writer": OfflineEnrichmentWriter()}
+            return {STAGES.enrich_write.research_attr: OfflineEnrichmentWriter()}
         from deepresearch.programs.stages.enrichment_writer import EnrichmentWriter
 
-        return {"enrichment_writer": EnrichmentWriter()}
+        return {STAGES.enrich_write.research_attr: EnrichmentWriter()}
 
     def planned_nodes(self, config: ResearchConfig) -> int:
         h = config.hero
@@ -86,12 +87,12 @@ class Hero:
         else:
             known = [f"Already searched: {q}" for q in queries] + [f.summary for f in findings]
             try:
-                candidates = (await ctx.call("plan", question=ctx.question, known=known,
+                candidates = (await ctx.call(STAGES.plan.name, question=ctx.question, known=known,
                                              max_tasks=h.multiplier * h.tasks_per_turn)).tasks
             except BudgetExceeded:
                 raise
             except Exception as err:
-                ctx.fail("root", "plan", err)  # a later turn that cannot plan ends the turns
+                ctx.fail("root", STAGES.plan.name, err)  # a later turn that cannot plan ends the turns
                 return []
         fresh = [t for t in candidates if t.query not in queries]
         chosen = [fresh[i] for i in await _select([t.query for t in fresh], ctx.question, h.tasks_per_turn,
@@ -108,12 +109,12 @@ class Hero:
             if not life.restored:
                 async with life.slot():
                     learnings, follow_ups = await extract_in_batches(life, task, h.deep_depth)
-                    summary = (await life.call("merge", task=task, learnings=learnings)).summary
-                    summary = check_node_citations(life, "merge", summary, learnings, empty=NO_INFORMATION)
+                    summary = (await life.call(STAGES.merge.name, task=task, learnings=learnings)).summary
+                    summary = check_node_citations(life, STAGES.merge.name, summary, learnings, empty=NO_INFORMATION)
                     life.update(summary=summary, follow_ups=tuple(follow_ups))
                     if h.enrichments > 0 and not life.stopped():
-                        gaps = (await life.call("enrich", question=ctx.question, focus=task.query, summary=summary,
-                                                open_questions=follow_ups, sibling_queries=siblings,
+                        gaps = (await life.call(STAGES.enrich.name, question=ctx.question, focus=task.query,
+                                                summary=summary, open_questions=follow_ups, sibling_queries=siblings,
                                                 max_tasks=h.multiplier * h.enrichments)).tasks
                         if len(gaps) > h.enrichments:
                             gaps = [gaps[i] for i in await _select([g.query for g in gaps], task.query,
@@ -124,10 +125,10 @@ class Hero:
             release()
             extra = [x for _, f in spawned for x in (await f or [])]
             if extra and not life.restored and not life.stopped():  # a restored summary has its paragraph
-                paragraph = (await life.call("enrich_write", focus=task.query, summary=life.node.summary,
+                paragraph = (await life.call(STAGES.enrich_write.name, focus=task.query, summary=life.node.summary,
                                              learnings=extra)).paragraph
                 cited = [x for m in CITATION.finditer(life.node.summary) for x in citation_labels(m)]
-                paragraph = check_node_citations(life, "enrich_write", paragraph, extra, known=cited)
+                paragraph = check_node_citations(life, STAGES.enrich_write.name, paragraph, extra, known=cited)
                 if paragraph:
                     life.update(summary=life.node.summary + "\n\n" + paragraph)
         node = ctx.store.get(node_id)
@@ -167,7 +168,7 @@ async def extract_in_batches(life: NodeLife, task: Task, depth: int) -> tuple[li
         if not sources:
             break
         examined += len(sources)
-        out = await life.call("extract", question=ctx.question, task=task, sources=sources)
+        out = await life.call(STAGES.extract.name, question=ctx.question, task=task, sources=sources)
         life.count(invented_citations=out.invented)
         batches += 1
         cited = {i for x in out.learnings for i in x.source_ids}

@@ -17,17 +17,18 @@ from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.research.strategy import plan_root, question_task, research_task
 from deepresearch.programs.runtime.context import RunContext
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.types import Task
 
 logger = logging.getLogger(__name__)
 
 MAX_FINDINGS_SHOWN = 40
-PRUNE_REASONS = ("satisfied", "low_value", "depth_policy")
+PRUNE_REASONS = ("satisfied", "low_value", STAGES.deepen.research_attr)
 
 
 class Parallel:
     name = "parallel"
-    stages = {"breadth": "breadth_policy", "deepen": "depth_policy", "orchestrate": "progress_scorer"}
+    stages = STAGES.of_strategy(name)
 
     def modules(self, offline: bool) -> dict:
         if offline:
@@ -37,11 +38,13 @@ class Parallel:
                 OfflineProgressScorer,
             )
 
-            return {"breadth_policy": OfflineBreadthPolicy(), "depth_policy": OfflineDepthPolicy(),
-                    "progress_scorer": OfflineProgressScorer()}
+            return {STAGES.breadth.research_attr: OfflineBreadthPolicy(),
+                    STAGES.deepen.research_attr: OfflineDepthPolicy(),
+                    STAGES.orchestrate.research_attr: OfflineProgressScorer()}
         from deepresearch.programs.stages.policies import BreadthPolicy, DepthPolicy, ProgressScorer
 
-        return {"breadth_policy": BreadthPolicy(), "depth_policy": DepthPolicy(), "progress_scorer": ProgressScorer()}
+        return {STAGES.breadth.research_attr: BreadthPolicy(), STAGES.deepen.research_attr: DepthPolicy(),
+                STAGES.orchestrate.research_attr: ProgressScorer()}
 
     def planned_nodes(self, config: ResearchConfig) -> int:
         # the tree grows as it runs; its horizon is what the root plans, then what each planner adds
@@ -60,7 +63,7 @@ class Parallel:
         except BudgetExceeded:
             raise
         except Exception as err:  # recorded, and the question itself is searched instead
-            ctx.fail("root", "plan", err)
+            ctx.fail("root", STAGES.plan.name, err)
             tasks = []
         # no split at the root: the question itself is the one research node
         return tasks or [question_task(ctx, "plan_fallback", "no subquery planned; searching the question itself")]
@@ -68,9 +71,9 @@ class Parallel:
     async def _plan(self, ctx: RunContext, query: str, breadth: int) -> list[Task]:
         p = ctx.config.parallel
         if not p.adaptive_breadth:
-            return (await ctx.call("plan", question=query, known=[], max_tasks=breadth)).tasks
+            return (await ctx.call(STAGES.plan.name, question=query, known=[], max_tasks=breadth)).tasks
         findings = [x.text for n in ctx.store.nodes.values() for x in n.learnings][-MAX_FINDINGS_SHOWN:]
-        subqueries = (await ctx.call("breadth", query=query, accumulated_findings=findings,
+        subqueries = (await ctx.call(STAGES.breadth.name, query=query, accumulated_findings=findings,
                                      user_constraints=p.constraints, max_breadth=p.max_breadth)).subqueries
         return [Task(query=q, goal=f"Part of: {query}") for q in subqueries]
 
@@ -96,21 +99,21 @@ class Parallel:
                 if p.orchestrate:
                     ctx.sched.pool.spawn(self._monitor(ctx, node_id))
                 if planning is not None and p.speculation == "immediate":
-                    life.stage = "plan"
+                    life.stage = STAGES.plan.name
                     life.spawned = await planning
                     children = await self._spawn(ctx, life.spawned, node_id, level + 1, child_breadth)
                 async with life.slot():
                     await research_task(life, task, c.hits_per_query)
                 if planning is not None and p.speculation == "after_initial_research":
-                    life.stage = "plan"
+                    life.stage = STAGES.plan.name
                     life.spawned = await planning
                     children = await self._spawn(ctx, life.spawned, node_id, level + 1, child_breadth)
                 deepen = can_deepen and await self._deepen(ctx, life, task, level)
                 if not deepen and children:
                     for child in children:
-                        ctx.prune(child, "depth_policy")
+                        ctx.prune(child, STAGES.deepen.research_attr)
                 elif deepen and p.speculation == "none":
-                    life.stage = "plan"
+                    life.stage = STAGES.plan.name
                     life.spawned = await self._plan(ctx, task.query, child_breadth)
                     await self._spawn(ctx, life.spawned, node_id, level + 1, child_breadth)
         finally:
@@ -122,10 +125,11 @@ class Parallel:
         p = ctx.config.parallel
         if not p.adaptive_depth:
             return True
-        decision = await life.call("deepen", query=task.query, local_findings=[x.text for x in life.node.learnings],
-                                   user_constraints=p.constraints, depth=level, max_depth=ctx.config.depth)
-        ctx.events.emit("stage_end", node_id=life.node_id, stage="deepen", message=decision.rationale,
-                        counts={"deepen": decision.deepen})
+        decision = await life.call(STAGES.deepen.name, query=task.query,
+                                   local_findings=[x.text for x in life.node.learnings], user_constraints=p.constraints,
+                                   depth=level, max_depth=ctx.config.depth)
+        ctx.events.emit("stage_end", node_id=life.node_id, stage=STAGES.deepen.name, message=decision.rationale,
+                        counts={STAGES.deepen.name: decision.deepen})
         return bool(decision.deepen)
 
     async def _monitor(self, ctx: RunContext, node_id: str) -> None:
@@ -147,7 +151,7 @@ class Parallel:
                 titles = {d.doc_id: d.title for _, d in ctx.registry.items()}
                 context = "; ".join(dict.fromkeys(titles.get(d, d) for d in doc_ids))[:2000]
                 try:
-                    score = await ctx.call("orchestrate", goal=ctx.store.get(node_id).query,
+                    score = await ctx.call(STAGES.orchestrate.name, goal=ctx.store.get(node_id).query,
                                            user_constraints=p.constraints, context_summary=context, findings=findings)
                 except BudgetExceeded as err:
                     ctx.stop(str(err))
@@ -157,7 +161,8 @@ class Parallel:
                     score = None
                 if score is not None:
                     ctx.count(evaluations=1)
-                    ctx.events.emit("stage_end", node_id=node_id, stage="orchestrate", message=score.rationale,
+                    ctx.events.emit("stage_end", node_id=node_id, stage=STAGES.orchestrate.name,
+                                    message=score.rationale,
                                     counts={"goal_satisfaction": score.goal_satisfaction, "quality": score.quality})
                     low_streak = low_streak + 1 if score.quality < p.prune_quality else 0
                     reason = None

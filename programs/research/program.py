@@ -39,7 +39,7 @@ from deepresearch.programs.research.eco import Eco, tree_size
 from deepresearch.programs.research.gather import Gather
 from deepresearch.programs.research.hero import Hero
 from deepresearch.programs.research.parallel import PRUNE_REASONS, Parallel
-from deepresearch.programs.research.strategy import SHARED_STAGES, Strategy
+from deepresearch.programs.research.strategy import Strategy
 from deepresearch.programs.runtime.citations import (
     CitationRegistry,
     render_references,
@@ -61,6 +61,7 @@ from deepresearch.programs.stages.clarifier import (
     research_brief,
 )
 from deepresearch.programs.stages.merger import NO_INFORMATION
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.stages.verifier import LexicalVerifier, Verifier, remove_injected
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
@@ -72,8 +73,7 @@ logger = logging.getLogger(__name__)
 STRATEGIES: dict[str, Strategy] = {"eco": Eco(), "hero": Hero(), "parallel": Parallel(), "gather": Gather()}
 # Stages that turn what a run found into deliverables beside the report (deliverables.py); every
 # program has them, so a compiled program's state does not depend on which deliverables are asked for.
-OUTPUT_STAGES: dict[str, str] = {"answer": "answerer", "taxonomy": "taxonomist"}
-STAGES: tuple[str, ...] = (*SHARED_STAGES, *OUTPUT_STAGES)  # a strategy adds its own
+OUTPUT_STAGES: dict[str, str] = STAGES.outputs()
 
 
 class UncitedReport(RuntimeError):
@@ -82,7 +82,7 @@ class UncitedReport(RuntimeError):
 
 def stage_names() -> tuple[str, ...]:
     """Every stage name any research program may have: the shared, output and strategies' stages."""
-    return tuple(dict.fromkeys([*STAGES, *(s for x in STRATEGIES.values() for s in x.stages)]))
+    return tuple(STAGES.research())
 
 
 class DeepResearch(dspy.Module):
@@ -140,19 +140,22 @@ class DeepResearch(dspy.Module):
             from deepresearch.programs.stages.planner import Planner
             from deepresearch.programs.stages.writer import Writer
 
-            stages = {"planner": Planner(), "assessor": Assessor(keep_uncertain=self.config.keep_uncertain),
-                      "extractor": Extractor(max_learnings=self.config.max_learnings), "merger": Merger(),
-                      "enricher": Enricher(), "writer": Writer(), "answerer": Answerer()}
+            stages = {STAGES.plan.research_attr: Planner(),
+                      STAGES.assess.research_attr: Assessor(keep_uncertain=self.config.keep_uncertain),
+                      STAGES.extract.research_attr: Extractor(max_learnings=self.config.max_learnings),
+                      STAGES.merge.research_attr: Merger(), STAGES.enrich.research_attr: Enricher(),
+                      STAGES.write.research_attr: Writer(), STAGES.answer.research_attr: Answerer()}
         if offline:
             from deepresearch.programs.stages.offline import OfflineAnswerer
 
-            stages["answerer"] = OfflineAnswerer()
-        stages["taxonomist"] = TaxonomyBuilder(offline=offline, lm_timeout_s=self.config.lm_timeout_s,
-                                               max_concurrency=self.config.lm_concurrency)
-        stages["clarifier"] = OfflineClarifier() if offline else Clarifier()  # asks before research (`clarify`)
+            stages[STAGES.answer.research_attr] = OfflineAnswerer()
+        stages[STAGES.taxonomy.research_attr] = TaxonomyBuilder(offline=offline, lm_timeout_s=self.config.lm_timeout_s,
+                                                                max_concurrency=self.config.lm_concurrency)
+        # asks before research (`clarify`)
+        stages[STAGES.clarify.research_attr] = OfflineClarifier() if offline else Clarifier()
         c = self.config  # every claim of the draft checked against its passages (`verify`; offline: the lexical rule)
-        stages["verifier"] = LexicalVerifier(c.verify) if offline else Verifier(c.verify, batch_size=c.verify_batch,
-                                                                                 max_chars=c.verify_chars)
+        stages[STAGES.verify.research_attr] = (LexicalVerifier(c.verify) if offline else Verifier(
+            c.verify, batch_size=c.verify_batch, max_chars=c.verify_chars))
         for attr, module in {**stages, **self.strategy.modules(offline)}.items():
             setattr(self, attr, module)
         set_stage_lms(self, self.stage_table(), lms)
@@ -163,7 +166,7 @@ class DeepResearch(dspy.Module):
 
     def stage_table(self) -> dict[str, str]:
         """Stage name -> the attribute holding its module, for this program's strategy."""
-        return {**SHARED_STAGES, **OUTPUT_STAGES, **self.strategy.stages}
+        return STAGES.research(self.strategy.name)
 
     def load_state(self, state: dict[str, Any], **options: Any) -> DeepResearch:
         """Loads saved (compiled) state. A stage the saved program did not have yet (one added in a later
@@ -341,7 +344,7 @@ class DeepResearch(dspy.Module):
             try:
                 body = await self._write(ctx, findings, learnings)
             except Exception as err:
-                ctx.fail("root", "write", err)
+                ctx.fail("root", STAGES.write.name, err)
                 write_failed = True
                 body = fallback_report(ctx.title, findings)
             body, verdicts = await self._verify(ctx, body, learnings)
@@ -394,7 +397,7 @@ class DeepResearch(dspy.Module):
             truncated_replies=sum(u.truncated for u in usage.values()),
             root_notes=ctx.meter.notes("root"),  # notes of calls made outside any node (planning, writing)
             retries=dict(ctx.sched.retries), total_s=round(ctx.sched.elapsed(), 4),
-            pruned=pruned, wasted_speculative=pruned.get("depth_policy", 0))
+            pruned=pruned, wasted_speculative=pruned.get(STAGES.deepen.research_attr, 0))
         ctx.events.emit("run_end", message=status, counts=stats.to_dict())
         return Report(question=ctx.question, markdown=markdown, references=references,
                       learnings=learnings, tree=roots, usage=usage, stats=stats,
@@ -409,13 +412,13 @@ class DeepResearch(dspy.Module):
                                          digest_size=12).hexdigest()
         saved = ctx.journal.get(key) if ctx.journal is not None else None
         if saved is not None:  # a resumed run with the same findings: the draft written before, no LM call
-            ctx.events.emit("fallback", stage="write", message="the draft of the same findings was restored "
+            ctx.events.emit("fallback", stage=STAGES.write.name, message="the draft of the same findings was restored "
                                                                "from the journal")
             return saved["report"]
         body = await self._draft(ctx, findings, learnings)
         if ctx.journal is not None:
             try:
-                ctx.journal.append(key, "write", report=body)
+                ctx.journal.append(key, STAGES.write.name, report=body)
             except OSError as err:
                 ctx.write_failed(err)
         return body
@@ -423,16 +426,17 @@ class DeepResearch(dspy.Module):
     async def _draft(self, ctx: RunContext, findings: list[Finding], learnings: Sequence[Learning]) -> str:
         """The writer's report. One that cites no source while cited learnings exist is a failure of the
         writer: it is asked once more (offline, where it would write the same, not), then `UncitedReport`."""
-        body = (await self._late_call(ctx, "write", question=ctx.question, findings=findings)).report
+        body = (await self._late_call(ctx, STAGES.write.name, question=ctx.question, findings=findings)).report
         if not any(x.source_ids for x in learnings) or _cites(body, ctx):
             return body
         ctx.count(uncited_drafts=1)
         message = "the writer's report cites no source although cited learnings exist"
         logger.warning("%s", message)
-        ctx.events.emit("fallback", stage="write", message=f"{message}; "
+        ctx.events.emit("fallback", stage=STAGES.write.name, message=f"{message}; "
                         + ("the fallback report is shipped" if self.is_offline else "asking the writer once more"))
         if not self.is_offline:
-            body = (await self._late_call(ctx, "write", question=ctx.question, findings=findings, attempt=1)).report
+            body = (await self._late_call(ctx, STAGES.write.name, question=ctx.question, findings=findings,
+                                          attempt=1)).report
             if _cites(body, ctx):
                 return body
             ctx.count(uncited_drafts=1)
@@ -456,21 +460,21 @@ class DeepResearch(dspy.Module):
         inputs = {"question": ctx.question, "report": body, "sources": sources}
         try:
             if self._late(ctx):  # past the deadline or interrupted: no LM wait, the lexical rule judges at once
-                ctx.events.emit("fallback", stage="verify", message="the run is past its deadline or interrupted; "
-                                "the lexical-entailment rule judged the report")
+                ctx.events.emit("fallback", stage=STAGES.verify.name, message="the run is past its deadline or "
+                                "interrupted; the lexical-entailment rule judged the report")
                 out = await LexicalVerifier(policy).acall(**inputs)
             else:
-                out = await self._late_call(ctx, "verify", **inputs)
+                out = await self._late_call(ctx, STAGES.verify.name, **inputs)
         except Exception as err:
-            ctx.fail("root", "verify", err)
-            ctx.events.emit("fallback", stage="verify",
+            ctx.fail("root", STAGES.verify.name, err)
+            ctx.events.emit("fallback", stage=STAGES.verify.name,
                             message="the verify stage failed; the lexical-entailment rule judged the report instead")
             out = await LexicalVerifier(policy).acall(**inputs)
         checks = list(out.checks)
         counts = {"policy": policy, "checked": len(checks), "verdicts": dict(Counter(c.verdict for c in checks)),
                   "actions": dict(Counter(c.action for c in checks))}
         ctx.count(verification=counts)
-        ctx.events.emit("stage_end", stage="verify", counts=counts)
+        ctx.events.emit("stage_end", stage=STAGES.verify.name, counts=counts)
         return out.report, tuple(c.to_dict() for c in checks)
 
     def _sources(self, ctx: RunContext, body: str, learnings: Sequence[Learning]) -> list[Source]:
@@ -501,7 +505,7 @@ class DeepResearch(dspy.Module):
         The grace is a tenth of the deadline (at least 5 s, at most the LM timeout), so a server that
         never answers cannot hold the run long past `deadline_s`, nor long past a Ctrl-C.
         """
-        call = ctx.call(stage, reserve=0, **inputs)
+        call = ctx.call(stage, **inputs)  # with the stage's reserve: none, the late stages spend to the limit
         c = ctx.config
         if not self._late(ctx):
             return await call

@@ -24,17 +24,15 @@ from deepresearch.programs.stages.assessor import Assessor
 from deepresearch.programs.stages.clarifier import plain_brief
 from deepresearch.programs.stages.extractor import Extractor
 from deepresearch.programs.stages.merger import NO_INFORMATION
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.types import Source, Task
 
 logger = logging.getLogger(__name__)
 
-# The stage vocabulary: a stage's name (used by `lms=`, `--stage-lm`, usage, events, failures and the
-# trace) -> the attribute of `DeepResearch` holding its module. `search` is a stage without a module.
-# `clarify` (clarifying questions, asked before research), `write` and `verify` (every claim of the draft
-# checked against its cited passages) are the program's own calls; the strategies call the other five.
-SHARED_STAGES: dict[str, str] = {"clarify": "clarifier", "plan": "planner", "assess": "assessor",
-                                 "extract": "extractor", "merge": "merger", "enrich": "enricher", "write": "writer",
-                                 "verify": "verifier"}
+# The stages every strategy shares: name -> the attribute of `DeepResearch` holding its module (from the
+# stage registry). `clarify` (asked before research), `write` and `verify` are the program's own calls;
+# the strategies call the other five.
+SHARED_STAGES: dict[str, str] = STAGES.shared()
 
 
 class Strategy(Protocol):
@@ -71,7 +69,7 @@ def unseen(life: NodeLife, sources: list[Source], limit: int | None = None) -> l
     for the LM extractor: the offline one costs no tokens, and its baseline reads every passage it is given.
     """
     mode = life.ctx.config.skip_seen
-    if mode == "off" or not isinstance(life.ctx.modules["extract"], Extractor):
+    if mode == "off" or not isinstance(life.ctx.modules[STAGES.extract.name], Extractor):
         return sources[:limit]
     sent = _SENT.setdefault(life.ctx, {})
     mine = sent.setdefault(life.node_id, set())
@@ -104,16 +102,17 @@ async def research_task(life: NodeLife, task: Task, hits_k: int) -> list[str]:
     life.update(retrieved_ids=tuple(h.doc.doc_id for h in hits))
     # the LM assessor sees each paper's title and best sentences (`assess_sentences`); the extractor the passage
     brief = ({"sentences": ctx.config.assess_sentences}
-             if ctx.config.assess_sentences and isinstance(ctx.modules["assess"], Assessor) else {})
-    assessed = await life.call("assess", task=task, sources=sources, scores=[h.score for h in hits], **brief)
+             if ctx.config.assess_sentences and isinstance(ctx.modules[STAGES.assess.name], Assessor) else {})
+    assessed = await life.call(STAGES.assess.name, task=task, sources=sources, scores=[h.score for h in hits], **brief)
     doc_of = {s.source_id: h.doc.doc_id for s, h in zip(sources, hits)}
     life.update(relevant_ids=tuple(doc_of[s.source_id] for s in assessed.kept))
-    extracted = await life.call("extract", question=ctx.question, task=task,
+    extracted = await life.call(STAGES.extract.name, question=ctx.question, task=task,
                                 sources=unseen(life, assessed.kept, ctx.config.max_passages))
     life.count(invented_citations=extracted.invented)
     life.update(learnings=tuple(extracted.learnings), follow_ups=tuple(extracted.follow_ups))
-    merged = await life.call("merge", task=task, learnings=extracted.learnings)
-    life.update(summary=check_node_citations(life, "merge", merged.summary, extracted.learnings, empty=NO_INFORMATION))
+    merged = await life.call(STAGES.merge.name, task=task, learnings=extracted.learnings)
+    life.update(summary=check_node_citations(life, STAGES.merge.name, merged.summary, extracted.learnings,
+                                             empty=NO_INFORMATION))
     return list(extracted.follow_ups)
 
 
@@ -125,11 +124,11 @@ async def plan_root(ctx: RunContext, max_tasks: int) -> list[Task]:
     one task). Both are recorded (events, `RunStats.plan_fallback` / `plan_topped_up`).
     """
     try:
-        tasks = (await ctx.call("plan", question=ctx.question, known=[], max_tasks=max_tasks)).tasks
+        tasks = (await ctx.call(STAGES.plan.name, question=ctx.question, known=[], max_tasks=max_tasks)).tasks
     except BudgetExceeded:
         raise
     except Exception as err:  # recorded, and the question itself is searched instead
-        ctx.fail("root", "plan", err)
+        ctx.fail("root", STAGES.plan.name, err)
         tasks = []
     if not tasks:
         return [question_task(ctx, "plan_fallback", "planning produced no task; searching the question itself")]
@@ -147,5 +146,5 @@ def question_task(ctx: RunContext, counter: str, message: str) -> Task:
     """
     logger.warning("%s", message)
     ctx.count(**{counter: True})
-    ctx.events.emit("fallback", stage="plan", message=message)
+    ctx.events.emit("fallback", stage=STAGES.plan.name, message=message)
     return Task(query=plain_brief(ctx.question), goal=ctx.title)

@@ -13,7 +13,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from deepresearch.programs.artifacts import Reference
+from deepresearch.programs.reference import Reference
 from deepresearch.retrievers.bibliographic import bibliographic
 from deepresearch.retrievers.passages import PASSAGE_SEP, paper_id
 from deepresearch.retrievers.types import Doc

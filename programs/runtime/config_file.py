@@ -35,7 +35,7 @@ else:  # pragma: no cover - Python 3.10
 CONFIG_FILE = "deepresearch.toml"
 GLOBAL_KEYS = {"verbose": (Literal[0, 1, 2], 0), "quiet": (bool, False)}
 # ResearchConfig's field -> the `run` option that sets it, where the names differ
-RESEARCH_CONFIG_NAMES = {"hits_per_query": "hits", "max_concurrency": "concurrency", "deadline_s": "deadline",
+RESEARCH_CONFIG_NAMES = {"hits_per_query": "hits", "max_concurrency": "workers", "deadline_s": "deadline",
                          "lm_timeout_s": "lm_timeout"}
 
 
@@ -116,10 +116,13 @@ def command_defaults(data: dict[str, Any], path: Path, command: str,
         return {}
     options = option_types(parser)
     aliases = RESEARCH_CONFIG_NAMES if command == "run" else {}
+    # a deprecated spelling still works as a key for one release (`restart` sets --overwrite's value)
+    spellings = {o[2:].replace("-", "_"): a.dest for a in parser._actions for o in a.option_strings
+                 if o.startswith("--") and getattr(a, "replacement", None)}
     values: dict[str, Any] = {}
     for key, value in table.items():
         dest = key.replace("-", "_")
-        dest = aliases.get(dest, dest)
+        dest = aliases.get(dest, spellings.get(dest, dest))
         if dest not in options:
             if isinstance(value, dict):  # a nested command's table, [eval.retrieval] inside [eval]
                 continue

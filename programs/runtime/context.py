@@ -50,6 +50,7 @@ from deepresearch.programs.runtime.scheduler import BudgetExceeded, Scheduler
 from deepresearch.programs.runtime.secrets import redact
 from deepresearch.programs.runtime.stage_log import Clock, StageLog
 from deepresearch.programs.runtime.usage import UsageMeter, set_node
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.types import Doc, Hit, Retriever
 from deepresearch.signatures.types import Learning, Source, Task
 
@@ -186,11 +187,15 @@ class RunContext:
         return failure
 
     # ---- LM calls and searches outside any node ----------------------------------------------------
-    async def call(self, stage: str, *, reserve: int = 1, node_id: str | None = None, **inputs: Any) -> dspy.Prediction:
-        """Calls stage `stage`'s module under the run's caps, rate limits and budgets.
+    async def call(self, stage: str, *, reserve: int | None = None, node_id: str | None = None,
+                   **inputs: Any) -> dspy.Prediction:
+        """Calls stage `stage`'s module under the run's caps, rate limits and budgets; `reserve` LM calls are
+        left for the writer (default: the stage's `reserve` in the stage registry; 1 for a stage it lacks).
 
         With a stage log, the call's inputs and outputs (or its error) are recorded for `optimize --from-runs`.
         """
+        if reserve is None:
+            reserve = STAGES[stage].reserve if stage in STAGES else 1
         if self.stage_log is None:
             return await self.sched.call(self.modules[stage], reserve=reserve, **inputs)
         clock = Clock()
@@ -233,7 +238,7 @@ class RunContext:
             changed = {k: v for k, v in vars(self.stats).items() if getattr(before, k) != v
                        and k in ("plan_fallback", "plan_topped_up")}
             try:
-                self.journal.append(key, "plan", tasks=[t.model_dump() for t in tasks], stats=changed)
+                self.journal.append(key, STAGES.plan.name, tasks=[t.model_dump() for t in tasks], stats=changed)
             except OSError as err:
                 self.write_failed(err)
         return tasks
@@ -335,7 +340,7 @@ class RunContext:
         except BudgetExceeded as err:
             self.stop(str(err))
         except Exception as err:  # recorded, and the report is still written
-            self.fail("root", "plan", err)
+            self.fail("root", STAGES.plan.name, err)
 
     def snapshot(self, force: bool = False) -> None:
         """Hands the tree so far to `on_snapshot`, at most every `snapshot_every_s` unless `force`."""
@@ -358,7 +363,7 @@ class NodeLife:
 
     def __init__(self, ctx: RunContext, node_id: str):
         self.ctx, self.node_id = ctx, node_id
-        self.stage = "search"  # the stage running now, for the failure record
+        self.stage = STAGES.search.name  # the stage running now, for the failure record
         self.spawned: list[Task] = []  # the tasks this node spawns (journaled, restored on resume)
         self.counted: dict[str, int] = {}  # this node's additions to the run's counts (restored on resume)
         self.registered: list[tuple[str, Doc]] = []  # documents this node was first to register
@@ -410,7 +415,7 @@ class NodeLife:
             yield
 
     async def search(self, query: str, k: int) -> list[Hit]:
-        self.stage = "search"
+        self.stage = STAGES.search.name
         hits = await self.ctx.sched.search(self.ctx.retriever, query, k)
         self.ctx.count(searches=1)
         return hits

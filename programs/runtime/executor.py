@@ -15,6 +15,7 @@ therefore be safe to run twice (the batch's runs are: each resumes from its fold
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator
@@ -107,9 +108,22 @@ class RayExecutor:
                     yield refs[ref], _failed(err)
 
 
+@contextlib.contextmanager
+def working_in(folder: str | None) -> Iterator[None]:
+    """Runs a job in `folder` (the folder its command was started in, so relative paths resolve as there),
+    then goes back; a folder this machine lacks (a Ray worker elsewhere) is left as it is."""
+    here = os.getcwd()
+    if folder and os.path.isdir(folder):
+        os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+
+
 def open_executor(workers: int | None = None, ray: str | None = None) -> LocalExecutor | RayExecutor:
     """A Ray executor when `ray` names a cluster (auto or HOST:PORT), else a local pool of `workers`."""
     return RayExecutor(ray) if ray else LocalExecutor(workers)
 
 
-__all__ = ["JobFailed", "LocalExecutor", "RayExecutor", "open_executor"]
+__all__ = ["JobFailed", "LocalExecutor", "RayExecutor", "open_executor", "working_in"]

@@ -23,6 +23,7 @@ from typing import Any
 import dspy
 from dspy.clients.cache import Cache
 
+from deepresearch.programs.environment import provider_base_url
 from deepresearch.programs.runtime.secrets import (
     env_secrets,
     redact,
@@ -106,8 +107,9 @@ def make_lm(model: str | None, api_base: str | None = None, api_key: str | None 
     Args:
         model: A DSPy/LiteLLM model string, or `offline`.
         api_base: Base URL of an OpenAI-compatible server (vLLM, Ollama, llama.cpp...).
-        api_key: Key for that server; without one an `api_base` server gets `DEEPRESEARCH_API_KEY` (or a
-            placeholder), and a hosted provider its usual variable (OPENAI_API_KEY...), read by LiteLLM.
+        api_key: Key for that server; without one an `api_base` server gets a placeholder (the command line
+            passes $DEEPRESEARCH_API_KEY), and a hosted provider its usual variable (OPENAI_API_KEY...), which
+            LiteLLM reads.
         timeout_s: Seconds an HTTP request may take before it is abandoned (None: the client's default).
         kwargs: Passed to `dspy.LM` (temperature, max_tokens, cache, num_retries...).
 
@@ -126,7 +128,7 @@ def make_lm(model: str | None, api_base: str | None = None, api_key: str | None 
         # `http://user:pass@host` is sent as the server expects it: host in the URL, Basic auth in the
         # header (an HTTP client would take `user:pass@host` for a host name)
         api_base, credentials = strip_url_credentials(api_base)
-        key = api_key or os.environ.get(SERVER_KEY_ENV)
+        key = api_key
         if credentials is not None and key:
             raise LMConfigError(f"--api-base {redact_url(api_base)} has credentials in its URL and {SERVER_KEY_ENV} "
                                 f"is set too; give the server one of them")
@@ -159,8 +161,7 @@ def server_of(lm: Any) -> str | None:
 
 def env_base_url(model: str) -> str | None:
     """The provider's base-URL variable as LiteLLM reads it (`OPENAI_API_BASE`, `OPENAI_BASE_URL`), if set."""
-    prefix = model.split("/", 1)[0].upper()
-    return (os.environ.get(f"{prefix}_API_BASE") or os.environ.get(f"{prefix}_BASE_URL")) if prefix else None
+    return provider_base_url(model)
 
 
 # ---- structured decoding --------------------------------------------------------------------------

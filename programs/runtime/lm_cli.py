@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from typing import Any
 
 import dspy
 
+from deepresearch.programs import environment
 from deepresearch.programs.runtime.lm import (
     DEFAULT_TIMEOUT_S,
     OFFLINE,
@@ -31,7 +31,7 @@ from deepresearch.programs.runtime.lm import (
 )
 from deepresearch.programs.runtime.usage import output_limits
 
-API_BASE_ENV = "DEEPRESEARCH_API_BASE"  # --api-base's default, beside $DEEPRESEARCH_LM for --lm
+API_BASE_ENV = environment.API_BASE  # --api-base's default, beside $DEEPRESEARCH_LM for --lm
 
 
 def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool = True, everyday=None):
@@ -105,8 +105,8 @@ class LMSession:
 
 def model_from_args(args: argparse.Namespace, *, default_offline: bool = True) -> str:
     """The model string of `--lm`, else $DEEPRESEARCH_LM, else `offline` (or "" when offline is no default)."""
-    model = args.lm or os.environ.get("DEEPRESEARCH_LM") or (OFFLINE if default_offline else "")
-    if default_offline and not args.lm and not os.environ.get("DEEPRESEARCH_LM"):
+    model = args.lm or environment.default_lm() or (OFFLINE if default_offline else "")
+    if default_offline and not args.lm and not environment.default_lm():
         print("deepresearch: no LM configured (--lm or DEEPRESEARCH_LM); using the offline extractive baseline",
               file=sys.stderr)
     return model
@@ -114,15 +114,17 @@ def model_from_args(args: argparse.Namespace, *, default_offline: bool = True) -
 
 def make_session_lm(args: argparse.Namespace, model: str, **kwargs: Any) -> dspy.LM | None:
     """An LM for `model` with the command's server, timeout and temperature; retries are left to the run."""
-    api_base = args.api_base or os.environ.get(API_BASE_ENV) or None
+    api_base = args.api_base or environment.api_base()
     servers = getattr(args, "lm_server", None)
     if servers and model and model != OFFLINE:
         if args.api_base:
             raise LMConfigError("--api-base and --lm-server both name servers; list every server with --lm-server")
-        from deepresearch.programs.runtime.router import router_lm
+        from deepresearch.programs.runtime.router import parse_server, router_lm
 
-        return router_lm(model, servers, timeout_s=args.lm_timeout, temperature=args.temperature, **kwargs)
-    return make_lm(model, api_base, os.environ.get(SERVER_KEY_ENV), timeout_s=args.lm_timeout,
+        parsed = [parse_server(s) if isinstance(s, str) else s for s in servers]
+        return router_lm(model, parsed, timeout_s=args.lm_timeout, temperature=args.temperature,
+                         keys=environment.server_keys([s.key_env for s in parsed]), **kwargs)
+    return make_lm(model, api_base, environment.api_key(), timeout_s=args.lm_timeout,
                    temperature=args.temperature, **kwargs)
 
 
@@ -143,7 +145,7 @@ def open_lm(args: argparse.Namespace, *, default_offline: bool = True, num_retri
     if args.max_output_tokens is not None and args.max_output_tokens < 1:
         raise ValueError(f"--max-output-tokens must be >= 1, got {args.max_output_tokens}")
     model = model_from_args(args, default_offline=default_offline)
-    configure_lm_cache(enabled=not args.no_cache, cache_dir=args.cache_dir or os.environ.get("DEEPRESEARCH_CACHE_DIR"))
+    configure_lm_cache(enabled=not args.no_cache, cache_dir=args.cache_dir or environment.lm_cache_dir())
     lm = make_session_lm(args, model, num_retries=num_retries) if model else None
     stage_lms = {stage: make_session_lm(args, m, num_retries=num_retries)
                  for stage, m in (stage_models or {}).items()}

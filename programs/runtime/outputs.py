@@ -25,6 +25,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from deepresearch.programs.artifacts import FOLDER_STATUSES, RAISED, RUNNING, FolderStatus
 from deepresearch.programs.runtime.secrets import redact, redact_json
 from deepresearch.programs.runtime.text import shorten
 
@@ -275,7 +276,7 @@ class RunFolder:
     path: Path
     question: str
     started: float
-    status: str = "running"
+    status: FolderStatus = RUNNING
 
     def write_text(self, name: str, text: str) -> Path:
         return atomic_write_text(self.path / name, text)
@@ -283,8 +284,10 @@ class RunFolder:
     def write_json(self, name: str, obj: Any) -> Path:
         return atomic_write_json(self.path / name, obj)
 
-    def finish(self, status: str, error: str = "") -> None:
-        """Records the run's final status (`done`, `failed`, `error`, `interrupted`) in `run.json`."""
+    def finish(self, status: FolderStatus, error: str = "") -> None:
+        """Records the run's final status (a `RunStatus`, or `error` when it raised) in `run.json`."""
+        if status not in FOLDER_STATUSES:
+            raise ValueError(f"unknown run status {status!r}; choose one of: {', '.join(FOLDER_STATUSES)}")
         self.status = status
         self.write_record(finished=time.time(), **({"error": redact(error)} if error else {}))
 
@@ -327,11 +330,11 @@ def open_run(folder: str | Path, question: str, *, overwrite: bool = False) -> I
         if isinstance(err, KeyboardInterrupt):
             _record_end(run, "interrupted")
         else:
-            _record_end(run, "error", f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
+            _record_end(run, RAISED, f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}")
         raise
 
 
-def _record_end(run: RunFolder, status: str, error: str = "") -> None:
+def _record_end(run: RunFolder, status: FolderStatus, error: str = "") -> None:
     """`run.finish` while an exception is on its way out: a failure to record must not replace that exception.
 
     On a full disk the atomic write (a new file beside the old) can fail where rewriting `run.json` in place

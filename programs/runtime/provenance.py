@@ -25,7 +25,7 @@ from deepresearch.retrievers.passages import PASSAGE_SEP, split_sentences
 from deepresearch.signatures.types import Learning
 
 if TYPE_CHECKING:
-    from deepresearch.programs.artifacts import Reference
+    from deepresearch.programs.reference import Reference
 
 # A renumbered citation group: "[3]", "[1, 2]" (a Markdown link "[text](url)" is not one).
 NUMBERED_CITATION = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\](?!\()")

@@ -13,8 +13,8 @@ On the command line each server is one `--lm-server` (repeatable), or a list in 
     lm = "openai/qwen2.5-7b"
     lm_server = ["http://gpu1:8000/v1 max_parallel=8", "http://gpu2:8000/v1 max_parallel=8 rpm=600"]
 
-A server's key is read from the environment variable its `key_env=` names (default DEEPRESEARCH_API_KEY),
-never written in the file; URLs are shown with credentials removed, and no key reaches a log, a trace or
+A server's key is the value of the environment variable its `key_env=` names (default
+DEEPRESEARCH_API_KEY; the command line reads it and passes `keys`), never written in the file; URLs are shown with credentials removed, and no key reaches a log, a trace or
 an error message.
 """
 
@@ -24,6 +24,7 @@ import itertools
 import os
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,7 +156,7 @@ def _install_callback() -> None:
 
 
 def make_router(model: str, servers: list[Server], *, timeout_s: float | None = None, num_retries: int = 2,
-                cooldown_s: float = 30.0, routing: str = "simple-shuffle"):
+                cooldown_s: float = 30.0, routing: str = "simple-shuffle", keys: Mapping[str, str] | None = None):
     """A `litellm.Router` with one deployment of `model` per server, under a model group of its own.
 
     Returns (router, group name). `num_retries` is how many other attempts one request gets (each on a
@@ -171,7 +172,7 @@ def make_router(model: str, servers: list[Server], *, timeout_s: float | None = 
     deployments = []
     for server in servers:
         params: dict[str, Any] = {"model": model, "api_base": server.url,
-                                  "api_key": os.environ.get(server.key_env) or "local", "weight": server.weight}
+                                  "api_key": (keys or {}).get(server.key_env) or "local", "weight": server.weight}
         if server.max_parallel is not None:
             params["max_parallel_requests"] = server.max_parallel
         if server.rpm is not None:
@@ -273,7 +274,8 @@ class RouterLM(dspy.LM):
 
 
 def router_lm(model: str, servers: list[Server | str], *, timeout_s: float | None = 120.0, num_retries: int = 2,
-              cooldown_s: float = 30.0, routing: str = "simple-shuffle", **kwargs: Any) -> RouterLM:
+              cooldown_s: float = 30.0, routing: str = "simple-shuffle", keys: Mapping[str, str] | None = None,
+              **kwargs: Any) -> RouterLM:
     """A `dspy.LM` for `model` served by `servers` (Server objects or `--lm-server` strings).
 
     Args:
@@ -284,6 +286,8 @@ def router_lm(model: str, servers: list[Server | str], *, timeout_s: float | Non
         cooldown_s: Seconds a server that failed is left out.
         routing: LiteLLM's routing strategy: simple-shuffle (default; weighted by `weight`), least-busy, usage-based-routing-v2,
             latency-based-routing.
+        keys: Each server's key by the variable name its `key_env` gives (a server without one sends a
+            placeholder); the command line passes the variables' values.
         kwargs: Passed to `dspy.LM` (temperature, max_tokens, cache, num_retries of DSPy itself...).
     """
     from deepresearch.programs.runtime.lm import check_lm, check_temperature
@@ -292,7 +296,7 @@ def router_lm(model: str, servers: list[Server | str], *, timeout_s: float | Non
     check_lm(model, api_base=servers and "router")  # a server list needs no provider key
     parsed = [s if isinstance(s, Server) else parse_server(s) for s in servers]
     router, group = make_router(model, parsed, timeout_s=timeout_s, num_retries=num_retries,
-                                cooldown_s=cooldown_s, routing=routing)
+                                cooldown_s=cooldown_s, routing=routing, keys=keys)
     log = RoutingLog(parsed)
     _LOGS[group] = log
     _install_callback()

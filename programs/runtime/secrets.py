@@ -26,11 +26,12 @@ unchanged, and redacting twice gives the same text as redacting once.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import urllib.parse
 from collections.abc import Iterable
 from typing import Any
+
+from deepresearch.programs.environment import credential_values
 
 __all__ = ["MIN_SECRET_LENGTH", "REDACTED", "RedactingFilter", "RedactingStream", "env_secrets", "redact",
            "redact_json", "redact_obj", "redact_url", "register_secret", "registered_secrets",
@@ -39,9 +40,6 @@ __all__ = ["MIN_SECRET_LENGTH", "REDACTED", "RedactingFilter", "RedactingStream"
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
 
-# Environment variables whose value is a credential: *_API_KEY, *_KEY, *_TOKEN, *_SECRET, *_PASSWORD.
-_SECRET_ENV_NAME = re.compile(r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
-_EXTRA_SECRET_ENV = ("DEEPRESEARCH_API_KEY",)
 
 # Values that, after a credential's name, say that there is no credential.
 _PLACEHOLDERS = frozenset({"", "none", "null", "nil", "undefined", "true", "false", "***", REDACTED.lower()})
@@ -157,9 +155,7 @@ def env_secrets() -> list[str]:
     Returns:
         Their values of at least `MIN_SECRET_LENGTH` characters, longest first.
     """
-    return _usable(
-        value for name, value in os.environ.items() if _SECRET_ENV_NAME.search(name) or name in _EXTRA_SECRET_ENV
-    )
+    return _usable(credential_values())
 
 
 def register_secret(*values: str | None) -> None:

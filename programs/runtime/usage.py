@@ -28,17 +28,12 @@ from dspy.utils.exceptions import AdapterParseError, LMError
 from dspy.utils.usage_tracker import UsageTracker
 
 from deepresearch.programs.artifacts import StageUsage
+from deepresearch.programs.stages.registry import DEFAULT_MAX_OUTPUT_TOKENS, STAGES
 
 # Output tokens a stage may write, sized to what it produces (a plan of a few queries, one judgement per
 # paper, up to five learnings, a report). They bound a runaway generation; a reply that reaches its
-# limit is recorded as truncated. `output_limits` overrides them.
-MAX_OUTPUT_TOKENS: dict[str, int] = {
-    "plan": 1024, "assess": 1536, "extract": 2048, "merge": 1536, "enrich": 1024, "write": 4096,
-    "enrich_write": 1024, "breadth": 1024, "deepen": 512, "orchestrate": 512,
-    "gather_plan": 1536, "gather_assess": 2048, "gather_recheck": 512, "direct_query": 256,
-    "taxonomy": 4096, "clarify": 512, "answer": 512,
-}
-DEFAULT_MAX_OUTPUT_TOKENS = 2048
+# limit is recorded as truncated. `output_limits` overrides them. The sizes live in the stage registry.
+MAX_OUTPUT_TOKENS: dict[str, int] = STAGES.max_output_tokens()
 
 _stage: contextvars.ContextVar[str] = contextvars.ContextVar("deepresearch_stage", default="other")
 _node: contextvars.ContextVar[str] = contextvars.ContextVar("deepresearch_node", default="root")

@@ -2,6 +2,7 @@ import dspy
 
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.answer import WriteAnswer
 from deepresearch.signatures.types import Finding
 
@@ -14,5 +15,5 @@ class Answerer(Stage):
         self.write_answer = dspy.Predict(WriteAnswer)
 
     async def aforward(self, question: str, findings: list[Finding]) -> dspy.Prediction:
-        out = await call_predictor("answer", self.write_answer, question=question, findings=findings)
+        out = await call_predictor(STAGES.answer.name, self.write_answer, question=question, findings=findings)
         return dspy.Prediction(answer=out.answer.strip())

@@ -5,6 +5,7 @@ import dspy
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.usage import call_predictor
 from deepresearch.programs.stages.offline import key_terms, stem
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.passages import sentences as split_sentences
 from deepresearch.signatures.assess import AssessRelevance
 from deepresearch.signatures.types import Judgement, Source, Task
@@ -43,7 +44,7 @@ class Assessor(Stage):
         if not sources:
             return dspy.Prediction(judgements=[], kept=[])
         papers = [task_view(s, task, sentences) for s in sources] if sentences > 0 else sources
-        out = await call_predictor("assess", self.assess_relevance, task=task, papers=papers)
+        out = await call_predictor(STAGES.assess.name, self.assess_relevance, task=task, papers=papers)
         by_id = {j.source_id: j for j in out.judgements if j.source_id in {s.source_id for s in sources}}
         judgements = [by_id.get(s.source_id) or Judgement(source_id=s.source_id, label="uncertain",
                                                           reason="not judged") for s in sources]

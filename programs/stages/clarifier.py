@@ -20,6 +20,7 @@ from dspy.utils.exceptions import AdapterParseError
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.text import collapse_whitespace, norm_text
 from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.clarify import ClarifyQuestion
 
 logger = logging.getLogger(__name__)
@@ -185,7 +186,7 @@ class Clarifier(Stage):
 
     async def aforward(self, question: str, max_questions: int = MAX_QUESTIONS) -> dspy.Prediction:
         try:
-            out = await call_predictor("clarify", self.clarify_question, question=question,
+            out = await call_predictor(STAGES.clarify.name, self.clarify_question, question=question,
                                        max_questions=max_questions)
         except AdapterParseError as err:  # counted and noted by call_predictor; no question is asked
             logger.warning("clarifying questions did not parse; asking none: %s", collapse_whitespace(str(err))[:200])

@@ -4,6 +4,7 @@ from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.text import norm_text
 from deepresearch.programs.runtime.usage import call_predictor
 from deepresearch.programs.stages.planner import clean_tasks
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.enrich import FindGaps
 from deepresearch.signatures.types import Task
 
@@ -17,7 +18,7 @@ class Enricher(Stage):
 
     async def aforward(self, question: str, focus: str, summary: str, open_questions: list[str],
                        sibling_queries: list[str], max_tasks: int) -> dspy.Prediction:
-        out = await call_predictor("enrich", self.find_gaps, question=question, focus=focus, summary=summary,
+        out = await call_predictor(STAGES.enrich.name, self.find_gaps, question=question, focus=focus, summary=summary,
                                    open_questions=open_questions, sibling_queries=sibling_queries,
                                    max_tasks=max_tasks)
         taken = {norm_text(q) for q in [focus, *sibling_queries]}

@@ -6,6 +6,7 @@ import dspy
 
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.enrich import WriteEnrichment
 from deepresearch.signatures.types import Learning
 
@@ -20,6 +21,6 @@ class EnrichmentWriter(Stage):
     async def aforward(self, focus: str, summary: str, learnings: list[Learning]) -> dspy.Prediction:
         if not learnings:
             return dspy.Prediction(paragraph="")
-        out = await call_predictor("enrich_write", self.write_enrichment, focus=focus, summary=summary,
+        out = await call_predictor(STAGES.enrich_write.name, self.write_enrichment, focus=focus, summary=summary,
                                    learnings=learnings)
         return dspy.Prediction(paragraph=out.paragraph.strip())

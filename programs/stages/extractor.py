@@ -2,6 +2,7 @@ import dspy
 
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.extract import ExtractLearnings
 from deepresearch.signatures.types import Learning, Source, Task
 
@@ -31,6 +32,7 @@ class Extractor(Stage):
     async def aforward(self, question: str, task: Task, sources: list[Source]) -> dspy.Prediction:
         if not sources:
             return dspy.Prediction(learnings=[], follow_ups=[], invented=0)
-        out = await call_predictor("extract", self.extract_learnings, question=question, task=task, passages=sources)
+        out = await call_predictor(STAGES.extract.name, self.extract_learnings, question=question, task=task,
+                                   passages=sources)
         learnings, invented = keep_cited(out.learnings, {s.source_id for s in sources}, self.max_learnings)
         return dspy.Prediction(learnings=learnings, follow_ups=list(out.follow_up_questions)[:3], invented=invented)

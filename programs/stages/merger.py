@@ -2,6 +2,7 @@ import dspy
 
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.merge import MergeLearnings
 from deepresearch.signatures.types import Learning, Task
 
@@ -18,5 +19,5 @@ class Merger(Stage):
     async def aforward(self, task: Task, learnings: list[Learning]) -> dspy.Prediction:
         if not learnings:
             return dspy.Prediction(summary=NO_INFORMATION)
-        out = await call_predictor("merge", self.merge_learnings, task=task, learnings=learnings)
+        out = await call_predictor(STAGES.merge.name, self.merge_learnings, task=task, learnings=learnings)
         return dspy.Prediction(summary=out.summary.strip() or NO_INFORMATION)

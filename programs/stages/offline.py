@@ -19,6 +19,7 @@ from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.stages.clarifier import plain_brief, split_brief
 from deepresearch.programs.stages.merger import NO_INFORMATION
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.passages import split_sentences
 from deepresearch.retrievers.stopwords import ENGLISH_STOP_WORDS
 from deepresearch.retrievers.types import Retriever, search_async
@@ -323,9 +324,11 @@ NO_ANSWER = "The findings do not answer this question."
 
 def offline_stages(retriever: Retriever, config: ResearchConfig) -> dict[str, Stage]:
     """The six offline stages, keyed like DeepResearch's stage attributes."""
-    return {"planner": OfflinePlanner(retriever), "assessor": OfflineAssessor(keep_uncertain=config.keep_uncertain),
-            "extractor": OfflineExtractor(max_learnings=config.max_learnings), "merger": OfflineMerger(),
-            "enricher": OfflineEnricher(), "writer": OfflineWriter()}
+    return {STAGES.plan.research_attr: OfflinePlanner(retriever),
+            STAGES.assess.research_attr: OfflineAssessor(keep_uncertain=config.keep_uncertain),
+            STAGES.extract.research_attr: OfflineExtractor(max_learnings=config.max_learnings),
+            STAGES.merge.research_attr: OfflineMerger(), STAGES.enrich.research_attr: OfflineEnricher(),
+            STAGES.write.research_attr: OfflineWriter()}
 
 
 class OfflineEnrichmentWriter(Stage):

@@ -3,6 +3,7 @@ import dspy
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.text import norm_text
 from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.plan import PlanQueries
 from deepresearch.signatures.types import Task
 
@@ -26,5 +27,6 @@ class Planner(Stage):
         self.plan_queries = dspy.ChainOfThought(PlanQueries)
 
     async def aforward(self, question: str, known: list[str], max_tasks: int) -> dspy.Prediction:
-        out = await call_predictor("plan", self.plan_queries, question=question, known=known, max_tasks=max_tasks)
+        out = await call_predictor(STAGES.plan.name, self.plan_queries, question=question, known=known,
+                                   max_tasks=max_tasks)
         return dspy.Prediction(tasks=clean_tasks(out.tasks, max_tasks))

@@ -7,6 +7,7 @@ import dspy
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.text import norm_text
 from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
 
 
@@ -19,8 +20,9 @@ class BreadthPolicy(Stage):
 
     async def aforward(self, query: str, accumulated_findings: list[str], user_constraints: str,
                        max_breadth: int) -> dspy.Prediction:
-        out = await call_predictor("breadth", self.plan_breadth, query=query, accumulated_findings=accumulated_findings,
-                                   user_constraints=user_constraints, max_breadth=max_breadth)
+        out = await call_predictor(STAGES.breadth.name, self.plan_breadth, query=query,
+                                   accumulated_findings=accumulated_findings, user_constraints=user_constraints,
+                                   max_breadth=max_breadth)
         seen, kept = set(), []
         for q in out.subqueries:
             key = norm_text(q)
@@ -41,7 +43,7 @@ class DepthPolicy(Stage):
                        max_depth: int) -> dspy.Prediction:
         if depth >= max_depth:  # never beyond the maximum: decided here, without an LM call
             return dspy.Prediction(deepen=False, rationale="maximum depth reached")
-        out = await call_predictor("deepen", self.decide_deepen, query=query, local_findings=local_findings,
+        out = await call_predictor(STAGES.deepen.name, self.decide_deepen, query=query, local_findings=local_findings,
                                    user_constraints=user_constraints, depth=depth, max_depth=max_depth)
         return dspy.Prediction(deepen=bool(out.deepen), rationale=out.rationale)
 
@@ -55,8 +57,9 @@ class ProgressScorer(Stage):
 
     async def aforward(self, goal: str, user_constraints: str, context_summary: str,
                        findings: list[str]) -> dspy.Prediction:
-        out = await call_predictor("orchestrate", self.evaluate_progress, goal=goal, user_constraints=user_constraints,
-                                   context_summary=context_summary, findings=findings)
+        out = await call_predictor(STAGES.orchestrate.name, self.evaluate_progress, goal=goal,
+                                   user_constraints=user_constraints, context_summary=context_summary,
+                                   findings=findings)
         clamp = lambda x: min(1.0, max(0.0, float(x)))  # noqa: E731
         return dspy.Prediction(goal_satisfaction=clamp(out.goal_satisfaction), quality=clamp(out.quality),
                                rationale=out.rationale)

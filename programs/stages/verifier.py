@@ -42,6 +42,7 @@ from deepresearch.programs.runtime.injection import carries_injection, clean_pas
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.types import Source
 from deepresearch.signatures.verify import ClaimToCheck, ClaimVerdict, VerifyClaims
 
@@ -340,7 +341,7 @@ class Verifier(_Checker):
             batch = queue.pop(0)
             asked = {c.claim_id for c in batch}
             try:
-                out = await call_predictor("verify", self.verify_claims, question=question, claims=batch)
+                out = await call_predictor(STAGES.verify.name, self.verify_claims, question=question, claims=batch)
             except BudgetExceeded:
                 if not verdicts:  # the LM judged nothing: the stage failed, and says so
                     raise

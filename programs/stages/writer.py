@@ -2,6 +2,7 @@ import dspy
 
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.usage import call_predictor
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.types import Finding
 from deepresearch.signatures.write import WriteReport
 
@@ -16,5 +17,6 @@ class Writer(Stage):
     async def aforward(self, question: str, findings: list[Finding], attempt: int = 0) -> dspy.Prediction:
         # a second attempt (the first draft cited nothing) samples anew: cached and greedy, it would repeat the first
         config = {"rollout_id": attempt, "temperature": 1.0} if attempt else {}
-        out = await call_predictor("write", self.write_report, question=question, findings=findings, config=config)
+        out = await call_predictor(STAGES.write.name, self.write_report, question=question, findings=findings,
+                                   config=config)
         return dspy.Prediction(report=out.report.strip())

@@ -32,6 +32,7 @@ from deepresearch.programs.runtime.secrets import redact
 from deepresearch.programs.runtime.stage import run_sync
 from deepresearch.programs.runtime.text import norm_title
 from deepresearch.programs.runtime.usage import UsageMeter, call_predictor, metered
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.taxonomy.offline import cluster_taxonomy
 from deepresearch.retrievers.embed import encode
 from deepresearch.signatures.taxonomy import (
@@ -361,13 +362,14 @@ class TaxonomyBuilder(dspy.Module):
         """The tree when the LM work failed: every paper organised by clustering, the failure recorded."""
         what = redact(f"{type(err).__name__}: {err}".strip().rstrip(":"))
         logger.warning("taxonomy LM work failed (%s); organising %d papers by clustering", what, len(cards))
-        run.events.emit("failure", stage="taxonomy", message=what)
+        run.events.emit("failure", stage=STAGES.taxonomy.name, message=what)
         run.repairs.append(Repair("lm_failed", f"{what}; {len(cards)} papers organised by clustering"))
         return _clustered(topic, cards)
 
     async def _call(self, run: _Run, predictor: dspy.Module, **inputs: Any) -> dspy.Prediction:
         """One LM call of the builder under the run's caps, timeout, retries and call budget."""
-        return await run.sched.guard(predictor, lambda: call_predictor("taxonomy", predictor, **inputs), reserve=0)
+        return await run.sched.guard(predictor, lambda: call_predictor(STAGES.taxonomy.name, predictor, **inputs),
+                                     reserve=STAGES.taxonomy.reserve)
 
     async def _organise(self, topic: str, cards: list[PaperCard], run: _Run) -> dict:
         repairs = run.repairs
@@ -425,7 +427,8 @@ class TaxonomyBuilder(dspy.Module):
         if missing:
             missing = await self._place_with_lm(topic, tree, missing, run)
         place_by_similarity(tree, [c.paper_id for c in missing], title_of, self.embed, repairs)
-        run.events.emit("stage_end", stage="taxonomy", counts={"papers": len(cards), "left_out": len(missing)})
+        run.events.emit("stage_end", stage=STAGES.taxonomy.name,
+                        counts={"papers": len(cards), "left_out": len(missing)})
         return tree
 
     async def _place_with_lm(self, topic: str, tree: dict, missing: list[PaperCard], run: _Run) -> list[PaperCard]:

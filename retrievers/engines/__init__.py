@@ -61,15 +61,16 @@ def open_engine(name: str, **options: Any) -> SearchEngine:
 
 
 def open_sources(names: Sequence[str], *, local: Retriever | None = None,
-                 base_urls: Mapping[str, str] | None = None, weights: Mapping[str, float] | None = None,
-                 down_for_s: float = DOWN_FOR_S, source_timeout_s: float | None = SOURCE_TIMEOUT_S,
+                 base_urls: Mapping[str, str] | None = None, credentials: Mapping[str, Mapping[str, str]] | None = None,
+                 weights: Mapping[str, float] | None = None, down_for_s: float = DOWN_FOR_S, source_timeout_s: float | None = SOURCE_TIMEOUT_S,
                  **options: Any) -> SourcesRetriever:
     """One retriever fusing the named engines (and `local`, a retriever over a local corpus, listed first).
 
     Args:
         names: Engine names or aliases; repeats count once.
         local: A retriever over a local corpus to fuse with the engines (its papers keep their corpus ids).
-        base_urls: A base URL per engine name, over each engine's environment setting.
+        base_urls: A base URL per engine name, over its public server.
+        credentials: The keys of each engine by engine name (`{"semanticscholar": {"api_key": ...}}`).
         weights: RRF weights by source name (`corpus` for the local one).
         down_for_s: Seconds a source is skipped after a network failure (default 120).
         source_timeout_s: Seconds one source may take for one search before the search goes on without it (default
@@ -81,9 +82,11 @@ def open_sources(names: Sequence[str], *, local: Retriever | None = None,
     """
     chosen = list(dict.fromkeys(engine_name(n) for n in names))
     urls = {engine_name(k): v for k, v in (base_urls or {}).items()}
+    keys = {engine_name(k): v for k, v in (credentials or {}).items()}
     parts: dict[str, Retriever] = {LOCAL: local} if local is not None else {}
     for name in chosen:
-        parts[name] = open_engine(name, **({"base_url": urls[name]} if urls.get(name) else {}), **options)
+        parts[name] = open_engine(name, **({"base_url": urls[name]} if urls.get(name) else {}),
+                                  **({"credentials": keys[name]} if keys.get(name) else {}), **options)
     return SourcesRetriever(parts, weights=weights, local=LOCAL if local is not None else None,
                             down_for_s=down_for_s, timeout_s=source_timeout_s)
 

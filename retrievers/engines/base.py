@@ -97,9 +97,12 @@ class SearchEngine(AsyncSearch):
     """Base of the engine retrievers (OpenAlex, Semantic Scholar, arXiv, PubMed).
 
     Args:
-        base_url: The API's root (default: the engine's `url_env` variable, else its public server).
-        cache_dir: Folder of the response cache (default $DEEPRESEARCH_ENGINE_CACHE, else
-            ~/.cache/dspy-deepresearch/engines); `cache=False` turns it off.
+        base_url: The API's root (default: its public server; the command line passes the engine's
+            `url_env` variable).
+        cache_dir: Folder of the response cache (default ~/.cache/dspy-deepresearch/engines; the command line
+            passes $DEEPRESEARCH_ENGINE_CACHE); `cache=False` turns it off.
+        credentials: The engine's keys by parameter name (`api_key`, `mailto`, `email`: see each engine); the
+            command line passes them from the environment. Sent with each request, never cached or logged.
         cache_ttl_s: Seconds a cached response stays valid (None: for ever).
         timeout_s, retries, backoff_s: Per request, as `EngineClient` (default: the class's values, 20 s, 3
             retries, 0.5 s doubled after each).
@@ -122,8 +125,10 @@ class SearchEngine(AsyncSearch):
     def __init__(self, *, base_url: str | None = None, cache_dir: str | os.PathLike | None = None,
                  cache: bool = True, cache_ttl_s: float | None = DEFAULT_CACHE_TTL_S,
                  timeout_s: float | None = None, retries: int | None = None, backoff_s: float | None = None,
-                 min_interval: float | None = None, page_size: int | None = None, sleep: Sleep | None = None):
-        self.base_url = (base_url or os.environ.get(self.url_env) or self.default_url).rstrip("/")
+                 min_interval: float | None = None, page_size: int | None = None, sleep: Sleep | None = None,
+                 credentials: Mapping[str, str] | None = None):
+        self.keys = {k: v.strip() for k, v in (credentials or {}).items() if v and v.strip()}
+        self.base_url = (base_url or self.default_url).rstrip("/")
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"{self.name}: base URL must start with http:// or https://, got "
                              f"{public_url(self.base_url)!r}")

@@ -27,7 +27,6 @@ import errno
 import hashlib
 import json
 import logging
-import os
 import re
 import socket
 import sqlite3
@@ -48,7 +47,6 @@ T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
 
 USER_AGENT = "dspy-deepresearch/0.1 (https://github.com/; scholarly search)"
-CACHE_ENV = "DEEPRESEARCH_ENGINE_CACHE"
 DEFAULT_TIMEOUT_S = 20.0
 DEFAULT_RETRIES = 3
 DEFAULT_BACKOFF_S = 0.5
@@ -59,11 +57,8 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
 def default_cache_dir() -> Path:
-    """$DEEPRESEARCH_ENGINE_CACHE, else $XDG_CACHE_HOME/dspy-deepresearch/engines, else ~/.cache/...."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    root = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser()
-    return root / "dspy-deepresearch" / "engines"
+    """~/.cache/dspy-deepresearch/engines (the command line passes $DEEPRESEARCH_ENGINE_CACHE instead)."""
+    return Path("~/.cache/dspy-deepresearch/engines").expanduser()
 
 
 class EngineError(RuntimeError):
@@ -409,5 +404,5 @@ def _detail(response: httpx.Response) -> str:
     return f": {line[:200]}" if line else ""
 
 
-__all__ = ["CACHE_ENV", "EngineClient", "EngineError", "RateLimiter", "ResponseCache", "default_cache_dir",
+__all__ = ["EngineClient", "EngineError", "RateLimiter", "ResponseCache", "default_cache_dir",
            "limiter_for", "retry_after_seconds", "scrub"]

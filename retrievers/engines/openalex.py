@@ -12,7 +12,6 @@ nothing, its words are OR-ed (`SearchEngine.loose_query`).
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -103,7 +102,8 @@ def parse_works(body: str) -> Page:
 
 
 class OpenAlexEngine(SearchEngine):
-    """OpenAlex works search. Key and contact from $OPENALEX_API_KEY and $OPENALEX_MAILTO."""
+    """OpenAlex works search. Key and contact: `credentials={"api_key": ..., "mailto": ...}` (the CLI:
+    $OPENALEX_API_KEY, $OPENALEX_MAILTO)."""
 
     name = "openalex"
     label = "OpenAlex"
@@ -114,8 +114,7 @@ class OpenAlexEngine(SearchEngine):
     min_interval = 0.1  # 10 requests per second
 
     def credentials(self) -> tuple[dict[str, str], dict[str, str]]:
-        return {}, {k: v for k, v in {"mailto": os.environ.get("OPENALEX_MAILTO", "").strip(),
-                                      "api_key": os.environ.get("OPENALEX_API_KEY", "").strip()}.items() if v}
+        return {}, {k: self.keys[k] for k in ("mailto", "api_key") if self.keys.get(k)}
 
     def loose_query(self, query: str) -> str | None:
         return None if _SYNTAX.search(query) else or_words(query, " OR ")

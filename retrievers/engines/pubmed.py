@@ -2,8 +2,9 @@
 PMIDs of a page (JSON, `retstart`/`retmax`, sorted by relevance), `efetch.fcgi` reads their records
 (PubmedArticleSet XML), put back in the order esearch ranked them.
 
-Documented limits: 3 requests per second without a key, 10 with one ($NCBI_API_KEY, sent as `api_key`);
-NCBI asks for a `tool` name and a contact `email` ($NCBI_EMAIL, else $OPENALEX_MAILTO). `before` becomes
+Documented limits: 3 requests per second without a key, 10 with one (`credentials["api_key"]`, which the
+command line reads from $NCBI_API_KEY); NCBI asks for a `tool` name and a contact `email` (the command line's
+$NCBI_EMAIL, else $OPENALEX_MAILTO). `before` becomes
 `datetype=pdat&mindate=1800/01/01&maxdate=YYYY/MM/DD`. PubMed ANDs a plain query's words; when that finds
 nothing, its words are OR-ed (`SearchEngine.loose_query`). Categories are the records' MeSH descriptor names
 (checked on the results). A record in PubMed Central carries its `pmcid`; PubMed gives no PDF link.
@@ -12,7 +13,6 @@ nothing, its words are OR-ed (`SearchEngine.loose_query`). Categories are the re
 from __future__ import annotations
 
 import json
-import os
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Collection, Mapping
@@ -145,7 +145,8 @@ _SYNTAX = re.compile(r"\[|\"|\b(?:AND|OR|NOT)\b")  # field tags, phrases, boolea
 
 
 class PubMedEngine(SearchEngine):
-    """PubMed search (esearch + efetch). Key from $NCBI_API_KEY; contact from $NCBI_EMAIL or $OPENALEX_MAILTO."""
+    """PubMed search (esearch + efetch). Key and contact: `credentials={"api_key": ..., "email": ...}` (the CLI:
+    $NCBI_API_KEY; $NCBI_EMAIL, else $OPENALEX_MAILTO)."""
 
     name = "pubmed"
     label = "PubMed"
@@ -156,14 +157,12 @@ class PubMedEngine(SearchEngine):
     min_interval = 1 / 3  # 3 requests per second without a key
 
     def __init__(self, **kwargs):
-        if kwargs.get("min_interval") is None and os.environ.get("NCBI_API_KEY", "").strip():
+        if kwargs.get("min_interval") is None and ((kwargs.get("credentials") or {}).get("api_key") or "").strip():
             kwargs["min_interval"] = 0.1  # 10 requests per second with a key
         super().__init__(**kwargs)
 
     def credentials(self) -> tuple[dict[str, str], dict[str, str]]:
-        email = (os.environ.get("NCBI_EMAIL") or os.environ.get("OPENALEX_MAILTO") or "").strip()
-        return {}, {k: v for k, v in {"api_key": os.environ.get("NCBI_API_KEY", "").strip(), "email": email}.items()
-                    if v}
+        return {}, {k: self.keys[k] for k in ("api_key", "email") if self.keys.get(k)}
 
     async def _esearch(self, term: str, start: int, size: int, before: str | None) -> tuple[list[str], int | None]:
         params = {"db": "pubmed", "term": term, "retstart": start, "retmax": size, "retmode": "json",

@@ -11,7 +11,6 @@ Computer Science, Medicine, Biology...). The open-access PDF is `openAccessPdf.u
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -58,7 +57,7 @@ def parse_search(body: str) -> Page:
 
 
 class SemanticScholarEngine(SearchEngine):
-    """Semantic Scholar paper search (relevance). Key from $S2_API_KEY."""
+    """Semantic Scholar paper search (relevance). Key: `credentials={"api_key": ...}` (the CLI: $S2_API_KEY)."""
 
     name = "semanticscholar"
     label = "Semantic Scholar"
@@ -69,7 +68,7 @@ class SemanticScholarEngine(SearchEngine):
     min_interval = 1.0
 
     def credentials(self) -> tuple[dict[str, str], dict[str, str]]:
-        key = os.environ.get("S2_API_KEY", "").strip()
+        key = self.keys.get("api_key")
         return ({"x-api-key": key} if key else {}), {}
 
     async def fetch_page(self, query: str, start: int, size: int, before: str | None,

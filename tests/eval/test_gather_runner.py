@@ -27,8 +27,8 @@ ROOT = Path(cli.__file__).resolve().parent
 
 
 def gather_argv(data_dir, out, *extra, limit=4):
-    return ["eval", "gather", "--queries", str(data_dir / "scifact"), "--qrels", "test", "--lm", "offline",
-            "--limit", str(limit), "--iterations", "2", "--bootstrap", "50", "--out", str(out), "--no-progress", *extra]
+    return ["eval", "gather", "--data", str(data_dir / "scifact"), "--qrels", "test", "--lm", "offline",
+            "--limit", str(limit), "--iterations", "2", "--bootstrap", "50", "--out", str(out), "-q", *extra]
 
 
 def gather(data_dir, out, *extra, limit=4):
@@ -86,7 +86,7 @@ def test_resume_refuses_a_run_with_other_settings(data_dir, tmp_path, capsys):
     assert gather(data_dir, out) == 0
     assert gather(data_dir, out, "--method", "raw") == 2
     assert "different method" in capsys.readouterr().err
-    assert gather(data_dir, out, "--method", "raw", "--restart") == 0
+    assert gather(data_dir, out, "--method", "raw", "--overwrite") == 0
 
 
 def test_a_killed_run_resumes_without_redoing_finished_queries(data_dir, tmp_path, capsys):
@@ -115,8 +115,8 @@ def test_a_damaged_line_before_the_last_stops_the_run_naming_it(data_dir, tmp_pa
     capsys.readouterr()
     assert gather(data_dir, out) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
-    assert len(err) == 1 and f"{out / 'results.jsonl'} line 2 is not a JSON record" in err[0] and "--restart" in err[0]
-    assert gather(data_dir, out, "--restart") == 0
+    assert len(err) == 1 and f"{out / 'results.jsonl'} line 2 is not a JSON record" in err[0] and "--overwrite" in err[0]
+    assert gather(data_dir, out, "--overwrite") == 0
 
 
 def test_reader_ignores_only_a_cut_last_line(tmp_path, caplog):
@@ -230,3 +230,57 @@ def test_a_replayed_run_ending_in_empty_plans_is_failed_under_official_and_kept_
     assert (included["evaluated"], included["failed"]) == (4, 4)
     assert included["final"]["recall"] == completed["final"]["recall"]
     assert included["final"]["avg_distance"] == completed["final"]["avg_distance"]
+
+
+def gather_lm_handler():
+    """The scripted gathering LM (planner, assessor) behind real HTTP, so worker processes reach it too."""
+    from tests.scripted import routed_handler
+
+    def plan_then_stop(messages):  # one search, then the checklist is met
+        if len(json.loads(inputs_of(messages)["subquery_tree"])) > 1:
+            return {"searches": [], "checklist_update": "met", "memory_update": "m", "is_complete": True}
+        return planner(messages)
+
+    return routed_handler({PlanSubqueries: plan_then_stop, LabelCandidates: keep_first})
+
+
+def records_without_timing(out: Path) -> dict[str, dict]:
+    """query_id -> its record, without the seconds it and its stages took."""
+    records = {}
+    for r in read_jsonl(out / "results.jsonl"):
+        usage = {stage: {k: v for k, v in u.items() if k != "seconds"} for stage, u in r["result"]["usage"].items()}
+        records[r["query_id"]] = {**{k: v for k, v in r.items() if k != "seconds"},
+                                  "result": {**r["result"], "usage": usage}}
+    return records
+
+
+def test_queries_on_worker_processes_give_the_in_process_results_and_resume_what_is_left(data_dir, tmp_path,
+                                                                                          capsys):
+    from tests.integration.openai_server import LocalOpenAIServer
+
+    with LocalOpenAIServer(gather_lm_handler()) as server:
+        lm = ["--lm", "openai/scripted", "--api-base", server.base_url, "--no-cache"]
+        assert gather(data_dir, tmp_path / "here", *lm, limit=3) == 0
+        here = records_without_timing(tmp_path / "here")
+        assert len(here) == 3 and all(r["status"] == "done" for r in here.values())
+        assert usage_totals(here.values())["calls"] == 9  # the LM was asked: 2 plans + 1 assessment per query
+        assert json.loads((tmp_path / "here" / "summary.json").read_text())["evaluated"] == 3
+
+        pool = tmp_path / "pool"
+        capsys.readouterr()
+        assert gather(data_dir, pool, "--workers", "2", *lm, limit=3) == 0
+        assert "queries on local (2 at once)" in capsys.readouterr().err
+        assert records_without_timing(pool) == here
+        assert summary_without_timing(pool) == summary_without_timing(tmp_path / "here")
+
+        # resume on the pool: only the queries without a finished record run again
+        lines = (pool / "results.jsonl").read_text().splitlines()
+        (pool / "results.jsonl").write_text(lines[0] + "\n")
+        capsys.readouterr()
+        before = len(server.requests)
+        assert gather(data_dir, pool, "--workers", "2", *lm, limit=3) == 0
+        assert "3 queries · 1 already done" in capsys.readouterr().err
+        redone = [q for q in here if q != json.loads(lines[0])["query_id"]]
+        assert len(server.requests) - before == 1 + usage_totals(here[q] for q in redone)["calls"]  # + preflight
+        assert (pool / "results.jsonl").read_text().splitlines()[0] == lines[0]
+        assert records_without_timing(pool) == here

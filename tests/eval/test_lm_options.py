@@ -15,11 +15,11 @@ DEAD = "http://127.0.0.1:9/v1"  # nothing listens on port 9
 
 # each command with a data path that does not exist, and the error that path gives once the LM check passes
 COMMANDS = {
-    "gather": (["eval", "gather", "--queries", "/no/such/queries"], "query file not found"),
-    "report": (["eval", "report", "--questions", "/no/such/questions.jsonl", "--corpus", "/no/such/corpus"],
+    "gather": (["eval", "gather", "--data", "/no/such/queries"], "query file not found"),
+    "report": (["eval", "report", "--data", "/no/such/questions.jsonl", "--corpus", "/no/such/corpus"],
                "unknown question set"),
     "taxonomy": (["eval", "taxonomy", "--data", "/no/such/taxobench"], "TaxoBench data not found"),
-    "optimize": (["optimize", "--metric", "recall", "--train", "/no/such/train"], "pass --corpus"),
+    "optimize": (["optimize", "--metric", "recall", "--data", "/no/such/train"], "pass --corpus"),
 }
 
 
@@ -75,7 +75,7 @@ def test_eval_report_runs_the_program_inside_the_session(tmp_path):
     questions = tmp_path / "q.jsonl"
     questions.write_text('{"id": "q0", "question": "Does vitamin D reduce fracture risk?"}\n')
     with LocalOpenAIServer(research_handler()) as server:
-        code = cli.main(["eval", "report", "--questions", str(questions), "--corpus", "scifact", "--out",
+        code = cli.main(["eval", "report", "--data", str(questions), "--corpus", "scifact", "--out",
                          str(tmp_path / "out"), "--lm", "openai/local", "--api-base", server.base_url, "--no-cache",
                          "--max-output-tokens", "333"])
     assert code == 0 and (tmp_path / "out" / "reports" / "q0.md").exists()

@@ -74,7 +74,7 @@ def test_eval_report_command_runs_the_offline_program(tmp_path, capsys):
     questions.write_text("\n".join(json.dumps({"id": f"q{i}", "question": q}) for i, q in enumerate(
         ["Does vitamin D reduce fracture risk?", "How does obesity affect insulin resistance?"])))
     out = tmp_path / "out"
-    assert cli.main(["eval", "report", "--questions", str(questions), "--lm", "offline", "--corpus", "scifact",
+    assert cli.main(["eval", "report", "--data", str(questions), "--lm", "offline", "--corpus", "scifact",
                      "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "citation_precision_lexical" in printed
@@ -139,7 +139,7 @@ def test_eval_report_on_worker_processes_scores_what_it_scores_in_process(tmp_pa
     questions = tmp_path / "q.jsonl"
     questions.write_text("\n".join(json.dumps({"id": f"q{i}", "question": q}) for i, q in enumerate(
         ["Does vitamin D reduce fracture risk?", "How does obesity affect insulin resistance?"])))
-    common = ["eval", "report", "--questions", str(questions), "--lm", "offline", "--corpus", "scifact",
+    common = ["eval", "report", "--data", str(questions), "--lm", "offline", "--corpus", "scifact",
               "--preset", "quick"]
     assert cli.main([*common, "--out", str(tmp_path / "here")]) == 0
     assert cli.main([*common, "--out", str(tmp_path / "pool"), "--workers", "2"]) == 0

@@ -130,9 +130,9 @@ def test_a_killed_run_resumes_without_rebuilding_finished_surveys(examples, tmp_
 
     capsys.readouterr()
     assert cli_main(taxonomy_argv(data, out, "--breadth", "3")) == 2  # refused before building anything
-    refused = f"error: {out} holds a run with different breadth; pass --restart or another --out"
+    refused = f"error: {out} holds a run with different breadth; pass --overwrite or another --out"
     assert [line.split(": ", 1)[1] for line in capsys.readouterr().err.splitlines() if "error" in line] == [refused]
-    assert cli_main(taxonomy_argv(data, out, "--breadth", "3", "--limit", "1", "--restart")) == 0
+    assert cli_main(taxonomy_argv(data, out, "--breadth", "3", "--limit", "1", "--overwrite")) == 0
     assert [r["id"] for r in read_jsonl(predictions)] == [1]
 
 

@@ -23,7 +23,7 @@ def one_line(capfd) -> str:
 
 @pytest.mark.parametrize("option", ["--budget", "--limit"])
 def test_optimize_refuses_a_negative_budget_or_limit(capfd, clean_lm_env, option):
-    code = main(["optimize", "--program", "research", "--metric", "citation_f1", "--train", "scifact", "--lm", "openai/x", "--api-base",
+    code = main(["optimize", "--program", "research", "--metric", "citation_f1", "--data", "scifact", "--lm", "openai/x", "--api-base",
                  "http://127.0.0.1:9/v1", "--out", "compiled.json", option, "-1"])
     assert code == 2 and f"{option} must be >= 1, got -1" in one_line(capfd)
 

@@ -35,14 +35,16 @@ def free_port() -> int:
 def ray_cluster(tmp_path_factory):
     """HOST:PORT of a head node with 2 CPUs, stopped (with every process it started) after the module."""
     port = free_port()
-    ray = Path(sys.executable).parent / "ray"
-    head = subprocess.Popen([str(ray), "start", "--head", "--block", "--num-cpus", "2", "--port", str(port),
+    # Ray's CLI under this interpreter: its workers run the same Python, so they import this checkout
+    # (a `ray` script copied with a virtualenv may name another one)
+    ray = [sys.executable, "-m", "ray.scripts.scripts"]
+    head = subprocess.Popen([*ray, "start", "--head", "--block", "--num-cpus", "2", "--port", str(port),
                              "--node-ip-address", "127.0.0.1", "--include-dashboard", "false",
                              "--disable-usage-stats", "--object-store-memory", str(200 * 1024 ** 2)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     address = f"127.0.0.1:{port}"
     deadline = time.time() + 120
-    while subprocess.run([str(ray), "status", "--address", address], capture_output=True).returncode != 0:
+    while subprocess.run([*ray, "status", "--address", address], capture_output=True).returncode != 0:
         assert head.poll() is None and time.time() < deadline, "ray start --head did not come up"
         time.sleep(1)
     yield address
@@ -98,3 +100,38 @@ def test_a_batch_on_ray_equals_the_local_run_and_survives_a_killed_worker(ray_cl
     assert finished_then <= set(summary)
     assert "on ray (2 at once)" in stderr and "batch: 4 of 4 questions done" in stderr
     assert reports(out) == reports(local)  # the killed question too: run again and resumed, same report
+
+
+def test_eval_gather_and_the_dev_evaluations_of_optimize_on_ray_equal_the_in_process_run(ray_cluster, data_dir,
+                                                                                           tmp_path, capsys):
+    """`eval gather --ray` and `optimize --ray` (its before/after dev scoring) against a scripted LM served over
+    HTTP, which the cluster's workers reach: the same records, scores, compiled program and LM call count."""
+    from tests.eval.test_gather_runner import gather, gather_lm_handler, records_without_timing, summary_without_timing
+    from tests.integration.openai_server import LocalOpenAIServer
+    from tests.research_lm import research_handler
+
+    with LocalOpenAIServer(gather_lm_handler()) as server:
+        lm = ["--lm", "openai/scripted", "--api-base", server.base_url, "--no-cache"]
+        assert gather(data_dir, tmp_path / "here", *lm, limit=3) == 0
+        assert gather(data_dir, tmp_path / "ray", "--ray", ray_cluster, *lm, limit=3) == 0
+    assert "queries on ray (2 at once)" in capsys.readouterr().err
+    assert records_without_timing(tmp_path / "ray") == records_without_timing(tmp_path / "here")
+    assert summary_without_timing(tmp_path / "ray") == summary_without_timing(tmp_path / "here")
+
+    metas, requests = {}, {}
+    for where, extra in (("here", []), ("ray", ["--ray", ray_cluster])):
+        out = tmp_path / f"{where}.json"
+        with LocalOpenAIServer(research_handler()) as server:
+            assert cli.main(["optimize", "--program", "research", "--stage", "all", "--metric", "recall",
+                             "--optimizer", "bootstrap-rs", "--data", str(data_dir / "scifact"), "--limit", "6",
+                             "--budget", "8", "--workers", "1", "--out", str(out), "--lm", "openai/local-model",
+                             "--api-base", server.base_url, "--no-cache", *extra]) == 0
+        requests[where] = len(server.requests) - 1  # all but the preflight
+        assert ("dev split scored on ray (2 at once)" in capsys.readouterr().err) == (where == "ray")
+        metas[where] = json.loads(out.with_name(f"{where}.meta.json").read_text())
+        metas[where]["state"] = {k: v for k, v in json.loads(out.read_text()).items() if k != "metadata"}
+    here, ray = metas["here"], metas["ray"]
+    assert here["n_dev"] == 2 and len(set(here["before_scores"])) == 2  # the two examples score apart: order counts
+    for key in ("before_scores", "after_scores", "before", "after", "metric_calls", "state"):
+        assert ray[key] == here[key], key
+    assert requests["ray"] == requests["here"] and ray["lm_calls"] == here["lm_calls"] == requests["here"]

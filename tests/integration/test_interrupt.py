@@ -25,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("clean_lm_env")
 
 
 def run_args(server, out: Path, *extra: str) -> list[str]:
-    return ["run", QUESTION, "--corpus", "scifact", "--depth", "2", "--breadth", "3", "--concurrency", "1",
+    return ["run", QUESTION, "--corpus", "scifact", "--depth", "2", "--breadth", "3", "--workers", "1",
             "--lm", "openai/local", "--api-base", server.base_url, "--no-cache", "--no-preflight", "-q",
             "--out", str(out), *extra]
 

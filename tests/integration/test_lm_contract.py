@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("clean_lm_env")
 
 
 def run_cli(*argv, out):
-    return cli.main(["run", QUESTION, "--corpus", "scifact", "--preset", "quick", "--no-progress",
+    return cli.main(["run", QUESTION, "--corpus", "scifact", "--preset", "quick", "-q",
                      "--no-cache", "--out", str(out), *argv])
 
 
@@ -205,7 +205,7 @@ def test_optimize_also_takes_the_key_from_the_provider_variable(monkeypatch, tmp
         monkeypatch.setenv("OPENAI_API_KEY", SECRET)
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         code = cli.main(["optimize", "--program", "research", "--stage", "assess", "--metric", "f1",
-                         "--optimizer", "bootstrap-rs", "--train", str(data_dir / "scifact"), "--limit", "3",
+                         "--optimizer", "bootstrap-rs", "--data", str(data_dir / "scifact"), "--limit", "3",
                          "--budget", "8", "--preset", "quick", "--no-cache", "--lm", "openai/gpt-4o-mini",
                          "--out", str(tmp_path / "compiled.json")])
     assert code == 0 and len(server.headers) > 1

@@ -16,7 +16,7 @@ def test_optimize_assessor_then_run_with_the_compiled_program(data_dir, scifact_
     with LocalOpenAIServer(research_handler()) as server:
         lm = ["--lm", "openai/local-model", "--api-base", server.base_url]
         code = cli.main(["optimize", "--program", "research", "--stage", "assess", "--metric", "f1",
-                         "--optimizer", "bootstrap-rs", "--train", str(data_dir / "scifact"), "--limit", "3",
+                         "--optimizer", "bootstrap-rs", "--data", str(data_dir / "scifact"), "--limit", "3",
                          "--budget", "16", "--out", str(out), *lm])
         assert code == 0
         printed = capsys.readouterr().out
@@ -43,14 +43,14 @@ def test_optimize_assessor_then_run_with_the_compiled_program(data_dir, scifact_
 
         requests_before = len(server.requests)
         code = cli.main(["run", "statins and muscle pain", "--corpus", "scifact", "--preset", "quick",
-                         "--program", str(out), "--out", str(tmp_path / "run"), "--no-progress", *lm])
+                         "--program", str(out), "--out", str(tmp_path / "run"), "-q", *lm])
         assert code == 0 and (tmp_path / "run" / "report.md").exists()
         assert len(server.requests) > requests_before
     assert '"api_key"' not in out.read_text()
 
 
 def test_optimize_refuses_the_offline_lm(data_dir, capsys):
-    code = cli.main(["optimize", "--metric", "recall", "--train", str(data_dir / "scifact"), "--out", "x.json",
+    code = cli.main(["optimize", "--metric", "recall", "--data", str(data_dir / "scifact"), "--out", "x.json",
                      "--lm", "offline"])
     assert code == 2 and "optimization tunes LM prompts" in capsys.readouterr().err
 
@@ -61,7 +61,7 @@ def test_an_out_that_cannot_be_written_fails_before_any_lm_request(check, data_d
     blocker.write_text("a file, so no folder can be made under it")
     with LocalOpenAIServer(research_handler()) as server:
         code = cli.main(["optimize", "--program", "research", "--stage", "assess", "--metric", "f1",
-                         "--optimizer", "bootstrap-rs", "--train", str(data_dir / "scifact"), "--limit", "3",
+                         "--optimizer", "bootstrap-rs", "--data", str(data_dir / "scifact"), "--limit", "3",
                          "--out", str(blocker / "sub" / "compiled.json"), "--lm", "openai/local-model",
                          "--api-base", server.base_url, "--no-cache", *check])
     assert code == 2
@@ -73,7 +73,7 @@ def test_an_out_that_cannot_be_written_fails_before_any_lm_request(check, data_d
 @pytest.mark.parametrize("out,message", [("compiled.txt", "should be a .json file"), (".", "is a folder")])
 def test_an_out_that_is_no_json_file_is_refused(out, message, data_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["optimize", "--metric", "recall", "--train", str(data_dir / "scifact"), "--out", out,
+    assert cli.main(["optimize", "--metric", "recall", "--data", str(data_dir / "scifact"), "--out", out,
                      "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1"]) == 2
     assert message in capsys.readouterr().err
 
@@ -82,8 +82,8 @@ def test_the_whole_program_is_saved_and_every_lm_request_is_counted(data_dir, tm
     out = tmp_path / "new" / "deeper" / "compiled.json"  # missing folders are created
     with LocalOpenAIServer(research_handler()) as server:
         code = cli.main(["optimize", "--program", "research", "--stage", "all", "--metric", "recall",
-                         "--optimizer", "bootstrap-rs", "--train", str(data_dir / "scifact"), "--limit", "3",
-                         "--budget", "8", "--threads", "1", "--out", str(out), "--lm", "openai/local-model",
+                         "--optimizer", "bootstrap-rs", "--data", str(data_dir / "scifact"), "--limit", "3",
+                         "--budget", "8", "--workers", "1", "--out", str(out), "--lm", "openai/local-model",
                          "--api-base", server.base_url, "--no-cache"])
     assert code == 0
     requests = len(server.requests) - 1  # all but the preflight
@@ -105,8 +105,8 @@ def test_tuning_one_stage_saves_a_program_whose_other_stages_are_untouched(stage
     out = tmp_path / "compiled.json"
     with LocalOpenAIServer(research_handler()) as server:
         code = cli.main(["optimize", "--program", "research", "--stage", stage, "--metric", "recall",
-                         "--optimizer", "bootstrap-rs", "--train", str(data_dir / "scifact"), "--limit", "3",
-                         "--budget", "8", "--threads", "1", "--out", str(out), "--lm", "openai/local-model",
+                         "--optimizer", "bootstrap-rs", "--data", str(data_dir / "scifact"), "--limit", "3",
+                         "--budget", "8", "--workers", "1", "--out", str(out), "--lm", "openai/local-model",
                          "--api-base", server.base_url, "--no-cache"])
     assert code == 0
     saved = json.loads(out.read_text())
@@ -123,7 +123,7 @@ def test_tuning_one_stage_saves_a_program_whose_other_stages_are_untouched(stage
 def test_a_stage_no_research_metric_scores_is_refused_before_any_lm_request(stage, data_dir, tmp_path, capsys):
     with LocalOpenAIServer(research_handler()) as server:
         code = cli.main(["optimize", "--program", "research", "--stage", stage, "--metric", "recall",
-                         "--train", str(data_dir / "scifact"), "--out", str(tmp_path / "c.json"),
+                         "--data", str(data_dir / "scifact"), "--out", str(tmp_path / "c.json"),
                          "--lm", "openai/local-model", "--api-base", server.base_url, "--no-cache"])
     assert code == 2 and server.requests == []
     err = capsys.readouterr().err.strip()
@@ -138,7 +138,7 @@ def test_the_taxonomy_program_is_tuned_saved_and_loads(data_dir, tmp_path, capsy
     out = tmp_path / "taxonomy.json"
     with LocalOpenAIServer(universal_handler()) as server:
         code = cli.main(["optimize", "--program", "taxonomy", "--metric", "ari", "--optimizer", "bootstrap-rs",
-                         "--train", str(data_dir / "taxobench_examples"), "--budget", "2", "--threads", "1",
+                         "--data", str(data_dir / "taxobench_examples"), "--budget", "2", "--workers", "1",
                          "--out", str(out), "--lm", "openai/local-model", "--api-base", server.base_url, "--no-cache"])
     assert code == 0, capsys.readouterr().err[-500:]
     TaxonomyBuilder().load(str(out))
@@ -150,7 +150,7 @@ def test_miprov2_with_one_training_example_is_refused_before_any_lm_request(data
 
     with LocalOpenAIServer(universal_handler()) as server:
         code = cli.main(["optimize", "--program", "taxonomy", "--metric", "ari", "--optimizer", "miprov2",
-                         "--train", str(data_dir / "taxobench_examples"), "--budget", "2",
+                         "--data", str(data_dir / "taxobench_examples"), "--budget", "2",
                          "--out", str(tmp_path / "t.json"), "--lm", "openai/local-model", "--api-base",
                          server.base_url, "--no-cache"])
     assert code == 2 and len(server.requests) == 1  # the preflight only
@@ -164,11 +164,11 @@ def test_gepa_reflection_calls_are_counted_too(data_dir, tmp_path, capsys):
 
     runs = tmp_path / "runs"
     assert cli.main(["run", "Does obesity increase the risk of type 2 diabetes?", "--corpus", str(data_dir / "scifact"),
-                     "--depth", "2", "--breadth", "2", "--lm", "offline", "--stage-log", "--out", str(runs / "q"), "--no-progress"]) == 0
+                     "--depth", "2", "--breadth", "2", "--lm", "offline", "--stage-log", "--out", str(runs / "q"), "-q"]) == 0
     out = tmp_path / "merge.json"
     with LocalOpenAIServer(research_or_anything()) as server:
         code = cli.main(["optimize", "--stage", "merge", "--from-runs", str(runs), "--metric", "quality",
-                         "--optimizer", "gepa", "--budget", "8", "--threads", "1", "--out", str(out),
+                         "--optimizer", "gepa", "--budget", "8", "--workers", "1", "--out", str(out),
                          "--lm", "openai/local-model", "--api-base", server.base_url, "--no-cache"])
     assert code == 0, capsys.readouterr().err[-500:]
     proposals = [r for r in server.requests if "current_instruction" in json.dumps(r)]

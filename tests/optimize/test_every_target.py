@@ -67,7 +67,7 @@ def recorded_runs(tmp_path_factory, data_dir):
             "cancer risk?"), ("hero", "vitamin D and bone fractures")]
     for n, (name, question) in enumerate(runs):
         code = cli.main(["run", question, "--corpus", str(data_dir / "scifact"), "--preset", name, "--depth", "2",
-                         "--breadth", "2", "--lm", "offline", "--stage-log", "--out", str(root / f"{name}{n}"), "--no-progress"])
+                         "--breadth", "2", "--lm", "offline", "--stage-log", "--out", str(root / f"{name}{n}"), "-q"])
         assert code == 0
     return root
 
@@ -106,17 +106,17 @@ def test_every_target_runs_saves_and_changes_only_its_stage(program, stage, pres
     if program == "pool":
         source = ["--program", "research", "--from-runs", str(recorded_runs), "--preset", preset_name, "--limit", "3"]
     elif program == "research":
-        source = ["--program", "research", "--train", str(data_dir / "scifact"), "--index", str(scifact_index),
+        source = ["--program", "research", "--data", str(data_dir / "scifact"), "--index", str(scifact_index),
                   "--limit", limit, "--preset", preset_name, *SHAPE]
     elif program == "gather":
-        source = ["--program", "gather", "--train", "scifact", "--split", "test", "--index", str(scifact_index),
+        source = ["--program", "gather", "--data", "scifact", "--split", "test", "--index", str(scifact_index),
                   "--limit", limit, "--iterations", "1"]
     else:  # two surveys: both train (miprov2 needs two), and both score the dev side
-        source = ["--program", "taxonomy", "--train", str(data_dir / "taxobench_examples"),
+        source = ["--program", "taxonomy", "--data", str(data_dir / "taxobench_examples"),
                   "--dev", str(data_dir / "taxobench_examples")]
     with LocalOpenAIServer(research_or_anything()) as server:
         code = cli.main(["optimize", *source, "--stage", stage, "--metric", metric, "--optimizer", optimizer,
-                         "--budget", "2", "--threads", "1", "--out", str(out), "--lm", "openai/local-model",
+                         "--budget", "2", "--workers", "1", "--out", str(out), "--lm", "openai/local-model",
                          "--api-base", server.base_url, "--no-cache"])
     assert code == 0, capsys.readouterr().err[-800:]
     meta = json.loads(out.with_name("compiled.meta.json").read_text())

@@ -107,7 +107,7 @@ def run_folder(tmp_path_factory, data_dir):
     out = tmp_path_factory.mktemp("runs") / "q"
     assert cli.main(["run", "Does obesity increase the risk of type 2 diabetes?", "--corpus",
                      str(data_dir / "scifact"), "--depth", "2", "--breadth", "2", "--lm", "offline", "--stage-log",
-                     "--out", str(out), "--no-progress"]) == 0
+                     "--out", str(out), "-q"]) == 0
     return out
 
 
@@ -150,7 +150,7 @@ def test_offline_runs_keep_no_stage_log_unless_asked(data_dir, tmp_path):
     # an offline tree can grow to thousands of nodes; its calls are worth recording only on request
     assert cli.main(["run", "Does obesity increase the risk of type 2 diabetes?", "--corpus", str(data_dir / "scifact"),
                      "--depth", "1", "--breadth", "1", "--lm", "offline", "--out", str(tmp_path / "q"),
-                     "--no-progress"]) == 0
+                     "-q"]) == 0
     assert (tmp_path / "q" / "report.md").exists() and not (tmp_path / "q" / STAGE_LOG).exists()
 
 
@@ -162,7 +162,7 @@ def test_a_run_with_an_lm_keeps_its_stage_log(data_dir, tmp_path, monkeypatch):
     with LocalOpenAIServer(research_handler()) as server:
         assert cli.main(["run", "omega-3 and heart disease", "--corpus", str(data_dir / "scifact"), "--depth", "1",
                          "--breadth", "1", "--lm", "openai/local-model", "--api-base", server.base_url, "--no-cache",
-                         "--out", str(tmp_path / "q"), "--no-progress"]) == 0
+                         "--out", str(tmp_path / "q"), "-q"]) == 0
     calls, _ = read_log(tmp_path / "q" / STAGE_LOG)
     assert {"plan", "assess", "extract", "merge", "write"} <= {c["stage"] for c in calls}
     assert "4711" not in (tmp_path / "q" / STAGE_LOG).read_text()

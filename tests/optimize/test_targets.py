@@ -43,8 +43,8 @@ def test_taxonomy_objectives_are_perfect_for_the_expert_tree(data_dir):
 def test_gathering_assessor_is_tuned_on_frozen_candidates_without_searching(data_dir, tmp_path, monkeypatch,
                                                                             scifact):
     run = tmp_path / "gather"
-    assert cli.main(["eval", "gather", "--queries", str(data_dir / "scifact"), "--lm", "offline", "--limit", "6",
-                     "--iterations", "2", "--out", str(run), "--no-progress", "--bootstrap", "10"]) == 0
+    assert cli.main(["eval", "gather", "--data", str(data_dir / "scifact"), "--lm", "offline", "--limit", "6",
+                     "--iterations", "2", "--out", str(run), "-q", "--bootstrap", "10"]) == 0
     cases = load_frozen_cases(run / "results.jsonl", scifact)
     examples = from_frozen_cases(cases)
     assert examples and all(ex.hits for ex in examples)

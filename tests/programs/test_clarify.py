@@ -264,7 +264,7 @@ def clarify_handler(questions=ASKED, reply: str | None = None):
 
 def run_args(*extra, out, server=None):
     lm = ["--lm", "openai/local", "--api-base", server.base_url, "--no-cache"] if server else []
-    return ["run", QUESTION, "--corpus", "scifact", "--depth", "1", "--breadth", "2", "--no-progress",
+    return ["run", QUESTION, "--corpus", "scifact", "--depth", "1", "--breadth", "2", "-q",
             "--out", str(out), *lm, *extra]
 
 

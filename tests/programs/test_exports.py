@@ -51,7 +51,7 @@ def fields(entry) -> dict:
 
 def run(out, corpus, question, *extra):
     return cli.main(["run", question, "--corpus", str(corpus), "--lm", "offline", "--depth", "1", "--breadth", "2",
-                     "--out", str(out), "--no-progress", *extra])
+                     "--out", str(out), "-q", *extra])
 
 
 def test_bibtex_of_a_scifact_run_holds_what_the_corpus_has(tmp_path, data_dir, scifact, capsys):

@@ -191,7 +191,7 @@ def test_the_command_line_runs_the_gather_preset_with_full_text(server, tmp_path
                               for d in corpus(f"{server.url}/paper.pdf").docs) + "\n")
     out = tmp_path / "run"
     code = cli.main(["run", QUESTION, "--lm", "offline", "--corpus", str(path), "--preset", "gather", "--full-text",
-                     "--full-text-cache", str(tmp_path / "ft"), "--out", str(out), "--no-progress"])
+                     "--full-text-cache", str(tmp_path / "ft"), "--out", str(out), "-q"])
     assert code == 0, capsys.readouterr().err
     trace = json.loads((out / "trace.json").read_text())
     assert trace["config"]["strategy"] == "gather" and trace["config"]["full_text"] is True
@@ -218,7 +218,7 @@ def test_the_gather_eval_runner_reads_full_text_in_the_loop(server, tmp_path):
 
 
 def test_the_gather_eval_runner_refuses_full_text_without_the_loop(data_dir, tmp_path, capsys):
-    code = cli.main(["eval", "gather", "--queries", str(data_dir / "scifact"), "--lm", "offline", "--method", "raw",
-                     "--full-text", "--limit", "1", "--out", str(tmp_path / "out"), "--no-progress"])
+    code = cli.main(["eval", "gather", "--data", str(data_dir / "scifact"), "--lm", "offline", "--method", "raw",
+                     "--full-text", "--limit", "1", "--out", str(tmp_path / "out"), "-q"])
     err = capsys.readouterr().err
     assert code != 0 and "--full-text is read by the loop's second look" in err and "--method loop" in err

@@ -238,7 +238,7 @@ def test_offline_run_through_the_command_line(tmp_path, data_dir, monkeypatch, c
     query = next(q for q in load_beir_queryset(data_dir / "scifact") if q.query_id == "51")
     out = tmp_path / "gather"
     code = cli.main(["run", query.query, "--corpus", "scifact", "--preset", "gather", "--out", str(out),
-                     "--no-progress"])
+                     "-q"])
     printed = capsys.readouterr()
     assert code == 0, printed.err
     trace = json.loads((out / "trace.json").read_text())

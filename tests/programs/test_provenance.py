@@ -64,7 +64,7 @@ def test_each_sentence_maps_to_its_sources_and_the_learnings_on_them():
 def offline_run(tmp_path_factory, data_dir):
     out = tmp_path_factory.mktemp("provenance") / "vitd"
     code = cli.main(["run", QUESTION, "--corpus", str(data_dir / "scifact"), "--lm", "offline", "--depth", "2",
-                     "--breadth", "3", "--out", str(out), "--no-progress"])
+                     "--breadth", "3", "--out", str(out), "-q"])
     assert code == 0
     return (out / "report.md").read_text(encoding="utf-8"), json.loads((out / "trace.json").read_text(encoding="utf-8"))
 

@@ -14,6 +14,7 @@ import pytest
 
 from deepresearch import cli
 from deepresearch.programs import cli as run_cli
+from deepresearch.programs.environment import server_keys
 from deepresearch.programs.runtime.config_file import command_defaults, read_config
 from deepresearch.programs.runtime.lm import (
     LMPreflightError,
@@ -115,7 +116,7 @@ def test_a_dead_server_fails_over_and_the_log_names_it():
 def test_when_every_server_is_down_the_error_says_so_without_the_key(monkeypatch):
     monkeypatch.setenv("GPU_KEY", "sk-router-secret-123456")
     lm = router_lm("openai/m", [f"{dead_url()} key_env=GPU_KEY", dead_url()], cache=False, timeout_s=2,
-                   num_retries=1)
+                   num_retries=1, keys=server_keys(["GPU_KEY"]))  # the command line reads the variable
     with pytest.raises(LMPreflightError) as err:
         preflight(lm)
     assert "could not reach" in str(err.value) or "server error" in str(err.value)
@@ -125,7 +126,8 @@ def test_when_every_server_is_down_the_error_says_so_without_the_key(monkeypatch
 def test_a_server_that_refuses_the_key_is_reported_without_it(monkeypatch):
     monkeypatch.setenv("GPU_KEY", "sk-router-secret-123456")
     with LocalOpenAIServer(lambda m: Error(401, "bad key sk-router-secret-123456")) as server:
-        lm = router_lm("openai/m", [f"{server.base_url} key_env=GPU_KEY"], cache=False, num_retries=0)
+        lm = router_lm("openai/m", [f"{server.base_url} key_env=GPU_KEY"], cache=False, num_retries=0,
+                       keys=server_keys(["GPU_KEY"]))
         with pytest.raises(Exception) as err:
             lm("hello")
         assert server.headers[0]["Authorization"] == "Bearer sk-router-secret-123456"  # the key reached the server
@@ -150,7 +152,7 @@ def test_a_run_through_the_router_records_the_failover_in_its_trace(tmp_path, da
         code = cli.main(["run", "Does obesity increase the risk of type 2 diabetes?", "--corpus", "scifact",
                          "--depth", "1", "--breadth", "2", "--lm", "openai/local", "--structured", "off",
                          "--lm-server", f"{live.base_url} max_parallel=2", "--lm-server", dead,
-                         "--no-cache", "--no-progress", "--no-preflight", "--out", str(out)])
+                         "--no-cache", "-q", "--no-preflight", "--out", str(out)])
     assert code == 0, capsys.readouterr().err[-2000:]
     trace = json.loads((out / "trace.json").read_text())
     routing = trace["lm_routing"]

@@ -175,7 +175,7 @@ def test_a_verify_stage_asking_in_batches_stays_within_the_call_budget(scifact_b
 def test_cli_verify_flag_reaches_the_trace(data_dir, tmp_path, clean_lm_env):
     out = tmp_path / "run"
     assert cli.main(["run", "aspirin colorectal cancer", "--corpus", str(data_dir / "scifact"), "--depth", "1",
-                     "--breadth", "1", "--verify", "remove", "--out", str(out), "--no-progress"]) == 0
+                     "--breadth", "1", "--verify", "remove", "--out", str(out), "-q"]) == 0
     trace = json.loads((out / "trace.json").read_text())
     assert trace["config"]["verify"] == "remove" and trace["stats"]["verification"]["policy"] == "remove"
     assert trace["verdicts"] and all(v["judge"] == "lexical" for v in trace["verdicts"])

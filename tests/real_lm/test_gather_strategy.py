@@ -36,7 +36,7 @@ def test_gather_preset_completes_and_its_trace_scores(llama_server, scifact, dat
     out = tmp_path / "gather"
     code = cli.main(["run", query.query, "--corpus", "scifact", "--preset", "gather", "--out", str(out),
                      "--hits", "3", "--max-lm-calls", str(MAX_CALLS), "--max-output-tokens", str(CAP), "--no-cache",
-                     "--no-progress", *lm_args(llama_server)])
+                     "-q", *lm_args(llama_server)])
     printed = capsys.readouterr()
     assert code in (0, 3), printed.err[-2000:]  # done, or failed with the reason on stderr
     trace = check_run(out, scifact)

@@ -25,13 +25,13 @@ def pools(tmp_path_factory, data_dir):
     for name, question in [("a", "Does obesity increase the risk of type 2 diabetes?"),
                            ("b", "vitamin D and bone fractures")]:
         assert cli.main(["run", question, "--corpus", str(data_dir / "scifact"), "--depth", "2", "--breadth", "2",
-                         "--lm", "offline", "--stage-log", "--out", str(root / name), "--no-progress"]) == 0
+                         "--lm", "offline", "--stage-log", "--out", str(root / name), "-q"]) == 0
     return root
 
 
 def _optimize(pools, out, server, *extra) -> int:
     return cli.main(["optimize", "--stage", "merge", "--from-runs", str(pools), "--metric", "quality",
-                     "--optimizer", "bootstrap-rs", "--budget", "4", "--threads", "1", "--out", str(out),
+                     "--optimizer", "bootstrap-rs", "--budget", "4", "--workers", "1", "--out", str(out),
                      "--max-output-tokens", str(CAP), "--no-cache", *lm_args(server), *extra])
 
 
@@ -68,7 +68,7 @@ def test_the_real_model_judges_and_its_verdicts_are_cached(llama_server, pools, 
     for name in ("one", "two"):
         with LocalOpenAIServer(research_or_anything()) as task:
             code = cli.main(["optimize", "--stage", "merge", "--from-runs", str(pools), "--metric", "quality",
-                             "--optimizer", "bootstrap-rs", "--budget", "1", "--limit", "2", "--threads", "1",
+                             "--optimizer", "bootstrap-rs", "--budget", "1", "--limit", "2", "--workers", "1",
                              "--out", str(tmp_path / f"{name}.json"), "--lm", "openai/local-model", "--api-base",
                              task.base_url, "--no-cache", "--judge-lm", "openai/smollm2", "--judge-api-base",
                              llama_server.base_url, "--judge-cache", str(cache), "--structured", "schema",

@@ -25,7 +25,7 @@ QUESTION = "Does omega-3 fatty acid supplementation reduce cardiovascular events
 # 1024 output tokens fit every structured reply under the schema's bounds, and keep the free-form
 # ones (report, taxonomy) from running on for minutes
 CAP = 1024
-SMALL = ["--hits", "3", "--max-output-tokens", str(CAP), "--no-cache", "--no-progress"]
+SMALL = ["--hits", "3", "--max-output-tokens", str(CAP), "--no-cache", "-q"]
 
 
 @pytest.fixture(autouse=True)
@@ -104,7 +104,7 @@ def test_hero_preset_completes_with_the_real_model(llama_server, scifact_bm25):
 
 def test_gathering_loop_on_three_scifact_claims(llama_server, data_dir, tmp_path, capsys):
     out = tmp_path / "gather"
-    code = cli.main(["eval", "gather", "--queries", str(data_dir / "scifact"), "--limit", "3", "--iterations", "1",
+    code = cli.main(["eval", "gather", "--data", str(data_dir / "scifact"), "--limit", "3", "--iterations", "1",
                      "--out", str(out), "--max-output-tokens", str(CAP), "--no-cache", *lm_args(llama_server)])
     printed = capsys.readouterr()
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
@@ -134,8 +134,8 @@ def test_taxonomy_of_ten_papers_places_every_paper_once(llama_server, data_dir):
 def test_optimize_with_a_tiny_budget_compiles_and_saves(llama_server, data_dir, tmp_path, capsys):
     out = tmp_path / "compiled.json"
     code = cli.main(["optimize", "--program", "research", "--stage", "assess", "--metric", "f1",
-                     "--optimizer", "bootstrap-rs", "--train", str(data_dir / "scifact"), "--limit", "3",
-                     "--budget", "4", "--depth", "1", "--breadth", "1", "--hits", "3", "--threads", "1",
+                     "--optimizer", "bootstrap-rs", "--data", str(data_dir / "scifact"), "--limit", "3",
+                     "--budget", "4", "--depth", "1", "--breadth", "1", "--hits", "3", "--workers", "1",
                      "--out", str(out), "--max-output-tokens", str(CAP), "--no-cache", *lm_args(llama_server)])
     printed = capsys.readouterr()
     assert code == 0, printed.err[-2000:]

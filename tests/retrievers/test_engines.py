@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from deepresearch.programs.environment import engine_settings
 from deepresearch.retrievers import open_retriever
 from deepresearch.retrievers.engines import (
     ArxivEngine,
@@ -29,6 +30,7 @@ from deepresearch.retrievers.engines import (
     SourcesRetriever,
     dedup_keys,
     deduplicate,
+    default_cache_dir,
     engine_name,
     normalize_title,
     open_sources,
@@ -418,8 +420,11 @@ def test_secrets_are_sent_but_never_cached_logged_or_shown(replay, tmp_path, mon
         routes(replay)
     caplog.set_level(logging.DEBUG, logger="deepresearch.retrievers.engines")
     cache = tmp_path / "cache"
+    keys = engine_settings(["openalex", "semanticscholar", "pubmed"])["credentials"]  # as the command line reads them
+    assert keys == {"openalex": {"mailto": mail}, "semanticscholar": {"api_key": s2_key},
+                    "pubmed": {"api_key": ncbi_key, "email": mail}}
     for cls in (OpenAlexEngine, SemanticScholarEngine, PubMedEngine):
-        make(cls, replay.url, cache).search(QUERY, k=2)
+        make(cls, replay.url, cache, credentials=keys[cls.name]).search(QUERY, k=2)
     by_path = {r.path: r for r in replay.requests}
     assert by_path["/works"].params["mailto"] == mail
     assert by_path["/paper/search"].headers["x-api-key"] == s2_key
@@ -431,15 +436,17 @@ def test_secrets_are_sent_but_never_cached_logged_or_shown(replay, tmp_path, mon
     assert not any(s in caplog.text for s in (s2_key, ncbi_key, mail))
     # the cache key leaves the key out: another key finds the same answers without a request
     monkeypatch.setenv("S2_API_KEY", "another-key-9876543210")
+    other = {"api_key": "another-key-9876543210"}
     sent = len(replay.requests)
-    assert make(SemanticScholarEngine, replay.url, cache).search(QUERY, k=2)
+    assert make(SemanticScholarEngine, replay.url, cache, credentials=other).search(QUERY, k=2)
     assert len(replay.requests) == sent
     # a server echoing the key in its error: the message does not show it
     replay.on("/paper/search", Reply(403, json.dumps({"message": "Forbidden: key another-key-9876543210 invalid"})))
     with pytest.raises(EngineError) as err:
-        make(SemanticScholarEngine, replay.url, cache, cache=False).search("other", k=1)
+        make(SemanticScholarEngine, replay.url, cache, cache=False, credentials=other).search("other", k=1)
     assert "another-key-9876543210" not in str(err.value) and "[REDACTED]" in str(err.value)
-    assert make(SemanticScholarEngine, replay.url, cache).describe()["key"] is True
+    assert make(SemanticScholarEngine, replay.url, cache, credentials=other).describe()["key"] is True
+    assert make(SemanticScholarEngine, replay.url, cache).describe()["key"] is False  # the library reads no variable
 
 
 def test_a_cache_hit_sends_no_request(replay, tmp_path):
@@ -452,17 +459,24 @@ def test_a_cache_hit_sends_no_request(replay, tmp_path):
     assert len(replay.requests) == 3
 
 
-def test_the_cache_folder_defaults_to_the_environment(replay, tmp_path, monkeypatch):
+def test_the_cache_folder_comes_from_the_environment_at_the_edge(replay, tmp_path, monkeypatch):
     monkeypatch.setenv("DEEPRESEARCH_ENGINE_CACHE", str(tmp_path / "env-cache"))
     openalex_routes(replay)
-    OpenAlexEngine(base_url=replay.url, min_interval=0).search(QUERY, k=1)
+    options = engine_settings(["openalex"])
+    OpenAlexEngine(base_url=replay.url, min_interval=0, cache_dir=options["cache_dir"]).search(QUERY, k=1)
     assert (tmp_path / "env-cache" / "cache.db").is_file()
+    monkeypatch.delenv("DEEPRESEARCH_ENGINE_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert engine_settings(["openalex"])["cache_dir"] == str(tmp_path / "xdg" / "dspy-deepresearch" / "engines")
+    assert default_cache_dir() == Path("~/.cache/dspy-deepresearch/engines").expanduser()  # the library's own
 
 
-def test_the_base_url_comes_from_the_environment(replay, tmp_path, monkeypatch):
+def test_the_base_url_comes_from_the_environment_at_the_edge(replay, tmp_path, monkeypatch):
     monkeypatch.setenv("DEEPRESEARCH_ARXIV_URL", replay.url + "/")
     arxiv_routes(replay)
-    engine = ArxivEngine(cache_dir=tmp_path, min_interval=0)
+    assert ArxivEngine(cache_dir=tmp_path, min_interval=0).base_url == ArxivEngine.default_url  # no variable read
+    engine = open_sources(["arxiv"], cache_dir=tmp_path, min_interval=0, **{
+        k: v for k, v in engine_settings(["arxiv"]).items() if k != "cache_dir"}).parts["arxiv"]
     assert engine.base_url == replay.url and engine.search(QUERY, k=1)
     assert ArxivEngine.default_url == "https://export.arxiv.org/api"
     with pytest.raises(ValueError, match="base URL must start with http"):
@@ -482,7 +496,8 @@ def test_the_rate_limit_spaces_requests(replay, tmp_path):
 def test_pubmed_goes_faster_with_a_key(monkeypatch, tmp_path):
     assert PubMedEngine(cache_dir=tmp_path).client.limiter.min_interval == pytest.approx(1 / 3)
     monkeypatch.setenv("NCBI_API_KEY", "x" * 20)
-    assert PubMedEngine(cache_dir=tmp_path).client.limiter.min_interval == pytest.approx(0.1)
+    keys = engine_settings(["pubmed"])["credentials"]["pubmed"]
+    assert PubMedEngine(cache_dir=tmp_path, credentials=keys).client.limiter.min_interval == pytest.approx(0.1)
 
 
 def test_connection_refused_fails_in_one_line_after_the_retries(tmp_path):

@@ -40,7 +40,7 @@ def servers(monkeypatch, tmp_path, clean_lm_env):
 def run(tmp_path, *extra: str) -> tuple[int, dict, str]:
     out = tmp_path / "run"
     code = cli.main(["run", QUESTION, "--lm", "offline", "--depth", "1", "--breadth", "2", "--out", str(out),
-                     "--no-progress", *extra])
+                     "-q", *extra])
     trace = json.loads((out / "trace.json").read_text()) if (out / "trace.json").exists() else {}
     report = (out / "report.md").read_text() if (out / "report.md").exists() else ""
     return code, trace, report

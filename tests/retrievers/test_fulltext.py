@@ -153,7 +153,7 @@ def test_offline_run_cites_the_paper_once_and_traces_the_passage(papers, tmp_pat
     out = tmp_path / "run"
     code = cli.main(["run", "Does vitamin D lower hip fracture rates compared with calcium or placebo?",
                      "--lm", "offline", "--corpus", str(papers), "--depth", "1", "--breadth", "2",
-                     "--taxonomy", "--out", str(out), "--no-progress"])
+                     "--taxonomy", "--out", str(out), "-q"])
     assert code == 0
     trace = json.loads((out / "trace.json").read_text())
     report = (out / "report.md").read_text()

@@ -103,7 +103,7 @@ def test_run_with_full_text_reads_passages_of_the_pdf(server, tmp_path, monkeypa
     out = tmp_path / "run"
     code = cli.main(["run", "Does vitamin D lower hip fracture rates compared with calcium or placebo?",
                      "--lm", "offline", "--corpus", str(path), "--full-text", "--full-text-cache", str(tmp_path / "ft"),
-                     "--depth", "1", "--breadth", "1", "--out", str(out), "--no-progress"])
+                     "--depth", "1", "--breadth", "1", "--out", str(out), "-q"])
     assert code == 0
     trace = json.loads((out / "trace.json").read_text())
     retrieved = [i for n in trace["tree"] for i in n["retrieved_ids"]]

@@ -1,0 +1,136 @@
+"""The command line's vocabulary: one spelling per concept, and the option groups several commands share.
+
+Every command builds its parser from these functions (and from `add_retriever_arguments` and
+`add_lm_arguments` for the retrieval and LM options), so one concept is spelled one way everywhere:
+`--data` is the examples a command runs over, `--workers` how many it works on at once, `--overwrite`
+discards what an earlier run left in `--out`, `--hits` is documents retrieved per search and `--depth` the
+levels of the research tree. `VOCABULARY` lists each concept's canonical spelling and the synonyms it
+replaced; an old spelling still parses for one release, hidden from --help, and prints one line saying
+which spelling to use (`deprecated`). tests/test_cli_vocabulary.py walks every command's parser against
+this table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from typing import Any
+
+# concept -> (canonical spelling, spellings no command may show; the deprecated ones still parse)
+VOCABULARY: dict[str, tuple[str, tuple[str, ...]]] = {
+    "the examples a command runs over": ("--data", ("--train", "--questions", "--queries", "--dataset")),
+    "how many things work at once": ("--workers", ("--concurrency", "--threads", "--jobs", "--parallel")),
+    "discard what an earlier run left in --out": ("--overwrite", ("--restart", "--force", "--fresh")),
+    "documents retrieved per search": ("--hits", ("--top-k", "--cutoff", "--k")),
+    "levels of the research tree": ("--depth", ()),
+    "no progress bars or lines": ("-q", ("--no-progress", "--silent")),
+    "the dense encoder": ("--dense-model", ("--dense", "--encoder", "--embedding-model")),
+}
+
+
+class _Deprecated:
+    """Mixin of a hidden alias's action: one line on stderr naming the spelling to use, then the action."""
+
+    replacement = ""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        warned = parser.__dict__.setdefault("_deprecated_warned", set())
+        if option_string not in warned:
+            warned.add(option_string)
+            print(f"{parser.prog}: {option_string} is deprecated; use {self.replacement}", file=sys.stderr)
+        super().__call__(parser, namespace, values, option_string)  # type: ignore[misc]
+
+
+def deprecated(container, old: str, new: str, **kwargs: Any) -> argparse.Action:
+    """Adds `old` as a hidden alias of the option `new` that warns once when used.
+
+    Args:
+        container: The parser or argument group that holds `new`.
+        old: The old spelling, e.g. "--restart".
+        new: The spelling to use instead, as the warning names it (e.g. "--overwrite", "-q").
+        **kwargs: `add_argument` keywords for an alias with no option of its own to copy (`--no-progress`
+            sets `quiet`, the dispatcher's -q); without them the alias copies `new`'s action.
+
+    Returns:
+        The alias's action.
+    """
+    if kwargs:
+        action = container.add_argument(old, help=argparse.SUPPRESS, **kwargs)
+    else:  # argparse has no public way to alias an option after it was added: a copy under the old name
+        target = next(a for a in container._actions if new in a.option_strings)
+        action = copy.copy(target)
+        action.option_strings, action.help = [old], argparse.SUPPRESS
+        container._add_action(action)
+    action.__class__ = type(f"Deprecated{type(action).__name__}", (_Deprecated, type(action)), {})
+    action.replacement = new
+    return action
+
+
+def add_data_arguments(parser, *, help: str, required: bool = False, limit_help: str = "use the first N examples",
+                       old: tuple[str, ...] = ()) -> None:
+    """--data (the examples the command runs over) and --limit; `old` spellings parse as deprecated aliases."""
+    # argparse counts a required option as given only when that very option is; a required group of it and
+    # its aliases accepts either spelling
+    holder = parser.add_mutually_exclusive_group(required=True) if required else parser
+    holder.add_argument("--data", default=None, help=help)
+    for spelling in old:
+        deprecated(holder, spelling, "--data")
+    parser.add_argument("--limit", type=int, default=None, help=limit_help)
+
+
+def add_tree_arguments(parser, *, preset_default: str | None = None, preset_help: str = "",
+                       presets: tuple[str, ...] | None = None, depth_default: int | None = None,
+                       depth_help: str = "levels of search (overrides the preset)",
+                       breadth_default: int | None = None,
+                       breadth_help: str = "tasks planned at the root (overrides the preset)") -> None:
+    """--preset (when `preset_help` is given), --depth and --breadth: the research tree's shape."""
+    if preset_help:
+        parser.add_argument("--preset", default=preset_default, choices=presets, help=preset_help)
+    parser.add_argument("--depth", type=int, default=depth_default, help=depth_help)
+    parser.add_argument("--breadth", type=int, default=breadth_default, help=breadth_help)
+
+
+def add_judge_arguments(parser, *, lm_help: str, cache_help: str | None = None,
+                        api_base_help: str | None = None) -> None:
+    """--judge-lm, and --judge-cache and --judge-api-base where the command has them."""
+    parser.add_argument("--judge-lm", default=None, help=lm_help)
+    if api_base_help:
+        parser.add_argument("--judge-api-base", default=None, help=api_base_help)
+    if cache_help:
+        parser.add_argument("--judge-cache", default=None, metavar="DIR", help=cache_help)
+
+
+def add_workers_arguments(parser, *, help: str, default: int | None = None, ray_help: str | None = None,
+                          old: tuple[str, ...] = ()) -> None:
+    """--workers (how many at once) and, where the work can go to a cluster, --ray."""
+    parser.add_argument("--workers", type=int, default=default, metavar="N", help=help)
+    for spelling in old:
+        deprecated(parser, spelling, "--workers")
+    if ray_help:
+        parser.add_argument("--ray", default=None, metavar="auto|ADDRESS", help=ray_help)
+
+
+def add_output_arguments(parser, *, out_help: str, out_default: str | None = None, required: bool = False,
+                         overwrite_help: str | None = None, old: tuple[str, ...] = ()) -> None:
+    """--out, and --overwrite where an earlier run's files in --out can be discarded."""
+    parser.add_argument("--out", default=out_default, required=required, help=out_help)
+    if overwrite_help:
+        add_overwrite_argument(parser, help=overwrite_help, old=old)
+
+
+def add_overwrite_argument(parser, *, help: str, old: tuple[str, ...] = ()) -> None:
+    """--overwrite: discard what an earlier run left in --out."""
+    parser.add_argument("--overwrite", action="store_true", help=help)
+    for spelling in old:
+        deprecated(parser, spelling, "--overwrite")
+
+
+def add_quiet_alias(parser) -> None:
+    """--no-progress, the old spelling of the dispatcher's -q (which every command honours)."""
+    deprecated(parser, "--no-progress", "-q", dest="quiet", action="store_true")
+
+
+__all__ = ["VOCABULARY", "add_data_arguments", "add_judge_arguments", "add_output_arguments", "add_overwrite_argument",
+           "add_quiet_alias",
+           "add_tree_arguments", "add_workers_arguments", "deprecated"]

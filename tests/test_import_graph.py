@@ -1,0 +1,136 @@
+"""The package's import graph points one way: no import cycle, at import time or behind a deferred import.
+
+Every module of the package is parsed with `ast`; each import of one of our modules becomes an edge, module
+level (run at import) or function-local (run when the function is called). Imports under `if TYPE_CHECKING:`
+never run (they name types for annotations) and are left out. A cycle of module-level imports fails at
+import time in some order; one closed by a function-local import only works because the import is
+deferred, and hides a dependency that points the wrong way. Function-local imports stay for optional
+extras (third-party modules) and for heavy modules a command loads only when it needs them, as long as
+they close no cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "deepresearch"
+
+
+def modules() -> dict[str, Path]:
+    """Module name -> file, for every module the package installs (pyproject's package list)."""
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    found = {name: ROOT / (name.removeprefix(PACKAGE).lstrip(".").replace(".", "/") + ".py")
+             for name in settings["py-modules"]}
+    for package in settings["packages"]:
+        folder = ROOT / package.removeprefix(PACKAGE).lstrip(".").replace(".", "/")
+        for path in folder.glob("*.py"):
+            found[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
+    return found
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def imports(name: str, path: Path, known: set[str]) -> list[tuple[str, bool, int]]:
+    """(imported module of ours, whether function-local, line) for each import in `path`."""
+    package = name if path.stem == "__init__" else name.rpartition(".")[0]
+    out: list[tuple[str, bool, int]] = []
+
+    def targets(node: ast.Import | ast.ImportFrom) -> list[str]:
+        if isinstance(node, ast.Import):
+            return [a.name for a in node.names]
+        base = node.module or ""
+        if node.level:  # relative: from the package, up level - 1
+            parts = package.split(".")
+            base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+        # `from a.b import c` imports the module a.b.c when there is one, else names of a.b
+        return [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+
+    def visit(node: ast.AST, local: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for other in child.orelse:
+                    visit(other, local)
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                out.extend((t, local, child.lineno) for t in targets(child) if t in known)
+            visit(child, local or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(ast.parse(path.read_text(encoding="utf-8")), False)
+    return out
+
+
+def graph() -> dict[str, list[tuple[str, bool, int]]]:
+    found = modules()
+    return {name: imports(name, path, set(found)) for name, path in sorted(found.items())}
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (or a module importing itself)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def connect(v: str) -> None:  # Tarjan's algorithm; the graph is a few hundred modules deep at most
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in edges.get(v, ()):
+                out.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            connect(v)
+    return out
+
+
+def test_the_graph_sees_the_modules_and_both_kinds_of_import():
+    g = graph()
+    assert len(g) > 100 and f"{PACKAGE}.programs.research.program" in g and f"{PACKAGE}.cli" in g
+    assert any(not local for edges in g.values() for _, local, _ in edges)
+    assert any(local for edges in g.values() for _, local, _ in edges)
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycle_among_module_level_imports():
+    edges: dict[str, set[str]] = defaultdict(set)
+    for name, found in graph().items():
+        edges[name].update(t for t, local, _ in found if not local)
+    assert cycles(edges) == []
+
+
+def test_no_function_local_import_of_our_own_modules_closes_a_cycle():
+    g = graph()
+    edges: dict[str, set[str]] = defaultdict(set)
+    for name, found in g.items():
+        edges[name].update(t for t, _, _ in found)
+    closing = []
+    for component in cycles(edges):
+        members = set(component)
+        closing += [f"{name}:{line} imports {target} inside a function" for name in component
+                    for target, local, line in g[name] if local and target in members]
+    assert closing == [], "deferred imports that hide an import cycle:\n" + "\n".join(closing)
