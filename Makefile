@@ -66,6 +66,7 @@ browser:
 # Lint first: ruff (in the test extra) with the rules of [tool.ruff] in pyproject.toml; seconds, before 25 minutes of tests
 lint: $(FULL_STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 test: lint $(FULL_STAMP) llama browser
 	HF_HUB_OFFLINE=1 $(PY) -m pytest

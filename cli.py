@@ -23,15 +23,30 @@ COMMANDS: dict[str, tuple[str, str] | dict[str, tuple[str, str]]] = {
     "run": ("deepresearch.programs.cli", "research a question and write report.md and trace.json"),
     "batch": ("deepresearch.programs.batch", "research every question of a JSONL file, one resumable run folder each"),
     "optimize": ("deepresearch.optimize.cli", "compile a program against a benchmark metric and save it"),
-    "view": ("deepresearch.programs.view_cli", "open a run's report.html (the report, its evidence, tree and cost) in the browser"),
+    "view": (
+        "deepresearch.programs.view_cli",
+        "open a run's report.html (the report, its evidence, tree and cost) in the browser",
+    ),
     "index": ("deepresearch.retrievers.cli", "build a persistent BM25 / dense index of a corpus"),
     "eval": {
-        "retrieval": ("deepresearch.eval.run_retrieval", "nDCG@10, Recall@100, MRR, MAP of BM25, dense and hybrid on BEIR qrels"),
-        "reports": ("deepresearch.eval.run_reports", "source-integration and quality metrics of a folder of reports, by configuration"),
+        "retrieval": (
+            "deepresearch.eval.run_retrieval",
+            "nDCG@10, Recall@100, MRR, MAP of BM25, dense and hybrid on BEIR qrels",
+        ),
+        "reports": (
+            "deepresearch.eval.run_reports",
+            "source-integration and quality metrics of a folder of reports, by configuration",
+        ),
         "report": ("deepresearch.eval.run_report", "run the program over a question set and score its reports"),
-        "gather": ("deepresearch.eval.run_gather", "run the gathering loop or a baseline over a query set and score it (ScholarGym)"),
+        "gather": (
+            "deepresearch.eval.run_gather",
+            "run the gathering loop or a baseline over a query set and score it (ScholarGym)",
+        ),
         "taxonomy": ("deepresearch.eval.run_taxonomy", "build taxonomies for TaxoBench surveys and score them"),
-        "taxonomy-score": ("deepresearch.eval.score_taxonomy", "score a TaxoBench prediction file against the expert trees"),
+        "taxonomy-score": (
+            "deepresearch.eval.score_taxonomy",
+            "score a TaxoBench prediction file against the expert trees",
+        ),
     },
 }
 
@@ -79,11 +94,17 @@ class Parser(argparse.ArgumentParser):
         if one != message and " " not in one:  # a required option with deprecated spellings (cli_options.py)
             message = f"the following arguments are required: {one}"
         if message.startswith("unrecognized arguments: "):
-            options = [o for action in self._actions for o in action.option_strings
-                       if o.startswith("--") and action.help != argparse.SUPPRESS]  # no deprecated spelling
+            options = [
+                o
+                for action in self._actions
+                for o in action.option_strings
+                if o.startswith("--") and action.help != argparse.SUPPRESS
+            ]  # no deprecated spelling
             typed = [w.partition("=")[0] for w in message.removeprefix("unrecognized arguments: ").split()]
-            near = next((m for w in typed if w.startswith("-")
-                         for m in difflib.get_close_matches(w, options, n=1, cutoff=0.6)), None)
+            near = next(
+                (m for w in typed if w.startswith("-") for m in difflib.get_close_matches(w, options, n=1, cutoff=0.6)),
+                None,
+            )
             hint = f"; did you mean {near}?" if near else ""
         self.exit(2, f"{self.prog}: error: {message}{hint} ({self.prog} --help lists the options)\n")
 
@@ -99,9 +120,12 @@ def _version() -> str:
 
 def _parser_for(prog: str, table: dict) -> argparse.ArgumentParser:
     top = prog == "deepresearch"
-    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION if top else None,
-                                     epilog=EPILOG if top else None,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=DESCRIPTION if top else None,
+        epilog=EPILOG if top else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     if top:
         parser.add_argument("--version", action="version", version=f"deepresearch {_version()}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="-v for INFO logs, -vv for DEBUG")
@@ -211,8 +235,10 @@ def _main(argv: list[str] | None = None) -> int:
     except (UsageError, ConfigFileError) as err:
         print(f"deepresearch: error: {err}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     from deepresearch.programs.runtime.secrets import RedactingFilter, redact
 
     for handler in logging.getLogger().handlers:  # no key reaches a log line, whichever library wrote it
@@ -228,9 +254,12 @@ def _main(argv: list[str] | None = None) -> int:
     except MissingExtra as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
-    parser = Parser(prog=prog, description=summary[:1].upper() + summary[1:] + ".",
-                                     epilog="-v/-vv (more detail), -q (no progress) and --config FILE (settings, "
-                                            "default ./deepresearch.toml) work here too; see deepresearch --help")
+    parser = Parser(
+        prog=prog,
+        description=summary[:1].upper() + summary[1:] + ".",
+        epilog="-v/-vv (more detail), -q (no progress) and --config FILE (settings, "
+        "default ./deepresearch.toml) work here too; see deepresearch --help",
+    )
     module.add_arguments(parser)
     if path is not None:  # the settings file's table for this command: defaults the command line overrides
         try:
@@ -247,14 +276,15 @@ def _main(argv: list[str] | None = None) -> int:
         return int(module.main(args) or 0)
     except (UsageError, ValueError, FileNotFoundError, PermissionError, LMPreflightError, MissingExtra) as err:
         # One line naming the problem; library errors are written to say what to do.
-        print(f"{prog}: error: {redact(str(err).splitlines()[0] if str(err) else type(err).__name__)}",
-              file=sys.stderr)
+        print(f"{prog}: error: {redact(str(err).splitlines()[0] if str(err) else type(err).__name__)}", file=sys.stderr)
         return 2
     except OSError as err:  # a file or folder the command could not use: one line naming it and the cause
         from deepresearch.programs.runtime.outputs import os_error_line
 
-        print(f"{prog}: error: {redact(os_error_line(err) if err.errno else str(err) or type(err).__name__)}",
-              file=sys.stderr)
+        print(
+            f"{prog}: error: {redact(os_error_line(err) if err.errno else str(err) or type(err).__name__)}",
+            file=sys.stderr,
+        )
         return 3 if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO) else 2
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

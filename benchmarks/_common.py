@@ -77,5 +77,7 @@ def table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
 def machine_line() -> str:
     """The machine's core count and load, printed beside every suite's figures."""
     one, five, fifteen = os.getloadavg()
-    return (f"machine: {os.cpu_count()} cores, load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min), "
-            f"{platform.machine()} {platform.python_implementation()} {platform.python_version()}")
+    return (
+        f"machine: {os.cpu_count()} cores, load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min), "
+        f"{platform.machine()} {platform.python_implementation()} {platform.python_version()}"
+    )

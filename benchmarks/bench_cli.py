@@ -63,8 +63,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name:34} {median:9.3f} {min(values):7.3f} {median / reference:17.1f}")
     helped = statistics.median(times["deepresearch --help"])
     verdict = "within" if helped <= TARGET_S else "OVER"
-    print(f"deepresearch --help: {helped:.3f} s median, {verdict} the {TARGET_S} s target "
-          f"({args.repeat} rounds)")
+    print(f"deepresearch --help: {helped:.3f} s median, {verdict} the {TARGET_S} s target ({args.repeat} rounds)")
 
 
 if __name__ == "__main__":

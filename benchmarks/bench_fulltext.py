@@ -42,8 +42,8 @@ from deepresearch.retrievers.passages import passage_docs, split_passages
 from deepresearch.retrievers.pdf import load_fulltext, read_pdf
 from tests.pdfgen import make_pdf
 
-LINE_CHARS = 95   # characters per line of a generated page (Helvetica 10 pt fits about this many)
-PAGE_LINES = 60   # lines per page
+LINE_CHARS = 95  # characters per line of a generated page (Helvetica 10 pt fits about this many)
+PAGE_LINES = 60  # lines per page
 PASSAGE_SETTINGS = [(400, 80), (800, 150), (1200, 200)]
 
 
@@ -77,8 +77,11 @@ def write_papers(corpus: Corpus, folder: Path, papers: int, pages: int) -> tuple
             lines += [d.title, *wrap(d.text), ""]
         lines = lines[: pages * PAGE_LINES]
         title = lines[0]
-        (pdfs / f"paper{p:03d}.pdf").write_bytes(make_pdf(
-            [lines[i:i + PAGE_LINES] for i in range(0, len(lines), PAGE_LINES)], title=title, created="D:20200101"))
+        (pdfs / f"paper{p:03d}.pdf").write_bytes(
+            make_pdf(
+                [lines[i : i + PAGE_LINES] for i in range(0, len(lines), PAGE_LINES)], title=title, created="D:20200101"
+            )
+        )
         (txts / f"paper{p:03d}.txt").write_text("\n".join(lines), encoding="utf-8")
         total_pages += pages
         total_chars += sum(len(x) for x in lines)
@@ -104,22 +107,49 @@ def speed(corpus: Corpus, papers: int, pages: int) -> str:
         txt_docs, _ = load_fulltext(folder / "txt")
         txt_s = time.perf_counter() - started
     rows = [
-        {"step": "extract (pypdf)", "seconds": extract_s, "pages_s": n_pages / extract_s, "passages_s": None,
-         "mchars_s": n_chars / extract_s / 1e6},
-        {"step": "split passages", "seconds": split_s, "pages_s": None, "passages_s": n_passages / split_s,
-         "mchars_s": n_chars / split_s / 1e6},
-        {"step": "PDF folder", "seconds": pdf_s, "pages_s": n_pages / pdf_s, "passages_s": len(pdf_docs) / pdf_s,
-         "mchars_s": n_chars / pdf_s / 1e6},
-        {"step": "text folder (ref)", "seconds": txt_s, "pages_s": n_pages / txt_s,
-         "passages_s": len(txt_docs) / txt_s, "mchars_s": n_chars / txt_s / 1e6},
+        {
+            "step": "extract (pypdf)",
+            "seconds": extract_s,
+            "pages_s": n_pages / extract_s,
+            "passages_s": None,
+            "mchars_s": n_chars / extract_s / 1e6,
+        },
+        {
+            "step": "split passages",
+            "seconds": split_s,
+            "pages_s": None,
+            "passages_s": n_passages / split_s,
+            "mchars_s": n_chars / split_s / 1e6,
+        },
+        {
+            "step": "PDF folder",
+            "seconds": pdf_s,
+            "pages_s": n_pages / pdf_s,
+            "passages_s": len(pdf_docs) / pdf_s,
+            "mchars_s": n_chars / pdf_s / 1e6,
+        },
+        {
+            "step": "text folder (ref)",
+            "seconds": txt_s,
+            "pages_s": n_pages / txt_s,
+            "passages_s": len(txt_docs) / txt_s,
+            "mchars_s": n_chars / txt_s / 1e6,
+        },
     ]
-    cols = [("step", "step", ""), ("seconds", "seconds", ".3f"), ("pages_s", "pages/s", ",.0f"),
-            ("passages_s", "passages/s", ",.0f"), ("mchars_s", "Mchars/s", ".2f")]
-    return (f"== speed: {papers} PDFs x {pages} pages ({n_pages} pages, {n_chars / 1e6:.1f} M characters), "
-            f"{n_passages} passages of at most 1,200 characters (200 overlap)\n{table(rows, cols)}\n"
-            f"PDF folder / text folder: {pdf_s / txt_s:.1f}x the time (PDF extraction is "
-            f"{extract_s / pdf_s:.0%} of reading the PDF folder); {len(pdf_docs)} passages from PDFs, "
-            f"{len(txt_docs)} from the text twins")
+    cols = [
+        ("step", "step", ""),
+        ("seconds", "seconds", ".3f"),
+        ("pages_s", "pages/s", ",.0f"),
+        ("passages_s", "passages/s", ",.0f"),
+        ("mchars_s", "Mchars/s", ".2f"),
+    ]
+    return (
+        f"== speed: {papers} PDFs x {pages} pages ({n_pages} pages, {n_chars / 1e6:.1f} M characters), "
+        f"{n_passages} passages of at most 1,200 characters (200 overlap)\n{table(rows, cols)}\n"
+        f"PDF folder / text folder: {pdf_s / txt_s:.1f}x the time (PDF extraction is "
+        f"{extract_s / pdf_s:.0%} of reading the PDF folder); {len(pdf_docs)} passages from PDFs, "
+        f"{len(txt_docs)} from the text twins"
+    )
 
 
 def maxp_run(bm25: BM25Retriever, queries: dict[str, str], depth: int = 1000) -> dict[str, list[str]]:
@@ -144,31 +174,55 @@ def quality(corpus: Corpus, data: Path) -> str:
     started = time.perf_counter()
     bm25 = BM25Retriever(corpus, **settings)
     run = {q: [h.doc.doc_id for h in bm25.search(t, 100)] for q, t in queries.items()}
-    rows.append({"index": "abstracts (ref)", "units": len(corpus), **evaluate_run(run, qrels, ks),
-                 "recall@10": evaluate_run(run, qrels, {"recall": 10})["recall@10"],
-                 "seconds": time.perf_counter() - started})
+    rows.append(
+        {
+            "index": "abstracts (ref)",
+            "units": len(corpus),
+            **evaluate_run(run, qrels, ks),
+            "recall@10": evaluate_run(run, qrels, {"recall": 10})["recall@10"],
+            "seconds": time.perf_counter() - started,
+        }
+    )
     reference = rows[0]
     for max_chars, overlap in PASSAGE_SETTINGS:
         started = time.perf_counter()
         passages = Corpus([p for d in corpus for p in passage_docs(d, max_chars, overlap)], name="passages")
         bm25 = BM25Retriever(passages, **settings)
         run = maxp_run(bm25, queries)
-        rows.append({"index": f"passages {max_chars}/{overlap}", "units": len(passages), **evaluate_run(run, qrels, ks),
-                     "recall@10": evaluate_run(run, qrels, {"recall": 10})["recall@10"],
-                     "seconds": time.perf_counter() - started})
+        rows.append(
+            {
+                "index": f"passages {max_chars}/{overlap}",
+                "units": len(passages),
+                **evaluate_run(run, qrels, ks),
+                "recall@10": evaluate_run(run, qrels, {"recall": 10})["recall@10"],
+                "seconds": time.perf_counter() - started,
+            }
+        )
     for r in rows:
         r["ratio"] = r["ndcg@10"] / reference["ndcg@10"]
-    cols = [("index", "index", ""), ("units", "units", ",d"), ("ndcg@10", "nDCG@10", ".4f"),
-            ("ratio", "vs ref", ".3f"), ("recall@10", "Recall@10", ".4f"), ("recall@100", "Recall@100", ".4f"),
-            ("mrr@10", "MRR@10", ".4f"), ("seconds", "seconds", ".1f")]
-    return (f"== quality: SciFact, {len(queries)} test queries; passages aggregated to documents by max score "
-            f"(top 1,000 passages), BM25 default preset\n{table(rows, cols)}")
+    cols = [
+        ("index", "index", ""),
+        ("units", "units", ",d"),
+        ("ndcg@10", "nDCG@10", ".4f"),
+        ("ratio", "vs ref", ".3f"),
+        ("recall@10", "Recall@10", ".4f"),
+        ("recall@100", "Recall@100", ".4f"),
+        ("mrr@10", "MRR@10", ".4f"),
+        ("seconds", "seconds", ".1f"),
+    ]
+    return (
+        f"== quality: SciFact, {len(queries)} test queries; passages aggregated to documents by max score "
+        f"(top 1,000 passages), BM25 default preset\n{table(rows, cols)}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=os.environ.get("DEEPRESEARCH_DATA"),
-                        help="the shared data folder holding scifact/ (default $DEEPRESEARCH_DATA)")
+    parser.add_argument(
+        "--data",
+        default=os.environ.get("DEEPRESEARCH_DATA"),
+        help="the shared data folder holding scifact/ (default $DEEPRESEARCH_DATA)",
+    )
     parser.add_argument("--papers", type=int, default=40, help="PDFs to write for the speed test")
     parser.add_argument("--pages", type=int, default=8, help="pages per PDF")
     parser.add_argument("--skip-quality", action="store_true")

@@ -100,9 +100,17 @@ def generate(data: Path, n_docs: int, path: Path) -> None:
         for i in range(max(0, n_docs - len(real))):
             picks = rng.integers(0, len(sentences), int(rng.integers(3, 10)))
             year, month = int(rng.integers(2000, 2025)), int(rng.integers(1, 13))
-            f.write(json.dumps({"_id": f"syn-{i:06d}", "title": titles[int(rng.integers(0, len(titles)))],
-                                "text": " ".join(sentences[j] for j in picks),
-                                "published": f"{year}-{month:02d}"}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "_id": f"syn-{i:06d}",
+                        "title": titles[int(rng.integers(0, len(titles)))],
+                        "text": " ".join(sentences[j] for j in picks),
+                        "published": f"{year}-{month:02d}",
+                    }
+                )
+                + "\n"
+            )
     tmp.replace(path)
 
 
@@ -119,11 +127,15 @@ def cached_corpus_and_index(data: Path, n_docs: int) -> tuple[Path, Path, str]:
         generate(data, n_docs, corpus)
         built.append(f"corpus generated in {time.perf_counter() - started:.0f}s")
     manifest = index / MANIFEST
-    if not manifest.exists() or json.loads(manifest.read_text()).get("format") != FORMAT \
-            or json.loads(manifest.read_text())["corpus"]["files"][0]["mtime_ns"] != corpus.stat().st_mtime_ns:
+    if (
+        not manifest.exists()
+        or json.loads(manifest.read_text()).get("format") != FORMAT
+        or json.loads(manifest.read_text())["corpus"]["files"][0]["mtime_ns"] != corpus.stat().st_mtime_ns
+    ):
         started = time.perf_counter()
-        subprocess.run([sys.executable, str(ROOT / "cli.py"), "index", str(corpus), "--out", str(index)],
-                       check=True, cwd=ROOT)
+        subprocess.run(
+            [sys.executable, str(ROOT / "cli.py"), "index", str(corpus), "--out", str(index)], check=True, cwd=ROOT
+        )
         built.append(f"index built in {time.perf_counter() - started:.0f}s")
     return corpus, index, "; ".join(built) or "cached"
 
@@ -152,8 +164,13 @@ def warm_page_cache(folder: Path) -> None:
 
 
 def child(mode: str, target: Path, queries: list[str]) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT)), mode, str(target), json.dumps(queries)],
-                         check=True, capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD.format(root=str(ROOT)), mode, str(target), json.dumps(queries)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -162,8 +179,9 @@ def command(argv: list[str]) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env.pop("DEEPRESEARCH_LM", None)
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *argv], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "cli.py"), *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started
     stdout, stderr = proc.stdout.read().decode(), proc.stderr.read().decode()
@@ -177,19 +195,35 @@ def open_section(corpus: Path, index: Path, queries: list[str]) -> list[str]:
     warm = child("index", index, queries)
     drop_page_cache(index)
     cold = child("index", index, queries)
-    rows = [{"how": how, **r, "total_s": r["open_s"] + r["query_s"]}
-            for how, r in (("index (warm)", warm), ("index (cold)", cold), ("in memory", memory))]
-    columns = [("how", "retriever", ""), ("open_s", "open s", ".3f"), ("query_s", "1st query s", ".3f"),
-               ("total_s", "open+query s", ".3f"), ("peak_mib", "peak MiB", ".0f"), ("import_s", "import s", ".2f")]
+    rows = [
+        {"how": how, **r, "total_s": r["open_s"] + r["query_s"]}
+        for how, r in (("index (warm)", warm), ("index (cold)", cold), ("in memory", memory))
+    ]
+    columns = [
+        ("how", "retriever", ""),
+        ("open_s", "open s", ".3f"),
+        ("query_s", "1st query s", ".3f"),
+        ("total_s", "open+query s", ".3f"),
+        ("peak_mib", "peak MiB", ".0f"),
+        ("import_s", "import s", ".2f"),
+    ]
     same = warm["tops"] == memory["tops"] and cold["tops"] == memory["tops"]
     build, opened = memory["open_s"] + memory["query_s"], warm["open_s"] + warm["query_s"]
     slowest = max(warm["open_s"], cold["open_s"])
-    ratios = (f"ratios, in memory / index (warm): open+query {build:.1f}s / {opened:.3f}s = {build / opened:,.0f}x, "
-              f"peak memory {memory['peak_mib'] / warm['peak_mib']:.1f}x; cold open {cold['open_s']:.3f}s")
-    verdict = (f"verdict: index opens in {slowest:.3f}s (target < 2 s), same top 10: "
-               f"{'PASS' if slowest < 2.0 and same else 'FAIL'}")
-    return [table(rows, columns), ratios, f"top 10 of {len(queries)} queries identical (ids and scores): {same}",
-            verdict]
+    ratios = (
+        f"ratios, in memory / index (warm): open+query {build:.1f}s / {opened:.3f}s = {build / opened:,.0f}x, "
+        f"peak memory {memory['peak_mib'] / warm['peak_mib']:.1f}x; cold open {cold['open_s']:.3f}s"
+    )
+    verdict = (
+        f"verdict: index opens in {slowest:.3f}s (target < 2 s), same top 10: "
+        f"{'PASS' if slowest < 2.0 and same else 'FAIL'}"
+    )
+    return [
+        table(rows, columns),
+        ratios,
+        f"top 10 of {len(queries)} queries identical (ids and scores): {same}",
+        verdict,
+    ]
 
 
 def run_section(corpus: Path, index: Path) -> list[str]:
@@ -197,12 +231,16 @@ def run_section(corpus: Path, index: Path) -> list[str]:
         common = [QUESTION, "--lm", "offline", "--depth", "1", "--breadth", "1", "-q"]
         by_index = command(["run", *common, "--index", str(index), "--out", f"{tmp}/index"])
         in_memory = command(["run", *common, "--corpus", str(corpus), "--out", f"{tmp}/memory"])
-        same = (json.loads(Path(f"{tmp}/index/trace.json").read_text())["tree"]
-                == json.loads(Path(f"{tmp}/memory/trace.json").read_text())["tree"])
+        same = (
+            json.loads(Path(f"{tmp}/index/trace.json").read_text())["tree"]
+            == json.loads(Path(f"{tmp}/memory/trace.json").read_text())["tree"]
+        )
     rows = [{"how": "run --index", **by_index}, {"how": "run --corpus", **in_memory}]
     columns = [("how", "command", ""), ("wall_s", "wall s", ".2f"), ("peak_mib", "peak MiB", ".0f")]
-    ratios = (f"ratios, run --corpus / run --index: wall {in_memory['wall_s'] / by_index['wall_s']:.1f}x, "
-              f"peak memory {in_memory['peak_mib'] / by_index['peak_mib']:.1f}x; same research tree: {same}")
+    ratios = (
+        f"ratios, run --corpus / run --index: wall {in_memory['wall_s'] / by_index['wall_s']:.1f}x, "
+        f"peak memory {in_memory['peak_mib'] / by_index['peak_mib']:.1f}x; same research tree: {same}"
+    )
     return [table(rows, columns), ratios]
 
 
@@ -244,12 +282,19 @@ def _queried(open_fn, search, queries: list[str]) -> dict:
     search(model, queries[0])
     if len(queries) == 1:  # what the first query left mapped or allocated; the rest of the peak was freed
         end = _rss_mib()
-        return {"open_s": opened, "anon_mib": end["RssAnon"] - start["RssAnon"],
-                "file_mib": end["RssFile"] - start["RssFile"]}
+        return {
+            "open_s": opened,
+            "anon_mib": end["RssAnon"] - start["RssAnon"],
+            "file_mib": end["RssFile"] - start["RssFile"],
+        }
     timed = latency(lambda q: search(model, q), queries)
     end = _rss_mib()
-    return {"open_s": opened, **timed, "anon_mib": end["RssAnon"] - start["RssAnon"],
-            "file_mib": end["RssFile"] - start["RssFile"]}
+    return {
+        "open_s": opened,
+        **timed,
+        "anon_mib": end["RssAnon"] - start["RssAnon"],
+        "file_mib": end["RssFile"] - start["RssFile"],
+    }
 
 
 def _ours_open(corpus, folder: Path, queries: list[str]) -> dict:
@@ -314,14 +359,17 @@ def same_files(a: Path, b: Path) -> bool:
     """True when every array of BM25 folder `a` equals folder `b`'s, bit for bit."""
     from deepresearch.retrievers.bm25 import ARRAYS
 
-    return all(np.array_equal(np.load(a / f"{n}.npy", mmap_mode="r"), np.load(b / f"{n}.npy", mmap_mode="r"))
-               for n in ARRAYS)
+    return all(
+        np.array_equal(np.load(a / f"{n}.npy", mmap_mode="r"), np.load(b / f"{n}.npy", mmap_mode="r")) for n in ARRAYS
+    )
 
 
 def import_peak(statement: str) -> float:
     """Peak resident MiB of a fresh interpreter that runs `statement` (a library's import)."""
-    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); {statement}; "
-            "print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')))")
+    code = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); {statement}; "
+        "print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT)
     return int(out.stdout.strip().splitlines()[-1]) / 1024
 
@@ -330,8 +378,13 @@ def scale_section(corpus_path: Path, index: Path, queries: list[str]) -> list[st
     """Builds and opens BM25 over the whole corpus: ours (streamed to files), bm25s and rank-bm25, side by side."""
     from deepresearch.retrievers.corpus import Corpus, load_corpus
 
-    imports = {name: import_peak(stmt) for name, stmt in
-               (("ours", "from deepresearch.retrievers.bm25 import BM25Retriever"), ("bm25s", "import bm25s, Stemmer"))}
+    imports = {
+        name: import_peak(stmt)
+        for name, stmt in (
+            ("ours", "from deepresearch.retrievers.bm25 import BM25Retriever"),
+            ("bm25s", "import bm25s, Stemmer"),
+        )
+    }
     import bm25s  # noqa: F401 - imported before the forks, so no step counts a library's import
     import Stemmer  # noqa: F401
 
@@ -342,14 +395,19 @@ def scale_section(corpus_path: Path, index: Path, queries: list[str]) -> list[st
     loaded = time.perf_counter() - started
     sample = Corpus(list(corpus)[:RANK_BM25_SAMPLE], name="sample")
     scale = len(corpus) / len(sample)
-    lines = [(f"corpus read in {loaded:.0f}s; every step below runs in a forked copy of this process, peak MiB = "
-             f"its growth in resident memory over the copy's start (the documents are shared, not counted)")]
+    lines = [
+        (
+            f"corpus read in {loaded:.0f}s; every step below runs in a forked copy of this process, peak MiB = "
+            f"its growth in resident memory over the copy's start (the documents are shared, not counted)"
+        )
+    ]
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
         ours_dir, bm25s_dir = Path(tmp) / "ours", Path(tmp) / "bm25s"
         rows = []
         for name, folder, build_fn, open_fn in (
-                ("ours", ours_dir, lambda: _ours_build(corpus, ours_dir), lambda qs: _ours_open(corpus, ours_dir, qs)),
-                ("bm25s", bm25s_dir, lambda: _bm25s_build(corpus, bm25s_dir), lambda qs: _bm25s_open(bm25s_dir, qs))):
+            ("ours", ours_dir, lambda: _ours_build(corpus, ours_dir), lambda qs: _ours_open(corpus, ours_dir, qs)),
+            ("bm25s", bm25s_dir, lambda: _bm25s_build(corpus, bm25s_dir), lambda qs: _bm25s_open(bm25s_dir, qs)),
+        ):
             build = measured(build_fn)
             # Opened as in a later session: none of the files in the page cache. Straight after the build
             # the kernel holds them in the large folios the writer made and maps a whole folio when a query
@@ -359,17 +417,34 @@ def scale_section(corpus_path: Path, index: Path, queries: list[str]) -> list[st
             opened = measured(lambda: open_fn(queries[:1]))  # noqa: B023 - called within the iteration
             warm_page_cache(folder)  # the timed queries read from memory, not the disk, on both sides
             served = measured(lambda: open_fn(queries))  # noqa: B023
-            rows.append({"library": name, "import_mib": imports[name], **build, "build_mib": build["peak_mib"],
-                         "open_s": opened["open_s"],
-                         "open_mib": opened["peak_mib"], "open_anon_mib": opened["anon_mib"],
-                         "open_file_mib": opened["file_mib"], **{k: served[k] for k in ("median_s", "p95_s")},
-                         "served_mib": served["peak_mib"], "anon_mib": served["anon_mib"],
-                         "file_mib": served["file_mib"]})
+            rows.append(
+                {
+                    "library": name,
+                    "import_mib": imports[name],
+                    **build,
+                    "build_mib": build["peak_mib"],
+                    "open_s": opened["open_s"],
+                    "open_mib": opened["peak_mib"],
+                    "open_anon_mib": opened["anon_mib"],
+                    "open_file_mib": opened["file_mib"],
+                    **{k: served[k] for k in ("median_s", "p95_s")},
+                    "served_mib": served["peak_mib"],
+                    "anon_mib": served["anon_mib"],
+                    "file_mib": served["file_mib"],
+                }
+            )
         identical = same_files(ours_dir, index / "bm25")
     rank = measured(lambda: _rank_bm25(sample, queries[:20]))
-    rows.append({"library": f"rank-bm25 x{scale:.1f}", "build_s": rank["build_s"] * scale,
-                 "build_cpu_s": rank["build_cpu_s"] * scale, "build_mib": rank["peak_mib"] * scale,
-                 "median_s": rank["median_s"] * scale, "p95_s": rank["p95_s"] * scale})
+    rows.append(
+        {
+            "library": f"rank-bm25 x{scale:.1f}",
+            "build_s": rank["build_s"] * scale,
+            "build_cpu_s": rank["build_cpu_s"] * scale,
+            "build_mib": rank["peak_mib"] * scale,
+            "median_s": rank["median_s"] * scale,
+            "p95_s": rank["p95_s"] * scale,
+        }
+    )
     parity = measured(lambda: _parity(Corpus(list(sample)[:5000], name="parity"), queries[:50]))
     ours_row, bm25s_row = rows[0], rows[1]
     for r in rows:
@@ -377,48 +452,78 @@ def scale_section(corpus_path: Path, index: Path, queries: list[str]) -> list[st
         r["build_mib_x"] = r["build_mib"] / ours_row["build_mib"]
         r["open_mib_x"] = r["open_mib"] / ours_row["open_mib"] if r.get("open_mib") else None
         r["median_x"] = r["median_s"] / ours_row["median_s"]
-    columns = [("library", "library", ""), ("import_mib", "import MiB", ".0f"), ("build_s", "build s", ".1f"), ("build_cpu_s", "build CPU s", ".1f"),
-               ("build_mib", "build MiB", ".0f"), ("build_mib_x", "build MiB / ours", ".2f"),
-               ("open_s", "open s", ".3f"), ("open_mib", "open+1 query MiB", ".1f"),
-               ("open_anon_mib", "held anon", ".1f"), ("open_file_mib", "held mapped", ".1f"),
-               ("open_mib_x", "open MiB / ours", ".2f"), ("served_mib", "after all MiB", ".0f"),
-               ("anon_mib", "of it anon", ".0f"), ("file_mib", "of it mapped", ".0f"), ("median_ms", "query med ms", ".2f"),
-               ("p95_ms", "query p95 ms", ".2f"), ("median_x", "med / ours", ".2f")]
+    columns = [
+        ("library", "library", ""),
+        ("import_mib", "import MiB", ".0f"),
+        ("build_s", "build s", ".1f"),
+        ("build_cpu_s", "build CPU s", ".1f"),
+        ("build_mib", "build MiB", ".0f"),
+        ("build_mib_x", "build MiB / ours", ".2f"),
+        ("open_s", "open s", ".3f"),
+        ("open_mib", "open+1 query MiB", ".1f"),
+        ("open_anon_mib", "held anon", ".1f"),
+        ("open_file_mib", "held mapped", ".1f"),
+        ("open_mib_x", "open MiB / ours", ".2f"),
+        ("served_mib", "after all MiB", ".0f"),
+        ("anon_mib", "of it anon", ".0f"),
+        ("file_mib", "of it mapped", ".0f"),
+        ("median_ms", "query med ms", ".2f"),
+        ("p95_ms", "query p95 ms", ".2f"),
+        ("median_x", "med / ours", ".2f"),
+    ]
     build_ok = ours_row["build_mib"] * 2 <= bm25s_row["build_mib"]
     open_ok = ours_row["open_mib"] * 2 <= bm25s_row["open_mib"]
     speed_ok = ours_row["median_s"] <= bm25s_row["median_s"] and ours_row["p95_s"] <= bm25s_row["p95_s"]
-    lines += [table(rows, columns),
-              ("import: peak of a fresh interpreter importing the library (not counted in the other columns); "
-               "open+1 query: the library's files dropped from the page cache, peak growth to open and answer one "
-               "query, of which 'held' is what stays resident after "
-               "it (anonymous memory; file pages mapped, from the index and from library code a forked copy maps "
-               "again as it first runs it), the rest freed temporaries; after all: the files read into the page "
-               "cache, a new process after "
-               f"{len(queries)} timed queries, split into anonymous memory and file pages mapped from the index "
-               "(page cache the kernel may drop, not memory the process holds)"),
-              (f"rank-bm25 measured on the first {len(sample):,} documents (build, 20 queries) and scaled linearly "
-              f"by {scale:.1f}; its memory scaled the same way is an estimate"),
-              (f"ours streamed to files are bit-identical to the cached index built by `deepresearch index` "
-              f"({index / 'bm25'}): {identical}; max |score - rank-bm25's| over 50 queries on 5,000 documents "
-              f"(okapi settings): {parity['worst']:.1e}"),
-              (f"verdict: build peak ours / bm25s = {ours_row['build_mib'] / bm25s_row['build_mib']:.2f} (target <= 0.5): "
-              f"{'MET' if build_ok else 'MISSED'}; open + first query peak ours / bm25s = "
-              f"{ours_row['open_mib'] / bm25s_row['open_mib']:.2f} (target <= 0.5): {'MET' if open_ok else 'MISSED'}; "
-              f"query median / p95 ours {ours_row['median_ms']:.2f} / {ours_row['p95_ms']:.2f} ms vs bm25s "
-              f"{bm25s_row['median_ms']:.2f} / {bm25s_row['p95_ms']:.2f} ms (no slower): "
-              f"{'MET' if speed_ok else 'MISSED'}")]
+    lines += [
+        table(rows, columns),
+        (
+            "import: peak of a fresh interpreter importing the library (not counted in the other columns); "
+            "open+1 query: the library's files dropped from the page cache, peak growth to open and answer one "
+            "query, of which 'held' is what stays resident after "
+            "it (anonymous memory; file pages mapped, from the index and from library code a forked copy maps "
+            "again as it first runs it), the rest freed temporaries; after all: the files read into the page "
+            "cache, a new process after "
+            f"{len(queries)} timed queries, split into anonymous memory and file pages mapped from the index "
+            "(page cache the kernel may drop, not memory the process holds)"
+        ),
+        (
+            f"rank-bm25 measured on the first {len(sample):,} documents (build, 20 queries) and scaled linearly "
+            f"by {scale:.1f}; its memory scaled the same way is an estimate"
+        ),
+        (
+            f"ours streamed to files are bit-identical to the cached index built by `deepresearch index` "
+            f"({index / 'bm25'}): {identical}; max |score - rank-bm25's| over 50 queries on 5,000 documents "
+            f"(okapi settings): {parity['worst']:.1e}"
+        ),
+        (
+            f"verdict: build peak ours / bm25s = {ours_row['build_mib'] / bm25s_row['build_mib']:.2f} (target <= 0.5): "
+            f"{'MET' if build_ok else 'MISSED'}; open + first query peak ours / bm25s = "
+            f"{ours_row['open_mib'] / bm25s_row['open_mib']:.2f} (target <= 0.5): {'MET' if open_ok else 'MISSED'}; "
+            f"query median / p95 ours {ours_row['median_ms']:.2f} / {ours_row['p95_ms']:.2f} ms vs bm25s "
+            f"{bm25s_row['median_ms']:.2f} / {bm25s_row['p95_ms']:.2f} ms (no slower): "
+            f"{'MET' if speed_ok else 'MISSED'}"
+        ),
+    ]
     return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=os.environ.get("DEEPRESEARCH_DATA"),
-                        help="the shared data folder holding scifact/ and csfcube/ (default $DEEPRESEARCH_DATA)")
+    parser.add_argument(
+        "--data",
+        default=os.environ.get("DEEPRESEARCH_DATA"),
+        help="the shared data folder holding scifact/ and csfcube/ (default $DEEPRESEARCH_DATA)",
+    )
     parser.add_argument("--docs", type=int, default=SCHOLARGYM_DOCS, help="corpus size")
-    parser.add_argument("--skip-run", action="store_true", help="only the opener, not whole `deepresearch run` commands")
+    parser.add_argument(
+        "--skip-run", action="store_true", help="only the opener, not whole `deepresearch run` commands"
+    )
     parser.add_argument("--skip-open", action="store_true", help="skip the opener against the in-memory build")
-    parser.add_argument("--skip-scale", action="store_true",
-                        help="skip building BM25 with ours, bm25s and rank-bm25 side by side (minutes, GBs)")
+    parser.add_argument(
+        "--skip-scale",
+        action="store_true",
+        help="skip building BM25 with ours, bm25s and rank-bm25 side by side (minutes, GBs)",
+    )
     args, _ = parser.parse_known_args()  # `python -m benchmarks index` passes the suite name through
     if not args.data:
         parser.error("pass --data or set DEEPRESEARCH_DATA to the shared data folder")
@@ -429,15 +534,19 @@ def main() -> None:
     queries_all = load_queries(data / "scifact")
     queries = [queries_all[q] for q in list(load_qrels(data / "scifact", "test"))[:5]]
     size = sum(f.stat().st_size for f in index.rglob("*") if f.is_file())
-    print(f"== {args.docs:,} documents ({corpus.stat().st_size / 2**20:,.0f} MiB JSONL; index {size / 2**20:,.0f} MiB; "
-          f"{built}), default BM25 settings, query: {queries[0][:60]!r}")
+    print(
+        f"== {args.docs:,} documents ({corpus.stat().st_size / 2**20:,.0f} MiB JSONL; index {size / 2**20:,.0f} MiB; "
+        f"{built}), default BM25 settings, query: {queries[0][:60]!r}"
+    )
     print(machine_line())
     if not args.skip_open:
         print("\n".join(open_section(corpus, index, queries)))
     if not args.skip_scale:
         tests = [queries_all[q] for q in load_qrels(data / "scifact", "test")]
-        print(f"\n== BM25 at scale: build and open, ours vs bm25s vs rank-bm25 ({len(tests)} SciFact test queries, "
-              f"settings of `deepresearch index`: english tokenizer, lucene IDF, k1 1.2, b 0.75)")
+        print(
+            f"\n== BM25 at scale: build and open, ours vs bm25s vs rank-bm25 ({len(tests)} SciFact test queries, "
+            f"settings of `deepresearch index`: english tokenizer, lucene IDF, k1 1.2, b 0.75)"
+        )
         print("\n".join(scale_section(corpus, index, tests)))
     if not args.skip_run:
         print(f"\n== deepresearch run {QUESTION!r} --lm offline --depth 1 --breadth 1")

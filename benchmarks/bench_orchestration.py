@@ -68,8 +68,14 @@ class Latency:
     fitted to the local llama-server (benchmarks/llm_latency.json); a search waits `base`-scaled fixed time.
     """
 
-    def __init__(self, model: str = "exp", base: float = LATENCY_S, p_timeout: float = 0.05,
-                 timeout_x: float = 10.0, sigma: float = 1.0):
+    def __init__(
+        self,
+        model: str = "exp",
+        base: float = LATENCY_S,
+        p_timeout: float = 0.05,
+        timeout_x: float = 10.0,
+        sigma: float = 1.0,
+    ):
         self.model, self.base, self.p_timeout, self.timeout_x, self.sigma = model, base, p_timeout, timeout_x, sigma
         self.fit = json.loads(FITTED.read_text()) if model == "fitted" else None
 
@@ -88,9 +94,11 @@ class Latency:
     def describe(self) -> str:
         if self.model == "fitted":
             f, m = self.fit["fit"], self.fit["machine"]
-            return (f"fitted to the local llama-server ({self.fit['date'][:10]}, {m['cores']} cores, "
-                    f"{m['llama_threads']} thread(s), {len(self.fit['calls'])} calls): seconds = {f['a']:.3f} + "
-                    f"{f['b']:.5f} * completion tokens (R^2 {f['r2']:.3f}; tokens = reply chars / {CHARS_PER_TOKEN})")
+            return (
+                f"fitted to the local llama-server ({self.fit['date'][:10]}, {m['cores']} cores, "
+                f"{m['llama_threads']} thread(s), {len(self.fit['calls'])} calls): seconds = {f['a']:.3f} + "
+                f"{f['b']:.5f} * completion tokens (R^2 {f['r2']:.3f}; tokens = reply chars / {CHARS_PER_TOKEN})"
+            )
         if self.model == "lognormal":
             return f"lognormal: {self.base:g}s * exp(N(0, {self.sigma:g}^2))"
         text = f"latency {self.base:g}s + exponential jitter (mean {self.base:g}s)"
@@ -116,6 +124,7 @@ def handler(strategy: str, ablation: str):
     """The scripted LM; for the parallel strategy, policies that vary with the query (full) or fixed ones."""
     overrides = {WriteEnrichment: lambda m: {"paragraph": "More [x]."}}
     if strategy == "parallel":
+
         def plan(messages):
             asked = inputs_of(messages)
             h = int(hashlib.sha1(asked["query"].encode()).hexdigest()[:4], 16)
@@ -126,8 +135,13 @@ def handler(strategy: str, ablation: str):
             h = int(hashlib.sha1(inputs_of(messages).get("query", "").encode()).hexdigest()[:4], 16)
             return {"deepen": ablation != "full" or h % 3 != 0, "rationale": "scripted"}
 
-        overrides.update({PlanBreadth: plan, DecideDeepen: deepen,
-                          EvaluateProgress: {"goal_satisfaction": 0.1, "quality": 0.9, "rationale": "scripted"}})
+        overrides.update(
+            {
+                PlanBreadth: plan,
+                DecideDeepen: deepen,
+                EvaluateProgress: {"goal_satisfaction": 0.1, "quality": 0.9, "rationale": "scripted"},
+            }
+        )
     return research_handler(overrides)
 
 
@@ -152,9 +166,18 @@ class SimRetriever:
     async def asearch(self, query, k=10, **kw):
         await self.clock.spend(self.latency)
         key = hashlib.sha1(query.encode()).hexdigest()[:6]
-        return [Hit(doc=Doc(doc_id=f"{key}-{i}", title=f"Study {i} on {query[:40]}",
-                            text=f"Result {i} for {query}. It reports a 12% change in the outcome."),
-                    score=1.0 / (i + 1), rank=i + 1) for i in range(k)]
+        return [
+            Hit(
+                doc=Doc(
+                    doc_id=f"{key}-{i}",
+                    title=f"Study {i} on {query[:40]}",
+                    text=f"Result {i} for {query}. It reports a 12% change in the outcome.",
+                ),
+                score=1.0 / (i + 1),
+                rank=i + 1,
+            )
+            for i in range(k)
+        ]
 
     def search(self, query, k=10, **kw):
         raise RuntimeError("the benchmark retriever is async only")
@@ -163,8 +186,12 @@ class SimRetriever:
 def run_once(config: ResearchConfig, latency: Latency, ablation: str = "full") -> dict:
     """One research run on the simulated LM, on a virtual clock (only the simulated waits take time)."""
     clock = Clock()
-    lm = dspy.LM("sim/latency", engine=ScriptedEngine(lambda m: ""),
-                 async_engine=SimEngine(clock, latency, handler(config.strategy, ablation)), cache=False)
+    lm = dspy.LM(
+        "sim/latency",
+        engine=ScriptedEngine(lambda m: ""),
+        async_engine=SimEngine(clock, latency, handler(config.strategy, ablation)),
+        cache=False,
+    )
     program = DeepResearch(retriever=SimRetriever(clock, SEARCH_S if latency.base else 0.0), config=config)
 
     async def go():
@@ -172,8 +199,13 @@ def run_once(config: ResearchConfig, latency: Latency, ablation: str = "full") -
             return await program.acall(question="Does vitamin D supplementation reduce fracture risk?")
 
     out, wall = run_virtual(go())
-    return {"wall": wall, "sequential": clock.total, "calls": clock.calls, "nodes": out.stats.nodes,
-            "tree": out.report.tree}
+    return {
+        "wall": wall,
+        "sequential": clock.total,
+        "calls": clock.calls,
+        "nodes": out.stats.nodes,
+        "tree": out.report.tree,
+    }
 
 
 def scenario(name: str, config: ResearchConfig, latency: Latency, ablation: str = "full") -> dict:
@@ -188,20 +220,32 @@ def scenario(name: str, config: ResearchConfig, latency: Latency, ablation: str 
     same = all(r["tree"] == fast["tree"] for r in [critical, *runs.values()])
     ratio = fast["wall"] / critical["wall"]
     slowest_ratio = min(r["wall"] / fast["wall"] for r in runs.values())
-    print(f"{name}: {fast['nodes']} nodes, {fast['calls']} LM calls + searches, caps nodes/lm/search = "
-          f"{config.max_concurrency}/{config.lm_concurrency}/{config.search_concurrency}; same tree in every "
-          f"schedule: {same}")
-    print(f"  async {fast['wall']:.2f}s  critical path {critical['wall']:.2f}s  wall / critical path = "
-          f"{ratio:.3f}  (target <= {TARGET_RATIO}): {'MET' if ratio <= TARGET_RATIO else 'MISSED'}")
+    print(
+        f"{name}: {fast['nodes']} nodes, {fast['calls']} LM calls + searches, caps nodes/lm/search = "
+        f"{config.max_concurrency}/{config.lm_concurrency}/{config.search_concurrency}; same tree in every "
+        f"schedule: {same}"
+    )
+    print(
+        f"  async {fast['wall']:.2f}s  critical path {critical['wall']:.2f}s  wall / critical path = "
+        f"{ratio:.3f}  (target <= {TARGET_RATIO}): {'MET' if ratio <= TARGET_RATIO else 'MISSED'}"
+    )
     for schedule, label in baselines.items():
         t = runs[schedule]["wall"]
         print(f"  {label} {t:.2f}s  baseline / async = {t / fast['wall']:.2f}x")
-    print(f"  sum of latencies {fast['sequential']:.1f}s = {fast['sequential'] / fast['wall']:.1f}x async [at most "
-          f"{fast['sequential'] / critical['wall']:.1f}x on this tree: sum of latencies / critical path]; async never "
-          f"slower than a baseline: {'MET' if slowest_ratio >= 1.0 else 'MISSED'} (min baseline / async "
-          f"{slowest_ratio:.2f}x)")
-    return {"name": name, "latency": latency.model, "nodes": fast["nodes"], "ratio": ratio,
-            "min_speedup": slowest_ratio, **{f"x_{s}": runs[s]["wall"] / fast["wall"] for s in runs}}
+    print(
+        f"  sum of latencies {fast['sequential']:.1f}s = {fast['sequential'] / fast['wall']:.1f}x async [at most "
+        f"{fast['sequential'] / critical['wall']:.1f}x on this tree: sum of latencies / critical path]; async never "
+        f"slower than a baseline: {'MET' if slowest_ratio >= 1.0 else 'MISSED'} (min baseline / async "
+        f"{slowest_ratio:.2f}x)"
+    )
+    return {
+        "name": name,
+        "latency": latency.model,
+        "nodes": fast["nodes"],
+        "ratio": ratio,
+        "min_speedup": slowest_ratio,
+        **{f"x_{s}": runs[s]["wall"] / fast["wall"] for s in runs},
+    }
 
 
 def overhead(n: int = 300) -> None:
@@ -211,8 +255,12 @@ def overhead(n: int = 300) -> None:
     from deepresearch.programs.stages.merger import Merger
     from deepresearch.signatures.types import Learning, Task
 
-    lm = dspy.LM("sim/zero", engine=ScriptedEngine(research_handler()),
-                 async_engine=SimEngine(Clock(), Latency(base=0.0)), cache=False)
+    lm = dspy.LM(
+        "sim/zero",
+        engine=ScriptedEngine(research_handler()),
+        async_engine=SimEngine(Clock(), Latency(base=0.0)),
+        cache=False,
+    )
     task = Task(query="vitamin D fractures", goal="g")
     learnings = [Learning(text="Fracture risk fell 12%.", source_ids=["ab12cd34_1"])]
     merger = Merger()
@@ -240,8 +288,10 @@ def overhead(n: int = 300) -> None:
             return b, o
 
     b, o = asyncio.run(both())
-    print(f"per-call overhead, zero-latency LM, CPU time (min of 5): bare dspy.Predict {1e3 * b / n:.2f} ms/call, "
-          f"through the scheduler {1e3 * o / n:.2f} ms/call, ratio = {o / b:.2f}x  (target <= 1.3)")
+    print(
+        f"per-call overhead, zero-latency LM, CPU time (min of 5): bare dspy.Predict {1e3 * b / n:.2f} ms/call, "
+        f"through the scheduler {1e3 * o / n:.2f} ms/call, ratio = {o / b:.2f}x  (target <= 1.3)"
+    )
 
 
 def main() -> None:
@@ -252,43 +302,77 @@ def main() -> None:
     if FITTED.exists():
         models.append(Latency("fitted"))
     else:
-        print(f"no {FITTED.name}: run `flock /tmp/llama.lock python -m benchmarks.measure_llm_latency` for the "
-              "fitted latency model")
+        print(
+            f"no {FITTED.name}: run `flock /tmp/llama.lock python -m benchmarks.measure_llm_latency` for the "
+            "fitted latency model"
+        )
     results = []
     for latency in models:
         print(f"== simulated LM, virtual clock: {latency.describe()}; search {SEARCH_S:g}s")
-        results.append(scenario("eco, depth 4 x breadth 4 (halving: 4, 2, 1, 1)",
-                                ResearchConfig(depth=4, breadth=4, **CAPS), latency) | {"short": "eco 4x4 half"})
-        results.append(scenario("eco, depth 4 x breadth 4 (fixed breadth)",
-                                ResearchConfig(depth=4, breadth=4, breadth_rule="fixed", **CAPS), latency)
-                       | {"short": "eco 4x4 fixed"})
-        results.append(scenario("hero preset (T=3, k=3, k'=2, m=3, depths 24/8)",
-                                preset("hero", hero=replace(preset("hero").hero, selection="first_k"), **CAPS),
-                                latency) | {"short": "hero"})
+        results.append(
+            scenario(
+                "eco, depth 4 x breadth 4 (halving: 4, 2, 1, 1)", ResearchConfig(depth=4, breadth=4, **CAPS), latency
+            )
+            | {"short": "eco 4x4 half"}
+        )
+        results.append(
+            scenario(
+                "eco, depth 4 x breadth 4 (fixed breadth)",
+                ResearchConfig(depth=4, breadth=4, breadth_rule="fixed", **CAPS),
+                latency,
+            )
+            | {"short": "eco 4x4 fixed"}
+        )
+        results.append(
+            scenario(
+                "hero preset (T=3, k=3, k'=2, m=3, depths 24/8)",
+                preset("hero", hero=replace(preset("hero").hero, selection="first_k"), **CAPS),
+                latency,
+            )
+            | {"short": "hero"}
+        )
         for ablation, label, switches in PARALLEL_ABLATIONS:
-            config = preset("parallel", depth=3, deadline_s=None, **CAPS,
-                            parallel=replace(ParallelConfig(), **switches))
-            results.append(scenario(f"parallel {label}, max depth 3", config, latency, ablation)
-                           | {"short": f"par {ablation}"})
+            config = preset(
+                "parallel", depth=3, deadline_s=None, **CAPS, parallel=replace(ParallelConfig(), **switches)
+            )
+            results.append(
+                scenario(f"parallel {label}, max depth 3", config, latency, ablation) | {"short": f"par {ablation}"}
+            )
         print()
-    print(table(results, [("latency", "latency", ""), ("short", "tree", ""), ("nodes", "nodes", "d"),
-                           ("ratio", "wall/critical", ".3f"), ("x_level", "level/async", ".2f"),
-                           ("x_gptr", "gptr/async", ".2f"), ("x_sequential", "seq/async", ".2f")]))
+    print(
+        table(
+            results,
+            [
+                ("latency", "latency", ""),
+                ("short", "tree", ""),
+                ("nodes", "nodes", "d"),
+                ("ratio", "wall/critical", ".3f"),
+                ("x_level", "level/async", ".2f"),
+                ("x_gptr", "gptr/async", ".2f"),
+                ("x_sequential", "seq/async", ".2f"),
+            ],
+        )
+    )
     worst = max(results, key=lambda r: r["ratio"])
     slowest = min(results, key=lambda r: r["min_speedup"])
-    print(f"verdict, {len(results)} trees x latency models on the virtual clock: worst wall / critical path "
-          f"{worst['ratio']:.3f} ({worst['name']}; target <= {TARGET_RATIO}): "
-          f"{'MET' if worst['ratio'] <= TARGET_RATIO else 'MISSED'}; smallest baseline / async "
-          f"{slowest['min_speedup']:.2f}x ({slowest['name']}; target >= 1): "
-          f"{'MET' if slowest['min_speedup'] >= 1 else 'MISSED'}")
+    print(
+        f"verdict, {len(results)} trees x latency models on the virtual clock: worst wall / critical path "
+        f"{worst['ratio']:.3f} ({worst['name']}; target <= {TARGET_RATIO}): "
+        f"{'MET' if worst['ratio'] <= TARGET_RATIO else 'MISSED'}; smallest baseline / async "
+        f"{slowest['min_speedup']:.2f}x ({slowest['name']}; target >= 1): "
+        f"{'MET' if slowest['min_speedup'] >= 1 else 'MISSED'}"
+    )
     overhead()
 
 
 PARALLEL_ABLATIONS = [
     ("full", "full (adaptive breadth and depth, orchestration)", {}),
     ("no_ap", "-AP (breadth 4, always deepen)", {"adaptive_breadth": False, "adaptive_depth": False}),
-    ("no_ap_no_ro", "-AP,-RO (and no orchestration)",
-     {"adaptive_breadth": False, "adaptive_depth": False, "orchestrate": False}),
+    (
+        "no_ap_no_ro",
+        "-AP,-RO (and no orchestration)",
+        {"adaptive_breadth": False, "adaptive_depth": False, "orchestrate": False},
+    ),
 ]
 
 

@@ -40,8 +40,22 @@ def measure(name: str, corpus: str, out: Path, extra: tuple[str, ...] = ()) -> d
     """Wall and CPU seconds (user + system, this child's alone) of one offline run, and its trace's nodes."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env.pop("DEEPRESEARCH_LM", None)
-    argv = [sys.executable, str(ROOT / "cli.py"), "run", QUESTION, "--lm", "offline", "--preset", name,
-            "--corpus", corpus, "--out", str(out), "-q", *extra]
+    argv = [
+        sys.executable,
+        str(ROOT / "cli.py"),
+        "run",
+        QUESTION,
+        "--lm",
+        "offline",
+        "--preset",
+        name,
+        "--corpus",
+        corpus,
+        "--out",
+        str(out),
+        "-q",
+        *extra,
+    ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     proc = subprocess.run(argv, check=False, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -74,17 +88,32 @@ def main() -> None:
         r["per_node_x"] = r["cpu_per_node"] / ref["cpu_per_node"]
         r["wall_x"] = r["wall_s"] / ref["wall_s"]
     print(f"== deepresearch run {QUESTION!r} --lm offline --preset P --corpus {args.corpus} (default shapes)")
-    print(table(rows, [("preset", "preset", ""), ("nodes", "nodes", "d"), ("wall_s", "wall s", ".2f"),
-                       ("cpu_s", "CPU s", ".2f"), ("cpu_per_node", "CPU s / node", ".3f"),
-                       ("marginal", "beyond start", ".3f"),
-                       ("cpu_x", "CPU / eco", ".2f"), ("per_node_x", "per node / eco", ".2f"),
-                       ("wall_x", "wall / eco", ".2f")]))
+    print(
+        table(
+            rows,
+            [
+                ("preset", "preset", ""),
+                ("nodes", "nodes", "d"),
+                ("wall_s", "wall s", ".2f"),
+                ("cpu_s", "CPU s", ".2f"),
+                ("cpu_per_node", "CPU s / node", ".3f"),
+                ("marginal", "beyond start", ".3f"),
+                ("cpu_x", "CPU / eco", ".2f"),
+                ("per_node_x", "per node / eco", ".2f"),
+                ("wall_x", "wall / eco", ".2f"),
+            ],
+        )
+    )
     worst = max(rows, key=lambda r: r["cpu_per_node"])
-    print(f"verdict: most CPU per node {worst['cpu_per_node']:.3f} s ({worst['preset']}; target <= "
-          f"{TARGET_CPU_PER_NODE:g} s): {'MET' if worst['cpu_per_node'] <= TARGET_CPU_PER_NODE else 'MISSED'}")
-    print(f"CPU s / node includes each run's start; a one-node run (quick, depth 1 x breadth 1) took "
-          f"{start['cpu_s']:.2f} CPU s and {start['wall_s']:.2f} s wall; beyond start = (CPU s - that) / "
-          f"(nodes - {start['nodes']}), the cost of one more node")
+    print(
+        f"verdict: most CPU per node {worst['cpu_per_node']:.3f} s ({worst['preset']}; target <= "
+        f"{TARGET_CPU_PER_NODE:g} s): {'MET' if worst['cpu_per_node'] <= TARGET_CPU_PER_NODE else 'MISSED'}"
+    )
+    print(
+        f"CPU s / node includes each run's start; a one-node run (quick, depth 1 x breadth 1) took "
+        f"{start['cpu_s']:.2f} CPU s and {start['wall_s']:.2f} s wall; beyond start = (CPU s - that) / "
+        f"(nodes - {start['nodes']}), the cost of one more node"
+    )
 
 
 if __name__ == "__main__":

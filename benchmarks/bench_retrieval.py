@@ -38,9 +38,15 @@ from deepresearch.retrievers.types import Doc  # noqa: E402
 SCHOLARGYM_DOCS = 570_205
 RANK_BM25_SAMPLE = 100_000
 RANK_BM25_TARGET = 300  # issue 3: our BM25 at least this many times faster than rank-bm25 per query
-COLUMNS = [("library", "library", ""), ("docs", "documents", ","), ("build_s", "build s", ".2f"),
-           ("median_ms", "query med ms", ".3f"), ("p95_ms", "query p95 ms", ".3f"),
-           ("speedup", "ours faster x", ".1f"), ("peak_mib", "peak MiB", ".0f")]
+COLUMNS = [
+    ("library", "library", ""),
+    ("docs", "documents", ","),
+    ("build_s", "build s", ".2f"),
+    ("median_ms", "query med ms", ".3f"),
+    ("p95_ms", "query p95 ms", ".3f"),
+    ("speedup", "ours faster x", ".1f"),
+    ("peak_mib", "peak MiB", ".0f"),
+]
 
 
 def ours(corpus: Corpus, queries: list[str]) -> dict:
@@ -74,21 +80,31 @@ def bm25s_lib(corpus: Corpus, queries: list[str]) -> dict:
     build = time.perf_counter() - started
 
     def search(q):
-        return bm25.retrieve(bm25s.tokenize([q], stopwords=None, show_progress=False), k=10,
-                             show_progress=False, n_threads=1)
+        return bm25.retrieve(
+            bm25s.tokenize([q], stopwords=None, show_progress=False), k=10, show_progress=False, n_threads=1
+        )
 
     return {"library": "bm25s", "build_s": build, **latency(search, queries)}
 
 
-def compare(corpus: Corpus, queries: list[str], rank_bm25_corpus: Corpus | None = None,
-            rank_bm25_queries: list[str] | None = None) -> list[dict]:
+def compare(
+    corpus: Corpus,
+    queries: list[str],
+    rank_bm25_corpus: Corpus | None = None,
+    rank_bm25_queries: list[str] | None = None,
+) -> list[dict]:
     rows = [measured(lambda: ours(corpus, queries)), measured(lambda: bm25s_lib(corpus, queries))]
     sample = rank_bm25_corpus or corpus
     row = measured(lambda: rank_bm25(sample, rank_bm25_queries or queries))
     scale = len(corpus) / len(sample)
     if scale != 1:
-        row = {**row, "library": f"rank-bm25 (x{scale:.2f})", "build_s": row["build_s"] * scale,
-               "median_s": row["median_s"] * scale, "p95_s": row["p95_s"] * scale}
+        row = {
+            **row,
+            "library": f"rank-bm25 (x{scale:.2f})",
+            "build_s": row["build_s"] * scale,
+            "median_s": row["median_s"] * scale,
+            "p95_s": row["p95_s"] * scale,
+        }
     rows.append(row)
     for r in rows:
         r["docs"] = len(corpus)
@@ -103,11 +119,13 @@ def verdict(name: str, rows: list[dict]) -> str:
     bm25s_row = next(r for r in rows if r["library"] == "bm25s")
     rank_row = next(r for r in rows if r["library"].startswith("rank-bm25"))
     vs_rank, vs_bm25s = rank_row["speedup"], bm25s_row["speedup"]
-    return (f"verdict {name}: ours {vs_rank:.0f}x faster than rank-bm25 per query (median; target >= "
-            f"{RANK_BM25_TARGET}x): {'MET' if vs_rank >= RANK_BM25_TARGET else 'MISSED'}; ours "
-            f"{ours_row['median_ms']:.3f} ms vs bm25s {bm25s_row['median_ms']:.3f} ms median, p95 "
-            f"{ours_row['p95_ms']:.3f} vs {bm25s_row['p95_ms']:.3f} ({vs_bm25s:.2f}x; target: no slower): "
-            f"{'MET' if vs_bm25s >= 1 else 'MISSED'}")
+    return (
+        f"verdict {name}: ours {vs_rank:.0f}x faster than rank-bm25 per query (median; target >= "
+        f"{RANK_BM25_TARGET}x): {'MET' if vs_rank >= RANK_BM25_TARGET else 'MISSED'}; ours "
+        f"{ours_row['median_ms']:.3f} ms vs bm25s {bm25s_row['median_ms']:.3f} ms median, p95 "
+        f"{ours_row['p95_ms']:.3f} vs {bm25s_row['p95_ms']:.3f} ({vs_bm25s:.2f}x; target: no slower): "
+        f"{'MET' if vs_bm25s >= 1 else 'MISSED'}"
+    )
 
 
 def parity(corpus: Corpus, queries: list[str]) -> str:
@@ -142,8 +160,10 @@ def zipf_corpus(n_docs: int, mean_len: int, vocab: int = 200_000, seed: int = 0)
     ids = np.searchsorted(cdf, rng.random(int(lengths.sum())))
     tokens = words[ids]
     ends = np.cumsum(lengths)
-    docs = [Doc(doc_id=str(i), title=" ".join(tokens[e - n:e - n + 8]), text=" ".join(tokens[e - n + 8:e]))
-            for i, (e, n) in enumerate(zip(ends, lengths))]
+    docs = [
+        Doc(doc_id=str(i), title=" ".join(tokens[e - n : e - n + 8]), text=" ".join(tokens[e - n + 8 : e]))
+        for i, (e, n) in enumerate(zip(ends, lengths))
+    ]
     queries = [" ".join(words[np.searchsorted(cdf, rng.random(8))]) for _ in range(100)]
     return Corpus(docs, name="zipf"), queries
 
@@ -155,7 +175,7 @@ def dense_section(n_docs: int, dim: int = 384, queries: int = 50) -> str:
         matrix = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n_docs, dim))
         for start in range(0, n_docs, 100_000):
             block = rng.standard_normal((min(100_000, n_docs - start), dim)).astype(np.float32)
-            matrix[start:start + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)
+            matrix[start : start + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)
         matrix.flush()
         mapped = np.load(path, mmap_mode="r")
         corpus = Corpus([Doc(doc_id=str(i), title="", text="") for i in range(n_docs)], name="dense")
@@ -173,16 +193,21 @@ def dense_section(n_docs: int, dim: int = 384, queries: int = 50) -> str:
         ours_t = latency(lambda key: dense.search(index[key], 10), keys)
         bare_t = latency(bare, keys)
         filtered = latency(lambda key: dense.search(index[key], 10, exclude={"0", "1"}), keys)
-    return (f"dense, {n_docs:,} x {dim} float32 memory-mapped: ours median {ours_t['median_s'] * 1e3:.2f} ms "
-            f"(p95 {ours_t['p95_s'] * 1e3:.2f}), bare matmul+argpartition {bare_t['median_s'] * 1e3:.2f} ms "
-            f"(p95 {bare_t['p95_s'] * 1e3:.2f}); ratio ours/bare {ours_t['median_s'] / bare_t['median_s']:.2f} "
-            f"(target <= 1.5); with an exclusion filter {filtered['median_s'] * 1e3:.2f} ms")
+    return (
+        f"dense, {n_docs:,} x {dim} float32 memory-mapped: ours median {ours_t['median_s'] * 1e3:.2f} ms "
+        f"(p95 {ours_t['p95_s'] * 1e3:.2f}), bare matmul+argpartition {bare_t['median_s'] * 1e3:.2f} ms "
+        f"(p95 {bare_t['p95_s'] * 1e3:.2f}); ratio ours/bare {ours_t['median_s'] / bare_t['median_s']:.2f} "
+        f"(target <= 1.5); with an exclusion filter {filtered['median_s'] * 1e3:.2f} ms"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=os.environ.get("DEEPRESEARCH_DATA"),
-                        help="the shared data folder holding scifact/ (default $DEEPRESEARCH_DATA)")
+    parser.add_argument(
+        "--data",
+        default=os.environ.get("DEEPRESEARCH_DATA"),
+        help="the shared data folder holding scifact/ (default $DEEPRESEARCH_DATA)",
+    )
     parser.add_argument("--docs", type=int, default=SCHOLARGYM_DOCS, help="Zipf corpus size")
     parser.add_argument("--mean-len", type=int, default=150, help="mean Zipf document length in tokens")
     parser.add_argument("--parity", action="store_true", help="check all 1,109 SciFact queries against rank-bm25")
@@ -206,15 +231,19 @@ def main() -> None:
     if not args.skip_zipf:
         started = time.perf_counter()
         corpus, queries = zipf_corpus(args.docs, args.mean_len)
-        print(f"\n== Zipf corpus: {len(corpus):,} documents, mean length ~{args.mean_len} tokens, "
-              f"{len(queries)} queries of 8 words (generated in {time.perf_counter() - started:.0f}s)")
+        print(
+            f"\n== Zipf corpus: {len(corpus):,} documents, mean length ~{args.mean_len} tokens, "
+            f"{len(queries)} queries of 8 words (generated in {time.perf_counter() - started:.0f}s)"
+        )
         sample_size = min(RANK_BM25_SAMPLE, len(corpus))
         sample = Corpus(list(corpus)[:sample_size], name="zipf-sample")
         rows = compare(corpus, queries, sample if sample_size < len(corpus) else None, queries[:20])
         print(table(rows, COLUMNS))
         if sample_size < len(corpus):
-            print(f"rank-bm25 measured on the first {sample_size:,} documents (20 queries) and scaled linearly "
-                  f"by {len(corpus) / sample_size:.2f} to {len(corpus):,}")
+            print(
+                f"rank-bm25 measured on the first {sample_size:,} documents (20 queries) and scaled linearly "
+                f"by {len(corpus) / sample_size:.2f} to {len(corpus):,}"
+            )
         print(verdict(f"Zipf {len(corpus):,}", rows))
     print()
     print(dense_section(args.docs))

@@ -33,9 +33,14 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import machine_line, table  # noqa: E402
 
-QUESTIONS = ["Does obesity increase the risk of type 2 diabetes?", "Do statins reduce cardiovascular mortality?",
-             "Does vitamin D prevent fractures?", "Does smoking cause lung cancer?",
-             "Does aspirin prevent colorectal cancer?", "Does exercise reduce depression?"]
+QUESTIONS = [
+    "Does obesity increase the risk of type 2 diabetes?",
+    "Do statins reduce cardiovascular mortality?",
+    "Does vitamin D prevent fractures?",
+    "Does smoking cause lung cancer?",
+    "Does aspirin prevent colorectal cancer?",
+    "Does exercise reduce depression?",
+]
 LATENCY_S = 0.3  # one simulated LM reply
 RUN = ["--corpus", "scifact", "--lm", "offline", "--preset", "quick"]
 
@@ -77,24 +82,38 @@ def servers() -> list[dict]:
         program = DeepResearch(retriever=retriever, depth=1, breadth=3)
         started = time.perf_counter()
         with dspy.context(lm=lm):
+
             async def all_questions():
                 return await asyncio.gather(*(program.acall(question=q) for q in QUESTIONS))
+
             outs = asyncio.run(all_questions())
         wall = time.perf_counter() - started
         assert all(o.report.status == "done" for o in outs)
         return wall, 60 * len(QUESTIONS) / wall
 
     rows = []
-    with LocalOpenAIServer(research_handler(), delay=LATENCY_S) as a, \
-            LocalOpenAIServer(research_handler(), delay=LATENCY_S) as b:
-        for what, n, urls in (("1 server", 1, [f"{a.base_url} max_parallel=1"]),
-                              ("2 servers", 2, [f"{a.base_url} max_parallel=1", f"{b.base_url} max_parallel=1"]),
-                              ("critical path", None, [a.base_url])):
+    with (
+        LocalOpenAIServer(research_handler(), delay=LATENCY_S) as a,
+        LocalOpenAIServer(research_handler(), delay=LATENCY_S) as b,
+    ):
+        for what, n, urls in (
+            ("1 server", 1, [f"{a.base_url} max_parallel=1"]),
+            ("2 servers", 2, [f"{a.base_url} max_parallel=1", f"{b.base_url} max_parallel=1"]),
+            ("critical path", None, [a.base_url]),
+        ):
             before = len(a.requests) + len(b.requests)
             wall, qpm = questions_per_minute(urls)
             work = (len(a.requests) + len(b.requests) - before) * LATENCY_S  # seconds of replies asked for
-            rows.append({"what": what, "wall": wall, "qpm": qpm, "work": work, "servers": n,
-                         "busy": work / (wall * n) if n else None})
+            rows.append(
+                {
+                    "what": what,
+                    "wall": wall,
+                    "qpm": qpm,
+                    "work": work,
+                    "servers": n,
+                    "busy": work / (wall * n) if n else None,
+                }
+            )
     one, two, path = rows
     # the lower bound of a makespan: the critical path, and the replies' seconds shared by the servers
     floor = {n: max(path["wall"], one["work"] / n) for n in (1, 2)}
@@ -104,12 +123,19 @@ def servers() -> list[dict]:
 
 def main() -> None:
     print(machine_line())
-    columns = [("what", "", "s"), ("wall", "seconds", ".1f"), ("qpm", "questions/min", ".1f"),
-               ("ratio", "speed-up", ".2f"), ("bound", "bound", ".2f")]
+    columns = [
+        ("what", "", "s"),
+        ("wall", "seconds", ".1f"),
+        ("qpm", "questions/min", ".1f"),
+        ("ratio", "speed-up", ".2f"),
+        ("bound", "bound", ".2f"),
+    ]
     print(f"batch workers ({len(QUESTIONS)} offline questions, preset quick):")
     print(table(workers(), columns))
-    print(f"LM servers ({len(QUESTIONS)} questions at once, depth 1 x breadth 3, {LATENCY_S:g} s a reply, "
-          f"one request at a time per server):")
+    print(
+        f"LM servers ({len(QUESTIONS)} questions at once, depth 1 x breadth 3, {LATENCY_S:g} s a reply, "
+        f"one request at a time per server):"
+    )
     print(table(servers(), columns + [("busy", "servers busy", ".2f")]))
 
 

@@ -46,11 +46,26 @@ def run_mode(mode: str, model: str, api_base: str, retriever) -> dict:
     rows = []
     for stage, u in sorted(out.usage.items()):
         requests = u.calls + u.failed
-        rows.append({"mode": mode, "stage": stage, "requests": requests, "fallbacks": u.fallbacks,
-                     "parse_failures": u.parse_failures, "truncated": u.truncated})
-    return {"rows": rows, "seconds": seconds, "requests": out.stats.lm_calls, "status": out.report.status,
-            "nodes": out.stats.nodes, "failed_nodes": out.stats.failed_nodes,
-            "learnings": out.stats.learnings, "citations": out.stats.citations}
+        rows.append(
+            {
+                "mode": mode,
+                "stage": stage,
+                "requests": requests,
+                "fallbacks": u.fallbacks,
+                "parse_failures": u.parse_failures,
+                "truncated": u.truncated,
+            }
+        )
+    return {
+        "rows": rows,
+        "seconds": seconds,
+        "requests": out.stats.lm_calls,
+        "status": out.report.status,
+        "nodes": out.stats.nodes,
+        "failed_nodes": out.stats.failed_nodes,
+        "learnings": out.stats.learnings,
+        "citations": out.stats.citations,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -71,15 +86,29 @@ def main(argv: list[str] | None = None) -> None:
         api_base = api_base or running.base_url
         results = {mode: run_mode(mode, args.model, api_base, retriever) for mode in ("schema", "off")}
     rows = [r for mode in results.values() for r in mode["rows"]]
-    print(f"{args.model} at depth {CONFIG.depth} x breadth {CONFIG.breadth}, {CONFIG.hits_per_query} hits, "
-          f"max {MAX_OUTPUT_TOKENS} output tokens per request")
-    print(table(rows, [("mode", "mode", "s"), ("stage", "stage", "s"), ("requests", "requests", "d"),
-                       ("fallbacks", "fallbacks", "d"), ("parse_failures", "never parsed", "d"),
-                       ("truncated", "cut at max_tokens", "d")]))
+    print(
+        f"{args.model} at depth {CONFIG.depth} x breadth {CONFIG.breadth}, {CONFIG.hits_per_query} hits, "
+        f"max {MAX_OUTPUT_TOKENS} output tokens per request"
+    )
+    print(
+        table(
+            rows,
+            [
+                ("mode", "mode", "s"),
+                ("stage", "stage", "s"),
+                ("requests", "requests", "d"),
+                ("fallbacks", "fallbacks", "d"),
+                ("parse_failures", "never parsed", "d"),
+                ("truncated", "cut at max_tokens", "d"),
+            ],
+        )
+    )
     for mode, r in results.items():
-        print(f"{mode}: {r['requests']} requests in {r['seconds']:.0f} s ({r['seconds'] / max(r['requests'], 1):.1f} "
-              f"s/request) · status {r['status']} · nodes {r['nodes']} ({r['failed_nodes']} failed) · "
-              f"learnings {r['learnings']} · citations {r['citations']}")
+        print(
+            f"{mode}: {r['requests']} requests in {r['seconds']:.0f} s ({r['seconds'] / max(r['requests'], 1):.1f} "
+            f"s/request) · status {r['status']} · nodes {r['nodes']} ({r['failed_nodes']} failed) · "
+            f"learnings {r['learnings']} · citations {r['citations']}"
+        )
     failures = {m: sum(x["parse_failures"] + x["fallbacks"] for x in r["rows"]) for m, r in results.items()}
     print(f"unparsed first replies, off / schema: {failures['off']} / {failures['schema']}")
 

@@ -96,8 +96,10 @@ from tests.scripted import (
     request_to_chat,
 )
 
-QUESTIONS = ["Does aspirin reduce the risk of colorectal cancer?",
-             "Is vitamin D supplementation linked to fewer bone fractures?"]
+QUESTIONS = [
+    "Does aspirin reduce the risk of colorectal cancer?",
+    "Is vitamin D supplementation linked to fewer bone fractures?",
+]
 PRESETS = ("eco", "hero", "parallel", "gather")
 BEFORE = {"assess_sentences": 0, "skip_seen": "off"}
 # the reference, the assessor's cut alone, the defaults, and the defaults with `skip_seen="lineage"`
@@ -108,8 +110,12 @@ COMPONENTS = {"assess": ("assess",), "extract": ("extract",), "orchestrate": ("b
 # spec 002's Table 7 (ParallelResearch, DeepResearchGym): orchestration's share of input tokens at 2 and 10 min
 TABLE_7_ORCHESTRATION = {"2 min": 9_632 / 155_409, "10 min": 25_646 / 487_023}
 # Table 7's runs beside Table 2's node counts: (nodes, input tokens, output tokens) per question
-TABLE_7_RUNS = {"GPT-Researcher 2 min": (8.00, 97_170, 5_428), "ParallelResearch 2 min": (19.42, 155_409, 10_031),
-                "GPT-Researcher 10 min": (23.94, 299_093, 18_432), "ParallelResearch 10 min": (98.43, 487_023, 36_409)}
+TABLE_7_RUNS = {
+    "GPT-Researcher 2 min": (8.00, 97_170, 5_428),
+    "ParallelResearch 2 min": (19.42, 155_409, 10_031),
+    "GPT-Researcher 10 min": (23.94, 299_093, 18_432),
+    "ParallelResearch 10 min": (98.43, 487_023, 36_409),
+}
 
 
 def count_tokens(text: str) -> int:
@@ -128,8 +134,14 @@ class CountingEngine(ScriptedEngine):
 
 def _extract(messages):
     passages = json.loads(inputs_of(messages)["passages"])
-    return {"learnings": [{"text": re.split(r"(?<=\.)\s", p["text"].strip())[0], "source_ids": [p["source_id"]]}
-                          for p in passages[:5] if p["text"].strip()], "follow_up_questions": ["What remains unclear?"]}
+    return {
+        "learnings": [
+            {"text": re.split(r"(?<=\.)\s", p["text"].strip())[0], "source_ids": [p["source_id"]]}
+            for p in passages[:5]
+            if p["text"].strip()
+        ],
+        "follow_up_questions": ["What remains unclear?"],
+    }
 
 
 def _merge(messages):
@@ -140,8 +152,14 @@ def _merge(messages):
 def _gather_plan(messages):
     asked = inputs_of(messages)
     size = len(json.loads(asked["subquery_tree"]))
-    searches = [{"action": "derive", "source_id": 0, "text": f"{asked['question'].rstrip('?')} {w}", "target_k": 5}
-                for w in ("trial", "cohort", "mechanism")] if size == 1 else []
+    searches = (
+        [
+            {"action": "derive", "source_id": 0, "text": f"{asked['question'].rstrip('?')} {w}", "target_k": 5}
+            for w in ("trial", "cohort", "mechanism")
+        ]
+        if size == 1
+        else []
+    )
     return {"searches": searches, "checklist_update": "c", "memory_update": "m", "is_complete": size > 1}
 
 
@@ -160,10 +178,16 @@ def _breadth(messages):
     return {"subqueries": [f"{asked['query']} part {i + 1}" for i in range(int(asked["max_breadth"]))]}
 
 
-ROUTES = {ExtractLearnings: _extract, MergeLearnings: _merge, PlanSubqueries: _gather_plan,
-          LabelCandidates: _gather_assess, WriteEnrichment: _enrichment, PlanBreadth: _breadth,
-          DecideDeepen: {"deepen": True, "rationale": "scripted"},
-          EvaluateProgress: {"goal_satisfaction": 0.1, "quality": 0.9, "rationale": "scripted"}}
+ROUTES = {
+    ExtractLearnings: _extract,
+    MergeLearnings: _merge,
+    PlanSubqueries: _gather_plan,
+    LabelCandidates: _gather_assess,
+    WriteEnrichment: _enrichment,
+    PlanBreadth: _breadth,
+    DecideDeepen: {"deepen": True, "rationale": "scripted"},
+    EvaluateProgress: {"goal_satisfaction": 0.1, "quality": 0.9, "rationale": "scripted"},
+}
 
 
 def scripted_counting_lm() -> dspy.LM:
@@ -178,8 +202,19 @@ def config_of(name: str, depth: int, breadth: int, hits: int | None, cuts: dict,
     return preset(name, **shape, **cuts, **(extra or {}))
 
 
-def run(name: str, retriever, texts: dict[str, str], questions: list[str], cuts: str, depth: int, breadth: int,
-        hits: int | None, lm_factory, extra: dict | None = None, context: dict | None = None) -> dict:
+def run(
+    name: str,
+    retriever,
+    texts: dict[str, str],
+    questions: list[str],
+    cuts: str,
+    depth: int,
+    breadth: int,
+    hits: int | None,
+    lm_factory,
+    extra: dict | None = None,
+    context: dict | None = None,
+) -> dict:
     """Runs `questions` with preset `name`; returns tokens per stage and the citation scores."""
     # per stage: calls, prompt tokens, completion tokens, parse failures, fallbacks, truncated replies, failed,
     # prompt tokens the server read from its prompt cache
@@ -196,16 +231,34 @@ def run(name: str, retriever, texts: dict[str, str], questions: list[str], cuts:
         nodes += len(report.nodes())
         refs += len(report.references)
         for stage, u in report.usage.items():
-            for i, v in enumerate((u.calls, u.prompt_tokens, u.completion_tokens, u.parse_failures, u.fallbacks,
-                                   u.truncated, u.failed, u.cached_tokens)):
+            for i, v in enumerate(
+                (
+                    u.calls,
+                    u.prompt_tokens,
+                    u.completion_tokens,
+                    u.parse_failures,
+                    u.fallbacks,
+                    u.truncated,
+                    u.failed,
+                    u.cached_tokens,
+                )
+            ):
                 stages[stage][i] += v
         st = report.stats
-        for k, v in (("parse_failures", st.parse_failures), ("parse_retries", st.retries.get("parse", 0)),
-                     ("truncated", st.truncated_replies), ("failed_requests", st.failed_requests),
-                     ("failed_nodes", st.failed_nodes), ("learnings", st.learnings),
-                     ("invented_citations", st.invented_citations), ("dropped_citations", st.dropped_citations),
-                     ("pruned_nodes", st.pruned_nodes), ("skipped_nodes", st.skipped_nodes),
-                     ("cancelled_nodes", st.cancelled_nodes), ("evaluations", st.evaluations)):
+        for k, v in (
+            ("parse_failures", st.parse_failures),
+            ("parse_retries", st.retries.get("parse", 0)),
+            ("truncated", st.truncated_replies),
+            ("failed_requests", st.failed_requests),
+            ("failed_nodes", st.failed_nodes),
+            ("learnings", st.learnings),
+            ("invented_citations", st.invented_citations),
+            ("dropped_citations", st.dropped_citations),
+            ("pruned_nodes", st.pruned_nodes),
+            ("skipped_nodes", st.skipped_nodes),
+            ("cancelled_nodes", st.cancelled_nodes),
+            ("evaluations", st.evaluations),
+        ):
             trouble[k] += v
         for reason, v in (st.pruned or {}).items():
             trouble["pruned: " + reason] += v
@@ -214,43 +267,77 @@ def run(name: str, retriever, texts: dict[str, str], questions: list[str], cuts:
         numbered = {str(r.number): texts[r.doc_id] for r in report.references if r.doc_id in texts}
         scores.append(score_claims(claim_sentences(report.markdown), numbered, support, integration=False).citations)
     p, r, _ = dataset_citation_f1(scores)
-    return {"preset": name, "cuts": cuts, "stages": dict(stages), "nodes": nodes,
-            "calls": sum(v[0] for v in stages.values()), "prompt": sum(v[1] for v in stages.values()),
-            "completion": sum(v[2] for v in stages.values()), "cached": sum(v[7] for v in stages.values()),
-            "P": p, "R": r,
-            "claims": sum(s.n_claims for s in scores), "references": refs, "seconds": seconds,
-            "trouble": dict(trouble), "status": report.status}
+    return {
+        "preset": name,
+        "cuts": cuts,
+        "stages": dict(stages),
+        "nodes": nodes,
+        "calls": sum(v[0] for v in stages.values()),
+        "prompt": sum(v[1] for v in stages.values()),
+        "completion": sum(v[2] for v in stages.values()),
+        "cached": sum(v[7] for v in stages.values()),
+        "P": p,
+        "R": r,
+        "claims": sum(s.n_claims for s in scores),
+        "references": refs,
+        "seconds": seconds,
+        "trouble": dict(trouble),
+        "status": report.status,
+    }
 
 
 def print_rows(rows: list[dict]) -> None:
-    print(f"{'preset':<9} {'cuts':<6} {'nodes':>5} {'calls':>5} {'prompt':>9} {'ratio':>6} {'compl.':>7} "
-          f"{'assess':>7} {'extract':>7} {'orch.':>6} {'other':>6} {'cached':>6} {'claims':>6} {'refs':>5} {'cit. P':>6} "
-          f"{'cit. R':>6} {'s':>7}")
+    print(
+        f"{'preset':<9} {'cuts':<6} {'nodes':>5} {'calls':>5} {'prompt':>9} {'ratio':>6} {'compl.':>7} "
+        f"{'assess':>7} {'extract':>7} {'orch.':>6} {'other':>6} {'cached':>6} {'claims':>6} {'refs':>5} {'cit. P':>6} "
+        f"{'cit. R':>6} {'s':>7}"
+    )
     ref = {r["preset"]: r for r in rows if r["cuts"] == "off"}
     for r in rows:
-        share = {k: sum(r["stages"].get(s, [0, 0, 0])[1] for s in group) / r["prompt"] if r["prompt"] else 0.0
-                 for k, group in COMPONENTS.items()}
+        share = {
+            k: sum(r["stages"].get(s, [0, 0, 0])[1] for s in group) / r["prompt"] if r["prompt"] else 0.0
+            for k, group in COMPONENTS.items()
+        }
         base = ref.get(r["preset"])
         ratio = r["prompt"] / base["prompt"] if base and base["prompt"] else float("nan")
         # rows saved before the cached count was kept have no "cached"
         cached = f"{r['cached'] / r['prompt']:.0%}" if "cached" in r and r["prompt"] else "-"
-        print(f"{r['preset']:<9} {r['cuts']:<6} {r['nodes']:>5} {r['calls']:>5} {r['prompt']:>9} {ratio:>6.2f} "
-              f"{r['completion']:>7} {share['assess']:>7.0%} {share['extract']:>7.0%} {share['orchestrate']:>6.1%} "
-              f"{1 - sum(share.values()):>6.0%} {cached:>6} {r['claims']:>6} {r['references']:>5} {r['P']:>6.2f} "
-              f"{r['R']:>6.2f} {r['seconds']:>7.1f}")
-    print("cuts: off = assess_sentences=0, skip_seen=off (the reference); assess = the assessor's cut alone; "
-          "on = the defaults (assess_sentences=3, skip_seen=node); lineage = the defaults with skip_seen=lineage")
-    print("claims: cited claim sentences of the reports (Algorithm 1's); refs: papers the reports cite; cit. P / R: "
-          "Algorithm 1's citation precision and recall, lexical entailment as the judge")
-    print("ratio: prompt tokens / the same preset's reference (cuts off) in this run; assess, extract, orch., other: "
-          "shares of the run's prompt tokens; cached: share of them the server read from its prompt cache")
-    print("spec 002 Table 7 (ParallelResearch): orchestration takes "
-          + ", ".join(f"{v:.1%} of input tokens at {k}" for k, v in TABLE_7_ORCHESTRATION.items()))
-    print("spec 002 Table 7 per question: " + "; ".join(
-        f"{k}: {i / n:,.0f} input tokens per node, output / input {o / i:.1%}" for k, (n, i, o) in TABLE_7_RUNS.items()))
-    print("this run: " + "; ".join(
-        f"{r['preset']} {r['cuts']}: {r['prompt'] / max(r['nodes'], 1):,.0f} per node, {r['completion'] / max(r['prompt'], 1):.1%}"
-        for r in rows))
+        print(
+            f"{r['preset']:<9} {r['cuts']:<6} {r['nodes']:>5} {r['calls']:>5} {r['prompt']:>9} {ratio:>6.2f} "
+            f"{r['completion']:>7} {share['assess']:>7.0%} {share['extract']:>7.0%} {share['orchestrate']:>6.1%} "
+            f"{1 - sum(share.values()):>6.0%} {cached:>6} {r['claims']:>6} {r['references']:>5} {r['P']:>6.2f} "
+            f"{r['R']:>6.2f} {r['seconds']:>7.1f}"
+        )
+    print(
+        "cuts: off = assess_sentences=0, skip_seen=off (the reference); assess = the assessor's cut alone; "
+        "on = the defaults (assess_sentences=3, skip_seen=node); lineage = the defaults with skip_seen=lineage"
+    )
+    print(
+        "claims: cited claim sentences of the reports (Algorithm 1's); refs: papers the reports cite; cit. P / R: "
+        "Algorithm 1's citation precision and recall, lexical entailment as the judge"
+    )
+    print(
+        "ratio: prompt tokens / the same preset's reference (cuts off) in this run; assess, extract, orch., other: "
+        "shares of the run's prompt tokens; cached: share of them the server read from its prompt cache"
+    )
+    print(
+        "spec 002 Table 7 (ParallelResearch): orchestration takes "
+        + ", ".join(f"{v:.1%} of input tokens at {k}" for k, v in TABLE_7_ORCHESTRATION.items())
+    )
+    print(
+        "spec 002 Table 7 per question: "
+        + "; ".join(
+            f"{k}: {i / n:,.0f} input tokens per node, output / input {o / i:.1%}"
+            for k, (n, i, o) in TABLE_7_RUNS.items()
+        )
+    )
+    print(
+        "this run: "
+        + "; ".join(
+            f"{r['preset']} {r['cuts']}: {r['prompt'] / max(r['nodes'], 1):,.0f} per node, {r['completion'] / max(r['prompt'], 1):.1%}"
+            for r in rows
+        )
+    )
 
 
 def print_per_request(rows: list[dict]) -> None:
@@ -265,8 +352,11 @@ def print_per_request(rows: list[dict]) -> None:
             v = r["stages"].get(n)
             cells.append(f"{v[1] / v[0]:>8.0f} ({v[0]:>3})" if v and v[0] else f"{'-':>15}")
         t = r.get("trouble", {})
-        print(f"{r['preset']:<9} {r['cuts']:<6} " + " ".join(f"{c:>15}" for c in cells)
-              + f" {t.get('parse_failures', 0):>3}/{t.get('truncated', 0):<3}")
+        print(
+            f"{r['preset']:<9} {r['cuts']:<6} "
+            + " ".join(f"{c:>15}" for c in cells)
+            + f" {t.get('parse_failures', 0):>3}/{t.get('truncated', 0):<3}"
+        )
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -280,14 +370,22 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--questions", type=int, default=len(QUESTIONS))
     parser.add_argument("--first", type=int, default=0, help="index of the first question run")
     parser.add_argument("--passage-chars", type=int, default=600, help="--real: characters of each passage shown")
-    parser.add_argument("--max-output-tokens", type=int, default=None,
-                        help="--real: one output-token cap for every stage (default: each stage's own, "
-                             "deepresearch.programs.runtime.usage.MAX_OUTPUT_TOKENS)")
-    parser.add_argument("--cuts", default=None, help=f"settings to run, of {', '.join(CUTS)} (default: all; "
-                                                     "--real: off,on,lineage)")
+    parser.add_argument(
+        "--max-output-tokens",
+        type=int,
+        default=None,
+        help="--real: one output-token cap for every stage (default: each stage's own, "
+        "deepresearch.programs.runtime.usage.MAX_OUTPUT_TOKENS)",
+    )
+    parser.add_argument(
+        "--cuts", default=None, help=f"settings to run, of {', '.join(CUTS)} (default: all; --real: off,on,lineage)"
+    )
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
-    parser.add_argument("--load", default=None, help="print the tables of rows saved with --json (comma-separated "
-                                                     "files) and run nothing")
+    parser.add_argument(
+        "--load",
+        default=None,
+        help="print the tables of rows saved with --json (comma-separated files) and run nothing",
+    )
     args = parser.parse_args(argv if argv is not None else [])
     if args.load:
         rows = [r for f in args.load.split(",") for r in json.loads(Path(f).read_text())]
@@ -295,11 +393,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print_per_request(rows)
         return rows
     if not args.data:
-        raise SystemExit("bench_tokens: set DEEPRESEARCH_DATA (or pass --data) to the shared data folder holding scifact/")
+        raise SystemExit(
+            "bench_tokens: set DEEPRESEARCH_DATA (or pass --data) to the shared data folder holding scifact/"
+        )
     corpus = load_corpus(Path(args.data) / "scifact")
     texts = {d.doc_id: d.text for d in corpus}
     retriever = BM25Retriever(corpus)
-    questions = QUESTIONS[args.first: args.first + args.questions]
+    questions = QUESTIONS[args.first : args.first + args.questions]
     presets = [p for p in args.presets.split(",") if p]
     rows = []
     if args.real:
@@ -308,34 +408,75 @@ def main(argv: list[str] | None = None) -> list[dict]:
         from tests.real_lm.server import LlamaServer
 
         hits = args.hits or 3
-        extra = {"lm_timeout_s": 900, "lm_retries": 0, "passage_chars": args.passage_chars,
-                 # hero and gather at the same small shape: one turn of `breadth` pipelines with one enrichment
-                 # each, `hits` passages per search; one gathering round
-                 "hero": HeroConfig(turns=1, tasks_per_turn=args.breadth, multiplier=2, enrichments=1,
-                                    deep_depth=hits, shallow_depth=hits, batch_size=hits),
-                 "gather": GatherLoopConfig(iterations=1, max_actions=args.breadth, max_k=hits, ranking_depth=100)}
+        extra = {
+            "lm_timeout_s": 900,
+            "lm_retries": 0,
+            "passage_chars": args.passage_chars,
+            # hero and gather at the same small shape: one turn of `breadth` pipelines with one enrichment
+            # each, `hits` passages per search; one gathering round
+            "hero": HeroConfig(
+                turns=1,
+                tasks_per_turn=args.breadth,
+                multiplier=2,
+                enrichments=1,
+                deep_depth=hits,
+                shallow_depth=hits,
+                batch_size=hits,
+            ),
+            "gather": GatherLoopConfig(iterations=1, max_actions=args.breadth, max_k=hits, ranking_depth=100),
+        }
         with LlamaServer() as server, output_limits(every=args.max_output_tokens):
+
             def factory():
                 return make_lm("openai/smollm2", api_base=server.base_url, num_retries=0, cache=False, timeout_s=900)
+
             for name in presets:
                 for cuts in (args.cuts or "off,on,lineage").split(","):
-                    rows.append(run(name, retriever, texts, questions, cuts, args.depth, args.breadth, hits,
-                                    factory, extra=extra, context={"adapter": SchemaAdapter()}))
+                    rows.append(
+                        run(
+                            name,
+                            retriever,
+                            texts,
+                            questions,
+                            cuts,
+                            args.depth,
+                            args.breadth,
+                            hits,
+                            factory,
+                            extra=extra,
+                            context={"adapter": SchemaAdapter()},
+                        )
+                    )
                     print(json.dumps({k: v for k, v in rows[-1].items()}), flush=True)
                     if args.json:  # kept row by row: a run cut short still leaves the rows it finished
                         Path(args.json).write_text(json.dumps(rows, indent=2))
-        print(f"model: SmolLM2-135M-Instruct on llama-server (usage as the server counts it); "
-              f"passage_chars={args.passage_chars}, "
-              f"output caps: {args.max_output_tokens or 'each stage its own'}; hero: 1 turn of {args.breadth} pipelines, 1 enrichment "
-              f"each, {hits} passages per search; gather: 1 round")
+        print(
+            f"model: SmolLM2-135M-Instruct on llama-server (usage as the server counts it); "
+            f"passage_chars={args.passage_chars}, "
+            f"output caps: {args.max_output_tokens or 'each stage its own'}; hero: 1 turn of {args.breadth} pipelines, 1 enrichment "
+            f"each, {hits} passages per search; gather: 1 round"
+        )
     else:
         for name in presets:
-            for cuts in (args.cuts.split(",") if args.cuts else CUTS):
-                rows.append(run(name, retriever, texts, questions, cuts, args.depth, args.breadth, args.hits,
-                                scripted_counting_lm))
+            for cuts in args.cuts.split(",") if args.cuts else CUTS:
+                rows.append(
+                    run(
+                        name,
+                        retriever,
+                        texts,
+                        questions,
+                        cuts,
+                        args.depth,
+                        args.breadth,
+                        args.hits,
+                        scripted_counting_lm,
+                    )
+                )
         print("model: scripted (tests/research_lm.py); tokens = words and punctuation marks of messages and replies")
-    print(f"shape: depth {args.depth} x breadth {args.breadth}, hits per query "
-          f"{(args.hits or 3) if args.real else (args.hits or 'as the preset')}, {len(questions)} SciFact questions per row")
+    print(
+        f"shape: depth {args.depth} x breadth {args.breadth}, hits per query "
+        f"{(args.hits or 3) if args.real else (args.hits or 'as the preset')}, {len(questions)} SciFact questions per row"
+    )
     print(machine_line())
     print_rows(rows)
     print_per_request(rows)

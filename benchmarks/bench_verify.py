@@ -57,9 +57,11 @@ from deepresearch.signatures.verify import VerifyClaims
 from tests.research_lm import research_handler
 from tests.scripted import inputs_of, scripted_lm
 
-QUESTIONS = ["Does aspirin reduce the risk of colorectal cancer?",
-             "Is vitamin D supplementation linked to fewer bone fractures?",
-             "How does obesity affect insulin resistance?"]
+QUESTIONS = [
+    "Does aspirin reduce the risk of colorectal cancer?",
+    "Is vitamin D supplementation linked to fewer bone fractures?",
+    "How does obesity affect insulin resistance?",
+]
 UNSTATED = "This effect was confirmed in every population studied so far, with no exception at all"
 OVERREACH = "it doubled survival in every cohort followed for ten years"
 UNCITED = "Most clinicians already recommend this approach to every adult patient they see in practice."
@@ -67,8 +69,14 @@ UNCITED = "Most clinicians already recommend this approach to every adult patien
 
 def _extract(messages):
     passages = json.loads(inputs_of(messages)["passages"])
-    return {"learnings": [{"text": re.split(r"(?<=\.)\s", p["text"].strip())[0], "source_ids": [p["source_id"]]}
-                          for p in passages[:2] if p["text"].strip()], "follow_up_questions": []}
+    return {
+        "learnings": [
+            {"text": re.split(r"(?<=\.)\s", p["text"].strip())[0], "source_ids": [p["source_id"]]}
+            for p in passages[:2]
+            if p["text"].strip()
+        ],
+        "follow_up_questions": [],
+    }
 
 
 def _merge(messages):
@@ -93,8 +101,12 @@ def _write(messages):
 
 def _verify(messages):
     claims = json.loads(inputs_of(messages)["claims"])
-    return {"verdicts": [lexical_verdict(c["claim_id"], c["sentence"], [Source(**p) for p in c["passages"]])
-                         .model_dump() for c in claims]}
+    return {
+        "verdicts": [
+            lexical_verdict(c["claim_id"], c["sentence"], [Source(**p) for p in c["passages"]]).model_dump()
+            for c in claims
+        ]
+    }
 
 
 SCRIPTED_ROUTES = {ExtractLearnings: _extract, MergeLearnings: _merge, WriteReport: _write, VerifyClaims: _verify}
@@ -103,21 +115,26 @@ SCRIPTED_ROUTES = {ExtractLearnings: _extract, MergeLearnings: _merge, WriteRepo
 def scores(report, texts: dict[str, str]) -> tuple:
     """(Algorithm 1 on the draft, Algorithm 1 on the shipped report) with the lexical rule as the judge."""
     by_source = {source_id_for(doc_id): text for doc_id, text in texts.items()}
-    draft = [Sentence(text=plain_sentence(v["sentence"]), citations=tuple(citations_in(v["sentence"])))
-             for v in report.verdicts if len(plain_sentence(v["sentence"])) >= 50]
+    draft = [
+        Sentence(text=plain_sentence(v["sentence"]), citations=tuple(citations_in(v["sentence"])))
+        for v in report.verdicts
+        if len(plain_sentence(v["sentence"])) >= 50
+    ]
     before = scholarqa_citation_scores(draft, by_source, lexical_entails)
     numbered = {str(r.number): texts[r.doc_id] for r in report.references if r.doc_id in texts}
     after = scholarqa_citation_scores(claim_sentences(report.markdown), numbered, lexical_entails)
     return before, after
 
 
-def run_pipeline(name: str, retriever, texts, policy: str, *, lm=None, offline=False, config=None,
-                 context=None, lm_writes=False) -> dict:
+def run_pipeline(
+    name: str, retriever, texts, policy: str, *, lm=None, offline=False, config=None, context=None, lm_writes=False
+) -> dict:
     befores, afters, actions, verify_calls, calls = [], [], Counter(), 0, 0
     for q in QUESTIONS:
         cfg = config or ResearchConfig(depth=1, breadth=2, hits_per_query=5)
-        program = DeepResearch(retriever=retriever, config=ResearchConfig(**{**cfg.__dict__, "verify": policy}),
-                               offline=offline)
+        program = DeepResearch(
+            retriever=retriever, config=ResearchConfig(**{**cfg.__dict__, "verify": policy}), offline=offline
+        )
         if lm_writes:  # offline research, then the LM writes the report and verifies it
             program.writer, program.verifier = Writer(), Verifier(policy, batch_size=cfg.verify_batch)
         with dspy.context(lm=lm, **(context or {})):
@@ -132,26 +149,42 @@ def run_pipeline(name: str, retriever, texts, policy: str, *, lm=None, offline=F
     p1, r1, _ = dataset_citation_f1(afters)
     checked = sum(actions.values())
     share = {a: actions[a] / checked if checked else 0.0 for a in ("rewritten", "removed", "marked")}
-    return {"pipeline": name, "policy": policy, "reports": len(befores), "checked": checked,
-            "P_before": p0, "R_before": r0, "P_after": p1, "R_after": r1, **share,
-            "verify_calls": verify_calls, "lm_calls": calls}
+    return {
+        "pipeline": name,
+        "policy": policy,
+        "reports": len(befores),
+        "checked": checked,
+        "P_before": p0,
+        "R_before": r0,
+        "P_after": p1,
+        "R_after": r1,
+        **share,
+        "verify_calls": verify_calls,
+        "lm_calls": calls,
+    }
 
 
 def print_rows(rows: list[dict]) -> None:
-    head = (f"{'pipeline':<9} {'policy':<8} {'reports':>7} {'checked':>7} {'P before':>8} {'P after':>7} "
-            f"{'R before':>8} {'R after':>7} {'rewritten':>9} {'removed':>7} {'marked':>6} {'verify calls':>12} "
-            f"{'all calls':>9}")
+    head = (
+        f"{'pipeline':<9} {'policy':<8} {'reports':>7} {'checked':>7} {'P before':>8} {'P after':>7} "
+        f"{'R before':>8} {'R after':>7} {'rewritten':>9} {'removed':>7} {'marked':>6} {'verify calls':>12} "
+        f"{'all calls':>9}"
+    )
     print(head)
     for r in rows:
-        print(f"{r['pipeline']:<9} {r['policy']:<8} {r['reports']:>7} {r['checked']:>7} {r['P_before']:>8.2f} "
-              f"{r['P_after']:>7.2f} {r['R_before']:>8.2f} {r['R_after']:>7.2f} {r['rewritten']:>9.0%} "
-              f"{r['removed']:>7.0%} {r['marked']:>6.0%} {r['verify_calls']:>12} {r['lm_calls']:>9}")
+        print(
+            f"{r['pipeline']:<9} {r['policy']:<8} {r['reports']:>7} {r['checked']:>7} {r['P_before']:>8.2f} "
+            f"{r['P_after']:>7.2f} {r['R_before']:>8.2f} {r['R_after']:>7.2f} {r['rewritten']:>9.0%} "
+            f"{r['removed']:>7.0%} {r['marked']:>6.0%} {r['verify_calls']:>12} {r['lm_calls']:>9}"
+        )
 
 
 def main(real: bool = False, data: str | None = None) -> list[dict]:
     data = data or os.environ.get("DEEPRESEARCH_DATA")
     if not data:
-        raise SystemExit("bench_verify: set DEEPRESEARCH_DATA (or pass --data) to the shared data folder holding scifact/")
+        raise SystemExit(
+            "bench_verify: set DEEPRESEARCH_DATA (or pass --data) to the shared data folder holding scifact/"
+        )
     corpus = load_corpus(Path(data) / "scifact")
     texts = {d.doc_id: d.text for d in corpus}
     retriever = BM25Retriever(corpus)
@@ -167,13 +200,27 @@ def main(real: bool = False, data: str | None = None) -> list[dict]:
 
         with LlamaServer() as server, output_limits(every=384):
             lm = make_lm("openai/smollm2", api_base=server.base_url, num_retries=0, cache=False, timeout_s=600)
-            config = ResearchConfig(depth=1, breadth=2, hits_per_query=3, passage_chars=600, verify_batch=3,
-                                    lm_timeout_s=600, lm_retries=0)
-            rows.append(run_pipeline("smollm2", retriever, texts, "rewrite", lm=lm, config=config, offline=True,
-                                     lm_writes=True, context={"adapter": SchemaAdapter()}))
+            config = ResearchConfig(
+                depth=1, breadth=2, hits_per_query=3, passage_chars=600, verify_batch=3, lm_timeout_s=600, lm_retries=0
+            )
+            rows.append(
+                run_pipeline(
+                    "smollm2",
+                    retriever,
+                    texts,
+                    "rewrite",
+                    lm=lm,
+                    config=config,
+                    offline=True,
+                    lm_writes=True,
+                    context={"adapter": SchemaAdapter()},
+                )
+            )
     print(machine_line())
-    print("protocol: ScholarQABench Algorithm 1 as the HERO paper prints it, corrected (scholarqa_citation_scores), "
-          "lexical entailment; not the released compute_autoais rules (docs/reference/protocols.md)")
+    print(
+        "protocol: ScholarQABench Algorithm 1 as the HERO paper prints it, corrected (scholarqa_citation_scores), "
+        "lexical entailment; not the released compute_autoais rules (docs/reference/protocols.md)"
+    )
     print_rows(rows)
     return rows
 

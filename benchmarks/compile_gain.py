@@ -38,8 +38,25 @@ def record_pool(folder: Path, claims: int) -> Path:
 
     results = folder / "results.jsonl"
     if not results.exists():
-        code = cli.main(["eval", "gather", "--data", "scifact", "--qrels", "train", "--lm", "offline",
-                         "--limit", str(claims), "--out", str(folder), "-q", "--bootstrap", "0"])
+        code = cli.main(
+            [
+                "eval",
+                "gather",
+                "--data",
+                "scifact",
+                "--qrels",
+                "train",
+                "--lm",
+                "offline",
+                "--limit",
+                str(claims),
+                "--out",
+                str(folder),
+                "-q",
+                "--bootstrap",
+                "0",
+            ]
+        )
         if code != 0:
             raise SystemExit(f"recording the frozen pool failed (exit {code})")
     return results
@@ -96,39 +113,72 @@ def main(argv: list[str] | None = None) -> int:
         if set(ex.gt_ids) & {h.doc.doc_id for h in hits}:
             examples.append(ex.copy(hits=hits).with_inputs("question", "subquery", "checklist", "hits"))
     trainset, devset = split_by_claim(examples, args.train, args.dev, args.seed)
-    print(f"pool {pool}: {len(examples)} searches with a ground-truth candidate; train {len(trainset)}, "
-          f"dev {len(devset)} (disjoint claims)", file=sys.stderr)
+    print(
+        f"pool {pool}: {len(examples)} searches with a ground-truth candidate; train {len(trainset)}, "
+        f"dev {len(devset)} (disjoint claims)",
+        file=sys.stderr,
+    )
 
-    lm = dspy.LM(args.lm, api_base=args.api_base, api_key=os.environ.get("DEEPRESEARCH_API_KEY", "local"),
-                 max_tokens=args.max_tokens, temperature=0.0, timeout=args.lm_timeout, num_retries=1)
+    lm = dspy.LM(
+        args.lm,
+        api_base=args.api_base,
+        api_key=os.environ.get("DEEPRESEARCH_API_KEY", "local"),
+        max_tokens=args.max_tokens,
+        temperature=0.0,
+        timeout=args.lm_timeout,
+        num_retries=1,
+    )
     counter = LMCalls()
     counter.attach(lm, "task")
     spec = metric_spec("assessor", "f1")
     floor = evaluate_scores(OfflineCandidateAssessor(), devset, spec, num_threads=1)
-    report = {"benchmark": "compile_gain", "stage": "gather_assess", "metric": spec.name, "lm": args.lm,
-              "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}; LM on llama-server"
-                         if args.api_base else platform.machine(),
-              "command": "python -m benchmarks.compile_gain " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "data": f"SciFact train claims 1-{args.claims}, offline loop (T=5) searches with a ground-truth "
-                      f"paper in their top {args.max_candidates}",
-              "split": {"train": len(trainset), "dev": len(devset), "by": "claim", "seed": args.seed},
-              "floor_offline_dev": sum(floor) / len(floor), "optimizers": {}}
+    report = {
+        "benchmark": "compile_gain",
+        "stage": "gather_assess",
+        "metric": spec.name,
+        "lm": args.lm,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}; LM on llama-server"
+        if args.api_base
+        else platform.machine(),
+        "command": "python -m benchmarks.compile_gain " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "data": f"SciFact train claims 1-{args.claims}, offline loop (T=5) searches with a ground-truth "
+        f"paper in their top {args.max_candidates}",
+        "split": {"train": len(trainset), "dev": len(devset), "by": "claim", "seed": args.seed},
+        "floor_offline_dev": sum(floor) / len(floor),
+        "optimizers": {},
+    }
     adapter = SchemaAdapter() if args.api_base else None
     for name in [o.strip() for o in args.optimizers.split(",") if o.strip()]:
         started, calls_before = time.perf_counter(), counter.total
         with dspy.context(lm=lm, adapter=adapter):
-            result = compile_program(CandidateAssessor(second_look=False), optimizer=name, spec=spec,
-                                     trainset=trainset, devset=devset, budget=args.budget, prompt_lm=lm,
-                                     num_threads=args.workers, seed=args.seed,
-                                     on_progress=lambda line, n=name: print(f"[{n}] {line}", file=sys.stderr, flush=True))
+            result = compile_program(
+                CandidateAssessor(second_look=False),
+                optimizer=name,
+                spec=spec,
+                trainset=trainset,
+                devset=devset,
+                budget=args.budget,
+                prompt_lm=lm,
+                num_threads=args.workers,
+                seed=args.seed,
+                on_progress=lambda line, n=name: print(f"[{n}] {line}", file=sys.stderr, flush=True),
+            )
         ci = paired_bootstrap(result.before_scores, result.after_scores)
         report["optimizers"][name] = {
-            "before": result.before, "after": result.after, "change": result.after - result.before, "ci95": ci,
-            "lm_calls": counter.total - calls_before, "metric_calls": result.metric_calls,
+            "before": result.before,
+            "after": result.after,
+            "change": result.after - result.before,
+            "ci95": ci,
+            "lm_calls": counter.total - calls_before,
+            "metric_calls": result.metric_calls,
             "seconds": round(time.perf_counter() - started, 1),
-            "demos": sum(len(p.demos) for _, p in result.program.named_predictors())}
-        print(f"{name}: dev F1 {result.before:.3f} -> {result.after:.3f} ({result.after - result.before:+.3f}, "
-              f"95% CI {ci[0]:+.3f} to {ci[1]:+.3f}); LM calls {counter.total - calls_before}", flush=True)
+            "demos": sum(len(p.demos) for _, p in result.program.named_predictors()),
+        }
+        print(
+            f"{name}: dev F1 {result.before:.3f} -> {result.after:.3f} ({result.after - result.before:+.3f}, "
+            f"95% CI {ci[0]:+.3f} to {ci[1]:+.3f}); LM calls {counter.total - calls_before}",
+            flush=True,
+        )
         out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")  # after each optimizer
     print(f"offline floor on dev: F1 {report['floor_offline_dev']:.3f}\nresults: {out}")
     out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

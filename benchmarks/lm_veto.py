@@ -49,8 +49,25 @@ def offline_run(folder: Path, qrels: str, claims: int) -> list[dict]:
 
     results = folder / "results.jsonl"
     if not results.exists():
-        code = cli.main(["eval", "gather", "--queries", "scifact", "--qrels", qrels, "--lm", "offline",
-                         "--limit", str(claims), "--out", str(folder), "--no-progress", "--bootstrap", "0"])
+        code = cli.main(
+            [
+                "eval",
+                "gather",
+                "--queries",
+                "scifact",
+                "--qrels",
+                qrels,
+                "--lm",
+                "offline",
+                "--limit",
+                str(claims),
+                "--out",
+                str(folder),
+                "--no-progress",
+                "--bootstrap",
+                "0",
+            ]
+        )
         if code != 0:
             raise SystemExit(f"the offline loop failed (exit {code})")
     return [json.loads(line) for line in results.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -95,8 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     rows = offline_run(Path(args.pool or out.with_suffix(".pool")), args.qrels, args.claims)
     docs = {d.doc_id: d for d in load_corpus(DEFAULT_DATA / "scifact")}
-    lm = dspy.LM(args.lm, api_base=args.api_base, api_key=os.environ.get("DEEPRESEARCH_API_KEY", "local"),
-                 max_tokens=args.max_tokens, temperature=0.0, timeout=args.lm_timeout, num_retries=1)
+    lm = dspy.LM(
+        args.lm,
+        api_base=args.api_base,
+        api_key=os.environ.get("DEEPRESEARCH_API_KEY", "local"),
+        max_tokens=args.max_tokens,
+        temperature=0.0,
+        timeout=args.lm_timeout,
+        num_retries=1,
+    )
     assessor = CandidateAssessor(second_look=False)
     adapter = SchemaAdapter() if args.api_base else None
     labels: dict[str, list[str]] = {}
@@ -107,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         hits = [Hit(doc=docs[d], score=0.0, rank=n) for n, d in enumerate(kept, 1)]
         try:
             with dspy.context(lm=lm, adapter=adapter):
-                pred = asyncio.run(assessor.acall(question=row["query"], subquery=row["query"], checklist="",
-                                                  hits=hits))
+                pred = asyncio.run(
+                    assessor.acall(question=row["query"], subquery=row["query"], checklist="", hits=hits)
+                )
             labels[row["query_id"]] = [j.label for j in pred.judgements]
         except Exception as err:  # a reply that cannot be used: the claim keeps the offline selection
             failed += 1
@@ -123,13 +148,20 @@ def main(argv: list[str] | None = None) -> int:
             chosen = rule(kept, labels[row["query_id"]]) if row["query_id"] in labels else kept
             per_rule[name].append(claim_scores(chosen, gt))
     floor = [f for _, _, f in per_rule["offline"]]
-    report = {"benchmark": "lm_veto", "lm": args.lm, "split": args.qrels, "claims": len(rows),
-              "claims_asked": len(asked), "replies_failed": failed,
-              "seconds": round(time.perf_counter() - started, 1),
-              "machine": f"{platform.machine()}, {os.cpu_count()} CPUs; LM on llama-server" if args.api_base
-                         else platform.machine(),
-              "command": "python -m benchmarks.lm_veto " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "rules": {}}
+    report = {
+        "benchmark": "lm_veto",
+        "lm": args.lm,
+        "split": args.qrels,
+        "claims": len(rows),
+        "claims_asked": len(asked),
+        "replies_failed": failed,
+        "seconds": round(time.perf_counter() - started, 1),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs; LM on llama-server"
+        if args.api_base
+        else platform.machine(),
+        "command": "python -m benchmarks.lm_veto " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "rules": {},
+    }
     print(f"| rule ({args.qrels}, {len(rows)} claims) | R | P | F1 | change in per-claim F1 (95% CI) |")
     print("|---|---|---|---|---|")
     for name, scores in per_rule.items():

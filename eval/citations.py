@@ -84,16 +84,9 @@ def citation_precision(grades: Sequence[float]) -> float:
     return sum(grades) / len(grades) if grades else 0.0
 
 
-
-
-
-
-
-
-
-
-def grade_claims(claims: Iterable[Sentence], passages: Mapping[str, str], grader: Grader = lexical_support,
-                 max_citations: int = 3) -> list[float]:
+def grade_claims(
+    claims: Iterable[Sentence], passages: Mapping[str, str], grader: Grader = lexical_support, max_citations: int = 3
+) -> list[float]:
     """Support grade of each cited claim by the texts of its first `max_citations` citations.
 
     A claim whose citations name no known passage gets 0 (nothing supports it).
@@ -129,8 +122,13 @@ class CitationScores:
         return harmonic_mean(self.precision, self.recall)
 
 
-def scholarqa_citation_scores(claims: Iterable[Sentence], passages: Mapping[str, str], entails: Entails,
-                              max_citations: int = 3, printed_algorithm: bool = False) -> CitationScores:
+def scholarqa_citation_scores(
+    claims: Iterable[Sentence],
+    passages: Mapping[str, str],
+    entails: Entails,
+    max_citations: int = 3,
+    printed_algorithm: bool = False,
+) -> CitationScores:
     """ScholarQABench citation precision and recall of one report (spec 001 §6.2, Algorithm 1).
 
     Args:
@@ -175,8 +173,9 @@ def answer_sentences(markdown: str) -> list[str]:
     return [part for block in prose_blocks(body_text(markdown)) for part in split_block(block)]
 
 
-def scholarqa_official_scores(sentences: Sequence[str], passages: Mapping[str, str], entails: Entails,
-                              max_citations: int = 3, min_chars: int = 50) -> CitationScores | None:
+def scholarqa_official_scores(
+    sentences: Sequence[str], passages: Mapping[str, str], entails: Entails, max_citations: int = 3, min_chars: int = 50
+) -> CitationScores | None:
     """ScholarQABench citation precision and recall of one answer under the released scorer's rules.
 
     Those of `compute_autoais` (AkariAsai/ScholarQABench@95e6fc5 scripts/citation_correctness_eval.py) where
@@ -233,8 +232,22 @@ def dataset_citation_f1(reports: Sequence[CitationScores]) -> tuple[float, float
     return p, r, harmonic_mean(p, r)
 
 
-__all__ = ["CitationRecall", "CitationScores", "Sentence", "answer_sentences", "citation_precision", "citation_recall",
-           "citations_in",
-           "claim_sentences", "dataset_citation_f1", "grade_claims", "lexical_coverage", "lexical_entails",
-           "lexical_support", "scholarqa_citation_scores", "scholarqa_official_scores", "split_sentences",
-           "strip_citations"]
+__all__ = [
+    "CitationRecall",
+    "CitationScores",
+    "Sentence",
+    "answer_sentences",
+    "citation_precision",
+    "citation_recall",
+    "citations_in",
+    "claim_sentences",
+    "dataset_citation_f1",
+    "grade_claims",
+    "lexical_coverage",
+    "lexical_entails",
+    "lexical_support",
+    "scholarqa_citation_scores",
+    "scholarqa_official_scores",
+    "split_sentences",
+    "strip_citations",
+]

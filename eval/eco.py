@@ -17,13 +17,33 @@ from pathlib import Path
 from deepresearch.eval.report import source_stats
 
 VOCAB_PATH = Path(__file__).with_name("eco_vocab.json")
-REQUIRED_LISTS = ("mechanistic", "causal", "temporal_vague", "regions", "interventions", "biodiversity_dimensions",
-                  "ecosystem_services", "spatial_scales", "conservation", "climate", "complexity", "statistical",
-                  "uncertainty", "speculation", "novelty", "research_gaps")
+REQUIRED_LISTS = (
+    "mechanistic",
+    "causal",
+    "temporal_vague",
+    "regions",
+    "interventions",
+    "biodiversity_dimensions",
+    "ecosystem_services",
+    "spatial_scales",
+    "conservation",
+    "climate",
+    "complexity",
+    "statistical",
+    "uncertainty",
+    "speculation",
+    "novelty",
+    "research_gaps",
+)
 
 # Overall quality (spec 000 §6.4; the reference repository's weights, which sum to 1.00).
 OVERALL_WEIGHTS: dict[str, float] = {
-    "depth": 0.22, "breadth": 0.20, "rigor": 0.18, "innovation": 0.15, "ecological": 0.12, "density": 0.08,
+    "depth": 0.22,
+    "breadth": 0.20,
+    "rigor": 0.18,
+    "innovation": 0.15,
+    "ecological": 0.12,
+    "density": 0.08,
     "taxonomic": 0.05,
 }
 DENSITY_CAP = 50.0  # sources per 1,000 words at which S_density saturates
@@ -32,7 +52,8 @@ TAXONOMIC_CAP = 10
 # Temporal precision (spec 000 §6.4, (D) regexes): quantified durations and ranges ("5–10 years",
 # "≥10 years", "a 3-year study") and year ranges ("1990–2010").
 SPECIFIC_DURATION = re.compile(
-    r"(?:[≥≤><]\s*)?\b\d+(?:\.\d+)?(?:\s*(?:[–-]|to)\s*\d+(?:\.\d+)?)?[\s-]*(?:day|week|month|year|decade)s?\b", re.I)
+    r"(?:[≥≤><]\s*)?\b\d+(?:\.\d+)?(?:\s*(?:[–-]|to)\s*\d+(?:\.\d+)?)?[\s-]*(?:day|week|month|year|decade)s?\b", re.I
+)
 YEAR_RANGE = re.compile(r"\b(?:1[89]|20)\d\d\s*[–-]\s*(?:1[89]|20)\d\d\b")
 
 # Formal citations: "(Smith et al., 2021)", "(Smith and Jones 2019; Lee, 2020a)" and "Smith et al. (2021)".
@@ -101,8 +122,13 @@ def depth_score(mechanistic: float, causal: float, temporal: float) -> float:
 
 
 def breadth_score(regions: float, interventions: float, dimensions: float, services: float, scales: float) -> float:
-    return (0.25 * capped(regions, 8) + 0.25 * capped(interventions, 12) + 0.25 * capped(dimensions, 8)
-            + 0.15 * capped(services, 10) + 0.10 * capped(scales, 6))
+    return (
+        0.25 * capped(regions, 8)
+        + 0.25 * capped(interventions, 12)
+        + 0.25 * capped(dimensions, 8)
+        + 0.15 * capped(services, 10)
+        + 0.10 * capped(scales, 6)
+    )
 
 
 def ecological_score(conservation: float, climate: float, complexity: float) -> float:
@@ -191,8 +217,9 @@ def eco_scores(markdown: str, vocab: Mapping[str, tuple[str, ...]] | None = None
     c = count_signals(markdown, vocab)
     parts = {
         "depth": depth_score(c["mechanistic"], c["causal"], c["temporal_precision"]),
-        "breadth": breadth_score(c["regions"], c["interventions"], c["biodiversity_dimensions"],
-                                 c["ecosystem_services"], c["spatial_scales"]),
+        "breadth": breadth_score(
+            c["regions"], c["interventions"], c["biodiversity_dimensions"], c["ecosystem_services"], c["spatial_scales"]
+        ),
         "ecological": ecological_score(c["conservation"], c["climate"], c["complexity"]),
         "rigor": rigor_score(c["statistical"], c["formal_citations"], c["uncertainty"]),
         "innovation": innovation_score(c["speculation"], c["novelty"], c["research_gaps"]),
@@ -202,6 +229,24 @@ def eco_scores(markdown: str, vocab: Mapping[str, tuple[str, ...]] | None = None
     return EcoScores(**parts, overall=overall_quality(parts), counts=c)
 
 
-__all__ = ["OVERALL_WEIGHTS", "EcoScores", "binomials", "breadth_score", "capped", "count_signals", "density_score",
-           "depth_score", "distinct", "eco_scores", "ecological_score", "formal_citations", "innovation_score",
-           "load_vocab", "occurrences", "overall_quality", "rigor_score", "taxonomic_score", "temporal_precision"]
+__all__ = [
+    "OVERALL_WEIGHTS",
+    "EcoScores",
+    "binomials",
+    "breadth_score",
+    "capped",
+    "count_signals",
+    "density_score",
+    "depth_score",
+    "distinct",
+    "eco_scores",
+    "ecological_score",
+    "formal_citations",
+    "innovation_score",
+    "load_vocab",
+    "occurrences",
+    "overall_quality",
+    "rigor_score",
+    "taxonomic_score",
+    "temporal_precision",
+]

@@ -44,7 +44,7 @@ PROTOCOLS = ("official", "spec")
 # What each protocol's numbers match, written into every summary.
 PROTOCOL_SOURCES = {
     "official": "ScholarGym's released scorer (shenhao-stu/ScholarGym@f426fd1 code/deeprag.py, code/eval.py, "
-                "code/metrics.py)",
+    "code/metrics.py)",
     "spec": "the ScholarGym paper's prose as this library read it before the released scorer was checked",
 }
 # Stops the released workflow turns into a dropped query whatever the round: an empty plan returns None
@@ -69,9 +69,15 @@ class QueryTrace:
     def from_result(cls, query_id: str, gt: Sequence[str], result: GatherResult) -> QueryTrace:
         gt = frozenset(gt)
         iterations = [r.iteration for r in result.rounds]
-        return cls(query_id=query_id, gt=gt, retrieved=tuple(frozenset(result.retrieved_in(t)) for t in iterations),
-                   selected=tuple(frozenset(result.selected_in(t)) for t in iterations),
-                   ranks=tuple(gt_ranks(result, gt)), is_failed=result.is_failed, stop_reason=result.stop_reason)
+        return cls(
+            query_id=query_id,
+            gt=gt,
+            retrieved=tuple(frozenset(result.retrieved_in(t)) for t in iterations),
+            selected=tuple(frozenset(result.selected_in(t)) for t in iterations),
+            ranks=tuple(gt_ranks(result, gt)),
+            is_failed=result.is_failed,
+            stop_reason=result.stop_reason,
+        )
 
     def failed_under(self, protocol: str) -> bool:
         """Whether the query leaves the means under `protocol` (see the module docstring).
@@ -127,8 +133,9 @@ def _padded(trace: QueryTrace, iterations: int) -> tuple[list, list, list]:
     return retrieved[:iterations], selected[:iterations], ranks[:iterations]
 
 
-def query_curves(trace: QueryTrace, iterations: int, variant: str = "per_iteration",
-                 k: int = DISTANCE_K, protocol: str = "official") -> dict[str, list[float]]:
+def query_curves(
+    trace: QueryTrace, iterations: int, variant: str = "per_iteration", k: int = DISTANCE_K, protocol: str = "official"
+) -> dict[str, list[float]]:
     """Per-iteration values for one query: cumulative recall/precision on selected and retrieved sets,
     Avg.Distance, and the GT discard rate.
 
@@ -143,8 +150,18 @@ def query_curves(trace: QueryTrace, iterations: int, variant: str = "per_iterati
     official = protocol == "official"
     reached = len(trace.retrieved)
     retrieved, selected, ranks = _padded(trace, iterations)
-    curves: dict[str, list[float]] = {m: [] for m in ("recall", "precision", "ret_recall", "ret_precision",
-                                                      "avg_distance", "gt_discard_rate", "selected_size")}
+    curves: dict[str, list[float]] = {
+        m: []
+        for m in (
+            "recall",
+            "precision",
+            "ret_recall",
+            "ret_precision",
+            "avg_distance",
+            "gt_discard_rate",
+            "selected_size",
+        )
+    }
     all_r, all_s = set(), set()
     best_ever: dict[str, int] = {}
     selected_before: set[str] = set()
@@ -203,8 +220,10 @@ def _mean_or_none(values: np.ndarray) -> float | None:
 
 def _aggregate(m: dict[str, np.ndarray], hits: dict[str, np.ndarray]) -> dict[str, float]:
     """Final-iteration summary from per-query arrays of shape (queries, iterations)."""
-    final: dict[str, float | None] = {name: float(m[name][:, -1].mean()) for name in ("recall", "precision", "ret_recall", "ret_precision",
-                                                              "selected_size")}
+    final: dict[str, float | None] = {
+        name: float(m[name][:, -1].mean())
+        for name in ("recall", "precision", "ret_recall", "ret_precision", "selected_size")
+    }
     final["f1"] = harmonic_mean(final["precision"], final["recall"])
     final["ret_f1"] = harmonic_mean(final["ret_precision"], final["ret_recall"])
     per_query_f1 = [harmonic_mean(p, r) for p, r in zip(m["precision"][:, -1], m["recall"][:, -1])]
@@ -227,9 +246,17 @@ def _aggregate(m: dict[str, np.ndarray], hits: dict[str, np.ndarray]) -> dict[st
 CI_METRICS = ("recall", "precision", "f1", "ret_recall", "ret_precision", "ret_f1", "avg_distance")
 
 
-def summarize(traces: Sequence[QueryTrace], iterations: int, *, variant: str = "per_iteration",
-              failed: str = "excluded", k: int = DISTANCE_K, bootstrap: int = 1000, seed: int = 0,
-              protocol: str = "official") -> dict:
+def summarize(
+    traces: Sequence[QueryTrace],
+    iterations: int,
+    *,
+    variant: str = "per_iteration",
+    failed: str = "excluded",
+    k: int = DISTANCE_K,
+    bootstrap: int = 1000,
+    seed: int = 0,
+    protocol: str = "official",
+) -> dict:
     """Scores a run.
 
     Args:
@@ -261,31 +288,48 @@ def summarize(traces: Sequence[QueryTrace], iterations: int, *, variant: str = "
         by_stop[t.stop_reason or "unknown"] = by_stop.get(t.stop_reason or "unknown", 0) + 1
     if failed == "excluded":
         scored = [t for t in scored if not t.failed_under(protocol)]
-    counts = {"protocol": protocol, "protocol_source": PROTOCOL_SOURCES[protocol],
-              "queries": len(traces), "evaluated": len(scored), "skipped_no_gt": len(traces) - sum(bool(t.gt) for t in traces),
-              "failed": len(failing), "failed_by_stop": dict(sorted(by_stop.items())), "failed_policy": failed,
-              "iterations": iterations, "distance_variant": variant,
-              "gt_discard_unit": "fraction" if protocol == "official" else "percent"}
+    counts = {
+        "protocol": protocol,
+        "protocol_source": PROTOCOL_SOURCES[protocol],
+        "queries": len(traces),
+        "evaluated": len(scored),
+        "skipped_no_gt": len(traces) - sum(bool(t.gt) for t in traces),
+        "failed": len(failing),
+        "failed_by_stop": dict(sorted(by_stop.items())),
+        "failed_policy": failed,
+        "iterations": iterations,
+        "distance_variant": variant,
+        "gt_discard_unit": "fraction" if protocol == "official" else "percent",
+    }
     if not scored:
         return {**counts, "final": {}, "per_iteration": {}, "ci95": {}}
     curves = [query_curves(t, iterations, variant, k, protocol) for t in scored]
     m = {name: np.array([c[name] for c in curves], dtype=float) for name in curves[0]}
-    hits = {"gt": np.array([len(t.gt) for t in scored]),
-            "selected": np.array([len(frozenset().union(*t.selected)) for t in scored]),
-            "retrieved": np.array([len(frozenset().union(*t.retrieved)) for t in scored]),
-            "gt_selected": np.array([len(t.gt & frozenset().union(*t.selected)) for t in scored]),
-            "gt_retrieved": np.array([len(t.gt & frozenset().union(*t.retrieved)) for t in scored])}
-    per_iteration = {name: [float(x) for x in m[name].mean(axis=0)] for name in
-                     ("recall", "precision", "ret_recall", "ret_precision")}
+    hits = {
+        "gt": np.array([len(t.gt) for t in scored]),
+        "selected": np.array([len(frozenset().union(*t.selected)) for t in scored]),
+        "retrieved": np.array([len(frozenset().union(*t.retrieved)) for t in scored]),
+        "gt_selected": np.array([len(t.gt & frozenset().union(*t.selected)) for t in scored]),
+        "gt_retrieved": np.array([len(t.gt & frozenset().union(*t.retrieved)) for t in scored]),
+    }
+    per_iteration = {
+        name: [float(x) for x in m[name].mean(axis=0)]
+        for name in ("recall", "precision", "ret_recall", "ret_precision")
+    }
     per_iteration["f1"] = [harmonic_mean(p, r) for p, r in zip(per_iteration["precision"], per_iteration["recall"])]
     for name in ("avg_distance", "gt_discard_rate"):
         per_iteration[name] = [None if np.isnan(x) else float(x) for x in _iteration_means(m[name])]
-    return {**counts, "final": _aggregate(m, hits), "per_iteration": per_iteration,
-            "ci95": bootstrap_ci(m, hits, bootstrap, seed)}
+    return {
+        **counts,
+        "final": _aggregate(m, hits),
+        "per_iteration": per_iteration,
+        "ci95": bootstrap_ci(m, hits, bootstrap, seed),
+    }
 
 
-def bootstrap_ci(m: dict[str, np.ndarray], hits: dict[str, np.ndarray], resamples: int = 1000,
-                 seed: int = 0) -> dict[str, list[float]]:
+def bootstrap_ci(
+    m: dict[str, np.ndarray], hits: dict[str, np.ndarray], resamples: int = 1000, seed: int = 0
+) -> dict[str, list[float]]:
     """Percentile 95% intervals of the final metrics over query resamples (F1 recomputed from resampled means)."""
     if resamples <= 0:
         return {}
@@ -307,8 +351,11 @@ def bootstrap_ci(m: dict[str, np.ndarray], hits: dict[str, np.ndarray], resample
     for f1, (p, r) in {"f1": ("precision", "recall"), "ret_f1": ("ret_precision", "ret_recall")}.items():
         total = samples[p] + samples[r]
         samples[f1] = np.divide(2 * samples[p] * samples[r], total, out=np.zeros_like(total), where=total > 0)
-    return {name: [float(np.nanpercentile(samples[name], 2.5)), float(np.nanpercentile(samples[name], 97.5))]
-            for name in CI_METRICS if not np.isnan(samples[name]).all()}
+    return {
+        name: [float(np.nanpercentile(samples[name], 2.5)), float(np.nanpercentile(samples[name], 97.5))]
+        for name in CI_METRICS
+        if not np.isnan(samples[name]).all()
+    }
 
 
 def trace_query(trace: Mapping[str, Any], relevant_ids: Iterable[str], query_id: str | None = None) -> QueryTrace:
@@ -318,14 +365,23 @@ def trace_query(trace: Mapping[str, Any], relevant_ids: Iterable[str], query_id:
         ValueError: when the trace holds no gathering result (the run used another strategy).
     """
     if not trace.get("gathered"):
-        raise ValueError("the trace has no gathering result (`gathered`); it comes from runs of the gather "
-                         "strategy: deepresearch run ... --preset gather")
+        raise ValueError(
+            "the trace has no gathering result (`gathered`); it comes from runs of the gather "
+            "strategy: deepresearch run ... --preset gather"
+        )
     result = GatherResult.from_dict(trace["gathered"])
     return QueryTrace.from_result(query_id or result.question, relevant_ids, result)
 
 
-def metrics_from_trace(trace: Mapping[str, Any], relevant_ids: Iterable[str], *, iterations: int | None = None,
-                       failed: str = "included", bootstrap: int = 0, **options: Any) -> dict:
+def metrics_from_trace(
+    trace: Mapping[str, Any],
+    relevant_ids: Iterable[str],
+    *,
+    iterations: int | None = None,
+    failed: str = "included",
+    bootstrap: int = 0,
+    **options: Any,
+) -> dict:
     """ScholarGym's metrics (spec 004 §4) of one research run of the `gather` strategy, from its trace.
 
     Args:

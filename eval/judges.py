@@ -81,20 +81,21 @@ class RateReport(dspy.Signature):
 # Rubrics in our own words; each is what a 10 looks like on that criterion.
 CRITERIA: dict[str, str] = {
     "clarity": "Well organised and easy to follow: a clear structure, precise wording, no needless repetition, "
-               "and a direct answer to the question early on.",
+    "and a direct answer to the question early on.",
     "depth": "Explains mechanisms, causes and conditions rather than listing facts; gives concrete details, "
-             "numbers and examples, and follows the question to its harder parts.",
+    "numbers and examples, and follows the question to its harder parts.",
     "balance": "Presents the competing views and evidence on the question fairly, including disagreements and "
-               "limitations, without favouring one side beyond what the evidence warrants.",
+    "limitations, without favouring one side beyond what the evidence warrants.",
     "breadth": "Covers the main aspects, subtopics and perspectives relevant to the question without large gaps.",
     "support": "Backs its claims with specific, credible, cited evidence; the citations fit the claims they follow.",
     "insightfulness": "Goes beyond summary: synthesises sources into new connections, implications or "
-                      "well-founded recommendations, and points out what remains open.",
+    "well-founded recommendations, and points out what remains open.",
 }
 
 
-def judge_lm(model: str, api_base: str | None = None, api_key: str | None = None, temperature: float = 0.0,
-             **kwargs: Any) -> dspy.LM:
+def judge_lm(
+    model: str, api_base: str | None = None, api_key: str | None = None, temperature: float = 0.0, **kwargs: Any
+) -> dspy.LM:
     """A checked judge LM, temperature 0 by default.
 
     Raises:
@@ -135,7 +136,9 @@ def cache_key(predictor: dspy.Predict, lm: Any, inputs: Mapping[str, Any]) -> st
     """SHA-256 of the judge's instructions and fields, the LM's model and settings, and the inputs."""
     sig = predictor.signature
     payload = {
-        "instructions": sig.instructions, "inputs": list(sig.input_fields), "outputs": list(sig.output_fields),
+        "instructions": sig.instructions,
+        "inputs": list(sig.input_fields),
+        "outputs": list(sig.output_fields),
         "model": getattr(lm, "model", str(lm)),
         "temperature": getattr(lm, "kwargs", {}).get("temperature"),
         "values": dict(inputs),
@@ -147,7 +150,9 @@ async def cached_call(predictor: dspy.Predict, cache: JudgeCache | None, **input
     """The predictor's outputs for `inputs` as JSON values, from the cache when it has them."""
     lm = predictor.lm or dspy.settings.lm
     if lm is None:
-        raise ValueError("no judge LM: pass lm= to the judge or build one with deepresearch.eval.judges.judge_lm(model)")
+        raise ValueError(
+            "no judge LM: pass lm= to the judge or build one with deepresearch.eval.judges.judge_lm(model)"
+        )
     key = cache_key(predictor, lm, inputs) if cache is not None else ""
     if cache is not None and (hit := cache.get(key)) is not None:
         return hit
@@ -206,8 +211,9 @@ class KeyPointJudge(_Judge):
         self._bind(lm)
 
     async def aforward(self, question: str, report: str, key_points: Sequence[str]) -> dspy.Prediction:
-        outs = await self._gather(self.judge_key_point, [
-            {"question": question, "report": report, "key_point": kp} for kp in key_points])
+        outs = await self._gather(
+            self.judge_key_point, [{"question": question, "report": report, "key_point": kp} for kp in key_points]
+        )
         labels = [o["label"] for o in outs]
         return dspy.Prediction(verdicts=labels, kpr=key_point_recall(labels), kpc=key_point_contradiction(labels))
 
@@ -218,8 +224,13 @@ class KeyPointJudge(_Judge):
 class CriteriaJudge(_Judge):
     """Scores a report 0-10 on each criterion of `criteria` (default: the six of DeepResearchGym)."""
 
-    def __init__(self, lm: dspy.LM | None = None, cache: JudgeCache | None = None, max_concurrency: int = 8,
-                 criteria: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        lm: dspy.LM | None = None,
+        cache: JudgeCache | None = None,
+        max_concurrency: int = 8,
+        criteria: Mapping[str, str] | None = None,
+    ):
         super().__init__(lm, cache, max_concurrency)
         self.criteria = dict(criteria or CRITERIA)
         if not self.criteria:
@@ -228,9 +239,13 @@ class CriteriaJudge(_Judge):
         self._bind(lm)
 
     async def aforward(self, question: str, report: str) -> dspy.Prediction:
-        outs = await self._gather(self.rate_report, [
-            {"question": question, "report": report, "criterion": name, "rubric": rubric}
-            for name, rubric in self.criteria.items()])
+        outs = await self._gather(
+            self.rate_report,
+            [
+                {"question": question, "report": report, "criterion": name, "rubric": rubric}
+                for name, rubric in self.criteria.items()
+            ],
+        )
         scores, justifications = {}, {}
         for name, out in zip(self.criteria, outs):
             score = int(out["score"])
@@ -238,8 +253,7 @@ class CriteriaJudge(_Judge):
                 logger.warning("judge gave %s a score of %s, outside 0-10; clamped", name, score)
                 score = min(max(score, 0), 10)
             scores[name], justifications[name] = score, out["justification"]
-        return dspy.Prediction(scores=scores, justifications=justifications,
-                               mean=sum(scores.values()) / len(scores))
+        return dspy.Prediction(scores=scores, justifications=justifications, mean=sum(scores.values()) / len(scores))
 
     def forward(self, question: str, report: str) -> dspy.Prediction:
         return run_sync(self.aforward(question=question, report=report))
@@ -248,8 +262,13 @@ class CriteriaJudge(_Judge):
 class CitationSupportJudge(_Judge):
     """Grades each cited claim by its cited passages; returns grades and DeepResearchGym citation precision."""
 
-    def __init__(self, lm: dspy.LM | None = None, cache: JudgeCache | None = None, max_concurrency: int = 8,
-                 max_citations: int = 3):
+    def __init__(
+        self,
+        lm: dspy.LM | None = None,
+        cache: JudgeCache | None = None,
+        max_concurrency: int = 8,
+        max_citations: int = 3,
+    ):
         super().__init__(lm, cache, max_concurrency)
         self.max_citations = max_citations
         self.grade_citation_support = dspy.Predict(GradeCitationSupport)
@@ -273,8 +292,20 @@ class CitationSupportJudge(_Judge):
         return run_sync(self.aforward(claims=claims, passages=passages))
 
 
-__all__ = ["CRITERIA", "CitationSupportJudge", "CriteriaJudge", "GradeCitationSupport", "JudgeCache", "JudgeKeyPoint",
-           "KeyPointJudge", "RateReport", "cached_call", "judge_lm", "key_point_contradiction", "key_point_recall"]
+__all__ = [
+    "CRITERIA",
+    "CitationSupportJudge",
+    "CriteriaJudge",
+    "GradeCitationSupport",
+    "JudgeCache",
+    "JudgeKeyPoint",
+    "KeyPointJudge",
+    "RateReport",
+    "cached_call",
+    "judge_lm",
+    "key_point_contradiction",
+    "key_point_recall",
+]
 
 
 class DimensionScore(BaseModel):
@@ -296,16 +327,20 @@ class JudgeTaxonomy(dspy.Signature):
     model_tree: str = dspy.InputField(desc="the taxonomy to judge, in the same form")
     semantic_coverage: DimensionScore = dspy.OutputField(
         desc="how many of the expert tree's core concepts the model tree recalls. 1: more than half of the core "
-             "first- and second-level branches are missing; 4: more than 90% of the core concepts are present; "
-             "5: all of them are, possibly with useful branches the experts lacked")
+        "first- and second-level branches are missing; 4: more than 90% of the core concepts are present; "
+        "5: all of them are, possibly with useful branches the experts lacked"
+    )
     sibling_organization: DimensionScore = dspy.OutputField(
         desc="whether the children of each node are mutually exclusive and jointly exhaustive. 1: siblings overlap "
-             "by more than half, or follow no visible logic; 5: every level divides its parent along one strict "
-             "criterion")
+        "by more than half, or follow no visible logic; 5: every level divides its parent along one strict "
+        "criterion"
+    )
     hierarchical_logic: DimensionScore = dspy.OutputField(
         desc="whether each child is truly a kind or a part of its parent. 1: many parent-child relations are "
-             "inverted or invented; 5: every relation follows strict academic definitions at the depth the experts "
-             "used")
+        "inverted or invented; 5: every relation follows strict academic definitions at the depth the experts "
+        "used"
+    )
     structural_topology: DimensionScore = dspy.OutputField(
         desc="how closely the shape of the model tree matches the expert tree. 1: badly deformed, for example flat "
-             "where the experts go deep; 5: it reproduces how the experts spread detail across levels and branches")
+        "where the experts go deep; 5: it reproduces how the experts spread detail across levels and branches"
+    )

@@ -72,15 +72,26 @@ class Support:
     def entails(self, premise: str, hypothesis: str) -> bool:
         if self.lm is None:
             return lexical_entails(premise, hypothesis)
-        return self._ask(("entails", premise, hypothesis), lambda: run_sync(cached_call(
-            self.grade, self.cache, claim=hypothesis, sources=[premise]))["support"] == "full")
+        return self._ask(
+            ("entails", premise, hypothesis),
+            lambda: (
+                run_sync(cached_call(self.grade, self.cache, claim=hypothesis, sources=[premise]))["support"] == "full"
+            ),
+        )
 
     def covers(self, question: str, text: str, key_point: str) -> bool:
         """Whether `text` states `key_point` (the judge's "Supported", or the offline word-coverage rule)."""
         if self.lm is None:
             return lexical_coverage(text, key_point) >= KEY_POINT_COVERAGE
-        return self._ask(("covers", question, text, key_point), lambda: run_sync(cached_call(
-            self.key_point, self.cache, question=question, report=text, key_point=key_point))["label"] == "Supported")
+        return self._ask(
+            ("covers", question, text, key_point),
+            lambda: (
+                run_sync(cached_call(self.key_point, self.cache, question=question, report=text, key_point=key_point))[
+                    "label"
+                ]
+                == "Supported"
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -113,8 +124,10 @@ class Quality:
         return score * self.retention if self.retention is not None else score
 
     def feedback(self, limit: int = 4) -> str:
-        head = (f"Citation precision {self.citation_precision:.2f}, recall {self.citation_recall:.2f} "
-                f"({self.citations.n_supported} of {self.citations.n_claims} claims supported by what they cite)")
+        head = (
+            f"Citation precision {self.citation_precision:.2f}, recall {self.citation_recall:.2f} "
+            f"({self.citations.n_supported} of {self.citations.n_claims} claims supported by what they cite)"
+        )
         if self.kpr is not None:
             head += f", key-point recall {self.kpr:.2f}"
         if self.retention is not None:
@@ -129,9 +142,17 @@ def _short(text: str, n: int = 110) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def score_claims(claims: Sequence[Sentence], passages: Mapping[str, str], support: Support, *,
-                 text: str = "", question: str = "", key_points: Sequence[str] = (),
-                 given: Sequence[str] = (), integration: bool = True) -> Quality:
+def score_claims(
+    claims: Sequence[Sentence],
+    passages: Mapping[str, str],
+    support: Support,
+    *,
+    text: str = "",
+    question: str = "",
+    key_points: Sequence[str] = (),
+    given: Sequence[str] = (),
+    integration: bool = True,
+) -> Quality:
     """Scores cited claims against the passages their citations name.
 
     Args:
@@ -151,11 +172,15 @@ def score_claims(claims: Sequence[Sentence], passages: Mapping[str, str], suppor
         if not claim.citations:
             problems.append(f'"{_short(claim.text)}" cites nothing: cite the passage that states it or drop it.')
         elif not cited:
-            problems.append(f'"{_short(claim.text)}" cites {", ".join(claim.citations)}, which name no given '
-                            f"source: copy source ids exactly.")
+            problems.append(
+                f'"{_short(claim.text)}" cites {", ".join(claim.citations)}, which name no given '
+                f"source: copy source ids exactly."
+            )
         elif not support.entails("\n".join(passages[c] for c in cited), claim.text):
-            problems.append(f'"{_short(claim.text)}" is not supported by {", ".join(cited)}: state only what '
-                            f"the cited passages say, or cite the one that says it.")
+            problems.append(
+                f'"{_short(claim.text)}" is not supported by {", ".join(cited)}: state only what '
+                f"the cited passages say, or cite the one that says it."
+            )
     body = text or " ".join(c.text for c in claims)
     kpr = None
     if key_points:
@@ -171,8 +196,10 @@ def score_claims(claims: Sequence[Sentence], passages: Mapping[str, str], suppor
         retention = len(kept) / len(set(given))
         if retention < 1:
             lost = sorted(set(given) - kept)
-            problems.append(f"Sources given but no longer cited: {', '.join(lost[:6])}"
-                            f"{' and more' if len(lost) > 6 else ''}; keep every source's findings with its id.")
+            problems.append(
+                f"Sources given but no longer cited: {', '.join(lost[:6])}"
+                f"{' and more' if len(lost) > 6 else ''}; keep every source's findings with its id."
+            )
     return Quality(citations=scores, kpr=kpr, integration=density, retention=retention, problems=tuple(problems))
 
 
@@ -183,9 +210,7 @@ def text_claims(markdown: str, min_chars: int = 50) -> list[Sentence]:
 
 def learning_claims(learnings: Sequence) -> list[Sentence]:
     """Learnings as claims: each learning's text with its source ids as citations."""
-    return [Sentence(text=x.text, citations=tuple(dict.fromkeys(s.lower() for s in x.source_ids)))
-            for x in learnings]
+    return [Sentence(text=x.text, citations=tuple(dict.fromkeys(s.lower() for s in x.source_ids))) for x in learnings]
 
 
-__all__ = ["COMPOSITE_WEIGHTS", "Quality", "Support", "learning_claims", "score_claims",
-           "text_claims"]
+__all__ = ["COMPOSITE_WEIGHTS", "Quality", "Support", "learning_claims", "score_claims", "text_claims"]

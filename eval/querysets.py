@@ -55,11 +55,19 @@ def parse_scholargym(record: dict, where: str) -> GatherQuery:
             gt = tuple(str(x) for x in record["gt_arxiv_ids"])
             query_id = str(record["query_id"])
             date = record.get("date_constraint")
-        return GatherQuery(query_id=query_id, query=str(record["query"]), gt_ids=gt, date_constraint=date or None,
-                           source=str(record.get("source", "")), split=str(record.get("split") or split_of(query_id)))
+        return GatherQuery(
+            query_id=query_id,
+            query=str(record["query"]),
+            gt_ids=gt,
+            date_constraint=date or None,
+            source=str(record.get("source", "")),
+            split=str(record.get("split") or split_of(query_id)),
+        )
     except (KeyError, TypeError) as err:
-        raise QuerySetError(f"{where}: expected qid/query/cited_paper/gt_label or query_id/query/gt_arxiv_ids "
-                            f"(missing {err}); fix or remove the line") from err
+        raise QuerySetError(
+            f"{where}: expected qid/query/cited_paper/gt_label or query_id/query/gt_arxiv_ids "
+            f"(missing {err}); fix or remove the line"
+        ) from err
 
 
 def read_scholargym(path: str | Path) -> list[GatherQuery]:
@@ -103,8 +111,10 @@ def _from_hub(name: str) -> list[GatherQuery]:
     try:
         data = load_dataset(name, data_files="scholargym_bench.jsonl", split="train")
     except Exception as err:  # offline, or the file moved: say what to do instead
-        raise QuerySetError(f"could not load {name} from the Hugging Face hub ({type(err).__name__}); "
-                            f"download scholargym_bench.jsonl and pass its path") from err
+        raise QuerySetError(
+            f"could not load {name} from the Hugging Face hub ({type(err).__name__}); "
+            f"download scholargym_bench.jsonl and pass its path"
+        ) from err
     return [parse_scholargym(dict(r), f"{name}[{i}]") for i, r in enumerate(data)]
 
 
@@ -118,8 +128,16 @@ def load_beir_queryset(folder: str | Path, qrels: str = "test", min_relevance: i
     if missing:
         raise CorpusError(f"{len(missing)} qrels queries (e.g. {missing[0]!r}) are not in {folder}/queries.jsonl")
     source = Path(folder).name
-    return [GatherQuery(query_id=q, query=texts[q], gt_ids=tuple(d for d, s in docs.items() if s >= min_relevance),
-                        source=source, split=qrels) for q, docs in judged.items()]
+    return [
+        GatherQuery(
+            query_id=q,
+            query=texts[q],
+            gt_ids=tuple(d for d, s in docs.items() if s >= min_relevance),
+            source=source,
+            split=qrels,
+        )
+        for q, docs in judged.items()
+    ]
 
 
 def find_queryset(spec: str | Path, data_dir: str | Path | None = None) -> tuple[str, Path | str]:
@@ -142,12 +160,15 @@ def find_queryset(spec: str | Path, data_dir: str | Path | None = None) -> tuple
     files = sorted(path.glob("*.jsonl"))
     if len(files) == 1:
         return "scholargym", files[0]
-    raise QuerySetError(f"{path} holds no queries.jsonl (BEIR) and not exactly one ScholarGym .jsonl file "
-                        f"(found {len(files)}); pass the file itself")
+    raise QuerySetError(
+        f"{path} holds no queries.jsonl (BEIR) and not exactly one ScholarGym .jsonl file "
+        f"(found {len(files)}); pass the file itself"
+    )
 
 
-def load_queryset(spec: str | Path, split: str | None = None, min_relevance: int = 1,
-                  data_dir: str | Path | None = None) -> list[GatherQuery]:
+def load_queryset(
+    spec: str | Path, split: str | None = None, min_relevance: int = 1, data_dir: str | Path | None = None
+) -> list[GatherQuery]:
     """A BEIR folder (split = its qrels file, default `test`) or a ScholarGym file/dataset (default `all`),
     named as `find_queryset` reads it (`scifact`, `BeIR/scifact` and `shenhao/ScholarGym` find the local
     copies in `data_dir`)."""
@@ -184,5 +205,7 @@ def check_disjoint(queries: Iterable[GatherQuery], other_ids: Iterable[str]) -> 
     """Raises QuerySetError when a query id appears in both sets (a tuning set leaking into a test set)."""
     overlap = {q.query_id for q in queries} & set(other_ids)
     if overlap:
-        raise QuerySetError(f"{len(overlap)} queries are in both splits (e.g. {sorted(overlap)[0]!r}); "
-                            f"tune and report on disjoint splits")
+        raise QuerySetError(
+            f"{len(overlap)} queries are in both splits (e.g. {sorted(overlap)[0]!r}); "
+            f"tune and report on disjoint splits"
+        )

@@ -79,9 +79,19 @@ def load_eco_questions(path: str | Path) -> list[Question]:
     for i, row in enumerate(rows, start=1):
         named = {h.strip(): v.strip() for h, v in zip(header, row) if h.strip() and v.strip()}
         expected = row[q_col + 9].strip() if len(row) > q_col + 9 else ""
-        out.append(Question(qid=str(i), text=row[q_col].strip(), reference_answer=expected or None,
-                            metadata={"subdomain": row[q_col + 1].strip(), "purpose": row[q_col + 2].strip(),
-                                      "form_index": row[0].strip(), "fields": named}))
+        out.append(
+            Question(
+                qid=str(i),
+                text=row[q_col].strip(),
+                reference_answer=expected or None,
+                metadata={
+                    "subdomain": row[q_col + 1].strip(),
+                    "purpose": row[q_col + 2].strip(),
+                    "form_index": row[0].strip(),
+                    "fields": named,
+                },
+            )
+        )
     return out
 
 
@@ -110,9 +120,13 @@ def question_from_record(record: Mapping[str, Any], position: int) -> Question:
     qid = _first(record, ID_KEYS)
     answer = _first(record, ANSWER_KEYS)
     rest = {k: v for k, v in record.items() if k not in (*TEXT_KEYS, *ID_KEYS, *KEY_POINT_KEYS, *ANSWER_KEYS)}
-    return Question(qid=str(qid if qid is not None else position), text=text.strip(),
-                    key_points=_key_points(_first(record, KEY_POINT_KEYS)),
-                    reference_answer=answer if isinstance(answer, str) else None, metadata=rest)
+    return Question(
+        qid=str(qid if qid is not None else position),
+        text=text.strip(),
+        key_points=_key_points(_first(record, KEY_POINT_KEYS)),
+        reference_answer=answer if isinstance(answer, str) else None,
+        metadata=rest,
+    )
 
 
 def load_question_file(path: str | Path) -> list[Question]:
@@ -150,8 +164,10 @@ def load_hf_questions(name: str, split: str = "test", limit: int | None = None) 
         config, split = hub_config(datasets, name, None, split, "queries")  # BEIR's claims: the `queries` config
         ds = datasets.load_dataset(name, config, split=split)
     except Exception as err:
-        raise QuestionsError(f"could not load {name} (split {split}) from the Hugging Face hub: "
-                             f"{type(err).__name__}; go online or pass a local question file") from err
+        raise QuestionsError(
+            f"could not load {name} (split {split}) from the Hugging Face hub: "
+            f"{type(err).__name__}; go online or pass a local question file"
+        ) from err
     rows = ds.select(range(min(limit, len(ds)))) if limit else ds
     return [question_from_record(r, i) for i, r in enumerate(rows, 1)]
 
@@ -182,10 +198,18 @@ def load_questions(spec: str, data_dir: str | Path | None = None, limit: int | N
         else:
             raise QuestionsError(f"{spec} questions not found under {data_dir}; pass the data folder or the CSV path")
     else:
-        raise QuestionsError(f"unknown question set {spec!r}; pass a file or one of: {', '.join(LOCAL_FILES)}, "
-                             f"hf:owner/name")
+        raise QuestionsError(
+            f"unknown question set {spec!r}; pass a file or one of: {', '.join(LOCAL_FILES)}, hf:owner/name"
+        )
     return questions[:limit] if limit else questions
 
 
-__all__ = ["Question", "QuestionsError", "load_eco_questions", "load_hf_questions", "load_question_file",
-           "load_questions", "question_from_record"]
+__all__ = [
+    "Question",
+    "QuestionsError",
+    "load_eco_questions",
+    "load_hf_questions",
+    "load_question_file",
+    "load_questions",
+    "question_from_record",
+]

@@ -61,7 +61,7 @@ def unique_urls(text: str) -> list[str]:
 def reference_section(markdown: str) -> str:
     """The text after the last `## References` or `## Sources` heading, or '' when there is none."""
     headings = list(REFERENCE_HEADING.finditer(markdown))
-    return markdown[headings[-1].end():] if headings else ""
+    return markdown[headings[-1].end() :] if headings else ""
 
 
 def body_text(markdown: str) -> str:
@@ -99,11 +99,23 @@ def parse_report_name(path: str | Path) -> ReportName:
     stem = Path(path).stem
     m = REPORT_NAME.match(stem)
     if not m:
-        raise ValueError(f"report name {Path(path).name!r} does not match <index>_<model>_<engine>_d<depth>_b<breadth>.md; "
-                         f"rename it, e.g. 12_o3-mini_orkg_d4_b4.md")
-    return ReportName(index=int(m["index"]), model=m["model"], engine=m["engine"], depth=int(m["depth"]),
-                      breadth=int(m["breadth"]))
+        raise ValueError(
+            f"report name {Path(path).name!r} does not match <index>_<model>_<engine>_d<depth>_b<breadth>.md; "
+            f"rename it, e.g. 12_o3-mini_orkg_d4_b4.md"
+        )
+    return ReportName(
+        index=int(m["index"]), model=m["model"], engine=m["engine"], depth=int(m["depth"]), breadth=int(m["breadth"])
+    )
 
 
-__all__ = ["ReportName", "SourceStats", "body_text", "parse_report_name", "reference_section",
-           "referenced_doc_ids", "source_stats", "unique_urls", "word_count"]
+__all__ = [
+    "ReportName",
+    "SourceStats",
+    "body_text",
+    "parse_report_name",
+    "reference_section",
+    "referenced_doc_ids",
+    "source_stats",
+    "unique_urls",
+    "word_count",
+]

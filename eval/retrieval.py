@@ -72,5 +72,7 @@ def evaluate_run(run: Run, qrels: Qrels, ks: Mapping[str, int] | None = None) ->
     queries = [q for q, judged in qrels.items() if _relevant(judged)]
     if not queries:
         raise ValueError("the qrels hold no relevant document; check the qrels file and split")
-    return {f"{name}@{k}": sum(METRICS[name](run.get(q, ()), qrels[q], k) for q in queries) / len(queries)
-            for name, k in ks.items()}
+    return {
+        f"{name}@{k}": sum(METRICS[name](run.get(q, ()), qrels[q], k) for q in queries) / len(queries)
+        for name, k in ks.items()
+    }

@@ -53,53 +53,98 @@ from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, descr
 from deepresearch.retrievers.types import Hit
 
 METHODS = ("loop", "direct", "raw")
-SETTINGS_CHECKED = ("queries", "split", "corpus", "method", "lm", "iterations", "ranking_depth", "retriever",
-                    "full_text")
+SETTINGS_CHECKED = (
+    "queries",
+    "split",
+    "corpus",
+    "method",
+    "lm",
+    "iterations",
+    "ranking_depth",
+    "retriever",
+    "full_text",
+)
 UNSET = {"full_text": False}  # the value of a setting a run recorded before it existed
 DAMAGED = "fix or remove the line, or pass --overwrite to start the run afresh"
 IN_PROCESS_QUERIES = 8  # queries run at once in this process (no --workers, no --ray)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_data_arguments(parser, required=True, old=("--queries",), limit_help="only the first N queries",
-                       help="the queries: a BEIR folder with qrels or a ScholarGym JSONL file, or a name found under "
-                            "$DEEPRESEARCH_DATA (scifact, csfcube, scholargym; shenhao/ScholarGym finds the local copy)")
+    add_data_arguments(
+        parser,
+        required=True,
+        old=("--queries",),
+        limit_help="only the first N queries",
+        help="the queries: a BEIR folder with qrels or a ScholarGym JSONL file, or a name found under "
+        "$DEEPRESEARCH_DATA (scifact, csfcube, scholargym; shenhao/ScholarGym finds the local copy)",
+    )
     parser.add_argument("--qrels", default=None, help="BEIR qrels split to evaluate (default test)")
     parser.add_argument("--split", default=None, help="ScholarGym split: all, test or dev (default all)")
     parser.add_argument("--min-relevance", type=int, default=1, help="lowest qrels grade counted as ground truth")
-    parser.add_argument("--method", default="loop", choices=METHODS,
-                        help="loop: plan-retrieve-assess; direct: one LM-written query, no assessment; "
-                             "raw: the question itself, no LM")
+    parser.add_argument(
+        "--method",
+        default="loop",
+        choices=METHODS,
+        help="loop: plan-retrieve-assess; direct: one LM-written query, no assessment; raw: the question itself, no LM",
+    )
     parser.add_argument("--iterations", type=int, default=5, help="rounds of the loop (T)")
-    add_workers_arguments(parser, help=f"run the queries on this many processes of this machine, one query each at "
-                                       f"a time (each loads the corpus; default: {IN_PROCESS_QUERIES} at once in this "
-                                       f"process)",
-                          ray_help="run the queries as tasks on a Ray cluster: auto or its HOST:PORT (the [ray] extra)")
+    add_workers_arguments(
+        parser,
+        help=f"run the queries on this many processes of this machine, one query each at "
+        f"a time (each loads the corpus; default: {IN_PROCESS_QUERIES} at once in this "
+        f"process)",
+        ray_help="run the queries as tasks on a Ray cluster: auto or its HOST:PORT (the [ray] extra)",
+    )
     parser.add_argument("--ranking-depth", type=int, default=100, help="ranks recorded per search for Avg.Distance")
     parser.add_argument("--distance", default="per_iteration", choices=DISTANCE_VARIANTS)
     parser.add_argument("--failed", default="excluded", choices=FAILED_POLICIES, help="failed queries in the means")
-    parser.add_argument("--protocol", default="official", choices=PROTOCOLS,
-                        help="edge rules of the scoring: official (ScholarGym's released scorer, comparable to the "
-                             "paper's tables) or spec (the paper's prose as read before); docs/reference/protocols.md")
+    parser.add_argument(
+        "--protocol",
+        default="official",
+        choices=PROTOCOLS,
+        help="edge rules of the scoring: official (ScholarGym's released scorer, comparable to the "
+        "paper's tables) or spec (the paper's prose as read before); docs/reference/protocols.md",
+    )
     parser.add_argument("--bootstrap", type=int, default=1000, help="resamples for the 95%% intervals")
     parser.add_argument("--program", default=None, help="a compiled Gatherer (DSPy JSON state) to load")
-    parser.add_argument("--full-text", action="store_true",
-                        help="the second look at an uncertain candidate reads its open-access PDF (fetched once, "
-                             "cached) instead of its abstract (--method loop only)")
-    parser.add_argument("--full-text-cache", default=None, metavar="DIR",
-                        help="folder of fetched PDFs (default ~/.cache/dspy-deepresearch/fulltext)")
-    add_output_arguments(parser, out_help="output folder (default runs/gather-<data>-<method>)",
-                         overwrite_help="discard earlier results in --out", old=("--restart",))
+    parser.add_argument(
+        "--full-text",
+        action="store_true",
+        help="the second look at an uncertain candidate reads its open-access PDF (fetched once, "
+        "cached) instead of its abstract (--method loop only)",
+    )
+    parser.add_argument(
+        "--full-text-cache",
+        default=None,
+        metavar="DIR",
+        help="folder of fetched PDFs (default ~/.cache/dspy-deepresearch/fulltext)",
+    )
+    add_output_arguments(
+        parser,
+        out_help="output folder (default runs/gather-<data>-<method>)",
+        overwrite_help="discard earlier results in --out",
+        old=("--restart",),
+    )
     add_quiet_alias(parser)
-    add_retriever_arguments(parser, corpus_help="the corpus to search (default: the --data BEIR folder): "
-                                                "a path, a name under $DEEPRESEARCH_DATA, hf:NAME; BM25 defaults "
-                                                "to ScholarGym's settings (--bm25-preset scholargym) for ScholarGym "
-                                                "queries")
+    add_retriever_arguments(
+        parser,
+        corpus_help="the corpus to search (default: the --data BEIR folder): "
+        "a path, a name under $DEEPRESEARCH_DATA, hf:NAME; BM25 defaults "
+        "to ScholarGym's settings (--bm25-preset scholargym) for ScholarGym "
+        "queries",
+    )
     add_lm_arguments(parser)
 
 
-def build_program(method: str, retriever, lm, iterations: int, ranking_depth: int, full_text: bool = False,
-                  full_text_cache: str | None = None):
+def build_program(
+    method: str,
+    retriever,
+    lm,
+    iterations: int,
+    ranking_depth: int,
+    full_text: bool = False,
+    full_text_cache: str | None = None,
+):
     from deepresearch.programs.gather.baselines import DirectQuery
     from deepresearch.programs.gather.loop import GatherConfig, Gatherer
     from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
@@ -114,9 +159,17 @@ def build_program(method: str, retriever, lm, iterations: int, ranking_depth: in
 def record_for(query: GatherQuery, result: GatherResult, seconds: float) -> dict[str, Any]:
     """The JSONL record of one finished query; the recorded ranking tops are replaced by the ground truth's ranks."""
     ranks = gt_ranks(result, frozenset(query.gt_ids))
-    slim = replace(result, rounds=tuple(replace(r, searches=tuple(replace(s, ranking=()) for s in r.searches))
-                                        for r in result.rounds))
-    return {**asdict(query), "status": "done", "seconds": round(seconds, 3), "gt_ranks": ranks, "result": slim.to_dict()}
+    slim = replace(
+        result,
+        rounds=tuple(replace(r, searches=tuple(replace(s, ranking=()) for s in r.searches)) for r in result.rounds),
+    )
+    return {
+        **asdict(query),
+        "status": "done",
+        "seconds": round(seconds, 3),
+        "gt_ranks": ranks,
+        "result": slim.to_dict(),
+    }
 
 
 def trace_for(record: dict[str, Any]) -> QueryTrace:
@@ -156,12 +209,21 @@ def load_frozen_cases(results: str | Path, corpus) -> list[AssessmentCase]:
             for s in r.searches:
                 docs = [corpus.get(c.doc_id) for c in s.candidates]
                 if any(d is None for d in docs):
-                    raise ValueError(f"{results}: query {record['query_id']} cites documents missing from the "
-                                     f"corpus; pass the corpus the run used")
-                cases.append(AssessmentCase(
-                    query_id=record["query_id"], question=result.question, subquery=s.text, checklist=r.checklist,
-                    hits=tuple(Hit(doc=d, score=c.score, rank=c.rank) for d, c in zip(docs, s.candidates)),
-                    gt_ids=tuple(record["gt_ids"]), labels=tuple(c.label for c in s.candidates)))
+                    raise ValueError(
+                        f"{results}: query {record['query_id']} cites documents missing from the "
+                        f"corpus; pass the corpus the run used"
+                    )
+                cases.append(
+                    AssessmentCase(
+                        query_id=record["query_id"],
+                        question=result.question,
+                        subquery=s.text,
+                        checklist=r.checklist,
+                        hits=tuple(Hit(doc=d, score=c.score, rank=c.rank) for d, c in zip(docs, s.candidates)),
+                        gt_ids=tuple(record["gt_ids"]),
+                        labels=tuple(c.label for c in s.candidates),
+                    )
+                )
     return cases
 
 
@@ -210,9 +272,15 @@ def gather_one(job: tuple[argparse.Namespace, str | None, str, str, GatherQuery]
         if key not in _WORKER_PROGRAMS:
             session = open_lm(argparse.Namespace(**{**vars(args), "no_preflight": True}))
             retrieval = open_from_args(args, corpus_spec, default_preset=bm25_preset)
-            program = build_program(args.method, retrieval.retriever, session.lm, args.iterations,
-                                    args.ranking_depth, getattr(args, "full_text", False),
-                                    getattr(args, "full_text_cache", None))
+            program = build_program(
+                args.method,
+                retrieval.retriever,
+                session.lm,
+                args.iterations,
+                args.ranking_depth,
+                getattr(args, "full_text", False),
+                getattr(args, "full_text_cache", None),
+            )
             if args.program:
                 program.load(args.program)
             _WORKER_PROGRAMS.clear()  # one command's program per process
@@ -259,17 +327,33 @@ def summary_markdown(summary: dict, settings: dict, usage: dict) -> str:
     final, ci = summary["final"], summary["ci95"]
     stops = "".join(f"; {reason} {n}" for reason, n in summary.get("failed_by_stop", {}).items())
     discard = "GT discard (%)" if summary.get("gt_discard_unit") == "percent" else "GT discard (fraction)"
-    rows = [("R", "recall"), ("P", "precision"), ("F1", "f1"), ("Ret.R", "ret_recall"), ("Ret.P", "ret_precision"),
-            ("Ret.F1", "ret_f1"), ("Avg.Distance", "avg_distance"), (discard, "gt_discard_rate"),
-            ("mean per-query F1", "mean_query_f1"), ("micro P", "micro_precision"), ("micro R", "micro_recall"),
-            ("selected per query", "selected_size")]
-    lines = [f"# Gathering: {settings['method']} · {settings['lm']} · {Path(settings['queries']).name} "
-             f"({settings['split']})", "",
-             f"Queries {summary['queries']} · evaluated {summary['evaluated']} · skipped without ground truth "
-             f"{summary['skipped_no_gt']} · failed {summary['failed']} ({summary['failed_policy']}{stops}) · "
-             f"T = {summary['iterations']} · Avg.Distance {summary['distance_variant']}", "",
-             f"Protocol {summary['protocol']}: {summary['protocol_source']}", "",
-             "| metric | value | 95% CI |", "|---|---|---|"]
+    rows = [
+        ("R", "recall"),
+        ("P", "precision"),
+        ("F1", "f1"),
+        ("Ret.R", "ret_recall"),
+        ("Ret.P", "ret_precision"),
+        ("Ret.F1", "ret_f1"),
+        ("Avg.Distance", "avg_distance"),
+        (discard, "gt_discard_rate"),
+        ("mean per-query F1", "mean_query_f1"),
+        ("micro P", "micro_precision"),
+        ("micro R", "micro_recall"),
+        ("selected per query", "selected_size"),
+    ]
+    lines = [
+        f"# Gathering: {settings['method']} · {settings['lm']} · {Path(settings['queries']).name} "
+        f"({settings['split']})",
+        "",
+        f"Queries {summary['queries']} · evaluated {summary['evaluated']} · skipped without ground truth "
+        f"{summary['skipped_no_gt']} · failed {summary['failed']} ({summary['failed_policy']}{stops}) · "
+        f"T = {summary['iterations']} · Avg.Distance {summary['distance_variant']}",
+        "",
+        f"Protocol {summary['protocol']}: {summary['protocol_source']}",
+        "",
+        "| metric | value | 95% CI |",
+        "|---|---|---|",
+    ]
     for label, key in rows:
         if key in final:
             interval = f"{ci[key][0]:.3f}–{ci[key][1]:.3f}" if key in ci else ""
@@ -278,18 +362,30 @@ def summary_markdown(summary: dict, settings: dict, usage: dict) -> str:
     curves = summary["per_iteration"]
     if curves:
         n = len(curves["recall"])
-        lines += ["", "| per iteration | " + " | ".join(f"It.{i + 1}" for i in range(n)) + " |",
-                  "|---|" + "---|" * n]
-        for label, key in [("R", "recall"), ("P", "precision"), ("F1", "f1"), ("Ret.R", "ret_recall"),
-                           ("Ret.P", "ret_precision"), ("Avg.Distance", "avg_distance"),
-                           (discard, "gt_discard_rate")]:
+        lines += ["", "| per iteration | " + " | ".join(f"It.{i + 1}" for i in range(n)) + " |", "|---|" + "---|" * n]
+        for label, key in [
+            ("R", "recall"),
+            ("P", "precision"),
+            ("F1", "f1"),
+            ("Ret.R", "ret_recall"),
+            ("Ret.P", "ret_precision"),
+            ("Avg.Distance", "avg_distance"),
+            (discard, "gt_discard_rate"),
+        ]:
             lines.append(f"| {label} | " + " | ".join("–" if v is None else f"{v:.3f}" for v in curves[key]) + " |")
-    lines += ["", f"LM calls {usage['calls']} · tokens {usage['prompt_tokens'] + usage['completion_tokens']} "
-                  f"(prompt {usage['prompt_tokens']}, completion {usage['completion_tokens']})", ""]
+    lines += [
+        "",
+        f"LM calls {usage['calls']} · tokens {usage['prompt_tokens'] + usage['completion_tokens']} "
+        f"(prompt {usage['prompt_tokens']}, completion {usage['completion_tokens']})",
+        "",
+    ]
     looks = summary.get("second_looks")
     if looks and (looks["rechecked"] or settings.get("full_text")):
-        lines[-1:] = [f"Second looks {looks['rechecked']} · read from the full text {looks['browsed']} · "
-                      f"full text not available {looks['unread']}", ""]
+        lines[-1:] = [
+            f"Second looks {looks['rechecked']} · read from the full text {looks['browsed']} · "
+            f"full text not available {looks['unread']}",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -302,8 +398,10 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError("--workers sets the local pool and --ray a cluster; pass one of them")
     full_text = getattr(args, "full_text", False)
     if full_text and args.method != "loop":
-        raise ValueError(f"--full-text is read by the loop's second look, which --method {args.method} does not "
-                         f"have; drop --full-text or use --method loop")
+        raise ValueError(
+            f"--full-text is read by the loop's second look, which --method {args.method} does not "
+            f"have; drop --full-text or use --method loop"
+        )
     # the LM is checked before the queries and the corpus are loaded: a bad key or a dead server fails in seconds
     session = open_lm(args)
     lm, model = session.lm, session.model
@@ -311,7 +409,7 @@ def main(args: argparse.Namespace) -> int:
     queries = load_queryset(found, args.qrels or args.split, args.min_relevance)
     split = args.qrels or args.split or ("test" if kind == "beir" else "all")
     if args.limit is not None:
-        queries = queries[:args.limit]
+        queries = queries[: args.limit]
     if not queries:
         raise ValueError(f"no queries in {args.data} (split {split}); check --qrels/--split")
     corpus_spec = args.corpus or (str(found) if kind == "beir" else None)
@@ -324,10 +422,19 @@ def main(args: argparse.Namespace) -> int:
     described = {k: retrieval.description.get(k) for k in ("retriever", "index", "bm25", "dense", "qdrant")}
     out = Path(args.out or Path("runs") / f"gather-{Path(args.data).name}-{args.method}")
     out.mkdir(parents=True, exist_ok=True)
-    settings = {"queries": str(args.data), "split": split, "corpus": f"{corpus.name}:{corpus.fingerprint()[:12]}",
-                "method": args.method, "lm": model, "iterations": args.iterations if args.method == "loop" else 1,
-                "ranking_depth": args.ranking_depth, "retriever": described, "program": args.program,
-                "full_text": bool(full_text), "protocol": args.protocol}
+    settings = {
+        "queries": str(args.data),
+        "split": split,
+        "corpus": f"{corpus.name}:{corpus.fingerprint()[:12]}",
+        "method": args.method,
+        "lm": model,
+        "iterations": args.iterations if args.method == "loop" else 1,
+        "ranking_depth": args.ranking_depth,
+        "retriever": described,
+        "program": args.program,
+        "full_text": bool(full_text),
+        "protocol": args.protocol,
+    }
     results_path, run_path = out / "results.jsonl", out / "run.json"
     if args.overwrite:
         results_path.unlink(missing_ok=True)
@@ -335,24 +442,42 @@ def main(args: argparse.Namespace) -> int:
         before = json.loads(run_path.read_text())
         changed = [k for k in SETTINGS_CHECKED if before.get(k, UNSET.get(k)) != settings[k]]
         if changed:
-            raise ValueError(f"{out} holds a run with different {', '.join(changed)}; pass --overwrite or another --out")
+            raise ValueError(
+                f"{out} holds a run with different {', '.join(changed)}; pass --overwrite or another --out"
+            )
     atomic_write_text(run_path, json.dumps(settings, indent=2))
     records = read_records(results_path, DAMAGED)
     wanted = {q.query_id for q in queries}
     todo = [q for q in queries if records.get(q.query_id, {}).get("status") != "done"]
-    print(f"{len(queries)} queries · {len(queries) - len(todo)} already done · {describe(retrieval)} · "
-          f"{args.method} · {model}", file=sys.stderr)
+    print(
+        f"{len(queries)} queries · {len(queries) - len(todo)} already done · {describe(retrieval)} · "
+        f"{args.method} · {model}",
+        file=sys.stderr,
+    )
 
-    program = build_program(args.method, retrieval.retriever, lm, args.iterations, args.ranking_depth,
-                            full_text, getattr(args, "full_text_cache", None))
+    program = build_program(
+        args.method,
+        retrieval.retriever,
+        lm,
+        args.iterations,
+        args.ranking_depth,
+        full_text,
+        getattr(args, "full_text_cache", None),
+    )
     if args.program:
         if lm is None:
             raise ValueError("--program needs an LM: a compiled program tunes LM prompts; pass --lm")
         program.load(args.program)
     from tqdm import tqdm
 
-    bar = tqdm(total=len(todo), unit="query", desc=args.method, file=sys.stderr,
-               disable=getattr(args, "quiet", False) or not todo, dynamic_ncols=True)
+    bar = tqdm(
+        total=len(todo),
+        unit="query",
+        desc=args.method,
+        file=sys.stderr,
+        disable=getattr(args, "quiet", False) or not todo,
+        dynamic_ncols=True,
+    )
 
     def on_done(record):
         records[record["query_id"]] = record
@@ -362,8 +487,13 @@ def main(args: argparse.Namespace) -> int:
     with JsonlAppender(results_path) as sink:  # cuts the line a kill left unfinished
         if args.workers or getattr(args, "ray", None):
             cwd = os.getcwd()
-            errors = run_on_executor(open_executor(workers=args.workers, ray=getattr(args, "ray", None)),
-                                     lambda q: (args, corpus_spec, bm25_preset, cwd, q), todo, sink, on_done)
+            errors = run_on_executor(
+                open_executor(workers=args.workers, ray=getattr(args, "ray", None)),
+                lambda q: (args, corpus_spec, bm25_preset, cwd, q),
+                todo,
+                sink,
+                on_done,
+            )
         else:
             with session.context(), dspy.context(trace=None, disable_history=True):
                 errors = asyncio.run(run_queries(program, todo, IN_PROCESS_QUERIES, sink, on_done))
@@ -371,22 +501,34 @@ def main(args: argparse.Namespace) -> int:
     done = [records[q.query_id] for q in queries if records.get(q.query_id, {}).get("status") == "done"]
     traces = [trace_for(r) for r in done]
     iterations = settings["iterations"]
-    summary = summarize(traces, iterations, variant=args.distance, failed=args.failed, bootstrap=args.bootstrap,
-                        protocol=args.protocol)
+    summary = summarize(
+        traces, iterations, variant=args.distance, failed=args.failed, bootstrap=args.bootstrap, protocol=args.protocol
+    )
     usage = usage_totals(done)
-    summary.update(settings=settings, usage=usage, second_looks=second_look_totals(done),
-                   errors=len(wanted) - len(done), seconds=round(time.perf_counter() - started, 2))
+    summary.update(
+        settings=settings,
+        usage=usage,
+        second_looks=second_look_totals(done),
+        errors=len(wanted) - len(done),
+        seconds=round(time.perf_counter() - started, 2),
+    )
     if not summary["evaluated"] and summary["failed"]:
         stops = ", ".join(f"{reason} {n}" for reason, n in summary["failed_by_stop"].items())
-        print(f"every query with ground truth failed under --protocol {args.protocol} ({stops}), so no metric is "
-              f"left; --failed included scores them as they stand", file=sys.stderr)
+        print(
+            f"every query with ground truth failed under --protocol {args.protocol} ({stops}), so no metric is "
+            f"left; --failed included scores them as they stand",
+            file=sys.stderr,
+        )
     atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
     markdown = summary_markdown(summary, settings, usage)
     atomic_write_text(out / "summary.md", markdown)
     print(markdown)
     print(f"results: {results_path}\nsummary: {out / 'summary.md'}")
     if errors or len(done) < len(queries):
-        print(f"{len(queries) - len(done)} queries did not finish (errors are in results.jsonl); "
-              f"run the same command again to retry them", file=sys.stderr)
+        print(
+            f"{len(queries) - len(done)} queries did not finish (errors are in results.jsonl); "
+            f"run the same command again to retry them",
+            file=sys.stderr,
+        )
         return 1
     return 0

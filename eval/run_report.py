@@ -94,16 +94,24 @@ async def score_report(question: Question, report: Report, text_of, judges: Judg
     sqa = scholarqa_official_scores(answer_sentences(md), passages, lexical_entails)
     visited = {d for n in report.nodes() for d in n.retrieved_ids}
     row: dict[str, Any] = {
-        "qid": question.qid, "question": question.text,
-        "n_sources": stats.n_sources, "n_url_sources": len(unique_urls(md)), "n_visited_sources": len(visited),
+        "qid": question.qid,
+        "question": question.text,
+        "n_sources": stats.n_sources,
+        "n_url_sources": len(unique_urls(md)),
+        "n_visited_sources": len(visited),
         "words": stats.words,
-        "sources_per_1k_words": stats.sources_per_1k_words, "eco_overall": eco_scores(md).overall,
-        "n_claims": recall.n_claims, "citation_recall": recall.recall,
+        "sources_per_1k_words": stats.sources_per_1k_words,
+        "eco_overall": eco_scores(md).overall,
+        "n_claims": recall.n_claims,
+        "citation_recall": recall.recall,
         "citation_precision_lexical": citation_precision(grade_claims(claims, passages, lexical_support)),
     }
     if sqa is not None:
-        row.update(scholarqa_cite_precision_lexical=sqa.precision, scholarqa_cite_recall_lexical=sqa.recall,
-                   scholarqa_cite_f1_lexical=sqa.f1)
+        row.update(
+            scholarqa_cite_precision_lexical=sqa.precision,
+            scholarqa_cite_recall_lexical=sqa.recall,
+            scholarqa_cite_f1_lexical=sqa.f1,
+        )
     if judges is None:
         return row
     support = await judges.support.acall(claims=claims, passages=passages)
@@ -116,8 +124,9 @@ async def score_report(question: Question, report: Report, text_of, judges: Judg
     return row
 
 
-async def evaluate(questions: list[Question], program, text_of, judges: Judges | None = None,
-                   on_report=None) -> list[dict[str, Any]]:
+async def evaluate(
+    questions: list[Question], program, text_of, judges: Judges | None = None, on_report=None
+) -> list[dict[str, Any]]:
     """Runs `program` on each question in turn and scores the report; `on_report(question, report)` sees each."""
     rows = []
     for q in questions:
@@ -146,8 +155,9 @@ def research_one(job: tuple[argparse.Namespace, str]) -> dict[str, Any]:
         return asyncio.run(program.acall(question=question)).report.to_dict()
 
 
-def evaluate_on(executor, args: argparse.Namespace, questions: list[Question], text_of,
-                judges: Judges | None = None, on_report=None) -> list[dict[str, Any]]:
+def evaluate_on(
+    executor, args: argparse.Namespace, questions: list[Question], text_of, judges: Judges | None = None, on_report=None
+) -> list[dict[str, Any]]:
     """`evaluate`, with the questions researched on `executor` (programs/runtime/executor.py), scored here."""
     from deepresearch.programs.runtime.executor import JobFailed
 
@@ -174,21 +184,38 @@ def mean_table(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_data_arguments(parser, required=True, old=("--questions",), limit_help="use the first N questions",
-                       help="the questions: a question file (.csv ecology form, .jsonl, .json, .txt), or eco, "
-                            "researchy, scholarqa (local files under $DEEPRESEARCH_DATA, else the Hugging Face hub), "
-                            "or hf:owner/name[:split]")
-    add_judge_arguments(parser, lm_help="the judge LM (temperature 0, on the --api-base server when one is given); "
-                                        "without it only offline metrics are computed",
-                        cache_help="judge verdict cache folder (default OUT/judge_cache)")
-    add_tree_arguments(parser, preset_default="quick", presets=tuple(sorted(PRESETS)),
-                       preset_help="tree shape preset of the program (default quick)")
+    add_data_arguments(
+        parser,
+        required=True,
+        old=("--questions",),
+        limit_help="use the first N questions",
+        help="the questions: a question file (.csv ecology form, .jsonl, .json, .txt), or eco, "
+        "researchy, scholarqa (local files under $DEEPRESEARCH_DATA, else the Hugging Face hub), "
+        "or hf:owner/name[:split]",
+    )
+    add_judge_arguments(
+        parser,
+        lm_help="the judge LM (temperature 0, on the --api-base server when one is given); "
+        "without it only offline metrics are computed",
+        cache_help="judge verdict cache folder (default OUT/judge_cache)",
+    )
+    add_tree_arguments(
+        parser,
+        preset_default="quick",
+        presets=tuple(sorted(PRESETS)),
+        preset_help="tree shape preset of the program (default quick)",
+    )
     add_output_arguments(parser, out_default="runs/eval_report", out_help="folder for the reports and scores.jsonl")
-    add_workers_arguments(parser, help="research the questions in this many processes (default: one after another "
-                                       "here)",
-                          ray_help="research the questions as tasks on a Ray cluster (the [ray] extra)")
-    add_retriever_arguments(parser, corpus_help="corpus to research (default scifact, or the --index's): a path, a "
-                                                "name under $DEEPRESEARCH_DATA, hf:NAME (see `run`)")
+    add_workers_arguments(
+        parser,
+        help="research the questions in this many processes (default: one after another here)",
+        ray_help="research the questions as tasks on a Ray cluster (the [ray] extra)",
+    )
+    add_retriever_arguments(
+        parser,
+        corpus_help="corpus to research (default scifact, or the --index's): a path, a "
+        "name under $DEEPRESEARCH_DATA, hf:NAME (see `run`)",
+    )
     add_lm_arguments(parser)  # the program's LM (--lm), and the server and settings both LMs share
 
 
@@ -209,8 +236,7 @@ def main(args: argparse.Namespace) -> int:
     if args.judge_lm and args.judge_lm != "offline":
         from deepresearch.eval.judges import judge_lm
 
-        judge = judge_lm(args.judge_lm, args.api_base, environment.api_key(),
-                         timeout_s=args.lm_timeout)
+        judge = judge_lm(args.judge_lm, args.api_base, environment.api_key(), timeout_s=args.lm_timeout)
         if not args.no_preflight and args.judge_lm != session.model:  # that one was checked already
             preflight(judge, timeout_s=min(args.lm_timeout, 60.0))
         judges = Judges.build(judge, JudgeCache(args.judge_cache or out / "judge_cache"))
@@ -232,16 +258,19 @@ def main(args: argparse.Namespace) -> int:
         from deepresearch.programs.runtime.executor import open_executor
 
         with session.context():  # the judges' LM
-            rows = evaluate_on(open_executor(workers=args.workers, ray=args.ray), args, questions, text_of, judges,
-                               on_report=save)
+            rows = evaluate_on(
+                open_executor(workers=args.workers, ray=args.ray), args, questions, text_of, judges, on_report=save
+            )
     else:
         with session.context():
             rows = asyncio.run(evaluate(questions, program, text_of, judges, on_report=save))
     with (out / "scores.jsonl").open("w", encoding="utf-8") as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    print(f"{len(rows)} questions from {args.data} · program LM {session.model} · judge "
-          f"{args.judge_lm or 'none (offline metrics only)'}")
+    print(
+        f"{len(rows)} questions from {args.data} · program LM {session.model} · judge "
+        f"{args.judge_lm or 'none (offline metrics only)'}"
+    )
     means = mean_table(rows)
     for key, value in means.items():
         print(f"  {key:<34} {value:10.4f}")

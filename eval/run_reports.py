@@ -49,8 +49,11 @@ def summarize(values: list[float]) -> Summary:
 def score_report(markdown: str) -> dict[str, float]:
     """All per-report metrics: unique sources, words, sources per 1,000 words, the S_* eco scores and overall."""
     stats = source_stats(markdown)
-    row: dict[str, float] = {"n_sources": stats.n_sources, "words": stats.words,
-                             "sources_per_1k_words": stats.sources_per_1k_words}
+    row: dict[str, float] = {
+        "n_sources": stats.n_sources,
+        "words": stats.words,
+        "sources_per_1k_words": stats.sources_per_1k_words,
+    }
     scores = eco_scores(markdown).as_dict()
     row.update({("overall" if k == "overall" else f"S_{k}"): v for k, v in scores.items()})
     return row
@@ -73,14 +76,25 @@ def score_folder(folder: str | Path) -> list[dict]:
         except ValueError:
             skipped.append(path.name)
             continue
-        rows.append({"file": path.name, "index": name.index, "model": name.model, "engine": name.engine,
-                     "depth": name.depth, "breadth": name.breadth, "config": f"{name.model}_{name.config}",
-                     **score_report(path.read_text(encoding="utf-8"))})
+        rows.append(
+            {
+                "file": path.name,
+                "index": name.index,
+                "model": name.model,
+                "engine": name.engine,
+                "depth": name.depth,
+                "breadth": name.breadth,
+                "config": f"{name.model}_{name.config}",
+                **score_report(path.read_text(encoding="utf-8")),
+            }
+        )
     if skipped:
         logger.warning("skipped %d files whose names carry no configuration, e.g. %s", len(skipped), skipped[0])
     if not rows:
-        raise ValueError(f"no report in {folder} is named <index>_<model>_<engine>_d<depth>_b<breadth>.md; "
-                         f"rename the files so the configuration can be read")
+        raise ValueError(
+            f"no report in {folder} is named <index>_<model>_<engine>_d<depth>_b<breadth>.md; "
+            f"rename the files so the configuration can be read"
+        )
     return rows
 
 

@@ -37,10 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hits", type=int, default=100, help="documents ranked per query (default 100)")
     deprecated(parser, "--depth", "--hits")  # --depth is the research tree's levels in every other command
     parser.add_argument("--json", default=None, help="also write the scores to this JSON file")
-    add_retriever_arguments(parser, corpus_help="a BEIR folder (corpus.jsonl, queries.jsonl, qrels/) or its name "
-                                                "under $DEEPRESEARCH_DATA (e.g. scifact); with --index its queries "
-                                                "and qrels are scored against the index's documents",
-                            default_kind="hybrid: bm25, dense and their fusion")
+    add_retriever_arguments(
+        parser,
+        corpus_help="a BEIR folder (corpus.jsonl, queries.jsonl, qrels/) or its name "
+        "under $DEEPRESEARCH_DATA (e.g. scifact); with --index its queries "
+        "and qrels are scored against the index's documents",
+        default_kind="hybrid: bm25, dense and their fusion",
+    )
     deprecated(parser, "--no-dense", "--retriever bm25", dest="retriever", action="store_const", const="bm25")
 
 
@@ -70,8 +73,10 @@ def main(args: argparse.Namespace) -> int:
     kind = "hybrid"
     if kind == "hybrid" and args.retriever is None and args.index and read_manifest(args.index).get("dense") is None:
         # an index built without --dense: score what it holds rather than refuse the whole command
-        print(f"index {args.index} has no dense part: BM25 only (build it with --dense-model MODEL for dense and hybrid)",
-              file=sys.stderr)
+        print(
+            f"index {args.index} has no dense part: BM25 only (build it with --dense-model MODEL for dense and hybrid)",
+            file=sys.stderr,
+        )
         kind = "bm25"
     started = time.perf_counter()
     retrieval = open_from_args(args, str(folder), kind=kind)
@@ -85,27 +90,42 @@ def main(args: argparse.Namespace) -> int:
         vectors = embed.encode([queries[q] for q in qids], dense.model)  # the queries, in one batch
         rankings["dense"] = {q: dense.search(v, args.hits) for q, v in zip(qids, vectors)}
     if bm25 is not None and dense is not None:
-        rankings["hybrid"] = {q: [d for d, _ in rrf_fuse([rankings["bm25"][q], rankings["dense"][q]], weights,
-                                                          args.rrf_k)] for q in qids}
+        rankings["hybrid"] = {
+            q: [d for d, _ in rrf_fuse([rankings["bm25"][q], rankings["dense"][q]], weights, args.rrf_k)] for q in qids
+        }
     if not retrieval.parts:  # qdrant: its own ranking
         rankings[retrieval.kind] = rank_all(retrieval.retriever, queries, args.hits)
-    runs = {name: {q: [h if isinstance(h, str) else h.doc.doc_id for h in hits] for q, hits in ranking.items()}
-            for name, ranking in rankings.items()}
+    runs = {
+        name: {q: [h if isinstance(h, str) else h.doc.doc_id for h in hits] for q, hits in ranking.items()}
+        for name, ranking in rankings.items()
+    }
     scores = {name: evaluate_run(run, qrels) for name, run in runs.items()}
 
     published = PUBLISHED.get(folder.resolve().name.lower(), {})
     described = retrieval.description
-    print(f"{folder.name} {args.qrels}: {len(queries)} queries; "
-          f"{'index ' + described['index'] if described.get('index') else 'built in memory'}; "
-          f"bm25 {json.dumps(bm25.params()) if bm25 else 'off'}; dense {dense.model if dense else 'off'}")
+    print(
+        f"{folder.name} {args.qrels}: {len(queries)} queries; "
+        f"{'index ' + described['index'] if described.get('index') else 'built in memory'}; "
+        f"bm25 {json.dumps(bm25.params()) if bm25 else 'off'}; dense {dense.model if dense else 'off'}"
+    )
     print(f"{'method':8} {'nDCG@10':>8} {'R@100':>7} {'MRR@10':>7} {'MAP@100':>8}  published nDCG@10")
     for name, m in scores.items():
         ref = published.get(name)
         ref_text = f"{ref:.3f} (diff {m['ndcg@10'] - ref:+.3f})" if ref is not None else "-"
         print(f"{name:8} {m['ndcg@10']:8.4f} {m['recall@100']:7.4f} {m['mrr@10']:7.4f} {m['map@100']:8.4f}  {ref_text}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"scores": scores, "published": published, "timings": timings,
-                                               "index": described.get("index"),
-                                               "bm25": bm25.params() if bm25 else None,
-                                               "dense": dense.model if dense else None}, indent=2), encoding="utf-8")
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "scores": scores,
+                    "published": published,
+                    "timings": timings,
+                    "index": described.get("index"),
+                    "bm25": bm25.params() if bm25 else None,
+                    "dense": dense.model if dense else None,
+                },
+                indent=2,
+            ),
+            encoding="utf-8",
+        )
     return 0

@@ -45,9 +45,20 @@ logger = logging.getLogger(__name__)
 
 MODES = ("bottom-up", "deep-research")
 SIMS = ("embedding", "exact")
-TABLE = (("R", "recall"), ("P", "precision"), ("F1", "f1"), ("ARI", "ari"), ("HOM", "hom"), ("COMP", "comp"),
-         ("V", "v"), ("ARI-e2e", "ari_e2e"), ("V-e2e", "v_e2e"), ("US-TED", "us_ted"), ("US-NTED", "us_nted"),
-         ("SEM-PATH", "sem_path"))
+TABLE = (
+    ("R", "recall"),
+    ("P", "precision"),
+    ("F1", "f1"),
+    ("ARI", "ari"),
+    ("HOM", "hom"),
+    ("COMP", "comp"),
+    ("V", "v"),
+    ("ARI-e2e", "ari_e2e"),
+    ("V-e2e", "v_e2e"),
+    ("US-TED", "us_ted"),
+    ("US-NTED", "us_nted"),
+    ("SEM-PATH", "sem_path"),
+)
 # what a prediction depends on; a rerun into the same --out must match them (--limit, --sim, --profile and
 # --judge-lm may change: they pick the surveys scored and how)
 SETTINGS_CHECKED = ("data", "mode", "lm", "max_papers_per_call", "corpus", "depth", "breadth")
@@ -55,30 +66,53 @@ DAMAGED = "fix or remove the line, or pass --overwrite to start the run afresh"
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    add_data_arguments(parser, limit_help="score only the first N surveys",
-                       help=f"TaxoBench JSONL, a folder with data.jsonl, or {HF_DATASET} "
-                            "(default: $DEEPRESEARCH_DATA/taxobench_examples)")
+    add_data_arguments(
+        parser,
+        limit_help="score only the first N surveys",
+        help=f"TaxoBench JSONL, a folder with data.jsonl, or {HF_DATASET} "
+        "(default: $DEEPRESEARCH_DATA/taxobench_examples)",
+    )
     parser.add_argument("--profile", default="paper", choices=PROFILES, help="title alignment profile")
-    parser.add_argument("--sim", default="embedding", choices=SIMS,
-                        help="label similarity: all-MiniLM-L6-v2 cosine (the benchmark's) or exact match")
+    parser.add_argument(
+        "--sim",
+        default="embedding",
+        choices=SIMS,
+        help="label similarity: all-MiniLM-L6-v2 cosine (the benchmark's) or exact match",
+    )
     add_output_arguments(parser, out_help="output folder")
-    add_judge_arguments(parser, lm_help="also score each tree with TaxoBench's LLM judge (four 1-5 dimensions) "
-                                        "using this DSPy/LiteLLM model, e.g. openai/gpt-4o; verdicts are cached "
-                                        "under --out")
+    add_judge_arguments(
+        parser,
+        lm_help="also score each tree with TaxoBench's LLM judge (four 1-5 dimensions) "
+        "using this DSPy/LiteLLM model, e.g. openai/gpt-4o; verdicts are cached "
+        "under --out",
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_scoring_arguments(parser)
-    parser.add_argument("--mode", default="bottom-up", choices=MODES,
-                        help="bottom-up: organise the expert papers; deep-research: find papers first")
-    add_tree_arguments(parser, depth_default=2, depth_help="deep-research mode: research depth",
-                       breadth_default=3, breadth_help="deep-research mode: research breadth")
-    parser.add_argument("--max-papers-per-call", type=int, default=60,
-                        help="larger paper sets are organised in groups and merged")
+    parser.add_argument(
+        "--mode",
+        default="bottom-up",
+        choices=MODES,
+        help="bottom-up: organise the expert papers; deep-research: find papers first",
+    )
+    add_tree_arguments(
+        parser,
+        depth_default=2,
+        depth_help="deep-research mode: research depth",
+        breadth_default=3,
+        breadth_help="deep-research mode: research breadth",
+    )
+    parser.add_argument(
+        "--max-papers-per-call", type=int, default=60, help="larger paper sets are organised in groups and merged"
+    )
     add_overwrite_argument(parser, help="discard earlier predictions in --out", old=("--restart",))
-    add_retriever_arguments(parser, corpus_help="deep-research mode: the corpus to search (default: the benchmark's "
-                                                "own papers, pooled over all loaded surveys): a path, a name under "
-                                                "$DEEPRESEARCH_DATA, hf:NAME (see `run`)")
+    add_retriever_arguments(
+        parser,
+        corpus_help="deep-research mode: the corpus to search (default: the benchmark's "
+        "own papers, pooled over all loaded surveys): a path, a name under "
+        "$DEEPRESEARCH_DATA, hf:NAME (see `run`)",
+    )
     add_lm_arguments(parser)  # --lm offline: the clustering baseline; --judge-lm shares --api-base, --lm-timeout
 
 
@@ -96,8 +130,9 @@ def similarity(name: str):
     return exact_sim if name == "exact" else EmbeddingSim()
 
 
-def score_all(surveys: Sequence[Survey], predictions: dict[int, Prediction], *, profile: str = "paper",
-              sim=None) -> list[SurveyScore]:
+def score_all(
+    surveys: Sequence[Survey], predictions: dict[int, Prediction], *, profile: str = "paper", sim=None
+) -> list[SurveyScore]:
     """Scores every survey; a survey without a prediction is scored as a failed (root-only) tree."""
     scores = []
     for s in surveys:
@@ -105,8 +140,11 @@ def score_all(surveys: Sequence[Survey], predictions: dict[int, Prediction], *, 
         if pred is None:
             logger.warning("no prediction for survey %s; scored as a failed tree", s.survey_id)
             pred = Prediction(s.survey_id, "FIX FAILED")
-        scores.append(score_survey(s.gt, pred.tree, pred.retrieved_papers, survey_id=s.survey_id, topic=s.topic,
-                                   profile=profile, sim=sim))
+        scores.append(
+            score_survey(
+                s.gt, pred.tree, pred.retrieved_papers, survey_id=s.survey_id, topic=s.topic, profile=profile, sim=sim
+            )
+        )
     return scores
 
 
@@ -122,9 +160,16 @@ def per_survey_row(score: SurveyScore) -> dict[str, float]:
     return summarize([score])
 
 
-def judge_all(surveys: Sequence[Survey], predictions: dict[int, Prediction], model: str, *,
-              api_base: str | None = None, api_key: str | None = None, cache_dir: Path | None = None,
-              lm=None) -> list[dict[str, Any]]:
+def judge_all(
+    surveys: Sequence[Survey],
+    predictions: dict[int, Prediction],
+    model: str,
+    *,
+    api_base: str | None = None,
+    api_key: str | None = None,
+    cache_dir: Path | None = None,
+    lm=None,
+) -> list[dict[str, Any]]:
     """The LLM judge's verdict on every survey's tree (a missing prediction is judged as a failed tree).
 
     `lm` is the judge LM when already built (else one is built for `model` on `api_base`, sent `api_key`).
@@ -156,8 +201,9 @@ def judge_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {f"judge_{k}": v for k, v in judged.items()} | {"judge_failures": sum("error" in r for r in rows)}
 
 
-def write_results(out: Path, scores: list[SurveyScore], judgements: list[dict[str, Any]] | None = None,
-                  profile: str = "paper") -> dict:
+def write_results(
+    out: Path, scores: list[SurveyScore], judgements: list[dict[str, Any]] | None = None, profile: str = "paper"
+) -> dict:
     """Writes scores.jsonl, judgements.jsonl (when judged) and summary.json to `out`, each whole or not at all;
     returns the summary, which names the alignment profile and the released code each metric was checked
     against (`deepresearch.eval.protocols.TAXONOMY_METRICS`)."""
@@ -167,8 +213,7 @@ def write_results(out: Path, scores: list[SurveyScore], judgements: list[dict[st
 
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(out / "scores.jsonl", [s.to_dict() for s in scores])
-    summary = summarize(scores) | {"profile": profile,
-                                   "protocols": {k: asdict(v) for k, v in TAXONOMY_METRICS.items()}}
+    summary = summarize(scores) | {"profile": profile, "protocols": {k: asdict(v) for k, v in TAXONOMY_METRICS.items()}}
     if judgements is not None:
         write_jsonl_atomic(out / "judgements.jsonl", judgements)
         summary |= judge_summary(judgements)
@@ -180,23 +225,29 @@ def print_report(scores: list[SurveyScore], summary: dict, out: Path) -> None:
     rows = {f"survey {s.survey_id}": per_survey_row(s) for s in scores}
     rows["mean"] = summary
     print(format_table(rows))
-    print(f"{summary['surveys']} surveys · expert papers dropped or unmatched: {summary['dropped']} · "
-          f"F1 is the harmonic mean of mean P and R (mean of per-survey F1: {summary['f1_mean']:.2f})")
+    print(
+        f"{summary['surveys']} surveys · expert papers dropped or unmatched: {summary['dropped']} · "
+        f"F1 is the harmonic mean of mean P and R (mean of per-survey F1: {summary['f1_mean']:.2f})"
+    )
     if "protocols" in summary:
-        print(f"title alignment --profile {summary['profile']}; what each metric matches "
-              f"(docs/reference/protocols.md):")
+        print(
+            f"title alignment --profile {summary['profile']}; what each metric matches (docs/reference/protocols.md):"
+        )
         for name, p in summary["protocols"].items():
             print(f"  {name}: {p['status']} ({p['code']}): {p['note']}")
     if "judge_average" in summary:
-        print(f"LLM judge (1-5) over {summary['judge_trees']} trees: "
-              f"Cov. {summary['judge_semantic_coverage']:.2f} · Org. {summary['judge_sibling_organization']:.2f} · "
-              f"Log. {summary['judge_hierarchical_logic']:.2f} · Topo. {summary['judge_structural_topology']:.2f} · "
-              f"Avg. {summary['judge_average']:.2f} · failures: {summary['judge_failures']}")
+        print(
+            f"LLM judge (1-5) over {summary['judge_trees']} trees: "
+            f"Cov. {summary['judge_semantic_coverage']:.2f} · Org. {summary['judge_sibling_organization']:.2f} · "
+            f"Log. {summary['judge_hierarchical_logic']:.2f} · Topo. {summary['judge_structural_topology']:.2f} · "
+            f"Avg. {summary['judge_average']:.2f} · failures: {summary['judge_failures']}"
+        )
     print(f"results: {out}")
 
 
-def build_builder(args: argparse.Namespace, surveys: Sequence[Survey], session: LMSession | None = None,
-                  retrieval=None):
+def build_builder(
+    args: argparse.Namespace, surveys: Sequence[Survey], session: LMSession | None = None, retrieval=None
+):
     """A function topic, papers -> taxonomy Prediction for `args.mode`, its LM (None offline) and model string.
 
     Bottom-up mode organises the given papers with `TaxonomyBuilder`. Deep-research mode runs the research
@@ -215,16 +266,22 @@ def build_builder(args: argparse.Namespace, surveys: Sequence[Survey], session: 
     from deepresearch.programs.research.program import DeepResearch
 
     retrieval = retrieval if retrieval is not None else research_retrieval(args, surveys)
-    research = DeepResearch(retriever=retrieval.retriever, offline=lm is None,
-                            config=ResearchConfig(depth=args.depth, breadth=args.breadth, taxonomy=True))
+    research = DeepResearch(
+        retriever=retrieval.retriever,
+        offline=lm is None,
+        config=ResearchConfig(depth=args.depth, breadth=args.breadth, taxonomy=True),
+    )
     research.taxonomist.max_papers_per_call = args.max_papers_per_call
 
     def organise(topic: str, papers) -> dspy.Prediction:
         report = research(question=topic).report
         taxonomy = report.taxonomy or {}
-        return dspy.Prediction(tree=taxonomy.get("hierarchy_tree", {"name": topic, "subtopics": []}),
-                               retrieved_papers=taxonomy.get("retrieved_papers", []),
-                               repairs=[Repair(**r) for r in taxonomy.get("repairs", [])], report=report)
+        return dspy.Prediction(
+            tree=taxonomy.get("hierarchy_tree", {"name": topic, "subtopics": []}),
+            retrieved_papers=taxonomy.get("retrieved_papers", []),
+            repairs=[Repair(**r) for r in taxonomy.get("repairs", [])],
+            report=report,
+        )
 
     return organise, lm, session.model
 
@@ -267,9 +324,15 @@ def open_judge(args: argparse.Namespace, session: LMSession):
 def run_settings(args: argparse.Namespace, data: str, model: str, corpus) -> dict[str, Any]:
     """The settings a prediction depends on (`SETTINGS_CHECKED`), as run.json records them."""
     deep = args.mode == "deep-research"
-    return {"data": data, "mode": args.mode, "lm": model, "max_papers_per_call": args.max_papers_per_call,
-            "corpus": f"{corpus.name}:{corpus.fingerprint()[:12]}" if deep else None,
-            "depth": args.depth if deep else None, "breadth": args.breadth if deep else None}
+    return {
+        "data": data,
+        "mode": args.mode,
+        "lm": model,
+        "max_papers_per_call": args.max_papers_per_call,
+        "corpus": f"{corpus.name}:{corpus.fingerprint()[:12]}" if deep else None,
+        "depth": args.depth if deep else None,
+        "breadth": args.breadth if deep else None,
+    }
 
 
 def check_resume(out: Path, settings: dict[str, Any], overwrite: bool) -> None:
@@ -278,20 +341,30 @@ def check_resume(out: Path, settings: dict[str, Any], overwrite: bool) -> None:
     if overwrite:
         predictions.unlink(missing_ok=True)
     elif predictions.exists() and not run.exists():
-        raise ValueError(f"{out} holds predictions of unknown settings (no run.json); pass --overwrite or another --out")
+        raise ValueError(
+            f"{out} holds predictions of unknown settings (no run.json); pass --overwrite or another --out"
+        )
     elif predictions.exists():
         before = json.loads(run.read_text(encoding="utf-8"))
         changed = [k for k in SETTINGS_CHECKED if before.get(k) != settings[k]]
         if changed:
-            raise ValueError(f"{out} holds a run with different {', '.join(changed)}; pass --overwrite or another --out")
+            raise ValueError(
+                f"{out} holds a run with different {', '.join(changed)}; pass --overwrite or another --out"
+            )
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(run, json.dumps(settings, indent=2))
 
 
 def prediction_row(survey: Survey, result, mode: str, model: str) -> dict[str, Any]:
     """The predictions.jsonl line of one built taxonomy."""
-    return {"id": survey.survey_id, "hierarchy_tree": result.tree, "retrieved_papers": result.retrieved_papers,
-            "mode": mode, "model": model, "repairs": [vars(r) for r in result.repairs]}
+    return {
+        "id": survey.survey_id,
+        "hierarchy_tree": result.tree,
+        "retrieved_papers": result.retrieved_papers,
+        "mode": mode,
+        "model": model,
+        "repairs": [vars(r) for r in result.repairs],
+    }
 
 
 def main(args: argparse.Namespace) -> int:
@@ -308,8 +381,10 @@ def main(args: argparse.Namespace) -> int:
     predictions_path = out / "predictions.jsonl"
     done = {int(row["id"]) for row in read_jsonl(predictions_path, hint=DAMAGED)}
     todo = [s for s in surveys if s.survey_id not in done]
-    print(f"{len(surveys)} surveys · {len(surveys) - len(todo)} already done · {args.mode} · {session.model}",
-          file=sys.stderr)
+    print(
+        f"{len(surveys)} surveys · {len(surveys) - len(todo)} already done · {args.mode} · {session.model}",
+        file=sys.stderr,
+    )
     if todo:
         builder, _, model = build_builder(args, surveys, session, retrieval=retrieval)
         with JsonlAppender(predictions_path) as sink:  # cuts the line a kill left unfinished
@@ -319,17 +394,27 @@ def main(args: argparse.Namespace) -> int:
                     result = builder(s.topic, papers)
                 sink.append(prediction_row(s, result, args.mode, model))  # fsynced: never built again
                 if not getattr(args, "quiet", False):  # a progress line, which -q leaves out
-                    print(f"survey {s.survey_id}: {len(result.retrieved_papers)} papers, "
-                          f"{len(result.repairs)} repairs", file=sys.stderr)
+                    print(
+                        f"survey {s.survey_id}: {len(result.retrieved_papers)} papers, {len(result.repairs)} repairs",
+                        file=sys.stderr,
+                    )
     # every score comes from the file, so a resumed run scores exactly what an uninterrupted one would
     rows = {int(row["id"]): row for row in read_jsonl(predictions_path, hint=DAMAGED)}
-    by_id = {s.survey_id: Prediction(s.survey_id, rows[s.survey_id]["hierarchy_tree"],
-                                     tuple(rows[s.survey_id]["retrieved_papers"]) if args.mode == "deep-research"
-                                     else None)
-             for s in surveys if s.survey_id in rows}
+    by_id = {
+        s.survey_id: Prediction(
+            s.survey_id,
+            rows[s.survey_id]["hierarchy_tree"],
+            tuple(rows[s.survey_id]["retrieved_papers"]) if args.mode == "deep-research" else None,
+        )
+        for s in surveys
+        if s.survey_id in rows
+    }
     scores = score_all(surveys, by_id, profile=args.profile, sim=similarity(args.sim))
-    judgements = (judge_all(surveys, by_id, args.judge_lm, api_base=args.api_base, cache_dir=out / "judge_cache",
-                            lm=judge) if judge is not None else None)
+    judgements = (
+        judge_all(surveys, by_id, args.judge_lm, api_base=args.api_base, cache_dir=out / "judge_cache", lm=judge)
+        if judge is not None
+        else None
+    )
     summary = write_results(out, scores, judgements=judgements, profile=args.profile)
     print_report(scores, summary, out)
     return 0

@@ -34,8 +34,9 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"predictions for surveys not in the data: {unknown[:10]}; check --data")
     scores = score_all(surveys, predictions, profile=args.profile, sim=similarity(args.sim))
     out = Path(args.out or Path(args.predictions).with_suffix("").as_posix() + "-scores")
-    judgements = (judge_all(surveys, predictions, args.judge_lm, cache_dir=out / "judge_cache")
-                  if args.judge_lm else None)
+    judgements = (
+        judge_all(surveys, predictions, args.judge_lm, cache_dir=out / "judge_cache") if args.judge_lm else None
+    )
     summary = write_results(out, scores, judgements=judgements, profile=args.profile)
     print_report(scores, summary, out)
     return 0

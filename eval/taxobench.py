@@ -38,10 +38,14 @@ def survey_from_record(record: dict[str, Any], where: str) -> Survey:
     if missing:
         raise TaxoBenchError(f"{where} lacks {', '.join(missing)}; TaxoBench instances need id, survey_topic, pdfs, gt")
     topic = record.get("survey_topic") or record.get("survey") or record["gt"].get("name", "")
-    papers = tuple({"title": p.get("title", ""), "abs": p.get("abs") or p.get("abstract") or ""}
-                   for p in record.get("pdfs") or [] if isinstance(p, dict) and p.get("title"))
-    return Survey(survey_id=int(record["id"]), survey=record.get("survey") or topic, topic=topic,
-                  papers=papers, gt=record["gt"])
+    papers = tuple(
+        {"title": p.get("title", ""), "abs": p.get("abs") or p.get("abstract") or ""}
+        for p in record.get("pdfs") or []
+        if isinstance(p, dict) and p.get("title")
+    )
+    return Survey(
+        survey_id=int(record["id"]), survey=record.get("survey") or topic, topic=topic, papers=papers, gt=record["gt"]
+    )
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -76,8 +80,10 @@ def load_taxobench(source: str | Path = HF_DATASET, limit: int | None = None) ->
     elif "/" in str(source) and not str(source).startswith((".", "/", "~")):
         records, where = _load_hub(str(source)), str(source)
     else:
-        raise TaxoBenchError(f"TaxoBench data not found: {source}; pass a JSONL file, a folder with data.jsonl, "
-                             f"or the dataset name {HF_DATASET}")
+        raise TaxoBenchError(
+            f"TaxoBench data not found: {source}; pass a JSONL file, a folder with data.jsonl, "
+            f"or the dataset name {HF_DATASET}"
+        )
     surveys = [survey_from_record(r, f"{where} record {i + 1}") for i, r in enumerate(records)]
     return surveys[:limit] if limit else surveys
 
@@ -90,8 +96,10 @@ def _load_hub(name: str) -> list[dict[str, Any]]:
     try:
         ds = datasets.load_dataset(name)
     except Exception as err:
-        raise TaxoBenchError(f"cannot load {name} from the Hugging Face hub ({type(err).__name__}); go online "
-                             f"or pass a local TaxoBench JSONL file") from err
+        raise TaxoBenchError(
+            f"cannot load {name} from the Hugging Face hub ({type(err).__name__}); go online "
+            f"or pass a local TaxoBench JSONL file"
+        ) from err
     split = ds["train"] if "train" in ds else ds[next(iter(ds))]
     rows = []
     for row in split:
@@ -129,5 +137,7 @@ def load_predictions(path: str | Path) -> dict[int, Prediction]:
         retrieved = row.get("retrieved_papers")
         if int(row["id"]) in out:
             logger.warning("survey %s predicted twice in %s; keeping the last", row["id"], path)
-        out[int(row["id"])] = Prediction(int(row["id"]), tree, tuple(retrieved) if isinstance(retrieved, list) else None)
+        out[int(row["id"])] = Prediction(
+            int(row["id"]), tree, tuple(retrieved) if isinstance(retrieved, list) else None
+        )
     return out

@@ -123,8 +123,12 @@ def leaf_scores(labels_true: Sequence[Any], labels_pred: Sequence[Any]) -> dict[
         return {"ari": 0.0, "hom": 0.0, "comp": 0.0, "v": 0.0}
     labels_true, labels_pred = list(labels_true), list(labels_pred)
     hom, comp, v = homogeneity_completeness_v_measure(labels_true, labels_pred)
-    return {"ari": float(adjusted_rand_score(labels_true, labels_pred)), "hom": float(hom), "comp": float(comp),
-            "v": float(v)}
+    return {
+        "ari": float(adjusted_rand_score(labels_true, labels_pred)),
+        "hom": float(hom),
+        "comp": float(comp),
+        "v": float(v),
+    }
 
 
 # ---------------------------------------------------------------- label similarity (§4.4)
@@ -258,8 +262,9 @@ def path_cost(s: Sequence[str], t: Sequence[str], sim: LabelSim | None = None, g
     return float(dp[p, q]) + gap * (q - p)
 
 
-def path_score(s_paths: Sequence[Sequence[str]], t_paths: Sequence[Sequence[str]],
-               sim: LabelSim | None = None) -> float:
+def path_score(
+    s_paths: Sequence[Sequence[str]], t_paths: Sequence[Sequence[str]], sim: LabelSim | None = None
+) -> float:
     """1 / (1 + J) for the best pair of chains; 0 when either side has no (or only empty) chains."""
     costs = [path_cost(s, t, sim) for s in s_paths for t in t_paths if s and t]
     return 1.0 / (1.0 + min(costs)) if costs else 0.0
@@ -273,8 +278,9 @@ def _soft_cardinality(matrix: np.ndarray) -> float:
     return float(sum(1.0 / s for s in sums if s > 0))
 
 
-def soft_recall_precision(expert_labels: Sequence[str], model_labels: Sequence[str],
-                          sim: LabelSim | None = None) -> dict[str, float]:
+def soft_recall_precision(
+    expert_labels: Sequence[str], model_labels: Sequence[str], sim: LabelSim | None = None
+) -> dict[str, float]:
     """NSR, NSP and Soft-F1 from soft cardinalities of the two label multisets and their union."""
     sim = sim or default_sim()
     both = list(expert_labels) + list(model_labels)
@@ -322,9 +328,17 @@ class SurveyScore:
         return {**asdict(self), "dropped": self.dropped}
 
 
-def score_survey(expert: Tree, model: Any, retrieved: Sequence[str] | None = None, *, survey_id: Any = None,
-                 topic: str = "", profile: str = "paper", sim: LabelSim | None = None,
-                 path_norm: str = "aligned") -> SurveyScore:
+def score_survey(
+    expert: Tree,
+    model: Any,
+    retrieved: Sequence[str] | None = None,
+    *,
+    survey_id: Any = None,
+    topic: str = "",
+    profile: str = "paper",
+    sim: LabelSim | None = None,
+    path_norm: str = "aligned",
+) -> SurveyScore:
     """Scores one predicted taxonomy against the expert tree.
 
     Args:
@@ -359,17 +373,42 @@ def score_survey(expert: Tree, model: Any, retrieved: Sequence[str] | None = Non
     sem = sum(per_paper) / denominator if denominator else 0.0
 
     return SurveyScore(
-        survey_id=survey_id, n_expert=len(expert_titles), n_model=len(model_titles), aligned=len(pairs),
+        survey_id=survey_id,
+        n_expert=len(expert_titles),
+        n_model=len(model_titles),
+        aligned=len(pairs),
         retrieval=retrieval_scores(len(pairs), len(expert_titles), len(model_titles)),
-        leaf=leaf_scores(truth, pred), leaf_e2e=leaf_scores(truth_e2e, pred_e2e),
-        us_ted=ted, us_nted=nted, sem_path=sem,
+        leaf=leaf_scores(truth, pred),
+        leaf_e2e=leaf_scores(truth_e2e, pred_e2e),
+        us_ted=ted,
+        us_nted=nted,
+        sem_path=sem,
         soft=soft_recall_precision(category_labels(expert), category_labels(model), sim),
-        expert_stats=tree_stats(expert), model_stats=tree_stats(model),
-        unmatched_expert=list(alignment.unmatched_expert), unmatched_model=list(alignment.unmatched_model))
+        expert_stats=tree_stats(expert),
+        model_stats=tree_stats(model),
+        unmatched_expert=list(alignment.unmatched_expert),
+        unmatched_model=list(alignment.unmatched_model),
+    )
 
 
-SUMMARY_COLUMNS = ("recall", "precision", "f1", "f1_mean", "ari", "hom", "comp", "v", "ari_e2e", "v_e2e",
-                   "us_ted", "us_nted", "sem_path", "nsr", "nsp", "soft_f1")
+SUMMARY_COLUMNS = (
+    "recall",
+    "precision",
+    "f1",
+    "f1_mean",
+    "ari",
+    "hom",
+    "comp",
+    "v",
+    "ari_e2e",
+    "v_e2e",
+    "us_ted",
+    "us_nted",
+    "sem_path",
+    "nsr",
+    "nsp",
+    "soft_f1",
+)
 
 
 def summarize(scores: Sequence[SurveyScore]) -> dict[str, float]:
@@ -387,12 +426,15 @@ def summarize(scores: Sequence[SurveyScore]) -> dict[str, float]:
     recall = mean([s.retrieval["recall"] for s in scores])
     precision = mean([s.retrieval["precision"] for s in scores])
     out = {
-        "recall": 100 * recall, "precision": 100 * precision, "f1": 100 * harmonic_mean(precision, recall),
+        "recall": 100 * recall,
+        "precision": 100 * precision,
+        "f1": 100 * harmonic_mean(precision, recall),
         "f1_mean": 100 * mean([s.retrieval["f1"] for s in scores]),
         **{k: 100 * mean([s.leaf[k] for s in scores]) for k in ("ari", "hom", "comp", "v")},
         "ari_e2e": 100 * mean([s.leaf_e2e["ari"] for s in scores]),
         "v_e2e": 100 * mean([s.leaf_e2e["v"] for s in scores]),
-        "us_ted": mean([s.us_ted for s in scores]), "us_nted": 100 * mean([s.us_nted for s in scores]),
+        "us_ted": mean([s.us_ted for s in scores]),
+        "us_nted": 100 * mean([s.us_nted for s in scores]),
         "sem_path": 100 * mean([s.sem_path for s in scores]),
         **{k: mean([s.soft[k] for s in scores]) for k in ("nsr", "nsp", "soft_f1")},
     }

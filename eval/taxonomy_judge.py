@@ -115,19 +115,30 @@ class TaxonomyJudge(dspy.Module):
         Raises:
             JudgeAnswerError: when the judge's answer cannot be parsed into four integer scores.
         """
-        inputs = {"topic": topic, "reference_tree": render_tree(coerce_tree(reference, topic)),
-                  "model_tree": render_tree(coerce_tree(tree, topic))}
+        inputs = {
+            "topic": topic,
+            "reference_tree": render_tree(coerce_tree(reference, topic)),
+            "model_tree": render_tree(coerce_tree(tree, topic)),
+        }
         try:
             answer = await cached_call(self.judge_taxonomy, self.cache, **inputs)
         except AdapterParseError as e:
             raise JudgeAnswerError(f"the judge's answer for topic {topic!r} could not be parsed: {e}") from e
         judgement = parse_judgement(answer)
-        return dspy.Prediction(judgement=judgement, scores=judgement.scores, reasoning=judgement.reasoning,
-                               average=judgement.average)
+        return dspy.Prediction(
+            judgement=judgement, scores=judgement.scores, reasoning=judgement.reasoning, average=judgement.average
+        )
 
     def forward(self, topic: str, reference: Tree, tree: Any) -> dspy.Prediction:
         return run_sync(self.aforward(topic=topic, reference=reference, tree=tree))
 
 
-__all__ = ["DIMENSIONS", "JudgeAnswerError", "TaxonomyJudge", "TaxonomyJudgement", "judgement_average",
-           "parse_judgement", "summarize_judgements"]
+__all__ = [
+    "DIMENSIONS",
+    "JudgeAnswerError",
+    "TaxonomyJudge",
+    "TaxonomyJudgement",
+    "judgement_average",
+    "parse_judgement",
+    "summarize_judgements",
+]

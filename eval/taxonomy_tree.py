@@ -93,11 +93,16 @@ def category_labels(tree: Tree) -> list[str]:
 
 def tree_stats(tree: Tree) -> dict[str, int]:
     """Category nodes, hierarchy levels (longest root-to-category chain) and paper categories."""
+
     def depth(node: Tree) -> int:
         return 1 + max((depth(c) for c in children_of(node)), default=0)
 
-    return {"categories": len(category_labels(tree)), "depth": depth(tree),
-            "leaves": len(leaf_clusters(tree)), "papers": len(tree_titles(tree))}
+    return {
+        "categories": len(category_labels(tree)),
+        "depth": depth(tree),
+        "leaves": len(leaf_clusters(tree)),
+        "papers": len(tree_titles(tree)),
+    }
 
 
 def render_tree(tree: Tree) -> str:

@@ -70,56 +70,97 @@ UNSCORED_STAGES = STAGES.unscored()
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--program", default="research", choices=PROGRAMS, help="the program to compile")
-    parser.add_argument("--stage", default="all",
-                        help="tune one stage or all: " + ", ".join(dict.fromkeys((*STAGES.research(), *STAGES.gather()))) +
-                             " (or the module's name: planner, writer...). The assessors run on frozen candidates, "
-                             "the research planner on planning + retrieval only, and with --from-runs "
-                             f"{', '.join(POOL_STAGES)} on the inputs recorded runs gave them")
-    parser.add_argument("--show", default=None, metavar="COMPILED",
-                        help="print what a compiled program file records (model, optimizer, metric, data and split, "
-                             "dev figures before and after) and exit")
-    parser.add_argument("--metric", default=None,
-                        help="; ".join(f"{t}: {', '.join(metric_names(t))}" for t in (*METRICS, *(
-                            t for t in WRITING_METRICS if t not in METRICS))))
+    parser.add_argument(
+        "--stage",
+        default="all",
+        help="tune one stage or all: "
+        + ", ".join(dict.fromkeys((*STAGES.research(), *STAGES.gather())))
+        + " (or the module's name: planner, writer...). The assessors run on frozen candidates, "
+        "the research planner on planning + retrieval only, and with --from-runs "
+        f"{', '.join(POOL_STAGES)} on the inputs recorded runs gave them",
+    )
+    parser.add_argument(
+        "--show",
+        default=None,
+        metavar="COMPILED",
+        help="print what a compiled program file records (model, optimizer, metric, data and split, "
+        "dev figures before and after) and exit",
+    )
+    parser.add_argument(
+        "--metric",
+        default=None,
+        help="; ".join(
+            f"{t}: {', '.join(metric_names(t))}" for t in (*METRICS, *(t for t in WRITING_METRICS if t not in METRICS))
+        ),
+    )
     parser.add_argument("--optimizer", default="gepa", choices=OPTIMIZERS)
-    add_data_arguments(parser, old=("--train",), limit_help="use at most this many training examples",
-                       help="the training examples: research: a BEIR folder or a JSONL of questions (with optional "
-                            "key_points); gather: a ScholarGym file or BEIR folder; taxonomy: TaxoBench data (not "
-                            "with --from-runs)")
-    parser.add_argument("--from-runs", default=None, metavar="DIR",
-                        help="tune --stage on the inputs the runs recorded under DIR gave it (each run folder's "
-                             "stages.jsonl): no retrieval, no earlier stage")
+    add_data_arguments(
+        parser,
+        old=("--train",),
+        limit_help="use at most this many training examples",
+        help="the training examples: research: a BEIR folder or a JSONL of questions (with optional "
+        "key_points); gather: a ScholarGym file or BEIR folder; taxonomy: TaxoBench data (not "
+        "with --from-runs)",
+    )
+    parser.add_argument(
+        "--from-runs",
+        default=None,
+        metavar="DIR",
+        help="tune --stage on the inputs the runs recorded under DIR gave it (each run folder's "
+        "stages.jsonl): no retrieval, no earlier stage",
+    )
     parser.add_argument("--split", default=None, help="split of --data (qrels file of a BEIR folder; ScholarGym split)")
     parser.add_argument("--dev", default=None, help="dev examples (same forms as --data); default: 30%% of --data")
     parser.add_argument("--dev-split", default=None, help="split of --dev (default: --split)")
-    parser.add_argument("--candidates", default=None,
-                        help="frozen assessor inputs: research: a recorded candidates file; gather: the "
-                             "results.jsonl of a `deepresearch eval gather` run")
-    parser.add_argument("--record-candidates", default=None,
-                        help="research assessor: where to write the candidates recorded from --data")
+    parser.add_argument(
+        "--candidates",
+        default=None,
+        help="frozen assessor inputs: research: a recorded candidates file; gather: the "
+        "results.jsonl of a `deepresearch eval gather` run",
+    )
+    parser.add_argument(
+        "--record-candidates",
+        default=None,
+        help="research assessor: where to write the candidates recorded from --data",
+    )
     parser.add_argument("--budget", type=int, default=100, help="metric calls the optimizer may spend")
     parser.add_argument("--max-lm-calls", type=int, default=None, help="LM calls the whole run may spend")
-    add_judge_arguments(parser, lm_help="the judge of the writing metrics (citation support, key points), kept "
-                                        "apart from --lm; on the --api-base server when one is given. Default: the "
-                                        "offline lexical rule",
-                        api_base_help="the judge's OpenAI-compatible server, when it is not --api-base's (e.g. a "
-                                      "hosted judge for a model served locally); its key is read from "
-                                      "DEEPRESEARCH_JUDGE_API_KEY",
-                        cache_help="judge verdict cache folder (default: ~/.cache/dspy-deepresearch/judge)")
-    parser.add_argument("--prompt-lm", default=None,
-                        help="LM that proposes instructions (default: --lm; same server and settings)")
-    add_tree_arguments(parser, preset_default="quick", presets=tuple(sorted(PRESETS)),
-                       preset_help="research tree preset (default quick)")
+    add_judge_arguments(
+        parser,
+        lm_help="the judge of the writing metrics (citation support, key points), kept "
+        "apart from --lm; on the --api-base server when one is given. Default: the "
+        "offline lexical rule",
+        api_base_help="the judge's OpenAI-compatible server, when it is not --api-base's (e.g. a "
+        "hosted judge for a model served locally); its key is read from "
+        "DEEPRESEARCH_JUDGE_API_KEY",
+        cache_help="judge verdict cache folder (default: ~/.cache/dspy-deepresearch/judge)",
+    )
+    parser.add_argument(
+        "--prompt-lm", default=None, help="LM that proposes instructions (default: --lm; same server and settings)"
+    )
+    add_tree_arguments(
+        parser,
+        preset_default="quick",
+        presets=tuple(sorted(PRESETS)),
+        preset_help="research tree preset (default quick)",
+    )
     parser.add_argument("--hits", type=int, default=None, help="documents retrieved per search (research)")
     parser.add_argument("--iterations", type=int, default=5, help="gathering rounds")
-    add_workers_arguments(parser, default=4, help="examples evaluated at once (the optimizer's threads)",
-                          ray_help="score the dev split before and after on a Ray cluster, one task per example "
-                                   "(the [ray] extra); the optimizer itself runs here on --workers",
-                          old=("--threads",))
+    add_workers_arguments(
+        parser,
+        default=4,
+        help="examples evaluated at once (the optimizer's threads)",
+        ray_help="score the dev split before and after on a Ray cluster, one task per example "
+        "(the [ray] extra); the optimizer itself runs here on --workers",
+        old=("--threads",),
+    )
     parser.add_argument("--seed", type=int, default=0)
     add_output_arguments(parser, out_help="compiled program file (JSON); required unless --show")
-    add_retriever_arguments(parser, corpus_help="corpus to search (default: the --data BEIR folder): a path, a name "
-                                                "under $DEEPRESEARCH_DATA, hf:NAME (see `run`)")
+    add_retriever_arguments(
+        parser,
+        corpus_help="corpus to search (default: the --data BEIR folder): a path, a name "
+        "under $DEEPRESEARCH_DATA, hf:NAME (see `run`)",
+    )
     add_lm_arguments(parser, default_offline=False)  # the task LM (--lm): offline cannot be tuned
 
 
@@ -136,8 +177,7 @@ def resolve_stage(program: str, value: str, research_stages: dict[str, str]) -> 
     aliases = {attr: name for name, attr in table.items()}
     if value in aliases:
         return aliases[value]
-    raise ValueError(f"--stage {value} is not a stage of the {program} program; choose one of: "
-                     f"all, {', '.join(table)}")
+    raise ValueError(f"--stage {value} is not a stage of the {program} program; choose one of: all, {', '.join(table)}")
 
 
 def _train_folder(args: argparse.Namespace) -> Path | None:
@@ -175,9 +215,16 @@ def _text_of(corpus):
 
 
 def _research(args: argparse.Namespace, kind: str):
-    overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth,
-                                   "hits_per_query": args.hits, "lm_timeout_s": args.lm_timeout}.items()
-                 if v is not None}
+    overrides = {
+        k: v
+        for k, v in {
+            "depth": args.depth,
+            "breadth": args.breadth,
+            "hits_per_query": args.hits,
+            "lm_timeout_s": args.lm_timeout,
+        }.items()
+        if v is not None
+    }
     if kind == "pool":  # the recorded inputs hold every passage: nothing is searched
         full = DeepResearch(retriever=RecordedOnly(), config=preset(args.preset, **overrides))
         attr = full.stage_table()[args.stage]
@@ -189,7 +236,9 @@ def _research(args: argparse.Namespace, kind: str):
 
     def load(source, split):
         found = find_local(source, data_dir())
-        return from_beir(found, split or "train", corpus) if found is not None and found.is_dir() else from_jsonl(source)
+        return (
+            from_beir(found, split or "train", corpus) if found is not None and found.is_dir() else from_jsonl(source)
+        )
 
     if kind == STAGES.assess.tuning.target:
         if args.candidates:
@@ -202,8 +251,10 @@ def _research(args: argparse.Namespace, kind: str):
             candidates_to_jsonl(examples, path)
             print(f"candidates: {path}", file=sys.stderr)
         # the assessor is tuned on what a run shows it: each paper's best sentences (`assess_sentences`)
-        examples = [ex.copy(sentences=full.config.assess_sentences).with_inputs("task", "sources", "sentences")
-                    for ex in examples]
+        examples = [
+            ex.copy(sentences=full.config.assess_sentences).with_inputs("task", "sources", "sentences")
+            for ex in examples
+        ]
         return research_target(full, args.stage, kind), *split_dev(examples, seed=args.seed), _text_of(corpus)
     return research_target(full, args.stage, kind), *_split(args, load(args.data, args.split), load), _text_of(corpus)
 
@@ -219,13 +270,18 @@ def _gather(args: argparse.Namespace, kind: str):
     full = Gatherer(retriever, GatherConfig(iterations=args.iterations, lm_timeout_s=args.lm_timeout))
     if kind == STAGES.assess.tuning.target:
         if not args.candidates:
-            raise ValueError("the gathering assessor is tuned on frozen candidates: run `deepresearch eval gather "
-                             "... --out DIR` once and pass --candidates DIR/results.jsonl")
+            raise ValueError(
+                "the gathering assessor is tuned on frozen candidates: run `deepresearch eval gather "
+                "... --out DIR` once and pass --candidates DIR/results.jsonl"
+            )
         examples = from_frozen_cases(load_frozen_cases(args.candidates, corpus))
         return gather_target(full, args.stage, kind), *split_dev(examples, seed=args.seed), None
     examples = from_queryset(args.data, args.split, data_dir=data_dir())
-    return gather_target(full, args.stage, kind), *_split(
-        args, examples, lambda source, split: from_queryset(source, split, data_dir=data_dir())), None
+    return (
+        gather_target(full, args.stage, kind),
+        *_split(args, examples, lambda source, split: from_queryset(source, split, data_dir=data_dir())),
+        None,
+    )
 
 
 def _taxonomy(args: argparse.Namespace, kind: str):
@@ -234,8 +290,11 @@ def _taxonomy(args: argparse.Namespace, kind: str):
     if args.stage != "all":
         raise ValueError("the taxonomy program is tuned as a whole; use --stage all")
     program = TaxonomyBuilder()
-    return Target(program, program, "all", {}), *_split(args, from_taxobench(args.data),
-                                                        lambda s, _: from_taxobench(s)), None
+    return (
+        Target(program, program, "all", {}),
+        *_split(args, from_taxobench(args.data), lambda s, _: from_taxobench(s)),
+        None,
+    )
 
 
 def dev_setup(args: argparse.Namespace, session, *, kind: str, metric_target: str):
@@ -247,7 +306,8 @@ def dev_setup(args: argparse.Namespace, session, *, kind: str, metric_target: st
     counter.attach(support.lm, "judge")
     with session.context():
         target, _, _, text_of = {"research": _research, "gather": _gather, "taxonomy": _taxonomy}[args.program](
-            args, kind)
+            args, kind
+        )
     return target.program, metric_spec(metric_target, args.metric, Judging(support=support, text_of=text_of)), counter
 
 
@@ -308,8 +368,7 @@ def _support(args: argparse.Namespace, session):
     if not args.judge_lm or args.judge_lm == OFFLINE:
         return Support()
     if args.judge_api_base:
-        judge = judge_lm(args.judge_lm, args.judge_api_base, environment.judge_api_key(),
-                         timeout_s=args.lm_timeout)
+        judge = judge_lm(args.judge_lm, args.judge_api_base, environment.judge_api_key(), timeout_s=args.lm_timeout)
     else:
         judge = judge_lm(args.judge_lm, args.api_base, environment.api_key(), timeout_s=args.lm_timeout)
     if not args.no_preflight and (args.judge_lm != session.model or args.judge_api_base):
@@ -318,8 +377,10 @@ def _support(args: argparse.Namespace, session):
     try:
         return Support(judge, JudgeCache(cache))
     except OSError as err:
-        raise ValueError(f"cannot keep judge verdicts in {cache} ({err.strerror or type(err).__name__}); pass a "
-                         f"writable --judge-cache") from None
+        raise ValueError(
+            f"cannot keep judge verdicts in {cache} ({err.strerror or type(err).__name__}); pass a "
+            f"writable --judge-cache"
+        ) from None
 
 
 def check_out(args: argparse.Namespace) -> None:
@@ -342,8 +403,9 @@ def check_out(args: argparse.Namespace) -> None:
                 pass
         except OSError as err:
             reason = err.strerror or type(err).__name__
-            raise ValueError(f"cannot write to {folder} ({reason}); pass an --out (and --judge-cache) whose "
-                             f"folder can be created") from None
+            raise ValueError(
+                f"cannot write to {folder} ({reason}); pass an --out (and --judge-cache) whose folder can be created"
+            ) from None
 
 
 def main(args: argparse.Namespace) -> int:
@@ -364,8 +426,7 @@ def main(args: argparse.Namespace) -> int:
     args.stage = resolve_stage(args.program, args.stage, research_stages)
     if args.from_runs is not None:
         if args.program != "research" or args.stage not in POOL_STAGES:
-            raise ValueError(f"--from-runs tunes one stage of the research program: --stage "
-                             f"{'|'.join(POOL_STAGES)}")
+            raise ValueError(f"--from-runs tunes one stage of the research program: --stage {'|'.join(POOL_STAGES)}")
         if args.data is not None:
             raise ValueError("pass --from-runs or --data, not both: the recorded runs are the training examples")
     elif args.data is None:
@@ -376,8 +437,10 @@ def main(args: argparse.Namespace) -> int:
     if args.from_runs is not None:
         kind = "pool"
     if args.program == "research" and args.stage in UNSCORED_STAGES:
-        raise ValueError(f"--stage {args.stage}: {UNSCORED_STAGES[args.stage]}, so no research metric ("
-                         f"{', '.join(metric_names('research'))}) scores it; choose another stage")
+        raise ValueError(
+            f"--stage {args.stage}: {UNSCORED_STAGES[args.stage]}, so no research metric ("
+            f"{', '.join(metric_names('research'))}) scores it; choose another stage"
+        )
     metric_target = {"program": args.program, "pool": args.stage}.get(kind, kind)
     metric_spec(metric_target, args.metric)  # a wrong name fails here, before anything is loaded
     check_out(args)  # an optimization that cannot save its result fails now, not after its LM calls
@@ -401,20 +464,29 @@ def main(args: argparse.Namespace) -> int:
     meter = UsageMeter()  # every request of the run: recorded candidates, the optimizer, both evaluations
     with session.context(), metered(meter):
         target, trainset, devset, text_of = {"research": _research, "gather": _gather, "taxonomy": _taxonomy}[
-            args.program](args, kind)
+            args.program
+        ](args, kind)
         spec = metric_spec(metric_target, args.metric, Judging(support=support, text_of=text_of))
         left = None if args.max_lm_calls is None else max(0, args.max_lm_calls - meter.total_calls)
         started = time.perf_counter()
         with _dev_evaluator(args, kind, metric_target) as evaluator:
             if evaluator is not None and not quiet:
                 print(f"dev split scored on {evaluator.kind} ({evaluator.workers} at once)", file=sys.stderr)
-            result = compile_program(target.program, optimizer=args.optimizer, spec=spec, trainset=trainset,
-                                     devset=devset, budget=args.budget, max_lm_calls=left,
-                                     prompt_lm=prompt_lm, num_threads=args.workers, seed=args.seed,
-                                     show_progress=sys.stderr.isatty() and not quiet,
-                                     on_progress=None if quiet else lambda line: print(line, file=sys.stderr,
-                                                                                        flush=True),
-                                     evaluator=evaluator)
+            result = compile_program(
+                target.program,
+                optimizer=args.optimizer,
+                spec=spec,
+                trainset=trainset,
+                devset=devset,
+                budget=args.budget,
+                max_lm_calls=left,
+                prompt_lm=prompt_lm,
+                num_threads=args.workers,
+                seed=args.seed,
+                show_progress=sys.stderr.isatty() and not quiet,
+                on_progress=None if quiet else lambda line: print(line, file=sys.stderr, flush=True),
+                evaluator=evaluator,
+            )
         for role, n in (evaluator.calls if evaluator is not None else {}).items():  # made on the cluster
             counter.calls[role] = counter.calls.get(role, 0) + n
     if target.program is target.full:  # the whole program was tuned: the optimizer returned a tuned copy of it
@@ -422,19 +494,35 @@ def main(args: argparse.Namespace) -> int:
     target.program = result.program
     final = target.finish()
     config = getattr(target.full, "config", None)
-    meta = {"program": args.program, "stage": args.stage, "metric": spec.name, "optimizer": args.optimizer,
-            "judge": support.name if args.metric in WRITING_METRICS.get(metric_target, ()) else None,
-            "from_runs": args.from_runs,
-            "data": args.data or args.from_runs, "split": args.split, "candidates": args.candidates,
-            "dev": args.dev or f"{len(devset)} of the examples, held out (seed {args.seed})",
-            "before": result.before, "after": result.after, "ci95": result.interval(),
-            "before_scores": list(result.before_scores), "after_scores": list(result.after_scores),
-            "metric_budget": result.metric_budget, "metric_calls": result.metric_calls,
-            "seconds": round(time.perf_counter() - started, 1),
-            "lm_calls": counter.total, "lm_calls_by_role": dict(counter.calls), "compile_lm_calls": result.lm_calls, "lm": session.model,
-            "prompt_lm": args.prompt_lm or session.model, "n_train": result.n_train, "n_dev": result.n_dev,
-            "trainset": fingerprint(trainset),
-            "config": dataclasses.asdict(config) if dataclasses.is_dataclass(config) else None}
+    meta = {
+        "program": args.program,
+        "stage": args.stage,
+        "metric": spec.name,
+        "optimizer": args.optimizer,
+        "judge": support.name if args.metric in WRITING_METRICS.get(metric_target, ()) else None,
+        "from_runs": args.from_runs,
+        "data": args.data or args.from_runs,
+        "split": args.split,
+        "candidates": args.candidates,
+        "dev": args.dev or f"{len(devset)} of the examples, held out (seed {args.seed})",
+        "before": result.before,
+        "after": result.after,
+        "ci95": result.interval(),
+        "before_scores": list(result.before_scores),
+        "after_scores": list(result.after_scores),
+        "metric_budget": result.metric_budget,
+        "metric_calls": result.metric_calls,
+        "seconds": round(time.perf_counter() - started, 1),
+        "lm_calls": counter.total,
+        "lm_calls_by_role": dict(counter.calls),
+        "compile_lm_calls": result.lm_calls,
+        "lm": session.model,
+        "prompt_lm": args.prompt_lm or session.model,
+        "n_train": result.n_train,
+        "n_dev": result.n_dev,
+        "trainset": fingerprint(trainset),
+        "config": dataclasses.asdict(config) if dataclasses.is_dataclass(config) else None,
+    }
     path = save_compiled(final, args.out, meta)
     print(result.table())
     roles = ", ".join(f"{role} {n}" for role, n in counter.calls.items() if n)

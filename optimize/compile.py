@@ -105,8 +105,10 @@ class Progress:
         with self._lock:
             if self.calls >= self.budget and not self._told:
                 self._told = True
-                logger.warning("metric budget of %d calls spent; the optimizer's further candidates score 0 "
-                               "without an LM call", self.budget)
+                logger.warning(
+                    "metric budget of %d calls spent; the optimizer's further candidates score 0 without an LM call",
+                    self.budget,
+                )
             return self.calls >= self.budget
 
     def wrap(self, metric):
@@ -137,8 +139,12 @@ class Progress:
         return f"metric calls {self.calls}/{self.budget} · best training score so far {best}"
 
 
-def paired_bootstrap(before: list[float] | tuple[float, ...], after: list[float] | tuple[float, ...],
-                     resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+def paired_bootstrap(
+    before: list[float] | tuple[float, ...],
+    after: list[float] | tuple[float, ...],
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
     """Percentile 95% interval of mean(after) - mean(before) over resamples of the paired examples."""
     import numpy as np
 
@@ -174,51 +180,89 @@ class CompileResult:
     def table(self) -> str:
         ci = self.interval()
         change = f"{self.after - self.before:+.4f}" + (f" (95% CI {ci[0]:+.4f} to {ci[1]:+.4f})" if ci else "")
-        return ("| program | dev " + self.metric + " |\n|---|---|\n"
-                f"| before | {self.before:.4f} |\n| after ({self.optimizer}) | {self.after:.4f} |\n"
-                f"| change | {change} |")
+        return (
+            "| program | dev " + self.metric + " |\n|---|---|\n"
+            f"| before | {self.before:.4f} |\n| after ({self.optimizer}) | {self.after:.4f} |\n"
+            f"| change | {change} |"
+        )
 
 
 # (program, devset) -> (the metric of each example in devset's order, LM calls made by role)
 DevEvaluator = Callable[[dspy.Module, list[dspy.Example]], tuple[list[float], dict[str, int]]]
 
 
-def evaluate(program: dspy.Module, devset: list[dspy.Example], spec: MetricSpec, num_threads: int = 4,
-             show_progress: bool = False) -> float:
+def evaluate(
+    program: dspy.Module,
+    devset: list[dspy.Example],
+    spec: MetricSpec,
+    num_threads: int = 4,
+    show_progress: bool = False,
+) -> float:
     """Mean metric over `devset`, in [0, 1] (a program error scores 0)."""
     scores = evaluate_scores(program, devset, spec, num_threads, show_progress)
     return sum(scores) / len(scores)
 
 
-def evaluate_scores(program: dspy.Module, devset: list[dspy.Example], spec: MetricSpec, num_threads: int = 4,
-                    show_progress: bool = False) -> list[float]:
+def evaluate_scores(
+    program: dspy.Module,
+    devset: list[dspy.Example],
+    spec: MetricSpec,
+    num_threads: int = 4,
+    show_progress: bool = False,
+) -> list[float]:
     """The metric of each example of `devset`, in its order (an example the program fails on scores 0 and
     logs one line)."""
     if not devset:
         raise ValueError("the dev split is empty; give more examples or a --dev file")
     program = program if isinstance(program, Guarded) else Guarded(program)
-    result = dspy.Evaluate(devset=devset, metric=guarded_metric(spec), num_threads=num_threads,
-                           display_progress=show_progress, failure_score=0.0, max_errors=len(devset) + 1)(program)
+    result = dspy.Evaluate(
+        devset=devset,
+        metric=guarded_metric(spec),
+        num_threads=num_threads,
+        display_progress=show_progress,
+        failure_score=0.0,
+        max_errors=len(devset) + 1,
+    )(program)
     return [float(score) for *_, score in result.results]  # .score is rounded to 0.01%
 
 
-def _optimizer(name: str, spec: MetricSpec, budget: int, n_train: int, n_dev: int, prompt_lm, num_threads: int,
-               seed: int, progress: Progress | None = None):
+def _optimizer(
+    name: str,
+    spec: MetricSpec,
+    budget: int,
+    n_train: int,
+    n_dev: int,
+    prompt_lm,
+    num_threads: int,
+    seed: int,
+    progress: Progress | None = None,
+):
     """The optimizer and its compile keyword arguments, sized so metric calls stay within `budget`."""
     track = progress.wrap if progress is not None else (lambda m: m)
     metric = track(guarded_metric(spec))
     if name == "gepa":
         if prompt_lm is None:
             raise ValueError("gepa needs a reflection LM; pass --prompt-lm (or --lm, used for both)")
-        opt = dspy.GEPA(metric=track(guarded_gepa_metric(spec)), max_metric_calls=budget, reflection_lm=prompt_lm,
-                        reflection_minibatch_size=min(3, n_train), num_threads=num_threads, track_stats=True,
-                        seed=seed)
+        opt = dspy.GEPA(
+            metric=track(guarded_gepa_metric(spec)),
+            max_metric_calls=budget,
+            reflection_lm=prompt_lm,
+            reflection_minibatch_size=min(3, n_train),
+            num_threads=num_threads,
+            track_stats=True,
+            seed=seed,
+        )
         return opt, {}
     if name == "bootstrap-rs":
         # Each candidate program is scored on the training set; DSPy adds 3 seed candidates to those asked for.
         candidates = max(1, budget // n_train - 3)
-        opt = dspy.BootstrapFewShotWithRandomSearch(metric=metric, max_bootstrapped_demos=2, max_labeled_demos=0,
-                                                    num_candidate_programs=candidates, num_threads=num_threads)
+        opt = dspy.BootstrapFewShotWithRandomSearch(
+            metric=metric,
+            max_bootstrapped_demos=2,
+            max_labeled_demos=0,
+            num_candidate_programs=candidates,
+            num_threads=num_threads,
+        )
         return opt, {}
     if name == "simba":
         bsize = max(1, min(4, n_train))
@@ -226,27 +270,55 @@ def _optimizer(name: str, spec: MetricSpec, budget: int, n_train: int, n_dev: in
         # a step samples num_candidates trajectories of each of bsize examples, then scores its new candidates
         # on the same batch: about bsize * (2 * num_candidates + 1) metric calls
         steps = max(1, budget // (bsize * (2 * num_candidates + 1)))
-        opt = dspy.SIMBA(metric=metric, bsize=bsize, num_candidates=num_candidates, max_steps=steps, max_demos=2,
-                         prompt_model=prompt_lm, num_threads=num_threads)
+        opt = dspy.SIMBA(
+            metric=metric,
+            bsize=bsize,
+            num_candidates=num_candidates,
+            max_steps=steps,
+            max_demos=2,
+            prompt_model=prompt_lm,
+            num_threads=num_threads,
+        )
         return opt, {"seed": seed}
     if name == "miprov2":
         try:
             import optuna  # noqa: F401
         except ImportError as err:
-            raise ImportError("miprov2 needs optuna; install it with: pip install 'dspy-deepresearch[miprov2]'") from err
+            raise ImportError(
+                "miprov2 needs optuna; install it with: pip install 'dspy-deepresearch[miprov2]'"
+            ) from err
         trials = max(1, budget // n_train)
-        opt = dspy.MIPROv2(metric=metric, prompt_model=prompt_lm, auto=None, num_candidates=2,
-                           max_bootstrapped_demos=2, max_labeled_demos=0, num_threads=num_threads, seed=seed,
-                           verbose=False)
+        opt = dspy.MIPROv2(
+            metric=metric,
+            prompt_model=prompt_lm,
+            auto=None,
+            num_candidates=2,
+            max_bootstrapped_demos=2,
+            max_labeled_demos=0,
+            num_threads=num_threads,
+            seed=seed,
+            verbose=False,
+        )
         return opt, {"num_trials": trials, "minibatch": False}
     raise ValueError(f"unknown optimizer {name!r}; choose one of: {', '.join(OPTIMIZERS)}")
 
 
-def compile_program(program: dspy.Module, *, optimizer: str, spec: MetricSpec, trainset: list[dspy.Example],
-                    devset: list[dspy.Example], budget: int, max_lm_calls: int | None = None, prompt_lm=None,
-                    num_threads: int = 4, seed: int = 0, show_progress: bool = False,
-                    on_progress: Callable[[str], None] | None = None,
-                    evaluator: DevEvaluator | None = None) -> CompileResult:
+def compile_program(
+    program: dspy.Module,
+    *,
+    optimizer: str,
+    spec: MetricSpec,
+    trainset: list[dspy.Example],
+    devset: list[dspy.Example],
+    budget: int,
+    max_lm_calls: int | None = None,
+    prompt_lm=None,
+    num_threads: int = 4,
+    seed: int = 0,
+    show_progress: bool = False,
+    on_progress: Callable[[str], None] | None = None,
+    evaluator: DevEvaluator | None = None,
+) -> CompileResult:
     """Tunes `program` with `optimizer` on `trainset` and scores it before and after on `devset`.
 
     The dev split is held out: optimizers select candidates on the training set only.
@@ -275,8 +347,10 @@ def compile_program(program: dspy.Module, *, optimizer: str, spec: MetricSpec, t
     if not trainset:
         raise ValueError("the training split is empty; give more examples or a --data file")
     if optimizer == "miprov2" and len(trainset) < 2:  # MIPROv2 splits its own validation set off the trainset
-        raise ValueError(f"miprov2 needs at least 2 training examples, got {len(trainset)}; give more examples "
-                         f"(or --dev for a separate dev set) or choose another optimizer")
+        raise ValueError(
+            f"miprov2 needs at least 2 training examples, got {len(trainset)}; give more examples "
+            f"(or --dev for a separate dev set) or choose another optimizer"
+        )
     meter = UsageMeter()
     elsewhere = 0  # LM calls of the dev evaluations run by `evaluator`
 
@@ -297,14 +371,24 @@ def compile_program(program: dspy.Module, *, optimizer: str, spec: MetricSpec, t
             budget = max(1, min(budget, int(left // per_example)))
             logger.info("metric budget %d after the LM-call budget (%.1f calls per example)", budget, per_example)
         progress = Progress(budget=budget, window=len(trainset), report=on_progress)
-        opt, kwargs = _optimizer(optimizer, spec, budget, len(trainset), len(devset), prompt_lm, num_threads, seed,
-                                 progress)
+        opt, kwargs = _optimizer(
+            optimizer, spec, budget, len(trainset), len(devset), prompt_lm, num_threads, seed, progress
+        )
         # GEPA holds max_metric_calls itself; SIMBA's closing evaluation of its candidates is left whole
         gate = progress if optimizer in GATED else None
         tuned = opt.compile(Guarded(program.deepcopy(), gate), trainset=trainset, **kwargs).program
         after_scores = dev_scores(tuned)
-    return CompileResult(program=tuned, optimizer=optimizer, metric=spec.name,
-                         before=sum(before_scores) / len(before_scores), after=sum(after_scores) / len(after_scores),
-                         metric_budget=budget, lm_calls=meter.total_calls + elsewhere, n_train=len(trainset), n_dev=len(devset),
-                         before_scores=tuple(before_scores), after_scores=tuple(after_scores),
-                         metric_calls=progress.calls)
+    return CompileResult(
+        program=tuned,
+        optimizer=optimizer,
+        metric=spec.name,
+        before=sum(before_scores) / len(before_scores),
+        after=sum(after_scores) / len(after_scores),
+        metric_budget=budget,
+        lm_calls=meter.total_calls + elsewhere,
+        n_train=len(trainset),
+        n_dev=len(devset),
+        before_scores=tuple(before_scores),
+        after_scores=tuple(after_scores),
+        metric_calls=progress.calls,
+    )

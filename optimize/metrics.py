@@ -53,6 +53,7 @@ def _names(ids, titles: dict[str, str], limit: int = 5) -> str:
 
 # --- research program: did the report find and cite what the benchmark says is relevant? -------------
 
+
 def cited_ids(pred) -> set[str]:
     return {r.doc_id for r in pred.references}
 
@@ -82,17 +83,22 @@ def research_feedback(example, pred) -> str:
     titles = dict(getattr(example, "titles", {}) or {})
     parts = []
     if missed_search:
-        parts.append(f"No search found these relevant papers: {_names(missed_search, titles)}; "
-                     f"plan queries that use their terminology.")
+        parts.append(
+            f"No search found these relevant papers: {_names(missed_search, titles)}; "
+            f"plan queries that use their terminology."
+        )
     if missed_cite:
-        parts.append(f"These relevant papers were retrieved but not cited: {_names(missed_cite, titles)}; "
-                     f"do not discard or skip them.")
+        parts.append(
+            f"These relevant papers were retrieved but not cited: {_names(missed_cite, titles)}; "
+            f"do not discard or skip them."
+        )
     return " ".join(parts) or "Every relevant paper was found and cited."
 
 
 # --- assessors on frozen candidates: which candidates did it keep? -----------------------------------
 # Works for the research program's Assessor (kept Sources, example.relevant_ids) and the gathering loop's
 # CandidateAssessor (judgements by doc id, example.gt_ids restricted to the candidates).
+
 
 def _kept(pred) -> set[str]:
     if "kept" in pred:
@@ -139,6 +145,7 @@ def assess_feedback(example, pred) -> str:
 
 # --- planner with retrieval: how early do the planned queries rank the relevant papers? -------------
 
+
 def plan_recall(example, pred) -> float:
     """Ret.R: share of relevant papers retrieved by any planned query."""
     return _recall(set(pred.best_rank), example.relevant_ids)
@@ -165,6 +172,7 @@ def plan_feedback(example, pred) -> str:
 
 
 # --- the gathering loop (spec 004): selected and retrieved sets of one query -------------------------
+
 
 def _gt(example) -> set[str]:
     return set(example.gt_ids)
@@ -207,8 +215,10 @@ def gather_feedback(example, pred) -> str:
     gt, retrieved, selected = _gt(example), set(pred.candidates), set(pred.selected)
     parts = []
     if gt - retrieved:
-        parts.append(f"Ground-truth papers no subquery retrieved: {_names(sorted(gt - retrieved), {})}; "
-                     f"derive or expand subqueries toward them.")
+        parts.append(
+            f"Ground-truth papers no subquery retrieved: {_names(sorted(gt - retrieved), {})}; "
+            f"derive or expand subqueries toward them."
+        )
     if (gt & retrieved) - selected:
         parts.append(f"Ground-truth papers retrieved but discarded: {_names(sorted((gt & retrieved) - selected), {})}.")
     wrong = selected - gt
@@ -218,6 +228,7 @@ def gather_feedback(example, pred) -> str:
 
 
 # --- taxonomies (spec 003): the predicted tree against the expert tree --------------------------------
+
 
 def _survey_score(example, pred):
     from deepresearch.eval.taxonomy import score_survey
@@ -257,8 +268,9 @@ def taxonomy_feedback(example, pred) -> str:
 METRICS: dict[str, dict[str, MetricSpec]] = {
     "research": {
         "recall": MetricSpec("recall", cited_recall, research_feedback, "relevant papers cited by the report"),
-        "retrieved_recall": MetricSpec("retrieved_recall", retrieved_recall, research_feedback,
-                                       "relevant papers retrieved anywhere in the tree"),
+        "retrieved_recall": MetricSpec(
+            "retrieved_recall", retrieved_recall, research_feedback, "relevant papers retrieved anywhere in the tree"
+        ),
     },
     STAGES.assess.tuning.target: {
         "f1": MetricSpec("f1", assess_f1, assess_feedback, "F1 of kept vs relevant candidates"),
@@ -266,15 +278,17 @@ METRICS: dict[str, dict[str, MetricSpec]] = {
     },
     STAGES.plan.tuning.target: {
         "recall": MetricSpec("recall", plan_recall, plan_feedback, "Ret.R of the planned queries"),
-        "avg_distance": MetricSpec("avg_distance", plan_avg_distance, plan_feedback,
-                                   "Avg.Distance of the relevant papers' best ranks"),
+        "avg_distance": MetricSpec(
+            "avg_distance", plan_avg_distance, plan_feedback, "Avg.Distance of the relevant papers' best ranks"
+        ),
     },
     "gather": {
         "f1": MetricSpec("f1", gather_f1, gather_feedback, "F1 of the selected papers"),
         "recall": MetricSpec("recall", gather_recall, gather_feedback, "recall of the selected papers"),
         "ret_recall": MetricSpec("ret_recall", gather_ret_recall, gather_feedback, "Ret.R of all subqueries"),
-        "avg_distance": MetricSpec("avg_distance", gather_avg_distance, gather_feedback,
-                                   "Avg.Distance of ground-truth papers' best ranks"),
+        "avg_distance": MetricSpec(
+            "avg_distance", gather_avg_distance, gather_feedback, "Avg.Distance of ground-truth papers' best ranks"
+        ),
         "discard": MetricSpec("discard", gather_keep_rate, gather_feedback, "1 - GT discard rate"),
     },
     "taxonomy": {
@@ -286,6 +300,7 @@ METRICS: dict[str, dict[str, MetricSpec]] = {
 
 
 # --- what the writing stages produce (deepresearch.eval.quality): citation support, key points, integration
+
 
 @dataclass(frozen=True)
 class Judging:
@@ -339,21 +354,36 @@ def _quality(judging: Judging, target: str, example, pred):
         from deepresearch.eval.run_report import cited_passages
 
         md = pred.report.markdown
-        q = score_claims(text_claims(md), cited_passages(pred.report, judging.text_of), support, text=md,
-                         question=question, key_points=key_points)
+        q = score_claims(
+            text_claims(md),
+            cited_passages(pred.report, judging.text_of),
+            support,
+            text=md,
+            question=question,
+            key_points=key_points,
+        )
     elif target == STAGES.extract.name:
         passages = {s.source_id: f"{s.title}\n{s.text}" for s in example.sources}
         q = score_claims(learning_claims(pred.learnings), passages, support, integration=False)
     elif target == STAGES.merge.name:
-        q = score_claims(text_claims(pred.summary), example.passages, support, text=pred.summary,
-                         given=_ids(example.learnings))
+        q = score_claims(
+            text_claims(pred.summary), example.passages, support, text=pred.summary, given=_ids(example.learnings)
+        )
     elif target == STAGES.enrich_write.name:
-        q = score_claims(text_claims(pred.paragraph), example.passages, support, text=pred.paragraph,
-                         given=_ids(example.learnings))
+        q = score_claims(
+            text_claims(pred.paragraph), example.passages, support, text=pred.paragraph, given=_ids(example.learnings)
+        )
     elif target == STAGES.write.name:
         given = list(dict.fromkeys(c for f in example.findings for c in citations_in(f.summary)))
-        q = score_claims(text_claims(pred.report), example.passages, support, text=pred.report,
-                         question=question, key_points=key_points, given=given)
+        q = score_claims(
+            text_claims(pred.report),
+            example.passages,
+            support,
+            text=pred.report,
+            question=question,
+            key_points=key_points,
+            given=given,
+        )
     else:
         raise ValueError(f"no writing metrics for {target!r}")
     cache[id(judging)] = q
@@ -374,8 +404,9 @@ def gap_score(example, pred) -> float:
     if not tasks:
         return 0.0 if example.open_questions else 1.0
     topic = " ".join([example.question, example.focus, *example.open_questions])
-    per_task = [0.5 * lexical_coverage(topic, t.query) + 0.5 * (1 - lexical_coverage(example.summary, t.query))
-                for t in tasks]
+    per_task = [
+        0.5 * lexical_coverage(topic, t.query) + 0.5 * (1 - lexical_coverage(example.summary, t.query)) for t in tasks
+    ]
     return sum(per_task) / len(per_task) * min(1.0, len(tasks) / wanted)
 
 
@@ -383,9 +414,12 @@ def gap_feedback(example, pred) -> str:
     from deepresearch.eval.citations import lexical_coverage
 
     if not pred.tasks:
-        return ("No follow-up task was proposed although the sources left these open: "
-                f"{'; '.join(example.open_questions[:3])}." if example.open_questions else
-                "No follow-up task, and nothing was left open: right.")
+        return (
+            "No follow-up task was proposed although the sources left these open: "
+            f"{'; '.join(example.open_questions[:3])}."
+            if example.open_questions
+            else "No follow-up task, and nothing was left open: right."
+        )
     topic = " ".join([example.question, example.focus, *example.open_questions])
     parts = []
     for t in pred.tasks:
@@ -405,8 +439,10 @@ def writing_spec(target: str, name: str, judging: Judging) -> MetricSpec:
         q = _quality(judging, target, example, pred)
         value = q.composite if name == "quality" else getattr(q, name)
         if value is None:
-            raise ValueError(f"metric {name} needs what this example lacks (key points for kpr; given "
-                             f"citations for retention); choose another metric")
+            raise ValueError(
+                f"metric {name} needs what this example lacks (key points for kpr; given "
+                f"citations for retention); choose another metric"
+            )
         return float(value)
 
     def feedback(example, pred) -> str:

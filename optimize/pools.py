@@ -46,8 +46,10 @@ def stage_pool(folder: str | Path, stage: str, module: dspy.Module, limit: int |
         raise TrainsetError(f"--from-runs tunes one of: {', '.join(POOL_STAGES)}; got --stage {stage}")
     logs = find_logs(folder)
     if not logs:
-        raise TrainsetError(f"no {STAGE_LOG} under {folder}; record runs first with `deepresearch run QUESTION "
-                            f"--out {Path(folder) / 'q1'} --lm ...`")
+        raise TrainsetError(
+            f"no {STAGE_LOG} under {folder}; record runs first with `deepresearch run QUESTION "
+            f"--out {Path(folder) / 'q1'} --lm ...`"
+        )
     examples, seen = [], set()
     for log in logs:
         calls, passages = read_log(log)
@@ -64,13 +66,20 @@ def stage_pool(folder: str | Path, stage: str, module: dspy.Module, limit: int |
             try:
                 inputs = typed_inputs(module, call["inputs"])
             except ValueError as err:
-                raise TrainsetError(f"{log}: a recorded {stage} call does not fit the stage "
-                                    f"({str(err).splitlines()[0]}); record the runs again") from None
-            examples.append(dspy.Example(**inputs, passages=texts, recorded=call.get("outputs") or {},
-                                         run=str(log.parent)).with_inputs(*inputs))
+                raise TrainsetError(
+                    f"{log}: a recorded {stage} call does not fit the stage "
+                    f"({str(err).splitlines()[0]}); record the runs again"
+                ) from None
+            examples.append(
+                dspy.Example(
+                    **inputs, passages=texts, recorded=call.get("outputs") or {}, run=str(log.parent)
+                ).with_inputs(*inputs)
+            )
     if not examples:
-        raise TrainsetError(f"the runs under {folder} recorded no successful {stage} call; record runs whose "
-                            f"preset uses it (enrich_write: --preset hero)")
+        raise TrainsetError(
+            f"the runs under {folder} recorded no successful {stage} call; record runs whose "
+            f"preset uses it (enrich_write: --preset hero)"
+        )
     return examples[:limit] if limit else examples
 
 

@@ -72,8 +72,9 @@ class ExecutorEvaluator:
         jobs = [(self.setup, self.args, self.cwd, state, example) for example in devset]
         for index, result in self._pool.map_unordered(score_example, jobs):
             if isinstance(result, JobFailed):  # not a program error (that scores 0): the worker could not run
-                raise RuntimeError(f"dev example {index + 1} of {len(devset)} could not be scored on "
-                                   f"{self._pool.kind}: {result.error}")
+                raise RuntimeError(
+                    f"dev example {index + 1} of {len(devset)} could not be scored on {self._pool.kind}: {result.error}"
+                )
             scores[index], used = result
             for role, n in used.items():
                 calls[role] = calls.get(role, 0) + n

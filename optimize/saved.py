@@ -50,8 +50,18 @@ def save_compiled(program: dspy.Module, path: str | Path, meta: dict[str, Any]) 
     if any(secret in text for secret in _secrets()):
         path.unlink()
         raise RuntimeError("refusing to save: a key from the environment appears in the program state")
-    info = _scrub(json.loads(json.dumps({"saved": time.strftime("%Y-%m-%dT%H:%M:%S"), "versions": {
-        "dspy": dspy.__version__, "python": platform.python_version()}, **meta}, default=str)))
+    info = _scrub(
+        json.loads(
+            json.dumps(
+                {
+                    "saved": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                    "versions": {"dspy": dspy.__version__, "python": platform.python_version()},
+                    **meta,
+                },
+                default=str,
+            )
+        )
+    )
     # the record travels inside the program file (DSPy's loader reads only metadata.dependency_versions there)
     state.setdefault("metadata", {})[COMPILED_KEY] = info
     text = json.dumps(state, indent=2, ensure_ascii=False)
@@ -77,8 +87,10 @@ def compile_record(path: str | Path) -> dict[str, Any]:
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{path} is not a compiled program (not JSON: {err}); pass the .json file that "
-                         f"`deepresearch optimize --out` wrote") from None
+        raise ValueError(
+            f"{path} is not a compiled program (not JSON: {err}); pass the .json file that "
+            f"`deepresearch optimize --out` wrote"
+        ) from None
     record = (state.get("metadata") or {}).get(COMPILED_KEY) if isinstance(state, dict) else None
     if record is None and meta_path(path).exists():
         record = json.loads(meta_path(path).read_text(encoding="utf-8"))
@@ -89,8 +101,25 @@ def compile_record(path: str | Path) -> dict[str, Any]:
 
 def describe(record: dict[str, Any]) -> str:
     """The compile record as lines of `key: value`, the figures first."""
-    keys = ("program", "stage", "lm", "optimizer", "metric", "data", "split", "n_train", "n_dev", "before",
-            "after", "change", "ci95", "metric_calls", "lm_calls", "seconds", "saved")
+    keys = (
+        "program",
+        "stage",
+        "lm",
+        "optimizer",
+        "metric",
+        "data",
+        "split",
+        "n_train",
+        "n_dev",
+        "before",
+        "after",
+        "change",
+        "ci95",
+        "metric_calls",
+        "lm_calls",
+        "seconds",
+        "saved",
+    )
     shown = {k: record[k] for k in keys if k in record}
     if "before" in record and "after" in record and "change" not in record:
         shown["change"] = record["after"] - record["before"]

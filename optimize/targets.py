@@ -66,8 +66,11 @@ def idle_stages(program: DeepResearch) -> dict[str, str]:
     the caller), and `answer` and `taxonomy` unless the config asks for them. Tuning `all` leaves them be:
     no trace of the run could show an optimizer what they do."""
     table = program.stage_table()
-    idle = {STAGES.clarify.name} | ({STAGES.answer.name} if not program.config.answer else set()) | (
-        {STAGES.taxonomy.name} if not program.config.taxonomy else set())
+    idle = (
+        {STAGES.clarify.name}
+        | ({STAGES.answer.name} if not program.config.answer else set())
+        | ({STAGES.taxonomy.name} if not program.config.taxonomy else set())
+    )
     return {name: table[name] for name in idle if name in table}
 
 
@@ -88,10 +91,13 @@ async def record_candidates(program: DeepResearch, examples: list[dspy.Example])
         hits = await search_async(program.retriever, ex.question, program.config.hits_per_query)
         sources = [as_source(h, source_id_for(h.doc.doc_id), program.config.passage_chars) for h in hits]
         relevant = set(ex.relevant_ids)
-        recorded.append(dspy.Example(
-            task=Task(query=ex.question, goal=ex.question), sources=sources,
-            relevant_ids=[s.source_id for s, h in zip(sources, hits) if h.doc.doc_id in relevant],
-        ).with_inputs("task", "sources"))
+        recorded.append(
+            dspy.Example(
+                task=Task(query=ex.question, goal=ex.question),
+                sources=sources,
+                relevant_ids=[s.source_id for s, h in zip(sources, hits) if h.doc.doc_id in relevant],
+            ).with_inputs("task", "sources")
+        )
     return recorded
 
 
@@ -124,7 +130,6 @@ def research_target(full: DeepResearch, stage: str, kind: str) -> Target:
     else:
         freeze_all_but(full, stage, stages)
     return Target(full, full, stage, stages)
-
 
 
 class RecordedOnly:

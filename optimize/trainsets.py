@@ -31,8 +31,11 @@ def from_beir(folder: str | Path, split: str = "train", corpus: Corpus | None = 
         if qid not in queries or not relevant:
             continue
         titles = {d: corpus.get(d).title for d in relevant if corpus is not None and corpus.get(d)}
-        examples.append(dspy.Example(question=queries[qid], relevant_ids=relevant, titles=titles,
-                                     query_id=qid).with_inputs("question"))
+        examples.append(
+            dspy.Example(question=queries[qid], relevant_ids=relevant, titles=titles, query_id=qid).with_inputs(
+                "question"
+            )
+        )
     return examples
 
 
@@ -40,7 +43,7 @@ def from_jsonl(path: str | Path) -> list[dspy.Example]:
     """User questions: one JSON object per line with `question` and optional `references` (document ids)."""
     path = Path(path)
     if not path.exists():
-        raise TrainsetError(f"training file not found: {path}; pass a JSONL file of {{\"question\": ...}} lines")
+        raise TrainsetError(f'training file not found: {path}; pass a JSONL file of {{"question": ...}} lines')
     examples = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -52,8 +55,15 @@ def from_jsonl(path: str | Path) -> list[dspy.Example]:
             raise TrainsetError(f"{path}:{n}: expected a JSON object with a question; fix or remove the line") from err
         refs = [str(r) for r in record.get("references", [])]
         key_points = [str(k) for k in record.get("key_points", [])]  # for the kpr and quality metrics
-        examples.append(dspy.Example(question=question, relevant_ids=refs, titles={}, key_points=key_points,
-                                     query_id=str(record.get("id", n))).with_inputs("question"))
+        examples.append(
+            dspy.Example(
+                question=question,
+                relevant_ids=refs,
+                titles={},
+                key_points=key_points,
+                query_id=str(record.get("id", n)),
+            ).with_inputs("question")
+        )
     if not examples:
         raise TrainsetError(f"{path} has no questions")
     return examples
@@ -73,19 +83,32 @@ def fingerprint(examples: list[dspy.Example]) -> str:
     """A short hash of the examples' inputs and labels, recorded with compiled programs."""
     h = hashlib.sha1()
     for ex in examples:
-        h.update(json.dumps({k: ex[k] for k in sorted(ex.keys()) if k not in ("sources", "passages", "recorded")},
-                            sort_keys=True,
-                            default=str).encode())
+        h.update(
+            json.dumps(
+                {k: ex[k] for k in sorted(ex.keys()) if k not in ("sources", "passages", "recorded")},
+                sort_keys=True,
+                default=str,
+            ).encode()
+        )
     return h.hexdigest()[:12]
 
 
 # --- frozen candidates: the assessor's inputs, recorded once and replayed ---------------------------
 
+
 def candidates_to_jsonl(examples: list[dspy.Example], path: str | Path) -> None:
     with Path(path).open("w", encoding="utf-8") as f:
         for ex in examples:
-            f.write(json.dumps({"task": ex.task.model_dump(), "sources": [s.model_dump() for s in ex.sources],
-                                "relevant_ids": list(ex.relevant_ids)}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "task": ex.task.model_dump(),
+                        "sources": [s.model_dump() for s in ex.sources],
+                        "relevant_ids": list(ex.relevant_ids),
+                    }
+                )
+                + "\n"
+            )
 
 
 def candidates_from_jsonl(path: str | Path) -> list[dspy.Example]:
@@ -98,8 +121,13 @@ def candidates_from_jsonl(path: str | Path) -> list[dspy.Example]:
         if line.strip():
             try:
                 r = json.loads(line)
-                examples.append(dspy.Example(task=Task(**r["task"]), sources=[Source(**s) for s in r["sources"]],
-                                             relevant_ids=r["relevant_ids"]).with_inputs("task", "sources"))
+                examples.append(
+                    dspy.Example(
+                        task=Task(**r["task"]),
+                        sources=[Source(**s) for s in r["sources"]],
+                        relevant_ids=r["relevant_ids"],
+                    ).with_inputs("task", "sources")
+                )
             except (json.JSONDecodeError, KeyError, TypeError) as err:
                 raise TrainsetError(f"{path}:{n}: not a recorded candidate pool; re-record the file") from err
     return examples
@@ -107,28 +135,45 @@ def candidates_from_jsonl(path: str | Path) -> list[dspy.Example]:
 
 # --- gathering (spec 004) and taxonomy (spec 003) examples --------------------------------------------
 
-def from_queryset(spec: str | Path, split: str | None = None, limit: int | None = None,
-                  data_dir: str | Path | None = None) -> list[dspy.Example]:
+
+def from_queryset(
+    spec: str | Path, split: str | None = None, limit: int | None = None, data_dir: str | Path | None = None
+) -> list[dspy.Example]:
     """Gathering examples from a ScholarGym file/dataset or a BEIR folder (a name is looked up in `data_dir`, as
     `deepresearch.eval.querysets.load_queryset` does); queries without ground truth are left out."""
     from deepresearch.eval.querysets import load_queryset
 
     queries = [q for q in load_queryset(spec, split, data_dir=data_dir) if q.gt_ids]
-    return [dspy.Example(question=q.query, date_constraint=q.date_constraint, gt_ids=list(q.gt_ids),
-                         query_id=q.query_id).with_inputs("question", "date_constraint")
-            for q in queries[:limit]]
+    return [
+        dspy.Example(
+            question=q.query, date_constraint=q.date_constraint, gt_ids=list(q.gt_ids), query_id=q.query_id
+        ).with_inputs("question", "date_constraint")
+        for q in queries[:limit]
+    ]
 
 
 def from_frozen_cases(cases) -> list[dspy.Example]:
     """Assessor examples from the candidates a gathering run recorded (`deepresearch.eval.run_gather.load_frozen_cases`)."""
-    return [dspy.Example(question=c.question, subquery=c.subquery, checklist=c.checklist, hits=list(c.hits),
-                         gt_ids=list(c.gt_ids), query_id=c.query_id)
-            .with_inputs("question", "subquery", "checklist", "hits") for c in cases]
+    return [
+        dspy.Example(
+            question=c.question,
+            subquery=c.subquery,
+            checklist=c.checklist,
+            hits=list(c.hits),
+            gt_ids=list(c.gt_ids),
+            query_id=c.query_id,
+        ).with_inputs("question", "subquery", "checklist", "hits")
+        for c in cases
+    ]
 
 
 def from_taxobench(source: str | Path, limit: int | None = None) -> list[dspy.Example]:
     """Bottom-up taxonomy examples: a survey's topic and papers in, its expert tree as the label."""
     from deepresearch.eval.taxobench import load_taxobench
 
-    return [dspy.Example(topic=s.topic, papers=list(s.papers), gt=s.gt, survey_id=s.survey_id)
-            .with_inputs("topic", "papers") for s in load_taxobench(source, limit=limit)]
+    return [
+        dspy.Example(topic=s.topic, papers=list(s.papers), gt=s.gt, survey_id=s.survey_id).with_inputs(
+            "topic", "papers"
+        )
+        for s in load_taxobench(source, limit=limit)
+    ]

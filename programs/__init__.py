@@ -7,8 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 # Imported on first use (PEP 562): importing a submodule such as deepresearch.programs.runtime.config_file
 # (which `deepresearch --help` does) must not load the research program and DSPy with it.
-_EXPORTS = {"PRESETS": "deepresearch.programs.config", "ResearchConfig": "deepresearch.programs.config",
-            "preset": "deepresearch.programs.config", "DeepResearch": "deepresearch.programs.research.program"}
+_EXPORTS = {
+    "PRESETS": "deepresearch.programs.config",
+    "ResearchConfig": "deepresearch.programs.config",
+    "preset": "deepresearch.programs.config",
+    "DeepResearch": "deepresearch.programs.research.program",
+}
 
 __all__ = ["PRESETS", "DeepResearch", "ResearchConfig", "preset"]
 

@@ -11,22 +11,22 @@ from deepresearch.retrievers.types import Hit
 from deepresearch.signatures.types import Learning, Source, Task
 
 NodeStatus = Literal[
-    "pending",    # planned, not started (a node's status only while the run works)
-    "running",    # holds a slot, or waits for its children (only while the run works)
-    "done",       # finished its work
-    "failed",     # an error stopped it; `Node.error` says where and why
-    "skipped",    # the run stopped before it started
-    "pruned",     # stopped by the parallel strategy's monitor or depth policy
+    "pending",  # planned, not started (a node's status only while the run works)
+    "running",  # holds a slot, or waits for its children (only while the run works)
+    "done",  # finished its work
+    "failed",  # an error stopped it; `Node.error` says where and why
+    "skipped",  # the run stopped before it started
+    "pruned",  # stopped by the parallel strategy's monitor or depth policy
     "cancelled",  # stopped while it ran: a budget, the deadline or an interrupt
 ]
 NODE_STATUSES: tuple[str, ...] = get_args(NodeStatus)
 FINAL_STATUSES = ("done", "failed", "skipped", "pruned", "cancelled")
 
 RunStatus = Literal[
-    "done",         # the run finished (possibly stopped early by a budget or the deadline; see stats.stopped)
-    "failed",       # nothing was researched because of failures (no search ran, every branch failed, no LM
-                    # reply was received, or no hit was judged)
-    "partial",      # some hits were left unjudged (deadline, budget, failures); the report covers the rest
+    "done",  # the run finished (possibly stopped early by a budget or the deadline; see stats.stopped)
+    "failed",  # nothing was researched because of failures (no search ran, every branch failed, no LM
+    # reply was received, or no hit was judged)
+    "partial",  # some hits were left unjudged (deadline, budget, failures); the report covers the rest
     "interrupted",  # a signal or the caller interrupted it; the report covers what was done before
 ]
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
@@ -39,17 +39,17 @@ RAISED: FolderStatus = "error"
 
 
 EventKind = Literal[
-    "run_start",     # counts: the run's shape (strategy, depth, breadth, schedule)
+    "run_start",  # counts: the run's shape (strategy, depth, breadth, schedule)
     "node_planned",  # a node was added to the tree; it has not started (message: its query)
-    "node_start",    # a node got its slot and began its own research
-    "node_end",      # a node left its lifecycle; message: its final status (a NodeStatus)
-    "stage_end",     # a step worth showing inside a node or a round (selection, deepen decision, round)
-    "failure",       # an error was recorded on a node (stage and message say where and what)
-    "fallback",      # a stage's answer was replaced by a stated fallback (e.g. the question as the plan)
-    "budget",        # a budget, deadline or failure limit stopped the run, or running work was cancelled
-    "prune",         # a subtree was stopped by the parallel strategy's monitor or depth policy
-    "interrupt",     # the run was interrupted (a signal, or the caller's interrupt event)
-    "run_end",       # message: the run's status (a RunStatus); counts: its stats
+    "node_start",  # a node got its slot and began its own research
+    "node_end",  # a node left its lifecycle; message: its final status (a NodeStatus)
+    "stage_end",  # a step worth showing inside a node or a round (selection, deepen decision, round)
+    "failure",  # an error was recorded on a node (stage and message say where and what)
+    "fallback",  # a stage's answer was replaced by a stated fallback (e.g. the question as the plan)
+    "budget",  # a budget, deadline or failure limit stopped the run, or running work was cancelled
+    "prune",  # a subtree was stopped by the parallel strategy's monitor or depth policy
+    "interrupt",  # the run was interrupted (a signal, or the caller's interrupt event)
+    "run_end",  # message: the run's status (a RunStatus); counts: its stats
 ]
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 
@@ -85,7 +85,9 @@ class Failure:
     stage: str
     error_type: str
     message: str
-    cause: str = ""  # one line naming the cause and the fix (deepresearch.programs.runtime.lm.explain), secrets redacted
+    cause: str = (
+        ""  # one line naming the cause and the fix (deepresearch.programs.runtime.lm.explain), secrets redacted
+    )
 
 
 @dataclass(frozen=True)
@@ -119,23 +121,38 @@ class Node:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "node_id": self.node_id, "depth": self.depth, "breadth": self.breadth,
-            "query": self.query, "goal": self.goal,
-            "retrieved_ids": list(self.retrieved_ids), "relevant_ids": list(self.relevant_ids),
-            "learnings": [x.model_dump() for x in self.learnings], "follow_ups": list(self.follow_ups),
-            "summary": self.summary, "status": self.status,
-            "error": asdict(self.error) if self.error else None, "notes": list(self.notes),
+            "node_id": self.node_id,
+            "depth": self.depth,
+            "breadth": self.breadth,
+            "query": self.query,
+            "goal": self.goal,
+            "retrieved_ids": list(self.retrieved_ids),
+            "relevant_ids": list(self.relevant_ids),
+            "learnings": [x.model_dump() for x in self.learnings],
+            "follow_ups": list(self.follow_ups),
+            "summary": self.summary,
+            "status": self.status,
+            "error": asdict(self.error) if self.error else None,
+            "notes": list(self.notes),
             "children": [c.to_dict() for c in self.children],
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Node:
         return cls(
-            node_id=d["node_id"], depth=d["depth"], breadth=d["breadth"], query=d["query"], goal=d["goal"],
-            retrieved_ids=tuple(d["retrieved_ids"]), relevant_ids=tuple(d["relevant_ids"]),
-            learnings=tuple(Learning(**x) for x in d["learnings"]), follow_ups=tuple(d["follow_ups"]),
-            summary=d["summary"], status=d["status"],
-            error=Failure(**d["error"]) if d.get("error") else None, notes=tuple(d.get("notes", ())),
+            node_id=d["node_id"],
+            depth=d["depth"],
+            breadth=d["breadth"],
+            query=d["query"],
+            goal=d["goal"],
+            retrieved_ids=tuple(d["retrieved_ids"]),
+            relevant_ids=tuple(d["relevant_ids"]),
+            learnings=tuple(Learning(**x) for x in d["learnings"]),
+            follow_ups=tuple(d["follow_ups"]),
+            summary=d["summary"],
+            status=d["status"],
+            error=Failure(**d["error"]) if d.get("error") else None,
+            notes=tuple(d.get("notes", ())),
             children=tuple(cls.from_dict(c) for c in d["children"]),
         )
 
@@ -323,35 +340,66 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "question": self.question, "markdown": self.markdown,
+            "question": self.question,
+            "markdown": self.markdown,
             "references": [_reference_dict(r) for r in self.references],
             "learnings": [x.model_dump() for x in self.learnings],
             "tree": [n.to_dict() for n in self.tree],
             "usage": {k: asdict(v) for k, v in self.usage.items()},
             "stats": self.stats.to_dict(),
             "events": [asdict(e) for e in self.events],
-            "status": self.status, "error": self.error, "answer": self.answer, "taxonomy": self.taxonomy,
-            "gathered": self.gathered, "clarifications": [dict(c) for c in self.clarifications],
-            "verdicts": [dict(v) for v in self.verdicts], "passages": dict(self.passages),
+            "status": self.status,
+            "error": self.error,
+            "answer": self.answer,
+            "taxonomy": self.taxonomy,
+            "gathered": self.gathered,
+            "clarifications": [dict(c) for c in self.clarifications],
+            "verdicts": [dict(v) for v in self.verdicts],
+            "passages": dict(self.passages),
             "provenance": [p.to_dict() for p in self.provenance()],  # derived; provenance() rebuilds it after from_dict
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Report:
         return cls(
-            question=d["question"], markdown=d["markdown"],
+            question=d["question"],
+            markdown=d["markdown"],
             references=tuple(Reference.from_dict(r) for r in d["references"]),
             learnings=tuple(Learning(**x) for x in d["learnings"]),
             tree=tuple(Node.from_dict(n) for n in d["tree"]),
             usage={k: StageUsage(**v) for k, v in d["usage"].items()},
-            stats=RunStats.from_dict(d["stats"]), events=tuple(Event(**e) for e in d.get("events", [])),
-            status=d.get("status", "done"), error=d.get("error"), answer=d.get("answer", ""),
-            taxonomy=d.get("taxonomy"), gathered=d.get("gathered"),
+            stats=RunStats.from_dict(d["stats"]),
+            events=tuple(Event(**e) for e in d.get("events", [])),
+            status=d.get("status", "done"),
+            error=d.get("error"),
+            answer=d.get("answer", ""),
+            taxonomy=d.get("taxonomy"),
+            gathered=d.get("gathered"),
             clarifications=tuple(dict(c) for c in d.get("clarifications", ())),
-            verdicts=tuple(dict(v) for v in d.get("verdicts", ())), passages=dict(d.get("passages") or {}),
+            verdicts=tuple(dict(v) for v in d.get("verdicts", ())),
+            passages=dict(d.get("passages") or {}),
         )
 
 
-__all__ = ["EVENT_KINDS", "Event", "EventKind", "FINAL_STATUSES", "FOLDER_STATUSES", "Failure", "FolderStatus",
-           "NODE_STATUSES", "Node", "NodeStatus", "RAISED", "RUNNING", "RUN_STATUSES", "Reference", "Report",
-           "RunStats", "RunStatus", "StageUsage", "Task", "as_source"]
+__all__ = [
+    "EVENT_KINDS",
+    "Event",
+    "EventKind",
+    "FINAL_STATUSES",
+    "FOLDER_STATUSES",
+    "Failure",
+    "FolderStatus",
+    "NODE_STATUSES",
+    "Node",
+    "NodeStatus",
+    "RAISED",
+    "RUNNING",
+    "RUN_STATUSES",
+    "Reference",
+    "Report",
+    "RunStats",
+    "RunStatus",
+    "StageUsage",
+    "Task",
+    "as_source",
+]

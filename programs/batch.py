@@ -35,13 +35,21 @@ SUMMARY_COLUMNS = ("id", "status", "seconds", "lm_calls", "references", "folder"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.usage = "%(prog)s QUESTIONS.jsonl --out DIR [--workers N | --ray auto|ADDRESS] [-- RUN OPTIONS]"
     parser.add_argument("questions", help='a JSONL file: one {"question": ..., "id": ...} per line (id optional)')
-    add_output_arguments(parser, required=True, out_help="folder of the runs: one sub-folder per question, and "
-                                                         "the summary (summary.jsonl, summary.md)")
-    add_workers_arguments(parser, help="processes of this machine running questions at once (default 2)",
-                          ray_help="run the questions as tasks on a Ray cluster instead: auto (the cluster this "
-                                   "machine joined with `ray start`) or its HOST:PORT; needs the [ray] extra")
-    parser.epilog = ("Everything after -- is passed to `deepresearch run` for every question, e.g. "
-                     "-- --corpus scifact --lm openai/gpt-4.1-mini --preset quick. " + (parser.epilog or ""))
+    add_output_arguments(
+        parser,
+        required=True,
+        out_help="folder of the runs: one sub-folder per question, and the summary (summary.jsonl, summary.md)",
+    )
+    add_workers_arguments(
+        parser,
+        help="processes of this machine running questions at once (default 2)",
+        ray_help="run the questions as tasks on a Ray cluster instead: auto (the cluster this "
+        "machine joined with `ray start`) or its HOST:PORT; needs the [ray] extra",
+    )
+    parser.epilog = (
+        "Everything after -- is passed to `deepresearch run` for every question, e.g. "
+        "-- --corpus scifact --lm openai/gpt-4.1-mini --preset quick. " + (parser.epilog or "")
+    )
     parser.set_defaults(run_options=[])
     plain = parser.parse_args
 
@@ -49,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         args = list(sys.argv[1:] if args is None else args)  # and a `--` tail, so the tail is split off here
         cut = args.index("--") if "--" in args else len(args)
         parsed = plain(args[:cut], namespace)
-        parsed.run_options = args[cut + 1:]
+        parsed.run_options = args[cut + 1 :]
         return parsed
 
     parser.parse_args = parse_args
@@ -59,7 +67,7 @@ def read_questions(path: str | Path) -> list[dict[str, str]]:
     """The questions of a JSONL file, each with a unique folder-safe `id`; a bad line fails naming its number."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"{path}: no such file; pass a JSONL file of {{\"question\": ...}} lines")
+        raise ValueError(f'{path}: no such file; pass a JSONL file of {{"question": ...}} lines')
     out: list[dict[str, str]] = []
     seen: set[str] = set()
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -71,7 +79,7 @@ def read_questions(path: str | Path) -> list[dict[str, str]]:
             raise ValueError(f"{path}:{number}: not JSON ({err.msg}); write one JSON object per line") from None
         question = record.get("question") if isinstance(record, dict) else None
         if not isinstance(question, str) or not question.strip():
-            raise ValueError(f"{path}:{number}: no \"question\" text; each line needs {{\"question\": \"...\"}}")
+            raise ValueError(f'{path}:{number}: no "question" text; each line needs {{"question": "..."}}')
         raw = str(record.get("id") or f"{number:04d}-{question}")
         qid = re.sub(r"[^A-Za-z0-9._-]+", "-", raw).strip("-.")[:64] or f"{number:04d}"
         if qid in seen:
@@ -127,13 +135,18 @@ def run_question(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _record(job: dict[str, Any], folder: Path) -> dict[str, Any]:
-    record: dict[str, Any] = {"id": job["id"], "question": job["question"], "folder": str(folder),
-                              "status": _status(folder, job["question"]) or "not started"}
+    record: dict[str, Any] = {
+        "id": job["id"],
+        "question": job["question"],
+        "folder": str(folder),
+        "status": _status(folder, job["question"]) or "not started",
+    }
     with contextlib.suppress(OSError, ValueError):
         trace = json.loads((folder / "trace.json").read_text())
         stats = trace.get("stats") or {}
-        record.update(seconds=trace.get("seconds"), lm_calls=stats.get("lm_calls"),
-                      references=len(trace.get("references") or []))
+        record.update(
+            seconds=trace.get("seconds"), lm_calls=stats.get("lm_calls"), references=len(trace.get("references") or [])
+        )
         if trace.get("error"):
             record["error"] = shorten(str(trace["error"]), 300)
     return record
@@ -141,8 +154,10 @@ def _record(job: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 def write_summary(out: Path, records: list[dict[str, Any] | None], jobs: list[dict[str, Any]]) -> None:
     """summary.jsonl and summary.md: one record per question in the file's order (pending ones too)."""
-    rows = [r or {"id": j["id"], "question": j["question"], "status": "pending", "folder": j["folder"]}
-            for r, j in zip(records, jobs)]
+    rows = [
+        r or {"id": j["id"], "question": j["question"], "status": "pending", "folder": j["folder"]}
+        for r, j in zip(records, jobs)
+    ]
     atomic_write_text(out / "summary.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     lines = ["| " + " | ".join(SUMMARY_COLUMNS) + " |", "|" + "---|" * len(SUMMARY_COLUMNS)]
     for r in rows:
@@ -152,15 +167,31 @@ def write_summary(out: Path, records: list[dict[str, Any] | None], jobs: list[di
     atomic_write_text(out / "summary.md", "\n".join(lines) + "\n")
 
 
-def run_batch(questions: list[dict[str, str]], out: Path, run_options: list[str], *, workers: int | None = None,
-              ray: str | None = None, quiet: bool = False) -> list[dict[str, Any]]:
+def run_batch(
+    questions: list[dict[str, str]],
+    out: Path,
+    run_options: list[str],
+    *,
+    workers: int | None = None,
+    ray: str | None = None,
+    quiet: bool = False,
+) -> list[dict[str, Any]]:
     """Runs every question into `out/<id>`; their summary records, in the questions' order."""
     out.mkdir(parents=True, exist_ok=True)
-    jobs = [{**q, "folder": str((out / q["id"]).resolve()), "run_options": list(run_options), "cwd": os.getcwd()}
-            for q in questions]
+    jobs = [
+        {**q, "folder": str((out / q["id"]).resolve()), "run_options": list(run_options), "cwd": os.getcwd()}
+        for q in questions
+    ]
     records: list[dict[str, Any] | None] = [None] * len(jobs)
-    atomic_write_json(out / "batch.json", {"questions": len(jobs), "run_options": _shown(run_options),
-                                           "executor": "ray" if ray else "local", "started": time.time()})
+    atomic_write_json(
+        out / "batch.json",
+        {
+            "questions": len(jobs),
+            "run_options": _shown(run_options),
+            "executor": "ray" if ray else "local",
+            "started": time.time(),
+        },
+    )
     write_summary(out, records, jobs)
     started = time.time()
     with open_executor(workers=workers, ray=ray) as pool:
@@ -175,9 +206,13 @@ def run_batch(questions: list[dict[str, str]], out: Path, run_options: list[str]
             write_summary(out, records, jobs)
             if not quiet:
                 mark = "skipped (done before)" if result.get("skipped") else result["status"]
-                print(f"[{finished}/{len(jobs)}] {jobs[index]['id']}: {mark}"
-                      f"{' - ' + result['error'] if result.get('error') and result['status'] != 'done' else ''}"
-                      f" ({time.time() - started:.0f} s)", file=sys.stderr, flush=True)
+                print(
+                    f"[{finished}/{len(jobs)}] {jobs[index]['id']}: {mark}"
+                    f"{' - ' + result['error'] if result.get('error') and result['status'] != 'done' else ''}"
+                    f" ({time.time() - started:.0f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
     return [r for r in records if r is not None]
 
 
@@ -196,12 +231,16 @@ def main(args: argparse.Namespace) -> int:
     if "--out" in run_options or any(o.startswith("--out=") for o in run_options):
         raise ValueError("--out after -- would send every question to one folder; give --out before --")
     questions = read_questions(args.questions)
-    records = run_batch(questions, Path(args.out), run_options, workers=args.workers, ray=args.ray,
-                        quiet=getattr(args, "quiet", False))
+    records = run_batch(
+        questions, Path(args.out), run_options, workers=args.workers, ray=args.ray, quiet=getattr(args, "quiet", False)
+    )
     print((Path(args.out) / "summary.md").read_text(), end="")
     failed = [r for r in records if r["status"] != "done"]
-    print(f"batch: {len(records) - len(failed)} of {len(records)} questions done; summary: "
-          f"{Path(args.out) / 'summary.jsonl'}", file=sys.stderr)
+    print(
+        f"batch: {len(records) - len(failed)} of {len(records)} questions done; summary: "
+        f"{Path(args.out) / 'summary.jsonl'}",
+        file=sys.stderr,
+    )
     return EXIT_FAILED if failed else 0
 
 

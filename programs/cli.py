@@ -67,33 +67,53 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # --corpus (everyday); --index, --retriever, --qdrant-url, BM25 and dense settings (retrieval)
     retrieval = add_retriever_arguments(parser, everyday=everyday)
     lm = add_lm_arguments(parser, everyday=everyday)  # --lm (everyday); --api-base, --structured ... (language model)
-    add_tree_arguments(everyday, preset_default="standard", presets=tuple(sorted(PRESETS)),
-                       preset_help="how the research tree grows: standard (the default, depth 2 x breadth 3), quick "
-                                   "(1 x 2), deep (4 x 4), eco, hero, parallel, gather (deepresearch --help describes "
-                                   "each); --depth and --breadth override its size",
-                       breadth_help="tasks planned at the root (overrides the preset; with --preset parallel, the "
-                                    "most subqueries a node plans)")
-    add_output_arguments(everyday, out_help="output folder (default runs/<question-slug>); one run at a time, one "
-                                            "question per folder")
+    add_tree_arguments(
+        everyday,
+        preset_default="standard",
+        presets=tuple(sorted(PRESETS)),
+        preset_help="how the research tree grows: standard (the default, depth 2 x breadth 3), quick "
+        "(1 x 2), deep (4 x 4), eco, hero, parallel, gather (deepresearch --help describes "
+        "each); --depth and --breadth override its size",
+        breadth_help="tasks planned at the root (overrides the preset; with --preset parallel, the "
+        "most subqueries a node plans)",
+    )
+    add_output_arguments(
+        everyday, out_help="output folder (default runs/<question-slug>); one run at a time, one question per folder"
+    )
     retrieval.add_argument("--hits", type=int, default=None, help="documents retrieved per search")
-    retrieval.add_argument("--full-text", action="store_true",
-                           help="where a hit has an open-access PDF link (search engines give one), fetch and read "
-                                "the PDF (cached under ~/.cache/dspy-deepresearch/fulltext or --full-text-cache) and "
-                                "give the extractor its passages that best match the query instead of the abstract")
+    retrieval.add_argument(
+        "--full-text",
+        action="store_true",
+        help="where a hit has an open-access PDF link (search engines give one), fetch and read "
+        "the PDF (cached under ~/.cache/dspy-deepresearch/fulltext or --full-text-cache) and "
+        "give the extractor its passages that best match the query instead of the abstract",
+    )
     retrieval.add_argument("--full-text-cache", default=None, metavar="DIR", help="folder of fetched PDFs")
-    lm.add_argument("--stage-lm", action="append", default=[], metavar="STAGE=MODEL",
-                    help=f"an LM for one stage ({', '.join(STAGE_NAMES)}); repeatable")
+    lm.add_argument(
+        "--stage-lm",
+        action="append",
+        default=[],
+        metavar="STAGE=MODEL",
+        help=f"an LM for one stage ({', '.join(STAGE_NAMES)}); repeatable",
+    )
     lm.add_argument("--program", default=None, help="a compiled program (JSON state) to load")
     # clarifying questions
-    lm.add_argument("--clarify", action="store_true",
-                    help=f"before research, the LM asks up to {MAX_QUESTIONS} clarifying questions on the "
-                         f"terminal (Enter skips one); the answers join the question in the research brief and "
-                         f"trace.json records them. Without a terminal (or offline) nothing is asked")
-    lm.add_argument("--clarify-answers", default=None, metavar="FILE",
-                    help="answers given in advance, nothing asked: a JSON list of {\"question\": ..., "
-                         "\"answer\": ...} (as trace.json records them; a trace.json works too) or text lines "
-                         "'Q: <question>' each followed by 'A: <answer>'; blank answers are left out. "
-                         "--resume keeps the answers the run's trace.json recorded")
+    lm.add_argument(
+        "--clarify",
+        action="store_true",
+        help=f"before research, the LM asks up to {MAX_QUESTIONS} clarifying questions on the "
+        f"terminal (Enter skips one); the answers join the question in the research brief and "
+        f"trace.json records them. Without a terminal (or offline) nothing is asked",
+    )
+    lm.add_argument(
+        "--clarify-answers",
+        default=None,
+        metavar="FILE",
+        help='answers given in advance, nothing asked: a JSON list of {"question": ..., '
+        '"answer": ...} (as trace.json records them; a trace.json works too) or text lines '
+        "'Q: <question>' each followed by 'A: <answer>'; blank answers are left out. "
+        "--resume keeps the answers the run's trace.json recorded",
+    )
     budgets = parser.add_argument_group("budgets", "when research stops; the report of what exists is still written")
     budgets.add_argument("--deadline", type=float, default=None, help="wall-clock seconds; then write what exists")
     budgets.add_argument("--max-lm-calls", type=int, default=None, help="stop researching after this many LM calls")
@@ -101,29 +121,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_workers_arguments(budgets, help="nodes working at once", old=("--concurrency",))
     output = parser.add_argument_group("output", "what the run writes beside report.md and trace.json, and where")
     # deliverables beside the report
-    output.add_argument("--answer", action="store_true",
-                        help="also write a short cited answer (a few sentences) to answer.md")
-    output.add_argument("--taxonomy", action="store_true",
-                        help="also organise the papers judged relevant into a taxonomy: taxonomy.json (TaxoBench "
-                             "JSON) and a 'Map of the literature' section of the report")
+    output.add_argument(
+        "--answer", action="store_true", help="also write a short cited answer (a few sentences) to answer.md"
+    )
+    output.add_argument(
+        "--taxonomy",
+        action="store_true",
+        help="also organise the papers judged relevant into a taxonomy: taxonomy.json (TaxoBench "
+        "JSON) and a 'Map of the literature' section of the report",
+    )
     # exports
-    output.add_argument("--bibtex", action="store_true",
-                        help="also write references.bib: the report's references as BibTeX (title, authors, year, "
-                             "venue, DOI or URL where the corpus has them)")
-    output.add_argument("--verify", default=None, choices=VERIFY_POLICIES,
-                        help="check every claim of the draft against the passages it cites and rewrite (default), "
-                             "remove or mark what they do not support; off skips the check. trace.json records "
-                             "each verdict")
-    add_overwrite_argument(output, help=f"replace a run of another question in --out (removes its "
-                                        f"{', '.join(RUN_FILES)})")
-    output.add_argument("--resume", action="store_true",
-                        help="continue the run of this question in --out: nodes its journal.jsonl holds are "
-                             "restored, not researched again (no LM call, no search)")
+    output.add_argument(
+        "--bibtex",
+        action="store_true",
+        help="also write references.bib: the report's references as BibTeX (title, authors, year, "
+        "venue, DOI or URL where the corpus has them)",
+    )
+    output.add_argument(
+        "--verify",
+        default=None,
+        choices=VERIFY_POLICIES,
+        help="check every claim of the draft against the passages it cites and rewrite (default), "
+        "remove or mark what they do not support; off skips the check. trace.json records "
+        "each verdict",
+    )
+    add_overwrite_argument(
+        output, help=f"replace a run of another question in --out (removes its {', '.join(RUN_FILES)})"
+    )
+    output.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run of this question in --out: nodes its journal.jsonl holds are "
+        "restored, not researched again (no LM call, no search)",
+    )
     add_quiet_alias(output)
-    output.add_argument("--stage-log", action=argparse.BooleanOptionalAction, default=None,
-                        help=f"record every stage call's inputs and outputs in --out/{STAGE_LOG}, the training pool "
-                             f"of `optimize --from-runs` (default: on with an LM, off with --lm offline, whose "
-                             f"trees can grow to thousands of nodes)")
+    output.add_argument(
+        "--stage-log",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"record every stage call's inputs and outputs in --out/{STAGE_LOG}, the training pool "
+        f"of `optimize --from-runs` (default: on with an LM, off with --lm offline, whose "
+        f"trees can grow to thousands of nodes)",
+    )
 
 
 def slug(text: str, limit: int = 48) -> str:
@@ -170,8 +209,9 @@ def needed_extras(args: argparse.Namespace, config: ResearchConfig) -> dict[str,
 
 def build_program(args: argparse.Namespace, retriever, on_event, session: LMSession) -> tuple[DeepResearch, dict]:
     config = run_config(args)
-    program = DeepResearch(retriever=retriever, config=config, offline=session.is_offline,
-                           lms=session.stage_lms or None, on_event=on_event)
+    program = DeepResearch(
+        retriever=retriever, config=config, offline=session.is_offline, lms=session.stage_lms or None, on_event=on_event
+    )
     if args.program:
         if session.is_offline:
             raise ValueError("--program needs an LM: a compiled program tunes LM prompts; pass --lm")
@@ -181,14 +221,25 @@ def build_program(args: argparse.Namespace, retriever, on_event, session: LMSess
 
 def config_overrides(args: argparse.Namespace) -> dict:
     """The options that override the preset's settings, as ResearchConfig fields (only those given)."""
-    return {k: v for k, v in {"depth": args.depth, "breadth": args.breadth, "hits_per_query": args.hits,
-                                   "max_concurrency": args.workers, "deadline_s": args.deadline,
-                                   "max_lm_calls": args.max_lm_calls, "max_tokens": args.max_tokens,
-                                   "lm_timeout_s": args.lm_timeout,
-                                   "answer": args.answer or None, "taxonomy": args.taxonomy or None,
-                                   "verify": args.verify, "full_text": args.full_text or None,
-                                   "full_text_cache": args.full_text_cache}.items()
-            if v is not None}
+    return {
+        k: v
+        for k, v in {
+            "depth": args.depth,
+            "breadth": args.breadth,
+            "hits_per_query": args.hits,
+            "max_concurrency": args.workers,
+            "deadline_s": args.deadline,
+            "max_lm_calls": args.max_lm_calls,
+            "max_tokens": args.max_tokens,
+            "lm_timeout_s": args.lm_timeout,
+            "answer": args.answer or None,
+            "taxonomy": args.taxonomy or None,
+            "verify": args.verify,
+            "full_text": args.full_text or None,
+            "full_text_cache": args.full_text_cache,
+        }.items()
+        if v is not None
+    }
 
 
 def answer_markdown(report) -> str:
@@ -218,9 +269,12 @@ def source_failure_lines(retrieval) -> list[str]:
     by_source: dict[str, list[dict]] = {}
     for f in getattr(retrieval.retriever, "failures", None) or ():
         by_source.setdefault(f["source"], []).append(f)
-    return [f"{name}: {len(items)} search{'es' if len(items) > 1 else ''} failed "
-            f"({redact(next((f['error'] for f in items if not f['skipped']), items[0]['error']))}); "
-            f"see source_failures in trace.json" for name, items in by_source.items()]
+    return [
+        f"{name}: {len(items)} search{'es' if len(items) > 1 else ''} failed "
+        f"({redact(next((f['error'] for f in items if not f['skipped']), items[0]['error']))}); "
+        f"see source_failures in trace.json"
+        for name, items in by_source.items()
+    ]
 
 
 def recording(events: list[Event], progress: Progress) -> EventHandler:
@@ -233,8 +287,9 @@ def recording(events: list[Event], progress: Progress) -> EventHandler:
     return on_event
 
 
-def ask_clarifications(args: argparse.Namespace, program: DeepResearch, session: LMSession,
-                       meter: CostMeter) -> tuple[dict[str, str], ...]:
+def ask_clarifications(
+    args: argparse.Namespace, program: DeepResearch, session: LMSession, meter: CostMeter
+) -> tuple[dict[str, str], ...]:
     """`--clarify`: the LM's clarifying questions asked on the terminal, with the user's answers (blank
     ones included: the brief leaves them out, the trace keeps them).
 
@@ -242,6 +297,7 @@ def ask_clarifications(args: argparse.Namespace, program: DeepResearch, session:
     not a terminal, when the LM asks nothing, or when its call fails; research then goes on with the
     question as given. The call is counted in `meter`, the run's usage meter.
     """
+
     def skip(why: str) -> tuple[dict[str, str], ...]:
         print(f"deepresearch run: --clarify: {why}; researching the question as given", file=sys.stderr)
         return ()
@@ -249,8 +305,10 @@ def ask_clarifications(args: argparse.Namespace, program: DeepResearch, session:
     if session.is_offline:
         return skip("no clarifying questions offline (no LM to ask them); pass --clarify-answers FILE to add answers")
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        return skip("no clarifying questions asked: stdin or stdout is not a terminal; pass --clarify-answers FILE "
-                    "to give answers without one")
+        return skip(
+            "no clarifying questions asked: stdin or stdout is not a terminal; pass --clarify-answers FILE "
+            "to give answers without one"
+        )
     try:
         with session.context():
             questions = program.clarify(args.question, meter=meter)
@@ -258,10 +316,15 @@ def ask_clarifications(args: argparse.Namespace, program: DeepResearch, session:
         return skip(f"the clarifying step failed ({redact(f'{type(err).__name__}: {err}'.splitlines()[0])[:200]})")
     if not questions:
         unparsed = meter.snapshot().get(STAGES.clarify.name)
-        return skip("the LM's reply did not parse (recorded in trace.json), so no question was asked"
-                    if unparsed and unparsed.parse_failures else "the LM found the question clear and asked nothing")
-    print(f"{len(questions)} clarifying question{'s' if len(questions) > 1 else ''} before research "
-          f"(Enter skips one):", flush=True)
+        return skip(
+            "the LM's reply did not parse (recorded in trace.json), so no question was asked"
+            if unparsed and unparsed.parse_failures
+            else "the LM found the question clear and asked nothing"
+        )
+    print(
+        f"{len(questions)} clarifying question{'s' if len(questions) > 1 else ''} before research (Enter skips one):",
+        flush=True,
+    )
     answers = []
     for i, question in enumerate(questions, start=1):
         print(f"[{i}/{len(questions)}] {question}\n> ", end="", flush=True)  # input() may prompt on stderr
@@ -269,14 +332,19 @@ def ask_clarifications(args: argparse.Namespace, program: DeepResearch, session:
             answer = input()
         except EOFError:  # Ctrl-D: this and the remaining questions stay unanswered
             print(flush=True)
-            answers += [{"question": q, "answer": ""} for q in questions[i - 1:]]
+            answers += [{"question": q, "answer": ""} for q in questions[i - 1 :]]
             break
         answers.append({"question": question, "answer": answer.strip()})
     return tuple(answers)
 
 
-def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder: RunFolder,
-                 answers: tuple[dict[str, str], ...] | None = None) -> int:
+def run_research(
+    args: argparse.Namespace,
+    session: LMSession,
+    retrieval,
+    folder: RunFolder,
+    answers: tuple[dict[str, str], ...] | None = None,
+) -> int:
     """Runs the program into a claimed folder: report.md and trace.json, also the trace of a run that raised.
 
     `answers` are clarifications given in advance (`--clarify-answers`); without them `--clarify` asks.
@@ -285,12 +353,18 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
     events: list[Event] = []
     program, meta = build_program(args, retrieval.retriever, recording(events, progress), session)
     meter = CostMeter()  # the run's usage: the clarifying questions are counted in it too
-    clarifications = answers if answers is not None else (
-        ask_clarifications(args, program, session, meter) if args.clarify else ())
+    clarifications = (
+        answers if answers is not None else (ask_clarifications(args, program, session, meter) if args.clarify else ())
+    )
     started = time.time()
-    trace = {"question": args.question, "corpus": dict(retrieval.description),
-             "models": meta["models"], "config": meta["config"], "structured": args.structured,
-             "started": started}
+    trace = {
+        "question": args.question,
+        "corpus": dict(retrieval.description),
+        "models": meta["models"],
+        "config": meta["config"],
+        "structured": args.structured,
+        "started": started,
+    }
     trace.update(clarifications=list(clarifications), brief=research_brief(args.question.strip(), clarifications))
     received: list[signal.Signals] = []
 
@@ -302,14 +376,20 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
             result = asyncio.run(_research(program, args, folder, snapshot, received, clarifications, meter))
     except BaseException as err:  # keep what exists: the events so far, and the error
         progress.close()
-        trace.update(status=RAISED, error=redact(f"{type(err).__name__}: {err}"),
-                     events=[dataclasses.asdict(e) for e in events], **source_failures(retrieval), **session.routing())
+        trace.update(
+            status=RAISED,
+            error=redact(f"{type(err).__name__}: {err}"),
+            events=[dataclasses.asdict(e) for e in events],
+            **source_failures(retrieval),
+            **session.routing(),
+        )
         folder.write_json("trace.json", trace)
         raise
     progress.close()
     report = result.report
-    trace.update(seconds=round(time.time() - started, 2), **report.to_dict(), **source_failures(retrieval),
-                 **session.routing())
+    trace.update(
+        seconds=round(time.time() - started, 2), **report.to_dict(), **source_failures(retrieval), **session.routing()
+    )
     try:  # the trace first, the report last: a failed write (a full disk) leaves no finished-looking report
         folder.write_json("trace.json", trace)
         if args.bibtex:
@@ -346,8 +426,9 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
         print(f"deepresearch run: {line}", file=sys.stderr)
     code = 0
     if report.status in ("failed", "partial"):
-        print(f"deepresearch run: {'error' if report.status == 'failed' else 'partial'}: {report.error}",
-              file=sys.stderr)
+        print(
+            f"deepresearch run: {'error' if report.status == 'failed' else 'partial'}: {report.error}", file=sys.stderr
+        )
         code = EXIT_FAILED
     if report.status == "interrupted":
         print(f"deepresearch run: {report.error}; continue it with --resume", file=sys.stderr)
@@ -360,8 +441,10 @@ def run_research(args: argparse.Namespace, session: LMSession, retrieval, folder
 def summary_line(report) -> str:
     """The run in one line: its counts, then its LM requests, tokens and cost, or that it ran offline."""
     s = report.stats
-    counts = (f"nodes {s.nodes} · searches {s.searches} · learnings {s.learnings} · citations {s.citations} · "
-              f"failed branches {s.failed_nodes}")
+    counts = (
+        f"nodes {s.nodes} · searches {s.searches} · learnings {s.learnings} · citations {s.citations} · "
+        f"failed branches {s.failed_nodes}"
+    )
     if s.offline:
         return f"{counts} · offline: no LM, no tokens, no cost"
     dollars = (s.cost or {}).get("total")  # US dollars by LiteLLM's price map; None when a model has no price
@@ -374,9 +457,15 @@ def _records(program: DeepResearch, args: argparse.Namespace) -> bool:
     return args.stage_log if args.stage_log is not None else not program.is_offline
 
 
-async def _research(program: DeepResearch, args: argparse.Namespace, folder: RunFolder, snapshot,
-                    received: list[signal.Signals], clarifications: tuple[dict[str, str], ...] = (),
-                    meter: CostMeter | None = None):
+async def _research(
+    program: DeepResearch,
+    args: argparse.Namespace,
+    folder: RunFolder,
+    snapshot,
+    received: list[signal.Signals],
+    clarifications: tuple[dict[str, str], ...] = (),
+    meter: CostMeter | None = None,
+):
     """Runs the program with SIGINT and SIGTERM turned into an interrupt: the first stops the running work
     and lets the report of what exists be written; a second one acts as if no handler were installed."""
     loop = asyncio.get_running_loop()
@@ -386,8 +475,11 @@ async def _research(program: DeepResearch, args: argparse.Namespace, folder: Run
         received.append(sig)
         for s in SIGNALS:  # from now on the default: a second Ctrl-C raises KeyboardInterrupt, SIGTERM ends us
             loop.remove_signal_handler(s)
-        print(f"deepresearch run: {sig.name} received; stopping and writing the report of what exists "
-              f"(send it again to stop at once)", file=sys.stderr)
+        print(
+            f"deepresearch run: {sig.name} received; stopping and writing the report of what exists "
+            f"(send it again to stop at once)",
+            file=sys.stderr,
+        )
         interrupt.set(f"interrupted by {sig.name}")
 
     installed = []
@@ -396,9 +488,16 @@ async def _research(program: DeepResearch, args: argparse.Namespace, folder: Run
             loop.add_signal_handler(sig, on_signal, sig)
             installed.append(sig)
     try:
-        return await program.acall(question=args.question, interrupt=interrupt, journal=folder.path / "journal.jsonl",
-                                   resume=args.resume, on_snapshot=snapshot, clarifications=clarifications,
-                                   meter=meter, stage_log=folder.path / STAGE_LOG if _records(program, args) else None)
+        return await program.acall(
+            question=args.question,
+            interrupt=interrupt,
+            journal=folder.path / "journal.jsonl",
+            resume=args.resume,
+            on_snapshot=snapshot,
+            clarifications=clarifications,
+            meter=meter,
+            stage_log=folder.path / STAGE_LOG if _records(program, args) else None,
+        )
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
@@ -422,10 +521,16 @@ def main(args: argparse.Namespace) -> int:
         from deepresearch.retrievers.sources import DEFAULT_CORPUS, EMBEDDED, find_local
 
         args.corpus = DEFAULT_CORPUS  # said in one line, as the offline notice is: the report's sources depend on it
-        where = ("the embedded SciFact demo corpus" if EMBEDDED in find_local(DEFAULT_CORPUS, data_dir()).parents
-                 else "the SciFact corpus under $DEEPRESEARCH_DATA")
-        print(f"deepresearch run: no --corpus given; searching {where} (5,183 biomedical abstracts, --corpus "
-              f"{DEFAULT_CORPUS})", file=sys.stderr)
+        where = (
+            "the embedded SciFact demo corpus"
+            if EMBEDDED in find_local(DEFAULT_CORPUS, data_dir()).parents
+            else "the SciFact corpus under $DEEPRESEARCH_DATA"
+        )
+        print(
+            f"deepresearch run: no --corpus given; searching {where} (5,183 biomedical abstracts, --corpus "
+            f"{DEFAULT_CORPUS})",
+            file=sys.stderr,
+        )
     check_extras(needed_extras(args, run_config(args)))  # a missing extra fails here, not after the research
     out = Path(args.out or Path("runs") / slug(args.question))
     with out_folder_lock(out):  # a second run into the same folder stops here, at once

@@ -67,8 +67,14 @@ def deprecated(container, old: str, new: str, **kwargs: Any) -> argparse.Action:
     return action
 
 
-def add_data_arguments(parser, *, help: str, required: bool = False, limit_help: str = "use the first N examples",
-                       old: tuple[str, ...] = ()) -> None:
+def add_data_arguments(
+    parser,
+    *,
+    help: str,
+    required: bool = False,
+    limit_help: str = "use the first N examples",
+    old: tuple[str, ...] = (),
+) -> None:
     """--data (the examples the command runs over) and --limit; `old` spellings parse as deprecated aliases."""
     # argparse counts a required option as given only when that very option is; a required group of it and
     # its aliases accepts either spelling
@@ -79,11 +85,17 @@ def add_data_arguments(parser, *, help: str, required: bool = False, limit_help:
     parser.add_argument("--limit", type=int, default=None, help=limit_help)
 
 
-def add_tree_arguments(parser, *, preset_default: str | None = None, preset_help: str = "",
-                       presets: tuple[str, ...] | None = None, depth_default: int | None = None,
-                       depth_help: str = "levels of search (overrides the preset)",
-                       breadth_default: int | None = None,
-                       breadth_help: str = "tasks planned at the root (overrides the preset)") -> None:
+def add_tree_arguments(
+    parser,
+    *,
+    preset_default: str | None = None,
+    preset_help: str = "",
+    presets: tuple[str, ...] | None = None,
+    depth_default: int | None = None,
+    depth_help: str = "levels of search (overrides the preset)",
+    breadth_default: int | None = None,
+    breadth_help: str = "tasks planned at the root (overrides the preset)",
+) -> None:
     """--preset (when `preset_help` is given), --depth and --breadth: the research tree's shape."""
     if preset_help:
         parser.add_argument("--preset", default=preset_default, choices=presets, help=preset_help)
@@ -91,8 +103,9 @@ def add_tree_arguments(parser, *, preset_default: str | None = None, preset_help
     parser.add_argument("--breadth", type=int, default=breadth_default, help=breadth_help)
 
 
-def add_judge_arguments(parser, *, lm_help: str, cache_help: str | None = None,
-                        api_base_help: str | None = None) -> None:
+def add_judge_arguments(
+    parser, *, lm_help: str, cache_help: str | None = None, api_base_help: str | None = None
+) -> None:
     """--judge-lm, and --judge-cache and --judge-api-base where the command has them."""
     parser.add_argument("--judge-lm", default=None, help=lm_help)
     if api_base_help:
@@ -101,8 +114,9 @@ def add_judge_arguments(parser, *, lm_help: str, cache_help: str | None = None,
         parser.add_argument("--judge-cache", default=None, metavar="DIR", help=cache_help)
 
 
-def add_workers_arguments(parser, *, help: str, default: int | None = None, ray_help: str | None = None,
-                          old: tuple[str, ...] = ()) -> None:
+def add_workers_arguments(
+    parser, *, help: str, default: int | None = None, ray_help: str | None = None, old: tuple[str, ...] = ()
+) -> None:
     """--workers (how many at once) and, where the work can go to a cluster, --ray."""
     parser.add_argument("--workers", type=int, default=default, metavar="N", help=help)
     for spelling in old:
@@ -111,8 +125,15 @@ def add_workers_arguments(parser, *, help: str, default: int | None = None, ray_
         parser.add_argument("--ray", default=None, metavar="auto|ADDRESS", help=ray_help)
 
 
-def add_output_arguments(parser, *, out_help: str, out_default: str | None = None, required: bool = False,
-                         overwrite_help: str | None = None, old: tuple[str, ...] = ()) -> None:
+def add_output_arguments(
+    parser,
+    *,
+    out_help: str,
+    out_default: str | None = None,
+    required: bool = False,
+    overwrite_help: str | None = None,
+    old: tuple[str, ...] = (),
+) -> None:
     """--out, and --overwrite where an earlier run's files in --out can be discarded."""
     parser.add_argument("--out", default=out_default, required=required, help=out_help)
     if overwrite_help:
@@ -131,6 +152,14 @@ def add_quiet_alias(parser) -> None:
     deprecated(parser, "--no-progress", "-q", dest="quiet", action="store_true")
 
 
-__all__ = ["VOCABULARY", "add_data_arguments", "add_judge_arguments", "add_output_arguments", "add_overwrite_argument",
-           "add_quiet_alias",
-           "add_tree_arguments", "add_workers_arguments", "deprecated"]
+__all__ = [
+    "VOCABULARY",
+    "add_data_arguments",
+    "add_judge_arguments",
+    "add_output_arguments",
+    "add_overwrite_argument",
+    "add_quiet_alias",
+    "add_tree_arguments",
+    "add_workers_arguments",
+    "deprecated",
+]

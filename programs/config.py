@@ -63,8 +63,20 @@ class HeroConfig:
     seed: int = 0
 
     def __post_init__(self):
-        check_minimum(self, ("turns", "tasks_per_turn", "multiplier", "deep_depth", "shallow_depth", "batch_size",
-                             "low_yield_patience"), 1, prefix="hero.")
+        check_minimum(
+            self,
+            (
+                "turns",
+                "tasks_per_turn",
+                "multiplier",
+                "deep_depth",
+                "shallow_depth",
+                "batch_size",
+                "low_yield_patience",
+            ),
+            1,
+            prefix="hero.",
+        )
         check_minimum(self, ("enrichments",), 0, prefix="hero.")
         if self.selection not in SELECTIONS:
             raise ValueError(f"unknown hero.selection {self.selection!r}; choose one of: {', '.join(SELECTIONS)}")
@@ -108,8 +120,9 @@ class ParallelConfig:
         if self.max_breadth < 1:
             raise ValueError(f"parallel.max_breadth must be >= 1, got {self.max_breadth}")
         if self.speculation not in SPECULATION:
-            raise ValueError(f"unknown parallel.speculation {self.speculation!r}; "
-                             f"choose one of: {', '.join(SPECULATION)}")
+            raise ValueError(
+                f"unknown parallel.speculation {self.speculation!r}; choose one of: {', '.join(SPECULATION)}"
+            )
         if self.interval_s <= 0:
             raise ValueError(f"parallel.interval_s must be > 0, got {self.interval_s}")
 
@@ -141,8 +154,12 @@ class GatherLoopConfig:
     second_look: bool = True
 
     def __post_init__(self):
-        check_minimum(self, ("iterations", "max_actions", "max_pages", "max_k", "memory_chars", "preview_chars"), 1,
-                      prefix="gather.")
+        check_minimum(
+            self,
+            ("iterations", "max_actions", "max_pages", "max_k", "memory_chars", "preview_chars"),
+            1,
+            prefix="gather.",
+        )
         check_minimum(self, ("ranking_depth",), 0, prefix="gather.")
 
 
@@ -274,16 +291,42 @@ class ResearchConfig:
         if self.schedule not in SCHEDULES:
             raise ValueError(f"unknown schedule {self.schedule!r}; choose one of: {', '.join(SCHEDULES)}")
         if self.schedule == "gptr" and self.strategy != "eco":
-            raise ValueError(f"schedule 'gptr' models the eco recursion; use it with strategy 'eco', "
-                             f"not {self.strategy!r}")
-        check_minimum(self, ("hits_per_query", "max_passages", "max_learnings", "max_concurrency", "passage_chars",
-                             "lm_concurrency", "search_concurrency", "verify_batch", "full_text_passages"), 1)
+            raise ValueError(
+                f"schedule 'gptr' models the eco recursion; use it with strategy 'eco', not {self.strategy!r}"
+            )
+        check_minimum(
+            self,
+            (
+                "hits_per_query",
+                "max_passages",
+                "max_learnings",
+                "max_concurrency",
+                "passage_chars",
+                "lm_concurrency",
+                "search_concurrency",
+                "verify_batch",
+                "full_text_passages",
+            ),
+            1,
+        )
         check_minimum(self, ("verify_chars",), 1000)
         if self.skip_seen not in SKIP_SEEN:
             raise ValueError(f"unknown skip_seen {self.skip_seen!r}; choose one of: {', '.join(SKIP_SEEN)}")
         if self.verify not in VERIFY_POLICIES:
             raise ValueError(f"unknown verify policy {self.verify!r}; choose one of: {', '.join(VERIFY_POLICIES)}")
-        check_minimum(self, ("max_failures", "assess_sentences", "lm_retries", "parse_retries", "search_retries", "backoff_s", "retry_after_cap_s"), 0)
+        check_minimum(
+            self,
+            (
+                "max_failures",
+                "assess_sentences",
+                "lm_retries",
+                "parse_retries",
+                "search_retries",
+                "backoff_s",
+                "retry_after_cap_s",
+            ),
+            0,
+        )
         if self.structured not in (None, "auto", "schema", "off"):
             raise ValueError(f"unknown structured mode {self.structured!r}; choose one of: auto, schema, off")
         for name in ("deadline_s", "max_lm_calls", "max_tokens", "lm_timeout_s", "search_timeout_s"):
@@ -310,8 +353,15 @@ PRESETS: dict[str, ResearchConfig] = {
     # spec 001 §5.1, DeepResearchGym column: T=3, k=3, k'=2, m=3, depths 24/8, 76 LM calls at most
     "hero": ResearchConfig(strategy="hero", depth=2, breadth=3, max_lm_calls=76, hero=HeroConfig()),
     # spec 002 §6: max depth 10, breadth 4 (adaptive up to 6), a 10-minute budget
-    "parallel": ResearchConfig(strategy="parallel", depth=10, breadth=4, breadth_rule="fixed",
-                               max_concurrency=16, deadline_s=600.0, parallel=ParallelConfig()),
+    "parallel": ResearchConfig(
+        strategy="parallel",
+        depth=10,
+        breadth=4,
+        breadth_rule="fixed",
+        max_concurrency=16,
+        deadline_s=600.0,
+        parallel=ParallelConfig(),
+    ),
     # spec 004 §1: T=5 rounds of 3-6 subqueries, pages of at most 10, then extraction from what was selected;
     # the top 100 ids of every search are kept in the trace, so Avg.Distance is computable from it (§4)
     "gather": ResearchConfig(strategy="gather", gather=GatherLoopConfig(ranking_depth=100)),
@@ -333,8 +383,7 @@ def preset(name: str, **overrides) -> ResearchConfig:
         raise ValueError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")
     config = dataclasses.replace(PRESETS[name], **overrides)
     if "breadth" in overrides and "parallel" not in overrides and config.parallel is not None:
-        config = dataclasses.replace(config, parallel=dataclasses.replace(config.parallel,
-                                                                          max_breadth=config.breadth))
+        config = dataclasses.replace(config, parallel=dataclasses.replace(config.parallel, max_breadth=config.breadth))
     if "breadth" in overrides and "hero" not in overrides and config.strategy == "hero" and config.hero is not None:
         # hero's breadth is the tasks it keeps per turn (k); its tree's `breadth` field is otherwise unused
         config = dataclasses.replace(config, hero=dataclasses.replace(config.hero, tasks_per_turn=config.breadth))

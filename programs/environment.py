@@ -92,8 +92,10 @@ def engine_settings(names: Sequence[str]) -> dict[str, Any]:
     urls = {n: url for n in chosen if (url := value(ENGINES[n].url_env))}
     credentials = {}
     for name in chosen:
-        found = {param: next((v for var in variables if (v := value(var))), None)
-                 for param, variables in ENGINE_CREDENTIALS.get(name, {}).items()}
+        found = {
+            param: next((v for var in variables if (v := value(var))), None)
+            for param, variables in ENGINE_CREDENTIALS.get(name, {}).items()
+        }
         if any(found.values()):
             credentials[name] = {k: v for k, v in found.items() if v}
     cache_dir = engine_cache_dir()
@@ -112,6 +114,25 @@ def credential_values() -> list[str]:
     return [v for name, v in os.environ.items() if _CREDENTIAL_NAME.search(name) or name == API_KEY]
 
 
-__all__ = ["API_BASE", "API_KEY", "DATA", "ENGINE_CACHE", "ENGINE_CREDENTIALS", "JUDGE_API_KEY", "LM", "LM_CACHE",
-           "api_base", "api_key", "credential_values", "data_dir", "default_lm", "engine_cache_dir",
-           "engine_settings", "judge_api_key", "lm_cache_dir", "provider_base_url", "server_keys", "value"]
+__all__ = [
+    "API_BASE",
+    "API_KEY",
+    "DATA",
+    "ENGINE_CACHE",
+    "ENGINE_CREDENTIALS",
+    "JUDGE_API_KEY",
+    "LM",
+    "LM_CACHE",
+    "api_base",
+    "api_key",
+    "credential_values",
+    "data_dir",
+    "default_lm",
+    "engine_cache_dir",
+    "engine_settings",
+    "judge_api_key",
+    "lm_cache_dir",
+    "provider_base_url",
+    "server_keys",
+    "value",
+]

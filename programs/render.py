@@ -61,8 +61,10 @@ def tree_lines(nodes: tuple[Node, ...], limit: int = TREE_LINES) -> list[str]:
             total += 1
             if len(lines) < limit:
                 indent = "  " * (node.node_id.count("."))
-                lines.append(f"{indent}- `{node.node_id}` {node.status} · {len(node.retrieved_ids)} hits · "
-                             f"{len(node.learnings)} learnings · {shorten(node.query, 70)}")
+                lines.append(
+                    f"{indent}- `{node.node_id}` {node.status} · {len(node.retrieved_ids)} hits · "
+                    f"{len(node.learnings)} learnings · {shorten(node.query, 70)}"
+                )
     if total > limit:
         lines.append(f"- … and {total - limit} more nodes")
     return lines
@@ -82,8 +84,10 @@ def cost_line(report: Report) -> str:
 
 
 def report_repr(report: Report) -> str:
-    return (f"Report({shorten(report.question, 60)!r}, status={report.status}, {len(report.references)} references, "
-            f"{len(report.learnings)} learnings, {len(report.nodes())} nodes, {report.stats.lm_calls} LM calls)")
+    return (
+        f"Report({shorten(report.question, 60)!r}, status={report.status}, {len(report.references)} references, "
+        f"{len(report.learnings)} learnings, {len(report.nodes())} nodes, {report.stats.lm_calls} LM calls)"
+    )
 
 
 def report_markdown(report: Report) -> str:
@@ -93,10 +97,15 @@ def report_markdown(report: Report) -> str:
     if report.references:
         parts.append(REFERENCES_HEADING + "\n\n" + "\n".join(f"{reference_line(r)}  " for r in report.references))
     s = report.stats
-    summary = (f"{s.nodes or len(report.nodes())} nodes ({s.failed_nodes} failed) · {s.searches} searches · "
-               f"{s.learnings or len(report.learnings)} learnings · {len(report.references)} references")
-    parts.append(f"---\n**Run** {report.status}" + (f" ({report.error})" if report.error else "")
-                 + f" · {summary}  \n**Cost** {cost_line(report)}")
+    summary = (
+        f"{s.nodes or len(report.nodes())} nodes ({s.failed_nodes} failed) · {s.searches} searches · "
+        f"{s.learnings or len(report.learnings)} learnings · {len(report.references)} references"
+    )
+    parts.append(
+        f"---\n**Run** {report.status}"
+        + (f" ({report.error})" if report.error else "")
+        + f" · {summary}  \n**Cost** {cost_line(report)}"
+    )
     if report.tree:
         parts.append("**Tree**\n\n" + "\n".join(tree_lines(report.tree)))
     return "\n\n".join(parts) + "\n"
@@ -104,15 +113,23 @@ def report_markdown(report: Report) -> str:
 
 def gather_repr(result: GatherResult) -> str:
     state = "failed" if result.is_failed else result.stop_reason
-    return (f"GatherResult({shorten(result.question, 60)!r}, {len(result.rounds)} rounds, "
-            f"{len(result.tree)} subqueries, {len(result.selected)} selected, stopped: {state})")
+    return (
+        f"GatherResult({shorten(result.question, 60)!r}, {len(result.rounds)} rounds, "
+        f"{len(result.tree)} subqueries, {len(result.selected)} selected, stopped: {state})"
+    )
 
 
 def gather_markdown(result: GatherResult) -> str:
     """The gathering loop in brief: the subquery tree, one line per round, the selected papers and the cost."""
-    lines = [f"### Gathering: {result.question}", "",
-             f"{len(result.rounds)} rounds · {len(result.tree)} subqueries · {len(result.selected)} papers "
-             f"selected · stopped: {'failed' if result.is_failed else result.stop_reason}", "", "**Subqueries**", ""]
+    lines = [
+        f"### Gathering: {result.question}",
+        "",
+        f"{len(result.rounds)} rounds · {len(result.tree)} subqueries · {len(result.selected)} papers "
+        f"selected · stopped: {'failed' if result.is_failed else result.stop_reason}",
+        "",
+        "**Subqueries**",
+        "",
+    ]
     depth = {q.node_id: 0 for q in result.tree}
     for q in result.tree[:TREE_LINES]:
         depth[q.node_id] = depth.get(q.parent_id, -1) + 1 if q.parent_id is not None else 0
@@ -174,5 +191,15 @@ class ResultPrediction(dspy.Prediction):
         return "\n".join(f"- **{k}**: {shorten(repr(v), FIELD_CHARS)}" for k, v in self._store.items()) + "\n"
 
 
-__all__ = ["ResultPrediction", "cost_line", "gather_markdown", "gather_repr", "linked_citations", "reference_line",
-           "report_markdown", "report_repr", "taxonomy_lines", "tree_lines"]
+__all__ = [
+    "ResultPrediction",
+    "cost_line",
+    "gather_markdown",
+    "gather_repr",
+    "linked_citations",
+    "reference_line",
+    "report_markdown",
+    "report_repr",
+    "taxonomy_lines",
+    "tree_lines",
+]

@@ -50,7 +50,8 @@ _INLINE = re.compile(
     r"|\*\*(?P<strong>[^*\n]+?)\*\*"
     r"|(?<![\w*])\*(?P<em>[^*\n]+?)\*(?![\w*])"
     r"|(?<!\w)_(?P<em2>[^_\n]+?)_(?!\w)"
-    r"|`(?P<code>[^`\n]+)`")
+    r"|`(?P<code>[^`\n]+)`"
+)
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _LIST_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
 _RULE = re.compile(r"^(?:-{3,}|\*{3,}|_{3,})$")
@@ -62,8 +63,9 @@ NODE_STATUSES = ("pending", "running", "done", "failed", "skipped", "pruned", "c
 VERDICTS = ("supported", "partially", "unsupported", "unchecked")
 
 
-def cited_passages(references: Sequence[Reference], registry: CitationRegistry, corpus: Any = None,
-                   max_chars: int = PASSAGE_CHARS) -> dict[str, str]:
+def cited_passages(
+    references: Sequence[Reference], registry: CitationRegistry, corpus: Any = None, max_chars: int = PASSAGE_CHARS
+) -> dict[str, str]:
     """The text of every passage the references stand for, by source id (`Report.passages`).
 
     A document journaled without its text (a resumed node) is read from `corpus` when it can give it.
@@ -89,7 +91,11 @@ def safe_url(url: str | None) -> str | None:
         parts = urlsplit(url)
     except ValueError:
         return None
-    return url if parts.scheme.lower() in ("http", "https") and parts.netloc and not any(c in url for c in "\r\n\t ") else None
+    return (
+        url
+        if parts.scheme.lower() in ("http", "https") and parts.netloc and not any(c in url for c in "\r\n\t ")
+        else None
+    )
 
 
 def reference_link(ref: Reference) -> str | None:
@@ -168,8 +174,14 @@ class _Builder:
                     i += 1  # the report's title repeats the question, which the page's heading shows
                     continue
                 self.headings += 1
-                blocks.append({"kind": "heading", "level": min(max(len(m.group(1)), 2), 6),
-                               "id": f"{self.prefix}-h{self.headings}", "segments": self.segments(m.group(2))})
+                blocks.append(
+                    {
+                        "kind": "heading",
+                        "level": min(max(len(m.group(1)), 2), 6),
+                        "id": f"{self.prefix}-h{self.headings}",
+                        "segments": self.segments(m.group(2)),
+                    }
+                )
             elif _RULE.match(stripped):
                 flush()
                 blocks.append({"kind": "rule"})
@@ -233,10 +245,14 @@ class _Builder:
         at = 0
         for m in _INLINE.finditer(text):
             if m.start() > at:
-                out.append({"kind": "text", "text": text[at:m.start()]})
+                out.append({"kind": "text", "text": text[at : m.start()]})
             if m.group("cite"):
-                out.append({"kind": "cite", "cites": [self.cite(int(n), sentence or text)
-                                                      for n in _NUMBER.findall(m.group("cite"))]})
+                out.append(
+                    {
+                        "kind": "cite",
+                        "cites": [self.cite(int(n), sentence or text) for n in _NUMBER.findall(m.group("cite"))],
+                    }
+                )
             elif m.group("ltext"):
                 out.append({"kind": "link", "text": m.group("ltext"), "href": safe_url(m.group("lurl"))})
             elif m.group("strong"):
@@ -257,10 +273,17 @@ class _Builder:
             return {"number": number, "ref": None}
         self.citations += 1
         candidates = ref.passages or (ref.source_id,)
-        sid = max(candidates, key=lambda s: (_best_score(sentence, self.passage_sentences.get(s, ())), -candidates.index(s)))
+        sid = max(
+            candidates, key=lambda s: (_best_score(sentence, self.passage_sentences.get(s, ())), -candidates.index(s))
+        )
         mark = _best_sentence(sentence, self.passage_sentences.get(sid, ()))
-        return {"number": number, "ref": f"{self.prefix}-ref-{number}", "src": self.src_id(sid), "mark": mark,
-                "id": f"{self.prefix}-c{self.citations}"}
+        return {
+            "number": number,
+            "ref": f"{self.prefix}-ref-{number}",
+            "src": self.src_id(sid),
+            "mark": mark,
+            "id": f"{self.prefix}-c{self.citations}",
+        }
 
     def src_id(self, sid: str) -> str:
         return f"{self.prefix}-src-{re.sub(r'[^A-Za-z0-9_-]', '_', sid)}"
@@ -270,26 +293,66 @@ class _Builder:
         passages = []
         for sid in ref.passages or (ref.source_id,):
             label = f"passage {sid.rsplit('_', 1)[-1]}" if ref.passages else "the text"
-            passages.append({"id": self.src_id(sid), "label": label, "sentences": self.passage_sentences.get(sid, []),
-                             "is_known": sid in self.report.passages})
+            passages.append(
+                {
+                    "id": self.src_id(sid),
+                    "label": label,
+                    "sentences": self.passage_sentences.get(sid, []),
+                    "is_known": sid in self.report.passages,
+                }
+            )
         title = collapse_whitespace(ref.title).rstrip(". ") or ref.doc_id
-        return {"number": ref.number, "id": f"{self.prefix}-ref-{ref.number}", "title": title,
-                "authors": list(ref.authors), "year": ref.year, "venue": ref.venue, "doi": ref.doi,
-                "url": ref.url, "href": reference_link(ref), "doc_id": ref.doc_id, "passages": passages}
+        return {
+            "number": ref.number,
+            "id": f"{self.prefix}-ref-{ref.number}",
+            "title": title,
+            "authors": list(ref.authors),
+            "year": ref.year,
+            "venue": ref.venue,
+            "doi": ref.doi,
+            "url": ref.url,
+            "href": reference_link(ref),
+            "doc_id": ref.doc_id,
+            "passages": passages,
+        }
 
     def node(self, node: Node) -> dict[str, Any]:
-        learnings = [{"text": x.text, "cites": [{"sid": s, "number": self.sid_number.get(s),
-                                                  "ref": f"{self.prefix}-ref-{self.sid_number[s]}" if s in self.sid_number else None}
-                                                 for s in x.source_ids]} for x in node.learnings]
+        learnings = [
+            {
+                "text": x.text,
+                "cites": [
+                    {
+                        "sid": s,
+                        "number": self.sid_number.get(s),
+                        "ref": f"{self.prefix}-ref-{self.sid_number[s]}" if s in self.sid_number else None,
+                    }
+                    for s in x.source_ids
+                ],
+            }
+            for x in node.learnings
+        ]
         error = None
         if node.error is not None:
-            error = {"stage": node.error.stage, "type": node.error.error_type, "message": node.error.message,
-                     "cause": node.error.cause}
-        return {"id": node.node_id, "query": node.query, "goal": node.goal,
-                "status": node.status if node.status in NODE_STATUSES else "other", "status_text": node.status,
-                "retrieved": list(node.retrieved_ids), "relevant": list(node.relevant_ids), "learnings": learnings,
-                "follow_ups": list(node.follow_ups), "notes": list(node.notes), "error": error,
-                "children": [self.node(c) for c in node.children]}
+            error = {
+                "stage": node.error.stage,
+                "type": node.error.error_type,
+                "message": node.error.message,
+                "cause": node.error.cause,
+            }
+        return {
+            "id": node.node_id,
+            "query": node.query,
+            "goal": node.goal,
+            "status": node.status if node.status in NODE_STATUSES else "other",
+            "status_text": node.status,
+            "retrieved": list(node.retrieved_ids),
+            "relevant": list(node.relevant_ids),
+            "learnings": learnings,
+            "follow_ups": list(node.follow_ups),
+            "notes": list(node.notes),
+            "error": error,
+            "children": [self.node(c) for c in node.children],
+        }
 
 
 def _best_score(claim: str, sentences: Sequence[str]) -> float:
@@ -301,22 +364,42 @@ def _verdict(v: Mapping[str, Any] | None) -> dict[str, str] | None:
     if not v:
         return None
     verdict = str(v.get("verdict", ""))
-    return {"verdict": verdict, "kind": verdict if verdict in VERDICTS else "other",
-            "judge": str(v.get("judge", "")), "action": str(v.get("action", ""))}
+    return {
+        "verdict": verdict,
+        "kind": verdict if verdict in VERDICTS else "other",
+        "judge": str(v.get("judge", "")),
+        "action": str(v.get("action", "")),
+    }
 
 
 def _usage_rows(report: Report) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     costs = (report.stats.cost or {}).get("stages") or {}
     rows = []
     for stage, u in sorted(report.usage.items()):
-        rows.append({"stage": stage, "calls": u.calls, "failed": u.failed, "prompt": u.prompt_tokens,
-                     "completion": u.completion_tokens, "cached": u.cached_tokens, "cost": costs.get(stage),
-                     "seconds": u.seconds, "trouble": u.parse_failures + u.truncated + u.fallbacks})
+        rows.append(
+            {
+                "stage": stage,
+                "calls": u.calls,
+                "failed": u.failed,
+                "prompt": u.prompt_tokens,
+                "completion": u.completion_tokens,
+                "cached": u.cached_tokens,
+                "cost": costs.get(stage),
+                "seconds": u.seconds,
+                "trouble": u.parse_failures + u.truncated + u.fallbacks,
+            }
+        )
     total_cost = (report.stats.cost or {}).get("total")
-    total = {"calls": sum(r["calls"] for r in rows), "failed": sum(r["failed"] for r in rows),
-             "prompt": sum(r["prompt"] for r in rows), "completion": sum(r["completion"] for r in rows),
-             "cached": sum(r["cached"] for r in rows), "cost": total_cost if isinstance(total_cost, (int, float)) else None,
-             "seconds": sum(r["seconds"] for r in rows), "trouble": sum(r["trouble"] for r in rows)}
+    total = {
+        "calls": sum(r["calls"] for r in rows),
+        "failed": sum(r["failed"] for r in rows),
+        "prompt": sum(r["prompt"] for r in rows),
+        "completion": sum(r["completion"] for r in rows),
+        "cached": sum(r["cached"] for r in rows),
+        "cost": total_cost if isinstance(total_cost, (int, float)) else None,
+        "seconds": sum(r["seconds"] for r in rows),
+        "trouble": sum(r["trouble"] for r in rows),
+    }
     return rows, total
 
 
@@ -324,25 +407,41 @@ def _banner(report: Report) -> dict[str, str] | None:
     if report.status == "failed":
         return {"kind": "failed", "title": "This run failed", "text": report.error or "nothing was researched"}
     if report.status == "interrupted":
-        return {"kind": "interrupted", "title": "This run was interrupted",
-                "text": (report.error or "") + "; the report covers what was done before (continue it with --resume)"}
+        return {
+            "kind": "interrupted",
+            "title": "This run was interrupted",
+            "text": (report.error or "") + "; the report covers what was done before (continue it with --resume)",
+        }
     if report.stats.stopped:
-        return {"kind": "stopped", "title": "This run stopped early",
-                "text": f"{report.stats.stopped}; the report covers what was gathered before"}
+        return {
+            "kind": "stopped",
+            "title": "This run stopped early",
+            "text": f"{report.stats.stopped}; the report covers what was gathered before",
+        }
     return None
 
 
 def _budget(config: Mapping[str, Any] | None) -> list[tuple[str, str]]:
     if not config:
         return []
-    names = (("max_lm_calls", "LM calls"), ("max_tokens", "tokens"), ("deadline_s", "deadline (s)"),
-             ("max_failures", "failed branches"), ("depth", "depth"), ("breadth", "breadth"))
-    return [(label, str(config[key]) if config.get(key) is not None else "no limit") for key, label in names
-            if key in config]
+    names = (
+        ("max_lm_calls", "LM calls"),
+        ("max_tokens", "tokens"),
+        ("deadline_s", "deadline (s)"),
+        ("max_failures", "failed branches"),
+        ("depth", "depth"),
+        ("breadth", "breadth"),
+    )
+    return [
+        (label, str(config[key]) if config.get(key) is not None else "no limit")
+        for key, label in names
+        if key in config
+    ]
 
 
-def report_view(report: Report, *, config: Mapping[str, Any] | None = None,
-                run: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def report_view(
+    report: Report, *, config: Mapping[str, Any] | None = None, run: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """What the template shows, as plain data (strings still raw: the template escapes them).
 
     Args:
@@ -359,10 +458,16 @@ def report_view(report: Report, *, config: Mapping[str, Any] | None = None,
     run = dict(run or {})
     corpus = run.get("corpus") or {}
     models = run.get("models") or {}
-    facts = [("status", report.status), ("strategy", "offline" if s.offline else s.strategy),
-             ("nodes", f"{s.nodes or len(report.nodes())} ({s.failed_nodes} failed)"), ("searches", str(s.searches)),
-             ("learnings", str(s.learnings or len(report.learnings))), ("references", str(len(report.references))),
-             ("LM calls", str(s.lm_calls)), ("tokens", f"{s.tokens:,}")]
+    facts = [
+        ("status", report.status),
+        ("strategy", "offline" if s.offline else s.strategy),
+        ("nodes", f"{s.nodes or len(report.nodes())} ({s.failed_nodes} failed)"),
+        ("searches", str(s.searches)),
+        ("learnings", str(s.learnings or len(report.learnings))),
+        ("references", str(len(report.references))),
+        ("LM calls", str(s.lm_calls)),
+        ("tokens", f"{s.tokens:,}"),
+    ]
     if isinstance(total["cost"], (int, float)) and s.lm_calls:
         facts.append(("cost", f"${total['cost']:.4f}"))
     if s.total_s is not None:
@@ -375,13 +480,28 @@ def report_view(report: Report, *, config: Mapping[str, Any] | None = None,
             facts.append(("models", ", ".join(shown)))
     verification = s.verification or {}
     return {
-        "prefix": builder.prefix, "question": report.question, "status": report.status, "banner": _banner(report),
-        "body": body, "answer": answer, "references": [builder.reference(r) for r in report.references],
-        "tree": [builder.node(n) for n in report.tree], "usage": usage, "total": total, "facts": facts,
-        "budget": _budget(config), "stopped": s.stopped,
-        "verification": {"policy": verification.get("policy"), "verdicts": dict(verification.get("verdicts") or {}),
-                         "actions": dict(verification.get("actions") or {})} if verification else None,
-        "has_taxonomy": report.taxonomy is not None, "citations": builder.citations,
+        "prefix": builder.prefix,
+        "question": report.question,
+        "status": report.status,
+        "banner": _banner(report),
+        "body": body,
+        "answer": answer,
+        "references": [builder.reference(r) for r in report.references],
+        "tree": [builder.node(n) for n in report.tree],
+        "usage": usage,
+        "total": total,
+        "facts": facts,
+        "budget": _budget(config),
+        "stopped": s.stopped,
+        "verification": {
+            "policy": verification.get("policy"),
+            "verdicts": dict(verification.get("verdicts") or {}),
+            "actions": dict(verification.get("actions") or {}),
+        }
+        if verification
+        else None,
+        "has_taxonomy": report.taxonomy is not None,
+        "citations": builder.citations,
         "node_count": len(report.nodes()),
     }
 
@@ -400,8 +520,13 @@ def _template():
     return env.from_string(_assets()[0])
 
 
-def report_html(report: Report, *, embedded: bool = False, config: Mapping[str, Any] | None = None,
-                run: Mapping[str, Any] | None = None) -> str:
+def report_html(
+    report: Report,
+    *,
+    embedded: bool = False,
+    config: Mapping[str, Any] | None = None,
+    run: Mapping[str, Any] | None = None,
+) -> str:
     """The report as one self-contained HTML page (or, `embedded`, a fragment for a notebook cell).
 
     Args:
@@ -423,5 +548,10 @@ def report_html(report: Report, *, embedded: bool = False, config: Mapping[str, 
     _, css, js = _assets()
     script_hash = base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode("ascii")
     # css and js are this package's own files, not data: the only strings the template does not escape
-    return _template().render(view=report_view(report, config=config, run=run), embedded=embedded,
-                              css=Markup(css), js=Markup(js), script_hash=script_hash)
+    return _template().render(
+        view=report_view(report, config=config, run=run),
+        embedded=embedded,
+        css=Markup(css),
+        js=Markup(js),
+        script_hash=script_hash,
+    )

@@ -42,8 +42,10 @@ def view_file(run_dir: str | Path) -> Path:
     except ValueError as err:
         raise ValueError(f"{trace_path} is not JSON ({err}); run the question again") from err
     if "markdown" not in trace:
-        raise FileNotFoundError(f"{trace_path} has no report yet (the run is working, or raised before "
-                                f"writing one); wait for it, or continue it with deepresearch run --resume")
+        raise FileNotFoundError(
+            f"{trace_path} has no report yet (the run is working, or raised before "
+            f"writing one); wait for it, or continue it with deepresearch run --resume"
+        )
     from deepresearch.programs.artifacts import Report
     from deepresearch.programs.report_view import report_html
 

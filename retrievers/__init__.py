@@ -10,8 +10,10 @@ _EXPORTS = {
     **dict.fromkeys(["BM25Retriever"], "deepresearch.retrievers.bm25"),
     **dict.fromkeys(["Corpus", "CorpusError", "load_corpus"], "deepresearch.retrievers.corpus"),
     **dict.fromkeys(["DenseRetriever"], "deepresearch.retrievers.dense"),
-    **dict.fromkeys(["ENGINES", "SourcesFailed", "SourcesRetriever", "open_engine", "open_sources"],
-                    "deepresearch.retrievers.engines"),
+    **dict.fromkeys(
+        ["ENGINES", "SourcesFailed", "SourcesRetriever", "open_engine", "open_sources"],
+        "deepresearch.retrievers.engines",
+    ),
     **dict.fromkeys(["load_hf_corpus"], "deepresearch.retrievers.hf"),
     **dict.fromkeys(["HybridRetriever", "rrf_fuse"], "deepresearch.retrievers.hybrid"),
     **dict.fromkeys(["Index", "IndexMismatchError", "build_index", "open_index"], "deepresearch.retrievers.index"),
@@ -23,10 +25,36 @@ _EXPORTS = {
     **dict.fromkeys(["Doc", "Hit", "Retriever"], "deepresearch.retrievers.types"),
 }
 
-__all__ = ["BM25_PRESETS", "ENGINES", "BM25Retriever", "Corpus", "CorpusError", "DenseRetriever", "Doc", "Hit",
-           "HybridRetriever", "Index", "IndexMismatchError", "QdrantRetriever", "Retrieval", "Retriever", "SourcesFailed",
-           "SourcesRetriever", "StoredCorpus", "build_index", "find_local", "load_corpus", "load_hf_corpus",
-           "load_paper_db", "open_corpus", "open_engine", "open_index", "open_retriever", "open_sources", "rrf_fuse"]
+__all__ = [
+    "BM25_PRESETS",
+    "ENGINES",
+    "BM25Retriever",
+    "Corpus",
+    "CorpusError",
+    "DenseRetriever",
+    "Doc",
+    "Hit",
+    "HybridRetriever",
+    "Index",
+    "IndexMismatchError",
+    "QdrantRetriever",
+    "Retrieval",
+    "Retriever",
+    "SourcesFailed",
+    "SourcesRetriever",
+    "StoredCorpus",
+    "build_index",
+    "find_local",
+    "load_corpus",
+    "load_hf_corpus",
+    "load_paper_db",
+    "open_corpus",
+    "open_engine",
+    "open_index",
+    "open_retriever",
+    "open_sources",
+    "rrf_fuse",
+]
 
 if TYPE_CHECKING:
     from deepresearch.retrievers.bm25 import BM25Retriever

@@ -23,7 +23,9 @@ def load_queries(folder: str | Path) -> dict[str, str]:
                 record = json.loads(line)
                 queries[str(record["_id"])] = str(record["text"])
             except (json.JSONDecodeError, KeyError) as err:
-                raise CorpusError(f"{path}:{n}: expected a JSON object with _id and text; fix or remove the line") from err
+                raise CorpusError(
+                    f"{path}:{n}: expected a JSON object with _id and text; fix or remove the line"
+                ) from err
     return queries
 
 

@@ -32,8 +32,21 @@ from typing import Any
 from deepresearch.retrievers.types import Doc
 
 AUTHOR_KEYS = ("authors", "author", "creators", "authorships", "authors_parsed")
-VENUE_KEYS = ("venue", "journal", "journal_name", "journal-ref", "journal_ref", "container-title", "container_title",
-              "booktitle", "publication_venue", "publicationVenue", "conference", "primary_location", "host_venue")
+VENUE_KEYS = (
+    "venue",
+    "journal",
+    "journal_name",
+    "journal-ref",
+    "journal_ref",
+    "container-title",
+    "container_title",
+    "booktitle",
+    "publication_venue",
+    "publicationVenue",
+    "conference",
+    "primary_location",
+    "host_venue",
+)
 DOI_KEYS = ("doi", "DOI")
 ARXIV_KEYS = ("arxiv_id", "arxiv", "arXiv", "ArXiv")
 PUBMED_KEYS = ("pmid", "pubmed_id", "PubMed", "PMID")

@@ -79,13 +79,14 @@ class _Column:
         self.file = None
         if path is not None:
             self.file = path.open("wb")
-            np.lib.format.write_array_header_1_0(self.file, {"descr": np.lib.format.dtype_to_descr(self.dtype),
-                                                             "fortran_order": False, "shape": (size,)})
+            np.lib.format.write_array_header_1_0(
+                self.file, {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": (size,)}
+            )
 
     def write(self, values: np.ndarray) -> None:
         values = np.ascontiguousarray(values, dtype=self.dtype)
         if self.file is None:
-            self.array[self.at:self.at + values.size] = values
+            self.array[self.at : self.at + values.size] = values
         else:
             self.file.write(values.tobytes())
         self.at += values.size
@@ -139,7 +140,7 @@ class _Spill:
             start, stop = int(offsets[a]), int(offsets[z])
             if stop == start:
                 continue
-            terms.append(np.repeat(np.arange(a, z, dtype=np.int32), np.diff(offsets[a:z + 1])))
+            terms.append(np.repeat(np.arange(a, z, dtype=np.int32), np.diff(offsets[a : z + 1])))
             for out, f in ((docs, self.docs), (tfs, self.tfs)):
                 f.seek(4 * (base + start))
                 out.append(np.fromfile(f, dtype=np.int32, count=stop - start))
@@ -155,9 +156,18 @@ class _Spill:
         self.tfs.close()
 
 
-def build_arrays(token_lists: Iterable[list[str]], n_docs: int, k1: float, b: float, epsilon: float,
-                 method: str = "okapi", dtype=np.float64, folder: Path | None = None,
-                 batch_docs: int | None = None, block_postings: int | None = None) -> tuple[dict[str, int], dict]:
+def build_arrays(
+    token_lists: Iterable[list[str]],
+    n_docs: int,
+    k1: float,
+    b: float,
+    epsilon: float,
+    method: str = "okapi",
+    dtype=np.float64,
+    folder: Path | None = None,
+    batch_docs: int | None = None,
+    block_postings: int | None = None,
+) -> tuple[dict[str, int], dict]:
     """The vocabulary (term -> row, first-seen order) and every array of the term-by-document matrix of
     idf(t)·saturated tf(t, d), streamed (see BATCH_DOCS); with `folder`, written there as memory-mapped `.npy`
     files (the names `BM25Retriever.save` uses), else in memory.
@@ -180,7 +190,7 @@ def build_arrays(token_lists: Iterable[list[str]], n_docs: int, k1: float, b: fl
                 ids.extend([vocab.setdefault(t, len(vocab)) for t in tokens])
                 doc_len[i] = len(tokens)
                 if i + 1 - first >= batch_docs:
-                    per_term = spill.add(np.frombuffer(ids, dtype=np.int32), doc_len[first:i + 1], first, len(vocab))
+                    per_term = spill.add(np.frombuffer(ids, dtype=np.int32), doc_len[first : i + 1], first, len(vocab))
                     doc_freq = np.pad(doc_freq, (0, len(vocab) - doc_freq.size)) + per_term
                     ids, first = array("i"), i + 1
             if i + 1 != n_docs:
@@ -190,14 +200,23 @@ def build_arrays(token_lists: Iterable[list[str]], n_docs: int, k1: float, b: fl
                 doc_freq = np.pad(doc_freq, (0, len(vocab) - doc_freq.size)) + per_term
             del ids
             doc_freq = np.pad(doc_freq, (0, len(vocab) - doc_freq.size))
-            return vocab, _write_matrix(spill, doc_freq, doc_len, k1, b, epsilon, method, dtype, folder,
-                                        block_postings)
+            return vocab, _write_matrix(spill, doc_freq, doc_len, k1, b, epsilon, method, dtype, folder, block_postings)
         finally:
             spill.close()
 
 
-def _write_matrix(spill: _Spill, doc_freq: np.ndarray, doc_len: np.ndarray, k1: float, b: float, epsilon: float,
-                  method: str, dtype, folder: Path | None, block_postings: int) -> dict:
+def _write_matrix(
+    spill: _Spill,
+    doc_freq: np.ndarray,
+    doc_len: np.ndarray,
+    k1: float,
+    b: float,
+    epsilon: float,
+    method: str,
+    dtype,
+    folder: Path | None,
+    block_postings: int,
+) -> dict:
     n_terms, n_docs = doc_freq.size, doc_len.size
     nnz = int(doc_freq.sum())
     idf = IDF[method](doc_freq, n_docs, epsilon)
@@ -233,10 +252,19 @@ def _write_matrix(spill: _Spill, doc_freq: np.ndarray, doc_len: np.ndarray, k1: 
             max_weight[lo + filled] = np.maximum.reduceat(weights, starts[filled])
             for row in dense_ids[(dense_ids >= lo) & (dense_ids < hi)].tolist():
                 s = int(indptr[row] - indptr[lo])
-                dense_weights[dense_at[row], docs[s:s + doc_freq[row]]] = weights[s:s + doc_freq[row]]
+                dense_weights[dense_at[row], docs[s : s + doc_freq[row]]] = weights[s : s + doc_freq[row]]
         lo = hi
-    arrays = {"indptr": indptr, "indices": indices.result(), "codes": codes.result(), "levels": levels, "idf": idf,
-              "doc_len": doc_len, "max_weight": max_weight, "dense_rows": dense_ids, "dense_weights": dense_weights}
+    arrays = {
+        "indptr": indptr,
+        "indices": indices.result(),
+        "codes": codes.result(),
+        "levels": levels,
+        "idf": idf,
+        "doc_len": doc_len,
+        "max_weight": max_weight,
+        "dense_rows": dense_ids,
+        "dense_weights": dense_weights,
+    }
     if folder is not None:
         for name in ("indptr", "levels", "idf", "doc_len", "max_weight", "dense_rows", "dense_weights"):
             np.save(folder / f"{name}.npy", arrays[name])
@@ -269,8 +297,15 @@ SLACK = 1e-9
 ADD_CHUNK = 8_192
 
 
-def _leaders(acc: np.ndarray, rest: float, need: int, mask: np.ndarray | None, max_candidates: float,
-             seen: np.ndarray, repeats: int) -> tuple[np.ndarray, float] | None:
+def _leaders(
+    acc: np.ndarray,
+    rest: float,
+    need: int,
+    mask: np.ndarray | None,
+    max_candidates: float,
+    seen: np.ndarray,
+    repeats: int,
+) -> tuple[np.ndarray, float] | None:
     """Allowed documents whose partial score plus `rest` can reach the `need` best, and the threshold.
 
     The threshold is a score that `need` allowed documents already reach, taken from the documents in
@@ -318,9 +353,18 @@ class BM25Retriever(SyncSearchMixin):
         >>> BM25Retriever(corpus, tokenizer="scholargym").search("sparse attention", k=5)  # doctest: +SKIP
     """
 
-    def __init__(self, corpus: Corpus, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25,
-                 tokenizer: str | Tokenizer = "words", *, method: str = "okapi",
-                 text_format: str = "scholargym", dtype=np.float64):
+    def __init__(
+        self,
+        corpus: Corpus,
+        k1: float = 1.5,
+        b: float = 0.75,
+        epsilon: float = 0.25,
+        tokenizer: str | Tokenizer = "words",
+        *,
+        method: str = "okapi",
+        text_format: str = "scholargym",
+        dtype=np.float64,
+    ):
         self._configure(corpus, k1, b, epsilon, tokenizer, method, text_format)
         self._take(*self._build(None, dtype))
 
@@ -329,13 +373,22 @@ class BM25Retriever(SyncSearchMixin):
         return build_arrays(tokens, len(self.corpus), self.k1, self.b, self.epsilon, self.method, dtype, folder)
 
     def _take(self, vocab: Mapping[str, int], arrays: dict) -> None:
-        self._index(vocab, {name: arrays[name] for name in ARRAYS},
-                    has_negative_weights=arrays["has_negative_weights"])
+        self._index(vocab, {name: arrays[name] for name in ARRAYS}, has_negative_weights=arrays["has_negative_weights"])
 
     @classmethod
-    def build(cls, corpus: Corpus, folder: str | Path, k1: float = 1.5, b: float = 0.75, epsilon: float = 0.25,
-              tokenizer: str | Tokenizer = "words", *, method: str = "okapi", text_format: str = "scholargym",
-              dtype=np.float64) -> BM25Retriever:
+    def build(
+        cls,
+        corpus: Corpus,
+        folder: str | Path,
+        k1: float = 1.5,
+        b: float = 0.75,
+        epsilon: float = 0.25,
+        tokenizer: str | Tokenizer = "words",
+        *,
+        method: str = "okapi",
+        text_format: str = "scholargym",
+        dtype=np.float64,
+    ) -> BM25Retriever:
         """Builds the index straight into `folder` (what `save` writes) and returns it memory-mapped.
 
         The matrix is streamed to its files block by block, so the build holds in memory the vocabulary,
@@ -355,8 +408,16 @@ class BM25Retriever(SyncSearchMixin):
         retriever._write_settings(folder)
         return retriever
 
-    def _configure(self, corpus: Corpus, k1: float, b: float, epsilon: float, tokenizer: str | Tokenizer,
-                   method: str, text_format: str) -> None:
+    def _configure(
+        self,
+        corpus: Corpus,
+        k1: float,
+        b: float,
+        epsilon: float,
+        tokenizer: str | Tokenizer,
+        method: str,
+        text_format: str,
+    ) -> None:
         if method not in IDF:
             raise ValueError(f"unknown BM25 method {method!r}; choose one of: {', '.join(IDF)}")
         if k1 < 0 or not 0 <= b <= 1:
@@ -367,8 +428,7 @@ class BM25Retriever(SyncSearchMixin):
         self.tokenize = get_tokenizer(tokenizer)
         self.k1, self.b, self.epsilon, self.method, self.text_format = k1, b, epsilon, method, text_format
 
-    def _index(self, vocab: Mapping[str, int], arrays: Mapping[str, np.ndarray], *,
-               has_negative_weights: bool) -> None:
+    def _index(self, vocab: Mapping[str, int], arrays: Mapping[str, np.ndarray], *, has_negative_weights: bool) -> None:
         """Takes the computed (or memory-mapped) ARRAYS; costs O(1) beyond the few dense rows."""
         # a memory map as a plain array over the same pages: slicing an np.memmap runs Python code (its
         # __array_finalize__) each time, and a query slices a posting list per term and block
@@ -392,8 +452,9 @@ class BM25Retriever(SyncSearchMixin):
         bytes): for inspecting a small index; search never makes it."""
         rows = np.repeat(np.arange(len(self.vocab)), np.diff(self.indptr))
         data = self.idf[rows] * self.levels[self.codes]
-        matrix = sparse.csr_matrix((data, np.asarray(self.indices), np.asarray(self.indptr)),
-                                   shape=(len(self.vocab), self.doc_len.size))
+        matrix = sparse.csr_matrix(
+            (data, np.asarray(self.indices), np.asarray(self.indptr)), shape=(len(self.vocab), self.doc_len.size)
+        )
         matrix.has_sorted_indices = True
         return matrix
 
@@ -452,7 +513,7 @@ class BM25Retriever(SyncSearchMixin):
                     np.add(acc, weights, out=acc)
                 else:  # a slice at a time, so the repeated weights never take a second corpus-sized array
                     for lo in range(0, acc.size, DENSE_CHUNK):
-                        acc[lo:lo + DENSE_CHUNK] += weights[lo:lo + DENSE_CHUNK] * repeat
+                        acc[lo : lo + DENSE_CHUNK] += weights[lo : lo + DENSE_CHUNK] * repeat
             else:
                 self._add_postings(acc, idf, repeat, start, end)
 
@@ -470,7 +531,7 @@ class BM25Retriever(SyncSearchMixin):
         for start, end, *_ in terms:
             if covered >= SEEN:
                 break
-            seen.append(indices[start:min(end, start + SEEN - covered)])
+            seen.append(indices[start : min(end, start + SEEN - covered)])
             covered += seen[-1].size
         return acc, np.concatenate(seen) if seen else indices[:0]
 
@@ -485,8 +546,7 @@ class BM25Retriever(SyncSearchMixin):
         mask = self.filters.mask(exclude, before, categories)
         return scores if mask is None else np.where(mask, scores, 0.0)
 
-    def _best(self, terms: list[Term], need: int,
-              mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def _best(self, terms: list[Term], need: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """Corpus indices and scores of the `need` best allowed documents scoring above 0, best first.
 
         Every term is added, a block of documents at a time (`_best_in_blocks`), unless there are enough
@@ -499,15 +559,16 @@ class BM25Retriever(SyncSearchMixin):
         n_short = 0
         while n_short < n_sparse and terms[n_short][1] - terms[n_short][0] < self._long:
             n_short += 1
-        long_cost = (sum(end - start for start, end, *_ in terms[n_short:n_sparse])
-                     + (len(terms) - n_sparse) * n_docs * DENSE_COST)
+        long_cost = (
+            sum(end - start for start, end, *_ in terms[n_short:n_sparse])
+            + (len(terms) - n_sparse) * n_docs * DENSE_COST
+        )
         if self.has_negative_weights or long_cost <= n_docs + CHECK_COST:  # the bounds need weights >= 0
             return self._best_in_blocks(terms, need, mask)
         acc, seen = self._sum_sparse(terms[:n_short])
         return self._best_pruned(acc, terms, n_short, seen, need, mask)
 
-    def _best_in_blocks(self, terms: list[Term], need: int,
-                        mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def _best_in_blocks(self, terms: list[Term], need: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """`_best` adding every term: the corpus scored SCORE_BLOCK documents at a time.
 
         Only one block's scores exist at once; each block's `need` best are kept and ranked together at
@@ -519,8 +580,10 @@ class BM25Retriever(SyncSearchMixin):
         indices, dense_weights = self.indices, self.dense_weights
         edges = np.append(np.arange(0, n_docs, SCORE_BLOCK), n_docs).astype(indices.dtype)
         # where each block starts in each sparse posting list (edges in the lists' dtype: no copy of them)
-        cuts = [None if dense >= 0 else (np.searchsorted(indices[start:end], edges) + start).tolist()
-                for start, end, _, _, dense, _ in terms]
+        cuts = [
+            None if dense >= 0 else (np.searchsorted(indices[start:end], edges) + start).tolist()
+            for start, end, _, _, dense, _ in terms
+        ]
         found, found_scores = [np.zeros(0, dtype=np.int64)], [np.zeros(0)]
         for b in range(edges.size - 1):
             lo, hi = int(edges[b]), int(edges[b + 1])
@@ -538,8 +601,9 @@ class BM25Retriever(SyncSearchMixin):
         order = np.lexsort((index, -scores))[:need]  # score descending, then corpus order
         return index[order], scores[order]
 
-    def _best_pruned(self, acc: np.ndarray, terms: list[Term], done: int,
-                     seen: np.ndarray, need: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def _best_pruned(
+        self, acc: np.ndarray, terms: list[Term], done: int, seen: np.ndarray, need: int, mask: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """`_best` for many long terms, `terms[:done]` already in `acc`, the documents of their first SEEN
         postings in `seen`.
 
@@ -575,8 +639,9 @@ class BM25Retriever(SyncSearchMixin):
                 continue
             self._add(acc, terms[done:j])
             done = j
-            candidates = _leaders(acc, rest_bound[j], need, mask, (rest_cost[j] - n_docs) / rest_lookup[j],
-                                  seen, repeats)
+            candidates = _leaders(
+                acc, rest_bound[j], need, mask, (rest_cost[j] - n_docs) / rest_lookup[j], seen, repeats
+            )
             if candidates is not None:
                 break
         if candidates is None:
@@ -584,9 +649,14 @@ class BM25Retriever(SyncSearchMixin):
             return best_positive(acc, need, mask)
         candidates, threshold = candidates
         if logger.isEnabledFor(logging.DEBUG):
-            logger.debug("BM25 search: %d candidates after %d of %d terms; %d postings of the other terms "
-                         "looked up, not scanned", candidates.size, done, n_terms,
-                         sum(end - start for start, end, *_ in terms[done:]))
+            logger.debug(
+                "BM25 search: %d candidates after %d of %d terms; %d postings of the other terms "
+                "looked up, not scanned",
+                candidates.size,
+                done,
+                n_terms,
+                sum(end - start for start, end, *_ in terms[done:]),
+            )
         indices, dense_weights = self.indices, self.dense_weights
         docs = candidates.astype(indices.dtype)  # searchsorted would otherwise copy each posting list
         for j in range(done, n_terms):
@@ -605,20 +675,29 @@ class BM25Retriever(SyncSearchMixin):
                 levels = self.levels.take(np.take(self.codes[start:end], at, mode="clip"))
                 found_weights = np.where(found, levels * idf, 0.0)  # + 0.0 changes nothing
             else:
-                self._add(acc, terms[j:j + 1])
+                self._add(acc, terms[j : j + 1])
                 continue
             acc[candidates] += found_weights * repeat if repeat > 1 else found_weights
         return best_among(candidates, acc[candidates], need)
 
-    def search(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
-               before: str | None = None, categories: Collection[str] = ()) -> list[Hit]:
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        offset: int = 0,
+        exclude: Collection[str] = (),
+        before: str | None = None,
+        categories: Collection[str] = (),
+    ) -> list[Hit]:
         check_page(k, offset)
         mask = self.filters.mask(exclude, before, categories) if exclude or before or categories else None
         index, scores = self._best(self._query_terms(query), offset + k, mask)
         return ranked_hits(self.corpus, index[offset:], scores[offset:], offset)
 
-    def full_ranking(self, query: str, *, exclude: Collection[str] = (), before: str | None = None,
-                     categories: Collection[str] = ()) -> list[Hit]:
+    def full_ranking(
+        self, query: str, *, exclude: Collection[str] = (), before: str | None = None, categories: Collection[str] = ()
+    ) -> list[Hit]:
         """Every document scoring above 0 after the filters, best first (ScholarGym's Avg.Distance reads the whole ranking)."""
         scores = self._filtered_scores(query, exclude, before, categories)
         n_positive = int(np.count_nonzero(scores > 0))
@@ -630,11 +709,20 @@ class BM25Retriever(SyncSearchMixin):
         """The settings an index records; raises for an unregistered tokenizer, which cannot be saved."""
         name = tokenizer_name(self.tokenizer)
         if name is None:
-            raise ValueError("cannot save a BM25 index built with an unregistered tokenizer callable; "
-                             "add it to deepresearch.retrievers.tokenize.TOKENIZERS or pass a tokenizer name")
-        return {"k1": self.k1, "b": self.b, "epsilon": self.epsilon, "method": self.method,
-                "tokenizer": name, "text_format": self.text_format, "dtype": str(self.dtype),
-                "vocabulary": len(self.vocab)}
+            raise ValueError(
+                "cannot save a BM25 index built with an unregistered tokenizer callable; "
+                "add it to deepresearch.retrievers.tokenize.TOKENIZERS or pass a tokenizer name"
+            )
+        return {
+            "k1": self.k1,
+            "b": self.b,
+            "epsilon": self.epsilon,
+            "method": self.method,
+            "tokenizer": name,
+            "text_format": self.text_format,
+            "dtype": str(self.dtype),
+            "vocabulary": len(self.vocab),
+        }
 
     def save(self, folder: str | Path) -> dict:
         """Writes the settings (`bm25.json`), the vocabulary and every array search reads into `folder`.
@@ -653,8 +741,12 @@ class BM25Retriever(SyncSearchMixin):
         """Writes the vocabulary and `bm25.json` beside the arrays; returns the settings."""
         params = self.params()
         StringTable.write(folder, "vocab", self.vocab)
-        stored = {**params, "format": STORE_FORMAT, "documents": int(self.doc_len.size),
-                  "has_negative_weights": self.has_negative_weights}
+        stored = {
+            **params,
+            "format": STORE_FORMAT,
+            "documents": int(self.doc_len.size),
+            "has_negative_weights": self.has_negative_weights,
+        }
         (folder / "bm25.json").write_text(json.dumps(stored, indent=2), encoding="utf-8")
         return params
 
@@ -671,16 +763,27 @@ class BM25Retriever(SyncSearchMixin):
         folder = Path(folder)
         params = json.loads((folder / "bm25.json").read_text(encoding="utf-8"))
         if params.get("format") != STORE_FORMAT:
-            raise ValueError(f"BM25 files in {folder} are of format {params.get('format', 1)!r}, this version "
-                             f"reads {STORE_FORMAT}; rebuild the index with `deepresearch index`")
+            raise ValueError(
+                f"BM25 files in {folder} are of format {params.get('format', 1)!r}, this version "
+                f"reads {STORE_FORMAT}; rebuild the index with `deepresearch index`"
+            )
         arrays = {name: np.load(folder / f"{name}.npy", mmap_mode="r") for name in ARRAYS}
         n_docs = arrays["doc_len"].size
         if n_docs != len(corpus):
-            raise ValueError(f"BM25 index in {folder} has {n_docs} documents but the corpus has "
-                             f"{len(corpus)}; rebuild the index with `deepresearch index`")
+            raise ValueError(
+                f"BM25 index in {folder} has {n_docs} documents but the corpus has "
+                f"{len(corpus)}; rebuild the index with `deepresearch index`"
+            )
         vocab = StringTable(folder, "vocab")
         retriever = cls.__new__(cls)
-        retriever._configure(corpus, params["k1"], params["b"], params["epsilon"], params["tokenizer"],
-                             params["method"], params["text_format"])
+        retriever._configure(
+            corpus,
+            params["k1"],
+            params["b"],
+            params["epsilon"],
+            params["tokenizer"],
+            params["method"],
+            params["text_format"],
+        )
         retriever._index(vocab, arrays, has_negative_weights=params["has_negative_weights"])
         return retriever

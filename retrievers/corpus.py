@@ -124,12 +124,21 @@ def doc_from_record(record: dict, where: str) -> Doc:
     title = _first(record, TITLE_KEYS) or ""
     text = _first(record, TEXT_KEYS)
     if text is None:
-        raise CorpusError(f"{where}: record {doc_id!r} has no text (expected one of {', '.join(TEXT_KEYS)}); fix or remove the line")
+        raise CorpusError(
+            f"{where}: record {doc_id!r} has no text (expected one of {', '.join(TEXT_KEYS)}); fix or remove the line"
+        )
     year, published = _year(record)
     known = set(ID_KEYS + TITLE_KEYS + TEXT_KEYS + URL_KEYS) | {"year", "published"}
     meta = {k: v for k, v in record.items() if k not in known}
-    return Doc(doc_id=str(doc_id), title=str(title), text=str(text), url=_first(record, URL_KEYS),
-               year=year, published=published, metadata=meta)
+    return Doc(
+        doc_id=str(doc_id),
+        title=str(title),
+        text=str(text),
+        url=_first(record, URL_KEYS),
+        year=year,
+        published=published,
+        metadata=meta,
+    )
 
 
 def read_jsonl(path: Path, skip_bad: bool = False) -> tuple[list[Doc], int]:

@@ -40,16 +40,26 @@ class DenseRetriever(SyncSearchMixin):
     Filters are applied before top-k, so a filtered query still returns k hits when k documents pass.
     """
 
-    def __init__(self, corpus: Corpus, model: str | None = None, *, embeddings: np.ndarray | None = None,
-                 batch_size: int = 64, show_progress: bool = False):
+    def __init__(
+        self,
+        corpus: Corpus,
+        model: str | None = None,
+        *,
+        embeddings: np.ndarray | None = None,
+        batch_size: int = 64,
+        show_progress: bool = False,
+    ):
         self.corpus = corpus
         self.model = model or embed.DEFAULT_MODEL
         if embeddings is None:
-            embeddings = embed.encode([dense_text(d) for d in corpus], self.model, batch_size=batch_size,
-                                      show_progress=show_progress)
+            embeddings = embed.encode(
+                [dense_text(d) for d in corpus], self.model, batch_size=batch_size, show_progress=show_progress
+            )
         if embeddings.ndim != 2 or embeddings.shape[0] != len(corpus):
-            raise ValueError(f"embeddings have shape {embeddings.shape} but the corpus has {len(corpus)} "
-                             f"documents; re-encode the corpus")
+            raise ValueError(
+                f"embeddings have shape {embeddings.shape} but the corpus has {len(corpus)} "
+                f"documents; re-encode the corpus"
+            )
         self.embeddings = embeddings
 
     @functools.cached_property
@@ -64,8 +74,16 @@ class DenseRetriever(SyncSearchMixin):
         vector = self.encode_query(query) if isinstance(query, str) else query
         return self.embeddings @ vector.astype(self.embeddings.dtype, copy=False)
 
-    def search(self, query: str | np.ndarray, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
-               before: str | None = None, categories: Collection[str] = ()) -> list[Hit]:
+    def search(
+        self,
+        query: str | np.ndarray,
+        k: int = 10,
+        *,
+        offset: int = 0,
+        exclude: Collection[str] = (),
+        before: str | None = None,
+        categories: Collection[str] = (),
+    ) -> list[Hit]:
         check_page(k, offset)
         scores = self.scores(query)
         mask = self.filters.mask(exclude, before, categories)
@@ -81,8 +99,14 @@ class DenseRetriever(SyncSearchMixin):
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         np.save(folder / "embeddings.npy", np.ascontiguousarray(self.embeddings, dtype=np.float32))
-        params = {"model": self.model, "dimension": int(self.embeddings.shape[1]), "dtype": "float32",
-                  "normalized": True, "text": "title + ' ' + text", "query_prefix": ""}
+        params = {
+            "model": self.model,
+            "dimension": int(self.embeddings.shape[1]),
+            "dtype": "float32",
+            "normalized": True,
+            "text": "title + ' ' + text",
+            "query_prefix": "",
+        }
         (folder / "dense.json").write_text(json.dumps(params, indent=2), encoding="utf-8")
         return params
 

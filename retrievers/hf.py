@@ -12,8 +12,16 @@ from deepresearch.retrievers.extras import require
 logger = logging.getLogger(__name__)
 
 # Doc attributes a field mapping may name, and the record key each becomes.
-MAPPABLE = {"doc_id": "doc_id", "title": "title", "text": "text", "url": "url", "published": "published",
-            "year": "year", "categories": "categories", "authors": "authors"}
+MAPPABLE = {
+    "doc_id": "doc_id",
+    "title": "title",
+    "text": "text",
+    "url": "url",
+    "published": "published",
+    "year": "year",
+    "categories": "categories",
+    "authors": "authors",
+}
 _BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet", ".tsv": "csv"}
 
 
@@ -64,12 +72,19 @@ def _open_dataset(name: str, config: str | None, split: str):
     except CorpusError:
         raise
     except (FileNotFoundError, ValueError, ConnectionError, KeyError) as err:
-        raise CorpusError(f"cannot load dataset {name!r} (config {config!r}, split {split!r}): {err}; check the "
-                          f"name, config and split, or pass a local path") from err
+        raise CorpusError(
+            f"cannot load dataset {name!r} (config {config!r}, split {split!r}): {err}; check the "
+            f"name, config and split, or pass a local path"
+        ) from err
 
 
-def load_hf_corpus(name: str, config: str | None = None, split: str = "train",
-                   fields: Mapping[str, str] | None = None, skip_bad: bool = False) -> Corpus:
+def load_hf_corpus(
+    name: str,
+    config: str | None = None,
+    split: str = "train",
+    fields: Mapping[str, str] | None = None,
+    skip_bad: bool = False,
+) -> Corpus:
     """Loads a corpus from a Hugging Face dataset.
 
     Args:
@@ -87,7 +102,9 @@ def load_hf_corpus(name: str, config: str | None = None, split: str = "train",
     fields = dict(fields or {})
     unknown = set(fields) - set(MAPPABLE)
     if unknown:
-        raise CorpusError(f"unknown field {sorted(unknown)[0]!r} in the field mapping; map any of: {', '.join(MAPPABLE)}")
+        raise CorpusError(
+            f"unknown field {sorted(unknown)[0]!r} in the field mapping; map any of: {', '.join(MAPPABLE)}"
+        )
     rows = _open_dataset(name, config, split)
     missing = [col for col in fields.values() if col not in rows.column_names]
     if missing:

@@ -9,8 +9,9 @@ from deepresearch.retrievers.ranking import check_page
 from deepresearch.retrievers.types import Hit, Retriever
 
 
-def rrf_fuse(rankings: Sequence[Sequence[Hit]], weights: Sequence[float], k_rrf: float = 60.0
-             ) -> list[tuple[str, float]]:
+def rrf_fuse(
+    rankings: Sequence[Sequence[Hit]], weights: Sequence[float], k_rrf: float = 60.0
+) -> list[tuple[str, float]]:
     """Fused (doc id, score) pairs, best first: score = Σ weight / (k_rrf + rank).
 
     Ties go to the document with the better best rank, then to the smaller doc id, so fusion is
@@ -39,9 +40,13 @@ class HybridRetriever:
         ValueError: for no retrievers, unknown or missing weights, or a negative weight.
     """
 
-    def __init__(self, retrievers: Mapping[str, Retriever] | Sequence[Retriever],
-                 weights: Mapping[str, float] | Sequence[float] | None = None, k_rrf: float = 60.0,
-                 depth: int = 100):
+    def __init__(
+        self,
+        retrievers: Mapping[str, Retriever] | Sequence[Retriever],
+        weights: Mapping[str, float] | Sequence[float] | None = None,
+        k_rrf: float = 60.0,
+        depth: int = 100,
+    ):
         named = dict(retrievers) if isinstance(retrievers, Mapping) else {str(i): r for i, r in enumerate(retrievers)}
         if not named:
             raise ValueError("hybrid retrieval needs at least one retriever")
@@ -63,15 +68,27 @@ class HybridRetriever:
     def _page(self, rankings: list[list[Hit]], k: int, offset: int) -> list[Hit]:
         docs = {h.doc.doc_id: h.doc for hits in rankings for h in hits}
         fused = rrf_fuse(rankings, list(self.weights.values()), self.k_rrf)
-        return [Hit(doc=docs[doc_id], score=score, rank=offset + n)
-                for n, (doc_id, score) in enumerate(fused[offset:offset + k], start=1)]
+        return [
+            Hit(doc=docs[doc_id], score=score, rank=offset + n)
+            for n, (doc_id, score) in enumerate(fused[offset : offset + k], start=1)
+        ]
 
-    def search(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
-               before: str | None = None, categories: Collection[str] = ()) -> list[Hit]:
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        offset: int = 0,
+        exclude: Collection[str] = (),
+        before: str | None = None,
+        categories: Collection[str] = (),
+    ) -> list[Hit]:
         check_page(k, offset)
         depth = max(self.depth, offset + k)
-        rankings = [r.search(query, depth, exclude=exclude, before=before, categories=categories)
-                    for r in self.retrievers.values()]
+        rankings = [
+            r.search(query, depth, exclude=exclude, before=before, categories=categories)
+            for r in self.retrievers.values()
+        ]
         return self._page(rankings, k, offset)
 
     async def asearch(self, query: str, k: int = 10, **filters) -> list[Hit]:

@@ -82,16 +82,25 @@ class Index:
         missing = [p for p in needed if parts[p] is None]
         if missing:
             hint = " --dense-model MODEL" if "dense" in missing else ""
-            raise ValueError(f"index at {self.folder} has no {missing[0]} part; rebuild it with "
-                             f"{rebuild_command(self.folder, self.manifest, hint)}")
+            raise ValueError(
+                f"index at {self.folder} has no {missing[0]} part; rebuild it with "
+                f"{rebuild_command(self.folder, self.manifest, hint)}"
+            )
         if kind == "hybrid":
             return HybridRetriever({"bm25": self.bm25, "dense": self.dense}, weights)
         return parts[kind]
 
 
-def build_index(corpus: Corpus, folder: str | Path, source: Mapping | None = None, *,
-                bm25: Mapping | None = None, dense_model: str | None = None, batch_size: int = 64,
-                show_progress: bool = False) -> Index:
+def build_index(
+    corpus: Corpus,
+    folder: str | Path,
+    source: Mapping | None = None,
+    *,
+    bm25: Mapping | None = None,
+    dense_model: str | None = None,
+    batch_size: int = 64,
+    show_progress: bool = False,
+) -> Index:
     """Writes the documents, the requested parts and a manifest for `corpus` to `folder`.
 
     Args:
@@ -111,12 +120,20 @@ def build_index(corpus: Corpus, folder: str | Path, source: Mapping | None = Non
     started = time.perf_counter()
     fingerprint = corpus.fingerprint()
     write_docs(corpus, folder / "docs")
-    manifest: dict = {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                      "corpus": {"name": corpus.name, "documents": len(corpus), "fingerprint": fingerprint,
-                                 "source": dict(source) if source else None,
-                                 "files": file_stamps(source_files(source)) if source else []},
-                      "bm25": None, "dense": None,
-                      "build_seconds": {"documents": round(time.perf_counter() - started, 3)}}
+    manifest: dict = {
+        "format": FORMAT,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "corpus": {
+            "name": corpus.name,
+            "documents": len(corpus),
+            "fingerprint": fingerprint,
+            "source": dict(source) if source else None,
+            "files": file_stamps(source_files(source)) if source else [],
+        },
+        "bm25": None,
+        "dense": None,
+        "build_seconds": {"documents": round(time.perf_counter() - started, 3)},
+    }
     index = Index(folder, corpus, manifest)
     if bm25 is not None:
         started = time.perf_counter()
@@ -126,7 +143,10 @@ def build_index(corpus: Corpus, folder: str | Path, source: Mapping | None = Non
     if dense_model is not None:
         started = time.perf_counter()
         index.dense = DenseRetriever(corpus, dense_model, batch_size=batch_size, show_progress=show_progress)
-        manifest["dense"] = {**index.dense.save(folder / "dense"), "model_fingerprint": embed.model_fingerprint(dense_model)}
+        manifest["dense"] = {
+            **index.dense.save(folder / "dense"),
+            "model_fingerprint": embed.model_fingerprint(dense_model),
+        }
         manifest["build_seconds"]["dense"] = round(time.perf_counter() - started, 3)
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     return index
@@ -138,8 +158,10 @@ def read_manifest(folder: str | Path) -> dict:
         raise IndexMismatchError(f"no index at {folder} (missing {MANIFEST}); build one with {rebuild_command(folder)}")
     manifest = json.loads(path.read_text(encoding="utf-8"))
     if manifest.get("format") != FORMAT:
-        raise IndexMismatchError(f"index at {folder} has format {manifest.get('format')!r}, this version reads "
-                                 f"{FORMAT}; rebuild it with {rebuild_command(folder, manifest)}")
+        raise IndexMismatchError(
+            f"index at {folder} has format {manifest.get('format')!r}, this version reads "
+            f"{FORMAT}; rebuild it with {rebuild_command(folder, manifest)}"
+        )
     return manifest
 
 
@@ -159,9 +181,11 @@ def check_source(folder: str | Path, manifest: Mapping, verify: bool = False) ->
             raise IndexMismatchError(f"index at {folder} does not record its corpus source, so it cannot be verified")
         fingerprint = reopen_corpus(recorded["source"]).fingerprint()
         if fingerprint != recorded["fingerprint"]:
-            raise IndexMismatchError(f"corpus {recorded['name']!r} now has fingerprint {fingerprint[:12]}, index "
-                                     f"{folder} was built from {recorded['fingerprint'][:12]}; rebuild it with "
-                                     f"{rebuild_command(folder, manifest)}")
+            raise IndexMismatchError(
+                f"corpus {recorded['name']!r} now has fingerprint {fingerprint[:12]}, index "
+                f"{folder} was built from {recorded['fingerprint'][:12]}; rebuild it with "
+                f"{rebuild_command(folder, manifest)}"
+            )
         return
     for stamp in recorded.get("files") or ():
         path = Path(stamp["path"])
@@ -170,13 +194,20 @@ def check_source(folder: str | Path, manifest: Mapping, verify: bool = False) ->
             continue
         stat = path.stat()
         if (stat.st_size, stat.st_mtime_ns) != (stamp["size"], stamp["mtime_ns"]):
-            raise IndexMismatchError(f"corpus file {path} changed since index {folder} was built (size or "
-                                     f"modification time differ); rebuild it with {rebuild_command(folder, manifest)}, "
-                                     f"or verify its contents (--verify-index)")
+            raise IndexMismatchError(
+                f"corpus file {path} changed since index {folder} was built (size or "
+                f"modification time differ); rebuild it with {rebuild_command(folder, manifest)}, "
+                f"or verify its contents (--verify-index)"
+            )
 
 
-def open_index(folder: str | Path, corpus: Corpus | None = None, *, parts: tuple[str, ...] = ("bm25", "dense"),
-               verify: bool = False) -> Index:
+def open_index(
+    folder: str | Path,
+    corpus: Corpus | None = None,
+    *,
+    parts: tuple[str, ...] = ("bm25", "dense"),
+    verify: bool = False,
+) -> Index:
     """Opens an index memory-mapped, refusing one whose corpus or model has changed since it was built.
 
     Args:
@@ -197,16 +228,20 @@ def open_index(folder: str | Path, corpus: Corpus | None = None, *, parts: tuple
         check_source(folder, manifest, verify)
         corpus = StoredCorpus(folder / "docs", recorded["name"], recorded["fingerprint"])
     elif corpus.fingerprint() != recorded["fingerprint"]:
-        raise IndexMismatchError(f"corpus {corpus.name!r} ({len(corpus)} documents) differs from the one index {folder} was "
-                                 f"built from ({recorded['documents']} documents, fingerprint {recorded['fingerprint'][:12]}); "
-                                 f"rebuild the index with {rebuild_command(folder, manifest)}")
+        raise IndexMismatchError(
+            f"corpus {corpus.name!r} ({len(corpus)} documents) differs from the one index {folder} was "
+            f"built from ({recorded['documents']} documents, fingerprint {recorded['fingerprint'][:12]}); "
+            f"rebuild the index with {rebuild_command(folder, manifest)}"
+        )
     index = Index(folder, corpus, manifest)
     if "bm25" in parts and manifest.get("bm25"):
         index.bm25 = BM25Retriever.load(folder / "bm25", corpus)
     if "dense" in parts and manifest.get("dense"):
         model = manifest["dense"]["model"]
         if embed.model_fingerprint(model) != manifest["dense"]["model_fingerprint"]:
-            raise IndexMismatchError(f"the embedding model {model!r} differs from the one index {folder} was built with; "
-                                     f"rebuild the index with {rebuild_command(folder, manifest, f' --dense-model {model}')}")
+            raise IndexMismatchError(
+                f"the embedding model {model!r} differs from the one index {folder} was built with; "
+                f"rebuild the index with {rebuild_command(folder, manifest, f' --dense-model {model}')}"
+            )
         index.dense = DenseRetriever.load(folder / "dense", corpus)
     return index

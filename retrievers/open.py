@@ -33,10 +33,22 @@ QDRANT_MODES = ("bm25", "dense", "hybrid")
 # SciFact test nDCG@10 0.683 here against 0.662 for `words` and 0.607 for `scholargym`. "scholargym" is spec
 # 004 §2.1 (rank-bm25's BM25Okapi over whole ASCII-letter words), for the ScholarGym gathering evaluation.
 BM25_PRESETS: dict[str, dict[str, Any]] = {
-    "default": {"tokenizer": "english", "k1": 1.2, "b": 0.75, "epsilon": 0.25, "method": "lucene",
-                "text_format": "plain"},
-    "scholargym": {"tokenizer": "scholargym", "k1": 1.5, "b": 0.75, "epsilon": 0.25, "method": "okapi",
-                   "text_format": "scholargym"},
+    "default": {
+        "tokenizer": "english",
+        "k1": 1.2,
+        "b": 0.75,
+        "epsilon": 0.25,
+        "method": "lucene",
+        "text_format": "plain",
+    },
+    "scholargym": {
+        "tokenizer": "scholargym",
+        "k1": 1.5,
+        "b": 0.75,
+        "epsilon": 0.25,
+        "method": "okapi",
+        "text_format": "scholargym",
+    },
 }
 BM25_KEYS = tuple(BM25_PRESETS["default"])
 
@@ -81,12 +93,22 @@ class Retrieval:
     index: Index | None = None
 
 
-def open_retriever(corpus: str | Corpus | None = None, *, index: str | Path | None = None, kind: str = "bm25",
-                   qdrant_url: str | None = None, qdrant_mode: str = "hybrid", dense_model: str | None = None,
-                   bm25: Mapping[str, Any] | None = None, bm25_preset: str | None = None,
-                   data_dir: str | Path | None = None, verify: bool = False,
-                   show_progress: bool = False, sources: Sequence[str] = (),
-                   source_options: Mapping[str, Any] | None = None) -> Retrieval:
+def open_retriever(
+    corpus: str | Corpus | None = None,
+    *,
+    index: str | Path | None = None,
+    kind: str = "bm25",
+    qdrant_url: str | None = None,
+    qdrant_mode: str = "hybrid",
+    dense_model: str | None = None,
+    bm25: Mapping[str, Any] | None = None,
+    bm25_preset: str | None = None,
+    data_dir: str | Path | None = None,
+    verify: bool = False,
+    show_progress: bool = False,
+    sources: Sequence[str] = (),
+    source_options: Mapping[str, Any] | None = None,
+) -> Retrieval:
     """Opens a retriever over a corpus (built in memory) or over a persistent index (memory-mapped), and/or
     over scholarly search engines.
 
@@ -127,8 +149,10 @@ def open_retriever(corpus: str | Corpus | None = None, *, index: str | Path | No
     if qdrant_url and kind != "qdrant":
         raise ValueError(f"a Qdrant URL needs the qdrant retriever, not {kind}; pass --retriever qdrant")
     if corpus is None and index is None and not sources:
-        raise ValueError("nothing to search: pass a corpus (--corpus SPEC) or an index (--index DIR), or a search "
-                         "engine (--source openalex|semanticscholar|arxiv|pubmed)")
+        raise ValueError(
+            "nothing to search: pass a corpus (--corpus SPEC) or an index (--index DIR), or a search "
+            "engine (--source openalex|semanticscholar|arxiv|pubmed)"
+        )
     if sources:
         from deepresearch.retrievers.engines import engine_name
 
@@ -141,15 +165,23 @@ def open_retriever(corpus: str | Corpus | None = None, *, index: str | Path | No
         bm25_settings(bm25_preset)  # a wrong name fails before anything is read
     bm25_settings("default", bm25)
     if index is not None:
-        local = _from_index(Path(index), corpus, kind, qdrant_url, qdrant_mode, dense_model, bm25, bm25_preset,
-                            data_dir, verify)
+        local = _from_index(
+            Path(index), corpus, kind, qdrant_url, qdrant_mode, dense_model, bm25, bm25_preset, data_dir, verify
+        )
     else:
         if isinstance(corpus, Corpus):
             loaded = corpus
         else:
             loaded, _ = load_source(resolve_source(corpus, data_dir=data_dir))
-        local = _in_memory(loaded, kind, qdrant_url, qdrant_mode, dense_model,
-                           bm25_settings(bm25_preset or "default", bm25), show_progress)
+        local = _in_memory(
+            loaded,
+            kind,
+            qdrant_url,
+            qdrant_mode,
+            dense_model,
+            bm25_settings(bm25_preset or "default", bm25),
+            show_progress,
+        )
     return _with_engines(local, sources, source_options) if sources else local
 
 
@@ -157,8 +189,16 @@ def _engines_only(sources: Sequence[str], options: Mapping[str, Any] | None) -> 
     from deepresearch.retrievers.engines import open_sources
 
     fused = open_sources(sources, **dict(options or {}))
-    description = {"name": "+".join(sources), "documents": None, "retriever": "sources", "index": None, "bm25": None,
-                   "dense": None, "qdrant": None, "sources": fused.describe()}
+    description = {
+        "name": "+".join(sources),
+        "documents": None,
+        "retriever": "sources",
+        "index": None,
+        "bm25": None,
+        "dense": None,
+        "qdrant": None,
+        "sources": fused.describe(),
+    }
     return Retrieval(fused, None, "sources", {n: fused.parts[n] for n in sources}, description)
 
 
@@ -168,24 +208,42 @@ def _with_engines(local: Retrieval, sources: Sequence[str], options: Mapping[str
 
     fused = open_sources(sources, local=local.retriever, **dict(options or {}))
     parts = {**local.parts, **{n: fused.parts[n] for n in sources}}
-    return Retrieval(fused, local.corpus, local.kind, parts, {**local.description, "sources": fused.describe()},
-                     local.index)
+    return Retrieval(
+        fused, local.corpus, local.kind, parts, {**local.description, "sources": fused.describe()}, local.index
+    )
 
 
-def _in_memory(corpus: Corpus, kind: str, qdrant_url: str | None, qdrant_mode: str, dense_model: str | None,
-               settings: dict[str, Any], show_progress: bool) -> Retrieval:
+def _in_memory(
+    corpus: Corpus,
+    kind: str,
+    qdrant_url: str | None,
+    qdrant_mode: str,
+    dense_model: str | None,
+    settings: dict[str, Any],
+    show_progress: bool,
+) -> Retrieval:
     parts: dict[str, Retriever] = {}
     model = dense_model or embed.DEFAULT_MODEL
     uses_dense = kind in ("dense", "hybrid") or (kind == "qdrant" and qdrant_mode != "bm25")
     if kind in ("bm25", "hybrid"):
         parts["bm25"] = BM25Retriever(corpus, **settings)
     if kind in ("dense", "hybrid"):
-        logger.warning("embedding %d documents in memory with %s; slow on a big corpus, where `deepresearch index "
-                       "CORPUS --out DIR --dense-model MODEL` embeds them once", len(corpus), model)
+        logger.warning(
+            "embedding %d documents in memory with %s; slow on a big corpus, where `deepresearch index "
+            "CORPUS --out DIR --dense-model MODEL` embeds them once",
+            len(corpus),
+            model,
+        )
         parts["dense"] = DenseRetriever(corpus, model, show_progress=show_progress)
-    description = {"name": corpus.name, "documents": len(corpus), "retriever": kind, "index": None,
-                   "bm25": settings if kind in ("bm25", "hybrid", "qdrant") else None,
-                   "dense": model if uses_dense else None, "qdrant": None}
+    description = {
+        "name": corpus.name,
+        "documents": len(corpus),
+        "retriever": kind,
+        "index": None,
+        "bm25": settings if kind in ("bm25", "hybrid", "qdrant") else None,
+        "dense": model if uses_dense else None,
+        "qdrant": None,
+    }
     if kind == "qdrant":
         location = {"url": qdrant_url} if qdrant_url else {"path": ":memory:"}
         retriever = _qdrant(corpus, location, qdrant_mode, model, None, settings)
@@ -195,9 +253,18 @@ def _in_memory(corpus: Corpus, kind: str, qdrant_url: str | None, qdrant_mode: s
     return Retrieval(retriever, corpus, kind, parts, description)
 
 
-def _from_index(folder: Path, corpus: str | Corpus | None, kind: str, qdrant_url: str | None, qdrant_mode: str,
-                dense_model: str | None, bm25: Mapping[str, Any] | None, bm25_preset: str | None,
-                data_dir: str | Path | None, verify: bool) -> Retrieval:
+def _from_index(
+    folder: Path,
+    corpus: str | Corpus | None,
+    kind: str,
+    qdrant_url: str | None,
+    qdrant_mode: str,
+    dense_model: str | None,
+    bm25: Mapping[str, Any] | None,
+    bm25_preset: str | None,
+    data_dir: str | Path | None,
+    verify: bool,
+) -> Retrieval:
     parts = {"bm25": ("bm25",), "dense": ("dense",), "hybrid": ("bm25", "dense"), "qdrant": ("dense",)}[kind]
     given = corpus if isinstance(corpus, Corpus) else None
     opened = open_index(folder, given, parts=parts, verify=verify)
@@ -211,25 +278,35 @@ def _from_index(folder: Path, corpus: str | Corpus | None, kind: str, qdrant_url
             raise IndexMismatchError(
                 f"index {folder} was built with {key}={stored.get(key)!r}, not {value!r}; leave the {key} setting "
                 f"out (the index's own applies) or rebuild it with "
-                f"{rebuild_command(folder, manifest, f' {_flag(key)} {value}')}")
+                f"{rebuild_command(folder, manifest, f' {_flag(key)} {value}')}"
+            )
     dense = manifest.get("dense")
     if dense_model and dense and embed.resolve_model(dense_model) != embed.resolve_model(dense["model"]):
-        raise IndexMismatchError(f"index {folder} holds embeddings of {dense['model']!r}, not {dense_model!r}; leave "
-                                 f"the model out or rebuild it with "
-                                 f"{rebuild_command(folder, manifest, f' --dense-model {dense_model}')}")
+        raise IndexMismatchError(
+            f"index {folder} holds embeddings of {dense['model']!r}, not {dense_model!r}; leave "
+            f"the model out or rebuild it with "
+            f"{rebuild_command(folder, manifest, f' --dense-model {dense_model}')}"
+        )
     settings = {k: stored[k] for k in BM25_KEYS} if stored else bm25_settings(bm25_preset or "default", bm25)
     recorded = manifest["corpus"]
-    description = {"name": recorded["name"], "documents": recorded["documents"], "retriever": kind,
-                   "index": str(folder), "fingerprint": recorded["fingerprint"][:12],
-                   "bm25": settings if kind != "dense" and stored else None,
-                   "dense": dense["model"] if dense and kind != "bm25" else None, "qdrant": None}
+    description = {
+        "name": recorded["name"],
+        "documents": recorded["documents"],
+        "retriever": kind,
+        "index": str(folder),
+        "fingerprint": recorded["fingerprint"][:12],
+        "bm25": settings if kind != "dense" and stored else None,
+        "dense": dense["model"] if dense and kind != "bm25" else None,
+        "qdrant": None,
+    }
     if kind == "qdrant":
         model = dense["model"] if dense else (dense_model or embed.DEFAULT_MODEL)
         embeddings = opened.dense.embeddings if opened.dense is not None else None
         location = {"url": qdrant_url} if qdrant_url else {"path": folder / "qdrant"}
         retriever = _qdrant(opened.corpus, location, qdrant_mode, model, embeddings, settings)
-        description.update(bm25=settings, dense=model, qdrant=qdrant_url or str(folder / "qdrant"),
-                           qdrant_mode=qdrant_mode)
+        description.update(
+            bm25=settings, dense=model, qdrant=qdrant_url or str(folder / "qdrant"), qdrant_mode=qdrant_mode
+        )
         return Retrieval(retriever, opened.corpus, kind, {}, description, opened)
     retriever = opened.retriever(kind)
     parts_by_name = {name: getattr(opened, name) for name in ("bm25", "dense") if getattr(opened, name) is not None}
@@ -249,17 +326,29 @@ def _check_same_corpus(folder: Path, manifest: Mapping, spec: str, data_dir: str
         return
     corpus, _ = load_source(source)
     if corpus.fingerprint() != recorded["fingerprint"]:
-        raise IndexMismatchError(f"index {folder} holds corpus {recorded['name']!r} ({recorded['documents']} documents), "
-                                 f"not {spec} ({len(corpus)} documents); leave the corpus out or rebuild the index "
-                                 f"with `deepresearch index {spec} --out {folder}`")
+        raise IndexMismatchError(
+            f"index {folder} holds corpus {recorded['name']!r} ({recorded['documents']} documents), "
+            f"not {spec} ({len(corpus)} documents); leave the corpus out or rebuild the index "
+            f"with `deepresearch index {spec} --out {folder}`"
+        )
 
 
-def _qdrant(corpus: Corpus, location: Mapping[str, Any], mode: str, model: str, embeddings,
-            settings: Mapping[str, Any]) -> Retriever:
+def _qdrant(
+    corpus: Corpus, location: Mapping[str, Any], mode: str, model: str, embeddings, settings: Mapping[str, Any]
+) -> Retriever:
     from deepresearch.retrievers.qdrant import QdrantRetriever
 
     # one collection per corpus, so a server can hold several; its BM25 settings are checked on reuse
     collection = f"deepresearch-{corpus.fingerprint()[:12]}"
-    return QdrantRetriever(corpus, **location, collection=collection, mode=mode, model=model, embeddings=embeddings,
-                           tokenizer=settings["tokenizer"], k1=settings["k1"], b=settings["b"],
-                           text_format=settings["text_format"])
+    return QdrantRetriever(
+        corpus,
+        **location,
+        collection=collection,
+        mode=mode,
+        model=model,
+        embeddings=embeddings,
+        tokenizer=settings["tokenizer"],
+        k1=settings["k1"],
+        b=settings["b"],
+        text_format=settings["text_format"],
+    )

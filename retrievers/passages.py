@@ -20,14 +20,15 @@ from deepresearch.retrievers.types import Doc
 
 PASSAGE_SEP = "#"
 MAX_CHARS = 1200  # about 250 words: a paragraph or two, well under the 2,000 characters a source shows the LM
-OVERLAP = 200     # about one sentence carried over, so a finding cut at a boundary is whole in one passage
+OVERLAP = 200  # about one sentence carried over, so a finding cut at a boundary is whole in one passage
 
 _HYPHEN_BREAK = re.compile(r"(\w)-\s*\n\s*(\w)")
 # A sentence ends at . ! or ? (then closing quotes, then any citations written after it) before a space and
 # a capital, digit, quote, emphasis or bracket that does not open a citation.
 _BOUNDARY = re.compile(r"[.!?][\"')]*((?:\s*\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\](?!\())*)\s+(?=[A-Z0-9(\"'*_]|\[(?!\s*\d))")
 _ABBREVIATIONS = frozenset(
-    "al e.g i.e vs fig figs ca cf approx eq eqs no nos ref refs dr mr mrs ms prof st vol pp p resp".split())
+    "al e.g i.e vs fig figs ca cf approx eq eqs no nos ref refs dr mr mrs ms prof st vol pp p resp".split()
+)
 _INITIAL_NEXT = re.compile(r"[A-Z]\.\s")
 
 
@@ -57,10 +58,13 @@ def split_sentences(block: str) -> list[str]:
     """
     sentences, start = [], 0
     for m in _BOUNDARY.finditer(block):
-        before = block[max(0, m.start() - 40):m.start()].split()
+        before = block[max(0, m.start() - 40) : m.start()].split()
         word = before[-1].lstrip("(\"'") if before else ""
-        if word.lower() in _ABBREVIATIONS or _is_initial(word, before[-2] if len(before) > 1 else "") \
-                or (len(word) == 1 and _INITIAL_NEXT.match(block, m.end())):  # "A. B. Smith"
+        if (
+            word.lower() in _ABBREVIATIONS
+            or _is_initial(word, before[-2] if len(before) > 1 else "")
+            or (len(word) == 1 and _INITIAL_NEXT.match(block, m.end()))
+        ):  # "A. B. Smith"
             continue
         end = m.end(1)  # after the punctuation, closing quotes and any citations written after it
         sentences.append(block[start:end].strip())
@@ -106,7 +110,7 @@ def _tail(units: list[str], overlap: int) -> list[str]:
         return kept
     end = units[-1][-overlap:]
     cut = end.find(" ")
-    end = end[cut + 1:] if 0 <= cut < len(end) - 1 else end
+    end = end[cut + 1 :] if 0 <= cut < len(end) - 1 else end
     return [end] if end else []
 
 
@@ -149,10 +153,18 @@ def passage_docs(paper: Doc, max_chars: int = MAX_CHARS, overlap: int = OVERLAP)
     Each keeps the paper's title, link, dates and metadata, and adds `paper_id`, `passage` and `passages`.
     """
     chunks = split_passages(paper.text, max_chars, overlap)
-    return [Doc(doc_id=f"{paper.doc_id}{PASSAGE_SEP}{n}", title=paper.title, text=chunk, url=paper.url,
-                year=paper.year, published=paper.published,
-                metadata={**paper.metadata, "paper_id": paper.doc_id, "passage": n, "passages": len(chunks)})
-            for n, chunk in enumerate(chunks, start=1)]
+    return [
+        Doc(
+            doc_id=f"{paper.doc_id}{PASSAGE_SEP}{n}",
+            title=paper.title,
+            text=chunk,
+            url=paper.url,
+            year=paper.year,
+            published=paper.published,
+            metadata={**paper.metadata, "paper_id": paper.doc_id, "passage": n, "passages": len(chunks)},
+        )
+        for n, chunk in enumerate(chunks, start=1)
+    ]
 
 
 def paper_id(doc: Doc) -> str:
@@ -183,8 +195,9 @@ def best_passages(query: str, passages: Sequence[Doc], k: int = 3) -> list[Doc]:
 
     # Lucene IDF stays positive for a word every passage has (a paper's few passages share many words);
     # the English analyzer matches "fractures" to "fracture". The settings of the default BM25 preset.
-    bm25 = BM25Retriever(Corpus(passages, name="passages"), k1=1.2, b=0.75, tokenizer="english", method="lucene",
-                         text_format="plain")
+    bm25 = BM25Retriever(
+        Corpus(passages, name="passages"), k1=1.2, b=0.75, tokenizer="english", method="lucene", text_format="plain"
+    )
     ranked = [h.doc for h in bm25.search(query, k)]
     seen = {d.doc_id for d in ranked}
     return ranked + [d for d in passages if d.doc_id not in seen][: k - len(ranked)]

@@ -83,13 +83,16 @@ def read_pdf(source: str | Path | bytes, name: str = "") -> Paper:
     except CorpusError:
         raise
     except (PyPdfError, OSError, ValueError, KeyError, TypeError) as err:
-        raise CorpusError(f"{name}: not a readable PDF ({type(err).__name__}: {err}); check the file or remove it") from err
+        raise CorpusError(
+            f"{name}: not a readable PDF ({type(err).__name__}: {err}); check the file or remove it"
+        ) from err
     text = "\n\n".join(p.strip() for p in pages if p.strip())
     if not text:
         raise CorpusError(f"{name}: the PDF has no extractable text (a scanned PDF?); run OCR on it or remove it")
     authors = tuple(a for a in _AUTHOR_SPLIT.split(author) if a) if author else ()
-    return Paper(title=title or first_line(text), text=text, authors=authors, published=_pdf_date(created),
-                 pages=len(pages))
+    return Paper(
+        title=title or first_line(text), text=text, authors=authors, published=_pdf_date(created), pages=len(pages)
+    )
 
 
 def read_text_file(path: str | Path) -> Paper:
@@ -119,8 +122,9 @@ def paper_doc(paper: Paper, doc_id: str, path: Path | None = None, url: str | No
         meta["path"] = str(path)
     if paper.pages:
         meta["pages"] = paper.pages
-    return Doc(doc_id=doc_id, title=paper.title, text=paper.text, url=url, year=year, published=paper.published,
-               metadata=meta)
+    return Doc(
+        doc_id=doc_id, title=paper.title, text=paper.text, url=url, year=year, published=paper.published, metadata=meta
+    )
 
 
 def fulltext_files(path: str | Path) -> list[Path]:
@@ -128,20 +132,27 @@ def fulltext_files(path: str | Path) -> list[Path]:
     path = Path(path)
     if path.is_file():
         return [path]
-    return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES
-                  and not any(part.startswith(".") for part in p.relative_to(path).parts))
+    return sorted(
+        p
+        for p in path.rglob("*")
+        if p.is_file()
+        and p.suffix.lower() in SUFFIXES
+        and not any(part.startswith(".") for part in p.relative_to(path).parts)
+    )
 
 
 def _paper_ids(files: list[Path], root: Path) -> list[str]:
     """Ids from file names without suffix (`sub/smith2020`); a name two files share keeps its suffix."""
     base = root if root.is_dir() else root.parent
     stems = [str(f.relative_to(base).with_suffix("")).replace(PASSAGE_SEP, "_") for f in files]
-    return [s if stems.count(s) == 1 else str(f.relative_to(base)).replace(PASSAGE_SEP, "_")
-            for s, f in zip(stems, files)]
+    return [
+        s if stems.count(s) == 1 else str(f.relative_to(base)).replace(PASSAGE_SEP, "_") for s, f in zip(stems, files)
+    ]
 
 
-def load_fulltext(path: str | Path, *, max_chars: int = MAX_CHARS, overlap: int = OVERLAP,
-                  skip_bad: bool = True) -> tuple[list[Doc], int]:
+def load_fulltext(
+    path: str | Path, *, max_chars: int = MAX_CHARS, overlap: int = OVERLAP, skip_bad: bool = True
+) -> tuple[list[Doc], int]:
     """The passages of every full-text file under `path` (a folder, or one file), and how many files failed.
 
     Args:

@@ -67,31 +67,52 @@ class QdrantRetriever:
         ConnectionError: when the server at `url` cannot be reached.
     """
 
-    def __init__(self, corpus: Corpus, *, path: str | Path | None = None, url: str | None = None,
-                 collection: str = "deepresearch", mode: str = "hybrid", model: str | None = None,
-                 embeddings: np.ndarray | None = None, tokenizer: str | Tokenizer = "scholargym",
-                 k1: float = 1.5, b: float = 0.75, text_format: str = "scholargym", recreate: bool = False,
-                 batch_size: int = 256, depth: int = 100):
+    def __init__(
+        self,
+        corpus: Corpus,
+        *,
+        path: str | Path | None = None,
+        url: str | None = None,
+        collection: str = "deepresearch",
+        mode: str = "hybrid",
+        model: str | None = None,
+        embeddings: np.ndarray | None = None,
+        tokenizer: str | Tokenizer = "scholargym",
+        k1: float = 1.5,
+        b: float = 0.75,
+        text_format: str = "scholargym",
+        recreate: bool = False,
+        batch_size: int = 256,
+        depth: int = 100,
+    ):
         QdrantClient = require("qdrant_client", "qdrant").QdrantClient
         if mode not in MODES:
             raise ValueError(f"unknown Qdrant mode {mode!r}; choose one of: {', '.join(MODES)}")
         if (path is None) == (url is None):
-            raise ValueError("pass exactly one of path= (embedded Qdrant in a folder, or ':memory:') or url= "
-                             "(a Qdrant server)")
+            raise ValueError(
+                "pass exactly one of path= (embedded Qdrant in a folder, or ':memory:') or url= (a Qdrant server)"
+            )
         doc_text("", "", text_format)
         self.corpus, self.mode, self.collection, self.depth = corpus, mode, collection, depth
         self.model = model or embed.DEFAULT_MODEL
         self.tokenize = get_tokenizer(tokenizer)
         self.k1, self.b, self.text_format = k1, b, text_format
-        self.settings = {"model": self.model, "k1": k1, "b": b, "text_format": text_format,
-                         "tokenizer": tokenizer_name(tokenizer)}
+        self.settings = {
+            "model": self.model,
+            "k1": k1,
+            "b": b,
+            "text_format": text_format,
+            "tokenizer": tokenizer_name(tokenizer),
+        }
         if url is not None:
             self.client = QdrantClient(url=url)
             try:
                 self.client.get_collections()
             except Exception as err:
-                raise ConnectionError(f"cannot reach Qdrant at {url} ({type(err).__name__}); check the server "
-                                      f"is running and the URL and port are right") from err
+                raise ConnectionError(
+                    f"cannot reach Qdrant at {url} ({type(err).__name__}); check the server "
+                    f"is running and the URL and port are right"
+                ) from err
         elif str(path) == MEMORY:
             self.client = QdrantClient(location=MEMORY)
         else:
@@ -108,24 +129,33 @@ class QdrantRetriever:
             metadata = info.config.metadata or {}
             stored = metadata.get("corpus_fingerprint")
             if stored != fingerprint:
-                raise ValueError(f"Qdrant collection {self.collection!r} holds another corpus (fingerprint "
-                                 f"{str(stored)[:12]}, expected {fingerprint[:12]}); pass recreate=True to rebuild it")
+                raise ValueError(
+                    f"Qdrant collection {self.collection!r} holds another corpus (fingerprint "
+                    f"{str(stored)[:12]}, expected {fingerprint[:12]}); pass recreate=True to rebuild it"
+                )
             changed = [k for k, v in self.settings.items() if k in metadata and metadata[k] != v]
             if changed:
-                raise ValueError(f"Qdrant collection {self.collection!r} was built with {changed[0]}="
-                                 f"{metadata[changed[0]]!r}, not {self.settings[changed[0]]!r}; pass recreate=True "
-                                 f"to rebuild it")
+                raise ValueError(
+                    f"Qdrant collection {self.collection!r} was built with {changed[0]}="
+                    f"{metadata[changed[0]]!r}, not {self.settings[changed[0]]!r}; pass recreate=True "
+                    f"to rebuild it"
+                )
             if self.mode != "bm25" and "dense" not in (info.config.params.vectors or {}):
-                raise ValueError(f"Qdrant collection {self.collection!r} holds BM25 vectors only, so it cannot serve "
-                                 f"mode {self.mode!r}; pass recreate=True to rebuild it with dense vectors")
+                raise ValueError(
+                    f"Qdrant collection {self.collection!r} holds BM25 vectors only, so it cannot serve "
+                    f"mode {self.mode!r}; pass recreate=True to rebuild it with dense vectors"
+                )
             return
         if self.client.collection_exists(self.collection):
             self.client.delete_collection(self.collection)
         if embeddings is None and self.mode != "bm25":
             embeddings = embed.encode([dense_text(d) for d in self.corpus], self.model)
         # a BM25-only collection without given embeddings skips encoding the corpus
-        dense = {} if embeddings is None else {
-            "dense": models.VectorParams(size=int(embeddings.shape[1]), distance=models.Distance.COSINE)}
+        dense = (
+            {}
+            if embeddings is None
+            else {"dense": models.VectorParams(size=int(embeddings.shape[1]), distance=models.Distance.COSINE)}
+        )
         self.client.create_collection(
             self.collection,
             vectors_config=dense,
@@ -140,8 +170,11 @@ class QdrantRetriever:
             ids, tf = sparse_terms(toks)
             values = tf_saturation(tf, np.full(tf.shape, doc_len[i]), avgdl, self.k1, self.b)
             cats = doc.metadata.get("categories") or ()
-            payload = {"doc_id": doc.doc_id, "published_month": month_key(doc.published),
-                       "categories": cats.split() if isinstance(cats, str) else list(cats)}
+            payload = {
+                "doc_id": doc.doc_id,
+                "published_month": month_key(doc.published),
+                "categories": cats.split() if isinstance(cats, str) else list(cats),
+            }
             vector = {"bm25": models.SparseVector(indices=ids, values=values.tolist())}
             if embeddings is not None:
                 vector["dense"] = np.asarray(embeddings[i], dtype=np.float32).tolist()
@@ -157,9 +190,14 @@ class QdrantRetriever:
 
         must, must_not = [], []
         if before:
-            must.append(models.Filter(should=[
-                models.FieldCondition(key="published_month", range=models.Range(lte=month_key(before[:7]))),
-                models.FieldCondition(key="published_month", match=models.MatchValue(value=0))]))
+            must.append(
+                models.Filter(
+                    should=[
+                        models.FieldCondition(key="published_month", range=models.Range(lte=month_key(before[:7]))),
+                        models.FieldCondition(key="published_month", match=models.MatchValue(value=0)),
+                    ]
+                )
+            )
         if categories:
             must.append(models.FieldCondition(key="categories", match=models.MatchAny(any=list(categories))))
         known = [self.corpus.index_of(d) for d in exclude if d in self.corpus]
@@ -173,8 +211,16 @@ class QdrantRetriever:
         ids, counts = sparse_terms(self.tokenize(query))
         return models.SparseVector(indices=ids, values=counts.tolist()) if ids else None
 
-    def search(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
-               before: str | None = None, categories: Collection[str] = ()) -> list[Hit]:
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        offset: int = 0,
+        exclude: Collection[str] = (),
+        before: str | None = None,
+        categories: Collection[str] = (),
+    ) -> list[Hit]:
         from qdrant_client import models
 
         check_page(k, offset)
@@ -184,26 +230,34 @@ class QdrantRetriever:
             sparse = self._sparse_query(query)
             if sparse is None:
                 return []
-            points = self.client.query_points(self.collection, query=sparse, using="bm25", query_filter=flt,
-                                              limit=limit, with_payload=False).points
+            points = self.client.query_points(
+                self.collection, query=sparse, using="bm25", query_filter=flt, limit=limit, with_payload=False
+            ).points
             points = [p for p in points if p.score > 0]
         else:
             dense = embed.encode([query], self.model)[0].tolist()
             if self.mode == "dense":
-                points = self.client.query_points(self.collection, query=dense, using="dense", query_filter=flt,
-                                                  limit=limit, with_payload=False).points
+                points = self.client.query_points(
+                    self.collection, query=dense, using="dense", query_filter=flt, limit=limit, with_payload=False
+                ).points
             else:
                 depth = max(self.depth, limit)
                 prefetch = [models.Prefetch(query=dense, using="dense", filter=flt, limit=depth)]
                 sparse = self._sparse_query(query)
                 if sparse is not None:
                     prefetch.append(models.Prefetch(query=sparse, using="bm25", filter=flt, limit=depth))
-                points = self.client.query_points(self.collection, prefetch=prefetch,
-                                                  query=models.FusionQuery(fusion=models.Fusion.RRF),
-                                                  limit=limit, with_payload=False).points
+                points = self.client.query_points(
+                    self.collection,
+                    prefetch=prefetch,
+                    query=models.FusionQuery(fusion=models.Fusion.RRF),
+                    limit=limit,
+                    with_payload=False,
+                ).points
         ranked = sorted(points, key=lambda p: (-p.score, int(p.id)))[offset:limit]
-        return [Hit(doc=self.corpus[int(p.id)], score=float(p.score), rank=offset + n)
-                for n, p in enumerate(ranked, start=1)]
+        return [
+            Hit(doc=self.corpus[int(p.id)], score=float(p.score), rank=offset + n)
+            for n, p in enumerate(ranked, start=1)
+        ]
 
     async def asearch(self, query: str, k: int = 10, **filters) -> list[Hit]:
         return await asyncio.to_thread(self.search, query, k, **filters)

@@ -38,7 +38,7 @@ def top_k(scores: np.ndarray, k: int, offset: int = 0, *, min_score: float | Non
     eligible = scores.size if min_score is None else int(np.count_nonzero(scores > min_score))
     if eligible > need:
         # the need-th best score is above min_score here, so the cut alone applies both conditions
-        cut = scores[np.argpartition(scores, scores.size - need)[scores.size - need:]].min()
+        cut = scores[np.argpartition(scores, scores.size - need)[scores.size - need :]].min()
         index = np.flatnonzero(scores >= cut)
     elif min_score is None:
         index = np.arange(scores.size)
@@ -59,9 +59,12 @@ def score_sample(scores: np.ndarray, mask: np.ndarray | None = None) -> np.ndarr
     if n_blocks <= wanted:
         return scores if mask is None else np.where(mask, scores, 0.0)
     step = n_blocks // wanted
-    sample = scores[:n_blocks * BLOCK].reshape(n_blocks, BLOCK)[::step].ravel()
-    return sample if mask is None else np.where(mask[:n_blocks * BLOCK].reshape(n_blocks, BLOCK)[::step].ravel(),
-                                                  sample, 0.0)
+    sample = scores[: n_blocks * BLOCK].reshape(n_blocks, BLOCK)[::step].ravel()
+    return (
+        sample
+        if mask is None
+        else np.where(mask[: n_blocks * BLOCK].reshape(n_blocks, BLOCK)[::step].ravel(), sample, 0.0)
+    )
 
 
 def nth_largest(values: np.ndarray, n: int) -> float:
@@ -134,13 +137,14 @@ class FilterIndex:
             members: dict[str, list[int]] = {}
             for i, d in enumerate(self._docs):
                 cats = d.metadata.get("categories") or ()
-                for c in (cats.split() if isinstance(cats, str) else cats):
+                for c in cats.split() if isinstance(cats, str) else cats:
                     members.setdefault(str(c), []).append(i)
             self._categories = {c: np.asarray(v, dtype=np.int64) for c, v in members.items()}
         return self._categories
 
-    def mask(self, exclude: Collection[str] = (), before: str | None = None,
-             categories: Collection[str] = ()) -> np.ndarray | None:
+    def mask(
+        self, exclude: Collection[str] = (), before: str | None = None, categories: Collection[str] = ()
+    ) -> np.ndarray | None:
         """True for documents that pass; None when no filter is set."""
         if not exclude and not before and not categories:
             return None

@@ -25,9 +25,16 @@ logger = logging.getLogger(__name__)
 
 SUFFIXES = (".bib", ".ris", ".csv")
 _RIS_LINE = re.compile(r"^([A-Z][A-Z0-9])  ?-(?: (.*))?$")
-_RIS = {"title": ("TI", "T1", "CT"), "abstract": ("AB", "N2"), "authors": ("AU", "A1", "A2"),
-        "year": ("PY", "Y1", "DA"), "doi": ("DO",), "id": ("ID",), "url": ("UR", "L2"),
-        "venue": ("JO", "JF", "T2", "J2")}
+_RIS = {
+    "title": ("TI", "T1", "CT"),
+    "abstract": ("AB", "N2"),
+    "authors": ("AU", "A1", "A2"),
+    "year": ("PY", "Y1", "DA"),
+    "doi": ("DO",),
+    "id": ("ID",),
+    "url": ("UR", "L2"),
+    "venue": ("JO", "JF", "T2", "J2"),
+}
 _BRACES = re.compile(r"[{}]")
 
 
@@ -57,9 +64,15 @@ def _doc(fields: dict, line: int, fallback_id: str) -> Doc:
     year = _year(fields.get("year"), line)
     meta = {k: fields[k] for k in ("authors", "venue", "doi") if fields.get(k)}
     doc_id = str(fields.get("id") or fields.get("doi") or fallback_id).strip()
-    return Doc(doc_id=doc_id, title=title, text=" ".join(_BRACES.sub("", str(fields.get("abstract") or "")).split()),
-               url=(str(fields.get("url")).strip() or None) if fields.get("url") else None, year=year,
-               published=str(year) if year else None, metadata=meta)
+    return Doc(
+        doc_id=doc_id,
+        title=title,
+        text=" ".join(_BRACES.sub("", str(fields.get("abstract") or "")).split()),
+        url=(str(fields.get("url")).strip() or None) if fields.get("url") else None,
+        year=year,
+        published=str(year) if year else None,
+        metadata=meta,
+    )
 
 
 def _ris_entries(path: Path) -> Iterator[tuple[int, dict]]:
@@ -113,24 +126,29 @@ def read_csv(path: Path) -> tuple[list[Doc], list[BadEntry]]:
         try:
             return _csv_rows(path, reader, docs, bad)
         except csv.Error as err:
-            raise CorpusError(f"{path}: the CSV is malformed ({err}); check its quotes: a field "
-                              f"that opens with \" must close with \"") from None
+            raise CorpusError(
+                f'{path}: the CSV is malformed ({err}); check its quotes: a field that opens with " must close with "'
+            ) from None
 
 
-def _csv_rows(path: Path, reader: csv.DictReader, docs: list[Doc], bad: list[BadEntry]
-              ) -> tuple[list[Doc], list[BadEntry]]:
+def _csv_rows(
+    path: Path, reader: csv.DictReader, docs: list[Doc], bad: list[BadEntry]
+) -> tuple[list[Doc], list[BadEntry]]:
     """The documents of a CSV's rows (`read_csv`); a row that is no document goes to `bad`."""
     header = {(h or "").strip().lower(): h for h in reader.fieldnames or ()}
     if "title" not in header:
-        raise CorpusError(f"{path}: the CSV has no 'title' column (found: {', '.join(header) or 'none'}); "
-                          f"name the columns title, abstract, year, authors, doi")
+        raise CorpusError(
+            f"{path}: the CSV has no 'title' column (found: {', '.join(header) or 'none'}); "
+            f"name the columns title, abstract, year, authors, doi"
+        )
     for i, row in enumerate(reader, start=1):
         line = reader.line_num
         values = {k: (row.get(h) or "").strip() for k, h in header.items()}
         fields = {k: values.get(k) for k in ("title", "abstract", "year", "doi", "id", "url")}
         fields["venue"] = values.get("venue") or values.get("journal")
-        fields["authors"] = [a.strip() for a in (values.get("authors") or values.get("author") or "").split(";")
-                             if a.strip()]
+        fields["authors"] = [
+            a.strip() for a in (values.get("authors") or values.get("author") or "").split(";") if a.strip()
+        ]
         try:
             docs.append(_doc(fields, line, f"{path.stem}-{i}"))
         except BadEntry as err:
@@ -149,11 +167,18 @@ def read_bib(path: Path) -> tuple[list[Doc], list[BadEntry]]:
             if entry is None:
                 raise BadEntry(line, "not a BibTeX entry bibtexparser can read")
             f = {k.lower(): v.value for k, v in entry.fields_dict.items()}
-            fields = {"title": f.get("title"), "abstract": f.get("abstract"), "year": f.get("year") or f.get("date"),
-                      "doi": f.get("doi"), "url": f.get("url"), "id": entry.key,
-                      "venue": f.get("journal") or f.get("booktitle"),
-                      "authors": [a.strip() for a in re.split(r"\s+and\s+", _BRACES.sub("", f.get("author") or ""))
-                                  if a.strip()]}
+            fields = {
+                "title": f.get("title"),
+                "abstract": f.get("abstract"),
+                "year": f.get("year") or f.get("date"),
+                "doi": f.get("doi"),
+                "url": f.get("url"),
+                "id": entry.key,
+                "venue": f.get("journal") or f.get("booktitle"),
+                "authors": [
+                    a.strip() for a in re.split(r"\s+and\s+", _BRACES.sub("", f.get("author") or "")) if a.strip()
+                ],
+            }
             docs.append(_doc(fields, line, f"{path.stem}-{i}"))
         except BadEntry as err:
             bad.append(err)

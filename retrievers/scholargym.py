@@ -48,8 +48,10 @@ def iter_json_object(path: Path, chunk_size: int = _CHUNK) -> Iterator[tuple[str
                     value, end = decoder.raw_decode(buf, pos)
                 except json.JSONDecodeError as err:
                     if at_eof or not more():
-                        raise CorpusError(f"{path}: not a JSON object of papers near character {err.pos} "
-                                          f"({err.msg}); check the file is complete") from err
+                        raise CorpusError(
+                            f"{path}: not a JSON object of papers near character {err.pos} "
+                            f"({err.msg}); check the file is complete"
+                        ) from err
                     continue
                 if end == len(buf) and not at_eof and more():
                     continue  # a number or literal may continue in the next chunk
@@ -57,18 +59,20 @@ def iter_json_object(path: Path, chunk_size: int = _CHUNK) -> Iterator[tuple[str
                 return value
 
         skip(_WHITESPACE)
-        if buf[pos:pos + 1] != "{":
-            raise CorpusError(f"{path}: expected a JSON object keyed by paper id; for one paper per line use a .jsonl file")
+        if buf[pos : pos + 1] != "{":
+            raise CorpusError(
+                f"{path}: expected a JSON object keyed by paper id; for one paper per line use a .jsonl file"
+            )
         pos += 1
         while True:
             skip(_WHITESPACE + ",")
-            if buf[pos:pos + 1] == "}":
+            if buf[pos : pos + 1] == "}":
                 return
             if pos >= len(buf):
                 raise CorpusError(f"{path}: the JSON object is not closed; check the file is complete")
             key = decode()
             skip(_WHITESPACE)
-            if buf[pos:pos + 1] != ":":
+            if buf[pos : pos + 1] != ":":
                 raise CorpusError(f"{path}: expected ':' after key {key!r}; check the file is valid JSON")
             pos += 1
             skip(_WHITESPACE)

@@ -73,22 +73,31 @@ def not_found_message(spec: str, data_dir: str | Path | None, what: str = "corpu
     names = ", ".join(data_names(data_dir)) or "none"
     where = f"under $DEEPRESEARCH_DATA ({names})" if data_dir else "under $DEEPRESEARCH_DATA (not set)"
     embedded = ", ".join(data_names(EMBEDDED))
-    return (f"{what} not found: {spec}; pass a .jsonl file, a BEIR folder, a ScholarGym paper DB (.json), "
-            f"a folder of PDFs, a .bib/.ris/.csv reference file, hf:NAME or a Hugging Face owner/name, a dataset name "
-            f"{where}, or an embedded one ({embedded})")
+    return (
+        f"{what} not found: {spec}; pass a .jsonl file, a BEIR folder, a ScholarGym paper DB (.json), "
+        f"a folder of PDFs, a .bib/.ris/.csv reference file, hf:NAME or a Hugging Face owner/name, a dataset name "
+        f"{where}, or an embedded one ({embedded})"
+    )
 
 
 def _is_fulltext(path: Path) -> bool:
     """One `.pdf`/`.txt`/`.md` file, or a folder of them holding no JSON data (a dataset folder keeps its README)."""
     if path.is_file():
         return path.suffix.lower() in FULLTEXT_SUFFIXES
-    return (path.is_dir() and not any(path.glob("*.json")) and not any(path.glob("*.jsonl"))
-            and bool(fulltext_files(path)))
+    return (
+        path.is_dir() and not any(path.glob("*.json")) and not any(path.glob("*.jsonl")) and bool(fulltext_files(path))
+    )
 
 
-def resolve_source(spec: str, *, data_dir: str | Path | None = None, skip_bad: bool = False,
-                   hf_config: str | None = None, hf_split: str = "train",
-                   fields: Mapping[str, str] | None = None) -> dict:
+def resolve_source(
+    spec: str,
+    *,
+    data_dir: str | Path | None = None,
+    skip_bad: bool = False,
+    hf_config: str | None = None,
+    hf_split: str = "train",
+    fields: Mapping[str, str] | None = None,
+) -> dict:
     """The source record of `spec`, without reading the corpus.
 
     Raises:
@@ -96,10 +105,15 @@ def resolve_source(spec: str, *, data_dir: str | Path | None = None, skip_bad: b
     """
     spec = str(spec)
     if spec.startswith(HF_PREFIX):
-        name = spec[len(HF_PREFIX):]
+        name = spec[len(HF_PREFIX) :]
         local = Path(name).expanduser()
-        return {"kind": "hf", "name": str(local.resolve()) if local.exists() else name, "config": hf_config,
-                "split": hf_split, "fields": dict(fields or {})}
+        return {
+            "kind": "hf",
+            "name": str(local.resolve()) if local.exists() else name,
+            "config": hf_config,
+            "split": hf_split,
+            "fields": dict(fields or {}),
+        }
     path = find_local(spec, data_dir)
     if path is None:
         if _is_hub_name(spec):
@@ -135,8 +149,9 @@ def load_source(source: Mapping) -> tuple[Corpus, int]:
     kind = source.get("kind")
     skip_bad = bool(source.get("skip_bad"))
     if kind == "hf":
-        corpus = load_hf_corpus(source["name"], source.get("config"), source.get("split", "train"),
-                                source.get("fields"), skip_bad=skip_bad)
+        corpus = load_hf_corpus(
+            source["name"], source.get("config"), source.get("split", "train"), source.get("fields"), skip_bad=skip_bad
+        )
         return corpus, 0
     if kind == "paper_db":
         return load_paper_db(source["path"], skip_bad=skip_bad), 0
@@ -144,8 +159,11 @@ def load_source(source: Mapping) -> tuple[Corpus, int]:
         docs, skipped = load_references(source["path"])
         return Corpus(docs, name=Path(source["path"]).name), skipped
     if kind == "fulltext":
-        docs, skipped = load_fulltext(source["path"], max_chars=source.get("passage_chars", MAX_CHARS),
-                                      overlap=source.get("passage_overlap", OVERLAP))
+        docs, skipped = load_fulltext(
+            source["path"],
+            max_chars=source.get("passage_chars", MAX_CHARS),
+            overlap=source.get("passage_overlap", OVERLAP),
+        )
         return Corpus(docs, name=Path(source["path"]).name), skipped
     if kind == "jsonl":
         path = Path(source["path"])
@@ -155,9 +173,15 @@ def load_source(source: Mapping) -> tuple[Corpus, int]:
     raise CorpusError(f"unknown corpus source kind {kind!r}; rebuild the index with `deepresearch index`")
 
 
-def open_corpus(spec: str, *, data_dir: str | Path | None = None, skip_bad: bool = False,
-                hf_config: str | None = None, hf_split: str = "train",
-                fields: Mapping[str, str] | None = None) -> tuple[Corpus, dict, int]:
+def open_corpus(
+    spec: str,
+    *,
+    data_dir: str | Path | None = None,
+    skip_bad: bool = False,
+    hf_config: str | None = None,
+    hf_split: str = "train",
+    fields: Mapping[str, str] | None = None,
+) -> tuple[Corpus, dict, int]:
     """Loads the corpus named by `spec`; returns it, its source record and the number of skipped bad lines.
 
     Args:
@@ -173,14 +197,17 @@ def open_corpus(spec: str, *, data_dir: str | Path | None = None, skip_bad: bool
     Example:
         >>> corpus, source, _ = open_corpus("scifact", data_dir=os.environ["DEEPRESEARCH_DATA"])  # doctest: +SKIP
     """
-    source = resolve_source(spec, data_dir=data_dir, skip_bad=skip_bad, hf_config=hf_config, hf_split=hf_split,
-                            fields=fields)
+    source = resolve_source(
+        spec, data_dir=data_dir, skip_bad=skip_bad, hf_config=hf_config, hf_split=hf_split, fields=fields
+    )
     try:
         corpus, skipped = load_source(source)
     except UnicodeDecodeError as err:  # the codec's message names no file
         files = ", ".join(str(f) for f in source_files(source)) or spec
-        raise CorpusError(f"{files}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start} of "
-                          f"a line or a file); save the corpus as UTF-8") from None
+        raise CorpusError(
+            f"{files}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start} of "
+            f"a line or a file); save the corpus as UTF-8"
+        ) from None
     return corpus, source, skipped
 
 

@@ -4,7 +4,8 @@ The list is the Glasgow Information Retrieval Group's, as `sklearn.feature_extra
 ships it (318 words); tests/retrievers/test_stopwords.py checks the copy against scikit-learn's.
 """
 
-ENGLISH_STOP_WORDS = frozenset("""
+ENGLISH_STOP_WORDS = frozenset(
+    """
     a about above across after afterwards again against all almost alone along already also although always am
     among amongst amoungst amount an and another any anyhow anyone anything anyway anywhere are around as at
     back be became because become becomes becoming been before beforehand behind being below beside besides
@@ -24,6 +25,7 @@ ENGLISH_STOP_WORDS = frozenset("""
     what whatever when whence whenever where whereafter whereas whereby wherein whereupon wherever whether which
     while whither who whoever whole whom whose why will with within without would yet you your yours yourself
     yourselves
-""".split())
+""".split()
+)
 
 __all__ = ["ENGLISH_STOP_WORDS"]

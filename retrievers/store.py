@@ -64,7 +64,7 @@ class StringTable(Mapping[str, int]):
         np.save(folder / f"{prefix}.values.npy", np.asarray(order, dtype=np.int64))
 
     def _key(self, i: int) -> bytes:
-        return self._bytes[self._at[i]:self._at[i + 1]]
+        return self._bytes[self._at[i] : self._at[i + 1]]
 
     def get(self, key: str, default=None):
         wanted = key.encode("utf-8")
@@ -108,7 +108,9 @@ def write_docs(corpus: Sequence[Doc], folder: str | Path) -> None:
     months = np.zeros(len(corpus), dtype=np.int32)
     with (folder / "docs.jsonl").open("wb") as f:
         for i, doc in enumerate(corpus):
-            line = json.dumps(_record(doc), ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8") + b"\n"
+            line = (
+                json.dumps(_record(doc), ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8") + b"\n"
+            )
             f.write(line)
             offsets[i + 1] = offsets[i] + len(line)
             months[i] = month_key(doc.published)
@@ -148,7 +150,7 @@ class StoredCorpus(Corpus):
         return self
 
     def _doc(self, i: int) -> Doc:
-        doc_id, title, text, url, year, published, metadata = json.loads(self._bytes[self._at[i]:self._at[i + 1]])
+        doc_id, title, text, url, year, published, metadata = json.loads(self._bytes[self._at[i] : self._at[i + 1]])
         return Doc(doc_id=doc_id, title=title, text=text, url=url, year=year, published=published, metadata=metadata)
 
     def __len__(self) -> int:
@@ -181,4 +183,3 @@ class StoredCorpus(Corpus):
 
     def fingerprint(self) -> str:
         return self._fingerprint
-

@@ -57,8 +57,11 @@ def english_tokenize(text: str) -> list[str]:
     return _porter().stemWords([w for w in words if w not in ENGLISH_STOPWORDS])
 
 
-TOKENIZERS: dict[str, Tokenizer] = {"scholargym": scholargym_tokenize, "words": word_tokenize,
-                                    "english": english_tokenize}
+TOKENIZERS: dict[str, Tokenizer] = {
+    "scholargym": scholargym_tokenize,
+    "words": word_tokenize,
+    "english": english_tokenize,
+}
 
 
 def get_tokenizer(name_or_fn: str | Tokenizer) -> Tokenizer:

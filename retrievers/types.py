@@ -56,8 +56,16 @@ class Retriever(Protocol):
     Hit.rank is the 1-based position in the filtered ranking, so page 2 starts at rank k + 1.
     """
 
-    def search(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
-               before: str | None = None, categories: Collection[str] = ()) -> list[Hit]: ...
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        offset: int = 0,
+        exclude: Collection[str] = (),
+        before: str | None = None,
+        categories: Collection[str] = (),
+    ) -> list[Hit]: ...
 
     async def asearch(self, query: str, k: int = 10, **filters: Any) -> list[Hit]: ...
 
@@ -76,8 +84,9 @@ async def search_async(retriever: Retriever, query: str, k: int = 10, **filters:
     return await asyncio.to_thread(retriever.search, query, k, **filters)
 
 
-def passes_filters(doc: Doc, exclude: Collection[str] = (), before: str | None = None,
-                   categories: Collection[str] = ()) -> bool:
+def passes_filters(
+    doc: Doc, exclude: Collection[str] = (), before: str | None = None, categories: Collection[str] = ()
+) -> bool:
     """Spec 004 §2.1 filters: exclusion set, month-level `published <= before`, any-of categories.
 
     A document with no publication date passes the date filter (it cannot be shown to be too late).

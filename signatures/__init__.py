@@ -9,5 +9,18 @@ from deepresearch.signatures.plan import PlanQueries
 from deepresearch.signatures.types import Finding, Judgement, Label, Learning, Source, Task
 from deepresearch.signatures.write import WriteReport
 
-__all__ = ["AssessRelevance", "ExtractLearnings", "Finding", "FindGaps", "Judgement", "Label", "Learning",
-           "MergeLearnings", "PlanQueries", "Source", "Task", "WriteAnswer", "WriteReport"]
+__all__ = [
+    "AssessRelevance",
+    "ExtractLearnings",
+    "Finding",
+    "FindGaps",
+    "Judgement",
+    "Label",
+    "Learning",
+    "MergeLearnings",
+    "PlanQueries",
+    "Source",
+    "Task",
+    "WriteAnswer",
+    "WriteReport",
+]

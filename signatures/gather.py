@@ -44,8 +44,10 @@ class PlannedSearch(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    action: Action = Field(description="derive: a narrower child of source_id; expand: a sibling of source_id on "
-                                       "another aspect; continue: the next page of source_id's results")
+    action: Action = Field(
+        description="derive: a narrower child of source_id; expand: a sibling of source_id on "
+        "another aspect; continue: the next page of source_id's results"
+    )
     source_id: int = Field(description="an existing node_id; continue never takes node 0")
     text: str | None = Field(default=None, description="the new keyword query; leave empty for continue")
     target_k: int = Field(default=10, description="results wanted, 1 to 10")

@@ -29,8 +29,11 @@ class ClaimVerdict(BaseModel):
 
     claim_id: int
     verdict: Support
-    corrected: str = Field(default="", description="for partially or unsupported: the sentence cut down to what the "
-                                                   "passages state, no citation markers; empty if they state nothing of it")
+    corrected: str = Field(
+        default="",
+        description="for partially or unsupported: the sentence cut down to what the "
+        "passages state, no citation markers; empty if they state nothing of it",
+    )
 
 
 # Behaviour: issue 17 (in-pipeline citation check); spec 001 §6.2's support judgement, made while writing. Wording is ours.

@@ -24,16 +24,23 @@ from nbclient import NotebookClient
 NOTEBOOK = Path(__file__).resolve().parents[1] / "examples" / "research_scifact.ipynb"
 WIDGET = "application/vnd.jupyter.widget-view+json"
 LM_SKIPPED = "LM sections skipped: set DEEPRESEARCH_LM"
-_VOLATILE = [(re.compile(r"\b\d+(?:\.\d+)? ?s\b"), "<secs>"),  # elapsed seconds
-             (re.compile(r"/tmp/[\w./-]+|deepresearch-notebook-\w+"), "<tmp>")]
+_VOLATILE = [
+    (re.compile(r"\b\d+(?:\.\d+)? ?s\b"), "<secs>"),  # elapsed seconds
+    (re.compile(r"/tmp/[\w./-]+|deepresearch-notebook-\w+"), "<tmp>"),
+]
 
 
 def execute(path: Path = NOTEBOOK, cwd: str | Path | None = None, timeout: int = 600):
     """The notebook run top to bottom in a fresh kernel (the kernel inherits this process's environment);
     raises CellExecutionError, naming the cell, on any error."""
     notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=timeout, kernel_name="python3", record_timing=False,
-                            resources={"metadata": {"path": str(cwd or tempfile.gettempdir())}})
+    client = NotebookClient(
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(cwd or tempfile.gettempdir())}},
+    )
     client.execute()
     for cell in notebook.cells:  # progress bars are live widgets: a saved copy shows only "0%"
         if cell.cell_type == "code":

@@ -28,8 +28,9 @@ def _content(lines: Sequence[Line], column: int = 120) -> bytes:
     return "\n".join(ops).encode("cp1252", errors="replace")  # WinAnsiEncoding; other characters become "?"
 
 
-def make_pdf(pages: Sequence[Sequence[Line]], *, title: str | None = None, author: str | None = None,
-             created: str | None = None) -> bytes:
+def make_pdf(
+    pages: Sequence[Sequence[Line]], *, title: str | None = None, author: str | None = None, created: str | None = None
+) -> bytes:
     """The bytes of a PDF with one page per item of `pages`; `created` as a PDF date (`D:20200315`)."""
     objects: list[bytes] = []
 
@@ -44,13 +45,20 @@ def make_pdf(pages: Sequence[Sequence[Line]], *, title: str | None = None, autho
     for lines in pages:
         stream = _content(lines)
         content = add(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
-        kids.append(add(b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
-                        b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (tree, content, font)))
+        kids.append(
+            add(
+                b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+                b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (tree, content, font)
+            )
+        )
     objects[catalog - 1] = b"<< /Type /Catalog /Pages %d 0 R >>" % tree
-    objects[tree - 1] = (b"<< /Type /Pages /Kids [" + b" ".join(b"%d 0 R" % k for k in kids)
-                         + b"] /Count %d >>" % len(kids))
+    objects[tree - 1] = (
+        b"<< /Type /Pages /Kids [" + b" ".join(b"%d 0 R" % k for k in kids) + b"] /Count %d >>" % len(kids)
+    )
     info_items = [(k, v) for k, v in (("Title", title), ("Author", author), ("CreationDate", created)) if v]
-    info = add(b"<< " + b" ".join(f"/{k} ({_escape(v)})".encode("cp1252", errors="replace") for k, v in info_items) + b" >>")
+    info = add(
+        b"<< " + b" ".join(f"/{k} ({_escape(v)})".encode("cp1252", errors="replace") for k, v in info_items) + b" >>"
+    )
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for n, body in enumerate(objects, start=1):
@@ -60,5 +68,9 @@ def make_pdf(pages: Sequence[Sequence[Line]], *, title: str | None = None, autho
     out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
     out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
     out += b"trailer\n<< /Size %d /Root %d 0 R /Info %d 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1, catalog, info, xref)
+        len(objects) + 1,
+        catalog,
+        info,
+        xref,
+    )
     return bytes(out)

@@ -67,8 +67,15 @@ def _verify(messages):
 
 
 def research_handler(overrides: dict | None = None):
-    routes = {PlanQueries: _plan, AssessRelevance: _assess, ExtractLearnings: _extract, MergeLearnings: _merge,
-              FindGaps: _gaps, WriteReport: _write, VerifyClaims: _verify}
+    routes = {
+        PlanQueries: _plan,
+        AssessRelevance: _assess,
+        ExtractLearnings: _extract,
+        MergeLearnings: _merge,
+        FindGaps: _gaps,
+        WriteReport: _write,
+        VerifyClaims: _verify,
+    }
     routes.update(overrides or {})
     return routed_handler(routes)
 

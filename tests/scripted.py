@@ -85,8 +85,9 @@ class ScriptedEngine:
     counts calls; optional latency for the async path: seconds, or a function of the request's messages.
     Each reply's usage reports `tokens` (prompt, completion), `cached` of the prompt read from a prompt cache."""
 
-    def __init__(self, handler: Handler, delay: float = 0.0, tokens: tuple[int, int] = (10, 5),
-                 cached: int | None = None):
+    def __init__(
+        self, handler: Handler, delay: float = 0.0, tokens: tuple[int, int] = (10, 5), cached: int | None = None
+    ):
         self.handler, self.delay, self.tokens, self.cached = handler, delay, tokens, cached
         self._wants_request = len(inspect.signature(handler).parameters) == 2  # handler(messages, request)
         self.calls = 0
@@ -99,9 +100,13 @@ class ScriptedEngine:
             self.calls += 1
             self.prompts.append(messages)
         text = self.handler(messages, request) if self._wants_request else self.handler(messages)
-        return Response(id=None, model=request.model, message=Message.assistant(text), finish_reason="stop",
-                        usage=Usage(input_tokens=self.tokens[0], output_tokens=self.tokens[1],
-                                    cache_read_tokens=self.cached))
+        return Response(
+            id=None,
+            model=request.model,
+            message=Message.assistant(text),
+            finish_reason="stop",
+            usage=Usage(input_tokens=self.tokens[0], output_tokens=self.tokens[1], cache_read_tokens=self.cached),
+        )
 
     def complete(self, request) -> Response:
         return self._respond(request)
@@ -118,8 +123,9 @@ class AsyncScriptedEngine:
         return self.sync._respond(request)
 
 
-def scripted_lm(handler: Handler, delay: float = 0.0, model: str = "fake/scripted", cached: int | None = None,
-                **kw) -> dspy.LM:
+def scripted_lm(
+    handler: Handler, delay: float = 0.0, model: str = "fake/scripted", cached: int | None = None, **kw
+) -> dspy.LM:
     """A dspy.LM whose completions come from `handler`; `lm.scripted` is the engine (calls, prompts)."""
     engine = ScriptedEngine(handler, delay=delay, cached=cached)
     lm = dspy.LM(model, engine=engine, async_engine=AsyncScriptedEngine(engine), cache=False, **kw)

@@ -29,9 +29,11 @@ def _short(path: str | None) -> str:
 
 
 def table() -> str:
-    rows = ["| Stage | Module (research / gather attribute) | Signatures | Offline twin | Strategy | Tuned alone "
-            "| Output tokens | Calls left for the writer |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| Stage | Module (research / gather attribute) | Signatures | Offline twin | Strategy | Tuned alone "
+        "| Output tokens | Calls left for the writer |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for s in STAGES:
         attrs = " / ".join(f"`{a}`" if a else "—" for a in (s.research_attr, s.gather_attr))
         module = f"inside `{s.part_of}`" if s.part_of else f"{_short(s.module)} ({attrs})" if s.module else "—"
@@ -39,8 +41,10 @@ def table() -> str:
         strategy = {"baseline": "— (a baseline)", "step": "all (no LM)"}.get(s.kind, s.strategy or "all")
         is_lm = bool(s.signatures) and s.kind != "baseline"
         tuned = tuned_alone(s) if s.kind in ("stage", "output") else "—"
-        rows.append(f"| `{s.name}` | {module} | {sigs} | {_short(s.offline)} | {strategy} | {tuned} | "
-                    f"{s.max_output_tokens if s.signatures else '—'} | {s.reserve if is_lm else '—'} |")
+        rows.append(
+            f"| `{s.name}` | {module} | {sigs} | {_short(s.offline)} | {strategy} | {tuned} | "
+            f"{s.max_output_tokens if s.signatures else '—'} | {s.reserve if is_lm else '—'} |"
+        )
     return "\n".join(rows)
 
 
@@ -50,7 +54,7 @@ def section() -> str:
 
 def written() -> str:
     text = PAGE.read_text(encoding="utf-8")
-    return text[text.index(BEGIN): text.index(END) + len(END)]
+    return text[text.index(BEGIN) : text.index(END) + len(END)]
 
 
 if __name__ == "__main__":

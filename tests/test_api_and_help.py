@@ -34,16 +34,31 @@ def test_import_deepresearch_loads_nothing_heavy():
 
 
 def test_help_imports_nothing_heavy():
-    code = ("import contextlib, io\nfrom deepresearch import cli\n"
-            "with contextlib.redirect_stdout(io.StringIO()) as out: assert cli.main(['--help']) == 0\n"
-            "assert 'run' in out.getvalue()")
+    code = (
+        "import contextlib, io\nfrom deepresearch import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out: assert cli.main(['--help']) == 0\n"
+        "assert 'run' in out.getvalue()"
+    )
     assert not imported_after(code) & set(HEAVY)
 
 
 def test_the_first_names_are_at_the_top_documented_and_work(data_dir):
-    assert {"DeepResearch", "ResearchConfig", "preset", "open_corpus", "load_corpus", "open_retriever",
-            "BM25Retriever", "DenseRetriever", "HybridRetriever", "build_index", "open_index", "compile_program",
-            "save_compiled", "load_compiled"} <= set(dr.__all__)
+    assert {
+        "DeepResearch",
+        "ResearchConfig",
+        "preset",
+        "open_corpus",
+        "load_corpus",
+        "open_retriever",
+        "BM25Retriever",
+        "DenseRetriever",
+        "HybridRetriever",
+        "build_index",
+        "open_index",
+        "compile_program",
+        "save_compiled",
+        "load_compiled",
+    } <= set(dr.__all__)
     assert set(dr.__all__) <= set(dir(dr))
     for name in dr.__all__:
         value = getattr(dr, name)
@@ -85,12 +100,15 @@ def test_run_help_is_grouped_everyday_first(capsys):
     assert help_text.splitlines()[0].startswith("usage: deepresearch run QUESTION")
 
 
-@pytest.mark.parametrize("argv, meant", [
-    (["run", QUESTION, "--depht", "3"], "--depth"),
-    (["run", QUESTION, "--bibtx"], "--bibtex"),
-    (["run", QUESTION, "--max-lm-cals=3"], "--max-lm-calls"),
-    (["index", "scifact", "--out", "x", "--dnese", "m"], "--dense-model"),
-])
+@pytest.mark.parametrize(
+    "argv, meant",
+    [
+        (["run", QUESTION, "--depht", "3"], "--depth"),
+        (["run", QUESTION, "--bibtx"], "--bibtex"),
+        (["run", QUESTION, "--max-lm-cals=3"], "--max-lm-calls"),
+        (["index", "scifact", "--out", "x", "--dnese", "m"], "--dense-model"),
+    ],
+)
 def test_a_mistyped_option_gives_one_line_naming_the_nearest(argv, meant, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(argv)
@@ -115,24 +133,60 @@ def test_a_mistyped_command_is_suggested(capsys):
 
 def test_an_offline_run_ends_saying_it_ran_offline(tmp_path, data_dir, capsys, monkeypatch):
     monkeypatch.delenv("DEEPRESEARCH_LM", raising=False)
-    assert cli.main(["run", QUESTION, "--corpus", str(data_dir / "scifact"), "--depth", "1", "--breadth", "1",
-                     "--out", str(tmp_path / "o"), "-q"]) == 0
+    assert (
+        cli.main(
+            [
+                "run",
+                QUESTION,
+                "--corpus",
+                str(data_dir / "scifact"),
+                "--depth",
+                "1",
+                "--breadth",
+                "1",
+                "--out",
+                str(tmp_path / "o"),
+                "-q",
+            ]
+        )
+        == 0
+    )
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.endswith("offline: no LM, no tokens, no cost") and "searches 1" in last
 
 
-@pytest.mark.parametrize("model, cost", [
-    ("openai/gpt-4o-mini", r"cost \$\d+\.\d{4}"),  # priced by LiteLLM's (local) price map
-    ("openai/local-model", r"cost unknown \(no price for the model\)"),
-])
+@pytest.mark.parametrize(
+    "model, cost",
+    [
+        ("openai/gpt-4o-mini", r"cost \$\d+\.\d{4}"),  # priced by LiteLLM's (local) price map
+        ("openai/local-model", r"cost unknown \(no price for the model\)"),
+    ],
+)
 def test_a_run_with_an_lm_ends_with_its_tokens_and_cost(model, cost, tmp_path, data_dir, capsys):
     from tests.integration.openai_server import LocalOpenAIServer
     from tests.research_lm import research_handler
 
     with LocalOpenAIServer(research_handler()) as server:
-        code = cli.main(["run", QUESTION, "--corpus", str(data_dir / "scifact"), "--depth", "1", "--breadth", "1",
-                         "--lm", model, "--api-base", server.base_url, "--no-cache", "--out", str(tmp_path / "o"),
-                         "-q"])
+        code = cli.main(
+            [
+                "run",
+                QUESTION,
+                "--corpus",
+                str(data_dir / "scifact"),
+                "--depth",
+                "1",
+                "--breadth",
+                "1",
+                "--lm",
+                model,
+                "--api-base",
+                server.base_url,
+                "--no-cache",
+                "--out",
+                str(tmp_path / "o"),
+                "-q",
+            ]
+        )
     assert code == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     trace = json.loads((tmp_path / "o" / "trace.json").read_text())
@@ -146,9 +200,27 @@ def test_a_failed_run_ends_with_its_cost_too(tmp_path, data_dir, capsys):
     from tests.integration.openai_server import Error, LocalOpenAIServer
 
     with LocalOpenAIServer(lambda messages: Error(401, "Incorrect API key provided")) as server:
-        code = cli.main(["run", QUESTION, "--corpus", str(data_dir / "scifact"), "--depth", "1", "--breadth", "1",
-                         "--lm", "openai/local", "--api-base", server.base_url, "--no-preflight", "--no-cache",
-                         "--out", str(tmp_path / "o"), "-q"])
+        code = cli.main(
+            [
+                "run",
+                QUESTION,
+                "--corpus",
+                str(data_dir / "scifact"),
+                "--depth",
+                "1",
+                "--breadth",
+                "1",
+                "--lm",
+                "openai/local",
+                "--api-base",
+                server.base_url,
+                "--no-preflight",
+                "--no-cache",
+                "--out",
+                str(tmp_path / "o"),
+                "-q",
+            ]
+        )
     assert code == 3
     printed = capsys.readouterr()
     assert "error: " in printed.err

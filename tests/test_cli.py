@@ -15,8 +15,21 @@ QUESTION = "Does vitamin D supplementation reduce fracture risk?"
 def test_run_offline_writes_report_and_trace(tmp_path, data_dir, monkeypatch, capsys):
     monkeypatch.delenv("DEEPRESEARCH_LM", raising=False)
     out = tmp_path / "vitd"
-    code = cli.main(["run", QUESTION, "--corpus", str(data_dir / "scifact"), "--depth", "2", "--breadth", "2",
-                     "--out", str(out), "-q"])
+    code = cli.main(
+        [
+            "run",
+            QUESTION,
+            "--corpus",
+            str(data_dir / "scifact"),
+            "--depth",
+            "2",
+            "--breadth",
+            "2",
+            "--out",
+            str(out),
+            "-q",
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr()
     assert "offline extractive baseline" in printed.err and printed.err.count("offline") == 1
@@ -30,15 +43,18 @@ def test_run_offline_writes_report_and_trace(tmp_path, data_dir, monkeypatch, ca
     assert {"query", "goal", "retrieved_ids", "relevant_ids", "learnings", "children", "status", "error"} <= set(node)
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["run", " ", "--corpus", "scifact"], "question is empty"),
-    (["run", QUESTION, "--corpus", "/no/such/corpus.jsonl"], "corpus not found"),
-    (["run", QUESTION, "--corpus", "scifact", "--depth", "0"], "depth and breadth must be >= 1"),
-    (["run", QUESTION, "--corpus", "scifact", "--lm", "nosuchprovider/model"], "unknown LM provider"),
-    (["run", QUESTION, "--corpus", "scifact", "--lm", "openai/gpt-4.1-mini"], "needs OPENAI_API_KEY"),
-    (["run", QUESTION, "--corpus", "scifact", "--stage-lm", "judge=openai/x"], "--stage-lm"),
-    (["nosuchcommand"], "unknown command"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["run", " ", "--corpus", "scifact"], "question is empty"),
+        (["run", QUESTION, "--corpus", "/no/such/corpus.jsonl"], "corpus not found"),
+        (["run", QUESTION, "--corpus", "scifact", "--depth", "0"], "depth and breadth must be >= 1"),
+        (["run", QUESTION, "--corpus", "scifact", "--lm", "nosuchprovider/model"], "unknown LM provider"),
+        (["run", QUESTION, "--corpus", "scifact", "--lm", "openai/gpt-4.1-mini"], "needs OPENAI_API_KEY"),
+        (["run", QUESTION, "--corpus", "scifact", "--stage-lm", "judge=openai/x"], "--stage-lm"),
+        (["nosuchcommand"], "unknown command"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_code_2(argv, message, capsys, monkeypatch, tmp_path):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.chdir(tmp_path)
@@ -55,8 +71,21 @@ def test_a_bad_corpus_line_is_named(tmp_path, capsys):
 
 
 def run_into(out, data_dir, *extra, question=QUESTION):
-    return cli.main(["run", question, "--corpus", str(data_dir / "scifact"), "--depth", "1", "--breadth", "1",
-                     "--out", str(out), *extra])
+    return cli.main(
+        [
+            "run",
+            question,
+            "--corpus",
+            str(data_dir / "scifact"),
+            "--depth",
+            "1",
+            "--breadth",
+            "1",
+            "--out",
+            str(out),
+            *extra,
+        ]
+    )
 
 
 def contents(folder):
@@ -82,8 +111,13 @@ def test_a_second_run_into_the_same_folder_stops_at_once(tmp_path, data_dir, cap
     assert json.loads((out / "run.json").read_text())["status"] == "done"
     first = contents(out)
     capsys.readouterr()
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True, cwd=Path(cli.__file__).parent)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(out)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(cli.__file__).parent,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         assert run_into(out, data_dir, "-q") == 2
@@ -112,9 +146,15 @@ def test_a_folder_of_another_question_is_refused_unless_overwrite(tmp_path, data
     assert run_into(out, data_dir, "-q", question=other) == 0  # the same question again: allowed
 
 
-@pytest.mark.parametrize("flags,shows_progress", [
-    ([], True), (["-q"], False), (["--quiet"], False), (["--no-progress"], False),
-])
+@pytest.mark.parametrize(
+    "flags,shows_progress",
+    [
+        ([], True),
+        (["-q"], False),
+        (["--quiet"], False),
+        (["--no-progress"], False),
+    ],
+)
 def test_progress_lines_unless_quiet(flags, shows_progress, tmp_path, data_dir, capsys):
     assert run_into(tmp_path / "out", data_dir, *flags) == 0
     err = capsys.readouterr().err.splitlines()  # captured stderr is not a terminal: plain lines, no bar
@@ -125,6 +165,10 @@ def test_progress_lines_unless_quiet(flags, shows_progress, tmp_path, data_dir, 
 
 def test_quiet_verbose_and_config_are_taken_anywhere_before_a_double_dash():
     assert cli._take_global_options(["-q", "run", "q", "--verbose", "-vv", "--config", "a.toml", "--", "-v"]) == (
-        3, True, "a.toml", ["run", "q", "--", "-v"])
+        3,
+        True,
+        "a.toml",
+        ["run", "q", "--", "-v"],
+    )
     assert cli._take_global_options(["run", "q", "--config=b.toml"]) == (0, False, "b.toml", ["run", "q"])
     assert cli._take_global_options(["run", "q"]) == (0, False, None, ["run", "q"])

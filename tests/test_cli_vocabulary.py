@@ -32,8 +32,11 @@ def parser_of(command: str) -> cli.Parser:
 
 def options(parser: argparse.ArgumentParser, *, hidden: bool) -> list[argparse.Action]:
     """The parser's options that --help shows (hidden=False) or its deprecated aliases (hidden=True)."""
-    return [a for a in parser._actions if a.option_strings and not isinstance(a, argparse._HelpAction)
-            and (a.help == argparse.SUPPRESS) == hidden]
+    return [
+        a
+        for a in parser._actions
+        if a.option_strings and not isinstance(a, argparse._HelpAction) and (a.help == argparse.SUPPRESS) == hidden
+    ]
 
 
 ALL = [name for name, _ in commands()]
@@ -42,8 +45,19 @@ FORBIDDEN = {old: canonical for canonical, olds in VOCABULARY.values() for old i
 
 
 def test_the_walk_reaches_every_command():
-    assert {"run", "batch", "optimize", "view", "index", "eval retrieval", "eval reports", "eval report",
-            "eval gather", "eval taxonomy", "eval taxonomy-score"} <= set(ALL)
+    assert {
+        "run",
+        "batch",
+        "optimize",
+        "view",
+        "index",
+        "eval retrieval",
+        "eval reports",
+        "eval report",
+        "eval gather",
+        "eval taxonomy",
+        "eval taxonomy-score",
+    } <= set(ALL)
 
 
 @pytest.mark.parametrize("command", ALL)
@@ -83,10 +97,21 @@ def test_every_deprecated_alias_is_a_listed_synonym_and_hidden_from_help(capsys)
             assert old in FORBIDDEN or command == "eval retrieval", (command, old)  # its --depth, --no-dense
             assert action.replacement.split()[0] in CANONICAL | {"--retriever"}, (command, old)
         parser.print_help()
-        assert not re.search(r"--(restart|queries|questions|train|threads|concurrency|no-progress)\b",
-                             capsys.readouterr().out), command
-    assert {"--restart", "--queries", "--questions", "--train", "--threads", "--concurrency", "--no-progress",
-            "--dense", "--depth", "--no-dense"} <= seen
+        assert not re.search(
+            r"--(restart|queries|questions|train|threads|concurrency|no-progress)\b", capsys.readouterr().out
+        ), command
+    assert {
+        "--restart",
+        "--queries",
+        "--questions",
+        "--train",
+        "--threads",
+        "--concurrency",
+        "--no-progress",
+        "--dense",
+        "--depth",
+        "--no-dense",
+    } <= seen
 
 
 # command, the old spelling's argv, the option it sets, the value, the spelling to use
@@ -102,8 +127,13 @@ DEPRECATED = [
     ("eval taxonomy", ["--restart"], "overwrite", True, "--overwrite"),
     ("eval retrieval", ["--depth", "50"], "hits", 50, "--hits"),
     ("eval retrieval", ["--no-dense"], "retriever", "bm25", "--retriever bm25"),
-    ("index", ["scifact", "--out", "idx", "--dense", "all-MiniLM-L6-v2"], "dense_model", "all-MiniLM-L6-v2",
-     "--dense-model"),
+    (
+        "index",
+        ["scifact", "--out", "idx", "--dense", "all-MiniLM-L6-v2"],
+        "dense_model",
+        "all-MiniLM-L6-v2",
+        "--dense-model",
+    ),
 ]
 
 
@@ -111,8 +141,9 @@ DEPRECATED = [
 def test_an_old_spelling_still_parses_and_warns_once(command, argv, dest, value, new, capsys):
     parser = parser_of(command)
     old = next(a for a in argv if a.startswith("--") and a not in ("--data", "--out"))
-    args = parser.parse_args([*argv, *argv[argv.index(old):]] if old in ("--restart", "--no-progress", "--no-dense")
-                             else argv)  # a flag given twice still warns once
+    args = parser.parse_args(
+        [*argv, *argv[argv.index(old) :]] if old in ("--restart", "--no-progress", "--no-dense") else argv
+    )  # a flag given twice still warns once
     assert getattr(args, dest) == value
     assert capsys.readouterr().err.splitlines() == [f"deepresearch {command}: {old} is deprecated; use {new}"]
 
@@ -127,11 +158,13 @@ def test_a_settings_file_may_still_use_an_old_key(tmp_path, monkeypatch):
     from deepresearch.programs.runtime.config_file import command_defaults, read_config
 
     path = tmp_path / "deepresearch.toml"
-    path.write_text("[run]\nconcurrency = 2\n[eval.gather]\nrestart = true\nqueries = \"scifact\"\n")
+    path.write_text('[run]\nconcurrency = 2\n[eval.gather]\nrestart = true\nqueries = "scifact"\n')
     settings = read_config(path)
     assert command_defaults(settings, path, "run", parser_of("run")) == {"workers": 2}
     assert command_defaults(settings, path, "eval gather", parser_of("eval gather")) == {
-        "overwrite": True, "data": "scifact"}
+        "overwrite": True,
+        "data": "scifact",
+    }
 
 
 @pytest.mark.parametrize("how", ["", "-q", "--no-progress", "settings"])
@@ -139,8 +172,23 @@ def test_quiet_silences_the_gather_bar(how, data_dir, tmp_path, capsys):
     settings = tmp_path / "settings.toml"
     settings.write_text("[eval.gather]\nno_progress = true\n")  # the old key, in a settings file
     flags = {"": [], "-q": ["-q"], "--no-progress": ["--no-progress"], "settings": ["--config", str(settings)]}
-    argv = ["eval", "gather", "--data", str(data_dir / "scifact"), "--lm", "offline", "--method", "raw", "--limit",
-            "2", "--bootstrap", "10", "--out", str(tmp_path / "out"), *flags[how]]
+    argv = [
+        "eval",
+        "gather",
+        "--data",
+        str(data_dir / "scifact"),
+        "--lm",
+        "offline",
+        "--method",
+        "raw",
+        "--limit",
+        "2",
+        "--bootstrap",
+        "10",
+        "--out",
+        str(tmp_path / "out"),
+        *flags[how],
+    ]
     assert cli.main(argv) == 0
     bar = re.compile(r"raw: +\d+%\|")  # tqdm's bar, drawn on stderr
     assert bool(bar.search(capsys.readouterr().err)) is (how == "")
@@ -148,8 +196,21 @@ def test_quiet_silences_the_gather_bar(how, data_dir, tmp_path, capsys):
 
 @pytest.mark.parametrize("quiet", [False, True])
 def test_quiet_silences_the_taxonomy_progress_lines(quiet, data_dir, tmp_path, capsys):
-    argv = ["eval", "taxonomy", "--data", str(data_dir / "taxobench_examples"), "--lm", "offline", "--sim", "exact",
-            "--limit", "1", "--out", str(tmp_path / "out"), *(["-q"] if quiet else [])]
+    argv = [
+        "eval",
+        "taxonomy",
+        "--data",
+        str(data_dir / "taxobench_examples"),
+        "--lm",
+        "offline",
+        "--sim",
+        "exact",
+        "--limit",
+        "1",
+        "--out",
+        str(tmp_path / "out"),
+        *(["-q"] if quiet else []),
+    ]
     assert cli.main(argv) == 0
     lines = [x for x in capsys.readouterr().err.splitlines() if re.match(r"survey \d+: \d+ papers", x)]
     assert len(lines) == (0 if quiet else 1)

@@ -39,9 +39,13 @@ def pages() -> list[Path]:
 
 
 def test_the_site_builds_strict(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                          cwd=ROOT, capture_output=True, text=True, env={**__import__("os").environ,
-                                                                         "NO_MKDOCS_2_WARNING": "1"})
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     api = (tmp_path / "site" / "reference" / "api" / "index.html").read_text(encoding="utf-8")
     # the API reference is generated from the docstrings
@@ -56,7 +60,7 @@ def test_every_page_is_in_the_navigation_and_every_nav_entry_exists():
     listed = nav_pages()
     on_disk = {str(p.relative_to(DOCS)) for p in pages()}
     assert sorted(set(listed)) == sorted(listed), "a page is listed twice"
-    assert set(listed) == on_disk, (set(listed) ^ on_disk)
+    assert set(listed) == on_disk, set(listed) ^ on_disk
     for path in pages():
         text = path.read_text(encoding="utf-8")
         if text.startswith(PLACEHOLDER):

@@ -19,8 +19,11 @@ def environment_reads(path: Path) -> list[int]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "environb"):
             lines.append(node.lineno)
-        elif isinstance(node, ast.ImportFrom) and node.module == "os" and any(
-                a.name in ("environ", "getenv") for a in node.names):
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "os"
+            and any(a.name in ("environ", "getenv") for a in node.names)
+        ):
             lines.append(node.lineno)
     return lines
 
@@ -40,9 +43,11 @@ def test_each_engine_gets_its_documented_variables(monkeypatch, tmp_path):
     monkeypatch.setenv("NCBI_API_KEY", "")  # set but blank: no key
     monkeypatch.setenv("DEEPRESEARCH_PUBMED_URL", "http://127.0.0.1:9/eutils")
     settings = environment.engine_settings(["openalex", "s2", "pubmed", "arxiv"])
-    assert settings["credentials"] == {"openalex": {"mailto": "me@example.org"},
-                                       "semanticscholar": {"api_key": "s2-key-0123456789"},
-                                       "pubmed": {"email": "me@example.org"}}  # NCBI_EMAIL, else OPENALEX_MAILTO
+    assert settings["credentials"] == {
+        "openalex": {"mailto": "me@example.org"},
+        "semanticscholar": {"api_key": "s2-key-0123456789"},
+        "pubmed": {"email": "me@example.org"},
+    }  # NCBI_EMAIL, else OPENALEX_MAILTO
     assert settings["base_urls"] == {"pubmed": "http://127.0.0.1:9/eutils"}
     assert "cache_dir" not in settings  # the library's own default folder
     monkeypatch.setenv("DEEPRESEARCH_ENGINE_CACHE", str(tmp_path / "c"))

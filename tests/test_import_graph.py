@@ -24,8 +24,10 @@ PACKAGE = "deepresearch"
 def modules() -> dict[str, Path]:
     """Module name -> file, for every module the package installs (pyproject's package list)."""
     settings = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    found = {name: ROOT / (name.removeprefix(PACKAGE).lstrip(".").replace(".", "/") + ".py")
-             for name in settings["py-modules"]}
+    found = {
+        name: ROOT / (name.removeprefix(PACKAGE).lstrip(".").replace(".", "/") + ".py")
+        for name in settings["py-modules"]
+    }
     for package in settings["packages"]:
         folder = ROOT / package.removeprefix(PACKAGE).lstrip(".").replace(".", "/")
         for path in folder.glob("*.py"):
@@ -36,7 +38,8 @@ def modules() -> dict[str, Path]:
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def imports(name: str, path: Path, known: set[str]) -> list[tuple[str, bool, int]]:
@@ -131,6 +134,10 @@ def test_no_function_local_import_of_our_own_modules_closes_a_cycle():
     closing = []
     for component in cycles(edges):
         members = set(component)
-        closing += [f"{name}:{line} imports {target} inside a function" for name in component
-                    for target, local, line in g[name] if local and target in members]
+        closing += [
+            f"{name}:{line} imports {target} inside a function"
+            for name in component
+            for target, local, line in g[name]
+            if local and target in members
+        ]
     assert closing == [], "deferred imports that hide an import cycle:\n" + "\n".join(closing)

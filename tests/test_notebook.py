@@ -33,7 +33,9 @@ def test_the_notebook_runs_without_a_data_folder_or_an_lm(fresh):
 
 def test_the_saved_outputs_are_current(fresh):
     saved = nbformat.read(NOTEBOOK, as_version=4)
-    assert all(c.outputs for c in saved.cells if c.cell_type == "code" and not is_lm_cell(c)), \
+    assert all(c.outputs for c in saved.cells if c.cell_type == "code" and not is_lm_cell(c)), (
         "the notebook is saved without outputs; run .venv/bin/python -m tests.notebook_outputs --write"
-    assert comparable(saved) == comparable(fresh), \
+    )
+    assert comparable(saved) == comparable(fresh), (
         "the notebook's saved outputs are stale; run .venv/bin/python -m tests.notebook_outputs --write"
+    )

@@ -20,8 +20,11 @@ OURS = {*FOLDERS, "cli"}
 
 
 def _packages_on_disk() -> set[str]:
-    return {"deepresearch"} | {"deepresearch." + ".".join(p.parent.relative_to(ROOT).parts)
-                               for folder in FOLDERS for p in (ROOT / folder).rglob("__init__.py")}
+    return {"deepresearch"} | {
+        "deepresearch." + ".".join(p.parent.relative_to(ROOT).parts)
+        for folder in FOLDERS
+        for p in (ROOT / folder).rglob("__init__.py")
+    }
 
 
 def test_every_package_folder_is_listed_for_the_install():
@@ -57,16 +60,35 @@ def test_nothing_imports_our_folders_by_their_bare_names():
 
 
 def test_the_wheel_installs_everything_under_deepresearch(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                           "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     (wheel,) = tmp_path.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     code = [n for n in names if not n.startswith("dspy_deepresearch-")]
     assert code and all(n.startswith("deepresearch/") for n in code), sorted({n.split("/")[0] for n in code})
-    assert {"deepresearch/cli.py", "deepresearch/programs/research/program.py",
-            "deepresearch/eval/eco_vocab.json", "deepresearch/programs/report_view.html.j2",
-            "deepresearch/programs/report_view.css", "deepresearch/programs/report_view.js"} <= set(names)
+    assert {
+        "deepresearch/cli.py",
+        "deepresearch/programs/research/program.py",
+        "deepresearch/eval/eco_vocab.json",
+        "deepresearch/programs/report_view.html.j2",
+        "deepresearch/programs/report_view.css",
+        "deepresearch/programs/report_view.js",
+    } <= set(names)
     assert not any(n.startswith(("deepresearch/tests/", "deepresearch/benchmarks/")) for n in names)
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "deepresearch = deepresearch.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()

@@ -11,12 +11,30 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_wheel_carries_the_licences_and_the_embedded_corpus_and_builds_quietly(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", "-w",
-                           str(tmp_path), str(ROOT)], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-v",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     printed = done.stdout + done.stderr  # -v: what the build backend printed
-    for banner in ("SetuptoolsDeprecationWarning", "License classifiers are deprecated", "Package would be ignored",
-                   "is absent from the `packages` configuration"):
+    for banner in (
+        "SetuptoolsDeprecationWarning",
+        "License classifiers are deprecated",
+        "Package would be ignored",
+        "is absent from the `packages` configuration",
+    ):
         assert banner not in printed, printed[-3000:]
     (wheel,) = tmp_path.glob("*.whl")
     archive = zipfile.ZipFile(wheel)

@@ -52,24 +52,19 @@ NOT_RUN: dict[str, str] = {
     "openai/gpt-4.1-mini": HOSTED,
     'deepresearch run "..." --lm ollama_chat/qwen2.5:7b': "needs an Ollama server",
     'deepresearch run "..." --lm openai/local --api-base http://127.0.0.1:8080/v1': LLAMA,
-    'deepresearch run "..." --lm openai/Qwen/Qwen2.5-7B-Instruct --api-base http://127.0.0.1:8000/v1':
-        "needs a vLLM server on port 8000",
+    'deepresearch run "..." --lm openai/Qwen/Qwen2.5-7B-Instruct --api-base http://127.0.0.1:8000/v1': "needs a vLLM server on port 8000",
     'deepresearch run "..." --corpus scifact --lm openai/local --api-base http://127.0.0.1:8080/v1': LLAMA,
     'deepresearch run "..." --corpus scifact --lm openai/Qwen/Qwen2.5-7B-Instruct --api-base '
     "http://127.0.0.1:8000/v1": "needs a vLLM server on port 8000",
     'deepresearch run "..." --corpus scifact --lm ollama_chat/qwen2.5:7b': "needs an Ollama server",
     'deepresearch run "..." --corpus scifact --lm openai/gpt-4.1-mini --stage-lm write=openai/gpt-4.1': HOSTED,
-    'deepresearch run "What limits the efficiency of perovskite solar cells?" --corpus ~/papers/':
-        "needs the reader's own folder of papers",
+    'deepresearch run "What limits the efficiency of perovskite solar cells?" --corpus ~/papers/': "needs the reader's own folder of papers",
     'deepresearch run "..." --corpus refs.bib': "needs the reader's own refs.bib",
     'deepresearch run "..." --source openalex --full-text --lm openai/gpt-4.1-mini': "needs the network",
-    "deepresearch index scifact --out idx/scifact --dense-model all-MiniLM-L6-v2":
-        "slow: encoding SciFact's 5,183 abstracts takes over ten minutes on 2 cores",
-    'deepresearch run "..." --index idx/scifact --retriever hybrid --lm openai/gpt-4.1-mini --taxonomy --bibtex':
-        HOSTED,
+    "deepresearch index scifact --out idx/scifact --dense-model all-MiniLM-L6-v2": "slow: encoding SciFact's 5,183 abstracts takes over ten minutes on 2 cores",
+    'deepresearch run "..." --index idx/scifact --retriever hybrid --lm openai/gpt-4.1-mini --taxonomy --bibtex': HOSTED,
     'deepresearch run "..." --source openalex --source arxiv --lm openai/gpt-4.1-mini': "needs the network",
-    'deepresearch run "..." --corpus refs.bib --source s2 --source pubmed':
-        "needs the network, and the reader's own refs.bib",
+    'deepresearch run "..." --corpus refs.bib --source s2 --source pubmed': "needs the network, and the reader's own refs.bib",
     "deepresearch optimize --program research --stage assess --metric f1 --optimizer gepa --data scifact "
     "--lm openai/gpt-4.1-mini --budget 200 --out compiled.json": HOSTED,
     'deepresearch run "..." --lm openai/gpt-4.1-mini --program compiled.json': HOSTED,
@@ -82,18 +77,16 @@ NOT_RUN: dict[str, str] = {
     "deepresearch optimize --stage writer --from-runs runs/pool --metric quality --optimizer gepa --lm "
     "openai/gpt-4.1-mini --judge-lm openai/gpt-4.1 --budget 60 --out writer.json": HOSTED,
     "deepresearch eval gather --data scifact --qrels test --lm openai/local --api-base http://127.0.0.1:8080/v1 "
-    "--structured schema --limit 10 --iterations 2": LLAMA,    # docs/how-to/deploy.md
+    "--structured schema --limit 10 --iterations 2": LLAMA,  # docs/how-to/deploy.md
     'deepresearch run "Does vitamin D prevent fractures?" --corpus scifact --lm openai/qwen2.5-7b --lm-server '
-    '"http://gpu1:8000/v1 max_parallel=8" --lm-server "http://gpu2:8000/v1 max_parallel=8 rpm=600"':
-        "needs two model servers (gpu1, gpu2)",
+    '"http://gpu1:8000/v1 max_parallel=8" --lm-server "http://gpu2:8000/v1 max_parallel=8 rpm=600"': "needs two model servers (gpu1, gpu2)",
     "deepresearch batch questions.jsonl --out runs/ --workers 2 -- --corpus scifact --preset quick --lm "
     "openai/gpt-4.1-mini": HOSTED,
     "deepresearch batch questions.jsonl --out runs/ --ray auto -- --corpus scifact --lm openai/qwen2.5-7b "
     '--lm-server "http://gpu1:8000/v1 max_parallel=8"': "needs a Ray cluster and a model server",
     'deepresearch run "Does vitamin D prevent fractures?" --corpus scifact --qdrant-url http://127.0.0.1:6333 '
     "--qdrant-mode bm25": "needs a Qdrant server",
-    "deepresearch eval gather --data scifact --lm openai/qwen2.5-7b --api-base http://gpu1:8000/v1 --ray auto":
-        "needs a Ray cluster and a model server",
+    "deepresearch eval gather --data scifact --lm openai/qwen2.5-7b --api-base http://gpu1:8000/v1 --ray auto": "needs a Ray cluster and a model server",
     "deepresearch optimize --data scifact --metric recall --out compiled.json --lm openai/qwen2.5-7b --api-base "
     "http://gpu1:8000/v1 --ray auto": "needs a Ray cluster and a model server",
     "deepresearch index hf:BeIR/nfcorpus --out idx/nfcorpus": "needs the network (a Hugging Face hub dataset)",
@@ -109,8 +102,7 @@ NOT_OURS: dict[str, str] = {
     "source .venv/bin/activate": "activates the environment `make demo` made",
     "pip install -e '.[docs]'": "installs the site's tools",
     "mkdocs serve": "serves the site",
-    'for q in "Does obesity increase the risk of type 2 diabetes?" "How does aspirin affect cancer risk?"; do':
-        "the shell loop around a hosted run",
+    'for q in "Does obesity increase the risk of type 2 diabetes?" "How does aspirin affect cancer risk?"; do': "the shell loop around a hosted run",
     "done": "the shell loop around a hosted run",
 }
 # Benchmark suites (`python -m benchmarks NAME`, `python -m benchmarks.bench_NAME --flag`) take minutes to
@@ -196,6 +188,7 @@ _Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix
 
 def site_pages() -> list[Path]:
     """The site's pages in the order of its navigation, placeholders left out."""
+
     def walk(entries):
         for entry in entries:
             value = next(iter(entry.values())) if isinstance(entry, dict) else entry
@@ -258,14 +251,17 @@ def test_every_deepresearch_command_parses_as_written(command):
             pytest.fail(f"README command does not parse: {form}\n{err}")
 
 
-@pytest.mark.parametrize("argv, says", [
-    (["run", "...", "--corpus", "scifact", "--answers"], "unrecognized arguments: --answers"),
-    (["run", "...", "--corpus", "scifact", "--preset", "huge"], "invalid choice: 'huge'"),
-    (["eval", "retrieve", "--corpus", "scifact"], "unknown command 'retrieve'"),
-    (["search", "..."], "unknown command 'search'"),
-    (["index", "--out", "idx/scifact"], "the following arguments are required"),
-    (["eval", "taxonomy", "--data", "x", "--mode", "sideways"], "invalid choice: 'sideways'"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["run", "...", "--corpus", "scifact", "--answers"], "unrecognized arguments: --answers"),
+        (["run", "...", "--corpus", "scifact", "--preset", "huge"], "invalid choice: 'huge'"),
+        (["eval", "retrieve", "--corpus", "scifact"], "unknown command 'retrieve'"),
+        (["search", "..."], "unknown command 'search'"),
+        (["index", "--out", "idx/scifact"], "the following arguments are required"),
+        (["eval", "taxonomy", "--data", "x", "--mode", "sideways"], "invalid choice: 'sideways'"),
+    ],
+)
 def test_the_parser_refuses_a_made_up_command(argv, says):
     with pytest.raises(ParseError, match=re.escape(says)):
         parse(argv)
@@ -274,8 +270,10 @@ def test_the_parser_refuses_a_made_up_command(argv, says):
 def test_a_readme_that_drifts_fails_the_parse():
     """The same extraction over documents with a renamed flag or a removed subcommand finds the bad line."""
     # (argparse takes a flag's unique prefix, so `--bib` for `--bibtex` is no drift: the CLI accepts it too)
-    for old, new in [("--corpus scifact --bibtex", "--corpus scifact --bibliography"),
-                     ("deepresearch eval reports", "deepresearch eval folders")]:
+    for old, new in [
+        ("--corpus scifact --bibtex", "--corpus scifact --bibliography"),
+        ("deepresearch eval reports", "deepresearch eval folders"),
+    ]:
         drifted = all_text().replace(old, new)
         assert drifted != all_text(), old
         failing = []
@@ -304,8 +302,9 @@ def test_the_lists_match_the_readme():
 
 @pytest.mark.parametrize("command", [c for c in OURS if c.split()[0] == "make"])
 def test_every_make_target_exists(command):
-    done = subprocess.run(["make", "-n", *shlex.split(command)[1:]], cwd=ROOT, capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(
+        ["make", "-n", *shlex.split(command)[1:]], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -374,8 +373,15 @@ class Workspace:
             if earlier not in self.done:
                 started = time.perf_counter()
                 line = variants(earlier)[0]  # a synopsis line runs with its optional parts left out
-                proc = subprocess.run(["bash", "-c", line], cwd=self.work, env=self.env, capture_output=True,
-                                      text=True, timeout=RUN_TIMEOUT_S, check=False)
+                proc = subprocess.run(
+                    ["bash", "-c", line],
+                    cwd=self.work,
+                    env=self.env,
+                    capture_output=True,
+                    text=True,
+                    timeout=RUN_TIMEOUT_S,
+                    check=False,
+                )
                 self.done[earlier] = (proc, time.perf_counter() - started)
         return self.done[command]
 
@@ -388,8 +394,12 @@ def workspace(tmp_path_factory):
     (top / "work").mkdir()
     (top / "work" / "data").symlink_to(data_root().resolve(), target_is_directory=True)  # "downloaded to data/"
     env = {k: v for k, v in os.environ.items() if k not in ("DEEPRESEARCH_LM", "PYTEST_CURRENT_TEST")}
-    env.update(DEEPRESEARCH_DATA=str(data_root().resolve()), HF_HUB_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
-               PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
+    env.update(
+        DEEPRESEARCH_DATA=str(data_root().resolve()),
+        HF_HUB_OFFLINE="1",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+    )
     space = Workspace(top / "work", env)
     yield space
     for command, (_, seconds) in space.done.items():  # shown with pytest -s: what the README costs to run
@@ -432,8 +442,11 @@ def test_the_python_example_researches_offline_and_renders(workspace, monkeypatc
     assert report.status == "done" and report.stats.lm_calls == 0  # offline=True: no LM
     assert report.question == "Does vitamin D supplementation reduce fracture risk?"
     assert report.references, "the README promises a report with references"
-    cited = {int(n) for group in re.findall(r"\[(\d+(?:, \d+)*)\]", report.markdown.split("## References")[0])
-             for n in group.split(", ")}
+    cited = {
+        int(n)
+        for group in re.findall(r"\[(\d+(?:, \d+)*)\]", report.markdown.split("## References")[0])
+        for n in group.split(", ")
+    }
     assert cited == {ref.number for ref in report.references}  # numbered [1]..[n], every one used
     assert 1 <= len(report.tree) <= 3 and max(n.node_id.count(".") for n in report.nodes()) <= 1  # depth 2, breadth 3
     assert "\n" not in repr(report) and len(repr(report)) < 300  # "its repr is one line"
@@ -445,10 +458,22 @@ def test_the_python_example_researches_offline_and_renders(workspace, monkeypatc
 def test_the_demo_report_begins_as_the_readme_quotes(workspace):
     """`make demo`'s research command (its recipe, without the install step CI runs anyway) writes a
     report.md that begins with the text the ```markdown block quotes, line wrapping aside."""
-    recipe = subprocess.run(["make", "-n", "-s", "demo", "STAMP=", f"VENV={BIN.parent}"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout
-    proc = subprocess.run(["bash", "-c", recipe], cwd=workspace.work, env=workspace.env, capture_output=True,
-                          text=True, timeout=RUN_TIMEOUT_S, check=False)
+    recipe = subprocess.run(
+        ["make", "-n", "-s", "demo", "STAMP=", f"VENV={BIN.parent}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    proc = subprocess.run(
+        ["bash", "-c", recipe],
+        cwd=workspace.work,
+        env=workspace.env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     quoted = [body for lang, body in code_blocks(readme_text()) if lang == "markdown"]
     assert len(quoted) == 1, f"{len(quoted)} markdown blocks"

@@ -34,8 +34,10 @@ def test_the_prediction_and_report_reprs_are_short(offline_run):
     assert len(repr(offline_run)) < 2_000 and "\n" not in repr(offline_run)
     report = offline_run.report
     nodes = len(report.nodes())
-    assert repr(report) == (f"Report({QUESTION!r}, status=done, {len(report.references)} references, "
-                            f"{len(report.learnings)} learnings, {nodes} nodes, 0 LM calls)")
+    assert repr(report) == (
+        f"Report({QUESTION!r}, status=done, {len(report.references)} references, "
+        f"{len(report.learnings)} learnings, {nodes} nodes, 0 LM calls)"
+    )
 
 
 def test_the_report_renders_with_its_tree_and_cost(offline_run):
@@ -56,7 +58,9 @@ def test_citations_and_references_with_a_link_are_clickable(offline_run):
     first, second = offline_run.report.references[:2]
     with_doi = dataclasses.replace(first, doi="10.1000/xyz")
     with_url = dataclasses.replace(second, url="https://example.org/p")
-    report = dataclasses.replace(offline_run.report, references=(with_doi, with_url, *offline_run.report.references[2:]))
+    report = dataclasses.replace(
+        offline_run.report, references=(with_doi, with_url, *offline_run.report.references[2:])
+    )
     md = report._repr_markdown_()
     assert "[[1](https://doi.org/10.1000/xyz)]" in md and "[[2](https://example.org/p)]" in md
     assert "[https://doi.org/10.1000/xyz](https://doi.org/10.1000/xyz)" in md
@@ -117,15 +121,29 @@ def test_a_notebook_gets_the_widget_bar_only_with_ipywidgets(monkeypatch):
     assert progress.choose_display(io.StringIO()) == "lines"  # tqdm would warn and draw a text bar
 
 
-@pytest.mark.parametrize("module,extra,call", [
-    ("sentence_transformers", "dense", lambda: __import__("deepresearch.retrievers.embed", fromlist=["x"]).load_encoder("m")),
-    ("datasets", "hf", lambda: __import__("deepresearch.retrievers.hf", fromlist=["x"]).load_hf_corpus("x/y")),
-    ("qdrant_client", "qdrant", lambda: __import__("deepresearch.retrievers.qdrant", fromlist=["x"]).QdrantRetriever(
-        None, path=":memory:")),
-    ("matplotlib", "plots", lambda: __import__("deepresearch.eval.run_reports", fromlist=["x"]).write_heatmap([], "m", "x.png")),
-    ("datasets", "hf", lambda: __import__("deepresearch.eval.questions", fromlist=["x"]).load_hf_questions("x/y")),
-    ("datasets", "hf", lambda: __import__("deepresearch.eval.taxobench", fromlist=["x"])._load_hub("x/y")),
-])
+@pytest.mark.parametrize(
+    "module,extra,call",
+    [
+        (
+            "sentence_transformers",
+            "dense",
+            lambda: __import__("deepresearch.retrievers.embed", fromlist=["x"]).load_encoder("m"),
+        ),
+        ("datasets", "hf", lambda: __import__("deepresearch.retrievers.hf", fromlist=["x"]).load_hf_corpus("x/y")),
+        (
+            "qdrant_client",
+            "qdrant",
+            lambda: __import__("deepresearch.retrievers.qdrant", fromlist=["x"]).QdrantRetriever(None, path=":memory:"),
+        ),
+        (
+            "matplotlib",
+            "plots",
+            lambda: __import__("deepresearch.eval.run_reports", fromlist=["x"]).write_heatmap([], "m", "x.png"),
+        ),
+        ("datasets", "hf", lambda: __import__("deepresearch.eval.questions", fromlist=["x"]).load_hf_questions("x/y")),
+        ("datasets", "hf", lambda: __import__("deepresearch.eval.taxobench", fromlist=["x"])._load_hub("x/y")),
+    ],
+)
 def test_a_missing_extra_is_named_in_one_line(module, extra, call, monkeypatch):
     monkeypatch.setitem(sys.modules, module, None)  # `import module` now raises ImportError
     from deepresearch.retrievers import embed
@@ -134,8 +152,9 @@ def test_a_missing_extra_is_named_in_one_line(module, extra, call, monkeypatch):
     with pytest.raises(MissingExtra) as caught:
         call()
     message = str(caught.value)
-    assert "\n" not in message and message.endswith(f"needs the {extra!r} extra: pip install "
-                                                    f"'dspy-deepresearch[{extra}]'")
+    assert "\n" not in message and message.endswith(
+        f"needs the {extra!r} extra: pip install 'dspy-deepresearch[{extra}]'"
+    )
 
 
 def test_require_names_an_unknown_extra():

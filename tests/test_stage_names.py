@@ -32,9 +32,14 @@ def _files() -> list[Path]:
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
-    return {id(n.body[0].value) for n in ast.walk(tree)
-            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
 
 
 def _name(node: ast.AST) -> str | None:
@@ -75,31 +80,47 @@ def stage_literals(path: Path) -> list[str]:
     names = {s.name for s in STAGES} | {a for s in STAGES for a in (s.research_attr, s.gather_attr) if a}
     docs, positions = _docstrings(tree), _stage_positions(tree)
     fstring_parts = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in ast.walk(n)}
-    return sorted(f"{path.relative_to(ROOT)}:{n.lineno}: {n.value!r}" for n in ast.walk(tree)
-                  if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names
-                  and id(n) not in docs and id(n) not in fstring_parts
-                  and (n.value not in AMBIGUOUS or id(n) in positions))
+    return sorted(
+        f"{path.relative_to(ROOT)}:{n.lineno}: {n.value!r}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant)
+        and isinstance(n.value, str)
+        and n.value in names
+        and id(n) not in docs
+        and id(n) not in fstring_parts
+        and (n.value not in AMBIGUOUS or id(n) in positions)
+    )
 
 
 def test_no_stage_name_is_a_string_literal_in_library_code():
     found = [hit for path in _files() for hit in stage_literals(path)]
-    assert not found, ("stage names typed as strings (use STAGES.<stage>.name / .research_attr from "
-                       "deepresearch.programs.stages.registry):\n" + "\n".join(found))
+    assert not found, (
+        "stage names typed as strings (use STAGES.<stage>.name / .research_attr from "
+        "deepresearch.programs.stages.registry):\n" + "\n".join(found)
+    )
 
 
 def test_the_check_sees_literals_in_stage_positions(tmp_path):
     """The check itself: it flags a plain stage name anywhere, an ambiguous one only where a stage goes."""
     probe = tmp_path / "probe.py"
-    probe.write_text('x = call_predictor("plan", p)\ny = {"breadth": 3}\nz = ctx.call("breadth")\n'
-                     'w = ctx.modules["answer"]\nstage = "search"\nv = "progress_scorer"\n', encoding="utf-8")
+    probe.write_text(
+        'x = call_predictor("plan", p)\ny = {"breadth": 3}\nz = ctx.call("breadth")\n'
+        'w = ctx.modules["answer"]\nstage = "search"\nv = "progress_scorer"\n',
+        encoding="utf-8",
+    )
     global ROOT
     root, ROOT = ROOT, tmp_path
     try:
         hits = stage_literals(probe)
     finally:
         ROOT = root
-    assert hits == ["probe.py:1: 'plan'", "probe.py:3: 'breadth'", "probe.py:4: 'answer'",
-                    "probe.py:5: 'search'", "probe.py:6: 'progress_scorer'"]
+    assert hits == [
+        "probe.py:1: 'plan'",
+        "probe.py:3: 'breadth'",
+        "probe.py:4: 'answer'",
+        "probe.py:5: 'search'",
+        "probe.py:6: 'progress_scorer'",
+    ]
 
 
 def test_every_ambiguous_name_is_a_registered_stage():

@@ -13,25 +13,40 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 CHROMIUM = os.environ.get("DEEPRESEARCH_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 SIZES = {"phone": (390, 844), "wide": (1440, 900)}
 NUMBER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
 
 # A corpus whose every field carries markup or script: none of it may run or become markup in the view.
 PAYLOAD_QUESTION = "Does coffee <b>consumption</b> lower heart disease risk? <script>window.__pwned='question'</script>"
 PAYLOADS = [
-    {"id": "p1", "title": "Coffee and heart disease <script>window.__pwned='title';document.title='PWNED'</script>",
-     "text": "Coffee consumption lowers heart disease risk in adults <img src=x onerror=\"window.__pwned='text';"
-             "document.title='PWNED'\">. Heart disease risk fell with coffee consumption in a cohort "
-             "[click](javascript:window.__pwned='link') of adults.",
-     "authors": ["<svg onload=\"window.__pwned='author'\">", "Ann <i>Lee</i>"],
-     "venue": "<iframe src=\"javascript:window.__pwned='venue'\"></iframe>",
-     "url": "javascript:window.__pwned='url'", "year": 2020},
-    {"id": "p2", "title": "<a href=\"javascript:window.__pwned='title2'\">Coffee</a> drinking and heart disease",
-     "text": "In coffee drinkers, heart disease risk was lower <script>window.__pwned='text2'</script>. "
-             "Coffee consumption and heart disease risk: **<b onmouseover=\"window.__pwned='bold'\">bold</b>**.",
-     "doi": "10.1234/x\"><script>window.__pwned='doi'</script>", "year": 2021},
+    {
+        "id": "p1",
+        "title": "Coffee and heart disease <script>window.__pwned='title';document.title='PWNED'</script>",
+        "text": "Coffee consumption lowers heart disease risk in adults <img src=x onerror=\"window.__pwned='text';"
+        "document.title='PWNED'\">. Heart disease risk fell with coffee consumption in a cohort "
+        "[click](javascript:window.__pwned='link') of adults.",
+        "authors": ["<svg onload=\"window.__pwned='author'\">", "Ann <i>Lee</i>"],
+        "venue": "<iframe src=\"javascript:window.__pwned='venue'\"></iframe>",
+        "url": "javascript:window.__pwned='url'",
+        "year": 2020,
+    },
+    {
+        "id": "p2",
+        "title": "<a href=\"javascript:window.__pwned='title2'\">Coffee</a> drinking and heart disease",
+        "text": "In coffee drinkers, heart disease risk was lower <script>window.__pwned='text2'</script>. "
+        "Coffee consumption and heart disease risk: **<b onmouseover=\"window.__pwned='bold'\">bold</b>**.",
+        "doi": "10.1234/x\"><script>window.__pwned='doi'</script>",
+        "year": 2021,
+    },
     {"id": "p3", "title": "Tea and sleep", "text": "Tea does not change sleep.", "year": 2019},
 ]
 
@@ -114,8 +129,12 @@ def check_page(html: str, report: dict) -> Page:
     assert csp and "default-src 'none'" in csp[0].attrs["content"]
 
     body = report["markdown"].split("## References")[0]
-    wanted = [int(n) for text in (report.get("answer") or "", body)
-              for m in NUMBER.finditer(text) for n in re.split(r"\s*,\s*", m.group(1))]
+    wanted = [
+        int(n)
+        for text in (report.get("answer") or "", body)
+        for m in NUMBER.finditer(text)
+        for n in re.split(r"\s*,\s*", m.group(1))
+    ]
     cites = page.find("a", "dr-cite")
     assert [int(c.attrs["data-number"]) for c in cites] == wanted
     numbers = {r["number"] for r in report["references"]}
@@ -126,8 +145,11 @@ def check_page(html: str, report: dict) -> Page:
         passage = page.by_id[c.attrs["data-src"]]
         assert "dr-passage" in passage.classes and page.text_of(passage).strip()
         assert "dr-missing" not in passage.classes  # the run recorded the passage's text
-        spans = [e for e in page.elements if e.tag == "span" and "data-i" in e.attrs
-                 and any(e is x for x in _descendants(page, passage))]
+        spans = [
+            e
+            for e in page.elements
+            if e.tag == "span" and "data-i" in e.attrs and any(e is x for x in _descendants(page, passage))
+        ]
         assert -1 <= int(c.attrs["data-mark"]) < len(spans)
     assert len(page.find("li", "dr-ref")) == len(report["references"])
     return page
@@ -137,7 +159,7 @@ def _descendants(page: Page, element: Element) -> list[Element]:
     """Elements after `element` whose text lies inside its text (the parser keeps no tree: spans follow it)."""
     start = page.elements.index(element)
     out = []
-    for e in page.elements[start + 1:]:
+    for e in page.elements[start + 1 :]:
         if e.tag == "p" or e.tag == "details" or (e.tag == "li" and "dr-ref" in e.classes):
             break
         out.append(e)
@@ -148,8 +170,9 @@ def _descendants(page: Page, element: Element) -> list[Element]:
 def chromium():
     """Debian's chromium under Playwright; fails (never skips) with what to install when it is missing."""
     if not Path(CHROMIUM).exists():
-        raise RuntimeError(f"no chromium at {CHROMIUM}: run `make browser` (apt-get install chromium) or set "
-                           f"DEEPRESEARCH_CHROMIUM")
+        raise RuntimeError(
+            f"no chromium at {CHROMIUM}: run `make browser` (apt-get install chromium) or set DEEPRESEARCH_CHROMIUM"
+        )
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -205,7 +228,11 @@ def exercise(browser, path: Path, shots: Path) -> None:
         cites = page.locator("a.dr-cite")
         count = cites.count()
         if count:
-            first = page.locator(".dr-report a.dr-cite").first if page.locator(".dr-report a.dr-cite").count() else cites.first
+            first = (
+                page.locator(".dr-report a.dr-cite").first
+                if page.locator(".dr-report a.dr-cite").count()
+                else cites.first
+            )
             first.hover()
             pane = page.locator(".dr-pane")
             assert pane.is_visible()
@@ -218,7 +245,9 @@ def exercise(browser, path: Path, shots: Path) -> None:
             if mark >= 0:
                 marked = page.locator(".dr-pane .dr-mark")
                 assert marked.count() == 1 and marked.inner_text().strip() in passage.inner_text()
-            verdict = first.evaluate("a => (a.closest('.dr-s') || {}).getAttribute ? a.closest('.dr-s').getAttribute('data-verdict') : null")
+            verdict = first.evaluate(
+                "a => (a.closest('.dr-s') || {}).getAttribute ? a.closest('.dr-s').getAttribute('data-verdict') : null"
+            )
             line = page.locator(".dr-pane .dr-verdict").text_content()  # (inner_text is upper-cased by the CSS)
             assert (verdict in line) if verdict else line.startswith("No verdict")
             page.screenshot(path=str(shots / f"{size}-citation.png"))
@@ -235,7 +264,9 @@ def exercise(browser, path: Path, shots: Path) -> None:
                 page.keyboard.press("j")
                 second = cites.nth((at + 1) % count)
                 assert page.evaluate("document.activeElement.id") == second.get_attribute("id")
-                assert page.locator(".dr-pane-title").inner_text().startswith(f"[{second.get_attribute('data-number')}]")
+                assert (
+                    page.locator(".dr-pane-title").inner_text().startswith(f"[{second.get_attribute('data-number')}]")
+                )
                 page.keyboard.press("k")
             assert page.evaluate("document.activeElement.id") == first_id
             page.keyboard.press("Tab")  # Tab leaves for the next link: focus shows a citation's passage too

@@ -11,15 +11,15 @@ from deepresearch.programs.artifacts import StageUsage
 from deepresearch.signatures.gather import Feedback
 
 StopReason = Literal[
-    "iterations",         # every round ran
-    "complete",           # the planner said the search is complete
+    "iterations",  # every round ran
+    "complete",  # the planner said the search is complete
     "no_new_subqueries",  # no valid action was left
-    "single_search",      # a single-search baseline (deepresearch.programs.gather.baselines)
-    "plan_failed",        # the planner's call failed; the rounds before it stand
-    "budget",             # the LM call or token budget ran out
-    "deadline",           # the deadline passed; the rounds finished before it stand
-    "stopped",            # the research run the loop is part of stopped (too many failures)
-    "interrupted",        # the research run was interrupted; the rounds finished before it stand
+    "single_search",  # a single-search baseline (deepresearch.programs.gather.baselines)
+    "plan_failed",  # the planner's call failed; the rounds before it stand
+    "budget",  # the LM call or token budget ran out
+    "deadline",  # the deadline passed; the rounds finished before it stand
+    "stopped",  # the research run the loop is part of stopped (too many failures)
+    "interrupted",  # the research run was interrupted; the rounds finished before it stand
 ]
 STOP_REASONS: tuple[str, ...] = get_args(StopReason)
 
@@ -60,8 +60,8 @@ class Search:
     ranking: tuple[str, ...] = ()
     error: str | None = None  # why the search or its assessment failed (the round, and the run, went on)
     rechecked: int = 0  # candidates labelled uncertain that got a second look (spec 004 §1.5)
-    browsed: int = 0    # of them, judged on passages of their full text (--full-text)
-    unread: int = 0     # of them, full text wanted but not available (no link, a failed fetch): "no evidence"
+    browsed: int = 0  # of them, judged on passages of their full text (--full-text)
+    unread: int = 0  # of them, full text wanted but not available (no link, a failed fetch): "no evidence"
 
     @property
     def selected(self) -> list[str]:
@@ -146,17 +146,39 @@ class GatherResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GatherResult:
-        rounds = tuple(Round(**{**r, "searches": tuple(
-            Search(**{**s, "candidates": tuple(Candidate(**c) for c in s["candidates"]),
-                      "ranking": tuple(s.get("ranking", ()))}) for s in r["searches"]),
-            "dropped": tuple(r.get("dropped", ()))}) for r in d["rounds"])
-        return cls(question=d["question"], date_constraint=d.get("date_constraint"),
-                   tree=tuple(Subquery(**n) for n in d["tree"]), rounds=rounds,
-                   selected=tuple(Selection(**x) for x in d["selected"]), stop_reason=d["stop_reason"],
-                   is_failed=d.get("is_failed", False),
-                   usage={k: StageUsage(**v) for k, v in d.get("usage", {}).items()})
+        rounds = tuple(
+            Round(
+                **{
+                    **r,
+                    "searches": tuple(
+                        Search(
+                            **{
+                                **s,
+                                "candidates": tuple(Candidate(**c) for c in s["candidates"]),
+                                "ranking": tuple(s.get("ranking", ())),
+                            }
+                        )
+                        for s in r["searches"]
+                    ),
+                    "dropped": tuple(r.get("dropped", ())),
+                }
+            )
+            for r in d["rounds"]
+        )
+        return cls(
+            question=d["question"],
+            date_constraint=d.get("date_constraint"),
+            tree=tuple(Subquery(**n) for n in d["tree"]),
+            rounds=rounds,
+            selected=tuple(Selection(**x) for x in d["selected"]),
+            stop_reason=d["stop_reason"],
+            is_failed=d.get("is_failed", False),
+            usage={k: StageUsage(**v) for k, v in d.get("usage", {}).items()},
+        )
 
 
 def feedback_text(feedback: Feedback) -> str:
-    return (f"covered: {feedback.covered_topics} | relevant: {feedback.relevant} | "
-            f"irrelevant: {feedback.irrelevant} | next: {feedback.suggestions}")
+    return (
+        f"covered: {feedback.covered_topics} | relevant: {feedback.relevant} | "
+        f"irrelevant: {feedback.irrelevant} | next: {feedback.suggestions}"
+    )

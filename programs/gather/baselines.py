@@ -37,8 +37,9 @@ class DirectQuery(dspy.Module):
         ranking_depth: Ids of the top positions recorded, for Avg.Distance (0 records none).
     """
 
-    def __init__(self, retriever: Retriever, k: int = 10, *, raw: bool = False, offline: bool = False,
-                 ranking_depth: int = 0):
+    def __init__(
+        self, retriever: Retriever, k: int = 10, *, raw: bool = False, offline: bool = False, ranking_depth: int = 0
+    ):
         super().__init__()
         if k < 1 or ranking_depth < 0:
             raise ValueError(f"k must be >= 1 and ranking_depth >= 0, got k={k}, ranking_depth={ranking_depth}")
@@ -62,18 +63,38 @@ class DirectQuery(dspy.Module):
             else:
                 out = await call_predictor(STAGES.direct_query.name, self.write_search_query, question=question)
                 query, link = collapse_whitespace(out.query) or question, "derive"
-        top = await search_async(self._retriever.obj, query, max(self.k, self.ranking_depth),
-                                        before=date_constraint or None)
-        hits = top[:self.k]
-        search = Search(node_id=1, action=link, text=query, k=self.k, offset=0,
-                        candidates=tuple(Candidate(doc_id=h.doc.doc_id, rank=h.rank, score=h.score,
-                                                   label="relevant", reason="no assessment") for h in hits),
-                        ranking=tuple(h.doc.doc_id for h in top[:self.ranking_depth]))
-        tree = (Subquery(node_id=0, parent_id=None, link="root", text=question, iteration=0),
-                Subquery(node_id=1, parent_id=0, link="derive", text=query, iteration=1))
-        result = GatherResult(question=question, date_constraint=date_constraint or None, tree=tree,
-                              rounds=(Round(iteration=1, searches=(search,)),),
-                              selected=tuple(Selection(doc_id=h.doc.doc_id, iteration=1, node_id=1) for h in hits),
-                              stop_reason="single_search", usage=meter.snapshot())
-        return dspy.Prediction(result=result, selected=[x.doc_id for x in result.selected],
-                               candidates=result.candidates(), tree=result.tree)
+        top = await search_async(
+            self._retriever.obj, query, max(self.k, self.ranking_depth), before=date_constraint or None
+        )
+        hits = top[: self.k]
+        search = Search(
+            node_id=1,
+            action=link,
+            text=query,
+            k=self.k,
+            offset=0,
+            candidates=tuple(
+                Candidate(doc_id=h.doc.doc_id, rank=h.rank, score=h.score, label="relevant", reason="no assessment")
+                for h in hits
+            ),
+            ranking=tuple(h.doc.doc_id for h in top[: self.ranking_depth]),
+        )
+        tree = (
+            Subquery(node_id=0, parent_id=None, link="root", text=question, iteration=0),
+            Subquery(node_id=1, parent_id=0, link="derive", text=query, iteration=1),
+        )
+        result = GatherResult(
+            question=question,
+            date_constraint=date_constraint or None,
+            tree=tree,
+            rounds=(Round(iteration=1, searches=(search,)),),
+            selected=tuple(Selection(doc_id=h.doc.doc_id, iteration=1, node_id=1) for h in hits),
+            stop_reason="single_search",
+            usage=meter.snapshot(),
+        )
+        return dspy.Prediction(
+            result=result,
+            selected=[x.doc_id for x in result.selected],
+            candidates=result.candidates(),
+            tree=result.tree,
+        )

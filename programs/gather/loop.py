@@ -52,8 +52,19 @@ from deepresearch.signatures.gather import PlannedSearch, RoundResult, SubqueryN
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GATHER_STAGES", "RETIRED_PREDICTORS", "CandidateAssessor", "check_retired", "GatherConfig", "GatherLoop", "Gatherer", "LoopHost",
-           "SubqueryPlanner", "papers_and_reader", "validate_plan"]
+__all__ = [
+    "GATHER_STAGES",
+    "RETIRED_PREDICTORS",
+    "CandidateAssessor",
+    "check_retired",
+    "GatherConfig",
+    "GatherLoop",
+    "Gatherer",
+    "LoopHost",
+    "SubqueryPlanner",
+    "papers_and_reader",
+    "validate_plan",
+]
 
 # The loop's stage names (as in usage and the trace) -> the attribute holding their module.
 GATHER_STAGES: dict[str, str] = STAGES.gather()
@@ -70,8 +81,10 @@ def check_retired(state: dict[str, Any]) -> None:
     for name in state:
         why = RETIRED_PREDICTORS.get(name.rsplit(".", 1)[-1])
         if why:
-            raise ValueError(f"the compiled program holds {name}, compiled for an older signature: {why}; "
-                             f"compile it again with `deepresearch optimize`")
+            raise ValueError(
+                f"the compiled program holds {name}, compiled for an older signature: {why}; "
+                f"compile it again with `deepresearch optimize`"
+            )
 
 
 @dataclass(frozen=True)
@@ -99,9 +112,14 @@ class GatherConfig(GatherLoopConfig):
 
     def limits(self) -> ResearchConfig:
         """The caps, budgets and timeouts of the scheduler the loop runs on (shared with research runs)."""
-        return ResearchConfig(max_concurrency=self.max_concurrency, lm_concurrency=self.max_concurrency,
-                              search_concurrency=self.max_concurrency, deadline_s=self.deadline_s,
-                              max_lm_calls=self.max_lm_calls, lm_timeout_s=self.lm_timeout_s)
+        return ResearchConfig(
+            max_concurrency=self.max_concurrency,
+            lm_concurrency=self.max_concurrency,
+            search_concurrency=self.max_concurrency,
+            deadline_s=self.deadline_s,
+            max_lm_calls=self.max_lm_calls,
+            lm_timeout_s=self.lm_timeout_s,
+        )
 
 
 def papers_and_reader(retriever: Retriever) -> tuple[Retriever, FullTextRetriever | None]:
@@ -113,8 +131,9 @@ def papers_and_reader(retriever: Retriever) -> tuple[Retriever, FullTextRetrieve
     return retriever, None
 
 
-def validate_plan(searches: list[PlannedSearch], tree: list[Subquery], pages: dict[int, int],
-                  config: GatherLoopConfig) -> tuple[list[PlannedSearch], list[str], int]:
+def validate_plan(
+    searches: list[PlannedSearch], tree: list[Subquery], pages: dict[int, int], config: GatherLoopConfig
+) -> tuple[list[PlannedSearch], list[str], int]:
     """Keeps the actions the loop can run (spec 004 §1.3 validation): returns kept, drop reasons, repairs.
 
     Dropped: unknown source, continue on the root, continue past `max_pages`, a derive or expand with
@@ -193,8 +212,15 @@ class GatherLoop:
             (None: the second look reads the candidate's stored text).
     """
 
-    def __init__(self, question: str, date_constraint: str | None, config: GatherLoopConfig, host: LoopHost,
-                 tag: str = "", full_text: FullTextRetriever | None = None):
+    def __init__(
+        self,
+        question: str,
+        date_constraint: str | None,
+        config: GatherLoopConfig,
+        host: LoopHost,
+        tag: str = "",
+        full_text: FullTextRetriever | None = None,
+    ):
         self.question, self.date_constraint = question, date_constraint or None
         self.config, self.host, self.tag, self.full_text = config, host, tag, full_text
         self.tree = [Subquery(node_id=0, parent_id=None, link="root", text=question, iteration=0)]
@@ -206,20 +232,37 @@ class GatherLoop:
         self.memory = ""
         self.last_round: list[RoundResult] = []
 
-    def result(self, stop_reason: StopReason, is_failed: bool,
-               usage: dict[str, StageUsage] | None = None) -> GatherResult:
-        return GatherResult(question=self.question, date_constraint=self.date_constraint, tree=tuple(self.tree),
-                            rounds=tuple(self.rounds), selected=tuple(self.selected.values()),
-                            stop_reason=stop_reason, is_failed=is_failed, usage=usage or {})
+    def result(
+        self, stop_reason: StopReason, is_failed: bool, usage: dict[str, StageUsage] | None = None
+    ) -> GatherResult:
+        return GatherResult(
+            question=self.question,
+            date_constraint=self.date_constraint,
+            tree=tuple(self.tree),
+            rounds=tuple(self.rounds),
+            selected=tuple(self.selected.values()),
+            stop_reason=stop_reason,
+            is_failed=is_failed,
+            usage=usage or {},
+        )
 
     def node_states(self) -> list[SubqueryNode]:
         chosen: dict[int, int] = {}
         for x in self.selected.values():
             chosen[x.node_id] = chosen.get(x.node_id, 0) + 1
-        return [SubqueryNode(node_id=n.node_id, parent_id=n.parent_id, link=n.link, iteration=n.iteration,
-                             text=n.text, pages=self.pages.get(n.node_id, 0),
-                             retrieved=len(self.returned.get(n.node_id, ())), selected=chosen.get(n.node_id, 0))
-                for n in self.tree]
+        return [
+            SubqueryNode(
+                node_id=n.node_id,
+                parent_id=n.parent_id,
+                link=n.link,
+                iteration=n.iteration,
+                text=n.text,
+                pages=self.pages.get(n.node_id, 0),
+                retrieved=len(self.returned.get(n.node_id, ())),
+                selected=chosen.get(n.node_id, 0),
+            )
+            for n in self.tree
+        ]
 
     async def run(self) -> tuple[StopReason, bool]:
         """Runs the rounds; returns why the loop stopped and whether the query counts as failed."""
@@ -230,9 +273,14 @@ class GatherLoop:
                 host.events.emit("budget", message=halted[1])
                 return halted[0], not self.selected
             try:
-                plan = await host.plan(question=self.question, date_constraint=self.date_constraint or "",
-                                       subquery_tree=self.node_states(), last_round=self.last_round,
-                                       checklist=self.checklist, memory=self.memory)
+                plan = await host.plan(
+                    question=self.question,
+                    date_constraint=self.date_constraint or "",
+                    subquery_tree=self.node_states(),
+                    last_round=self.last_round,
+                    checklist=self.checklist,
+                    memory=self.memory,
+                )
             except BudgetExceeded as err:
                 host.events.emit("budget", message=str(err))
                 return "budget", not self.selected
@@ -249,13 +297,28 @@ class GatherLoop:
             if not actions:
                 return "no_new_subqueries", t == 1
             searches = await self._round(t, actions)
-            self.rounds.append(Round(iteration=t, searches=tuple(searches), checklist=self.checklist,
-                                     memory=self.memory, dropped=tuple(dropped), repaired=repaired))
-            host.events.emit("stage_end", node_id=f"{self.tag}{t}", stage="round",
-                             counts={"searches": len(searches), "selected": len(self.selected),
-                                     "dropped": len(dropped), "failed": sum(s.error is not None for s in searches),
-                                     **{k: sum(getattr(s, k) for s in searches)
-                                        for k in ("rechecked", "browsed", "unread")}})
+            self.rounds.append(
+                Round(
+                    iteration=t,
+                    searches=tuple(searches),
+                    checklist=self.checklist,
+                    memory=self.memory,
+                    dropped=tuple(dropped),
+                    repaired=repaired,
+                )
+            )
+            host.events.emit(
+                "stage_end",
+                node_id=f"{self.tag}{t}",
+                stage="round",
+                counts={
+                    "searches": len(searches),
+                    "selected": len(self.selected),
+                    "dropped": len(dropped),
+                    "failed": sum(s.error is not None for s in searches),
+                    **{k: sum(getattr(s, k) for s in searches) for k in ("rechecked", "browsed", "unread")},
+                },
+            )
             halted = host.halted()
             if halted:
                 host.events.emit("budget", message=halted[1])
@@ -276,8 +339,9 @@ class GatherLoop:
             else:
                 source = self.tree[a.source_id]
                 parent = source.node_id if a.action == "derive" or source.parent_id is None else source.parent_id
-                node = Subquery(node_id=len(self.tree), parent_id=parent, link=a.action, text=a.text.strip(),
-                                iteration=t)
+                node = Subquery(
+                    node_id=len(self.tree), parent_id=parent, link=a.action, text=a.text.strip(), iteration=t
+                )
                 self.tree.append(node)
                 calls.append((node.node_id, a.action, node.text, a.target_k, 0))
 
@@ -290,18 +354,28 @@ class GatherLoop:
                 search = replace(search, ranking=ranking)
                 stage = STAGES.gather_assess.loop_step
                 with reading_full_text(self.full_text):
-                    assessed = await self.host.assess(question=self.question, subquery=text,
-                                                      checklist=self.checklist, hits=hits,
-                                                      preview_chars=self.config.preview_chars,
-                                                      second_look=self.config.second_look)
+                    assessed = await self.host.assess(
+                        question=self.question,
+                        subquery=text,
+                        checklist=self.checklist,
+                        hits=hits,
+                        preview_chars=self.config.preview_chars,
+                        second_look=self.config.second_look,
+                    )
             except Exception as err:  # a budget stop included: the loop checks the budget after the round
                 if not isinstance(err, BudgetExceeded):
                     self.host.failed(f"{self.tag}{node_id}", stage, err)
                 return replace(search, error=f"{stage}: {type(err).__name__}: {redact(str(err))[:300]}")
-            candidates = tuple(Candidate(doc_id=h.doc.doc_id, rank=h.rank, score=h.score, label=j.label,
-                                         reason=j.reason) for h, j in zip(hits, assessed.judgements))
-            return replace(search, candidates=candidates, feedback=assessed.feedback,
-                           **{k: int(getattr(assessed, k, 0) or 0) for k in ("rechecked", "browsed", "unread")})
+            candidates = tuple(
+                Candidate(doc_id=h.doc.doc_id, rank=h.rank, score=h.score, label=j.label, reason=j.reason)
+                for h, j in zip(hits, assessed.judgements)
+            )
+            return replace(
+                search,
+                candidates=candidates,
+                feedback=assessed.feedback,
+                **{k: int(getattr(assessed, k, 0) or 0) for k in ("rechecked", "browsed", "unread")},
+            )
 
         searches = list(await asyncio.gather(*[one(*c) for c in calls]))
         for s in searches:
@@ -309,11 +383,21 @@ class GatherLoop:
             self.returned.setdefault(s.node_id, []).extend(c.doc_id for c in s.candidates)
             for doc_id in s.selected:
                 self.selected.setdefault(doc_id, Selection(doc_id=doc_id, iteration=t, node_id=s.node_id))
-        self.last_round = [RoundResult(node_id=s.node_id, text=s.text, retrieved=len(s.candidates),
-                                       selected=len(s.selected), feedback=s.feedback) for s in searches]
+        self.last_round = [
+            RoundResult(
+                node_id=s.node_id,
+                text=s.text,
+                retrieved=len(s.candidates),
+                selected=len(s.selected),
+                feedback=s.feedback,
+            )
+            for s in searches
+        ]
         return searches
 
-    async def _retrieve(self, text: str, k: int, offset: int, exclude: frozenset[str]) -> tuple[list[Hit], tuple[str, ...]]:
+    async def _retrieve(
+        self, text: str, k: int, offset: int, exclude: frozenset[str]
+    ) -> tuple[list[Hit], tuple[str, ...]]:
         """One page of results and, when `ranking_depth` is set, the ids of the top of the same ranking.
 
         With a ranking to record, one search of depth max(ranking_depth, offset + k) serves both.
@@ -323,7 +407,7 @@ class GatherLoop:
         if depth == 0:
             return await self.host.search(text, k, offset=offset, **filters), ()
         top = await self.host.search(text, max(depth, offset + k), offset=0, **filters)
-        return top[offset:offset + k], tuple(h.doc.doc_id for h in top[:depth])
+        return top[offset : offset + k], tuple(h.doc.doc_id for h in top[:depth])
 
 
 class Gatherer(dspy.Module):
@@ -345,8 +429,16 @@ class Gatherer(dspy.Module):
         >>> out.selected, out.candidates, out.tree, out.result.to_dict()               # doctest: +SKIP
     """
 
-    def __init__(self, retriever: Retriever, config: GatherConfig | None = None, *, iterations: int | None = None,
-                 offline: bool = False, lms: dict[str, Any] | None = None, on_event: EventHandler | None = None):
+    def __init__(
+        self,
+        retriever: Retriever,
+        config: GatherConfig | None = None,
+        *,
+        iterations: int | None = None,
+        offline: bool = False,
+        lms: dict[str, Any] | None = None,
+        on_event: EventHandler | None = None,
+    ):
         super().__init__()
         if not hasattr(retriever, "search"):
             raise TypeError(f"retriever must have a search(query, k) method, got {type(retriever).__name__}")
@@ -365,8 +457,9 @@ class Gatherer(dspy.Module):
             self.assessor = OfflineCandidateAssessor()
         else:
             self.planner = SubqueryPlanner()
-            self.assessor = CandidateAssessor(second_look=self.config.second_look,
-                                              preview_chars=self.config.preview_chars)
+            self.assessor = CandidateAssessor(
+                second_look=self.config.second_look, preview_chars=self.config.preview_chars
+            )
         set_stage_lms(self, GATHER_STAGES, lms)
 
     @property
@@ -390,8 +483,13 @@ class Gatherer(dspy.Module):
         meter, events = UsageMeter(), EventLog(self.on_event)
         with metered(meter):
             sched = Scheduler(self.config.limits(), meter)
-            loop = GatherLoop(question.strip(), date_constraint, self.config, _SchedulerHost(self, sched, events),
-                              full_text=papers_and_reader(self.retriever)[1])
+            loop = GatherLoop(
+                question.strip(),
+                date_constraint,
+                self.config,
+                _SchedulerHost(self, sched, events),
+                full_text=papers_and_reader(self.retriever)[1],
+            )
             events.emit("run_start", counts={"iterations": self.config.iterations})
             try:
                 stop_reason, is_failed = await asyncio.wait_for(loop.run(), sched.remaining())
@@ -399,10 +497,15 @@ class Gatherer(dspy.Module):
                 events.emit("budget", message=f"deadline of {self.config.deadline_s:g}s reached")
                 stop_reason, is_failed = "deadline", not loop.selected
         result = loop.result(stop_reason, is_failed, meter.snapshot())
-        events.emit("run_end", message=stop_reason, counts={"selected": len(result.selected),
-                                                            "rounds": len(result.rounds)})
-        return dspy.Prediction(result=result, selected=[x.doc_id for x in result.selected],
-                               candidates=result.candidates(), tree=result.tree)
+        events.emit(
+            "run_end", message=stop_reason, counts={"selected": len(result.selected), "rounds": len(result.rounds)}
+        )
+        return dspy.Prediction(
+            result=result,
+            selected=[x.doc_id for x in result.selected],
+            candidates=result.candidates(),
+            tree=result.tree,
+        )
 
 
 class _SchedulerHost:

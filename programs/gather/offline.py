@@ -37,37 +37,62 @@ class OfflineSubqueryPlanner(Stage):
     without one (as a research strategy's stage is), the one each call passes.
     """
 
-    def __init__(self, retriever: Retriever | None = None, expansions: int = 2, feedback_docs: int = 10,
-                 background_docs: int = 40, max_terms: int = 12):
+    def __init__(
+        self,
+        retriever: Retriever | None = None,
+        expansions: int = 2,
+        feedback_docs: int = 10,
+        background_docs: int = 40,
+        max_terms: int = 12,
+    ):
         super().__init__()
         self.retriever = retriever
         self.expansions, self.feedback_docs, self.background_docs = expansions, feedback_docs, background_docs
         self.max_terms = max_terms
 
-    async def aforward(self, question: str, date_constraint: str, subquery_tree: list[SubqueryNode],
-                       last_round: list[RoundResult], checklist: str, memory: str,
-                       retriever: Retriever | None = None) -> dspy.Prediction:
+    async def aforward(
+        self,
+        question: str,
+        date_constraint: str,
+        subquery_tree: list[SubqueryNode],
+        last_round: list[RoundResult],
+        checklist: str,
+        memory: str,
+        retriever: Retriever | None = None,
+    ) -> dspy.Prediction:
         retriever = retriever or self.retriever
         if retriever is None and self.expansions:
-            raise ValueError("the offline subquery planner needs a retriever for its feedback terms; pass one "
-                             "to the constructor or the call")
+            raise ValueError(
+                "the offline subquery planner needs a retriever for its feedback terms; pass one "
+                "to the constructor or the call"
+            )
         question = plain_brief(question)  # a clarified brief: its question and answers, not its labels
-        terms = key_terms(question, min_len=1)[:self.max_terms] or question.split()[:self.max_terms]
+        terms = key_terms(question, min_len=1)[: self.max_terms] or question.split()[: self.max_terms]
         base = " ".join(terms)
         if len(subquery_tree) == 1:
             searches = [PlannedSearch(action="derive", source_id=0, text=base)]
             if self.expansions:
-                hits = await search_async(retriever, question, self.feedback_docs + self.background_docs,
-                                     before=date_constraint or None)
+                hits = await search_async(
+                    retriever, question, self.feedback_docs + self.background_docs, before=date_constraint or None
+                )
                 sources = [Source(source_id=h.doc.doc_id, title=h.doc.title, text=h.doc.text) for h in hits]
-                extra = feedback_terms(sources[:self.feedback_docs], set(terms), 2 * self.expansions,
-                                       background=sources[self.feedback_docs:])
-                searches += [PlannedSearch(action="derive", source_id=0, text=f"{base} {' '.join(extra[i:i + 2])}")
-                             for i in range(0, len(extra), 2)]
+                extra = feedback_terms(
+                    sources[: self.feedback_docs],
+                    set(terms),
+                    2 * self.expansions,
+                    background=sources[self.feedback_docs :],
+                )
+                searches += [
+                    PlannedSearch(action="derive", source_id=0, text=f"{base} {' '.join(extra[i : i + 2])}")
+                    for i in range(0, len(extra), 2)
+                ]
         else:
             pages = {n.node_id: n.pages for n in subquery_tree}
-            searches = [PlannedSearch(action="continue", source_id=r.node_id) for r in last_round
-                        if r.selected and r.retrieved and pages.get(r.node_id, 0) > 0]
+            searches = [
+                PlannedSearch(action="continue", source_id=r.node_id)
+                for r in last_round
+                if r.selected and r.retrieved and pages.get(r.node_id, 0) > 0
+            ]
         checklist = f"the paper addresses: {base}"
         is_complete = len(subquery_tree) > 1 and not searches
         return dspy.Prediction(searches=searches, checklist=checklist, memory=memory, is_complete=is_complete)
@@ -96,8 +121,15 @@ class OfflineCandidateAssessor(Stage):
         self.min_ratio, self.min_coverage = min_ratio, min_coverage
         self._best: dict[tuple[str, str], float] = {}  # (question, subquery) -> its first page's top score
 
-    async def aforward(self, question: str, subquery: str, checklist: str, hits: list[Hit],
-                       preview_chars: int | None = None, second_look: bool | None = None) -> dspy.Prediction:
+    async def aforward(
+        self,
+        question: str,
+        subquery: str,
+        checklist: str,
+        hits: list[Hit],
+        preview_chars: int | None = None,
+        second_look: bool | None = None,
+    ) -> dspy.Prediction:
         # preview_chars and second_look are the LM assessor's settings: this one reads the whole text once
         wanted = {stem(t) for t in key_terms(plain_brief(question), min_len=1)}
         key = (question, subquery)
@@ -108,11 +140,20 @@ class OfflineCandidateAssessor(Stage):
         for h in hits:
             ratio, coverage = evidence(wanted, h.doc.title, h.doc.text, h.score, best)
             keep = ratio >= self.min_ratio and coverage >= self.min_coverage
-            judgements.append(Judgement(source_id=h.doc.doc_id, label="relevant" if keep else "irrelevant",
-                                        reason=evidence_reason(ratio, coverage, self.min_ratio, self.min_coverage)))
+            judgements.append(
+                Judgement(
+                    source_id=h.doc.doc_id,
+                    label="relevant" if keep else "irrelevant",
+                    reason=evidence_reason(ratio, coverage, self.min_ratio, self.min_coverage),
+                )
+            )
         kept = sum(j.label == "relevant" for j in judgements)
-        feedback = Feedback(covered_topics=" ".join(sorted(wanted))[:200], relevant=f"{kept} of {len(hits)} kept",
-                            irrelevant=f"{len(hits) - kept} fail the {EVIDENCE_RULE} rule",
-                            suggestions="page on" if kept else "stop this subquery")
-        return dspy.Prediction(judgements=judgements, feedback=feedback_text(feedback), rechecked=0, browsed=0,
-                               unread=0)
+        feedback = Feedback(
+            covered_topics=" ".join(sorted(wanted))[:200],
+            relevant=f"{kept} of {len(hits)} kept",
+            irrelevant=f"{len(hits) - kept} fail the {EVIDENCE_RULE} rule",
+            suggestions="page on" if kept else "stop this subquery",
+        )
+        return dspy.Prediction(
+            judgements=judgements, feedback=feedback_text(feedback), rechecked=0, browsed=0, unread=0
+        )

@@ -51,7 +51,8 @@ FULL_TEXT_CHARS = 4000  # of full-text passages shown at a second look: three de
 # The reader of the run the current assessment belongs to; a context variable, not an input, so the stage
 # log (which records inputs as JSON) and concurrent runs sharing one assessor are unaffected.
 _full_text: contextvars.ContextVar[FullTextRetriever | None] = contextvars.ContextVar(
-    "deepresearch_gather_full_text", default=None)
+    "deepresearch_gather_full_text", default=None
+)
 
 
 @contextmanager
@@ -74,8 +75,9 @@ def clip(text: str, limit: int) -> str:
 
 def candidate_paper(hit: Hit, chars: int | None) -> CandidatePaper:
     text = hit.doc.text if chars is None else hit.doc.text[:chars]
-    return CandidatePaper(paper_id=hit.doc.doc_id, year=hit.doc.year, score=round(hit.score, 3),
-                          title=hit.doc.title, abstract=text)
+    return CandidatePaper(
+        paper_id=hit.doc.doc_id, year=hit.doc.year, score=round(hit.score, 3), title=hit.doc.title, abstract=text
+    )
 
 
 class SubqueryPlanner(Stage):
@@ -85,13 +87,31 @@ class SubqueryPlanner(Stage):
         super().__init__()
         self.plan_subqueries = dspy.ChainOfThought(PlanSubqueries)
 
-    async def aforward(self, question: str, date_constraint: str, subquery_tree: list[SubqueryNode],
-                       last_round: list[RoundResult], checklist: str, memory: str) -> dspy.Prediction:
-        out = await call_predictor(STAGES.gather_plan.name, self.plan_subqueries, question=question,
-                                   date_constraint=date_constraint, subquery_tree=subquery_tree,
-                                   last_round=last_round, checklist=checklist, memory=memory)
-        return dspy.Prediction(searches=list(out.searches), checklist=out.checklist_update, memory=out.memory_update,
-                               is_complete=bool(out.is_complete))
+    async def aforward(
+        self,
+        question: str,
+        date_constraint: str,
+        subquery_tree: list[SubqueryNode],
+        last_round: list[RoundResult],
+        checklist: str,
+        memory: str,
+    ) -> dspy.Prediction:
+        out = await call_predictor(
+            STAGES.gather_plan.name,
+            self.plan_subqueries,
+            question=question,
+            date_constraint=date_constraint,
+            subquery_tree=subquery_tree,
+            last_round=last_round,
+            checklist=checklist,
+            memory=memory,
+        )
+        return dspy.Prediction(
+            searches=list(out.searches),
+            checklist=out.checklist_update,
+            memory=out.memory_update,
+            is_complete=bool(out.is_complete),
+        )
 
 
 def preview(hit: Hit, key: str, wanted: set[str], sentences: int, chars: int | None) -> PaperPreview:
@@ -111,11 +131,14 @@ def labels_feedback(hits: list[Hit], judgements: list[Judgement], unlabelled: in
     """The planner's notes on one search, composed from the labels (the LM writes labels only)."""
     kept = [h.doc.title for h, j in zip(hits, judgements) if j.label == "relevant"]
     titles = "; ".join(clip(t, 80) for t in kept[:3]) or "none"
-    return feedback_text(Feedback(
-        covered_topics=clip(" / ".join(h.doc.title for h in hits[:3]), 240),
-        relevant=f"{len(kept)} of {len(hits)} kept: {titles}",
-        irrelevant=f"{len(hits) - len(kept)} set aside" + (f" ({unlabelled} not labelled)" if unlabelled else ""),
-        suggestions="page on or narrow this search" if kept else "rephrase this search"))
+    return feedback_text(
+        Feedback(
+            covered_topics=clip(" / ".join(h.doc.title for h in hits[:3]), 240),
+            relevant=f"{len(kept)} of {len(hits)} kept: {titles}",
+            irrelevant=f"{len(hits) - len(kept)} set aside" + (f" ({unlabelled} not labelled)" if unlabelled else ""),
+            suggestions="page on or narrow this search" if kept else "rephrase this search",
+        )
+    )
 
 
 class CandidateAssessor(Stage):
@@ -142,23 +165,40 @@ class CandidateAssessor(Stage):
         self.recheck_candidate = dspy.Predict(RecheckCandidate)
         self.second_look, self.preview_chars, self.sentences = second_look, preview_chars, sentences
 
-    async def aforward(self, question: str, subquery: str, checklist: str, hits: list[Hit],
-                       preview_chars: int | None = None, second_look: bool | None = None) -> dspy.Prediction:
+    async def aforward(
+        self,
+        question: str,
+        subquery: str,
+        checklist: str,
+        hits: list[Hit],
+        preview_chars: int | None = None,
+        second_look: bool | None = None,
+    ) -> dspy.Prediction:
         if not hits:
-            return dspy.Prediction(judgements=[], feedback="no results", rechecked=0, browsed=0, unread=0,
-                                   unlabelled=0, unknown=0)
+            return dspy.Prediction(
+                judgements=[], feedback="no results", rechecked=0, browsed=0, unread=0, unlabelled=0, unknown=0
+            )
         preview_chars = self.preview_chars if preview_chars is None else preview_chars
         second_look = self.second_look if second_look is None else second_look
         wanted = {stem(t) for t in key_terms(f"{question} {subquery}")}
         keys = [str(n) for n in range(1, len(hits) + 1)]  # short keys: a small model copies digits one by one
         papers = [preview(h, k, wanted, self.sentences, preview_chars) for h, k in zip(hits, keys)]
-        out = await call_predictor(STAGES.gather_assess.name, self.label_candidates, question=question,
-                                   subquery=subquery, checklist=checklist, candidates=papers)
+        out = await call_predictor(
+            STAGES.gather_assess.name,
+            self.label_candidates,
+            question=question,
+            subquery=subquery,
+            checklist=checklist,
+            candidates=papers,
+        )
         labels = {str(k).strip(): v for k, v in dict(out.relevance or {}).items()}
         unknown = sum(k not in keys for k in labels)
-        judgements = [Judgement(source_id=h.doc.doc_id, label=labels[k], reason="labelled by the LM")
-                      if k in labels else Judgement(source_id=h.doc.doc_id, label="irrelevant", reason="not judged")
-                      for h, k in zip(hits, keys)]
+        judgements = [
+            Judgement(source_id=h.doc.doc_id, label=labels[k], reason="labelled by the LM")
+            if k in labels
+            else Judgement(source_id=h.doc.doc_id, label="irrelevant", reason="not judged")
+            for h, k in zip(hits, keys)
+        ]
         unlabelled = sum(k not in labels for k in keys)
         if unlabelled or unknown:
             logger.debug("assessor: %d candidates unlabelled, %d labels for ids not shown", unlabelled, unknown)
@@ -168,12 +208,19 @@ class CandidateAssessor(Stage):
         for i, (judgement, _) in zip(uncertain, looks):
             judgements[i] = judgement
         read = [state for _, state in looks]
-        return dspy.Prediction(judgements=judgements, feedback=labels_feedback(hits, judgements, unlabelled),
-                               rechecked=len(uncertain), browsed=read.count("read"), unread=read.count("unread"),
-                               unlabelled=unlabelled, unknown=unknown)
+        return dspy.Prediction(
+            judgements=judgements,
+            feedback=labels_feedback(hits, judgements, unlabelled),
+            rechecked=len(uncertain),
+            browsed=read.count("read"),
+            unread=read.count("unread"),
+            unlabelled=unlabelled,
+            unknown=unknown,
+        )
 
-    async def _second_look(self, question: str, checklist: str, hit: Hit,
-                           reader: FullTextRetriever | None) -> tuple[Judgement, str]:
+    async def _second_look(
+        self, question: str, checklist: str, hit: Hit, reader: FullTextRetriever | None
+    ) -> tuple[Judgement, str]:
         """Re-judges one uncertain candidate on its full text when `reader` can read it, else on its stored
         text; also says which it was: `read`, `unread` (full text wanted, not had) or `stored` (not wanted)."""
         paper, note, state = candidate_paper(hit, None), "", "stored"
@@ -188,10 +235,14 @@ class CandidateAssessor(Stage):
             else:
                 paper, note, state = candidate_paper(read, None), READ_FULL_TEXT + " ", "read"
                 paper = paper.model_copy(update={"abstract": clip(paper.abstract, FULL_TEXT_CHARS)})
-        answer = await call_predictor(STAGES.gather_recheck.name, self.recheck_candidate, question=question,
-                                      checklist=checklist, paper=paper)
-        return Judgement(source_id=hit.doc.doc_id, label="relevant" if answer.is_relevant else "irrelevant",
-                         reason=note + clip(answer.evidence, 300)), state
+        answer = await call_predictor(
+            STAGES.gather_recheck.name, self.recheck_candidate, question=question, checklist=checklist, paper=paper
+        )
+        return Judgement(
+            source_id=hit.doc.doc_id,
+            label="relevant" if answer.is_relevant else "irrelevant",
+            reason=note + clip(answer.evidence, 300),
+        ), state
 
 
 READ_FULL_TEXT = "[full text]"  # starts the reason of a judgement made on the paper's full text

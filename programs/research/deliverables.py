@@ -69,8 +69,9 @@ def render_map(by_id: dict[str, Any], cite: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-async def literature_map(ctx: RunContext, builder: TaxonomyBuilder, roots: Sequence[Node],
-                         late: bool) -> tuple[dict[str, Any], str]:
+async def literature_map(
+    ctx: RunContext, builder: TaxonomyBuilder, roots: Sequence[Node], late: bool
+) -> tuple[dict[str, Any], str]:
     """Organises the papers the run judged relevant; returns the taxonomy record and the map section.
 
     The builder's LM calls count in the run's meter. When the run is late (deadline or interrupt) or
@@ -97,12 +98,16 @@ async def literature_map(ctx: RunContext, builder: TaxonomyBuilder, roots: Seque
         if r.kind == "lm_failed":  # the builder fell back to clustering: a failure of the run's taxonomy stage
             ctx.events.emit("failure", stage=STAGES.taxonomy.name, message=r.detail)
     cite = {d.doc_id: (ctx.registry.register(d), collapse_whitespace(d.title).rstrip(". ")) for d in docs}
-    record = {"topic": ctx.title, "hierarchy_tree": out.tree, "retrieved_papers": list(out.retrieved_papers),
-              "papers": [{"doc_id": c.paper_id, "title": c.title, "source_id": cite[c.paper_id][0]}
-                         for c in out.papers],
-              "repairs": repairs}
-    ctx.events.emit("stage_end", stage=STAGES.taxonomy.name,
-                    counts={"papers": len(out.papers), "repairs": len(repairs)})
+    record = {
+        "topic": ctx.title,
+        "hierarchy_tree": out.tree,
+        "retrieved_papers": list(out.retrieved_papers),
+        "papers": [{"doc_id": c.paper_id, "title": c.title, "source_id": cite[c.paper_id][0]} for c in out.papers],
+        "repairs": repairs,
+    }
+    ctx.events.emit(
+        "stage_end", stage=STAGES.taxonomy.name, counts={"papers": len(out.papers), "repairs": len(repairs)}
+    )
     section = render_map(out.by_id, cite) if out.papers else ""
     return record, section
 

@@ -28,28 +28,46 @@ class Eco:
         tasks = await ctx.once("plan:root", lambda: plan_root(ctx, ctx.config.breadth))
         await self._spawn(ctx, tasks, None, level=1, depth_left=ctx.config.depth, breadth=ctx.config.breadth)
 
-    async def _spawn(self, ctx: RunContext, tasks: list[Task], parent_id: str | None, level: int,
-                     depth_left: int, breadth: int) -> None:
+    async def _spawn(
+        self, ctx: RunContext, tasks: list[Task], parent_id: str | None, level: int, depth_left: int, breadth: int
+    ) -> None:
         queries = [t.query for t in tasks]
 
         async def run(node_id: str, task: Task, release) -> None:
             i = next(i for i, t in enumerate(tasks) if t is task)
-            siblings = queries[:i] + queries[i + 1:]
+            siblings = queries[:i] + queries[i + 1 :]
             await self._node(ctx, node_id, task, level, depth_left, breadth, siblings, release)
 
         await ctx.spawn(tasks, parent_id=parent_id, level=level, breadth=breadth, run=run)
 
-    async def _node(self, ctx: RunContext, node_id: str, task: Task, level: int, depth_left: int, breadth: int,
-                    siblings: list[str], release) -> None:
+    async def _node(
+        self,
+        ctx: RunContext,
+        node_id: str,
+        task: Task,
+        level: int,
+        depth_left: int,
+        breadth: int,
+        siblings: list[str],
+        release,
+    ) -> None:
         child_breadth = ctx.config.next_breadth(breadth)
         async with ctx.node(node_id) as life:
             if not life.restored:
                 async with life.slot():
                     follow_ups = await research_task(life, task, ctx.config.hits_per_query)
                     if depth_left > 1 and child_breadth > 0 and not life.stopped():
-                        life.spawned = (await life.call(
-                            STAGES.enrich.name, question=ctx.question, focus=task.query, summary=life.node.summary,
-                            open_questions=follow_ups, sibling_queries=siblings, max_tasks=child_breadth)).tasks
+                        life.spawned = (
+                            await life.call(
+                                STAGES.enrich.name,
+                                question=ctx.question,
+                                focus=task.query,
+                                summary=life.node.summary,
+                                open_questions=follow_ups,
+                                sibling_queries=siblings,
+                                max_tasks=child_breadth,
+                            )
+                        ).tasks
             await self._spawn(ctx, life.spawned, node_id, level + 1, depth_left - 1, child_breadth)
         release()
 

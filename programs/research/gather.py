@@ -60,13 +60,17 @@ class Gather:
                 OfflineSubqueryPlanner,
             )
 
-            return {STAGES.gather_plan.research_attr: OfflineSubqueryPlanner(),
-                    STAGES.gather_assess.research_attr: OfflineCandidateAssessor()}
+            return {
+                STAGES.gather_plan.research_attr: OfflineSubqueryPlanner(),
+                STAGES.gather_assess.research_attr: OfflineCandidateAssessor(),
+            }
         from deepresearch.programs.gather.stages import CandidateAssessor, SubqueryPlanner
 
         # preview_chars and second_look come with every call, from the run's `config.gather`
-        return {STAGES.gather_plan.research_attr: SubqueryPlanner(),
-                STAGES.gather_assess.research_attr: CandidateAssessor()}
+        return {
+            STAGES.gather_plan.research_attr: SubqueryPlanner(),
+            STAGES.gather_assess.research_attr: CandidateAssessor(),
+        }
 
     def planned_nodes(self, config: ResearchConfig) -> int:
         return config.gather.iterations * config.gather.max_actions  # each action adds at most one subquery
@@ -76,8 +80,11 @@ class Gather:
         plans = [(n, subquery_task(result, n)) for n in result.tree[1:]]
         fallback = None
         if not any(s.error is None for r in result.rounds for s in r.searches):
-            fallback = question_task(ctx, "plan_fallback", f"the gathering loop ran no successful search "
-                                                           f"({result.stop_reason}); searching the question itself")
+            fallback = question_task(
+                ctx,
+                "plan_fallback",
+                f"the gathering loop ran no successful search ({result.stop_reason}); searching the question itself",
+            )
         tasks = [t for _, t in plans] + ([fallback] if fallback else [])
 
         async def run(node_id: str, task: Task, release) -> None:
@@ -115,16 +122,30 @@ class Gather:
             raise
         result = loop.result(stop_reason, is_failed, gather_usage(ctx))
         ctx.gathered = result.to_dict()
-        ctx.events.emit("stage_end", node_id=TAG.rstrip(":"), stage="gather", message=stop_reason,
-                        counts={"rounds": len(result.rounds), "subqueries": len(result.tree) - 1,
-                                "selected": len(result.selected), "searches": host.searches,
-                                **result.second_looks()})
+        ctx.events.emit(
+            "stage_end",
+            node_id=TAG.rstrip(":"),
+            stage="gather",
+            message=stop_reason,
+            counts={
+                "rounds": len(result.rounds),
+                "subqueries": len(result.tree) - 1,
+                "selected": len(result.selected),
+                "searches": host.searches,
+                **result.second_looks(),
+            },
+        )
         if stop_reason == "budget":  # nothing is left for extraction: the run stops, and writes what exists
             ctx.stop(ctx.sched.exhausted() or "the LM budget ran out while gathering")
         docs = {x.doc_id: host.docs[x.doc_id] for x in result.selected}
         if ctx.journal is not None:
-            ctx.journal.append(JOURNAL_KEY, "gather", result=result.to_dict(), stats={"searches": host.searches},
-                               docs=[doc_record(d) for d in docs.values()])
+            ctx.journal.append(
+                JOURNAL_KEY,
+                "gather",
+                result=result.to_dict(),
+                stats={"searches": host.searches},
+                docs=[doc_record(d) for d in docs.values()],
+            )
         return result, docs
 
 
@@ -143,8 +164,11 @@ class RunHost:
         self.docs: dict[str, Doc] = {}  # the documents the loop's searches returned, by id
         self.searches = 0
         # the offline planner searches the run's retriever for its feedback terms
-        self._plan_inputs = ({"retriever": self.papers}
-                             if isinstance(ctx.modules[STAGES.gather_plan.name], OfflineSubqueryPlanner) else {})
+        self._plan_inputs = (
+            {"retriever": self.papers}
+            if isinstance(ctx.modules[STAGES.gather_plan.name], OfflineSubqueryPlanner)
+            else {}
+        )
 
     async def plan(self, **inputs: Any) -> dspy.Prediction:
         return await self.ctx.call(STAGES.gather_plan.name, **inputs, **self._plan_inputs)
@@ -181,13 +205,16 @@ def record_gathered(life: NodeLife, sub: Subquery, result: GatherResult) -> None
     of its searches failed."""
     searches = [s for r in result.rounds for s in r.searches if s.node_id == sub.node_id]
     retrieved = dict.fromkeys(c.doc_id for s in searches for c in s.candidates)
-    life.update(retrieved_ids=tuple(retrieved),
-                relevant_ids=tuple(x.doc_id for x in result.selected if x.node_id == sub.node_id),
-                notes=life.node.notes + tuple(f"gathering: {s.error}" for s in searches if s.error))
+    life.update(
+        retrieved_ids=tuple(retrieved),
+        relevant_ids=tuple(x.doc_id for x in result.selected if x.node_id == sub.node_id),
+        notes=life.node.notes + tuple(f"gathering: {s.error}" for s in searches if s.error),
+    )
 
 
-async def research_selected(life: NodeLife, task: Task, sub: Subquery, result: GatherResult,
-                            docs: dict[str, Doc]) -> None:
+async def research_selected(
+    life: NodeLife, task: Task, sub: Subquery, result: GatherResult, docs: dict[str, Doc]
+) -> None:
     """Extracts from the papers subquery `sub` selected (the node's `relevant_ids`), in batches of
     `max_passages`, and merges what was learned. With full text, each paper with a readable PDF is read as
     its passages that best match the node's query (the paper stays the node's relevant id)."""
@@ -207,8 +234,9 @@ async def research_selected(life: NodeLife, task: Task, sub: Subquery, result: G
     follow_ups: list[str] = []
     step = ctx.config.max_passages
     for start in range(0, len(sources), step):
-        out = await life.call(STAGES.extract.name, question=ctx.question, task=task,
-                              sources=sources[start:start + step])
+        out = await life.call(
+            STAGES.extract.name, question=ctx.question, task=task, sources=sources[start : start + step]
+        )
         life.count(invented_citations=out.invented)
         learnings += out.learnings
         follow_ups += [q for q in out.follow_ups if q not in follow_ups]
@@ -224,5 +252,12 @@ def gather_usage(ctx: RunContext) -> dict:
 
 def doc_record(doc: Doc) -> dict[str, Any]:
     """A selected document as the journal keeps it: with its text, which a resumed run extracts from."""
-    return {"doc_id": doc.doc_id, "title": doc.title, "text": doc.text, "url": doc.url, "year": doc.year,
-            "published": doc.published, "metadata": dict(doc.metadata)}
+    return {
+        "doc_id": doc.doc_id,
+        "title": doc.title,
+        "text": doc.text,
+        "url": doc.url,
+        "year": doc.year,
+        "published": doc.published,
+        "metadata": dict(doc.metadata),
+    }

@@ -24,8 +24,9 @@ from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.types import Finding, Learning, Task
 
 
-def is_low_yield(new_passages: int, new_sources: int, batch_size: int, found_before: int, mode: str,
-                 min_yield: float) -> bool:
+def is_low_yield(
+    new_passages: int, new_sources: int, batch_size: int, found_before: int, mode: str, min_yield: float
+) -> bool:
     """Spec 001 §4.2: a batch is low-yield when under `min_yield` of its passages cite a new source
     (`share_of_batch`), or when its new sources are under `min_yield` of those found before
     (`relative_to_total`; the first sources found always count as productive)."""
@@ -60,17 +61,19 @@ class Hero:
         for turn in range(1, h.turns + 1):
             if ctx.is_stopped:
                 break
-            chosen = await ctx.once(f"plan:turn:{turn}",
-                                    lambda t=turn, q=queries, f=findings: self._plan_turn(ctx, t, q, f))
+            chosen = await ctx.once(
+                f"plan:turn:{turn}", lambda t=turn, q=queries, f=findings: self._plan_turn(ctx, t, q, f)
+            )
             if not chosen:
                 ctx.count(turns_stop=f"the planner proposed no new task in turn {turn}")
                 break
             turn_queries = [t.query for t in chosen]
 
-            async def run(node_id: str, task: Task, release, tn=turn, tasks=chosen,
-                          turn_queries=turn_queries) -> Finding | None:
+            async def run(
+                node_id: str, task: Task, release, tn=turn, tasks=chosen, turn_queries=turn_queries
+            ) -> Finding | None:
                 i = next(i for i, t in enumerate(tasks) if t is task)
-                siblings = turn_queries[:i] + turn_queries[i + 1:]
+                siblings = turn_queries[:i] + turn_queries[i + 1 :]
                 return await self._pipeline(ctx, node_id, task, siblings, tn, release)
 
             spawned = await ctx.spawn(chosen, parent_id=None, level=1, breadth=len(chosen), run=run)
@@ -87,22 +90,30 @@ class Hero:
         else:
             known = [f"Already searched: {q}" for q in queries] + [f.summary for f in findings]
             try:
-                candidates = (await ctx.call(STAGES.plan.name, question=ctx.question, known=known,
-                                             max_tasks=h.multiplier * h.tasks_per_turn)).tasks
+                candidates = (
+                    await ctx.call(
+                        STAGES.plan.name, question=ctx.question, known=known, max_tasks=h.multiplier * h.tasks_per_turn
+                    )
+                ).tasks
             except BudgetExceeded:
                 raise
             except Exception as err:
                 ctx.fail("root", STAGES.plan.name, err)  # a later turn that cannot plan ends the turns
                 return []
         fresh = [t for t in candidates if t.query not in queries]
-        chosen = [fresh[i] for i in await _select([t.query for t in fresh], ctx.question, h.tasks_per_turn,
-                                                  h.alpha, ctx)] if fresh else []
-        ctx.events.emit("stage_end", stage="select", counts={"turn": turn, "candidates": len(fresh),
-                                                             "selected": len(chosen)})
+        chosen = (
+            [fresh[i] for i in await _select([t.query for t in fresh], ctx.question, h.tasks_per_turn, h.alpha, ctx)]
+            if fresh
+            else []
+        )
+        ctx.events.emit(
+            "stage_end", stage="select", counts={"turn": turn, "candidates": len(fresh), "selected": len(chosen)}
+        )
         return chosen
 
-    async def _pipeline(self, ctx: RunContext, node_id: str, task: Task, siblings: list[str], turn: int,
-                        release) -> Finding | None:
+    async def _pipeline(
+        self, ctx: RunContext, node_id: str, task: Task, siblings: list[str], turn: int, release
+    ) -> Finding | None:
         """One isolated pipeline: batched extraction, merge, gaps, enrichment searches, an appended paragraph."""
         h = ctx.config.hero
         async with ctx.node(node_id) as life:
@@ -113,20 +124,40 @@ class Hero:
                     summary = check_node_citations(life, STAGES.merge.name, summary, learnings, empty=NO_INFORMATION)
                     life.update(summary=summary, follow_ups=tuple(follow_ups))
                     if h.enrichments > 0 and not life.stopped():
-                        gaps = (await life.call(STAGES.enrich.name, question=ctx.question, focus=task.query,
-                                                summary=summary, open_questions=follow_ups, sibling_queries=siblings,
-                                                max_tasks=h.multiplier * h.enrichments)).tasks
+                        gaps = (
+                            await life.call(
+                                STAGES.enrich.name,
+                                question=ctx.question,
+                                focus=task.query,
+                                summary=summary,
+                                open_questions=follow_ups,
+                                sibling_queries=siblings,
+                                max_tasks=h.multiplier * h.enrichments,
+                            )
+                        ).tasks
                         if len(gaps) > h.enrichments:
-                            gaps = [gaps[i] for i in await _select([g.query for g in gaps], task.query,
-                                                                   h.enrichments, h.enrich_alpha, ctx)]
+                            gaps = [
+                                gaps[i]
+                                for i in await _select(
+                                    [g.query for g in gaps], task.query, h.enrichments, h.enrich_alpha, ctx
+                                )
+                            ]
                         life.spawned = gaps
-            spawned = await ctx.spawn(life.spawned, parent_id=node_id, level=2, breadth=len(life.spawned),
-                                      run=lambda n, t, r: self._enrichment(ctx, n, t, r))
+            spawned = await ctx.spawn(
+                life.spawned,
+                parent_id=node_id,
+                level=2,
+                breadth=len(life.spawned),
+                run=lambda n, t, r: self._enrichment(ctx, n, t, r),
+            )
             release()
             extra = [x for _, f in spawned for x in (await f or [])]
             if extra and not life.restored and not life.stopped():  # a restored summary has its paragraph
-                paragraph = (await life.call(STAGES.enrich_write.name, focus=task.query, summary=life.node.summary,
-                                             learnings=extra)).paragraph
+                paragraph = (
+                    await life.call(
+                        STAGES.enrich_write.name, focus=task.query, summary=life.node.summary, learnings=extra
+                    )
+                ).paragraph
                 cited = [x for m in CITATION.finditer(life.node.summary) for x in citation_labels(m)]
                 paragraph = check_node_citations(life, STAGES.enrich_write.name, paragraph, extra, known=cited)
                 if paragraph:
@@ -174,8 +205,9 @@ async def extract_in_batches(life: NodeLife, task: Task, depth: int) -> tuple[li
         cited = {i for x in out.learnings for i in x.source_ids}
         new = cited - found
         new_passages = sum(s.source_id in new for s in sources)
-        low = low + 1 if is_low_yield(new_passages, len(new), h.batch_size, len(found), h.yield_mode,
-                                      h.min_yield) else 0
+        low = (
+            low + 1 if is_low_yield(new_passages, len(new), h.batch_size, len(found), h.yield_mode, h.min_yield) else 0
+        )
         found |= new
         learnings += out.learnings
         follow_ups += [q for q in out.follow_ups if q not in follow_ups]

@@ -38,13 +38,18 @@ class Parallel:
                 OfflineProgressScorer,
             )
 
-            return {STAGES.breadth.research_attr: OfflineBreadthPolicy(),
-                    STAGES.deepen.research_attr: OfflineDepthPolicy(),
-                    STAGES.orchestrate.research_attr: OfflineProgressScorer()}
+            return {
+                STAGES.breadth.research_attr: OfflineBreadthPolicy(),
+                STAGES.deepen.research_attr: OfflineDepthPolicy(),
+                STAGES.orchestrate.research_attr: OfflineProgressScorer(),
+            }
         from deepresearch.programs.stages.policies import BreadthPolicy, DepthPolicy, ProgressScorer
 
-        return {STAGES.breadth.research_attr: BreadthPolicy(), STAGES.deepen.research_attr: DepthPolicy(),
-                STAGES.orchestrate.research_attr: ProgressScorer()}
+        return {
+            STAGES.breadth.research_attr: BreadthPolicy(),
+            STAGES.deepen.research_attr: DepthPolicy(),
+            STAGES.orchestrate.research_attr: ProgressScorer(),
+        }
 
     def planned_nodes(self, config: ResearchConfig) -> int:
         # the tree grows as it runs; its horizon is what the root plans, then what each planner adds
@@ -73,14 +78,27 @@ class Parallel:
         if not p.adaptive_breadth:
             return (await ctx.call(STAGES.plan.name, question=query, known=[], max_tasks=breadth)).tasks
         findings = [x.text for n in ctx.store.nodes.values() for x in n.learnings][-MAX_FINDINGS_SHOWN:]
-        subqueries = (await ctx.call(STAGES.breadth.name, query=query, accumulated_findings=findings,
-                                     user_constraints=p.constraints, max_breadth=p.max_breadth)).subqueries
+        subqueries = (
+            await ctx.call(
+                STAGES.breadth.name,
+                query=query,
+                accumulated_findings=findings,
+                user_constraints=p.constraints,
+                max_breadth=p.max_breadth,
+            )
+        ).subqueries
         return [Task(query=q, goal=f"Part of: {query}") for q in subqueries]
 
-    async def _spawn(self, ctx: RunContext, tasks: list[Task], parent_id: str | None, level: int,
-                     breadth: int) -> list[str]:
-        spawned = await ctx.spawn(tasks, parent_id=parent_id, level=level, breadth=len(tasks),
-                                  run=lambda n, t, r: self._node(ctx, n, t, level, breadth, r))
+    async def _spawn(
+        self, ctx: RunContext, tasks: list[Task], parent_id: str | None, level: int, breadth: int
+    ) -> list[str]:
+        spawned = await ctx.spawn(
+            tasks,
+            parent_id=parent_id,
+            level=level,
+            breadth=len(tasks),
+            run=lambda n, t, r: self._node(ctx, n, t, level, breadth, r),
+        )
         return [node_id for node_id, _ in spawned]
 
     async def _node(self, ctx: RunContext, node_id: str, task: Task, level: int, breadth: int, release) -> None:
@@ -125,11 +143,21 @@ class Parallel:
         p = ctx.config.parallel
         if not p.adaptive_depth:
             return True
-        decision = await life.call(STAGES.deepen.name, query=task.query,
-                                   local_findings=[x.text for x in life.node.learnings], user_constraints=p.constraints,
-                                   depth=level, max_depth=ctx.config.depth)
-        ctx.events.emit("stage_end", node_id=life.node_id, stage=STAGES.deepen.name, message=decision.rationale,
-                        counts={STAGES.deepen.name: decision.deepen})
+        decision = await life.call(
+            STAGES.deepen.name,
+            query=task.query,
+            local_findings=[x.text for x in life.node.learnings],
+            user_constraints=p.constraints,
+            depth=level,
+            max_depth=ctx.config.depth,
+        )
+        ctx.events.emit(
+            "stage_end",
+            node_id=life.node_id,
+            stage=STAGES.deepen.name,
+            message=decision.rationale,
+            counts={STAGES.deepen.name: decision.deepen},
+        )
         return bool(decision.deepen)
 
     async def _monitor(self, ctx: RunContext, node_id: str) -> None:
@@ -151,8 +179,13 @@ class Parallel:
                 titles = {d.doc_id: d.title for _, d in ctx.registry.items()}
                 context = "; ".join(dict.fromkeys(titles.get(d, d) for d in doc_ids))[:2000]
                 try:
-                    score = await ctx.call(STAGES.orchestrate.name, goal=ctx.store.get(node_id).query,
-                                           user_constraints=p.constraints, context_summary=context, findings=findings)
+                    score = await ctx.call(
+                        STAGES.orchestrate.name,
+                        goal=ctx.store.get(node_id).query,
+                        user_constraints=p.constraints,
+                        context_summary=context,
+                        findings=findings,
+                    )
                 except BudgetExceeded as err:
                     ctx.stop(str(err))
                     return
@@ -161,9 +194,13 @@ class Parallel:
                     score = None
                 if score is not None:
                     ctx.count(evaluations=1)
-                    ctx.events.emit("stage_end", node_id=node_id, stage=STAGES.orchestrate.name,
-                                    message=score.rationale,
-                                    counts={"goal_satisfaction": score.goal_satisfaction, "quality": score.quality})
+                    ctx.events.emit(
+                        "stage_end",
+                        node_id=node_id,
+                        stage=STAGES.orchestrate.name,
+                        message=score.rationale,
+                        counts={"goal_satisfaction": score.goal_satisfaction, "quality": score.quality},
+                    )
                     low_streak = low_streak + 1 if score.quality < p.prune_quality else 0
                     reason = None
                     if score.goal_satisfaction >= p.satisfied_goal and score.quality >= p.satisfied_quality:

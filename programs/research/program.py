@@ -111,9 +111,17 @@ class DeepResearch(dspy.Module):
         >>> out.markdown, out.references, out.tree, out.usage, out.stats.cost                         # doctest: +SKIP
     """
 
-    def __init__(self, retriever: Retriever, config: ResearchConfig | None = None, *, depth: int | None = None,
-                 breadth: int | None = None, offline: bool = False, lms: dict[str, Any] | None = None,
-                 on_event: EventHandler | None = None):
+    def __init__(
+        self,
+        retriever: Retriever,
+        config: ResearchConfig | None = None,
+        *,
+        depth: int | None = None,
+        breadth: int | None = None,
+        offline: bool = False,
+        lms: dict[str, Any] | None = None,
+        on_event: EventHandler | None = None,
+    ):
         super().__init__()
         if not hasattr(retriever, "search"):
             raise TypeError(f"retriever must have a search(query, k) method, got {type(retriever).__name__}")
@@ -121,8 +129,9 @@ class DeepResearch(dspy.Module):
         overrides = {k: v for k, v in {"depth": depth, "breadth": breadth}.items() if v is not None}
         self.config = replace(config, **overrides) if overrides else config
         if self.config.full_text and not isinstance(retriever, FullTextRetriever):  # hits with a PDF read as passages
-            retriever = FullTextRetriever(retriever, FullTextCache(self.config.full_text_cache),
-                                          passages_per_paper=self.config.full_text_passages)
+            retriever = FullTextRetriever(
+                retriever, FullTextCache(self.config.full_text_cache), passages_per_paper=self.config.full_text_passages
+            )
         self._retriever = Shared(retriever)
         self.is_offline = offline
         self.on_event = on_event
@@ -140,22 +149,30 @@ class DeepResearch(dspy.Module):
             from deepresearch.programs.stages.planner import Planner
             from deepresearch.programs.stages.writer import Writer
 
-            stages = {STAGES.plan.research_attr: Planner(),
-                      STAGES.assess.research_attr: Assessor(keep_uncertain=self.config.keep_uncertain),
-                      STAGES.extract.research_attr: Extractor(max_learnings=self.config.max_learnings),
-                      STAGES.merge.research_attr: Merger(), STAGES.enrich.research_attr: Enricher(),
-                      STAGES.write.research_attr: Writer(), STAGES.answer.research_attr: Answerer()}
+            stages = {
+                STAGES.plan.research_attr: Planner(),
+                STAGES.assess.research_attr: Assessor(keep_uncertain=self.config.keep_uncertain),
+                STAGES.extract.research_attr: Extractor(max_learnings=self.config.max_learnings),
+                STAGES.merge.research_attr: Merger(),
+                STAGES.enrich.research_attr: Enricher(),
+                STAGES.write.research_attr: Writer(),
+                STAGES.answer.research_attr: Answerer(),
+            }
         if offline:
             from deepresearch.programs.stages.offline import OfflineAnswerer
 
             stages[STAGES.answer.research_attr] = OfflineAnswerer()
-        stages[STAGES.taxonomy.research_attr] = TaxonomyBuilder(offline=offline, lm_timeout_s=self.config.lm_timeout_s,
-                                                                max_concurrency=self.config.lm_concurrency)
+        stages[STAGES.taxonomy.research_attr] = TaxonomyBuilder(
+            offline=offline, lm_timeout_s=self.config.lm_timeout_s, max_concurrency=self.config.lm_concurrency
+        )
         # asks before research (`clarify`)
         stages[STAGES.clarify.research_attr] = OfflineClarifier() if offline else Clarifier()
         c = self.config  # every claim of the draft checked against its passages (`verify`; offline: the lexical rule)
-        stages[STAGES.verify.research_attr] = (LexicalVerifier(c.verify) if offline else Verifier(
-            c.verify, batch_size=c.verify_batch, max_chars=c.verify_chars))
+        stages[STAGES.verify.research_attr] = (
+            LexicalVerifier(c.verify)
+            if offline
+            else Verifier(c.verify, batch_size=c.verify_batch, max_chars=c.verify_chars)
+        )
         for attr, module in {**stages, **self.strategy.modules(offline)}.items():
             setattr(self, attr, module)
         set_stage_lms(self, self.stage_table(), lms)
@@ -178,11 +195,14 @@ class DeepResearch(dspy.Module):
         names = [name for name, _ in self.named_parameters()]
         missing = [name for name in names if name not in state]
         if len(missing) == len(names):
-            raise ValueError("the saved state holds none of this research program's stages; load a program "
-                             "compiled with `deepresearch optimize --program research`")
+            raise ValueError(
+                "the saved state holds none of this research program's stages; load a program "
+                "compiled with `deepresearch optimize --program research`"
+            )
         if missing:
-            logger.warning("the saved program has no state for %s; those stages keep their default prompts",
-                           ", ".join(missing))
+            logger.warning(
+                "the saved program has no state for %s; those stages keep their default prompts", ", ".join(missing)
+            )
             current = self.dump_state()
             state = {**{name: current[name] for name in missing}, **state}
         super().load_state(state, **options)
@@ -197,9 +217,11 @@ class DeepResearch(dspy.Module):
         try:
             super().load(path, **options)
         except (KeyError, TypeError, AttributeError, IndexError, UnicodeDecodeError) as err:
-            raise ValueError(f"{path} is not a saved research program (its state has the wrong shape: "
-                             f"{type(err).__name__} {err}); pass a file saved by `deepresearch optimize "
-                             f"--program research`") from None
+            raise ValueError(
+                f"{path} is not a saved research program (its state has the wrong shape: "
+                f"{type(err).__name__} {err}); pass a file saved by `deepresearch optimize "
+                f"--program research`"
+            ) from None
         except ValueError as err:  # not JSON, or none of this program's stages
             raise ValueError(f"{path}: {str(err).splitlines()[0] if str(err) else 'not a saved program'}") from None
         return self
@@ -211,10 +233,18 @@ class DeepResearch(dspy.Module):
     def forward(self, question: str, **run_options: Any) -> dspy.Prediction:
         return run_sync(self.aforward(question=question, **run_options))
 
-    async def aforward(self, question: str, *, clarifications: Sequence[Mapping[str, str]] = (),
-                       interrupt: asyncio.Event | None = None, journal: str | Path | None = None,
-                       resume: bool = False, on_snapshot: Snapshot | None = None,
-                       meter: CostMeter | None = None, stage_log: str | Path | None = None) -> dspy.Prediction:
+    async def aforward(
+        self,
+        question: str,
+        *,
+        clarifications: Sequence[Mapping[str, str]] = (),
+        interrupt: asyncio.Event | None = None,
+        journal: str | Path | None = None,
+        resume: bool = False,
+        on_snapshot: Snapshot | None = None,
+        meter: CostMeter | None = None,
+        stage_log: str | Path | None = None,
+    ) -> dspy.Prediction:
         """Researches `question`; the Prediction carries the `Report` fields, `report` itself and `brief`.
 
         Args:
@@ -250,14 +280,31 @@ class DeepResearch(dspy.Module):
         try:
             with metered(meter), dspy.context(adapter=adapter) if adapter else contextlib.nullcontext():
                 modules = {name: getattr(self, attr) for name, attr in self.stage_table().items()}
-                ctx = RunContext(brief, self.config, modules=modules, retriever=self.retriever,
-                                 registry=CitationRegistry(), events=EventLog(self.on_event), meter=meter,
-                                 journal=log, interrupt=interrupt, on_snapshot=on_snapshot, title=question,
-                                 stage_log=calls)
+                ctx = RunContext(
+                    brief,
+                    self.config,
+                    modules=modules,
+                    retriever=self.retriever,
+                    registry=CitationRegistry(),
+                    events=EventLog(self.on_event),
+                    meter=meter,
+                    journal=log,
+                    interrupt=interrupt,
+                    on_snapshot=on_snapshot,
+                    title=question,
+                    stage_log=calls,
+                )
                 c = self.config
-                ctx.events.emit("run_start", counts={"planned_nodes": self.planned_nodes(), "depth": c.depth,
-                                                     "breadth": c.breadth, "strategy": c.strategy,
-                                                     "schedule": c.schedule})
+                ctx.events.emit(
+                    "run_start",
+                    counts={
+                        "planned_nodes": self.planned_nodes(),
+                        "depth": c.depth,
+                        "breadth": c.breadth,
+                        "strategy": c.strategy,
+                        "schedule": c.schedule,
+                    },
+                )
                 await ctx.run(self.strategy.research(ctx))
                 if ctx.write_error is not None:  # a full disk: the run ends as an error, not as a report
                     raise ctx.write_error
@@ -267,11 +314,13 @@ class DeepResearch(dspy.Module):
                 if opened is not None:
                     opened.close()
         report = replace(report, question=question, clarifications=clarified)
-        return ResultPrediction(report=report, brief=brief,
-                                **{k: getattr(report, k) for k in report.__dataclass_fields__})
+        return ResultPrediction(
+            report=report, brief=brief, **{k: getattr(report, k) for k in report.__dataclass_fields__}
+        )
 
-    def clarify(self, question: str, *, max_questions: int = MAX_QUESTIONS,
-                meter: CostMeter | None = None) -> list[str]:
+    def clarify(
+        self, question: str, *, max_questions: int = MAX_QUESTIONS, meter: CostMeter | None = None
+    ) -> list[str]:
         """The clarifying questions to ask the user before researching `question`.
 
         At most `max_questions`, none when the question is clear, when the LM's reply does not parse
@@ -296,8 +345,9 @@ class DeepResearch(dspy.Module):
         """
         return run_sync(self.aclarify(question, max_questions=max_questions, meter=meter))
 
-    async def aclarify(self, question: str, *, max_questions: int = MAX_QUESTIONS,
-                       meter: CostMeter | None = None) -> list[str]:
+    async def aclarify(
+        self, question: str, *, max_questions: int = MAX_QUESTIONS, meter: CostMeter | None = None
+    ) -> list[str]:
         """`clarify`, asynchronously."""
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question is empty; pass the research question as a non-empty string")
@@ -307,8 +357,9 @@ class DeepResearch(dspy.Module):
         meter = CostMeter() if meter is None else meter
         adapter = self._adapter()
         with metered(meter), dspy.context(adapter=adapter) if adapter else contextlib.nullcontext():
-            out = await Scheduler(self.config, meter).call(self.clarifier, question=question.strip(),
-                                                           max_questions=max_questions)
+            out = await Scheduler(self.config, meter).call(
+                self.clarifier, question=question.strip(), max_questions=max_questions
+            )
         return list(out.questions)
 
     def _adapter(self) -> dspy.Adapter | None:
@@ -325,21 +376,30 @@ class DeepResearch(dspy.Module):
         if bare:
             raise dspy.utils.exceptions.LMNotConfiguredError(
                 f"no LM configured for {', '.join(bare)}: call dspy.configure(lm=dspy.LM(...)) or run inside "
-                f"dspy.context(lm=...), or pass offline=True for the extractive baseline")
+                f"dspy.context(lm=...), or pass offline=True for the extractive baseline"
+            )
 
     async def _report(self, ctx: RunContext) -> Report:
         roots = ctx.store.tree()
         nodes = [n for r in roots for n in r.walk()]
-        findings = [Finding(query=n.query, summary=n.summary) for n in nodes
-                    if n.status in ("done", "pruned", "cancelled") and n.learnings and n.summary
-                    and n.summary != NO_INFORMATION and ctx.finding_depth in (None, n.depth)]
+        findings = [
+            Finding(query=n.query, summary=n.summary)
+            for n in nodes
+            if n.status in ("done", "pruned", "cancelled")
+            and n.learnings
+            and n.summary
+            and n.summary != NO_INFORMATION
+            and ctx.finding_depth in (None, n.depth)
+        ]
         learnings = tuple({x.text: x for n in nodes for x in n.learnings}.values())  # first-seen order, exact dedup
         status, error = _run_status(ctx, nodes)
         write_failed = False
         verdicts: tuple[dict[str, Any], ...] = ()
         if status == "failed":
-            body = (f"# Research failed: {error}\n\nNo report was written for: {ctx.title}\n\n"
-                    f"Every error is recorded in the trace (trace.json), node by node.")
+            body = (
+                f"# Research failed: {error}\n\nNo report was written for: {ctx.title}\n\n"
+                f"Every error is recorded in the trace (trace.json), node by node."
+            )
         elif findings:
             try:
                 body = await self._write(ctx, findings, learnings)
@@ -378,42 +438,80 @@ class DeepResearch(dspy.Module):
         markdown += "\n\n" + render_references(references) + "\n"
         usage = ctx.meter.snapshot()
         costs = ctx.meter.costs()
-        pruned = ({r: sum(f"pruned: {r}" in n.notes for n in nodes) for r in PRUNE_REASONS}
-                  if self.config.strategy == "parallel" else {})
+        pruned = (
+            {r: sum(f"pruned: {r}" in n.notes for n in nodes) for r in PRUNE_REASONS}
+            if self.config.strategy == "parallel"
+            else {}
+        )
         stats = replace(
-            ctx.stats, nodes=len(nodes), failed_nodes=failed, skipped_nodes=sum(n.status == "skipped" for n in nodes),
+            ctx.stats,
+            nodes=len(nodes),
+            failed_nodes=failed,
+            skipped_nodes=sum(n.status == "skipped" for n in nodes),
             cancelled_nodes=sum(n.status == "cancelled" for n in nodes),
-            pruned_nodes=sum(n.status == "pruned" for n in nodes), learnings=len(learnings),
-            citations=len(references), dropped_citations=dropped,
-            registered_sources=len(ctx.registry), stopped=ctx.stop_reason or None, offline=self.is_offline,
-            lm_calls=ctx.meter.total_calls, tokens=ctx.meter.total_tokens,
-            cost={"stages": costs, "total": None if any(v is None for v in costs.values())
-                  else round(sum(costs.values()), 8)},
-            limits={"nodes": self.config.max_concurrency, "lm": self.config.lm_concurrency,
-                    "search": self.config.search_concurrency},
+            pruned_nodes=sum(n.status == "pruned" for n in nodes),
+            learnings=len(learnings),
+            citations=len(references),
+            dropped_citations=dropped,
+            registered_sources=len(ctx.registry),
+            stopped=ctx.stop_reason or None,
+            offline=self.is_offline,
+            lm_calls=ctx.meter.total_calls,
+            tokens=ctx.meter.total_tokens,
+            cost={
+                "stages": costs,
+                "total": None if any(v is None for v in costs.values()) else round(sum(costs.values()), 8),
+            },
+            limits={
+                "nodes": self.config.max_concurrency,
+                "lm": self.config.lm_concurrency,
+                "search": self.config.search_concurrency,
+            },
             failed_requests=sum(u.failed for u in usage.values()),
             parse_failures=sum(u.parse_failures for u in usage.values()),
             format_fallbacks=sum(u.fallbacks for u in usage.values()),
             truncated_replies=sum(u.truncated for u in usage.values()),
             root_notes=ctx.meter.notes("root"),  # notes of calls made outside any node (planning, writing)
-            retries=dict(ctx.sched.retries), total_s=round(ctx.sched.elapsed(), 4),
-            pruned=pruned, wasted_speculative=pruned.get(STAGES.deepen.research_attr, 0))
+            retries=dict(ctx.sched.retries),
+            total_s=round(ctx.sched.elapsed(), 4),
+            pruned=pruned,
+            wasted_speculative=pruned.get(STAGES.deepen.research_attr, 0),
+        )
         ctx.events.emit("run_end", message=status, counts=stats.to_dict())
-        return Report(question=ctx.question, markdown=markdown, references=references,
-                      learnings=learnings, tree=roots, usage=usage, stats=stats,
-                      events=tuple(ctx.events.events), status=status, error=error, gathered=ctx.gathered,
-                      answer=answer.strip(), taxonomy=taxonomy, verdicts=verdicts,
-                      passages=cited_passages(references, ctx.registry, getattr(ctx.retriever, "corpus", None)))
+        return Report(
+            question=ctx.question,
+            markdown=markdown,
+            references=references,
+            learnings=learnings,
+            tree=roots,
+            usage=usage,
+            stats=stats,
+            events=tuple(ctx.events.events),
+            status=status,
+            error=error,
+            gathered=ctx.gathered,
+            answer=answer.strip(),
+            taxonomy=taxonomy,
+            verdicts=verdicts,
+            passages=cited_passages(references, ctx.registry, getattr(ctx.retriever, "corpus", None)),
+        )
 
     async def _write(self, ctx: RunContext, findings: list[Finding], learnings: Sequence[Learning]) -> str:
         """The writer's report, journaled: a resumed run whose findings are the same restores it instead of
         calling the writer again. See `_draft`."""
-        key = "write:" + hashlib.blake2b(json.dumps([f.model_dump() for f in findings], sort_keys=True).encode(),
-                                         digest_size=12).hexdigest()
+        key = (
+            "write:"
+            + hashlib.blake2b(
+                json.dumps([f.model_dump() for f in findings], sort_keys=True).encode(), digest_size=12
+            ).hexdigest()
+        )
         saved = ctx.journal.get(key) if ctx.journal is not None else None
         if saved is not None:  # a resumed run with the same findings: the draft written before, no LM call
-            ctx.events.emit("fallback", stage=STAGES.write.name, message="the draft of the same findings was restored "
-                                                               "from the journal")
+            ctx.events.emit(
+                "fallback",
+                stage=STAGES.write.name,
+                message="the draft of the same findings was restored from the journal",
+            )
             return saved["report"]
         body = await self._draft(ctx, findings, learnings)
         if ctx.journal is not None:
@@ -432,18 +530,24 @@ class DeepResearch(dspy.Module):
         ctx.count(uncited_drafts=1)
         message = "the writer's report cites no source although cited learnings exist"
         logger.warning("%s", message)
-        ctx.events.emit("fallback", stage=STAGES.write.name, message=f"{message}; "
-                        + ("the fallback report is shipped" if self.is_offline else "asking the writer once more"))
+        ctx.events.emit(
+            "fallback",
+            stage=STAGES.write.name,
+            message=f"{message}; "
+            + ("the fallback report is shipped" if self.is_offline else "asking the writer once more"),
+        )
         if not self.is_offline:
-            body = (await self._late_call(ctx, STAGES.write.name, question=ctx.question, findings=findings,
-                                          attempt=1)).report
+            body = (
+                await self._late_call(ctx, STAGES.write.name, question=ctx.question, findings=findings, attempt=1)
+            ).report
             if _cites(body, ctx):
                 return body
             ctx.count(uncited_drafts=1)
         raise UncitedReport(f"{message}, twice" if not self.is_offline else message)
 
-    async def _verify(self, ctx: RunContext, body: str,
-                      learnings: Sequence[Learning]) -> tuple[str, tuple[dict[str, Any], ...]]:
+    async def _verify(
+        self, ctx: RunContext, body: str, learnings: Sequence[Learning]
+    ) -> tuple[str, tuple[dict[str, Any], ...]]:
         """The report after the verify stage (unchanged with policy `off`), and every verdict for the trace.
 
         The stage sees the passages the report cites and those of every learning (the candidates for a
@@ -454,25 +558,42 @@ class DeepResearch(dspy.Module):
         if policy == "off":  # no check of support; a sentence repeating a paper's instruction-like text still goes
             body, removed = remove_injected(body, sources)
             if removed:
-                ctx.count(verification={"policy": policy, "checked": len(removed), "verdicts": {"injected": len(removed)},
-                                        "actions": {"removed": len(removed)}})
+                ctx.count(
+                    verification={
+                        "policy": policy,
+                        "checked": len(removed),
+                        "verdicts": {"injected": len(removed)},
+                        "actions": {"removed": len(removed)},
+                    }
+                )
             return body, tuple(c.to_dict() for c in removed)
         inputs = {"question": ctx.question, "report": body, "sources": sources}
         try:
             if self._late(ctx):  # past the deadline or interrupted: no LM wait, the lexical rule judges at once
-                ctx.events.emit("fallback", stage=STAGES.verify.name, message="the run is past its deadline or "
-                                "interrupted; the lexical-entailment rule judged the report")
+                ctx.events.emit(
+                    "fallback",
+                    stage=STAGES.verify.name,
+                    message="the run is past its deadline or "
+                    "interrupted; the lexical-entailment rule judged the report",
+                )
                 out = await LexicalVerifier(policy).acall(**inputs)
             else:
                 out = await self._late_call(ctx, STAGES.verify.name, **inputs)
         except Exception as err:
             ctx.fail("root", STAGES.verify.name, err)
-            ctx.events.emit("fallback", stage=STAGES.verify.name,
-                            message="the verify stage failed; the lexical-entailment rule judged the report instead")
+            ctx.events.emit(
+                "fallback",
+                stage=STAGES.verify.name,
+                message="the verify stage failed; the lexical-entailment rule judged the report instead",
+            )
             out = await LexicalVerifier(policy).acall(**inputs)
         checks = list(out.checks)
-        counts = {"policy": policy, "checked": len(checks), "verdicts": dict(Counter(c.verdict for c in checks)),
-                  "actions": dict(Counter(c.action for c in checks))}
+        counts = {
+            "policy": policy,
+            "checked": len(checks),
+            "verdicts": dict(Counter(c.verdict for c in checks)),
+            "actions": dict(Counter(c.action for c in checks)),
+        }
         ctx.count(verification=counts)
         ctx.events.emit("stage_end", stage=STAGES.verify.name, counts=counts)
         return out.report, tuple(c.to_dict() for c in checks)
@@ -480,8 +601,11 @@ class DeepResearch(dspy.Module):
     def _sources(self, ctx: RunContext, body: str, learnings: Sequence[Learning]) -> list[Source]:
         """The passages `body` cites and those of every learning, as the verify stage sees them."""
         ids = dict.fromkeys([*citations_in(body), *(i for x in learnings for i in x.source_ids)])
-        return [Source(source_id=i, title=doc.title, text=self._text(doc)[: self.config.passage_chars])
-                for i in ids if (doc := ctx.registry.get(i)) is not None]
+        return [
+            Source(source_id=i, title=doc.title, text=self._text(doc)[: self.config.passage_chars])
+            for i in ids
+            if (doc := ctx.registry.get(i)) is not None
+        ]
 
     def _text(self, doc) -> str:
         """A cited document's text; a node restored from the journal kept none, so its corpus is asked
@@ -534,16 +658,24 @@ def _run_status(ctx: RunContext, nodes: list[Node]) -> tuple[RunStatus, str | No
     sent = ctx.meter.total_calls
     if sent and not ctx.meter.replies:
         cause = summarize_failures(ctx.causes) or ctx.stop_reason or "every request was cancelled"
-        return "failed", (f"no LM reply was received ({sent} request{'s' if sent > 1 else ''} sent, none answered): "
-                          f"{cause}")
-    unjudged = [n for n in nodes if n.retrieved_ids and n.status in ("failed", "cancelled")
-                and not n.relevant_ids and not n.learnings] if sent else []  # offline stages judge at once
+        return "failed", (
+            f"no LM reply was received ({sent} request{'s' if sent > 1 else ''} sent, none answered): {cause}"
+        )
+    unjudged = (
+        [
+            n
+            for n in nodes
+            if n.retrieved_ids and n.status in ("failed", "cancelled") and not n.relevant_ids and not n.learnings
+        ]
+        if sent
+        else []
+    )  # offline stages judge at once
     judged = [n for n in nodes if n.status in ("done", "pruned") or n.relevant_ids or n.learnings]
     if researched and not (started and all(n.status == "failed" for n in started)):
         if not unjudged:
             return "done", None
         why = ctx.stop_reason or summarize_failures(ctx.causes) or "their assessment did not finish"
-        what = (f"the hits of {len(unjudged)} of {len(nodes)} searches were left unjudged ({why})")
+        what = f"the hits of {len(unjudged)} of {len(nodes)} searches were left unjudged ({why})"
         if judged:
             return "partial", f"{what}; the report covers the rest"
         return "failed", f"{what}; no evidence was judged, so no report was written"

@@ -69,8 +69,9 @@ def lazy_greedy(similarity: np.ndarray, relevance: np.ndarray, alpha: float, k: 
     return chosen
 
 
-def select_indices(candidates: np.ndarray, anchor: np.ndarray, k: int, alpha: float,
-                   strategy: str = "submodular", seed: int = 0) -> list[int]:
+def select_indices(
+    candidates: np.ndarray, anchor: np.ndarray, k: int, alpha: float, strategy: str = "submodular", seed: int = 0
+) -> list[int]:
     """Chooses k of the candidate embeddings (rows). With k >= n every index is returned in input order.
 
     Args:
@@ -96,8 +97,15 @@ def select_indices(candidates: np.ndarray, anchor: np.ndarray, k: int, alpha: fl
     return greedy(e @ e.T, e @ e0, alpha, k)
 
 
-def select(texts: list[str], anchor: str, k: int, alpha: float, strategy: str = "submodular", seed: int = 0,
-           embed: Embedder | None = None) -> list[int]:
+def select(
+    texts: list[str],
+    anchor: str,
+    k: int,
+    alpha: float,
+    strategy: str = "submodular",
+    seed: int = 0,
+    embed: Embedder | None = None,
+) -> list[int]:
     """Indices of the k texts to keep, in selection order. Embeds the texts and the anchor (query text
     only) with `embed`, by default `deepresearch.retrievers.embed.encode` (all-MiniLM-L6-v2)."""
     if k >= len(texts) or strategy != "submodular":

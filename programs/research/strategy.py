@@ -101,18 +101,26 @@ async def research_task(life: NodeLife, task: Task, hits_k: int) -> list[str]:
     sources = life.sources(hits)
     life.update(retrieved_ids=tuple(h.doc.doc_id for h in hits))
     # the LM assessor sees each paper's title and best sentences (`assess_sentences`); the extractor the passage
-    brief = ({"sentences": ctx.config.assess_sentences}
-             if ctx.config.assess_sentences and isinstance(ctx.modules[STAGES.assess.name], Assessor) else {})
+    brief = (
+        {"sentences": ctx.config.assess_sentences}
+        if ctx.config.assess_sentences and isinstance(ctx.modules[STAGES.assess.name], Assessor)
+        else {}
+    )
     assessed = await life.call(STAGES.assess.name, task=task, sources=sources, scores=[h.score for h in hits], **brief)
     doc_of = {s.source_id: h.doc.doc_id for s, h in zip(sources, hits)}
     life.update(relevant_ids=tuple(doc_of[s.source_id] for s in assessed.kept))
-    extracted = await life.call(STAGES.extract.name, question=ctx.question, task=task,
-                                sources=unseen(life, assessed.kept, ctx.config.max_passages))
+    extracted = await life.call(
+        STAGES.extract.name,
+        question=ctx.question,
+        task=task,
+        sources=unseen(life, assessed.kept, ctx.config.max_passages),
+    )
     life.count(invented_citations=extracted.invented)
     life.update(learnings=tuple(extracted.learnings), follow_ups=tuple(extracted.follow_ups))
     merged = await life.call(STAGES.merge.name, task=task, learnings=extracted.learnings)
-    life.update(summary=check_node_citations(life, STAGES.merge.name, merged.summary, extracted.learnings,
-                                             empty=NO_INFORMATION))
+    life.update(
+        summary=check_node_citations(life, STAGES.merge.name, merged.summary, extracted.learnings, empty=NO_INFORMATION)
+    )
     return list(extracted.follow_ups)
 
 
@@ -135,8 +143,14 @@ async def plan_root(ctx: RunContext, max_tasks: int) -> list[Task]:
     planned = {norm_text(t.query) for t in tasks}
     if len(tasks) >= ctx.config.breadth or norm_text(plain_brief(ctx.question)) in planned:
         return tasks
-    return [*tasks, question_task(ctx, "plan_topped_up", f"{len(tasks)} of {ctx.config.breadth} tasks planned; "
-                                                         f"the question itself is searched too")]
+    return [
+        *tasks,
+        question_task(
+            ctx,
+            "plan_topped_up",
+            f"{len(tasks)} of {ctx.config.breadth} tasks planned; the question itself is searched too",
+        ),
+    ]
 
 
 def question_task(ctx: RunContext, counter: str, message: str) -> Task:

@@ -35,8 +35,9 @@ class GuardedText:
     stray: int = 0
 
 
-def guard_citations(text: str, learnings: Sequence[Learning], known: Iterable[str] = (),
-                    empty: str = "") -> GuardedText:
+def guard_citations(
+    text: str, learnings: Sequence[Learning], known: Iterable[str] = (), empty: str = ""
+) -> GuardedText:
     """Checks `text` (a stage's output) against `learnings` (its input).
 
     Args:
@@ -75,8 +76,9 @@ def guard_citations(text: str, learnings: Sequence[Learning], known: Iterable[st
     return GuardedText(text=body or text, restored=restored, lost=lost, stray=stray)
 
 
-def check_node_citations(life, stage: str, text: str, learnings: Sequence[Learning], known: Iterable[str] = (),
-                         empty: str = "") -> str:
+def check_node_citations(
+    life, stage: str, text: str, learnings: Sequence[Learning], known: Iterable[str] = (), empty: str = ""
+) -> str:
     """`guard_citations` inside a node: counts the changes on the node and the run, notes them on the node.
 
     Returns the checked text.
@@ -84,8 +86,10 @@ def check_node_citations(life, stage: str, text: str, learnings: Sequence[Learni
     out = guard_citations(text, learnings, known, empty)
     if out.restored or out.lost or out.stray:
         life.count(restored_citations=out.restored, lost_citations=out.lost, stray_citations=out.stray)
-        note = (f"{stage}: {out.restored} lost citations restored (their learnings appended), {out.lost} dropped, "
-                f"{out.stray} citing no input removed")
+        note = (
+            f"{stage}: {out.restored} lost citations restored (their learnings appended), {out.lost} dropped, "
+            f"{out.stray} citing no input removed"
+        )
         life.update(notes=(*life.node.notes, note))
     return out.text
 

@@ -147,9 +147,12 @@ def renumber_citations(markdown: str, registry: CitationRegistry) -> Renumbered:
         return lead + "".join(out)
 
     text = DRAFT_CITATION.sub(replace, markdown)
-    refs = tuple(reference_for(numbers[paper], parts[0][0], parts[0][1],
-                               passages=tuple(s for s, d in parts if paper_id(d) != d.doc_id))
-                 for paper, parts in cited.items())
+    refs = tuple(
+        reference_for(
+            numbers[paper], parts[0][0], parts[0][1], passages=tuple(s for s, d in parts if paper_id(d) != d.doc_id)
+        )
+        for paper, parts in cited.items()
+    )
     return Renumbered(markdown=text, references=refs, dropped=dropped)
 
 
@@ -160,8 +163,18 @@ def reference_for(number: int, source_id: str, doc: Doc, passages: tuple[str, ..
     the paper's cited passages.
     """
     bib = bibliographic(doc)
-    return Reference(number=number, source_id=source_id, doc_id=paper_id(doc), title=doc.title, year=bib.year,
-                     url=bib.url, authors=bib.authors, venue=bib.venue, doi=bib.doi, passages=passages)
+    return Reference(
+        number=number,
+        source_id=source_id,
+        doc_id=paper_id(doc),
+        title=doc.title,
+        year=bib.year,
+        url=bib.url,
+        authors=bib.authors,
+        venue=bib.venue,
+        doi=bib.doi,
+        passages=passages,
+    )
 
 
 def render_references(references: tuple[Reference, ...]) -> str:

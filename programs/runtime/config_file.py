@@ -35,8 +35,12 @@ else:  # pragma: no cover - Python 3.10
 CONFIG_FILE = "deepresearch.toml"
 GLOBAL_KEYS = {"verbose": (Literal[0, 1, 2], 0), "quiet": (bool, False)}
 # ResearchConfig's field -> the `run` option that sets it, where the names differ
-RESEARCH_CONFIG_NAMES = {"hits_per_query": "hits", "max_concurrency": "workers", "deadline_s": "deadline",
-                         "lm_timeout_s": "lm_timeout"}
+RESEARCH_CONFIG_NAMES = {
+    "hits_per_query": "hits",
+    "max_concurrency": "workers",
+    "deadline_s": "deadline",
+    "lm_timeout_s": "lm_timeout",
+}
 
 
 class ConfigFileError(ValueError):
@@ -68,12 +72,14 @@ def global_settings(data: dict[str, Any], path: Path, commands: set[str]) -> dic
     plain = {k: v for k, v in data.items() if not isinstance(v, dict)}
     for key, value in data.items():
         if isinstance(value, dict) and key not in commands:
-            raise ConfigFileError(f"{path}: unknown table [{key}]; tables are named after a command: "
-                                  f"{', '.join(sorted(commands))}")
+            raise ConfigFileError(
+                f"{path}: unknown table [{key}]; tables are named after a command: {', '.join(sorted(commands))}"
+            )
     from pydantic import ConfigDict, create_model  # here, not at the top: `deepresearch --help` stays fast
 
-    model = create_model("GlobalSettings", __config__=ConfigDict(extra="forbid"),
-                         **{k: (t, d) for k, (t, d) in GLOBAL_KEYS.items()})
+    model = create_model(
+        "GlobalSettings", __config__=ConfigDict(extra="forbid"), **{k: (t, d) for k, (t, d) in GLOBAL_KEYS.items()}
+    )
     return _validate(model, plain, path, "", allowed=sorted(GLOBAL_KEYS))
 
 
@@ -104,8 +110,7 @@ def option_types(parser: argparse.ArgumentParser) -> dict[str, tuple[Any, argpar
     return out
 
 
-def command_defaults(data: dict[str, Any], path: Path, command: str,
-                     parser: argparse.ArgumentParser) -> dict[str, Any]:
+def command_defaults(data: dict[str, Any], path: Path, command: str, parser: argparse.ArgumentParser) -> dict[str, Any]:
     """The defaults `command`'s table of the settings file sets, checked against `parser`'s options.
 
     Raises:
@@ -117,8 +122,12 @@ def command_defaults(data: dict[str, Any], path: Path, command: str,
     options = option_types(parser)
     aliases = RESEARCH_CONFIG_NAMES if command == "run" else {}
     # a deprecated spelling still works as a key for one release (`restart` sets --overwrite's value)
-    spellings = {o[2:].replace("-", "_"): a.dest for a in parser._actions for o in a.option_strings
-                 if o.startswith("--") and getattr(a, "replacement", None)}
+    spellings = {
+        o[2:].replace("-", "_"): a.dest
+        for a in parser._actions
+        for o in a.option_strings
+        if o.startswith("--") and getattr(a, "replacement", None)
+    }
     values: dict[str, Any] = {}
     for key, value in table.items():
         dest = key.replace("-", "_")
@@ -126,13 +135,15 @@ def command_defaults(data: dict[str, Any], path: Path, command: str,
         if dest not in options:
             if isinstance(value, dict):  # a nested command's table, [eval.retrieval] inside [eval]
                 continue
-            raise ConfigFileError(f"{path}: [{command.replace(' ', '.')}] unknown key {key!r}; "
-                                  f"known: {', '.join(sorted(options))}")
+            raise ConfigFileError(
+                f"{path}: [{command.replace(' ', '.')}] unknown key {key!r}; known: {', '.join(sorted(options))}"
+            )
         values[dest] = value
     from pydantic import ConfigDict, create_model
 
-    model = create_model("Settings", __config__=ConfigDict(extra="forbid"),
-                         **{d: (options[d][0] | None, None) for d in values})
+    model = create_model(
+        "Settings", __config__=ConfigDict(extra="forbid"), **{d: (options[d][0] | None, None) for d in values}
+    )
     checked = _validate(model, values, path, f"[{command.replace(' ', '.')}] ", allowed=sorted(options))
     for dest, value in checked.items():  # the option's own converter (e.g. --source's engine names)
         action = options[dest][1]

@@ -132,10 +132,23 @@ class RunContext:
             clarifying questions (reports, headings and the taxonomy's topic name it).
     """
 
-    def __init__(self, question: str, config: ResearchConfig, *, modules: Mapping[str, dspy.Module],
-                 retriever: Retriever, registry: CitationRegistry, events: EventLog, meter: UsageMeter, journal: Journal | None = None,
-                 interrupt: asyncio.Event | None = None, on_snapshot: Snapshot | None = None,
-                 snapshot_every_s: float = 2.0, title: str | None = None, stage_log: StageLog | None = None):
+    def __init__(
+        self,
+        question: str,
+        config: ResearchConfig,
+        *,
+        modules: Mapping[str, dspy.Module],
+        retriever: Retriever,
+        registry: CitationRegistry,
+        events: EventLog,
+        meter: UsageMeter,
+        journal: Journal | None = None,
+        interrupt: asyncio.Event | None = None,
+        on_snapshot: Snapshot | None = None,
+        snapshot_every_s: float = 2.0,
+        title: str | None = None,
+        stage_log: StageLog | None = None,
+    ):
         self.question, self.config, self.modules, self.retriever = question, config, dict(modules), retriever
         self.stage_log = stage_log
         self.title = title or question  # the user's question, when `question` is a brief built around it
@@ -160,8 +173,10 @@ class RunContext:
     # ---- counts and stopping -------------------------------------------------------------------------
     def count(self, **changes: Any) -> None:
         """Adds to (numbers) or sets (other values) fields of the run's `RunStats`."""
-        values = {k: getattr(self.stats, k) + v if isinstance(v, int) and not isinstance(v, bool) else v
-                  for k, v in changes.items()}
+        values = {
+            k: getattr(self.stats, k) + v if isinstance(v, int) and not isinstance(v, bool) else v
+            for k, v in changes.items()
+        }
         self.stats = replace(self.stats, **values)
 
     @property
@@ -176,8 +191,9 @@ class RunContext:
     def fail(self, node_id: str, stage: str, err: BaseException) -> Failure:
         """Records a failure of `stage` in `node_id` (or `root`): trace, log, counts; returns it."""
         message = redact(str(err).strip().splitlines()[0][:500]) if str(err).strip() else ""
-        failure = Failure(stage=stage, error_type=type(err).__name__, message=message,
-                          cause=explain(err, dspy.settings.lm))
+        failure = Failure(
+            stage=stage, error_type=type(err).__name__, message=message, cause=explain(err, dspy.settings.lm)
+        )
         self.causes.append(failure.cause)
         self.failures += 1
         logger.warning("node %s failed in %s: %s: %s", node_id, stage, failure.error_type, failure.message)
@@ -187,8 +203,9 @@ class RunContext:
         return failure
 
     # ---- LM calls and searches outside any node ----------------------------------------------------
-    async def call(self, stage: str, *, reserve: int | None = None, node_id: str | None = None,
-                   **inputs: Any) -> dspy.Prediction:
+    async def call(
+        self, stage: str, *, reserve: int | None = None, node_id: str | None = None, **inputs: Any
+    ) -> dspy.Prediction:
         """Calls stage `stage`'s module under the run's caps, rate limits and budgets; `reserve` LM calls are
         left for the writer (default: the stage's `reserve` in the stage registry; 1 for a stage it lacks).
 
@@ -207,8 +224,9 @@ class RunContext:
         self._log_call(stage, node_id, inputs, out, clock())
         return out
 
-    def _log_call(self, stage: str, node_id: str | None, inputs: dict, out: Any, seconds: float,
-                  error: str | None = None) -> None:
+    def _log_call(
+        self, stage: str, node_id: str | None, inputs: dict, out: Any, seconds: float, error: str | None = None
+    ) -> None:
         try:
             self.stage_log.record(stage, node_id, inputs, out, seconds=seconds, error=error)
         except OSError as err:
@@ -235,8 +253,11 @@ class RunContext:
         before = self.stats
         tasks = await make()
         if self.journal is not None:
-            changed = {k: v for k, v in vars(self.stats).items() if getattr(before, k) != v
-                       and k in ("plan_fallback", "plan_topped_up")}
+            changed = {
+                k: v
+                for k, v in vars(self.stats).items()
+                if getattr(before, k) != v and k in ("plan_fallback", "plan_topped_up")
+            }
             try:
                 self.journal.append(key, STAGES.plan.name, tasks=[t.model_dump() for t in tasks], stats=changed)
             except OSError as err:
@@ -248,19 +269,26 @@ class RunContext:
         """Adds a node for `task` under `parent_id` (None: a root) and returns its id (`1`, `1.2`...)."""
         siblings = self.store.children[parent_id] if parent_id else self.store.roots
         node_id = f"{parent_id}.{len(siblings) + 1}" if parent_id else str(len(siblings) + 1)
-        self.store.add(Node(node_id=node_id, depth=depth, breadth=breadth, query=task.query, goal=task.goal),
-                       parent_id)
+        self.store.add(Node(node_id=node_id, depth=depth, breadth=breadth, query=task.query, goal=task.goal), parent_id)
         self.events.emit("node_planned", node_id=node_id, message=task.query)
         return node_id
 
-    async def spawn(self, tasks: list[Task], *, parent_id: str | None, level: int, breadth: int,
-                    run: Callable[[str, Task, Callable[[], None]], Awaitable[Any]]) -> list[tuple[str, asyncio.Future]]:
+    async def spawn(
+        self,
+        tasks: list[Task],
+        *,
+        parent_id: str | None,
+        level: int,
+        breadth: int,
+        run: Callable[[str, Task, Callable[[], None]], Awaitable[Any]],
+    ) -> list[tuple[str, asyncio.Future]]:
         """Plans a node per task and schedules `run(node_id, task, release)` for each; returns (id, future)s."""
         out = []
         for task in tasks:
             node_id = self.plan_node(task, parent_id, depth=level, breadth=breadth)
-            fut = await self.sched.submit(level, lambda release, n=node_id, t=task: run(n, t, release),
-                                          key=node_id, parent=parent_id)
+            fut = await self.sched.submit(
+                level, lambda release, n=node_id, t=task: run(n, t, release), key=node_id, parent=parent_id
+            )
             out.append((node_id, fut))
         return out
 
@@ -277,7 +305,7 @@ class RunContext:
         Returns how many unfinished nodes it stopped.
         """
         hit = 0
-        for nid in self.store.subtree(node_id)[0 if include_self else 1:]:
+        for nid in self.store.subtree(node_id)[0 if include_self else 1 :]:
             if nid in self.pruned or self.store.get(nid).status in FINAL_STATUSES:
                 continue
             hit += 1
@@ -351,9 +379,14 @@ class RunContext:
             return
         self._last_snapshot = now
         try:
-            self.on_snapshot({"status": "running", "question": self.question,
-                              "tree": [n.to_dict() for n in self.store.tree()],
-                              "events": [vars(e) for e in self.events.events]})
+            self.on_snapshot(
+                {
+                    "status": "running",
+                    "question": self.question,
+                    "tree": [n.to_dict() for n in self.store.tree()],
+                    "events": [vars(e) for e in self.events.events],
+                }
+            )
         except Exception as err:  # a failing writer must not stop research
             logger.warning("snapshot failed: %s: %s", type(err).__name__, err)
 
@@ -394,9 +427,15 @@ class NodeLife:
         d = saved["node"]
         for _source_id, doc in saved.get("sources", []):
             self.ctx.registry.register(Doc(text="", **doc))
-        self.update(retrieved_ids=tuple(d["retrieved_ids"]), relevant_ids=tuple(d["relevant_ids"]),
-                    learnings=tuple(Learning(**x) for x in d["learnings"]), follow_ups=tuple(d["follow_ups"]),
-                    summary=d["summary"], notes=tuple(d.get("notes", ())), status=d["status"])
+        self.update(
+            retrieved_ids=tuple(d["retrieved_ids"]),
+            relevant_ids=tuple(d["relevant_ids"]),
+            learnings=tuple(Learning(**x) for x in d["learnings"]),
+            follow_ups=tuple(d["follow_ups"]),
+            summary=d["summary"],
+            notes=tuple(d.get("notes", ())),
+            status=d["status"],
+        )
         self.spawned = [Task(**t) for t in saved.get("spawned", [])]
         self.ctx.count(resumed_nodes=1, **saved.get("stats", {}))
 
@@ -476,16 +515,29 @@ class NodeLife:
             status, suppress = "cancelled", False
         # the notes of this node's LM calls (truncations, fallbacks) go with it, into the journal too
         node = self.update(status=status, notes=self.node.notes + ctx.meter.notes(self.node_id), **changes)
-        ctx.events.emit("node_end", node_id=self.node_id, message=status,
-                        counts={"hits": len(node.retrieved_ids), "relevant": len(node.relevant_ids),
-                                "learnings": len(node.learnings), "children": len(self.spawned)})
+        ctx.events.emit(
+            "node_end",
+            node_id=self.node_id,
+            message=status,
+            counts={
+                "hits": len(node.retrieved_ids),
+                "relevant": len(node.relevant_ids),
+                "learnings": len(node.learnings),
+                "children": len(self.spawned),
+            },
+        )
         # pruning is the run's decision: kept; a node cut short by a stopping run is done again on resume
         if status in ("done", "pruned") and ctx.journal is not None and not self.cut_short:
             try:
-                ctx.journal.append(f"node:{self.node_id}", "node", node=node.to_dict(),
-                                   parent=ctx.store.parents[self.node_id],
-                                   spawned=[t.model_dump() for t in self.spawned], stats=self.counted,
-                                   sources=[(sid, _doc_record(d)) for sid, d in self.registered])
+                ctx.journal.append(
+                    f"node:{self.node_id}",
+                    "node",
+                    node=node.to_dict(),
+                    parent=ctx.store.parents[self.node_id],
+                    spawned=[t.model_dump() for t in self.spawned],
+                    stats=self.counted,
+                    sources=[(sid, _doc_record(d)) for sid, d in self.registered],
+                )
             except OSError as err:
                 ctx.write_failed(err)
         ctx.snapshot()
@@ -494,5 +546,11 @@ class NodeLife:
 
 def _doc_record(doc: Doc) -> dict[str, Any]:
     """What the references need of a document: its bibliographic fields, not its text."""
-    return {"doc_id": doc.doc_id, "title": doc.title, "url": doc.url, "year": doc.year, "published": doc.published,
-            "metadata": dict(doc.metadata)}
+    return {
+        "doc_id": doc.doc_id,
+        "title": doc.title,
+        "url": doc.url,
+        "year": doc.year,
+        "published": doc.published,
+        "metadata": dict(doc.metadata),
+    }

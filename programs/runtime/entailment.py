@@ -30,7 +30,58 @@ FULL_SUPPORT = 0.75
 PARTIAL_SUPPORT = 0.4
 
 _STOP = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "for", "from", "has", "have", "if", "in", "into", "is", "it", "its", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "were", "will", "with", "which", "while", "than", "also", "can", "may", "more", "most", "other", "some"])
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "were",
+        "will",
+        "with",
+        "which",
+        "while",
+        "than",
+        "also",
+        "can",
+        "may",
+        "more",
+        "most",
+        "other",
+        "some",
+    ]
+)
 _TOKEN = re.compile(r"[a-z0-9]+")
 
 
@@ -113,8 +164,9 @@ def lexical_coverage(premise: str, hypothesis: str) -> float:
     return len(wanted & set(content_tokens(premise))) / len(wanted)
 
 
-def lexical_support(claim: str, sources: Sequence[str], full: float = FULL_SUPPORT,
-                    partial: float = PARTIAL_SUPPORT) -> float:
+def lexical_support(
+    claim: str, sources: Sequence[str], full: float = FULL_SUPPORT, partial: float = PARTIAL_SUPPORT
+) -> float:
     """The lexical-entailment rule as a support grade; word overlap, not an entailment model.
 
     Returns 1 when at least `full` of the claim's content words occur in the cited sources, 0.5 when
@@ -129,6 +181,18 @@ def lexical_entails(premise: str, hypothesis: str, threshold: float = FULL_SUPPO
     return bool(premise) and lexical_coverage(premise, hypothesis) >= threshold
 
 
-__all__ = ["FULL_SUPPORT", "PARTIAL_SUPPORT", "Sentence", "body_sentences", "citations_in", "content_tokens",
-           "lexical_coverage", "lexical_entails", "lexical_support", "plain_sentence", "prose_blocks",
-           "split_block", "strip_citations"]
+__all__ = [
+    "FULL_SUPPORT",
+    "PARTIAL_SUPPORT",
+    "Sentence",
+    "body_sentences",
+    "citations_in",
+    "content_tokens",
+    "lexical_coverage",
+    "lexical_entails",
+    "lexical_support",
+    "plain_sentence",
+    "prose_blocks",
+    "split_block",
+    "strip_citations",
+]

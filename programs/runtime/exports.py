@@ -24,8 +24,18 @@ from deepresearch.programs.artifacts import Reference
 from deepresearch.programs.runtime.text import collapse_whitespace
 
 # LaTeX's ten special characters; the backslash first, so the escapes it adds are not escaped again.
-_LATEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
-          "_": r"\_", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+_LATEX = {
+    "\\": r"\textbackslash{}",
+    "{": r"\{",
+    "}": r"\}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+}
 _LATEX_CHARS = re.compile("|".join(re.escape(c) for c in _LATEX))
 _VERBATIM_UNSAFE = {"{": "%7B", "}": "%7D", "\\": "%5C"}
 _PROCEEDINGS = re.compile(r"\b(?:proceedings|proc\.|conference|workshop|symposium)\b", re.I)
@@ -91,8 +101,11 @@ def _author_field(names: tuple[str, ...]) -> str:
 def bibtex_entry(ref: Reference, key: str) -> str:
     """One BibTeX entry for a reference, with the fields it has."""
     venue = collapse_whitespace(ref.venue)
-    kind, venue_field = (("inproceedings", "booktitle") if _PROCEEDINGS.search(venue) else ("article", "journal")) \
-        if venue else ("misc", "")
+    kind, venue_field = (
+        (("inproceedings", "booktitle") if _PROCEEDINGS.search(venue) else ("article", "journal"))
+        if venue
+        else ("misc", "")
+    )
     title = collapse_whitespace(ref.title).removesuffix(".") or ref.doc_id  # styles add their own period
     fields = [("title", f"{{{latex_escape(title)}}}")]
     if ref.authors:

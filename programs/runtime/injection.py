@@ -77,8 +77,10 @@ def carries_injection(sentence: str, passages: Iterable[str]) -> bool:
         injected += found
     if not injected:
         return False
-    return (lexical_coverage(" ".join(injected), sentence) >= FULL_SUPPORT
-            and lexical_coverage(" ".join(clean), sentence) < PARTIAL_SUPPORT)
+    return (
+        lexical_coverage(" ".join(injected), sentence) >= FULL_SUPPORT
+        and lexical_coverage(" ".join(clean), sentence) < PARTIAL_SUPPORT
+    )
 
 
 def clean_passage(text: str) -> str:
@@ -86,5 +88,11 @@ def clean_passage(text: str) -> str:
     return split_passage(text)[0]
 
 
-__all__ = ["INSTRUCTION", "carries_injection", "clean_passage", "instruction_sentences", "is_instruction",
-           "split_passage"]
+__all__ = [
+    "INSTRUCTION",
+    "carries_injection",
+    "clean_passage",
+    "instruction_sentences",
+    "is_instruction",
+    "split_passage",
+]

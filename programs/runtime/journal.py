@@ -57,11 +57,15 @@ class Journal:
         if header.get("kind") != "header":
             raise JournalError(f"{self.path} is not a journal of this program; pass another --out")
         if header.get("question") != self.question:
-            raise JournalError(f"journal {self.path} belongs to another question ({header.get('question')!r}); "
-                               f"pass --overwrite or another --out")
+            raise JournalError(
+                f"journal {self.path} belongs to another question ({header.get('question')!r}); "
+                f"pass --overwrite or another --out"
+            )
         if header.get("version") != VERSION:
-            raise JournalError(f"journal {self.path} has version {header.get('version')}, this program writes "
-                               f"{VERSION}; pass --overwrite to start afresh")
+            raise JournalError(
+                f"journal {self.path} has version {header.get('version')}, this program writes "
+                f"{VERSION}; pass --overwrite to start afresh"
+            )
         self.entries = {r["key"]: r for r in records[1:]}
         return records
 

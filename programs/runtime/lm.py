@@ -81,18 +81,23 @@ def check_lm(model: str, api_base: str | None = None, api_key: str | None = None
     `ollama_chat/llama3.1`). With `api_base` (a local OpenAI-compatible server) no key is required.
     """
     if "/" not in model:
-        raise LMConfigError(f"LM {model!r} has no provider; write provider/model, e.g. openai/gpt-4.1-mini, "
-                            f"or 'offline'")
+        raise LMConfigError(
+            f"LM {model!r} has no provider; write provider/model, e.g. openai/gpt-4.1-mini, or 'offline'"
+        )
     provider = model.split("/", 1)[0]
     if provider not in _providers():
-        raise LMConfigError(f"unknown LM provider {provider!r} in {model!r}; use a DSPy/LiteLLM provider such as "
-                            f"openai, anthropic, gemini, ollama_chat or hosted_vllm")
+        raise LMConfigError(
+            f"unknown LM provider {provider!r} in {model!r}; use a DSPy/LiteLLM provider such as "
+            f"openai, anthropic, gemini, ollama_chat or hosted_vllm"
+        )
     if api_base or api_key or provider in ("ollama", "ollama_chat", "hosted_vllm"):
         return
     missing = _missing_keys(model)
     if missing:
-        raise LMConfigError(f"LM {model!r} needs {' or '.join(missing)} in the environment; set it, "
-                            f"or pass --api-base for a local OpenAI-compatible server")
+        raise LMConfigError(
+            f"LM {model!r} needs {' or '.join(missing)} in the environment; set it, "
+            f"or pass --api-base for a local OpenAI-compatible server"
+        )
 
 
 def check_temperature(temperature: float | None) -> None:
@@ -100,8 +105,14 @@ def check_temperature(temperature: float | None) -> None:
         raise LMConfigError(f"temperature must be a number from 0 to 2, got {temperature}")
 
 
-def make_lm(model: str | None, api_base: str | None = None, api_key: str | None = None, *,
-            timeout_s: float | None = DEFAULT_TIMEOUT_S, **kwargs: Any) -> dspy.LM | None:
+def make_lm(
+    model: str | None,
+    api_base: str | None = None,
+    api_key: str | None = None,
+    *,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    **kwargs: Any,
+) -> dspy.LM | None:
     """A checked `dspy.LM` for `model`, or None for the offline baseline (`offline` or empty).
 
     Args:
@@ -130,8 +141,10 @@ def make_lm(model: str | None, api_base: str | None = None, api_key: str | None 
         api_base, credentials = strip_url_credentials(api_base)
         key = api_key
         if credentials is not None and key:
-            raise LMConfigError(f"--api-base {redact_url(api_base)} has credentials in its URL and {SERVER_KEY_ENV} "
-                                f"is set too; give the server one of them")
+            raise LMConfigError(
+                f"--api-base {redact_url(api_base)} has credentials in its URL and {SERVER_KEY_ENV} "
+                f"is set too; give the server one of them"
+            )
         client["api_base"] = api_base
         # never the hosted provider's key: that would send OPENAI_API_KEY to whatever server api_base names
         client["api_key"] = key or "local"
@@ -166,6 +179,7 @@ def env_base_url(model: str) -> str | None:
 
 # ---- structured decoding --------------------------------------------------------------------------
 
+
 def output_schema(signature: type[dspy.Signature]) -> dict[str, Any]:
     """The JSON schema of a signature's output fields: one object, every field required, no extras.
 
@@ -175,8 +189,9 @@ def output_schema(signature: type[dspy.Signature]) -> dict[str, Any]:
     import pydantic
 
     fields = {name: (f.annotation, ...) for name, f in signature.output_fields.items()}
-    model = pydantic.create_model(f"{signature.__name__}Output", __config__=pydantic.ConfigDict(extra="forbid"),
-                                  **fields)
+    model = pydantic.create_model(
+        f"{signature.__name__}Output", __config__=pydantic.ConfigDict(extra="forbid"), **fields
+    )
     schema = model.model_json_schema()
     _close_objects(schema)
     _bound(schema)
@@ -190,20 +205,36 @@ def output_schema(signature: type[dspy.Signature]) -> dict[str, Any]:
 # runs on inside one string until the cap. Placements (one per paper, up to 60 a call) and free-form
 # outputs (report, repaired JSON) stay unbounded.
 GRAMMAR_LIMITS: dict[str, dict[str, int]] = {
-    "reasoning": {"maxLength": 600}, "query": {"maxLength": 150}, "goal": {"maxLength": 200},
-    "reason": {"maxLength": 150}, "text": {"maxLength": 400}, "rationale": {"maxLength": 300},
-    "evidence": {"maxLength": 400}, "summary": {"maxLength": 2000}, "paragraph": {"maxLength": 1200},
-    "checklist_update": {"maxLength": 500}, "memory_update": {"maxLength": 800},
-    "corrected": {"maxLength": 600}, "answer": {"maxLength": 1200},  # a verdict's fix; the short answer
+    "reasoning": {"maxLength": 600},
+    "query": {"maxLength": 150},
+    "goal": {"maxLength": 200},
+    "reason": {"maxLength": 150},
+    "text": {"maxLength": 400},
+    "rationale": {"maxLength": 300},
+    "evidence": {"maxLength": 400},
+    "summary": {"maxLength": 2000},
+    "paragraph": {"maxLength": 1200},
+    "checklist_update": {"maxLength": 500},
+    "memory_update": {"maxLength": 800},
+    "corrected": {"maxLength": 600},
+    "answer": {"maxLength": 1200},  # a verdict's fix; the short answer
     # ids are copied from the prompt (a DOI is the longest kind); topic names and leaves are a few words
-    "source_id": {"maxLength": 120}, "paper_id": {"maxLength": 120}, "name": {"maxLength": 150},
+    "source_id": {"maxLength": 120},
+    "paper_id": {"maxLength": 120},
+    "name": {"maxLength": 150},
     "leaf": {"maxLength": 300},
     # the gather loop's feedback on a batch of candidates: a few words to a sentence each
-    "covered_topics": {"maxLength": 300}, "relevant": {"maxLength": 300}, "irrelevant": {"maxLength": 300},
+    "covered_topics": {"maxLength": 300},
+    "relevant": {"maxLength": 300},
+    "irrelevant": {"maxLength": 300},
     "suggestions": {"maxLength": 400},
-    "tasks": {"maxItems": 6}, "learnings": {"maxItems": 5}, "follow_up_questions": {"maxItems": 3, "items": 200},
-    "searches": {"maxItems": 6}, "subqueries": {"maxItems": 6, "items": 150},
-    "source_ids": {"maxItems": 3, "items": 120}, "papers": {"items": 120},
+    "tasks": {"maxItems": 6},
+    "learnings": {"maxItems": 5},
+    "follow_up_questions": {"maxItems": 3, "items": 200},
+    "searches": {"maxItems": 6},
+    "subqueries": {"maxItems": 6, "items": 150},
+    "source_ids": {"maxItems": 3, "items": 120},
+    "papers": {"items": 120},
     "questions": {"maxItems": 3, "items": 300},  # clarifying questions
     # one per paper shown (10 by default; a paper left unjudged counts as uncertain). llama.cpp expands a
     # bounded repetition rule by rule: 20 items of objects with bounded strings decoded at ~10 tokens/s
@@ -352,6 +383,7 @@ def structured_adapter(mode: str, lm: Any | None) -> dspy.Adapter | None:
 
 # ---- cache ----------------------------------------------------------------------------------------
 
+
 class ServerKeyedCache(Cache):
     """DSPy's two-level cache, with the server in the key.
 
@@ -402,14 +434,18 @@ def configure_lm_cache(enabled: bool = True, cache_dir: str | os.PathLike | None
         cache_dir: Folder of the disk cache (`--cache-dir`); default ~/.cache/dspy-deepresearch/lm.
     """
     folder = Path(cache_dir or DEFAULT_CACHE_DIR).expanduser()
-    cache = ServerKeyedCache(enable_disk_cache=enabled, enable_memory_cache=enabled,
-                             disk_cache_dir=str(folder) if enabled else None,
-                             disk_size_limit_bytes=1024 ** 3)
+    cache = ServerKeyedCache(
+        enable_disk_cache=enabled,
+        enable_memory_cache=enabled,
+        disk_cache_dir=str(folder) if enabled else None,
+        disk_size_limit_bytes=1024**3,
+    )
     with dspy._cache_lock:
         dspy.cache = cache
 
 
 # ---- preflight and diagnosis ----------------------------------------------------------------------
+
 
 def preflight(lm: dspy.LM, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
     """Sends one tiny uncached request; raises LMPreflightError naming the cause and the fix.
@@ -431,18 +467,25 @@ def preflight(lm: dspy.LM, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
         except Exception as err:
             # a rate limit that says when to come back (Retry-After) is waited out, briefly: the server is there
             wait = getattr(err, "retry_after", None)
-            if (isinstance(err, dspy.LMRateLimitError) and wait is not None and attempt < PREFLIGHT_RATE_RETRIES
-                    and 0 <= float(wait) <= PREFLIGHT_RETRY_AFTER_CAP_S):
+            if (
+                isinstance(err, dspy.LMRateLimitError)
+                and wait is not None
+                and attempt < PREFLIGHT_RATE_RETRIES
+                and 0 <= float(wait) <= PREFLIGHT_RETRY_AFTER_CAP_S
+            ):
                 time.sleep(float(wait))
                 continue
-            raise LMPreflightError(f"LM check failed: {explain(err, lm)}; "
-                                   f"(skip this check with --no-preflight)") from None
+            raise LMPreflightError(
+                f"LM check failed: {explain(err, lm)}; (skip this check with --no-preflight)"
+            ) from None
 
 
 # what HTTP clients say when a reply's body ends before its Content-Length (a server that answered, then stopped)
-_CUT_REPLY = re.compile(r"body bytes outstanding|incomplete ?read|content ?length|peer closed connection without "
-                        r"sending complete|payload is not completed|response ended prematurely|truncated",
-                        re.IGNORECASE)
+_CUT_REPLY = re.compile(
+    r"body bytes outstanding|incomplete ?read|content ?length|peer closed connection without "
+    r"sending complete|payload is not completed|response ended prematurely|truncated",
+    re.IGNORECASE,
+)
 
 
 def _provider(err: Exception, lm: Any) -> str:
@@ -480,17 +523,20 @@ def explain(err: BaseException, lm: Any | None = None) -> str:
     elif isinstance(err, (x.LMTimeoutError, asyncio.TimeoutError, TimeoutError)):
         text = f"no answer from {where} in time; check the server or raise --lm-timeout"
     elif isinstance(err, x.LMTransportError) and _CUT_REPLY.search(str(err)):
-        text = (f"the reply from {where} was cut off (the connection closed before the whole body arrived); "
-                f"check the server and any proxy in between, or try again")
+        text = (
+            f"the reply from {where} was cut off (the connection closed before the whole body arrived); "
+            f"check the server and any proxy in between, or try again"
+        )
     elif isinstance(err, x.LMTransportError):
         text = f"could not reach {where}; check that the server is running and the address (--api-base) is right"
     elif isinstance(err, x.AdapterParseError) and isinstance(dspy.settings.adapter, SchemaAdapter):
-        text = (f"{model}'s replies did not parse into the expected fields even with the output schema (cut "
-                f"at the token limit, or values the schema cannot rule out); raise --max-output-tokens or use "
-                f"a larger model")
+        text = (
+            f"{model}'s replies did not parse into the expected fields even with the output schema (cut "
+            f"at the token limit, or values the schema cannot rule out); raise --max-output-tokens or use "
+            f"a larger model"
+        )
     elif isinstance(err, x.AdapterParseError):
-        text = (f"{model}'s replies did not parse into the expected fields; try --structured schema or "
-                f"a larger model")
+        text = f"{model}'s replies did not parse into the expected fields; try --structured schema or a larger model"
     elif isinstance(err, x.LMNotConfiguredError):
         text = "no LM configured; pass --lm, or in Python call dspy.configure(lm=...)"
     elif isinstance(err, x.LMServerError):

@@ -40,33 +40,63 @@ def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool =
     default = "$DEEPRESEARCH_LM, else offline" if default_offline else "$DEEPRESEARCH_LM"
     group = parser.add_argument_group("language model")
     (everyday or group).add_argument(
-        "--lm", default=None,
+        "--lm",
+        default=None,
         help=f"DSPy/LiteLLM model string (openai/gpt-4.1-mini, anthropic/..., ollama_chat/qwen2.5) or '{OFFLINE}'; "
-             f"default: {default}. Keys come from the provider's usual variable (OPENAI_API_KEY...)")
-    group.add_argument("--api-base", default=None,
-                       help=f"base URL of an OpenAI-compatible server (llama.cpp, vLLM, Ollama...); default "
-                            f"${API_BASE_ENV}; its key is ${SERVER_KEY_ENV}")
-    group.add_argument("--lm-server", action="append", default=None, metavar="URL [max_parallel=N] [rpm=N]",
-                       help="one of several OpenAI-compatible servers of --lm behind LiteLLM's Router (repeatable): "
-                            "requests are spread over them, each held to its max_parallel and rpm, and moved to "
-                            "another server when one fails; weight=N and key_env=VAR (default "
-                            f"${SERVER_KEY_ENV}) are the other settings")
-    group.add_argument("--temperature", type=float, default=0.0,
-                       help="sampling temperature of every LM request (default 0: the most likely reply)")
-    group.add_argument("--structured", default="auto", choices=STRUCTURED_MODES,
-                       help="schema: send each stage's output JSON schema as response_format (constrained "
-                            "decoding on local servers); off: DSPy's text format; auto (default): schema with "
-                            "--api-base, the provider's structured output where supported, else text")
-    group.add_argument("--max-output-tokens", type=int, default=None,
-                       help="cap on the tokens of every reply (default: a limit per stage sized to its output)")
-    group.add_argument("--lm-timeout", type=float, default=DEFAULT_TIMEOUT_S,
-                       help=f"seconds one LM request may take (default {DEFAULT_TIMEOUT_S:g})")
+        f"default: {default}. Keys come from the provider's usual variable (OPENAI_API_KEY...)",
+    )
+    group.add_argument(
+        "--api-base",
+        default=None,
+        help=f"base URL of an OpenAI-compatible server (llama.cpp, vLLM, Ollama...); default "
+        f"${API_BASE_ENV}; its key is ${SERVER_KEY_ENV}",
+    )
+    group.add_argument(
+        "--lm-server",
+        action="append",
+        default=None,
+        metavar="URL [max_parallel=N] [rpm=N]",
+        help="one of several OpenAI-compatible servers of --lm behind LiteLLM's Router (repeatable): "
+        "requests are spread over them, each held to its max_parallel and rpm, and moved to "
+        "another server when one fails; weight=N and key_env=VAR (default "
+        f"${SERVER_KEY_ENV}) are the other settings",
+    )
+    group.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="sampling temperature of every LM request (default 0: the most likely reply)",
+    )
+    group.add_argument(
+        "--structured",
+        default="auto",
+        choices=STRUCTURED_MODES,
+        help="schema: send each stage's output JSON schema as response_format (constrained "
+        "decoding on local servers); off: DSPy's text format; auto (default): schema with "
+        "--api-base, the provider's structured output where supported, else text",
+    )
+    group.add_argument(
+        "--max-output-tokens",
+        type=int,
+        default=None,
+        help="cap on the tokens of every reply (default: a limit per stage sized to its output)",
+    )
+    group.add_argument(
+        "--lm-timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds one LM request may take (default {DEFAULT_TIMEOUT_S:g})",
+    )
     group.add_argument("--no-cache", action="store_true", help="do not read or write the LM answer cache")
-    group.add_argument("--cache-dir", default=None,
-                       help="folder of the LM answer cache (default $DEEPRESEARCH_CACHE_DIR, else "
-                            "~/.cache/dspy-deepresearch/lm); answers are keyed by provider, model and server")
-    group.add_argument("--no-preflight", action="store_true",
-                       help="skip the one-request check of the LM before the corpus is loaded")
+    group.add_argument(
+        "--cache-dir",
+        default=None,
+        help="folder of the LM answer cache (default $DEEPRESEARCH_CACHE_DIR, else "
+        "~/.cache/dspy-deepresearch/lm); answers are keyed by provider, model and server",
+    )
+    group.add_argument(
+        "--no-preflight", action="store_true", help="skip the one-request check of the LM before the corpus is loaded"
+    )
     return group
 
 
@@ -107,8 +137,10 @@ def model_from_args(args: argparse.Namespace, *, default_offline: bool = True) -
     """The model string of `--lm`, else $DEEPRESEARCH_LM, else `offline` (or "" when offline is no default)."""
     model = args.lm or environment.default_lm() or (OFFLINE if default_offline else "")
     if default_offline and not args.lm and not environment.default_lm():
-        print("deepresearch: no LM configured (--lm or DEEPRESEARCH_LM); using the offline extractive baseline",
-              file=sys.stderr)
+        print(
+            "deepresearch: no LM configured (--lm or DEEPRESEARCH_LM); using the offline extractive baseline",
+            file=sys.stderr,
+        )
     return model
 
 
@@ -122,14 +154,26 @@ def make_session_lm(args: argparse.Namespace, model: str, **kwargs: Any) -> dspy
         from deepresearch.programs.runtime.router import parse_server, router_lm
 
         parsed = [parse_server(s) if isinstance(s, str) else s for s in servers]
-        return router_lm(model, parsed, timeout_s=args.lm_timeout, temperature=args.temperature,
-                         keys=environment.server_keys([s.key_env for s in parsed]), **kwargs)
-    return make_lm(model, api_base, environment.api_key(), timeout_s=args.lm_timeout,
-                   temperature=args.temperature, **kwargs)
+        return router_lm(
+            model,
+            parsed,
+            timeout_s=args.lm_timeout,
+            temperature=args.temperature,
+            keys=environment.server_keys([s.key_env for s in parsed]),
+            **kwargs,
+        )
+    return make_lm(
+        model, api_base, environment.api_key(), timeout_s=args.lm_timeout, temperature=args.temperature, **kwargs
+    )
 
 
-def open_lm(args: argparse.Namespace, *, default_offline: bool = True, num_retries: int = 3,
-            stage_models: dict[str, str] | None = None) -> LMSession:
+def open_lm(
+    args: argparse.Namespace,
+    *,
+    default_offline: bool = True,
+    num_retries: int = 3,
+    stage_models: dict[str, str] | None = None,
+) -> LMSession:
     """Builds the command's LM session from its options: checks, cache, structured adapter, preflight.
 
     Args:
@@ -147,14 +191,18 @@ def open_lm(args: argparse.Namespace, *, default_offline: bool = True, num_retri
     model = model_from_args(args, default_offline=default_offline)
     configure_lm_cache(enabled=not args.no_cache, cache_dir=args.cache_dir or environment.lm_cache_dir())
     lm = make_session_lm(args, model, num_retries=num_retries) if model else None
-    stage_lms = {stage: make_session_lm(args, m, num_retries=num_retries)
-                 for stage, m in (stage_models or {}).items()}
+    stage_lms = {stage: make_session_lm(args, m, num_retries=num_retries) for stage, m in (stage_models or {}).items()}
     if not args.no_preflight:
         for checked in dict.fromkeys([lm, *stage_lms.values()]):
             if checked is not None:
                 preflight(checked, timeout_s=min(args.lm_timeout, 60.0))
-    return LMSession(model=model, lm=lm, adapter=structured_adapter(args.structured, lm),
-                     max_output_tokens=args.max_output_tokens, stage_lms=stage_lms)
+    return LMSession(
+        model=model,
+        lm=lm,
+        adapter=structured_adapter(args.structured, lm),
+        max_output_tokens=args.max_output_tokens,
+        stage_lms=stage_lms,
+    )
 
 
 __all__ = ["LMSession", "add_lm_arguments", "make_session_lm", "model_from_args", "open_lm"]

@@ -31,13 +31,46 @@ from deepresearch.programs.runtime.text import shorten
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LOCK_FILE", "RUN_FILES", "RUN_RECORD", "STALE_FILES", "OutFolderBusy", "OutFolderError", "RunFolder",
-           "atomic_write_json", "atomic_write_text", "check_file_writable", "check_out_folder", "check_writable",
-           "held_question", "is_index_folder", "open_run", "os_error_line", "out_folder_lock"]
+__all__ = [
+    "LOCK_FILE",
+    "RUN_FILES",
+    "RUN_RECORD",
+    "STALE_FILES",
+    "OutFolderBusy",
+    "OutFolderError",
+    "RunFolder",
+    "atomic_write_json",
+    "atomic_write_text",
+    "check_file_writable",
+    "check_out_folder",
+    "check_writable",
+    "held_question",
+    "is_index_folder",
+    "open_run",
+    "os_error_line",
+    "out_folder_lock",
+]
 
 RUN_RECORD = "run.json"
-RUN_FILES = ("report.md", "report.html", "trace.json", "journal.jsonl", "stages.jsonl", "answer.md", "taxonomy.json", "references.bib", RUN_RECORD)  # a run's own files; --overwrite removes these
-STALE_FILES = ("report.md", "report.html", "trace.json", "answer.md", "taxonomy.json", "references.bib")  # outputs of an earlier run of the same question; the journal is resume's
+RUN_FILES = (
+    "report.md",
+    "report.html",
+    "trace.json",
+    "journal.jsonl",
+    "stages.jsonl",
+    "answer.md",
+    "taxonomy.json",
+    "references.bib",
+    RUN_RECORD,
+)  # a run's own files; --overwrite removes these
+STALE_FILES = (
+    "report.md",
+    "report.html",
+    "trace.json",
+    "answer.md",
+    "taxonomy.json",
+    "references.bib",
+)  # outputs of an earlier run of the same question; the journal is resume's
 LOCK_FILE = ".deepresearch.lock"
 
 
@@ -52,11 +85,18 @@ class OutFolderBusy(OutFolderError):
 INDEX_MANIFEST = "manifest.json"  # what `deepresearch index` writes last (deepresearch.retrievers.index.MANIFEST)
 
 # errno -> the cause in words, for one-line messages about files
-_CAUSES = {errno.EROFS: "the file system is read-only", errno.ENOTDIR: "a part of the path is not a folder",
-           errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
-           errno.EACCES: "permission denied", errno.EPERM: "operation not permitted",
-           errno.EISDIR: "it is a folder", errno.ENOENT: "no such file or folder",
-           errno.ENAMETOOLONG: "the name is too long", errno.EEXIST: "it exists"}
+_CAUSES = {
+    errno.EROFS: "the file system is read-only",
+    errno.ENOTDIR: "a part of the path is not a folder",
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EISDIR: "it is a folder",
+    errno.ENOENT: "no such file or folder",
+    errno.ENAMETOOLONG: "the name is too long",
+    errno.EEXIST: "it exists",
+}
 
 
 def os_error_line(err: OSError, path: str | Path | None = None) -> str:
@@ -87,8 +127,7 @@ def check_writable(folder: str | Path, option: str = "--out") -> Path:
             os.close(fd)
             probe.unlink(missing_ok=True)
     except OSError as err:
-        raise OutFolderError(f"{option} {folder} cannot be written: "
-                             f"{os_error_line(err).split(': ', 1)[1]}") from None
+        raise OutFolderError(f"{option} {folder} cannot be written: {os_error_line(err).split(': ', 1)[1]}") from None
     return folder
 
 
@@ -182,8 +221,10 @@ def out_folder_lock(folder: str | Path, what: str = "run") -> Iterator[Path]:
         lock.acquire()
     except Timeout:
         holder = _lock_holder(lock_path)
-        raise OutFolderBusy(f"another {what} is writing to {folder}{f' (pid {holder})' if holder else ''}; "
-                            f"wait for it or pass another --out") from None
+        raise OutFolderBusy(
+            f"another {what} is writing to {folder}{f' (pid {holder})' if holder else ''}; "
+            f"wait for it or pass another --out"
+        ) from None
     if not _is_current(lock, lock_path):  # locked a file its last holder had just removed: it is no lock
         lock.release()
         raise OutFolderBusy(f"another {what} is starting in {folder}; wait for it or pass another --out")
@@ -260,8 +301,9 @@ def check_out_folder(folder: str | Path, question: str, *, overwrite: bool = Fal
         OutFolderError: the folder holds a run of another (or an unreadable) question and `overwrite` is false.
     """
     if is_index_folder(folder):
-        raise OutFolderError(f"{folder} holds an index built by `deepresearch index`; pass it as --index and "
-                             f"another folder as --out")
+        raise OutFolderError(
+            f"{folder} holds an index built by `deepresearch index`; pass it as --index and another folder as --out"
+        )
     held = held_question(folder)
     if held is None or overwrite or held.strip() == question.strip():
         return
@@ -293,8 +335,10 @@ class RunFolder:
 
     def write_record(self, **extra: Any) -> None:
         """Writes `run.json`: the question, start time, status and process id, plus `extra`."""
-        atomic_write_json(self.path / RUN_RECORD, {"question": self.question, "started": self.started,
-                                                   "status": self.status, "pid": os.getpid(), **extra})
+        atomic_write_json(
+            self.path / RUN_RECORD,
+            {"question": self.question, "started": self.started, "status": self.status, "pid": os.getpid(), **extra},
+        )
 
 
 @contextmanager
@@ -343,8 +387,14 @@ def _record_end(run: RunFolder, status: FolderStatus, error: str = "") -> None:
     try:
         run.finish(status, error=error)
     except OSError as err:
-        record = {"question": run.question, "started": run.started, "status": status, "pid": os.getpid(),
-                  "finished": time.time(), **({"error": redact(error)} if error else {})}
+        record = {
+            "question": run.question,
+            "started": run.started,
+            "status": status,
+            "pid": os.getpid(),
+            "finished": time.time(),
+            **({"error": redact(error)} if error else {}),
+        }
         try:
             with open(run.path / RUN_RECORD, "w", encoding="utf-8") as f:
                 f.write(redact_json(record, ensure_ascii=False) + "\n")

@@ -57,8 +57,11 @@ def _in_notebook() -> bool:
 
 def describe(event: Event) -> str:
     """One line for an event, for -v's INFO log: `[1.2s] stage_end 1.2 extract · 3 learnings · <message>`."""
-    counts = [f"{v} {k.replace('_', ' ')}" for k, v in event.counts.items()
-              if isinstance(v, (int, float, str)) and not isinstance(v, bool)]
+    counts = [
+        f"{v} {k.replace('_', ' ')}"
+        for k, v in event.counts.items()
+        if isinstance(v, (int, float, str)) and not isinstance(v, bool)
+    ]
     head = " ".join(x for x in (f"[{event.elapsed_s:.1f}s] {event.kind}", event.node_id, event.stage) if x)
     return " · ".join([head, *counts[:6], *([shorten(event.message, QUERY_CHARS)] if event.message else [])])
 
@@ -171,8 +174,11 @@ class Progress:
     def _node_done(self, event: Event) -> None:
         query = self.queries.get(event.node_id, "")
         if self.display == "lines":
-            counts = [f"{v} {k.replace('_', ' ')}" for k, v in event.counts.items()
-                      if isinstance(v, int) and not isinstance(v, bool)]
+            counts = [
+                f"{v} {k.replace('_', ' ')}"
+                for k, v in event.counts.items()
+                if isinstance(v, int) and not isinstance(v, bool)
+            ]
             parts = [f"[{event.elapsed_s:.1f}s] node {event.node_id} {event.message or 'ended'}", *counts]
             self._line(" · ".join(parts + ([shorten(query, QUERY_CHARS)] if query else [])))
         else:
@@ -212,8 +218,14 @@ class Progress:
             else:
                 from tqdm import tqdm
 
-                self.bar = tqdm(total=len(self.planned), unit="node", desc="researching", file=self._out,
-                                leave=False, dynamic_ncols=True)
+                self.bar = tqdm(
+                    total=len(self.planned),
+                    unit="node",
+                    desc="researching",
+                    file=self._out,
+                    leave=False,
+                    dynamic_ncols=True,
+                )
         return self.bar
 
     def _close_bar(self) -> None:

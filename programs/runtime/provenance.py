@@ -36,7 +36,8 @@ _RULE = re.compile(r"^(?:-{3,}|\*{3,}|_{3,})$")
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
     "a an and are as at be been but by for from has have in into is it its not of on or such that the their "
-    "then there these they this to was were will with which while than also can may more most other some".split())
+    "then there these they this to was were will with which while than also can may more most other some".split()
+)
 
 
 @dataclass(frozen=True)
@@ -87,9 +88,13 @@ class SentenceProvenance:
 
     def to_dict(self) -> dict[str, Any]:
         """As JSON holds it (lists for tuples), as trace.json's `provenance` entries."""
-        return {"index": self.index, "text": self.text, "citations": list(self.citations),
-                "sources": [asdict(s) for s in self.sources],
-                "learnings": [{**asdict(x), "source_ids": list(x.source_ids)} for x in self.learnings]}
+        return {
+            "index": self.index,
+            "text": self.text,
+            "citations": list(self.citations),
+            "sources": [asdict(s) for s in self.sources],
+            "learnings": [{**asdict(x), "source_ids": list(x.source_ids)} for x in self.learnings],
+        }
 
 
 def body_of(markdown: str) -> str:
@@ -142,8 +147,9 @@ def _content_words(text: str) -> set[str]:
     return {w for w in _WORD.findall(NUMBERED_CITATION.sub(" ", text).lower()) if len(w) > 2 and w not in _STOP}
 
 
-def sentence_provenance(markdown: str, references: Sequence[Reference],
-                        learnings: Sequence[Learning]) -> tuple[SentenceProvenance, ...]:
+def sentence_provenance(
+    markdown: str, references: Sequence[Reference], learnings: Sequence[Learning]
+) -> tuple[SentenceProvenance, ...]:
     """Each sentence of the report body with the references, source ids and learnings behind its citations.
 
     Args:
@@ -160,8 +166,15 @@ def sentence_provenance(markdown: str, references: Sequence[Reference],
     for i, text in enumerate(report_sentences(markdown)):
         numbers = cited_numbers(text)
         sources = tuple(c for n in numbers if (r := by_number.get(n)) is not None for c in _cited(n, r))
-        out.append(SentenceProvenance(index=i, text=text, citations=numbers, sources=sources,
-                                      learnings=_supporting(text, {s.source_id for s in sources}, learnings)))
+        out.append(
+            SentenceProvenance(
+                index=i,
+                text=text,
+                citations=numbers,
+                sources=sources,
+                learnings=_supporting(text, {s.source_id for s in sources}, learnings),
+            )
+        )
     return tuple(out)
 
 
@@ -169,8 +182,12 @@ def _cited(number: int, ref: Reference) -> tuple[CitedSource, ...]:
     """What a number stands for: the document, or each cited passage of a paper (`doc_id` `paper#3`)."""
     if not ref.passages:
         return (CitedSource(number=number, source_id=ref.source_id, doc_id=ref.doc_id, title=ref.title),)
-    return tuple(CitedSource(number=number, source_id=sid, doc_id=f"{ref.doc_id}{PASSAGE_SEP}{sid.rsplit('_', 1)[-1]}",
-                             title=ref.title) for sid in ref.passages)
+    return tuple(
+        CitedSource(
+            number=number, source_id=sid, doc_id=f"{ref.doc_id}{PASSAGE_SEP}{sid.rsplit('_', 1)[-1]}", title=ref.title
+        )
+        for sid in ref.passages
+    )
 
 
 def _supporting(sentence: str, source_ids: set[str], learnings: Iterable[Learning]) -> tuple[SupportingLearning, ...]:
@@ -182,10 +199,19 @@ def _supporting(sentence: str, source_ids: set[str], learnings: Iterable[Learnin
         shared = tuple(s for s in learning.source_ids if s in source_ids)
         if shared:
             overlap = len(words & _content_words(learning.text)) / len(words) if words else 0.0
-            found.append(SupportingLearning(index=index, text=learning.text, source_ids=shared,
-                                            overlap=round(overlap, 3)))
+            found.append(
+                SupportingLearning(index=index, text=learning.text, source_ids=shared, overlap=round(overlap, 3))
+            )
     return tuple(sorted(found, key=lambda x: (-x.overlap, x.index)))
 
 
-__all__ = ["CitedSource", "SentenceProvenance", "SupportingLearning", "body_of", "cited_numbers",
-           "report_sentences", "sentence_provenance", "split_sentences"]
+__all__ = [
+    "CitedSource",
+    "SentenceProvenance",
+    "SupportingLearning",
+    "body_of",
+    "cited_numbers",
+    "report_sentences",
+    "sentence_provenance",
+    "split_sentences",
+]

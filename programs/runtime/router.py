@@ -66,8 +66,9 @@ class Server:
         for name in ("max_parallel", "rpm", "weight"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise RouterConfigError(f"LM server {redact_url(self.url)}: {name} must be a whole number >= 1, "
-                                        f"got {value!r}")
+                raise RouterConfigError(
+                    f"LM server {redact_url(self.url)}: {name} must be a whole number >= 1, got {value!r}"
+                )
 
     @property
     def shown(self) -> str:
@@ -83,16 +84,19 @@ def parse_server(spec: str) -> Server:
     for part in parts[1:]:
         name, eq, value = part.partition("=")
         if not eq or name not in SERVER_OPTIONS:
-            raise RouterConfigError(f"--lm-server {redact_url(url)}: unknown setting {redact(part)!r}; "
-                                    f"use {', '.join(o + '=' for o in SERVER_OPTIONS)}")
+            raise RouterConfigError(
+                f"--lm-server {redact_url(url)}: unknown setting {redact(part)!r}; "
+                f"use {', '.join(o + '=' for o in SERVER_OPTIONS)}"
+            )
         if name == "key_env":
             options[name] = value
             continue
         try:
             options[name] = int(value)
         except ValueError:
-            raise RouterConfigError(f"--lm-server {redact_url(url)}: {name} must be a whole number, "
-                                    f"got {value!r}") from None
+            raise RouterConfigError(
+                f"--lm-server {redact_url(url)}: {name} must be a whole number, got {value!r}"
+            ) from None
     return Server(url, **options)
 
 
@@ -112,15 +116,25 @@ class RoutingLog:
 
     def failure(self, api_base: str | None, error: BaseException | str) -> None:
         with self._lock:
-            self.failovers.append({"server": redact_url(api_base.rstrip("/")) if api_base else "?",
-                                   "error": redact(f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
-                                                   if isinstance(error, BaseException) else str(error)),
-                                   "at": round(time.time(), 3)})
+            self.failovers.append(
+                {
+                    "server": redact_url(api_base.rstrip("/")) if api_base else "?",
+                    "error": redact(
+                        f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
+                        if isinstance(error, BaseException)
+                        else str(error)
+                    ),
+                    "at": round(time.time(), 3),
+                }
+            )
 
     def to_dict(self) -> dict[str, Any]:
         with self._lock:
-            return {"servers": [s.shown for s in self.servers], "answered": dict(self.answered),
-                    "failovers": list(self.failovers)}
+            return {
+                "servers": [s.shown for s in self.servers],
+                "answered": dict(self.answered),
+                "failovers": list(self.failovers),
+            }
 
 
 _LOGS: dict[str, RoutingLog] = {}  # model group -> its log, read by the one LiteLLM callback below
@@ -155,8 +169,16 @@ def _install_callback() -> None:
         _callback_installed = True
 
 
-def make_router(model: str, servers: list[Server], *, timeout_s: float | None = None, num_retries: int = 2,
-                cooldown_s: float = 30.0, routing: str = "simple-shuffle", keys: Mapping[str, str] | None = None):
+def make_router(
+    model: str,
+    servers: list[Server],
+    *,
+    timeout_s: float | None = None,
+    num_retries: int = 2,
+    cooldown_s: float = 30.0,
+    routing: str = "simple-shuffle",
+    keys: Mapping[str, str] | None = None,
+):
     """A `litellm.Router` with one deployment of `model` per server, under a model group of its own.
 
     Returns (router, group name). `num_retries` is how many other attempts one request gets (each on a
@@ -171,8 +193,12 @@ def make_router(model: str, servers: list[Server], *, timeout_s: float | None = 
     group = f"deepresearch-{os.getpid()}-{next(_GROUPS)}"
     deployments = []
     for server in servers:
-        params: dict[str, Any] = {"model": model, "api_base": server.url,
-                                  "api_key": (keys or {}).get(server.key_env) or "local", "weight": server.weight}
+        params: dict[str, Any] = {
+            "model": model,
+            "api_base": server.url,
+            "api_key": (keys or {}).get(server.key_env) or "local",
+            "weight": server.weight,
+        }
         if server.max_parallel is not None:
             params["max_parallel_requests"] = server.max_parallel
         if server.rpm is not None:
@@ -180,9 +206,15 @@ def make_router(model: str, servers: list[Server], *, timeout_s: float | None = 
         if timeout_s is not None:
             params["timeout"] = timeout_s
         deployments.append({"model_name": group, "litellm_params": params})
-    router = Router(model_list=deployments, routing_strategy=routing if len(servers) > 1 else "simple-shuffle",
-                    num_retries=num_retries, retry_after=0, allowed_fails=0, cooldown_time=cooldown_s,
-                    timeout=timeout_s)
+    router = Router(
+        model_list=deployments,
+        routing_strategy=routing if len(servers) > 1 else "simple-shuffle",
+        num_retries=num_retries,
+        retry_after=0,
+        allowed_fails=0,
+        cooldown_time=cooldown_s,
+        timeout=timeout_s,
+    )
     return router, group
 
 
@@ -273,9 +305,17 @@ class RouterLM(dspy.LM):
         return self.log.to_dict()
 
 
-def router_lm(model: str, servers: list[Server | str], *, timeout_s: float | None = 120.0, num_retries: int = 2,
-              cooldown_s: float = 30.0, routing: str = "simple-shuffle", keys: Mapping[str, str] | None = None,
-              **kwargs: Any) -> RouterLM:
+def router_lm(
+    model: str,
+    servers: list[Server | str],
+    *,
+    timeout_s: float | None = 120.0,
+    num_retries: int = 2,
+    cooldown_s: float = 30.0,
+    routing: str = "simple-shuffle",
+    keys: Mapping[str, str] | None = None,
+    **kwargs: Any,
+) -> RouterLM:
     """A `dspy.LM` for `model` served by `servers` (Server objects or `--lm-server` strings).
 
     Args:
@@ -295,15 +335,20 @@ def router_lm(model: str, servers: list[Server | str], *, timeout_s: float | Non
     check_temperature(kwargs.get("temperature"))
     check_lm(model, api_base=servers and "router")  # a server list needs no provider key
     parsed = [s if isinstance(s, Server) else parse_server(s) for s in servers]
-    router, group = make_router(model, parsed, timeout_s=timeout_s, num_retries=num_retries,
-                                cooldown_s=cooldown_s, routing=routing, keys=keys)
+    router, group = make_router(
+        model, parsed, timeout_s=timeout_s, num_retries=num_retries, cooldown_s=cooldown_s, routing=routing, keys=keys
+    )
     log = RoutingLog(parsed)
     _LOGS[group] = log
     _install_callback()
     engine_cls, async_cls = _engines()
     wait_s = None if timeout_s is None else 10 * timeout_s  # a full server frees its slot within a request's time
-    lm = RouterLM(model, engine=engine_cls(router, group, log, wait_s),
-                  async_engine=async_cls(router, group, log, wait_s), **kwargs)
+    lm = RouterLM(
+        model,
+        engine=engine_cls(router, group, log, wait_s),
+        async_engine=async_cls(router, group, log, wait_s),
+        **kwargs,
+    )
     lm.servers, lm.log = parsed, log
     return lm
 

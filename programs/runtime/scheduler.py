@@ -98,9 +98,12 @@ def model_cost(model: str, prompt_tokens: int, completion_tokens: int, cached_to
     import litellm
 
     try:
-        prompt, completion = litellm.cost_per_token(model=model, prompt_tokens=prompt_tokens,
-                                                    completion_tokens=completion_tokens,
-                                                    cache_read_input_tokens=min(cached_tokens, prompt_tokens))
+        prompt, completion = litellm.cost_per_token(
+            model=model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cache_read_input_tokens=min(cached_tokens, prompt_tokens),
+        )
     except (litellm.exceptions.ModelNotMappedError, litellm.exceptions.BadRequestError):  # unpriced; unknown provider
         return None
     return prompt + completion
@@ -133,8 +136,9 @@ class GptrSchedule:
 
     def __init__(self):
         self._families: dict[str | None, list[str]] = defaultdict(list)  # parent -> children, in order
-        self._waiting: dict[str | None, list[tuple[Callable[[asyncio.Semaphore], None], asyncio.Future]]] = \
-            defaultdict(list)  # parent -> (start, future) of children held until their family may start
+        self._waiting: dict[str | None, list[tuple[Callable[[asyncio.Semaphore], None], asyncio.Future]]] = defaultdict(
+            list
+        )  # parent -> (start, future) of children held until their family may start
         self._gates: dict[str | None, asyncio.Semaphore] = {}
         self._started: set[str | None] = {None}
         self._parent: dict[str, str | None] = {}
@@ -142,8 +146,9 @@ class GptrSchedule:
         self._ended: set[str] = set()
         self._done: set[str] = set()  # subtrees that have finished
 
-    def add(self, key: str, parent: str | None, start: Callable[[asyncio.Semaphore], None],
-            fut: asyncio.Future) -> None:
+    def add(
+        self, key: str, parent: str | None, start: Callable[[asyncio.Semaphore], None], fut: asyncio.Future
+    ) -> None:
         """Registers node `key`; `start(gate)` runs it once its family may start, `fut` is its result."""
         self._parent[key] = parent
         self._families[parent].append(key)
@@ -160,8 +165,12 @@ class GptrSchedule:
 
     def ended(self, key: str) -> None:
         self._ended.add(key)
-        while key is not None and key not in self._done and key in self._ended \
-                and all(c in self._done for c in self._families.get(key, ())):
+        while (
+            key is not None
+            and key not in self._done
+            and key in self._ended
+            and all(c in self._done for c in self._families.get(key, ()))
+        ):
             self._done.add(key)
             key = self._parent[key]
         self._pump()
@@ -175,7 +184,7 @@ class GptrSchedule:
 
     def _may_start(self, node: str) -> bool:
         siblings = self._families[self._parent[node]]
-        earlier = siblings[:siblings.index(node)]
+        earlier = siblings[: siblings.index(node)]
         return all(s in self._released for s in siblings) and all(s in self._done for s in earlier)
 
     def _pump(self) -> None:
@@ -214,8 +223,9 @@ class Scheduler:
         self._gptr = GptrSchedule()
 
     # ---- nodes -------------------------------------------------------------------------------------
-    async def submit(self, level: int, factory: Factory, *, key: str | None = None,
-                     parent: str | None = None) -> asyncio.Future:
+    async def submit(
+        self, level: int, factory: Factory, *, key: str | None = None, parent: str | None = None
+    ) -> asyncio.Future:
         """Schedules a node at tree level `level` (roots are 1) and returns a future of its result.
 
         `factory(release)` builds the node's coroutine; the node calls `release()` once its own research
@@ -237,8 +247,14 @@ class Scheduler:
             self._start(level, factory, fut)
         return fut
 
-    def _start(self, level: int, factory: Factory, fut: asyncio.Future, key: str | None = None,
-               gate: asyncio.Semaphore | None = None) -> None:
+    def _start(
+        self,
+        level: int,
+        factory: Factory,
+        fut: asyncio.Future,
+        key: str | None = None,
+        gate: asyncio.Semaphore | None = None,
+    ) -> None:
         self._outstanding[level] += 1
         released = False
 
@@ -340,8 +356,7 @@ class Scheduler:
                     reason = self.exhausted(reserve)  # checked once a slot is held: calls in flight count
                     if reason:
                         raise BudgetExceeded(reason)
-                    with self.meter.reserving(), resampling(resamples), \
-                            budget_check(lambda: self._check(reserve)):
+                    with self.meter.reserving(), resampling(resamples), budget_check(lambda: self._check(reserve)):
                         if self.config.lm_timeout_s is None:
                             return await make()
                         return await asyncio.wait_for(make(), self.config.lm_timeout_s)
@@ -353,11 +368,13 @@ class Scheduler:
                 logger.info("LM reply to %s did not parse; asking again for a new sample", provider)
                 continue
             except Exception as err:
-                if not (dspy.is_retryable_lm_error(err) or isinstance(err, asyncio.TimeoutError)) \
-                        or attempt >= self.config.lm_retries:
+                if (
+                    not (dspy.is_retryable_lm_error(err) or isinstance(err, asyncio.TimeoutError))
+                    or attempt >= self.config.lm_retries
+                ):
                     raise
                 hint = getattr(err, "retry_after", None)
-                wait = min(float(hint), self.config.retry_after_cap_s) if hint else self.config.backoff_s * 2 ** attempt
+                wait = min(float(hint), self.config.retry_after_cap_s) if hint else self.config.backoff_s * 2**attempt
                 left = self.remaining()
                 if left is not None and wait >= left:  # a retry after the deadline would hold the run past it
                     raise
@@ -384,7 +401,7 @@ class Scheduler:
             except RETRYABLE_SEARCH_ERRORS as err:
                 if attempt >= self.config.search_retries:
                     raise
-                wait = self.config.backoff_s * 2 ** attempt
+                wait = self.config.backoff_s * 2**attempt
                 logger.warning("search %r: %s; retrying in %.2fs", query, type(err).__name__, wait)
                 self.retries["search"] += 1
                 attempt += 1

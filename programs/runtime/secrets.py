@@ -33,9 +33,20 @@ from typing import Any
 
 from deepresearch.programs.environment import credential_values
 
-__all__ = ["MIN_SECRET_LENGTH", "REDACTED", "RedactingFilter", "RedactingStream", "env_secrets", "redact",
-           "redact_json", "redact_obj", "redact_url", "register_secret", "registered_secrets",
-           "strip_url_credentials"]
+__all__ = [
+    "MIN_SECRET_LENGTH",
+    "REDACTED",
+    "RedactingFilter",
+    "RedactingStream",
+    "env_secrets",
+    "redact",
+    "redact_json",
+    "redact_obj",
+    "redact_url",
+    "register_secret",
+    "registered_secrets",
+    "strip_url_credentials",
+]
 
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
@@ -50,8 +61,10 @@ _SCHEME = r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://"
 _URL_PASSWORD = re.compile(rf"(?P<head>{_SCHEME}[^\s/?#@:]*:)(?P<password>[^\s/?#]+)(?P<at>@)")
 _URL_USER = re.compile(rf"(?P<head>{_SCHEME})(?P<user>[^\s/?#@:\[\]]+)(?P<at>@)")
 # 5. user:password@host without a scheme (a URL an HTTP client quoted without it)
-_BARE_USERINFO = re.compile(r"(?P<head>(?<![\w/@:.%~+-])[\w.~%+-]+:)(?P<password>[^\s/?#@:\[\]]+)(?P<at>@)"
-                            r"(?=[A-Za-z0-9\[])")
+_BARE_USERINFO = re.compile(
+    r"(?P<head>(?<![\w/@:.%~+-])[\w.~%+-]+:)(?P<password>[^\s/?#@:\[\]]+)(?P<at>@)"
+    r"(?=[A-Za-z0-9\[])"
+)
 
 # Secrets this process was configured with (`register_secret`), in every form they may be written in.
 _REGISTERED: set[str] = set()
@@ -96,8 +109,15 @@ _KEY_SHAPES = (
     (re.compile(_B + r"gsk_(?P<body>[A-Za-z0-9]{20,})"), True),  # Groq
     (re.compile(_B + r"(?:AKIA|ASIA)(?P<body>[0-9A-Z]{16})(?![A-Za-z0-9])"), False),  # AWS access key ids
 )
-_SHAPE_PREFIXES = (("sk-",), ("AIza",), ("hf_",), ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), ("github_pat_",),
-                   ("gsk_",), ("AKIA", "ASIA"))
+_SHAPE_PREFIXES = (
+    ("sk-",),
+    ("AIza",),
+    ("hf_",),
+    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    ("github_pat_",),
+    ("gsk_",),
+    ("AKIA", "ASIA"),
+)
 
 
 def _mixed(segment: str) -> bool:
@@ -342,8 +362,10 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     if "@" in text:
         if "://" in text:
             text = _redact_urls(text)
-        text = _BARE_USERINFO.sub(lambda m: m.group(0) if m.group("password") == REDACTED
-                                  else m.group("head") + REDACTED + m.group("at"), text)
+        text = _BARE_USERINFO.sub(
+            lambda m: m.group(0) if m.group("password") == REDACTED else m.group("head") + REDACTED + m.group("at"),
+            text,
+        )
     if "authorization" in lower:
         text = _redact_authorization(text)
     if "bearer" in lower:

@@ -66,8 +66,16 @@ class StageLog:
             return {PASSAGE_REF: sid}
         return value
 
-    def record(self, stage: str, node_id: str | None, inputs: Mapping[str, Any], outputs: dspy.Prediction | None,
-               *, seconds: float, error: str | None = None) -> None:
+    def record(
+        self,
+        stage: str,
+        node_id: str | None,
+        inputs: Mapping[str, Any],
+        outputs: dspy.Prediction | None,
+        *,
+        seconds: float,
+        error: str | None = None,
+    ) -> None:
         plain = _plain(dict(inputs))
         outs = _plain(dict(outputs.items())) if outputs is not None else None
         with self._lock:
@@ -77,8 +85,14 @@ class StageLog:
             plain = {k: self._by_reference(v, lines) for k, v in plain.items()}
             if outs is not None:
                 outs = {k: self._by_reference(v, lines) for k, v in outs.items()}
-            line = {"stage": stage, "node_id": node_id, "seconds": round(seconds, 4), "ok": error is None,
-                    "inputs": plain, "outputs": outs}
+            line = {
+                "stage": stage,
+                "node_id": node_id,
+                "seconds": round(seconds, 4),
+                "ok": error is None,
+                "inputs": plain,
+                "outputs": outs,
+            }
             if error is not None:
                 line["error"] = error
             lines.append(redact_json(line, ensure_ascii=False))
@@ -145,9 +159,15 @@ def read_log(path: str | Path) -> tuple[list[dict[str, Any]], dict[str, dict[str
     """The call records of one stage log, with their passages put back, and the log's passages by id."""
     records = read_jsonl(path, hint="remove the line or record the run again")
     passages = {r["passage"]["source_id"]: r["passage"] for r in records if "passage" in r}
-    calls = [{**r, "inputs": {k: _resolve(v, passages) for k, v in r["inputs"].items()},
-              "outputs": {k: _resolve(v, passages) for k, v in (r.get("outputs") or {}).items()}}
-             for r in records if "stage" in r]
+    calls = [
+        {
+            **r,
+            "inputs": {k: _resolve(v, passages) for k, v in r["inputs"].items()},
+            "outputs": {k: _resolve(v, passages) for k, v in (r.get("outputs") or {}).items()},
+        }
+        for r in records
+        if "stage" in r
+    ]
     return calls, passages
 
 
@@ -157,8 +177,23 @@ def read_calls(folder: str | Path, stage: str) -> Iterator[RecordedCall]:
         calls, _ = read_log(path)
         for record in calls:
             if record.get("stage") == stage and record.get("ok"):
-                yield RecordedCall(stage=stage, node_id=record.get("node_id"), inputs=record["inputs"],
-                                   outputs=record.get("outputs") or {}, run=path.parent)
+                yield RecordedCall(
+                    stage=stage,
+                    node_id=record.get("node_id"),
+                    inputs=record["inputs"],
+                    outputs=record.get("outputs") or {},
+                    run=path.parent,
+                )
 
 
-__all__ = ["PASSAGE_REF", "STAGE_LOG", "Clock", "RecordedCall", "StageLog", "find_logs", "read_calls", "read_log", "typed_inputs"]
+__all__ = [
+    "PASSAGE_REF",
+    "STAGE_LOG",
+    "Clock",
+    "RecordedCall",
+    "StageLog",
+    "find_logs",
+    "read_calls",
+    "read_log",
+    "typed_inputs",
+]

@@ -36,8 +36,10 @@ def norm_title(title: str) -> str:
 
 # terminal escape sequences (CSI `ESC [ ... final`, OSC `ESC ] ... BEL|ESC \\`, two-character ones) and other
 # control characters, tab and newline excepted
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?|\x9b[0-?]*[ -/]*[@-~]"
-                      r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?|\x9b[0-?]*[ -/]*[@-~]"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
 
 
 def printable(text: str) -> str:

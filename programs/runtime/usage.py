@@ -37,15 +37,14 @@ MAX_OUTPUT_TOKENS: dict[str, int] = STAGES.max_output_tokens()
 
 _stage: contextvars.ContextVar[str] = contextvars.ContextVar("deepresearch_stage", default="other")
 _node: contextvars.ContextVar[str] = contextvars.ContextVar("deepresearch_node", default="root")
-_limits: contextvars.ContextVar[Mapping[str, int] | None] = contextvars.ContextVar("deepresearch_limits",
-                                                                                   default=None)
+_limits: contextvars.ContextVar[Mapping[str, int] | None] = contextvars.ContextVar("deepresearch_limits", default=None)
 _call: contextvars.ContextVar[_CallStats | None] = contextvars.ContextVar("deepresearch_call", default=None)
-_reservation: contextvars.ContextVar[Reservation | None] = contextvars.ContextVar("deepresearch_reservation",
-                                                                                   default=None)
+_reservation: contextvars.ContextVar[Reservation | None] = contextvars.ContextVar(
+    "deepresearch_reservation", default=None
+)
 _resample: contextvars.ContextVar[int] = contextvars.ContextVar("deepresearch_resample", default=0)
 # the scheduler's budget check for a stage call's further requests (`budget_check`); raises when spent
-_budget: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar("deepresearch_budget",
-                                                                                   default=None)
+_budget: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar("deepresearch_budget", default=None)
 # the temperature a re-asked call is sampled at when its LM decodes greedily (temperature 0 or unset):
 # warm enough to leave a runaway or malformed reply, cool enough for a small model to stay on task
 RESAMPLE_TEMPERATURE = 0.7
@@ -188,8 +187,17 @@ class UsageMeter(UsageTracker):
                 if stats.max_tokens and completion >= stats.max_tokens:
                     stats.truncated += 1
 
-    def record(self, stage: str, *, failed: int = 0, fallbacks: int = 0, parse_failures: int = 0,
-               truncated: int = 0, note: str | None = None, seconds: float = 0.0) -> None:
+    def record(
+        self,
+        stage: str,
+        *,
+        failed: int = 0,
+        fallbacks: int = 0,
+        parse_failures: int = 0,
+        truncated: int = 0,
+        note: str | None = None,
+        seconds: float = 0.0,
+    ) -> None:
         """Adds what the tracker does not see to `stage`'s counts, and a note to the current node."""
         with self._lock:
             if failed:
@@ -239,14 +247,30 @@ class UsageMeter(UsageTracker):
 
     def snapshot(self) -> dict[str, StageUsage]:
         with self._lock:
-            counters = (self._calls, self._prompt, self._completion, self._failed, self._fallbacks,
-                        self._parse_failures, self._truncated)
+            counters = (
+                self._calls,
+                self._prompt,
+                self._completion,
+                self._failed,
+                self._fallbacks,
+                self._parse_failures,
+                self._truncated,
+            )
             stages = sorted({s for c in counters for s, v in c.items() if v})
-            return {s: StageUsage(calls=self._calls[s], prompt_tokens=self._prompt[s],
-                                  completion_tokens=self._completion[s], failed=self._failed[s],
-                                  fallbacks=self._fallbacks[s], parse_failures=self._parse_failures[s],
-                                  truncated=self._truncated[s], cached_tokens=self._cached[s],
-                                  seconds=round(self._seconds[s], 4)) for s in stages}
+            return {
+                s: StageUsage(
+                    calls=self._calls[s],
+                    prompt_tokens=self._prompt[s],
+                    completion_tokens=self._completion[s],
+                    failed=self._failed[s],
+                    fallbacks=self._fallbacks[s],
+                    parse_failures=self._parse_failures[s],
+                    truncated=self._truncated[s],
+                    cached_tokens=self._cached[s],
+                    seconds=round(self._seconds[s], 4),
+                )
+                for s in stages
+            }
 
 
 def cached_tokens(usage_entry: Mapping[str, Any]) -> int:
@@ -346,8 +370,11 @@ async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.P
         if attempt := _resample.get():
             inputs["config"] = {**inputs.get("config", {}), **_new_sample(predictor, attempt)}
             if meter is not None:
-                meter.record(stage, note=f"{stage}: asked again for a new sample (attempt {attempt + 1}) "
-                                         "after a reply that did not parse")
+                meter.record(
+                    stage,
+                    note=f"{stage}: asked again for a new sample (attempt {attempt + 1}) "
+                    "after a reply that did not parse",
+                )
         with _budgeted(meter):
             out = await predictor.acall(**inputs)
         if meter is not None:
@@ -355,8 +382,11 @@ async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.P
         return out
     except AdapterParseError:
         if meter is not None:
-            meter.record(stage, parse_failures=1,
-                         note=f"{stage}: no reply parsed into the expected fields ({stats.answered} tried)")
+            meter.record(
+                stage,
+                parse_failures=1,
+                note=f"{stage}: no reply parsed into the expected fields ({stats.answered} tried)",
+            )
         raise
     except LMError as err:
         if meter is not None:
@@ -365,8 +395,12 @@ async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.P
     except (asyncio.CancelledError, TimeoutError) as err:
         # our own timeout, the deadline or an interrupt cancelled a request that was sent: it counts
         if meter is not None and not stats.answered:
-            meter.record(stage, failed=1, note=f"{stage}: no reply before the request was cancelled "
-                                               f"({'timeout' if isinstance(err, TimeoutError) else 'timeout, deadline or interrupt'})")
+            meter.record(
+                stage,
+                failed=1,
+                note=f"{stage}: no reply before the request was cancelled "
+                f"({'timeout' if isinstance(err, TimeoutError) else 'timeout, deadline or interrupt'})",
+            )
         raise
     finally:
         _stage.reset(stage_token)
@@ -375,7 +409,10 @@ async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.P
             meter.record(stage, seconds=time.monotonic() - started)
         if meter is not None and stats.answered:
             if stats.truncated:
-                meter.record(stage, truncated=stats.truncated,
-                             note=f"{stage}: reply cut at max_tokens={limit} (finish reason length)")
+                meter.record(
+                    stage,
+                    truncated=stats.truncated,
+                    note=f"{stage}: reply cut at max_tokens={limit} (finish reason length)",
+                )
             if stats.answered > 1:  # the text format did not parse; DSPy asked again in JSON
                 meter.record(stage, fallbacks=1, note=f"{stage}: first reply did not parse; asked again in JSON")

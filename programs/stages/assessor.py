@@ -36,8 +36,9 @@ class Assessor(Stage):
         self.assess_relevance = dspy.Predict(AssessRelevance)
         self.keep_uncertain = keep_uncertain
 
-    async def aforward(self, task: Task, sources: list[Source], scores: list[float] | None = None,
-                       sentences: int = 0) -> dspy.Prediction:
+    async def aforward(
+        self, task: Task, sources: list[Source], scores: list[float] | None = None, sentences: int = 0
+    ) -> dspy.Prediction:
         """`sentences` > 0: the LM sees each paper's title and its `sentences` sentences that bear most on the
         task (`task_view`) rather than the whole passage; `kept` holds the sources as given, uncut."""
         # Retrieval scores are not shown to the LM (a Source is its view of a hit); offline assessment uses them.
@@ -46,8 +47,10 @@ class Assessor(Stage):
         papers = [task_view(s, task, sentences) for s in sources] if sentences > 0 else sources
         out = await call_predictor(STAGES.assess.name, self.assess_relevance, task=task, papers=papers)
         by_id = {j.source_id: j for j in out.judgements if j.source_id in {s.source_id for s in sources}}
-        judgements = [by_id.get(s.source_id) or Judgement(source_id=s.source_id, label="uncertain",
-                                                          reason="not judged") for s in sources]
+        judgements = [
+            by_id.get(s.source_id) or Judgement(source_id=s.source_id, label="uncertain", reason="not judged")
+            for s in sources
+        ]
         keep = {"relevant", "uncertain"} if self.keep_uncertain else {"relevant"}
         kept = [s for s, j in zip(sources, judgements) if j.label in keep]
         logger.debug("assessor kept %d of %d sources for %r", len(kept), len(sources), task.query)

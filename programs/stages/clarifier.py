@@ -60,19 +60,22 @@ def check_clarifications(items: Iterable[Mapping[str, str]]) -> tuple[dict[str, 
             not a string; the message numbers the item from 1.
     """
     if isinstance(items, (str, bytes, Mapping)):
-        raise ClarificationsError(f"clarifications must be a list of {{'question': ..., 'answer': ...}} items, "
-                                  f"got a {type(items).__name__}")
+        raise ClarificationsError(
+            f"clarifications must be a list of {{'question': ..., 'answer': ...}} items, got a {type(items).__name__}"
+        )
     checked = []
     for i, item in enumerate(items, start=1):
         if not isinstance(item, Mapping):
-            raise ClarificationsError(f"clarification {i} is a {type(item).__name__}; each one is "
-                                      f"{{'question': ..., 'answer': ...}}")
+            raise ClarificationsError(
+                f"clarification {i} is a {type(item).__name__}; each one is {{'question': ..., 'answer': ...}}"
+            )
         question, answer = item.get("question"), item.get("answer")
         if not isinstance(question, str) or not question.strip():
             raise ClarificationsError(f"clarification {i} has no question; give each one a non-empty 'question'")
         if answer is not None and not isinstance(answer, str):
-            raise ClarificationsError(f"clarification {i} has an answer of type {type(answer).__name__}; "
-                                      f"answers are text (empty to skip one)")
+            raise ClarificationsError(
+                f"clarification {i} has an answer of type {type(answer).__name__}; answers are text (empty to skip one)"
+            )
         checked.append({"question": collapse_whitespace(question), "answer": collapse_whitespace(answer)})
     return tuple(checked)
 
@@ -106,10 +109,15 @@ def split_brief(brief: str) -> tuple[str, tuple[dict[str, str], ...]]:
     """
     head, sep, pairs = brief.partition(_PAIRS)
     lines = pairs.split("\n")
-    if not (sep and head.startswith(_HEAD) and len(lines) % 2 == 0 and all(x.startswith("Q: ") for x in lines[::2])
-            and all(x.startswith("A: ") for x in lines[1::2])):
+    if not (
+        sep
+        and head.startswith(_HEAD)
+        and len(lines) % 2 == 0
+        and all(x.startswith("Q: ") for x in lines[::2])
+        and all(x.startswith("A: ") for x in lines[1::2])
+    ):
         return brief, ()
-    return head[len(_HEAD):], tuple({"question": q[3:], "answer": a[3:]} for q, a in zip(lines[::2], lines[1::2]))
+    return head[len(_HEAD) :], tuple({"question": q[3:], "answer": a[3:]} for q, a in zip(lines[::2], lines[1::2]))
 
 
 def plain_brief(brief: str) -> str:
@@ -140,12 +148,16 @@ def read_clarifications(path: str | Path) -> tuple[dict[str, str], ...]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:
-            raise ClarificationsError(f"{path} is not valid JSON ({err.msg}, line {err.lineno}); expected a list of "
-                                      f'{{"question": ..., "answer": ...}}') from None
+            raise ClarificationsError(
+                f"{path} is not valid JSON ({err.msg}, line {err.lineno}); expected a list of "
+                f'{{"question": ..., "answer": ...}}'
+            ) from None
         if isinstance(data, dict):
             if not isinstance(data.get("clarifications"), list):
-                raise ClarificationsError(f"{path} is a JSON object without a 'clarifications' list; expected a "
-                                          f'list of {{"question": ..., "answer": ...}} or a trace.json')
+                raise ClarificationsError(
+                    f"{path} is a JSON object without a 'clarifications' list; expected a "
+                    f'list of {{"question": ..., "answer": ...}} or a trace.json'
+                )
             data = data["clarifications"]
         try:
             return check_clarifications(data)
@@ -168,8 +180,10 @@ def _read_pairs(path: Path, text: str) -> tuple[dict[str, str], ...]:
             pairs[-1][1] = value
         else:
             expected = "the next 'Q:' line" if tag == "A:" and pairs else "a 'Q: <question>' line"
-            raise ClarificationsError(f"{path}:{n}: expected {expected}, got {line[:60]!r}; write each question "
-                                      f"on a 'Q:' line and its answer on the 'A:' line after it")
+            raise ClarificationsError(
+                f"{path}:{n}: expected {expected}, got {line[:60]!r}; write each question "
+                f"on a 'Q:' line and its answer on the 'A:' line after it"
+            )
     return check_clarifications({"question": q, "answer": a or ""} for q, a in pairs)
 
 
@@ -186,13 +200,24 @@ class Clarifier(Stage):
 
     async def aforward(self, question: str, max_questions: int = MAX_QUESTIONS) -> dspy.Prediction:
         try:
-            out = await call_predictor(STAGES.clarify.name, self.clarify_question, question=question,
-                                       max_questions=max_questions)
+            out = await call_predictor(
+                STAGES.clarify.name, self.clarify_question, question=question, max_questions=max_questions
+            )
         except AdapterParseError as err:  # counted and noted by call_predictor; no question is asked
             logger.warning("clarifying questions did not parse; asking none: %s", collapse_whitespace(str(err))[:200])
             return dspy.Prediction(questions=[], is_parsed=False)
         return dspy.Prediction(questions=clean_questions(out.questions or [], max_questions), is_parsed=True)
 
 
-__all__ = ["MAX_QUESTIONS", "ClarificationsError", "Clarifier", "check_clarifications", "clean_questions",
-           "is_blank", "plain_brief", "read_clarifications", "research_brief", "split_brief"]
+__all__ = [
+    "MAX_QUESTIONS",
+    "ClarificationsError",
+    "Clarifier",
+    "check_clarifications",
+    "clean_questions",
+    "is_blank",
+    "plain_brief",
+    "read_clarifications",
+    "research_brief",
+    "split_brief",
+]

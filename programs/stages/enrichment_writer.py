@@ -21,6 +21,7 @@ class EnrichmentWriter(Stage):
     async def aforward(self, focus: str, summary: str, learnings: list[Learning]) -> dspy.Prediction:
         if not learnings:
             return dspy.Prediction(paragraph="")
-        out = await call_predictor(STAGES.enrich_write.name, self.write_enrichment, focus=focus, summary=summary,
-                                   learnings=learnings)
+        out = await call_predictor(
+            STAGES.enrich_write.name, self.write_enrichment, focus=focus, summary=summary, learnings=learnings
+        )
         return dspy.Prediction(paragraph=out.paragraph.strip())

@@ -32,7 +32,8 @@ class Extractor(Stage):
     async def aforward(self, question: str, task: Task, sources: list[Source]) -> dspy.Prediction:
         if not sources:
             return dspy.Prediction(learnings=[], follow_ups=[], invented=0)
-        out = await call_predictor(STAGES.extract.name, self.extract_learnings, question=question, task=task,
-                                   passages=sources)
+        out = await call_predictor(
+            STAGES.extract.name, self.extract_learnings, question=question, task=task, passages=sources
+        )
         learnings, invented = keep_cited(out.learnings, {s.source_id for s in sources}, self.max_learnings)
         return dspy.Prediction(learnings=learnings, follow_ups=list(out.follow_up_questions)[:3], invented=invented)

@@ -27,12 +27,48 @@ from deepresearch.signatures.types import Finding, Judgement, Learning, Source, 
 
 _WORD = re.compile(r"[a-z][a-z0-9-]*[a-z0-9]|[a-z]")
 _CITED_SENTENCE = re.compile(r".+?(?:\[[^\]]+\])+\.(?=\s|$)", re.DOTALL)  # "claim [id]." units of a summary
-STOP_WORDS = ENGLISH_STOP_WORDS | {"study", "studies", "using", "used", "use", "based", "results", "result",
-                                   "showed", "shown", "show", "effect", "effects", "associated", "data",
-                                   "analysis", "patients", "significant", "significantly", "compared",
-                                   "evidence", "does", "did", "role", "new", "known", "relate", "report",
-                                   "reported", "reports", "general", "implications", "review", "however",
-                                   "including", "present", "provide", "provides", "suggest", "suggests"}
+STOP_WORDS = ENGLISH_STOP_WORDS | {
+    "study",
+    "studies",
+    "using",
+    "used",
+    "use",
+    "based",
+    "results",
+    "result",
+    "showed",
+    "shown",
+    "show",
+    "effect",
+    "effects",
+    "associated",
+    "data",
+    "analysis",
+    "patients",
+    "significant",
+    "significantly",
+    "compared",
+    "evidence",
+    "does",
+    "did",
+    "role",
+    "new",
+    "known",
+    "relate",
+    "report",
+    "reported",
+    "reports",
+    "general",
+    "implications",
+    "review",
+    "however",
+    "including",
+    "present",
+    "provide",
+    "provides",
+    "suggest",
+    "suggests",
+}
 
 
 def key_terms(text: str, min_len: int = 3) -> list[str]:
@@ -50,11 +86,50 @@ def sentences(text: str) -> list[str]:
 
 # Words a question uses to relate its concepts, not concepts themselves: a sentence sharing only these with
 # the question ("risk", "reduce") is not about it.
-GENERIC_TERMS = frozenset({"reduce", "reduces", "reduced", "reducing", "increase", "increases", "increased", "risk",
-                           "risks", "affect", "affects", "cause", "causes", "improve", "improves", "lead", "leads",
-                           "level", "levels", "high", "higher", "low", "lower", "offer", "offers", "work", "works",
-                           "help", "helps", "change", "changes", "factor", "factors", "treatment", "outcome",
-                           "outcomes", "people", "patient", "type", "types"})
+GENERIC_TERMS = frozenset(
+    {
+        "reduce",
+        "reduces",
+        "reduced",
+        "reducing",
+        "increase",
+        "increases",
+        "increased",
+        "risk",
+        "risks",
+        "affect",
+        "affects",
+        "cause",
+        "causes",
+        "improve",
+        "improves",
+        "lead",
+        "leads",
+        "level",
+        "levels",
+        "high",
+        "higher",
+        "low",
+        "lower",
+        "offer",
+        "offers",
+        "work",
+        "works",
+        "help",
+        "helps",
+        "change",
+        "changes",
+        "factor",
+        "factors",
+        "treatment",
+        "outcome",
+        "outcomes",
+        "people",
+        "patient",
+        "type",
+        "types",
+    }
+)
 
 
 def concepts(question: str) -> list[str]:
@@ -140,12 +215,13 @@ class OfflinePlanner(Stage):
         hits = await search_async(self.retriever, question, self.feedback_docs + self.background_docs)
         sources = [Source(source_id=h.doc.doc_id, title=h.doc.title, text=h.doc.text) for h in hits]
         exclude = set(terms) | set(key_terms(" ".join(known)))
-        expansion = feedback_terms(sources[:self.feedback_docs], exclude, 2 * max(max_tasks - 1, 0),
-                                   background=sources[self.feedback_docs:])
+        expansion = feedback_terms(
+            sources[: self.feedback_docs], exclude, 2 * max(max_tasks - 1, 0), background=sources[self.feedback_docs :]
+        )
         base = " ".join(terms)
         tasks = [Task(query=base, goal=goal_for(question, base))]
         for i in range(0, len(expansion), 2):
-            query = f"{base} {' '.join(expansion[i:i + 2])}"
+            query = f"{base} {' '.join(expansion[i : i + 2])}"
             tasks.append(Task(query=query, goal=goal_for(question, query)))
         return dspy.Prediction(tasks=tasks[:max_tasks])
 
@@ -168,8 +244,10 @@ def evidence(wanted: set[str], title: str, text: str, score: float, best: float)
 
 
 def evidence_reason(ratio: float, coverage: float, min_ratio: float, min_coverage: float) -> str:
-    return (f"{EVIDENCE_RULE}: score {ratio:.2f} of the search's best (needs {min_ratio:.2f}), "
-            f"covers {coverage:.0%} of the key terms (needs {min_coverage:.0%})")
+    return (
+        f"{EVIDENCE_RULE}: score {ratio:.2f} of the search's best (needs {min_ratio:.2f}), "
+        f"covers {coverage:.0%} of the key terms (needs {min_coverage:.0%})"
+    )
 
 
 class OfflineAssessor(Stage):
@@ -181,12 +259,19 @@ class OfflineAssessor(Stage):
 
     # relevant_ratio and min_coverage are the gathering loop's thresholds, tuned on SciFact's train claims
     # (programs/gather/offline.py); uncertain_ratio is a band below them, kept only with keep_uncertain.
-    def __init__(self, keep_uncertain: bool = True, relevant_ratio: float = 0.9, uncertain_ratio: float = 0.75,
-                 min_coverage: float = 0.2):
+    def __init__(
+        self,
+        keep_uncertain: bool = True,
+        relevant_ratio: float = 0.9,
+        uncertain_ratio: float = 0.75,
+        min_coverage: float = 0.2,
+    ):
         super().__init__()
         if not 0 <= uncertain_ratio <= relevant_ratio <= 1 or not 0 <= min_coverage <= 1:
-            raise ValueError(f"need 0 <= uncertain_ratio <= relevant_ratio <= 1 and min_coverage in [0, 1], got "
-                             f"{uncertain_ratio}, {relevant_ratio} and {min_coverage}")
+            raise ValueError(
+                f"need 0 <= uncertain_ratio <= relevant_ratio <= 1 and min_coverage in [0, 1], got "
+                f"{uncertain_ratio}, {relevant_ratio} and {min_coverage}"
+            )
         self.keep_uncertain = keep_uncertain
         self.relevant_ratio, self.uncertain_ratio, self.min_coverage = relevant_ratio, uncertain_ratio, min_coverage
 
@@ -200,10 +285,20 @@ class OfflineAssessor(Stage):
         for s, score in zip(sources, scores):
             ratio, coverage = evidence(wanted, s.title, s.text, score, best)
             covered = coverage >= self.min_coverage
-            label = ("relevant" if covered and ratio >= self.relevant_ratio else
-                     "uncertain" if covered and ratio >= self.uncertain_ratio else "irrelevant")
-            judgements.append(Judgement(source_id=s.source_id, label=label, reason=evidence_reason(
-                ratio, coverage, self.relevant_ratio, self.min_coverage)))
+            label = (
+                "relevant"
+                if covered and ratio >= self.relevant_ratio
+                else "uncertain"
+                if covered and ratio >= self.uncertain_ratio
+                else "irrelevant"
+            )
+            judgements.append(
+                Judgement(
+                    source_id=s.source_id,
+                    label=label,
+                    reason=evidence_reason(ratio, coverage, self.relevant_ratio, self.min_coverage),
+                )
+            )
         keep = {"relevant", "uncertain"} if self.keep_uncertain else {"relevant"}
         return dspy.Prediction(judgements=judgements, kept=[s for s, j in zip(sources, judgements) if j.label in keep])
 
@@ -262,8 +357,15 @@ class OfflineMerger(Stage):
 class OfflineEnricher(Stage):
     """One follow-up task per open-question term not yet covered by the summary, focus or sibling queries."""
 
-    async def aforward(self, question: str, focus: str, summary: str, open_questions: list[str],
-                       sibling_queries: list[str], max_tasks: int) -> dspy.Prediction:
+    async def aforward(
+        self,
+        question: str,
+        focus: str,
+        summary: str,
+        open_questions: list[str],
+        sibling_queries: list[str],
+        max_tasks: int,
+    ) -> dspy.Prediction:
         focus_terms = key_terms(focus, min_len=1)
         taken = set(focus_terms) | set(key_terms(summary)) | set(key_terms(" ".join(sibling_queries)))
         fresh = [t for t in key_terms(" ".join(open_questions)) if t not in taken]
@@ -282,14 +384,19 @@ class OfflineWriter(Stage):
         sections: dict[str, list[str]] = {}
         shown: set[str] = set()
         for f in findings:
-            fresh = [c.strip() for c in _CITED_SENTENCE.findall(f.summary)
-                     if c.strip() not in shown and mentioned(asked, c)]
+            fresh = [
+                c.strip() for c in _CITED_SENTENCE.findall(f.summary) if c.strip() not in shown and mentioned(asked, c)
+            ]
             shown.update(fresh)
             if fresh:
                 sections.setdefault(goal_for(question, f.query), []).extend(fresh)
-        parts = [f"## {split_brief(question)[0]}",
-                 ("*Extractive synthesis by the offline baseline (no language model): every sentence below "
-                  "is quoted from the abstract it cites.*")]
+        parts = [
+            f"## {split_brief(question)[0]}",
+            (
+                "*Extractive synthesis by the offline baseline (no language model): every sentence below "
+                "is quoted from the abstract it cites.*"
+            ),
+        ]
         parts += [f"### {goal}\n\n" + " ".join(quoted) for goal, quoted in sections.items()]
         return dspy.Prediction(report="\n\n".join(parts))
 
@@ -314,7 +421,9 @@ class OfflineAnswerer(Stage):
                 overlap, hits = len(terms & set(key_terms(sentence))), mentioned(asked, sentence)
                 if overlap and hits and sentence not in scored:
                     scored[sentence] = (hits, overlap)
-        best = sorted(scored, key=lambda x: (-scored[x][0], -scored[x][1]))[: self.max_sentences]  # stable: ties keep tree order
+        best = sorted(scored, key=lambda x: (-scored[x][0], -scored[x][1]))[
+            : self.max_sentences
+        ]  # stable: ties keep tree order
         answer = " ".join(best) if best else NO_ANSWER
         return dspy.Prediction(answer=answer)
 
@@ -324,11 +433,14 @@ NO_ANSWER = "The findings do not answer this question."
 
 def offline_stages(retriever: Retriever, config: ResearchConfig) -> dict[str, Stage]:
     """The six offline stages, keyed like DeepResearch's stage attributes."""
-    return {STAGES.plan.research_attr: OfflinePlanner(retriever),
-            STAGES.assess.research_attr: OfflineAssessor(keep_uncertain=config.keep_uncertain),
-            STAGES.extract.research_attr: OfflineExtractor(max_learnings=config.max_learnings),
-            STAGES.merge.research_attr: OfflineMerger(), STAGES.enrich.research_attr: OfflineEnricher(),
-            STAGES.write.research_attr: OfflineWriter()}
+    return {
+        STAGES.plan.research_attr: OfflinePlanner(retriever),
+        STAGES.assess.research_attr: OfflineAssessor(keep_uncertain=config.keep_uncertain),
+        STAGES.extract.research_attr: OfflineExtractor(max_learnings=config.max_learnings),
+        STAGES.merge.research_attr: OfflineMerger(),
+        STAGES.enrich.research_attr: OfflineEnricher(),
+        STAGES.write.research_attr: OfflineWriter(),
+    }
 
 
 class OfflineEnrichmentWriter(Stage):
@@ -336,7 +448,9 @@ class OfflineEnrichmentWriter(Stage):
 
     async def aforward(self, focus: str, summary: str, learnings: list[Learning]) -> dspy.Prediction:
         fresh = [x for x in learnings if x.text.rstrip(". ") not in summary]
-        merged = (await OfflineMerger().acall(task=Task(query=focus, goal=focus), learnings=fresh)).summary if fresh else ""
+        merged = (
+            (await OfflineMerger().acall(task=Task(query=focus, goal=focus), learnings=fresh)).summary if fresh else ""
+        )
         return dspy.Prediction(paragraph="" if merged == NO_INFORMATION else merged)
 
 
@@ -346,8 +460,9 @@ class OfflineBreadthPolicy(Stage):
     Returns no subqueries when the findings offer no new term, so the branch stops.
     """
 
-    async def aforward(self, query: str, accumulated_findings: list[str], user_constraints: str,
-                       max_breadth: int) -> dspy.Prediction:
+    async def aforward(
+        self, query: str, accumulated_findings: list[str], user_constraints: str, max_breadth: int
+    ) -> dspy.Prediction:
         base = key_terms(query, min_len=1)[:8]
         sources = [Source(source_id=str(i), title="", text=f) for i, f in enumerate(accumulated_findings)]
         terms = feedback_terms(sources, set(base), max_breadth) if sources else []
@@ -359,8 +474,9 @@ class OfflineBreadthPolicy(Stage):
 class OfflineDepthPolicy(Stage):
     """Deepens while the node found learnings and the maximum depth is not reached (parallel strategy)."""
 
-    async def aforward(self, query: str, local_findings: list[str], user_constraints: str, depth: int,
-                       max_depth: int) -> dspy.Prediction:
+    async def aforward(
+        self, query: str, local_findings: list[str], user_constraints: str, depth: int, max_depth: int
+    ) -> dspy.Prediction:
         deepen = bool(local_findings) and depth < max_depth
         return dspy.Prediction(deepen=deepen, rationale="findings to follow up" if deepen else "nothing to follow up")
 
@@ -369,15 +485,19 @@ class OfflineProgressScorer(Stage):
     """Goal satisfaction as the share of the goal's key terms the findings cover; quality as the share of
     findings that mention any of them (parallel strategy)."""
 
-    async def aforward(self, goal: str, user_constraints: str, context_summary: str,
-                       findings: list[str]) -> dspy.Prediction:
+    async def aforward(
+        self, goal: str, user_constraints: str, context_summary: str, findings: list[str]
+    ) -> dspy.Prediction:
         wanted = set(key_terms(goal))
         found = [set(key_terms(f)) for f in findings]
         covered = set().union(*found) & wanted if found else set()
         satisfaction = len(covered) / len(wanted) if wanted else 0.0
         quality = sum(bool(f & wanted) for f in found) / len(found) if found else 0.0
-        return dspy.Prediction(goal_satisfaction=satisfaction, quality=quality,
-                               rationale=f"{len(covered)} of {len(wanted)} goal terms covered")
+        return dspy.Prediction(
+            goal_satisfaction=satisfaction,
+            quality=quality,
+            rationale=f"{len(covered)} of {len(wanted)} goal terms covered",
+        )
 
 
 class OfflineClarifier(Stage):

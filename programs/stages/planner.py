@@ -27,6 +27,7 @@ class Planner(Stage):
         self.plan_queries = dspy.ChainOfThought(PlanQueries)
 
     async def aforward(self, question: str, known: list[str], max_tasks: int) -> dspy.Prediction:
-        out = await call_predictor(STAGES.plan.name, self.plan_queries, question=question, known=known,
-                                   max_tasks=max_tasks)
+        out = await call_predictor(
+            STAGES.plan.name, self.plan_queries, question=question, known=known, max_tasks=max_tasks
+        )
         return dspy.Prediction(tasks=clean_tasks(out.tasks, max_tasks))

@@ -18,11 +18,17 @@ class BreadthPolicy(Stage):
         super().__init__()
         self.plan_breadth = dspy.Predict(PlanBreadth)
 
-    async def aforward(self, query: str, accumulated_findings: list[str], user_constraints: str,
-                       max_breadth: int) -> dspy.Prediction:
-        out = await call_predictor(STAGES.breadth.name, self.plan_breadth, query=query,
-                                   accumulated_findings=accumulated_findings, user_constraints=user_constraints,
-                                   max_breadth=max_breadth)
+    async def aforward(
+        self, query: str, accumulated_findings: list[str], user_constraints: str, max_breadth: int
+    ) -> dspy.Prediction:
+        out = await call_predictor(
+            STAGES.breadth.name,
+            self.plan_breadth,
+            query=query,
+            accumulated_findings=accumulated_findings,
+            user_constraints=user_constraints,
+            max_breadth=max_breadth,
+        )
         seen, kept = set(), []
         for q in out.subqueries:
             key = norm_text(q)
@@ -39,12 +45,20 @@ class DepthPolicy(Stage):
         super().__init__()
         self.decide_deepen = dspy.Predict(DecideDeepen)
 
-    async def aforward(self, query: str, local_findings: list[str], user_constraints: str, depth: int,
-                       max_depth: int) -> dspy.Prediction:
+    async def aforward(
+        self, query: str, local_findings: list[str], user_constraints: str, depth: int, max_depth: int
+    ) -> dspy.Prediction:
         if depth >= max_depth:  # never beyond the maximum: decided here, without an LM call
             return dspy.Prediction(deepen=False, rationale="maximum depth reached")
-        out = await call_predictor(STAGES.deepen.name, self.decide_deepen, query=query, local_findings=local_findings,
-                                   user_constraints=user_constraints, depth=depth, max_depth=max_depth)
+        out = await call_predictor(
+            STAGES.deepen.name,
+            self.decide_deepen,
+            query=query,
+            local_findings=local_findings,
+            user_constraints=user_constraints,
+            depth=depth,
+            max_depth=max_depth,
+        )
         return dspy.Prediction(deepen=bool(out.deepen), rationale=out.rationale)
 
 
@@ -55,11 +69,18 @@ class ProgressScorer(Stage):
         super().__init__()
         self.evaluate_progress = dspy.Predict(EvaluateProgress)
 
-    async def aforward(self, goal: str, user_constraints: str, context_summary: str,
-                       findings: list[str]) -> dspy.Prediction:
-        out = await call_predictor(STAGES.orchestrate.name, self.evaluate_progress, goal=goal,
-                                   user_constraints=user_constraints, context_summary=context_summary,
-                                   findings=findings)
+    async def aforward(
+        self, goal: str, user_constraints: str, context_summary: str, findings: list[str]
+    ) -> dspy.Prediction:
+        out = await call_predictor(
+            STAGES.orchestrate.name,
+            self.evaluate_progress,
+            goal=goal,
+            user_constraints=user_constraints,
+            context_summary=context_summary,
+            findings=findings,
+        )
         clamp = lambda x: min(1.0, max(0.0, float(x)))  # noqa: E731
-        return dspy.Prediction(goal_satisfaction=clamp(out.goal_satisfaction), quality=clamp(out.quality),
-                               rationale=out.rationale)
+        return dspy.Prediction(
+            goal_satisfaction=clamp(out.goal_satisfaction), quality=clamp(out.quality), rationale=out.rationale
+        )

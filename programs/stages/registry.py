@@ -37,11 +37,11 @@ from deepresearch.signatures.verify import VerifyClaims
 from deepresearch.signatures.write import WriteReport
 
 StageKind = Literal[
-    "stage",     # a module of its own, called by the program or a strategy
-    "output",    # a deliverable beside the report (every research program has it, whatever was asked)
-    "call",      # a second predictor call inside another stage's module (accounted apart)
+    "stage",  # a module of its own, called by the program or a strategy
+    "output",  # a deliverable beside the report (every research program has it, whatever was asked)
+    "call",  # a second predictor call inside another stage's module (accounted apart)
     "baseline",  # a module of a baseline program, outside the research and gathering programs
-    "step",      # a step without a module or an LM (searching); it appears in failures and timings
+    "step",  # a step without a module or an LM (searching); it appears in failures and timings
 ]
 
 DEFAULT_MAX_OUTPUT_TOKENS = 2048  # a predictor call under a stage name the registry does not hold
@@ -125,86 +125,194 @@ class Stages:
     """Every stage, one field each, in the order a run meets them; iterate, or index by name or attribute."""
 
     clarify: StageSpec = StageSpec(
-        "clarify", "asks the questions a run should settle before research", (ClarifyQuestion,),
-        _STAGES + "clarifier.Clarifier", _OFFLINE + "OfflineClarifier", research_attr="clarifier",
-        unscored="clarifying questions are asked before a run, by the caller", max_output_tokens=512)
+        "clarify",
+        "asks the questions a run should settle before research",
+        (ClarifyQuestion,),
+        _STAGES + "clarifier.Clarifier",
+        _OFFLINE + "OfflineClarifier",
+        research_attr="clarifier",
+        unscored="clarifying questions are asked before a run, by the caller",
+        max_output_tokens=512,
+    )
     plan: StageSpec = StageSpec(
-        "plan", "plans the search tasks of a question", (PlanQueries,), _STAGES + "planner.Planner",
-        _OFFLINE + "OfflinePlanner", research_attr="planner",
+        "plan",
+        "plans the search tasks of a question",
+        (PlanQueries,),
+        _STAGES + "planner.Planner",
+        _OFFLINE + "OfflinePlanner",
+        research_attr="planner",
         tuning=Tuning("planner", "frozen", "the ranks of the relevant papers its queries retrieve"),
-        max_output_tokens=1024)
+        max_output_tokens=1024,
+    )
     assess: StageSpec = StageSpec(
-        "assess", "judges which retrieved papers are relevant to a task", (AssessRelevance,),
-        _STAGES + "assessor.Assessor", _OFFLINE + "OfflineAssessor", research_attr="assessor",
+        "assess",
+        "judges which retrieved papers are relevant to a task",
+        (AssessRelevance,),
+        _STAGES + "assessor.Assessor",
+        _OFFLINE + "OfflineAssessor",
+        research_attr="assessor",
         tuning=Tuning("assessor", "frozen", "kept vs relevant papers of recorded candidates"),
-        max_output_tokens=1536)
+        max_output_tokens=1536,
+    )
     extract: StageSpec = StageSpec(
-        "extract", "pulls cited learnings out of the kept passages", (ExtractLearnings,),
-        _STAGES + "extractor.Extractor", _OFFLINE + "OfflineExtractor", research_attr="extractor",
-        tuning=Tuning("extract", "recorded", "learnings extracted from the passages"), max_output_tokens=2048)
+        "extract",
+        "pulls cited learnings out of the kept passages",
+        (ExtractLearnings,),
+        _STAGES + "extractor.Extractor",
+        _OFFLINE + "OfflineExtractor",
+        research_attr="extractor",
+        tuning=Tuning("extract", "recorded", "learnings extracted from the passages"),
+        max_output_tokens=2048,
+    )
     merge: StageSpec = StageSpec(
-        "merge", "merges a node's learnings into its summary", (MergeLearnings,), _STAGES + "merger.Merger",
-        _OFFLINE + "OfflineMerger", research_attr="merger",
-        tuning=Tuning("merge", "recorded", "the node summary merged from its learnings"), max_output_tokens=1536)
+        "merge",
+        "merges a node's learnings into its summary",
+        (MergeLearnings,),
+        _STAGES + "merger.Merger",
+        _OFFLINE + "OfflineMerger",
+        research_attr="merger",
+        tuning=Tuning("merge", "recorded", "the node summary merged from its learnings"),
+        max_output_tokens=1536,
+    )
     enrich: StageSpec = StageSpec(
-        "enrich", "proposes follow-up tasks for a node's gaps", (FindGaps,), _STAGES + "enricher.Enricher",
-        _OFFLINE + "OfflineEnricher", research_attr="enricher",
-        tuning=Tuning("enrich", "recorded", "follow-up tasks proposed for a node's gaps"), max_output_tokens=1024)
+        "enrich",
+        "proposes follow-up tasks for a node's gaps",
+        (FindGaps,),
+        _STAGES + "enricher.Enricher",
+        _OFFLINE + "OfflineEnricher",
+        research_attr="enricher",
+        tuning=Tuning("enrich", "recorded", "follow-up tasks proposed for a node's gaps"),
+        max_output_tokens=1024,
+    )
     enrich_write: StageSpec = StageSpec(
-        "enrich_write", "writes the enrichment paragraph of a hero task", (WriteEnrichment,),
-        _STAGES + "enrichment_writer.EnrichmentWriter", _OFFLINE + "OfflineEnrichmentWriter",
-        research_attr="enrichment_writer", strategy="hero",
+        "enrich_write",
+        "writes the enrichment paragraph of a hero task",
+        (WriteEnrichment,),
+        _STAGES + "enrichment_writer.EnrichmentWriter",
+        _OFFLINE + "OfflineEnrichmentWriter",
+        research_attr="enrichment_writer",
+        strategy="hero",
         tuning=Tuning("enrich_write", "recorded", "the enrichment paragraph written from follow-up learnings (hero)"),
-        max_output_tokens=1024)
+        max_output_tokens=1024,
+    )
     breadth: StageSpec = StageSpec(
-        "breadth", "picks the subqueries of a planning node (parallel's breadth policy)", (PlanBreadth,),
-        _STAGES + "policies.BreadthPolicy", _OFFLINE + "OfflineBreadthPolicy", research_attr="breadth_policy",
-        strategy="parallel", max_output_tokens=1024)
+        "breadth",
+        "picks the subqueries of a planning node (parallel's breadth policy)",
+        (PlanBreadth,),
+        _STAGES + "policies.BreadthPolicy",
+        _OFFLINE + "OfflineBreadthPolicy",
+        research_attr="breadth_policy",
+        strategy="parallel",
+        max_output_tokens=1024,
+    )
     deepen: StageSpec = StageSpec(
-        "deepen", "decides whether a node goes one level deeper (parallel's depth policy)", (DecideDeepen,),
-        _STAGES + "policies.DepthPolicy", _OFFLINE + "OfflineDepthPolicy", research_attr="depth_policy",
-        strategy="parallel", max_output_tokens=512)
+        "deepen",
+        "decides whether a node goes one level deeper (parallel's depth policy)",
+        (DecideDeepen,),
+        _STAGES + "policies.DepthPolicy",
+        _OFFLINE + "OfflineDepthPolicy",
+        research_attr="depth_policy",
+        strategy="parallel",
+        max_output_tokens=512,
+    )
     orchestrate: StageSpec = StageSpec(
-        "orchestrate", "scores a running node's progress to prune its subtree (parallel's progress scorer)",
-        (EvaluateProgress,), _STAGES + "policies.ProgressScorer", _OFFLINE + "OfflineProgressScorer",
-        research_attr="progress_scorer", strategy="parallel", max_output_tokens=512)
+        "orchestrate",
+        "scores a running node's progress to prune its subtree (parallel's progress scorer)",
+        (EvaluateProgress,),
+        _STAGES + "policies.ProgressScorer",
+        _OFFLINE + "OfflineProgressScorer",
+        research_attr="progress_scorer",
+        strategy="parallel",
+        max_output_tokens=512,
+    )
     gather_plan: StageSpec = StageSpec(
-        "gather_plan", "plans a gathering round's searches", (PlanSubqueries,), _GATHER + "stages.SubqueryPlanner",
-        _GATHER + "offline.OfflineSubqueryPlanner", research_attr="subquery_planner", gather_attr="planner",
-        strategy="gather", loop_step="plan", max_output_tokens=1536)
+        "gather_plan",
+        "plans a gathering round's searches",
+        (PlanSubqueries,),
+        _GATHER + "stages.SubqueryPlanner",
+        _GATHER + "offline.OfflineSubqueryPlanner",
+        research_attr="subquery_planner",
+        gather_attr="planner",
+        strategy="gather",
+        loop_step="plan",
+        max_output_tokens=1536,
+    )
     gather_assess: StageSpec = StageSpec(
-        "gather_assess", "labels a search's candidate papers", (LabelCandidates,),
-        _GATHER + "stages.CandidateAssessor", _GATHER + "offline.OfflineCandidateAssessor",
-        research_attr="candidate_assessor", gather_attr="assessor", strategy="gather", loop_step="assess",
-        tuning=Tuning("assessor", "frozen", "kept vs ground-truth papers of a gathering run's candidates",
-                      "gather"),
-        max_output_tokens=2048)
+        "gather_assess",
+        "labels a search's candidate papers",
+        (LabelCandidates,),
+        _GATHER + "stages.CandidateAssessor",
+        _GATHER + "offline.OfflineCandidateAssessor",
+        research_attr="candidate_assessor",
+        gather_attr="assessor",
+        strategy="gather",
+        loop_step="assess",
+        tuning=Tuning("assessor", "frozen", "kept vs ground-truth papers of a gathering run's candidates", "gather"),
+        max_output_tokens=2048,
+    )
     gather_recheck: StageSpec = StageSpec(
-        "gather_recheck", "takes a second look at an uncertain candidate (inside gather_assess)",
-        (RecheckCandidate,), kind="call", part_of="gather_assess", strategy="gather", max_output_tokens=512)
-    search: StageSpec = StageSpec(
-        "search", "searches the corpus (no LM)", kind="step", loop_step="search", reserve=0)
+        "gather_recheck",
+        "takes a second look at an uncertain candidate (inside gather_assess)",
+        (RecheckCandidate,),
+        kind="call",
+        part_of="gather_assess",
+        strategy="gather",
+        max_output_tokens=512,
+    )
+    search: StageSpec = StageSpec("search", "searches the corpus (no LM)", kind="step", loop_step="search", reserve=0)
     write: StageSpec = StageSpec(
-        "write", "writes the cited report from the findings", (WriteReport,), _STAGES + "writer.Writer",
-        _OFFLINE + "OfflineWriter", research_attr="writer",
-        tuning=Tuning("write", "recorded", "the report written from the findings"), max_output_tokens=4096,
-        reserve=0)
+        "write",
+        "writes the cited report from the findings",
+        (WriteReport,),
+        _STAGES + "writer.Writer",
+        _OFFLINE + "OfflineWriter",
+        research_attr="writer",
+        tuning=Tuning("write", "recorded", "the report written from the findings"),
+        max_output_tokens=4096,
+        reserve=0,
+    )
     verify: StageSpec = StageSpec(
-        "verify", "checks every claim of the draft against its cited passages", (VerifyClaims,),
-        _STAGES + "verifier.Verifier", _STAGES + "verifier.LexicalVerifier", research_attr="verifier",
-        reserve=0)
+        "verify",
+        "checks every claim of the draft against its cited passages",
+        (VerifyClaims,),
+        _STAGES + "verifier.Verifier",
+        _STAGES + "verifier.LexicalVerifier",
+        research_attr="verifier",
+        reserve=0,
+    )
     answer: StageSpec = StageSpec(
-        "answer", "writes the short cited answer beside the report", (WriteAnswer,), _STAGES + "answerer.Answerer",
-        _OFFLINE + "OfflineAnswerer", research_attr="answerer", kind="output",
-        unscored="the short answer is written beside the report", max_output_tokens=512, reserve=0)
+        "answer",
+        "writes the short cited answer beside the report",
+        (WriteAnswer,),
+        _STAGES + "answerer.Answerer",
+        _OFFLINE + "OfflineAnswerer",
+        research_attr="answerer",
+        kind="output",
+        unscored="the short answer is written beside the report",
+        max_output_tokens=512,
+        reserve=0,
+    )
     taxonomy: StageSpec = StageSpec(
-        "taxonomy", "maps the relevant papers into a taxonomy beside the report",
-        (BuildTaxonomy, MergeTaxonomies, PlacePapers, RepairJSON), "deepresearch.programs.taxonomy.builder.TaxonomyBuilder",
-        "deepresearch.programs.taxonomy.offline.cluster_taxonomy", research_attr="taxonomist", kind="output",
-        unscored="the taxonomy is built beside the report", max_output_tokens=4096, reserve=0)
+        "taxonomy",
+        "maps the relevant papers into a taxonomy beside the report",
+        (BuildTaxonomy, MergeTaxonomies, PlacePapers, RepairJSON),
+        "deepresearch.programs.taxonomy.builder.TaxonomyBuilder",
+        "deepresearch.programs.taxonomy.offline.cluster_taxonomy",
+        research_attr="taxonomist",
+        kind="output",
+        unscored="the taxonomy is built beside the report",
+        max_output_tokens=4096,
+        reserve=0,
+    )
     direct_query: StageSpec = StageSpec(
-        "direct_query", "writes one search query for a question (the gathering baseline)", (WriteSearchQuery,),
-        _GATHER + "baselines.DirectQuery", kind="baseline", max_output_tokens=256, reserve=0)
+        "direct_query",
+        "writes one search query for a question (the gathering baseline)",
+        (WriteSearchQuery,),
+        _GATHER + "baselines.DirectQuery",
+        kind="baseline",
+        max_output_tokens=256,
+        reserve=0,
+    )
 
     def __iter__(self) -> Iterator[StageSpec]:
         return (getattr(self, f.name) for f in dataclasses.fields(self))
@@ -234,8 +342,11 @@ class Stages:
     def research(self, strategy: str | None = None) -> dict[str, str]:
         """Stage name -> attribute of the research program's modules: the shared and output stages, and those
         of `strategy` (None: of every strategy)."""
-        return {s.name: s.research_attr for s in sorted(self, key=_research_order) if s.research_attr
-                and (s.strategy is None or strategy is None or s.strategy == strategy)}
+        return {
+            s.name: s.research_attr
+            for s in sorted(self, key=_research_order)
+            if s.research_attr and (s.strategy is None or strategy is None or s.strategy == strategy)
+        }
 
     def shared(self) -> dict[str, str]:
         """The stages every research program calls (name -> attribute), outputs aside."""

@@ -158,13 +158,25 @@ class _Checker(Stage):
                 unit = self._unit(len(units), part, by_id, sources) if part else None
                 if unit is not None:
                     units[(i, j)] = unit
-        claims = [ClaimToCheck(claim_id=u.claim_id, sentence=u.text, passages=u.passages)
-                  for u in units.values() if u.passages and _readable(u)]
+        claims = [
+            ClaimToCheck(claim_id=u.claim_id, sentence=u.text, passages=u.passages)
+            for u in units.values()
+            if u.passages and _readable(u)
+        ]
         verdicts, judge = await self.judge(question, claims) if claims else ({}, "lexical")
         for (i, j), unit in units.items():
             if not _readable(unit):  # its passages' text is unknown (a node restored without it): left as written
-                checks.append(SentenceCheck(sentence=unit.raw, passage_ids=tuple(unit.cited), verdict="unchecked",
-                                            action="kept", shipped=unit.raw, was_cited=True, judge="none"))
+                checks.append(
+                    SentenceCheck(
+                        sentence=unit.raw,
+                        passage_ids=tuple(unit.cited),
+                        verdict="unchecked",
+                        action="kept",
+                        shipped=unit.raw,
+                        was_cited=True,
+                        judge="none",
+                    )
+                )
                 continue
             verdict = verdicts.get(unit.claim_id)
             used = judge if verdict is not None else "lexical"
@@ -175,9 +187,17 @@ class _Checker(Stage):
                 verdict, used = lexical_verdict(unit.claim_id, unit.text, unit.passages), "floor"
             shipped, action = self._apply(unit, verdict)
             lines[i][1][j] = shipped
-            checks.append(SentenceCheck(sentence=unit.raw, passage_ids=tuple(p.source_id for p in unit.passages),
-                                        verdict=verdict.verdict, action=action, shipped=shipped,
-                                        was_cited=bool(unit.cited), judge=used))
+            checks.append(
+                SentenceCheck(
+                    sentence=unit.raw,
+                    passage_ids=tuple(p.source_id for p in unit.passages),
+                    verdict=verdict.verdict,
+                    action=action,
+                    shipped=shipped,
+                    was_cited=bool(unit.cited),
+                    judge=used,
+                )
+            )
         return dspy.Prediction(report=_joined(lines), checks=checks)
 
     def _unit(self, claim_id: int, part: str, by_id: dict[str, Source], pool: list[Source]) -> _Unit | None:
@@ -219,8 +239,9 @@ def _cleaned(source: Source) -> Source:
 def _grounded(sentence: str, passages: Sequence[Source]) -> bool:
     """The lexical floor: at least `PARTIAL_SUPPORT` of the sentence's content words are in the passages, and
     it repeats no instruction-like text. An LM's `supported` (or its correction) stands only above it."""
-    return (lexical_support(sentence, [_premise(p) for p in passages]) > 0.0
-            and not carries_injection(sentence, [_premise(p) for p in passages]))
+    return lexical_support(sentence, [_premise(p) for p in passages]) > 0.0 and not carries_injection(
+        sentence, [_premise(p) for p in passages]
+    )
 
 
 def guarded_lines(report: str, sources: Sequence[Source]) -> tuple[list, list[SentenceCheck]]:
@@ -251,9 +272,17 @@ def guarded_lines(report: str, sources: Sequence[Source]) -> tuple[list, list[Se
             text = plain_sentence(part)
             if text and carries_injection(text, premises):
                 item[1][j] = ""
-                checks.append(SentenceCheck(sentence=part, passage_ids=tuple(citations_in(part)), verdict="injected",
-                                            action="removed", shipped="", was_cited=bool(citations_in(part)),
-                                            judge="guard"))
+                checks.append(
+                    SentenceCheck(
+                        sentence=part,
+                        passage_ids=tuple(citations_in(part)),
+                        verdict="injected",
+                        action="removed",
+                        shipped="",
+                        was_cited=bool(citations_in(part)),
+                        judge="guard",
+                    )
+                )
     return lines, checks
 
 
@@ -279,7 +308,7 @@ def marked(sentence: str) -> str:
     qualifies (after the period, a sentence splitter reads it as the start of the next sentence)."""
     text = sentence.rstrip()
     end = re.search(r"[.!?]+[\"')\]]*$", text)
-    return text[:end.start()] + MARK + text[end.start():] if end else text + MARK
+    return text[: end.start()] + MARK + text[end.start() :] if end else text + MARK
 
 
 def lexical_verdict(claim_id: int, text: str, passages: Sequence[Source]) -> ClaimVerdict:
@@ -306,8 +335,13 @@ class Verifier(_Checker):
     asked about) is replaced by the lexical rule's, recorded with judge `lexical`.
     """
 
-    def __init__(self, policy: str = "rewrite", batch_size: int = 6, min_claim_chars: int = MIN_CLAIM_CHARS,
-                 max_chars: int = 24000):
+    def __init__(
+        self,
+        policy: str = "rewrite",
+        batch_size: int = 6,
+        min_claim_chars: int = MIN_CLAIM_CHARS,
+        max_chars: int = 24000,
+    ):
         super().__init__(policy, min_claim_chars)
         if batch_size < 1:
             raise ValueError(f"verify batch_size must be >= 1, got {batch_size}")
@@ -346,8 +380,11 @@ class Verifier(_Checker):
                 if not verdicts:  # the LM judged nothing: the stage failed, and says so
                     raise
                 # the budget ran out between batches: what the LM judged stands, the lexical rule judges the rest
-                logger.info("verify: the LM call budget ran out after %d of %d sentences; the lexical rule "
-                            "judges the rest", len(verdicts), len(claims))
+                logger.info(
+                    "verify: the LM call budget ran out after %d of %d sentences; the lexical rule judges the rest",
+                    len(verdicts),
+                    len(claims),
+                )
                 break
             except dspy.utils.exceptions.LMInvalidRequestError as err:
                 if not _too_long(err):
@@ -356,8 +393,10 @@ class Verifier(_Checker):
                     half = len(batch) // 2
                     queue[:0] = [batch[:half], batch[half:]]
                     continue
-                logger.info("verify: sentence %d does not fit the model's context; the lexical rule judges it",
-                            batch[0].claim_id)
+                logger.info(
+                    "verify: sentence %d does not fit the model's context; the lexical rule judges it",
+                    batch[0].claim_id,
+                )
                 continue
             verdicts.update({v.claim_id: v for v in out.verdicts if v.claim_id in asked})
         return verdicts, "lm"
@@ -372,7 +411,8 @@ def _too_long(err: Exception) -> bool:
     """Whether an invalid-request error says the prompt exceeds the context (llama.cpp, vLLM, OpenAI wordings)."""
     text = str(err).lower()
     return isinstance(err, dspy.utils.exceptions.ContextWindowExceededError) or any(
-        w in text for w in ("context", "too long", "maximum context", "exceeds", "n_ctx"))
+        w in text for w in ("context", "too long", "maximum context", "exceeds", "n_ctx")
+    )
 
 
 class LexicalVerifier(_Checker):
@@ -382,4 +422,14 @@ class LexicalVerifier(_Checker):
         return {c.claim_id: lexical_verdict(c.claim_id, c.sentence, c.passages) for c in claims}, "lexical"
 
 
-__all__ = ["MARK", "POLICIES", "marked", "remove_injected", "LexicalVerifier", "SentenceCheck", "Verifier", "check_policy", "lexical_verdict"]
+__all__ = [
+    "MARK",
+    "POLICIES",
+    "marked",
+    "remove_injected",
+    "LexicalVerifier",
+    "SentenceCheck",
+    "Verifier",
+    "check_policy",
+    "lexical_verdict",
+]

@@ -17,6 +17,7 @@ class Writer(Stage):
     async def aforward(self, question: str, findings: list[Finding], attempt: int = 0) -> dspy.Prediction:
         # a second attempt (the first draft cited nothing) samples anew: cached and greedy, it would repeat the first
         config = {"rollout_id": attempt, "temperature": 1.0} if attempt else {}
-        out = await call_predictor(STAGES.write.name, self.write_report, question=question, findings=findings,
-                                   config=config)
+        out = await call_predictor(
+            STAGES.write.name, self.write_report, question=question, findings=findings, config=config
+        )
         return dspy.Prediction(report=out.report.strip())

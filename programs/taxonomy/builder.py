@@ -84,14 +84,21 @@ def paper_cards(papers: Sequence[Any], abstract_chars: int = 1200) -> list[Paper
         else:  # a deepresearch.retrievers.types.Doc or anything shaped like one
             title, abstract, pid = getattr(p, "title", ""), getattr(p, "text", ""), getattr(p, "doc_id", None)
         if not isinstance(title, str) or not title.strip():
-            raise TaxonomyError(f"paper {i} has no title; every paper needs a title (TaxoBench identifies papers by title)")
+            raise TaxonomyError(
+                f"paper {i} has no title; every paper needs a title (TaxoBench identifies papers by title)"
+            )
         key = norm_title(title)
         if key in seen:
             logger.debug("dropping repeated paper title %r", title)
             continue
         seen.add(key)
-        cards.append(PaperCard(paper_id=str(pid) if pid else f"P{len(cards) + 1}", title=title,
-                               abstract=(abstract or "")[:abstract_chars]))
+        cards.append(
+            PaperCard(
+                paper_id=str(pid) if pid else f"P{len(cards) + 1}",
+                title=title,
+                abstract=(abstract or "")[:abstract_chars],
+            )
+        )
     ids = [c.paper_id for c in cards]
     if len(set(ids)) != len(ids):
         cards = [c.model_copy(update={"paper_id": f"P{i + 1}"}) for i, c in enumerate(cards)]
@@ -150,7 +157,7 @@ def parse_tree_text(text: str) -> Any:
     if not starts:
         return None
     end = max(body.rfind("}"), body.rfind("]")) + 1 or None  # no closer at all: a cut-off answer, keep it whole
-    parsed = json_repair.loads(body[min(starts): end])
+    parsed = json_repair.loads(body[min(starts) : end])
     is_tree = isinstance(parsed, dict) or (isinstance(parsed, list) and all(isinstance(x, dict) for x in parsed))
     return parsed if parsed and is_tree else None  # prose with braces mends into strings, not a tree
 
@@ -209,14 +216,15 @@ def keys_of(tree: dict) -> list[str]:
     return [k for _, leaf in leaves_of(tree) for k in leaf["papers"]]
 
 
-def place_by_similarity(tree: dict, missing: list[str], texts: dict[str, str], embed: Embed,
-                        repairs: list[Repair], what: str = "paper") -> None:
+def place_by_similarity(
+    tree: dict, missing: list[str], texts: dict[str, str], embed: Embed, repairs: list[Repair], what: str = "paper"
+) -> None:
     """Appends each missing key to the leaf whose label is most similar to the key's text."""
     leaves = leaves_of(tree)
     if not missing or not leaves:
         return
     vectors = embed([texts[k] for k in missing] + [PATH_SEP.join(p[1:]) or p[0] for p, _ in leaves])
-    scores = vectors[: len(missing)] @ vectors[len(missing):].T
+    scores = vectors[: len(missing)] @ vectors[len(missing) :].T
     for key, row in zip(missing, scores):
         path, leaf = leaves[int(np.argmax(row))]
         leaf["papers"].append(key)
@@ -285,11 +293,21 @@ class TaxonomyBuilder(dspy.Module):
         >>> out.tree, out.repairs                                                         # doctest: +SKIP
     """
 
-    def __init__(self, *, max_papers_per_call: int = 60,
-                 target_depth: int | None = None, target_leaves: int | None = None, abstract_chars: int = 1200,
-                 offline: bool = False, embed: Embed | None = None,
-                 max_lm_calls: int | None = None, deadline_s: float | None = None, lm_timeout_s: float | None = 120.0,
-                 max_concurrency: int = 8, on_event: EventHandler | None = None):
+    def __init__(
+        self,
+        *,
+        max_papers_per_call: int = 60,
+        target_depth: int | None = None,
+        target_leaves: int | None = None,
+        abstract_chars: int = 1200,
+        offline: bool = False,
+        embed: Embed | None = None,
+        max_lm_calls: int | None = None,
+        deadline_s: float | None = None,
+        lm_timeout_s: float | None = 120.0,
+        max_concurrency: int = 8,
+        on_event: EventHandler | None = None,
+    ):
         super().__init__()
         if max_papers_per_call < 2:
             raise ValueError(f"max_papers_per_call must be >= 2, got {max_papers_per_call}")
@@ -302,15 +320,21 @@ class TaxonomyBuilder(dspy.Module):
         self.abstract_chars = abstract_chars
         self.is_offline = offline
         self.embed = embed or encode
-        self.limits = ResearchConfig(max_concurrency=max_concurrency, lm_concurrency=max_concurrency,
-                                     max_lm_calls=max_lm_calls, deadline_s=deadline_s, lm_timeout_s=lm_timeout_s)
+        self.limits = ResearchConfig(
+            max_concurrency=max_concurrency,
+            lm_concurrency=max_concurrency,
+            max_lm_calls=max_lm_calls,
+            deadline_s=deadline_s,
+            lm_timeout_s=lm_timeout_s,
+        )
         self.on_event = on_event
 
     def forward(self, topic: str, papers: Sequence[Any] | None = None) -> dspy.Prediction:
         return run_sync(self.aforward(topic=topic, papers=papers))
 
-    async def aforward(self, topic: str, papers: Sequence[Any] | None = None, *,
-                       meter: UsageMeter | None = None) -> dspy.Prediction:
+    async def aforward(
+        self, topic: str, papers: Sequence[Any] | None = None, *, meter: UsageMeter | None = None
+    ) -> dspy.Prediction:
         """Returns a Prediction with `tree` (TaxoBench JSON, exact input titles), `by_id` (the same tree
         with paper ids in its leaves), `papers` (the cards organised), `retrieved_papers` (their titles),
         `repairs` (list[Repair]) and `mode` ("bottom-up").
@@ -321,8 +345,10 @@ class TaxonomyBuilder(dspy.Module):
         if not isinstance(topic, str) or not topic.strip():
             raise TaxonomyError("topic is empty; pass the survey topic as a non-empty string")
         if papers is None:
-            raise TaxonomyError("no papers given; pass the papers to organise, or run the research program "
-                                "with taxonomy=True (`deepresearch run ... --taxonomy`) to organise what it finds")
+            raise TaxonomyError(
+                "no papers given; pass the papers to organise, or run the research program "
+                "with taxonomy=True (`deepresearch run ... --taxonomy`) to organise what it finds"
+            )
         topic = topic.strip()
         cards = paper_cards(papers, self.abstract_chars)
         repairs: list[Repair] = []
@@ -333,8 +359,14 @@ class TaxonomyBuilder(dspy.Module):
         else:
             by_id = await self._run(topic, cards, repairs, meter or UsageMeter())
         tree = with_titles(by_id, {c.paper_id: c.title for c in cards})
-        return ResultPrediction(tree=tree, by_id=by_id, papers=cards, retrieved_papers=[c.title for c in cards],
-                                repairs=repairs, mode="bottom-up")
+        return ResultPrediction(
+            tree=tree,
+            by_id=by_id,
+            papers=cards,
+            retrieved_papers=[c.title for c in cards],
+            repairs=repairs,
+            mode="bottom-up",
+        )
 
     async def _run(self, topic: str, cards: list[PaperCard], repairs: list[Repair], meter: UsageMeter) -> dict:
         """Organises `cards` with the LM on the run's scheduler; the tree keys papers by id."""
@@ -368,8 +400,11 @@ class TaxonomyBuilder(dspy.Module):
 
     async def _call(self, run: _Run, predictor: dspy.Module, **inputs: Any) -> dspy.Prediction:
         """One LM call of the builder under the run's caps, timeout, retries and call budget."""
-        return await run.sched.guard(predictor, lambda: call_predictor(STAGES.taxonomy.name, predictor, **inputs),
-                                     reserve=STAGES.taxonomy.reserve)
+        return await run.sched.guard(
+            predictor,
+            lambda: call_predictor(STAGES.taxonomy.name, predictor, **inputs),
+            reserve=STAGES.taxonomy.reserve,
+        )
 
     async def _organise(self, topic: str, cards: list[PaperCard], run: _Run) -> dict:
         repairs = run.repairs
@@ -385,8 +420,13 @@ class TaxonomyBuilder(dspy.Module):
             for path, leaf in leaves_of(partial):
                 cid = f"C{len(categories) + 1}"
                 members[cid] = leaf["papers"]
-                categories.append(CategoryCard(category_id=cid, path=list(path[1:]) or [path[0]],
-                                               examples=[title_of[k] for k in leaf["papers"][:3]]))
+                categories.append(
+                    CategoryCard(
+                        category_id=cid,
+                        path=list(path[1:]) or [path[0]],
+                        examples=[title_of[k] for k in leaf["papers"][:3]],
+                    )
+                )
         label = {c.category_id: PATH_SEP.join(c.path) for c in categories}
         try:
             raw = (await self._call(run, self.merge_taxonomies, topic=topic, categories=categories)).taxonomy
@@ -408,8 +448,14 @@ class TaxonomyBuilder(dspy.Module):
     async def _build_group(self, topic: str, cards: list[PaperCard], run: _Run) -> dict:
         repairs = run.repairs
         try:
-            out = await self._call(run, self.build_taxonomy, topic=topic, papers=cards,
-                                   target_depth=self.target_depth, target_leaves=self.target_leaves)
+            out = await self._call(
+                run,
+                self.build_taxonomy,
+                topic=topic,
+                papers=cards,
+                target_depth=self.target_depth,
+                target_leaves=self.target_leaves,
+            )
             raw = out.taxonomy
         except dspy.AdapterParseError as err:
             raw = await self._recover(err.lm_response, run)
@@ -427,8 +473,9 @@ class TaxonomyBuilder(dspy.Module):
         if missing:
             missing = await self._place_with_lm(topic, tree, missing, run)
         place_by_similarity(tree, [c.paper_id for c in missing], title_of, self.embed, repairs)
-        run.events.emit("stage_end", stage=STAGES.taxonomy.name,
-                        counts={"papers": len(cards), "left_out": len(missing)})
+        run.events.emit(
+            "stage_end", stage=STAGES.taxonomy.name, counts={"papers": len(cards), "left_out": len(missing)}
+        )
         return tree
 
     async def _place_with_lm(self, topic: str, tree: dict, missing: list[PaperCard], run: _Run) -> list[PaperCard]:
@@ -438,8 +485,9 @@ class TaxonomyBuilder(dspy.Module):
             out = await self._call(run, self.place_papers, topic=topic, leaves=list(leaves), papers=missing)
             placements = out.placements
         except Exception as err:  # a budget stop included: the similarity fallback still places every paper
-            logger.warning("placing %d left-out papers failed (%s); using label similarity", len(missing),
-                           type(err).__name__)
+            logger.warning(
+                "placing %d left-out papers failed (%s); using label similarity", len(missing), type(err).__name__
+            )
             return missing
         by_id = {c.paper_id: c for c in missing}
         for p in placements:

@@ -75,8 +75,14 @@ def _label(terms: list[str]) -> str:
     return ", ".join(terms).capitalize() if terms else "Other"
 
 
-def cluster_taxonomy(topic: str, papers: Sequence[Any], *, papers_per_leaf: float = PAPERS_PER_LEAF,
-                     branching: float = BRANCHING, model: str | None = None) -> dict:
+def cluster_taxonomy(
+    topic: str,
+    papers: Sequence[Any],
+    *,
+    papers_per_leaf: float = PAPERS_PER_LEAF,
+    branching: float = BRANCHING,
+    model: str | None = None,
+) -> dict:
     """A TaxoBench tree over `papers` (objects with `title` and `abstract`, or dicts with those keys).
 
     Every paper appears exactly once, by its exact title, in a leaf; the root is named `topic`.
@@ -87,8 +93,11 @@ def cluster_taxonomy(topic: str, papers: Sequence[Any], *, papers_per_leaf: floa
     abstracts = [_get(p, "abstract") or _get(p, "abs") for p in papers]
     sizes = level_sizes(len(papers), papers_per_leaf, branching)
     if not sizes:
-        return {"name": topic, "subtopics": [{"name": titles[0], "papers": titles}]} if titles else \
-            {"name": topic, "subtopics": []}
+        return (
+            {"name": topic, "subtopics": [{"name": titles[0], "papers": titles}]}
+            if titles
+            else {"name": topic, "subtopics": []}
+        )
     vectors = encode([f"{t}. {a}" for t, a in zip(titles, abstracts)], model=model)
     tree = linkage(vectors.astype(np.float64), method="ward")
     cuts = [fcluster(tree, t=k, criterion="maxclust") for k in reversed(sizes)]  # coarse to fine
@@ -109,8 +118,10 @@ def cluster_taxonomy(topic: str, papers: Sequence[Any], *, papers_per_leaf: floa
 
     root = build(list(range(len(papers))), 0, topic)
     if "papers" in root:  # every paper landed in one cluster at every level
-        root = {"name": topic, "subtopics": [{"name": _label(distinctive_terms([sum(bags, Counter())])[0]),
-                                              "papers": root["papers"]}]}
+        root = {
+            "name": topic,
+            "subtopics": [{"name": _label(distinctive_terms([sum(bags, Counter())])[0]), "papers": root["papers"]}],
+        }
     return root
 
 

@@ -35,10 +35,18 @@ from deepresearch.retrievers.engines.pubmed import PubMedEngine
 from deepresearch.retrievers.engines.semanticscholar import SemanticScholarEngine
 from deepresearch.retrievers.types import Retriever
 
-ENGINES: dict[str, type[SearchEngine]] = {e.name: e for e in (OpenAlexEngine, SemanticScholarEngine, ArxivEngine,
-                                                              PubMedEngine)}
-ALIASES = {"s2": "semanticscholar", "semantic-scholar": "semanticscholar", "semantic_scholar": "semanticscholar",
-           "semscholar": "semanticscholar", "open-alex": "openalex", "medline": "pubmed", "ncbi": "pubmed"}
+ENGINES: dict[str, type[SearchEngine]] = {
+    e.name: e for e in (OpenAlexEngine, SemanticScholarEngine, ArxivEngine, PubMedEngine)
+}
+ALIASES = {
+    "s2": "semanticscholar",
+    "semantic-scholar": "semanticscholar",
+    "semantic_scholar": "semanticscholar",
+    "semscholar": "semanticscholar",
+    "open-alex": "openalex",
+    "medline": "pubmed",
+    "ncbi": "pubmed",
+}
 LOCAL = "corpus"  # the name of the local corpus among the fused sources
 
 
@@ -60,10 +68,17 @@ def open_engine(name: str, **options: Any) -> SearchEngine:
     return ENGINES[engine_name(name)](**options)
 
 
-def open_sources(names: Sequence[str], *, local: Retriever | None = None,
-                 base_urls: Mapping[str, str] | None = None, credentials: Mapping[str, Mapping[str, str]] | None = None,
-                 weights: Mapping[str, float] | None = None, down_for_s: float = DOWN_FOR_S, source_timeout_s: float | None = SOURCE_TIMEOUT_S,
-                 **options: Any) -> SourcesRetriever:
+def open_sources(
+    names: Sequence[str],
+    *,
+    local: Retriever | None = None,
+    base_urls: Mapping[str, str] | None = None,
+    credentials: Mapping[str, Mapping[str, str]] | None = None,
+    weights: Mapping[str, float] | None = None,
+    down_for_s: float = DOWN_FOR_S,
+    source_timeout_s: float | None = SOURCE_TIMEOUT_S,
+    **options: Any,
+) -> SourcesRetriever:
     """One retriever fusing the named engines (and `local`, a retriever over a local corpus, listed first).
 
     Args:
@@ -85,13 +100,39 @@ def open_sources(names: Sequence[str], *, local: Retriever | None = None,
     keys = {engine_name(k): v for k, v in (credentials or {}).items()}
     parts: dict[str, Retriever] = {LOCAL: local} if local is not None else {}
     for name in chosen:
-        parts[name] = open_engine(name, **({"base_url": urls[name]} if urls.get(name) else {}),
-                                  **({"credentials": keys[name]} if keys.get(name) else {}), **options)
-    return SourcesRetriever(parts, weights=weights, local=LOCAL if local is not None else None,
-                            down_for_s=down_for_s, timeout_s=source_timeout_s)
+        parts[name] = open_engine(
+            name,
+            **({"base_url": urls[name]} if urls.get(name) else {}),
+            **({"credentials": keys[name]} if keys.get(name) else {}),
+            **options,
+        )
+    return SourcesRetriever(
+        parts,
+        weights=weights,
+        local=LOCAL if local is not None else None,
+        down_for_s=down_for_s,
+        timeout_s=source_timeout_s,
+    )
 
 
-__all__ = ["ALIASES", "ENGINES", "LOCAL", "ArxivEngine", "EngineError", "OpenAlexEngine", "PubMedEngine",
-           "ResponseCache", "SearchEngine", "SemanticScholarEngine", "SourcesFailed", "SourcesRetriever",
-           "dedup_keys", "deduplicate", "default_cache_dir", "engine_name", "normalize_title", "open_engine",
-           "open_sources"]
+__all__ = [
+    "ALIASES",
+    "ENGINES",
+    "LOCAL",
+    "ArxivEngine",
+    "EngineError",
+    "OpenAlexEngine",
+    "PubMedEngine",
+    "ResponseCache",
+    "SearchEngine",
+    "SemanticScholarEngine",
+    "SourcesFailed",
+    "SourcesRetriever",
+    "dedup_keys",
+    "deduplicate",
+    "default_cache_dir",
+    "engine_name",
+    "normalize_title",
+    "open_engine",
+    "open_sources",
+]

@@ -19,10 +19,49 @@ from deepresearch.retrievers.engines.base import Page, SearchEngine, clean_meta,
 from deepresearch.retrievers.engines.dedup import arxiv_id
 from deepresearch.retrievers.types import Doc
 
-NS = {"atom": "http://www.w3.org/2005/Atom", "arxiv": "http://arxiv.org/schemas/atom",
-      "opensearch": "http://a9.com/-/spec/opensearch/1.1/"}
+NS = {
+    "atom": "http://www.w3.org/2005/Atom",
+    "arxiv": "http://arxiv.org/schemas/atom",
+    "opensearch": "http://a9.com/-/spec/opensearch/1.1/",
+}
 _SYNTAX = re.compile(r"\b(?:ti|au|abs|co|jr|cat|rn|id|all|submittedDate):|\b(?:AND|OR|ANDNOT)\b")
-_STOP = frozenset(["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "how", "in", "into", "is", "it", "of", "on", "or", "the", "to", "what", "which", "with", "does", "do", "their", "there", "these", "this", "those", "was", "were", "why"])
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "how",
+        "in",
+        "into",
+        "is",
+        "it",
+        "of",
+        "on",
+        "or",
+        "the",
+        "to",
+        "what",
+        "which",
+        "with",
+        "does",
+        "do",
+        "their",
+        "there",
+        "these",
+        "this",
+        "those",
+        "was",
+        "were",
+        "why",
+    ]
+)
 MAX_TERMS = 16
 
 
@@ -58,23 +97,46 @@ def entry_to_doc(entry: ET.Element) -> Doc:
         raise ValueError(f"an entry without an arXiv id ({abs_url[:80]!r})")
     doi = normalize_doi(_text(entry.find("arxiv:doi", NS)))
     published = _text(entry.find("atom:published", NS))[:10] or None
-    pdf_url = next((link.get("href") for link in entry.findall("atom:link", NS)
-                    if link.get("title") == "pdf" or link.get("type") == "application/pdf"), None)
+    pdf_url = next(
+        (
+            link.get("href")
+            for link in entry.findall("atom:link", NS)
+            if link.get("title") == "pdf" or link.get("type") == "application/pdf"
+        ),
+        None,
+    )
     if pdf_url and pdf_url.startswith("http://arxiv.org/"):
-        pdf_url = "https://" + pdf_url[len("http://"):]
+        pdf_url = "https://" + pdf_url[len("http://") :]
     primary = entry.find("arxiv:primary_category", NS)
     categories = [c.get("term") for c in entry.findall("atom:category", NS) if c.get("term")]
     if primary is not None and primary.get("term") and primary.get("term") not in categories:
         categories.insert(0, primary.get("term"))
-    meta = clean_meta({"source": "arxiv", "arxiv_id": arxiv, "doi": doi.lower() if doi else None,
-                       "authors": [_text(a.find("atom:name", NS)) for a in entry.findall("atom:author", NS)
-                                   if _text(a.find("atom:name", NS))],
-                       "venue": _text(entry.find("arxiv:journal_ref", NS)) or None, "pdf_url": pdf_url,
-                       "categories": categories, "updated": _text(entry.find("atom:updated", NS))[:10] or None,
-                       "comment": _text(entry.find("arxiv:comment", NS)) or None})
-    return Doc(doc_id=meta.get("doi") or f"arxiv:{arxiv}", title=_text(entry.find("atom:title", NS)),
-               text=_text(entry.find("atom:summary", NS)), url=f"https://arxiv.org/abs/{arxiv}",
-               year=int(published[:4]) if published else None, published=published, metadata=meta)
+    meta = clean_meta(
+        {
+            "source": "arxiv",
+            "arxiv_id": arxiv,
+            "doi": doi.lower() if doi else None,
+            "authors": [
+                _text(a.find("atom:name", NS))
+                for a in entry.findall("atom:author", NS)
+                if _text(a.find("atom:name", NS))
+            ],
+            "venue": _text(entry.find("arxiv:journal_ref", NS)) or None,
+            "pdf_url": pdf_url,
+            "categories": categories,
+            "updated": _text(entry.find("atom:updated", NS))[:10] or None,
+            "comment": _text(entry.find("arxiv:comment", NS)) or None,
+        }
+    )
+    return Doc(
+        doc_id=meta.get("doi") or f"arxiv:{arxiv}",
+        title=_text(entry.find("atom:title", NS)),
+        text=_text(entry.find("atom:summary", NS)),
+        url=f"https://arxiv.org/abs/{arxiv}",
+        year=int(published[:4]) if published else None,
+        published=published,
+        metadata=meta,
+    )
 
 
 def parse_feed(body: str) -> Page:
@@ -107,10 +169,16 @@ class ArxivEngine(SearchEngine):
     max_results = 30000  # the API refuses start + max_results beyond 30,000
     min_interval = 3.0
 
-    async def fetch_page(self, query: str, start: int, size: int, before: str | None,
-                         categories: Collection[str]) -> Page:
-        params = {"search_query": arxiv_query(query, before, categories), "start": start, "max_results": size,
-                  "sortBy": "relevance", "sortOrder": "descending"}
+    async def fetch_page(
+        self, query: str, start: int, size: int, before: str | None, categories: Collection[str]
+    ) -> Page:
+        params = {
+            "search_query": arxiv_query(query, before, categories),
+            "start": start,
+            "max_results": size,
+            "sortBy": "relevance",
+            "sortOrder": "descending",
+        }
         return await self.client.get("/query", params, parse_feed)
 
 

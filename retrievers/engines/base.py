@@ -87,10 +87,26 @@ def check_before(before: str | None) -> str | None:
 class AsyncSearch:
     """`search` for a retriever whose work is asynchronous (HTTP): `asearch` run to completion."""
 
-    def search(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
-               before: str | None = None, categories: Collection[str] = ()) -> list[Hit]:
-        return run_sync(self.asearch(query, k, offset=offset, exclude=exclude,  # type: ignore[attr-defined]
-                                     before=before, categories=categories))
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        offset: int = 0,
+        exclude: Collection[str] = (),
+        before: str | None = None,
+        categories: Collection[str] = (),
+    ) -> list[Hit]:
+        return run_sync(
+            self.asearch(
+                query,
+                k,
+                offset=offset,
+                exclude=exclude,  # type: ignore[attr-defined]
+                before=before,
+                categories=categories,
+            )
+        )
 
 
 class SearchEngine(AsyncSearch):
@@ -122,35 +138,52 @@ class SearchEngine(AsyncSearch):
     retries: ClassVar[int] = DEFAULT_RETRIES
     backoff_s: ClassVar[float] = DEFAULT_BACKOFF_S
 
-    def __init__(self, *, base_url: str | None = None, cache_dir: str | os.PathLike | None = None,
-                 cache: bool = True, cache_ttl_s: float | None = DEFAULT_CACHE_TTL_S,
-                 timeout_s: float | None = None, retries: int | None = None, backoff_s: float | None = None,
-                 min_interval: float | None = None, page_size: int | None = None, sleep: Sleep | None = None,
-                 credentials: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        cache: bool = True,
+        cache_ttl_s: float | None = DEFAULT_CACHE_TTL_S,
+        timeout_s: float | None = None,
+        retries: int | None = None,
+        backoff_s: float | None = None,
+        min_interval: float | None = None,
+        page_size: int | None = None,
+        sleep: Sleep | None = None,
+        credentials: Mapping[str, str] | None = None,
+    ):
         self.keys = {k: v.strip() for k, v in (credentials or {}).items() if v and v.strip()}
         self.base_url = (base_url or self.default_url).rstrip("/")
         if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"{self.name}: base URL must start with http:// or https://, got "
-                             f"{public_url(self.base_url)!r}")
+            raise ValueError(
+                f"{self.name}: base URL must start with http:// or https://, got {public_url(self.base_url)!r}"
+            )
         self.page = int(page_size or type(self).page_size)
         if self.page < 1:
             raise ValueError(f"{self.name}: page size must be >= 1")
         headers, secret_params = self.credentials()
         self.client = EngineClient(
-            self.name, self.base_url, min_interval=type(self).min_interval if min_interval is None else min_interval,
-            headers=headers, secret_params=secret_params,
+            self.name,
+            self.base_url,
+            min_interval=type(self).min_interval if min_interval is None else min_interval,
+            headers=headers,
+            secret_params=secret_params,
             cache=ResponseCache(cache_dir, cache_ttl_s) if cache else None,
             timeout_s=type(self).timeout_s if timeout_s is None else timeout_s,
             retries=type(self).retries if retries is None else retries,
-            backoff_s=type(self).backoff_s if backoff_s is None else backoff_s, sleep=sleep)
+            backoff_s=type(self).backoff_s if backoff_s is None else backoff_s,
+            sleep=sleep,
+        )
 
     # ---- what a subclass provides ---------------------------------------------------------------------
     def credentials(self) -> tuple[dict[str, str], dict[str, str]]:
         """(headers, secret parameters) read from the environment; sent, never cached, logged or shown."""
         return {}, {}
 
-    async def fetch_page(self, query: str, start: int, size: int, before: str | None,
-                         categories: Collection[str]) -> Page:
+    async def fetch_page(
+        self, query: str, start: int, size: int, before: str | None, categories: Collection[str]
+    ) -> Page:
         raise NotImplementedError
 
     def loose_query(self, query: str) -> str | None:
@@ -164,8 +197,16 @@ class SearchEngine(AsyncSearch):
         headers, secret_params = self.credentials()
         return {"engine": self.name, "url": public_url(self.base_url), "key": bool(headers or secret_params)}
 
-    async def asearch(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
-                      before: str | None = None, categories: Collection[str] = ()) -> list[Hit]:
+    async def asearch(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        offset: int = 0,
+        exclude: Collection[str] = (),
+        before: str | None = None,
+        categories: Collection[str] = (),
+    ) -> list[Hit]:
         check_page(k, offset)
         before = check_before(before)
         categories = tuple(categories or ())
@@ -205,7 +246,40 @@ class SearchEngine(AsyncSearch):
         return f"{type(self).__name__}({public_url(self.base_url)!r})"
 
 
-_STOP = frozenset(["a", "an", "and", "are", "as", "at", "be", "by", "does", "do", "for", "from", "how", "in", "into", "is", "it", "of", "on", "or", "the", "to", "what", "which", "with", "why", "among", "between", "versus", "vs"])
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "does",
+        "do",
+        "for",
+        "from",
+        "how",
+        "in",
+        "into",
+        "is",
+        "it",
+        "of",
+        "on",
+        "or",
+        "the",
+        "to",
+        "what",
+        "which",
+        "with",
+        "why",
+        "among",
+        "between",
+        "versus",
+        "vs",
+    ]
+)
 
 
 def or_words(query: str, joiner: str = " OR ") -> str | None:
@@ -235,5 +309,15 @@ def clean_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if v not in (None, "", [], (), {})}
 
 
-__all__ = ["AsyncSearch", "Page", "SearchEngine", "check_before", "clean_meta", "first_text", "month_end", "or_words", "run_sync",
-           "year_of"]
+__all__ = [
+    "AsyncSearch",
+    "Page",
+    "SearchEngine",
+    "check_before",
+    "clean_meta",
+    "first_text",
+    "month_end",
+    "or_words",
+    "run_sync",
+    "year_of",
+]

@@ -196,8 +196,12 @@ class ResponseCache:
     cannot be opened (read-only, full) costs the cache, not the search.
     """
 
-    def __init__(self, folder: str | Path | None = None, ttl_s: float | None = DEFAULT_CACHE_TTL_S,
-                 size_limit: int = DEFAULT_CACHE_BYTES):
+    def __init__(
+        self,
+        folder: str | Path | None = None,
+        ttl_s: float | None = DEFAULT_CACHE_TTL_S,
+        size_limit: int = DEFAULT_CACHE_BYTES,
+    ):
         self.folder = Path(folder).expanduser() if folder is not None else default_cache_dir()
         self.ttl_s = ttl_s
         self._cache = _open_cache(self.folder, size_limit)
@@ -264,8 +268,15 @@ def _transport_reason(err: httpx.TransportError, where: str, timeout_s: float) -
     codes = {getattr(e, "errno", None) for e in chain}
     low = " ".join(str(e) for e in chain).lower()
     if any(isinstance(e, socket.gaierror) for e in chain) or any(
-            s in low for s in ("name or service not known", "nodename nor servname", "name resolution",
-                               "getaddrinfo", "no address associated")):
+        s in low
+        for s in (
+            "name or service not known",
+            "nodename nor servname",
+            "name resolution",
+            "getaddrinfo",
+            "no address associated",
+        )
+    ):
         return f"DNS lookup failed for {where}"
     if errno.ECONNREFUSED in codes or "refused" in low:
         return f"connection refused at {where}"
@@ -293,11 +304,21 @@ class EngineClient:
         sleep: The coroutine that waits (tests pass one that records the waits).
     """
 
-    def __init__(self, engine: str, base_url: str, *, min_interval: float = 0.0,
-                 headers: Mapping[str, str] | None = None, secret_params: Mapping[str, str] | None = None,
-                 cache: ResponseCache | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 retries: int = DEFAULT_RETRIES, backoff_s: float = DEFAULT_BACKOFF_S,
-                 max_retry_after_s: float = DEFAULT_MAX_RETRY_AFTER_S, sleep: Sleep | None = None):
+    def __init__(
+        self,
+        engine: str,
+        base_url: str,
+        *,
+        min_interval: float = 0.0,
+        headers: Mapping[str, str] | None = None,
+        secret_params: Mapping[str, str] | None = None,
+        cache: ResponseCache | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retries: int = DEFAULT_RETRIES,
+        backoff_s: float = DEFAULT_BACKOFF_S,
+        max_retry_after_s: float = DEFAULT_MAX_RETRY_AFTER_S,
+        sleep: Sleep | None = None,
+    ):
         if retries < 0 or backoff_s < 0 or timeout_s <= 0:
             raise ValueError(f"{engine}: retries and backoff must be >= 0 and the timeout > 0")
         self.engine = engine
@@ -305,7 +326,10 @@ class EngineClient:
         self.public_base = public_url(self.base_url)
         self.headers = {"User-Agent": USER_AGENT, **dict(headers or {})}
         self.secret_params = {k: v for k, v in dict(secret_params or {}).items() if v}
-        self.secrets = [*self.secret_params.values(), *(v for k, v in self.headers.items() if k.lower() != "user-agent")]
+        self.secrets = [
+            *self.secret_params.values(),
+            *(v for k, v in self.headers.items() if k.lower() != "user-agent"),
+        ]
         self.cache = cache
         self.timeout_s, self.retries, self.backoff_s = float(timeout_s), int(retries), float(backoff_s)
         self.max_retry_after_s = float(max_retry_after_s)
@@ -336,15 +360,20 @@ class EngineClient:
         sent = {**public, **self.secret_params}
         where = host_of(self.base_url)
         reason, transient = "no attempt made", True
-        async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s), verify=_ssl_context(),
-                                     headers=self.headers, follow_redirects=True, trust_env=True) as http:
+        async with httpx.AsyncClient(
+            timeout=httpx.Timeout(self.timeout_s),
+            verify=_ssl_context(),
+            headers=self.headers,
+            follow_redirects=True,
+            trust_env=True,
+        ) as http:
             for attempt in range(self.retries + 1):
                 wait = self.limiter.reserve()
                 if wait > 0:
                     await self._sleep(wait)
                 logger.debug("%s: GET %s %s (attempt %d)", self.engine, cache_url, public, attempt + 1)
                 self.requests += 1
-                retry_in = self.backoff_s * 2 ** attempt
+                retry_in = self.backoff_s * 2**attempt
                 try:
                     response = await http.get(url, params=sent)
                 except httpx.TransportError as err:
@@ -356,8 +385,10 @@ class EngineClient:
                         try:
                             parsed = parse(body)
                         except Exception as err:
-                            raise self.fail(f"malformed response from {where} ({type(err).__name__}: "
-                                            f"{str(err).splitlines()[0][:160] if str(err) else 'unreadable'})") from None
+                            raise self.fail(
+                                f"malformed response from {where} ({type(err).__name__}: "
+                                f"{str(err).splitlines()[0][:160] if str(err) else 'unreadable'})"
+                            ) from None
                         if self.cache is not None:
                             self.cache.put(self.engine, cache_url, public, body)
                         return parsed
@@ -368,8 +399,11 @@ class EngineClient:
                         asked = retry_after_seconds(response.headers.get("Retry-After"))
                         if asked is not None:
                             if asked > self.max_retry_after_s:
-                                raise self.fail(f"rate limited by {where}: it asks to wait {asked:.0f}s, more than "
-                                                f"{self.max_retry_after_s:.0f}s", transient=True)
+                                raise self.fail(
+                                    f"rate limited by {where}: it asks to wait {asked:.0f}s, more than "
+                                    f"{self.max_retry_after_s:.0f}s",
+                                    transient=True,
+                                )
                             retry_in = asked
                         reason = f"rate limited by {where} (HTTP 429)"
                         self.limiter.pause(retry_in)  # every request to this server waits, not only this one
@@ -395,8 +429,10 @@ def _detail(response: httpx.Response) -> str:
             if isinstance(value, str) and value.strip():
                 return f": {value.strip().splitlines()[0][:200]}"
     if text.startswith("<"):  # XML or HTML: an Atom error's <summary>, NCBI's <ERROR>, else the text content
-        found = next((m for tag in ("summary", "ERROR", "title") if (m := re.search(rf"<{tag}>(.*?)</{tag}>", text, re.DOTALL))),
-                     None)
+        found = next(
+            (m for tag in ("summary", "ERROR", "title") if (m := re.search(rf"<{tag}>(.*?)</{tag}>", text, re.DOTALL))),
+            None,
+        )
         line = found.group(1) if found else re.sub(r"<[^>]+>", " ", text)
     else:
         line = text.splitlines()[0]
@@ -404,5 +440,13 @@ def _detail(response: httpx.Response) -> str:
     return f": {line[:200]}" if line else ""
 
 
-__all__ = ["EngineClient", "EngineError", "RateLimiter", "ResponseCache", "default_cache_dir",
-           "limiter_for", "retry_after_seconds", "scrub"]
+__all__ = [
+    "EngineClient",
+    "EngineError",
+    "RateLimiter",
+    "ResponseCache",
+    "default_cache_dir",
+    "limiter_for",
+    "retry_after_seconds",
+    "scrub",
+]

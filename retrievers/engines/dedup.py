@@ -68,8 +68,11 @@ def doc_doi(doc: Doc) -> str | None:
 
 def doc_arxiv(doc: Doc) -> str | None:
     meta = doc.metadata or {}
-    for raw in (meta.get("arxiv_id"), meta.get("doi"), doc.doc_id if doc.doc_id.lower().startswith(("arxiv:", "10."))
-                else None):
+    for raw in (
+        meta.get("arxiv_id"),
+        meta.get("doi"),
+        doc.doc_id if doc.doc_id.lower().startswith(("arxiv:", "10.")) else None,
+    ):
         found = arxiv_id(raw)
         if found:
             return found
@@ -197,5 +200,13 @@ def deduplicate(docs: Iterable[Doc]) -> list[Doc]:
     return [merge_docs([docs[i] for i in group]) for group in group_docs(docs)]
 
 
-__all__ = ["arxiv_id", "dedup_keys", "deduplicate", "excluded_keys", "group_docs", "id_keys", "merge_docs",
-           "normalize_title"]
+__all__ = [
+    "arxiv_id",
+    "dedup_keys",
+    "deduplicate",
+    "excluded_keys",
+    "group_docs",
+    "id_keys",
+    "merge_docs",
+    "normalize_title",
+]

@@ -69,9 +69,16 @@ class SourcesRetriever(AsyncSearch):
         ValueError: for no parts, or a weight for an unknown part.
     """
 
-    def __init__(self, parts: Mapping[str, Retriever], *, weights: Mapping[str, float] | None = None,
-                 local: str | None = None, k_rrf: float = 60.0, down_for_s: float = DOWN_FOR_S,
-                 timeout_s: float | None = SOURCE_TIMEOUT_S):
+    def __init__(
+        self,
+        parts: Mapping[str, Retriever],
+        *,
+        weights: Mapping[str, float] | None = None,
+        local: str | None = None,
+        k_rrf: float = 60.0,
+        down_for_s: float = DOWN_FOR_S,
+        timeout_s: float | None = SOURCE_TIMEOUT_S,
+    ):
         if not parts:
             raise ValueError("nothing to search: pass at least one source or a corpus")
         unknown = set(weights or {}) - set(parts)
@@ -91,11 +98,28 @@ class SourcesRetriever(AsyncSearch):
 
     def describe(self) -> list[dict[str, Any]]:
         """The sources, as JSON-able records (an engine's `describe()`, else its name)."""
-        return [{"name": name, **(part.describe() if hasattr(part, "describe") and callable(part.describe)
-                                  and name != self.local else {})} for name, part in self.parts.items()]
+        return [
+            {
+                "name": name,
+                **(
+                    part.describe()
+                    if hasattr(part, "describe") and callable(part.describe) and name != self.local
+                    else {}
+                ),
+            }
+            for name, part in self.parts.items()
+        ]
 
-    async def asearch(self, query: str, k: int = 10, *, offset: int = 0, exclude: Collection[str] = (),
-                      before: str | None = None, categories: Collection[str] = ()) -> list[Hit]:
+    async def asearch(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        offset: int = 0,
+        exclude: Collection[str] = (),
+        before: str | None = None,
+        categories: Collection[str] = (),
+    ) -> list[Hit]:
         check_page(k, offset)
         exclude, banned = self._expand(set(exclude or ()))
         filters = {"exclude": exclude, "before": before, "categories": tuple(categories or ())}
@@ -126,8 +150,7 @@ class SourcesRetriever(AsyncSearch):
         ids = {key.removeprefix("doi:") for key in banned if key.startswith(ID_PREFIXES)}
         return exclude | ids, banned
 
-    async def _one(self, name: str, query: str, depth: int, filters: Mapping[str, Any]
-                   ) -> tuple[list[Hit] | None, str]:
+    async def _one(self, name: str, query: str, depth: int, filters: Mapping[str, Any]) -> tuple[list[Hit] | None, str]:
         now = time.monotonic()
         with self._lock:
             down = self._down.get(name)
@@ -156,8 +179,15 @@ class SourcesRetriever(AsyncSearch):
 
     def _record(self, name: str, query: str, why: str, skipped: bool = False) -> None:
         with self._lock:
-            self.failures.append({"source": name, "query": query, "error": why, "skipped": skipped,
-                                  "elapsed_s": round(time.monotonic() - self._t0, 3)})
+            self.failures.append(
+                {
+                    "source": name,
+                    "query": query,
+                    "error": why,
+                    "skipped": skipped,
+                    "elapsed_s": round(time.monotonic() - self._t0, 3),
+                }
+            )
 
     def _report(self, name: str, why: str) -> None:
         """The one line of a failed source: a warning the first time (or when the reason changes), then INFO."""
@@ -168,8 +198,9 @@ class SourcesRetriever(AsyncSearch):
                 self._warned[name] = why
         logger.log(logging.WARNING if first else logging.INFO, "%s", line)
 
-    def _fuse(self, rankings: Mapping[str, Sequence[Hit]], k: int, offset: int, exclude: set[str],
-              banned: set[str]) -> list[Hit]:
+    def _fuse(
+        self, rankings: Mapping[str, Sequence[Hit]], k: int, offset: int, exclude: set[str], banned: set[str]
+    ) -> list[Hit]:
         order = {name: n for n, name in enumerate(self.parts)}
         flat = [(name, hit) for name, hits in rankings.items() for hit in hits]
         groups = group_docs([hit.doc for _, hit in flat])
@@ -203,8 +234,10 @@ class SourcesRetriever(AsyncSearch):
             fused_rankings.append(ranking)
             weights.append(self.weights[name])
         fused = rrf_fuse(fused_rankings, weights, self.k_rrf)
-        return [Hit(doc=merged[doc_id], score=score, rank=offset + n)
-                for n, (doc_id, score) in enumerate(fused[offset:offset + k], start=1)]
+        return [
+            Hit(doc=merged[doc_id], score=score, rank=offset + n)
+            for n, (doc_id, score) in enumerate(fused[offset : offset + k], start=1)
+        ]
 
     def __repr__(self) -> str:
         return f"SourcesRetriever({', '.join(self.parts)})"

@@ -30,8 +30,10 @@ from deepresearch.retrievers.engines.dedup import arxiv_id
 from deepresearch.retrievers.types import Doc
 
 _SYNTAX = re.compile(r'"|\b(?:AND|OR|NOT)\b')  # phrases, boolean operators
-SELECT = ("id,doi,title,display_name,publication_year,publication_date,ids,primary_location,best_oa_location,"
-          "locations,open_access,authorships,abstract_inverted_index,topics,type")
+SELECT = (
+    "id,doi,title,display_name,publication_year,publication_date,ids,primary_location,best_oa_location,"
+    "locations,open_access,authorships,abstract_inverted_index,topics,type"
+)
 
 
 def rebuild_abstract(index: Mapping[str, Any] | None) -> str:
@@ -63,14 +65,19 @@ def work_to_doc(work: Mapping[str, Any]) -> Doc:
     locations = [loc for loc in (work.get("locations") or []) if isinstance(loc, Mapping)]
     best = work.get("best_oa_location") if isinstance(work.get("best_oa_location"), Mapping) else {}
     primary = work.get("primary_location") if isinstance(work.get("primary_location"), Mapping) else {}
-    arxiv = arxiv_id(raw_doi) or next((a for loc in locations for a in (arxiv_id(loc.get("landing_page_url")),
-                                                                           arxiv_id(loc.get("pdf_url"))) if a), None)
+    arxiv = arxiv_id(raw_doi) or next(
+        (a for loc in locations for a in (arxiv_id(loc.get("landing_page_url")), arxiv_id(loc.get("pdf_url"))) if a),
+        None,
+    )
     doi = raw_doi if raw_doi and not arxiv_id(raw_doi) else None
     pdf_url = best.get("pdf_url") or next((loc["pdf_url"] for loc in locations if loc.get("pdf_url")), None)
     pmid = _short_id(ids.get("pmid"))
     source = primary.get("source") if isinstance(primary.get("source"), Mapping) else {}
-    authors = [first_text((a.get("author") or {}).get("display_name")) or first_text(a.get("raw_author_name"))
-               for a in (work.get("authorships") or []) if isinstance(a, Mapping)]
+    authors = [
+        first_text((a.get("author") or {}).get("display_name")) or first_text(a.get("raw_author_name"))
+        for a in (work.get("authorships") or [])
+        if isinstance(a, Mapping)
+    ]
     categories = []
     for topic in work.get("topics") or []:
         for level in ("field", "subfield"):
@@ -79,17 +86,37 @@ def work_to_doc(work: Mapping[str, Any]) -> Doc:
                 categories.append(name)
     published = work.get("publication_date") if isinstance(work.get("publication_date"), str) else None
     year = work.get("publication_year") if isinstance(work.get("publication_year"), int) else year_of(published)
-    url = (f"https://doi.org/{doi}" if doi else None) or primary.get("landing_page_url") or \
-        (f"https://arxiv.org/abs/{arxiv}" if arxiv else None) or work.get("id")
+    url = (
+        (f"https://doi.org/{doi}" if doi else None)
+        or primary.get("landing_page_url")
+        or (f"https://arxiv.org/abs/{arxiv}" if arxiv else None)
+        or work.get("id")
+    )
     doc_id = doi or (f"arxiv:{arxiv}" if arxiv else f"openalex:{openalex}")
-    meta = clean_meta({"source": "openalex", "openalex_id": openalex, "doi": doi, "arxiv_id": arxiv,
-                       "pmid": pmid if pmid and pmid.isdigit() else None, "authors": [a for a in authors if a],
-                       "venue": first_text(source.get("display_name")), "pdf_url": pdf_url,
-                       "oa_url": (work.get("open_access") or {}).get("oa_url"), "categories": categories,
-                       "type": work.get("type")})
-    return Doc(doc_id=doc_id, title=first_text(work.get("title") or work.get("display_name")),
-               text=rebuild_abstract(work.get("abstract_inverted_index")), url=url, year=year,
-               published=published, metadata=meta)
+    meta = clean_meta(
+        {
+            "source": "openalex",
+            "openalex_id": openalex,
+            "doi": doi,
+            "arxiv_id": arxiv,
+            "pmid": pmid if pmid and pmid.isdigit() else None,
+            "authors": [a for a in authors if a],
+            "venue": first_text(source.get("display_name")),
+            "pdf_url": pdf_url,
+            "oa_url": (work.get("open_access") or {}).get("oa_url"),
+            "categories": categories,
+            "type": work.get("type"),
+        }
+    )
+    return Doc(
+        doc_id=doc_id,
+        title=first_text(work.get("title") or work.get("display_name")),
+        text=rebuild_abstract(work.get("abstract_inverted_index")),
+        url=url,
+        year=year,
+        published=published,
+        metadata=meta,
+    )
 
 
 def parse_works(body: str) -> Page:
@@ -97,8 +124,9 @@ def parse_works(body: str) -> Page:
     if not isinstance(data, Mapping) or not isinstance(data.get("results"), list):
         raise ValueError("no 'results' list in the answer")
     count = (data.get("meta") or {}).get("count")
-    return Page([work_to_doc(w) for w in data["results"] if isinstance(w, Mapping)],
-                count if isinstance(count, int) else None)
+    return Page(
+        [work_to_doc(w) for w in data["results"] if isinstance(w, Mapping)], count if isinstance(count, int) else None
+    )
 
 
 class OpenAlexEngine(SearchEngine):
@@ -119,8 +147,9 @@ class OpenAlexEngine(SearchEngine):
     def loose_query(self, query: str) -> str | None:
         return None if _SYNTAX.search(query) else or_words(query, " OR ")
 
-    async def fetch_page(self, query: str, start: int, size: int, before: str | None,
-                         categories: Collection[str]) -> Page:
+    async def fetch_page(
+        self, query: str, start: int, size: int, before: str | None, categories: Collection[str]
+    ) -> Page:
         params = {"search": query, "per-page": size, "page": start // size + 1, "select": SELECT}
         if before:
             params["filter"] = f"to_publication_date:{month_end(before)}"

@@ -22,7 +22,10 @@ from deepresearch.retrievers.engines.base import Page, SearchEngine, clean_meta,
 from deepresearch.retrievers.types import Doc
 
 TOOL = "dspy-deepresearch"
-MONTHS = {m: i for i, m in enumerate(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], start=1)}
+MONTHS = {
+    m: i
+    for i, m in enumerate(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], start=1)
+}
 
 
 def _all_text(node: ET.Element | None) -> str:
@@ -47,8 +50,11 @@ def _date(article: ET.Element) -> str | None:
         month = _month(alt.findtext("Month") or "")
         day = (alt.findtext("Day") or "").strip()
         year = alt.findtext("Year").strip()
-        electronic = f"{year}-{month:02d}-{int(day):02d}" if month and day.isdigit() else \
-            (f"{year}-{month:02d}" if month else year)
+        electronic = (
+            f"{year}-{month:02d}-{int(day):02d}"
+            if month and day.isdigit()
+            else (f"{year}-{month:02d}" if month else year)
+        )
     if issue is None or (electronic and len(issue) == 4 and electronic.startswith(issue)):
         return electronic
     return issue
@@ -76,8 +82,14 @@ def _author(node: ET.Element) -> str:
     collective = _all_text(node.find("CollectiveName"))
     if collective:
         return collective
-    return " ".join(p for p in (_all_text(node.find("ForeName")) or _all_text(node.find("Initials")),
-                                _all_text(node.find("LastName"))) if p)
+    return " ".join(
+        p
+        for p in (
+            _all_text(node.find("ForeName")) or _all_text(node.find("Initials")),
+            _all_text(node.find("LastName")),
+        )
+        if p
+    )
 
 
 def article_to_doc(article: ET.Element) -> Doc:
@@ -88,8 +100,13 @@ def article_to_doc(article: ET.Element) -> Doc:
     art = article.find("MedlineCitation/Article")
     ids = {(i.get("IdType") or "").lower(): _all_text(i) for i in article.findall("PubmedData/ArticleIdList/ArticleId")}
     doi = normalize_doi(ids.get("doi")) or next(
-        (normalize_doi(_all_text(e)) for e in (art.findall("ELocationID") if art is not None else [])
-         if (e.get("EIdType") or "").lower() == "doi"), None)
+        (
+            normalize_doi(_all_text(e))
+            for e in (art.findall("ELocationID") if art is not None else [])
+            if (e.get("EIdType") or "").lower() == "doi"
+        ),
+        None,
+    )
     parts = []
     for node in art.findall("Abstract/AbstractText") if art is not None else []:
         text = _all_text(node)
@@ -98,17 +115,30 @@ def article_to_doc(article: ET.Element) -> Doc:
             parts.append(f"{label}: {text}" if label and label.upper() != "UNLABELLED" else text)
     date = _date(article)
     published = date if date and len(date) >= 7 else None  # Doc.published is YYYY-MM[-DD]; a bare year is Doc.year
-    meta = clean_meta({"source": "pubmed", "pmid": pmid, "doi": doi.lower() if doi else None,
-                       "pmcid": ids.get("pmc") or None,
-                       "authors": [a for a in (_author(n) for n in (art.findall("AuthorList/Author")
-                                                                      if art is not None else [])) if a],
-                       "venue": _all_text(art.find("Journal/Title")) if art is not None else None,
-                       "categories": [_all_text(d) for d in
-                                      article.findall("MedlineCitation/MeshHeadingList/MeshHeading/DescriptorName")]})
-    return Doc(doc_id=meta.get("doi") or f"pmid:{pmid}",
-               title=_all_text(art.find("ArticleTitle")) if art is not None else "", text=" ".join(parts),
-               url=f"https://pubmed.ncbi.nlm.nih.gov/{pmid}/", year=int(date[:4]) if date else None,
-               published=published, metadata=meta)
+    meta = clean_meta(
+        {
+            "source": "pubmed",
+            "pmid": pmid,
+            "doi": doi.lower() if doi else None,
+            "pmcid": ids.get("pmc") or None,
+            "authors": [
+                a for a in (_author(n) for n in (art.findall("AuthorList/Author") if art is not None else [])) if a
+            ],
+            "venue": _all_text(art.find("Journal/Title")) if art is not None else None,
+            "categories": [
+                _all_text(d) for d in article.findall("MedlineCitation/MeshHeadingList/MeshHeading/DescriptorName")
+            ],
+        }
+    )
+    return Doc(
+        doc_id=meta.get("doi") or f"pmid:{pmid}",
+        title=_all_text(art.find("ArticleTitle")) if art is not None else "",
+        text=" ".join(parts),
+        url=f"https://pubmed.ncbi.nlm.nih.gov/{pmid}/",
+        year=int(date[:4]) if date else None,
+        published=published,
+        metadata=meta,
+    )
 
 
 def parse_esearch(body: str) -> tuple[list[str], int | None]:
@@ -165,8 +195,15 @@ class PubMedEngine(SearchEngine):
         return {}, {k: self.keys[k] for k in ("api_key", "email") if self.keys.get(k)}
 
     async def _esearch(self, term: str, start: int, size: int, before: str | None) -> tuple[list[str], int | None]:
-        params = {"db": "pubmed", "term": term, "retstart": start, "retmax": size, "retmode": "json",
-                  "sort": "relevance", "tool": TOOL}
+        params = {
+            "db": "pubmed",
+            "term": term,
+            "retstart": start,
+            "retmax": size,
+            "retmode": "json",
+            "sort": "relevance",
+            "tool": TOOL,
+        }
         if before:
             params.update(datetype="pdat", mindate="1800/01/01", maxdate=month_end(before).replace("-", "/"))
         return await self.client.get("/esearch.fcgi", params, parse_esearch)
@@ -174,13 +211,15 @@ class PubMedEngine(SearchEngine):
     def loose_query(self, query: str) -> str | None:
         return None if _SYNTAX.search(query) else or_words(query)
 
-    async def fetch_page(self, query: str, start: int, size: int, before: str | None,
-                         categories: Collection[str]) -> Page:
+    async def fetch_page(
+        self, query: str, start: int, size: int, before: str | None, categories: Collection[str]
+    ) -> Page:
         ids, total = await self._esearch(query, start, size, before)
         if not ids:
             return Page([], total)
-        docs = await self.client.get("/efetch.fcgi", {"db": "pubmed", "id": ",".join(ids), "retmode": "xml",
-                                                      "tool": TOOL}, parse_efetch)
+        docs = await self.client.get(
+            "/efetch.fcgi", {"db": "pubmed", "id": ",".join(ids), "retmode": "xml", "tool": TOOL}, parse_efetch
+        )
         by_pmid = {d.metadata["pmid"]: d for d in docs}
         ordered = [by_pmid[i] for i in ids if i in by_pmid]
         # a record efetch did not return (withdrawn) still took its place in the ranking

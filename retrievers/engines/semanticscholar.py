@@ -36,13 +36,32 @@ def paper_to_doc(paper: Mapping[str, Any]) -> Doc:
     year = paper.get("year") if isinstance(paper.get("year"), int) else year_of(published)
     doc_id = doi or (f"arxiv:{arxiv}" if arxiv else f"pmid:{pmid}" if pmid else f"s2:{paper_id}")
     url = paper.get("url") or (f"https://www.semanticscholar.org/paper/{paper_id}" if paper_id else None)
-    meta = clean_meta({"source": "semanticscholar", "s2_id": paper_id, "doi": doi, "arxiv_id": arxiv, "pmid": pmid,
-                       "authors": [first_text(a.get("name")) for a in (paper.get("authors") or [])
-                                   if isinstance(a, Mapping) and first_text(a.get("name"))],
-                       "venue": first_text(paper.get("venue")), "pdf_url": first_text(pdf.get("url")) or None,
-                       "categories": [c for c in (paper.get("fieldsOfStudy") or []) if isinstance(c, str)]})
-    return Doc(doc_id=doc_id, title=first_text(paper.get("title")), text=first_text(paper.get("abstract")),
-               url=url, year=year, published=published, metadata=meta)
+    meta = clean_meta(
+        {
+            "source": "semanticscholar",
+            "s2_id": paper_id,
+            "doi": doi,
+            "arxiv_id": arxiv,
+            "pmid": pmid,
+            "authors": [
+                first_text(a.get("name"))
+                for a in (paper.get("authors") or [])
+                if isinstance(a, Mapping) and first_text(a.get("name"))
+            ],
+            "venue": first_text(paper.get("venue")),
+            "pdf_url": first_text(pdf.get("url")) or None,
+            "categories": [c for c in (paper.get("fieldsOfStudy") or []) if isinstance(c, str)],
+        }
+    )
+    return Doc(
+        doc_id=doc_id,
+        title=first_text(paper.get("title")),
+        text=first_text(paper.get("abstract")),
+        url=url,
+        year=year,
+        published=published,
+        metadata=meta,
+    )
 
 
 def parse_search(body: str) -> Page:
@@ -71,10 +90,16 @@ class SemanticScholarEngine(SearchEngine):
         key = self.keys.get("api_key")
         return ({"x-api-key": key} if key else {}), {}
 
-    async def fetch_page(self, query: str, start: int, size: int, before: str | None,
-                         categories: Collection[str]) -> Page:
+    async def fetch_page(
+        self, query: str, start: int, size: int, before: str | None, categories: Collection[str]
+    ) -> Page:
         # the API finds nothing for hyphenated terms ("retrieval-augmented"); its documentation says to use spaces
-        params = {"query": " ".join(query.replace("-", " ").split()), "offset": start, "limit": min(size, self.max_results - start - 1), "fields": FIELDS}
+        params = {
+            "query": " ".join(query.replace("-", " ").split()),
+            "offset": start,
+            "limit": min(size, self.max_results - start - 1),
+            "fields": FIELDS,
+        }
         if before:
             params["publicationDateOrYear"] = f":{before[:7]}" if len(before) >= 7 else f":{before[:4]}"
         if categories:

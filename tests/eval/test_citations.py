@@ -39,24 +39,30 @@ Grazing reduces plant diversity in fertile grasslands, e.g. in central Europe. [
 
 def test_sentences_keep_their_citations_and_drop_markup():
     sentences = split_sentences(REPORT)
-    assert sentences[0] == Sentence("Warming advances flowering in temperate herbs by about five days per degree.",
-                                    ("1", "2"))
+    assert sentences[0] == Sentence(
+        "Warming advances flowering in temperate herbs by about five days per degree.", ("1", "2")
+    )
     texts = [s.text for s in sentences]
     assert "Smith et al. (2020) found the same shift in alpine meadows across three mountain ranges." in texts
     assert "Short one." in texts
     # a citation after the period belongs to the sentence before it
-    assert Sentence("Grazing reduces plant diversity in fertile grasslands, e.g. in central Europe.",
-                    ("4", "5")) in sentences
+    assert (
+        Sentence("Grazing reduces plant diversity in fertile grasslands, e.g. in central Europe.", ("4", "5"))
+        in sentences
+    )
     assert Sentence("Drought lowers seed set in annual plants across many dry sites.", ("2",)) in sentences
     assert not any("table" in t or "Note" in t or "title" in t for t in texts)
 
 
 def test_a_paragraph_wholly_in_emphasis_is_a_note_not_a_claim():
-    report = ("## Q\n\n*Written by the offline baseline: every sentence below is quoted from its source.*\n\n"
-              "_Another editorial remark that is long enough to look like a claim._\n\n"
-              "*Vitamin D* lowered the fracture rate in older adults over three years [1].\n")
+    report = (
+        "## Q\n\n*Written by the offline baseline: every sentence below is quoted from its source.*\n\n"
+        "_Another editorial remark that is long enough to look like a claim._\n\n"
+        "*Vitamin D* lowered the fracture rate in older adults over three years [1].\n"
+    )
     assert [s.text for s in claim_sentences(report)] == [
-        "Vitamin D lowered the fracture rate in older adults over three years."]
+        "Vitamin D lowered the fracture rate in older adults over three years."
+    ]
 
 
 def test_citation_recall_is_the_share_of_claims_with_a_citation():
@@ -83,17 +89,20 @@ def test_graded_precision_is_the_mean_grade():
 def test_lexical_fallback_grades_by_word_coverage():
     source = "Experimental warming advanced the flowering of temperate herbs by five days per degree."
     assert lexical_support("Warming advanced flowering of temperate herbs by five days per degree.", [source]) == 1.0
-    assert lexical_support("Warming advanced flowering of herbs, and drought reduced seed mass strongly.",
-                           [source]) == 0.5
+    assert (
+        lexical_support("Warming advanced flowering of herbs, and drought reduced seed mass strongly.", [source]) == 0.5
+    )
     assert lexical_support("Nitrogen deposition favours grasses over forbs.", [source]) == 0.0
     assert lexical_entails(source, "Warming advanced flowering of temperate herbs.")
     assert not lexical_entails("", "Warming advanced flowering.")
 
 
 def test_grade_claims_scores_only_cited_claims_and_zero_for_unknown_sources():
-    claims = [Sentence("Warming advanced flowering of temperate herbs.", ("1",)),
-              Sentence("Uncited claim about something else entirely.", ()),
-              Sentence("A claim citing a source nobody retrieved.", ("9",))]
+    claims = [
+        Sentence("Warming advanced flowering of temperate herbs.", ("1",)),
+        Sentence("Uncited claim about something else entirely.", ()),
+        Sentence("A claim citing a source nobody retrieved.", ("9",)),
+    ]
     passages = {"1": "Warming advanced flowering of temperate herbs in a field experiment."}
     assert grade_claims(claims, passages) == [1.0, 0.0]
 
@@ -155,8 +164,10 @@ def test_a_citation_with_no_passage_is_unsupported_and_not_counted():
 
 
 def test_dataset_f1_is_the_f1_of_mean_precision_and_recall():
-    reports = [CitationScores(n_claims=2, n_supported=2, n_cites=2, n_necessary=1),
-               CitationScores(n_claims=2, n_supported=1, n_cites=1, n_necessary=1)]
+    reports = [
+        CitationScores(n_claims=2, n_supported=2, n_cites=2, n_necessary=1),
+        CitationScores(n_claims=2, n_supported=1, n_cites=1, n_necessary=1),
+    ]
     assert [(r.precision, r.recall) for r in reports] == [(0.5, 1.0), (1.0, 0.5)]
     p, r, f1 = dataset_citation_f1(reports)
     assert (p, r, f1) == (pytest.approx(0.75), pytest.approx(0.75), pytest.approx(0.75))
@@ -164,9 +175,19 @@ def test_dataset_f1_is_the_f1_of_mean_precision_and_recall():
 
 
 # Spec 001 §9 check 15: the published F1 values recompute from recall and precision.
-@pytest.mark.parametrize("recall,precision,f1", [
-    (99.35, 84.92, 91.57), (74.00, 70.00, 71.94), (56.00, 54.33, 55.15), (55.17, 55.67, 55.42),
-    (74.92, 70.47, 72.63), (68.91, 64.99, 66.89), (63.25, 57.89, 60.45), (46.72, 47.86, 47.28)])
+@pytest.mark.parametrize(
+    "recall,precision,f1",
+    [
+        (99.35, 84.92, 91.57),
+        (74.00, 70.00, 71.94),
+        (56.00, 54.33, 55.15),
+        (55.17, 55.67, 55.42),
+        (74.92, 70.47, 72.63),
+        (68.91, 64.99, 66.89),
+        (63.25, 57.89, 60.45),
+        (46.72, 47.86, 47.28),
+    ],
+)
 def test_published_citation_f1_recomputes(recall, precision, f1):
     assert harmonic_mean(precision, recall) == pytest.approx(f1, abs=0.1)
 
@@ -186,14 +207,14 @@ OFFICIAL_ENTAILING = {("PA\nPB", T1 + "."), ("PA", T1 + "."), ("PB", T3 + "."), 
 
 def test_official_scholarqa_rules_inherit_drop_out_of_range_and_read_the_first_of_a_group():
     sentences = [
-        f"{T1} [0][1].",      # claim 1: PA+PB entail it; PA alone does (necessary), PB alone does not and PA
-                              #   without it still does (not necessary): cites 2, necessary 1, supported
-        f"{T2}.",             # claim 2: no citation, inherits [0, 1]; PA+PB do not entail it: cites 2, unsupported
-        f"{T3} [1, 2].",      # claim 3: the group reads as [1] only; PB entails it: cites 1, necessary 1
-        f"{T4} [7].",         # claim 4: 7 is out of range: unsupported, nothing counted, [1] stays inherited
-        "Short one [0].",     # under 50 characters: not evaluated, changes nothing
-        f"{T6[:-1]} [2].",    # claim 5: 47 + 5 characters of text and marker: evaluated; PC entails it: 1, 1
-        f"{T7}.",             # claim 6: inherits [2]; PC does not entail it: cites 1, unsupported
+        f"{T1} [0][1].",  # claim 1: PA+PB entail it; PA alone does (necessary), PB alone does not and PA
+        #   without it still does (not necessary): cites 2, necessary 1, supported
+        f"{T2}.",  # claim 2: no citation, inherits [0, 1]; PA+PB do not entail it: cites 2, unsupported
+        f"{T3} [1, 2].",  # claim 3: the group reads as [1] only; PB entails it: cites 1, necessary 1
+        f"{T4} [7].",  # claim 4: 7 is out of range: unsupported, nothing counted, [1] stays inherited
+        "Short one [0].",  # under 50 characters: not evaluated, changes nothing
+        f"{T6[:-1]} [2].",  # claim 5: 47 + 5 characters of text and marker: evaluated; PC entails it: 1, 1
+        f"{T7}.",  # claim 6: inherits [2]; PC does not entail it: cites 1, unsupported
     ]
     assert len(T6) < 50 <= len(f"{T6[:-1]} [2].") and len("Short one [0].") < 50
     scores = scholarqa_official_scores(sentences, OFFICIAL_PASSAGES, lambda p, h: (p, h) in OFFICIAL_ENTAILING)

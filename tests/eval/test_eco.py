@@ -27,13 +27,16 @@ VAGUE = load_vocab()["temporal_vague"]
 
 
 # Spec 000 §8 check 11: each component saturates exactly at its cap.
-@pytest.mark.parametrize("fn,caps,weights", [
-    (lambda a, b: depth_score(a, b, 0), (20, 10), (0.4, 0.3)),
-    (lambda a, b: ecological_score(a, b, 0), (8, 6), (0.4, 0.3)),
-    (lambda a, b: rigor_score(a, b, 0), (5, 20), (0.4, 0.4)),
-    (lambda a, b: innovation_score(a, b, 0), (3, 3), (0.4, 0.3)),
-    (lambda a, b: breadth_score(a, b, 0, 0, 0), (8, 12), (0.25, 0.25)),
-])
+@pytest.mark.parametrize(
+    "fn,caps,weights",
+    [
+        (lambda a, b: depth_score(a, b, 0), (20, 10), (0.4, 0.3)),
+        (lambda a, b: ecological_score(a, b, 0), (8, 6), (0.4, 0.3)),
+        (lambda a, b: rigor_score(a, b, 0), (5, 20), (0.4, 0.4)),
+        (lambda a, b: innovation_score(a, b, 0), (3, 3), (0.4, 0.3)),
+        (lambda a, b: breadth_score(a, b, 0, 0, 0), (8, 12), (0.25, 0.25)),
+    ],
+)
 def test_components_saturate_at_their_caps(fn, caps, weights):
     (cap_a, cap_b), (w_a, w_b) = caps, weights
     assert fn(cap_a, 0) == pytest.approx(w_a)
@@ -51,8 +54,7 @@ def test_every_component_is_one_at_its_caps_and_zero_without_signals():
     assert rigor_score(5, 20, 5) == pytest.approx(1.0)
     assert innovation_score(3, 3, 3) == pytest.approx(1.0)
     assert taxonomic_score(10) == 1.0 and taxonomic_score(25) == 1.0 and taxonomic_score(5) == 0.5
-    for fn, n in ((depth_score, 3), (breadth_score, 5), (ecological_score, 3), (rigor_score, 3),
-                  (innovation_score, 3)):
+    for fn, n in ((depth_score, 3), (breadth_score, 5), (ecological_score, 3), (rigor_score, 3), (innovation_score, 3)):
         assert fn(*([0] * n)) == 0.0
     assert capped(20, 20) == 1.0 and capped(40, 20) == 1.0
 
@@ -105,8 +107,10 @@ def test_temporal_precision_is_specific_over_all_references():
 
 
 def test_formal_citations_parenthetical_and_narrative():
-    text = ("Grazing matters (Smith et al., 2021; Jones and Lee 2019). Brown et al. (2020) agreed, "
-            "as did Garcia (2018). In 2020 (see 2021) nothing else counts.")
+    text = (
+        "Grazing matters (Smith et al., 2021; Jones and Lee 2019). Brown et al. (2020) agreed, "
+        "as did Garcia (2018). In 2020 (see 2021) nothing else counts."
+    )
     assert formal_citations(text) == 4
 
 
@@ -122,10 +126,12 @@ def test_empty_report_scores_zero():
 
 
 def test_hand_made_report_components_and_overall():
-    md = ("## Restoration\n\nRestoration of *Festuca rubra* grasslands in temperate and boreal regions "
-          "leads to recovery because grazing and mowing reduce competition (Smith et al., 2020). "
-          "Within 5 years species richness rose; the mechanism might be novel and a research gap remains "
-          "unclear.\n\n## Sources\n\n- https://a.org/1\n- https://a.org/2")
+    md = (
+        "## Restoration\n\nRestoration of *Festuca rubra* grasslands in temperate and boreal regions "
+        "leads to recovery because grazing and mowing reduce competition (Smith et al., 2020). "
+        "Within 5 years species richness rose; the mechanism might be novel and a research gap remains "
+        "unclear.\n\n## Sources\n\n- https://a.org/1\n- https://a.org/2"
+    )
     s = eco_scores(md)
     c = s.counts
     assert (c["regions"], c["interventions"], c["binomials"], c["formal_citations"]) == (2, 3, 1, 1)

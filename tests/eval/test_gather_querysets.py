@@ -29,8 +29,12 @@ def test_scholargym_file_matches_its_published_counts(bench):
     assert sum(not q.gt_ids for q in bench) == 78  # AutoScholar queries with an empty ground truth
     assert len({g for q in bench for g in q.gt_ids}) == 4498 and sum(len(q.gt_ids) for q in bench) == 5836
     first = bench[0]
-    assert (first.query_id, first.gt_ids, first.date_constraint, first.split) == \
-        ("AutoScholarQuery_test_0", ("2009.02040",), "2020-09", "test")
+    assert (first.query_id, first.gt_ids, first.date_constraint, first.split) == (
+        "AutoScholarQuery_test_0",
+        ("2009.02040",),
+        "2020-09",
+        "test",
+    )
 
 
 def test_scholargym_splits_are_disjoint(data_dir, bench):
@@ -43,11 +47,29 @@ def test_scholargym_splits_are_disjoint(data_dir, bench):
 
 
 def test_readme_shape_and_labels_are_read():
-    q = parse_scholargym({"query_id": "x1", "query": "q", "gt_arxiv_ids": ["1", "2"], "date_constraint": "2020-01",
-                          "source": "s", "split": "test"}, "line 1")
+    q = parse_scholargym(
+        {
+            "query_id": "x1",
+            "query": "q",
+            "gt_arxiv_ids": ["1", "2"],
+            "date_constraint": "2020-01",
+            "source": "s",
+            "split": "test",
+        },
+        "line 1",
+    )
     assert q == GatherQuery("x1", "q", ("1", "2"), "2020-01", "s", "test")
-    q = parse_scholargym({"qid": "A_dev_3", "query": "q", "cited_paper": [{"arxiv_id": "1"}, {"arxiv_id": "2"}],
-                          "gt_label": [0, 1], "date": "2019-02", "source": "s"}, "line 2")
+    q = parse_scholargym(
+        {
+            "qid": "A_dev_3",
+            "query": "q",
+            "cited_paper": [{"arxiv_id": "1"}, {"arxiv_id": "2"}],
+            "gt_label": [0, 1],
+            "date": "2019-02",
+            "source": "s",
+        },
+        "line 2",
+    )
     assert (q.gt_ids, q.split) == (("2",), "dev")
     with pytest.raises(QuerySetError, match="line 3"):
         parse_scholargym({"query": "q"}, "line 3")

@@ -27,8 +27,26 @@ ROOT = Path(cli.__file__).resolve().parent
 
 
 def gather_argv(data_dir, out, *extra, limit=4):
-    return ["eval", "gather", "--data", str(data_dir / "scifact"), "--qrels", "test", "--lm", "offline",
-            "--limit", str(limit), "--iterations", "2", "--bootstrap", "50", "--out", str(out), "-q", *extra]
+    return [
+        "eval",
+        "gather",
+        "--data",
+        str(data_dir / "scifact"),
+        "--qrels",
+        "test",
+        "--lm",
+        "offline",
+        "--limit",
+        str(limit),
+        "--iterations",
+        "2",
+        "--bootstrap",
+        "50",
+        "--out",
+        str(out),
+        "-q",
+        *extra,
+    ]
 
 
 def gather(data_dir, out, *extra, limit=4):
@@ -39,8 +57,13 @@ def kill_when(records: Path, count: int, argv: list[str]) -> None:
     """Runs `deepresearch argv` in a process of its own and kills it (SIGKILL) once `records` holds `count`
     finished lines, failing if the run ends first (its stderr goes to a file beside the run's folder)."""
     with open(records.parent.with_suffix(".stderr"), "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "deepresearch.cli", *argv], cwd=ROOT,
-                                env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "deepresearch.cli", *argv],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
             if records.exists() and records.read_bytes().count(b"\n") >= count:
@@ -101,7 +124,7 @@ def test_a_killed_run_resumes_without_redoing_finished_queries(data_dir, tmp_pat
     assert f"120 queries · {len(finished)} already done" in capsys.readouterr().err
     records = read_jsonl(results)
     assert len(records) == 120 and len({r["query_id"] for r in records}) == 120  # no query recorded twice
-    assert [json.dumps(r, ensure_ascii=False) for r in records[:len(finished)]] == finished_lines
+    assert [json.dumps(r, ensure_ascii=False) for r in records[: len(finished)]] == finished_lines
 
     assert gather(data_dir, tmp_path / "whole", limit=120) == 0  # never interrupted
     assert summary_without_timing(out) == summary_without_timing(tmp_path / "whole")
@@ -115,7 +138,9 @@ def test_a_damaged_line_before_the_last_stops_the_run_naming_it(data_dir, tmp_pa
     capsys.readouterr()
     assert gather(data_dir, out) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
-    assert len(err) == 1 and f"{out / 'results.jsonl'} line 2 is not a JSON record" in err[0] and "--overwrite" in err[0]
+    assert (
+        len(err) == 1 and f"{out / 'results.jsonl'} line 2 is not a JSON record" in err[0] and "--overwrite" in err[0]
+    )
     assert gather(data_dir, out, "--overwrite") == 0
 
 
@@ -126,7 +151,7 @@ def test_reader_ignores_only_a_cut_last_line(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="deepresearch.programs.runtime.jsonl"):
         assert read_jsonl(path) == [{"id": 1}]
     assert "line 3 is incomplete" in caplog.text
-    path.write_bytes(b'{"id": 1}\n' + whole[:whole.index("–".encode()) + 1])  # cut inside a character's bytes
+    path.write_bytes(b'{"id": 1}\n' + whole[: whole.index("–".encode()) + 1])  # cut inside a character's bytes
     assert read_jsonl(path) == [{"id": 1}]
     path.write_bytes(b'{"id": 1}\n{"id": 2\n{"id": 3}\n')
     with pytest.raises(JsonlError, match=re.escape(f"{path} line 2 is not a JSON record; fix or remove the line")):
@@ -137,9 +162,14 @@ def test_reader_ignores_only_a_cut_last_line(tmp_path, caplog):
     assert read_jsonl(tmp_path / "missing.jsonl") == []
 
 
-@pytest.mark.parametrize("tail,kept", [(b'{"id": 2, "x": [1, ', [{"id": 1}]),  # cut mid-record: dropped
-                                       (b'{"id": 2}', [{"id": 1}, {"id": 2}]),  # only the newline cut: kept
-                                       (b"", [{"id": 1}])])
+@pytest.mark.parametrize(
+    "tail,kept",
+    [
+        (b'{"id": 2, "x": [1, ', [{"id": 1}]),  # cut mid-record: dropped
+        (b'{"id": 2}', [{"id": 1}, {"id": 2}]),  # only the newline cut: kept
+        (b"", [{"id": 1}]),
+    ],
+)
 def test_appender_starts_after_the_last_whole_record_and_fsyncs_each(tmp_path, monkeypatch, tail, kept):
     path = tmp_path / "r.jsonl"
     path.write_bytes(b'{"id": 1}\n' + tail)
@@ -159,8 +189,12 @@ def planner(messages):
     if len(json.loads(inputs_of(messages)["subquery_tree"])) > 1:
         return {"searches": [], "checklist_update": "c", "memory_update": "m", "is_complete": False}
     question = inputs_of(messages)["question"]
-    return {"searches": [{"action": "derive", "source_id": 0, "text": f"{question[:50]} evidence", "target_k": 5}],
-            "checklist_update": "on topic", "memory_update": "m", "is_complete": False}
+    return {
+        "searches": [{"action": "derive", "source_id": 0, "text": f"{question[:50]} evidence", "target_k": 5}],
+        "checklist_update": "on topic",
+        "memory_update": "m",
+        "is_complete": False,
+    }
 
 
 def keep_first(messages):
@@ -168,23 +202,34 @@ def keep_first(messages):
     return {"relevance": {p["paper_id"]: "relevant" if i == 0 else "irrelevant" for i, p in enumerate(papers)}}
 
 
-def test_concurrent_queries_count_lm_calls_and_frozen_candidates_replay(data_dir, scifact, scifact_bm25, tmp_path,
-                                                                        make_lm, routed):
+def test_concurrent_queries_count_lm_calls_and_frozen_candidates_replay(
+    data_dir, scifact, scifact_bm25, tmp_path, make_lm, routed
+):
     queries = load_queryset(data_dir / "scifact")[:3]
     lm = make_lm(routed({PlanSubqueries: planner, LabelCandidates: keep_first}), delay=0.01)
     path, done = tmp_path / "results.jsonl", []
     with dspy.context(lm=lm), JsonlAppender(path) as sink:
         errors = asyncio.run(run_queries(Gatherer(scifact_bm25), queries, 2, sink, done.append))
     assert errors == 0 and [r["status"] for r in done] == ["done"] * 3
-    assert usage_totals(done) == {"calls": 9, "prompt_tokens": 90, "completion_tokens": 45}  # 2 plans + 1 assessment each
+    assert usage_totals(done) == {
+        "calls": 9,
+        "prompt_tokens": 90,
+        "completion_tokens": 45,
+    }  # 2 plans + 1 assessment each
     assert [r["query_id"] for r in read_jsonl(path)] == [r["query_id"] for r in done]
     cases = load_frozen_cases(path, scifact)
     assert len(cases) == 3 and all(len(c.hits) == 5 for c in cases)
     assert [c.labels[0] for c in cases] == ["relevant"] * 3 and cases[0].checklist == "on topic"
     replay = make_lm(routed({LabelCandidates: keep_first}))
     with dspy.context(lm=replay):
-        out = asyncio.run(CandidateAssessor().acall(question=cases[0].question, subquery=cases[0].subquery,
-                                                    checklist=cases[0].checklist, hits=list(cases[0].hits)))
+        out = asyncio.run(
+            CandidateAssessor().acall(
+                question=cases[0].question,
+                subquery=cases[0].subquery,
+                checklist=cases[0].checklist,
+                hits=list(cases[0].hits),
+            )
+        )
     assert [j.label for j in out.judgements] == list(cases[0].labels) and replay.scripted.calls == 1
 
 
@@ -205,8 +250,7 @@ def test_summaries_name_their_protocol_and_a_rescore_reuses_the_runs(data_dir, t
     assert spec["final"]["recall"] == official["final"]["recall"]
 
 
-def test_a_replayed_run_ending_in_empty_plans_is_failed_under_official_and_kept_under_spec(data_dir, tmp_path,
-                                                                                          capsys):
+def test_a_replayed_run_ending_in_empty_plans_is_failed_under_official_and_kept_under_spec(data_dir, tmp_path, capsys):
     # The offline planner declares completion once it has no page left (kept by both protocols); the same
     # runs, recorded as ending with an empty plan instead, are what the released workflow drops.
     out = tmp_path / "run"
@@ -215,8 +259,11 @@ def test_a_replayed_run_ending_in_empty_plans_is_failed_under_official_and_kept_
     records = read_jsonl(out / "results.jsonl")
     assert {r["result"]["stop_reason"] for r in records} == {"complete"} and completed["evaluated"] == 4
     assert all(len(r["result"]["rounds"]) >= 1 for r in records)
-    (out / "results.jsonl").write_text("".join(
-        json.dumps({**r, "result": {**r["result"], "stop_reason": "no_new_subqueries"}}) + "\n" for r in records))
+    (out / "results.jsonl").write_text(
+        "".join(
+            json.dumps({**r, "result": {**r["result"], "stop_reason": "no_new_subqueries"}}) + "\n" for r in records
+        )
+    )
     capsys.readouterr()
     assert gather(data_dir, out, "--iterations", "5") == 0  # every query done: only rescored
     official = json.loads((out / "summary.json").read_text())
@@ -249,13 +296,14 @@ def records_without_timing(out: Path) -> dict[str, dict]:
     records = {}
     for r in read_jsonl(out / "results.jsonl"):
         usage = {stage: {k: v for k, v in u.items() if k != "seconds"} for stage, u in r["result"]["usage"].items()}
-        records[r["query_id"]] = {**{k: v for k, v in r.items() if k != "seconds"},
-                                  "result": {**r["result"], "usage": usage}}
+        records[r["query_id"]] = {
+            **{k: v for k, v in r.items() if k != "seconds"},
+            "result": {**r["result"], "usage": usage},
+        }
     return records
 
 
-def test_queries_on_worker_processes_give_the_in_process_results_and_resume_what_is_left(data_dir, tmp_path,
-                                                                                          capsys):
+def test_queries_on_worker_processes_give_the_in_process_results_and_resume_what_is_left(data_dir, tmp_path, capsys):
     from tests.integration.openai_server import LocalOpenAIServer
 
     with LocalOpenAIServer(gather_lm_handler()) as server:

@@ -20,16 +20,22 @@ from deepresearch.eval.judges import (
 from tests.scripted import inputs_of
 
 REPORT = "## Bees\n\nBees pollinate most crops [1]. Pesticides reduce bee foraging [2]."
-POINTS = {"Bees pollinate crops.": "Supported", "Wind pollinates grasses.": "Omitted",
-          "Pesticides help bees.": "Contradicted", "Pesticides reduce foraging.": "Supported"}
+POINTS = {
+    "Bees pollinate crops.": "Supported",
+    "Wind pollinates grasses.": "Omitted",
+    "Pesticides help bees.": "Contradicted",
+    "Pesticides reduce foraging.": "Supported",
+}
 SCORES = {"clarity": 8, "depth": 6, "balance": 7, "breadth": 5, "support": 9, "insightfulness": 4}
 
 
 def judge_routes():
     return {
         JudgeKeyPoint: lambda m: {"label": POINTS[inputs_of(m)["key_point"]]},
-        RateReport: lambda m: {"justification": f"About {inputs_of(m)['criterion']}.",
-                               "score": SCORES.get(inputs_of(m)["criterion"], 11)},
+        RateReport: lambda m: {
+            "justification": f"About {inputs_of(m)['criterion']}.",
+            "score": SCORES.get(inputs_of(m)["criterion"], 11),
+        },
         GradeCitationSupport: lambda m: {"support": "full" if "pollinate" in inputs_of(m)["claim"] else "partial"},
     }
 
@@ -48,8 +54,9 @@ def test_kpr_and_kpc_from_labels():
 
 
 def test_key_point_judge_labels_each_point(lm):
-    out = asyncio.run(KeyPointJudge(lm=lm).acall(question="Why do bees matter?", report=REPORT,
-                                                   key_points=list(POINTS)))
+    out = asyncio.run(
+        KeyPointJudge(lm=lm).acall(question="Why do bees matter?", report=REPORT, key_points=list(POINTS))
+    )
     assert out.verdicts == list(POINTS.values())
     assert (out.kpr, out.kpc) == (0.5, 0.25)
     assert lm.scripted.calls == 4
@@ -59,8 +66,7 @@ def test_key_point_judge_labels_each_point(lm):
 def test_criteria_judge_scores_the_six_criteria(lm):
     out = CriteriaJudge(lm=lm)(question="Why do bees matter?", report=REPORT)
     assert out.scores == SCORES
-    assert list(out.scores) == list(CRITERIA) == ["clarity", "depth", "balance", "breadth", "support",
-                                                  "insightfulness"]
+    assert list(out.scores) == list(CRITERIA) == ["clarity", "depth", "balance", "breadth", "support", "insightfulness"]
     assert out.justifications["depth"] == "About depth."
     assert out.mean == pytest.approx(sum(SCORES.values()) / 6)
 
@@ -71,8 +77,12 @@ def test_criteria_judge_clamps_scores_outside_the_scale(lm):
 
 
 def test_citation_support_judge_grades_cited_claims(lm):
-    claims = [Sentence("Bees pollinate most crops.", ("1",)), Sentence("Uncited.", ()),
-              Sentence("Pesticides reduce bee foraging.", ("2",)), Sentence("Ghost claim.", ("9",))]
+    claims = [
+        Sentence("Bees pollinate most crops.", ("1",)),
+        Sentence("Uncited.", ()),
+        Sentence("Pesticides reduce bee foraging.", ("2",)),
+        Sentence("Ghost claim.", ("9",)),
+    ]
     out = CitationSupportJudge(lm=lm)(claims=claims, passages={"1": "Bees pollinate crops.", "2": "Foraging fell."})
     assert out.grades == [1.0, 0.5, 0.0]
     assert out.precision == pytest.approx(0.5)
@@ -107,8 +117,9 @@ def test_judge_uses_the_lm_in_context_when_none_is_given(lm):
 def test_judge_lm_defaults_to_temperature_zero():
     lm = judge_lm("openai/gpt-4.1-mini", api_base="http://127.0.0.1:9/v1")
     assert lm.kwargs["temperature"] == 0.0
-    assert judge_lm("openai/gpt-4.1-mini", api_base="http://127.0.0.1:9/v1", temperature=0.3).kwargs[
-        "temperature"] == 0.3
+    assert (
+        judge_lm("openai/gpt-4.1-mini", api_base="http://127.0.0.1:9/v1", temperature=0.3).kwargs["temperature"] == 0.3
+    )
     with pytest.raises(ValueError, match="need an LM"):
         judge_lm("offline")
 

@@ -16,8 +16,10 @@ DEAD = "http://127.0.0.1:9/v1"  # nothing listens on port 9
 # each command with a data path that does not exist, and the error that path gives once the LM check passes
 COMMANDS = {
     "gather": (["eval", "gather", "--data", "/no/such/queries"], "query file not found"),
-    "report": (["eval", "report", "--data", "/no/such/questions.jsonl", "--corpus", "/no/such/corpus"],
-               "unknown question set"),
+    "report": (
+        ["eval", "report", "--data", "/no/such/questions.jsonl", "--corpus", "/no/such/corpus"],
+        "unknown question set",
+    ),
     "taxonomy": (["eval", "taxonomy", "--data", "/no/such/taxobench"], "TaxoBench data not found"),
     "optimize": (["optimize", "--metric", "recall", "--data", "/no/such/train"], "pass --corpus"),
 }
@@ -33,8 +35,16 @@ def error_lines(capsys) -> list[str]:
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_a_dead_server_fails_in_seconds_before_any_data_is_loaded(command, tmp_path, capsys):
     argv, data_error = COMMANDS[command]
-    argv = [*argv, "--out", str(tmp_path / "out" / "compiled.json"), "--lm", "openai/x", "--api-base", DEAD,
-            "--no-cache"]
+    argv = [
+        *argv,
+        "--out",
+        str(tmp_path / "out" / "compiled.json"),
+        "--lm",
+        "openai/x",
+        "--api-base",
+        DEAD,
+        "--no-cache",
+    ]
     started = time.monotonic()
     code = cli.main(argv)
     assert code == 2 and time.monotonic() - started < 20
@@ -52,20 +62,49 @@ def test_a_dead_server_fails_in_seconds_before_any_data_is_loaded(command, tmp_p
 def test_the_judge_lm_is_checked_before_any_data_is_loaded(command, tmp_path, capsys):
     argv, data_error = COMMANDS[command]
     started = time.monotonic()
-    code = cli.main([*argv, "--out", str(tmp_path / "out"), "--lm", "offline", "--judge-lm", "openai/judge",
-                     "--api-base", DEAD, "--no-cache"])
+    code = cli.main(
+        [
+            *argv,
+            "--out",
+            str(tmp_path / "out"),
+            "--lm",
+            "offline",
+            "--judge-lm",
+            "openai/judge",
+            "--api-base",
+            DEAD,
+            "--no-cache",
+        ]
+    )
     assert code == 2 and time.monotonic() - started < 20
     err = error_lines(capsys)
     assert len(err) == 1 and "LM check failed" in err[0] and data_error not in err[0], err
 
 
-@pytest.mark.parametrize("module", ["deepresearch.eval.run_gather", "deepresearch.eval.run_report", "deepresearch.eval.run_taxonomy", "deepresearch.optimize.cli"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "deepresearch.eval.run_gather",
+        "deepresearch.eval.run_report",
+        "deepresearch.eval.run_taxonomy",
+        "deepresearch.optimize.cli",
+    ],
+)
 def test_every_command_takes_the_shared_lm_options(module):
     parser = argparse.ArgumentParser()
     importlib.import_module(module).add_arguments(parser)
     options = {o for action in parser._actions for o in action.option_strings}
-    assert options >= {"--lm", "--api-base", "--temperature", "--structured", "--max-output-tokens", "--lm-timeout",
-                       "--no-cache", "--cache-dir", "--no-preflight"}
+    assert options >= {
+        "--lm",
+        "--api-base",
+        "--temperature",
+        "--structured",
+        "--max-output-tokens",
+        "--lm-timeout",
+        "--no-cache",
+        "--cache-dir",
+        "--no-preflight",
+    }
 
 
 def test_eval_report_runs_the_program_inside_the_session(tmp_path):
@@ -75,9 +114,25 @@ def test_eval_report_runs_the_program_inside_the_session(tmp_path):
     questions = tmp_path / "q.jsonl"
     questions.write_text('{"id": "q0", "question": "Does vitamin D reduce fracture risk?"}\n')
     with LocalOpenAIServer(research_handler()) as server:
-        code = cli.main(["eval", "report", "--data", str(questions), "--corpus", "scifact", "--out",
-                         str(tmp_path / "out"), "--lm", "openai/local", "--api-base", server.base_url, "--no-cache",
-                         "--max-output-tokens", "333"])
+        code = cli.main(
+            [
+                "eval",
+                "report",
+                "--data",
+                str(questions),
+                "--corpus",
+                "scifact",
+                "--out",
+                str(tmp_path / "out"),
+                "--lm",
+                "openai/local",
+                "--api-base",
+                server.base_url,
+                "--no-cache",
+                "--max-output-tokens",
+                "333",
+            ]
+        )
     assert code == 0 and (tmp_path / "out" / "reports" / "q0.md").exists()
     preflight, *work = server.requests
     assert work and len(preflight["messages"]) == 1

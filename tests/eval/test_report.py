@@ -12,8 +12,10 @@ def words(n: int) -> str:
 
 
 def test_unique_urls_count_once_and_stop_at_whitespace_or_parenthesis():
-    md = ("See [the paper](https://a.org/x) and https://a.org/x again, plus http://b.net/y?q=1.\n\n"
-          "## Sources\n\n- https://a.org/x\n- www.no-scheme.com\n- https://c.io/z")
+    md = (
+        "See [the paper](https://a.org/x) and https://a.org/x again, plus http://b.net/y?q=1.\n\n"
+        "## Sources\n\n- https://a.org/x\n- www.no-scheme.com\n- https://c.io/z"
+    )
     assert unique_urls(md) == ["https://a.org/x", "http://b.net/y?q=1.", "https://c.io/z"]
     assert source_stats(md).n_sources == 3
 
@@ -26,9 +28,11 @@ def test_words_are_whitespace_tokens_of_the_whole_file():
 
 
 def test_our_references_count_corpus_documents_without_urls():
-    md = ("Warming advances flowering [1]. Grazing lowers diversity [2][3].\n\n## References\n\n"
-          "[1] Flowering and warming (2019). doc 4983\n[2] Grazing. https://doi.org/10.1/abc\n"
-          "[3] Another paper. doc 77\n[4] Cited twice. doc 4983")
+    md = (
+        "Warming advances flowering [1]. Grazing lowers diversity [2][3].\n\n## References\n\n"
+        "[1] Flowering and warming (2019). doc 4983\n[2] Grazing. https://doi.org/10.1/abc\n"
+        "[3] Another paper. doc 77\n[4] Cited twice. doc 4983"
+    )
     assert referenced_doc_ids(md) == ["4983", "77"]
     assert source_stats(md).n_sources == 3
     assert len(unique_urls(md)) == 1  # the released analyzer counts URLs only (n_url_sources of `eval report`)
@@ -56,7 +60,13 @@ def test_density_saturates_at_fifty_sources_per_thousand_words():
 def test_report_names_give_the_configuration():
     name = parse_report_name("reports/12_o3-mini_orkg_d4_b1.md")
     assert (name.index, name.model, name.engine, name.depth, name.breadth, name.config) == (
-        12, "o3-mini", "orkg", 4, 1, "d4_b1")
+        12,
+        "o3-mini",
+        "orkg",
+        4,
+        1,
+        "d4_b1",
+    )
     with pytest.raises(ValueError, match="does not match"):
         parse_report_name("report.md")
 

@@ -15,7 +15,9 @@ def test_ecology_questions_are_numbered_like_the_report_files(data_dir):
     # the form's index column repeats 44 and skips 45; ids follow the rows instead
     assert [q.metadata["form_index"] for q in questions[43:45]] == ["44", "44"]
     purposes = [q.metadata["purpose"] for q in questions]
-    assert purposes.count("Idea generation") == 16 and purposes.count("Collecting evidence for/against a hypothesis") == 13
+    assert (
+        purposes.count("Idea generation") == 16 and purposes.count("Collecting evidence for/against a hypothesis") == 13
+    )
 
 
 def test_named_sets_are_found_under_the_data_folder(data_dir):
@@ -25,12 +27,25 @@ def test_named_sets_are_found_under_the_data_folder(data_dir):
 
 def test_jsonl_records_with_key_points(tmp_path):
     path = tmp_path / "drg.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in [
-        {"id": "q7", "query": "Is coffee healthy?", "key_points": [{"point": "Moderate intake is safe."}, "Dose matters."]},
-        {"question": "Why is the sky blue?", "answer": "Rayleigh scattering."}]))
+    path.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {
+                    "id": "q7",
+                    "query": "Is coffee healthy?",
+                    "key_points": [{"point": "Moderate intake is safe."}, "Dose matters."],
+                },
+                {"question": "Why is the sky blue?", "answer": "Rayleigh scattering."},
+            ]
+        )
+    )
     qs = load_question_file(path)
-    assert (qs[0].qid, qs[0].text, qs[0].key_points) == ("q7", "Is coffee healthy?",
-                                                         ("Moderate intake is safe.", "Dose matters."))
+    assert (qs[0].qid, qs[0].text, qs[0].key_points) == (
+        "q7",
+        "Is coffee healthy?",
+        ("Moderate intake is safe.", "Dose matters."),
+    )
     assert (qs[1].qid, qs[1].reference_answer, qs[1].key_points) == ("2", "Rayleigh scattering.", ())
 
 

@@ -71,11 +71,21 @@ def test_eval_reports_rejects_a_folder_without_grid_names(tmp_path, capsys):
 
 def test_eval_report_command_runs_the_offline_program(tmp_path, capsys):
     questions = tmp_path / "q.jsonl"
-    questions.write_text("\n".join(json.dumps({"id": f"q{i}", "question": q}) for i, q in enumerate(
-        ["Does vitamin D reduce fracture risk?", "How does obesity affect insulin resistance?"])))
+    questions.write_text(
+        "\n".join(
+            json.dumps({"id": f"q{i}", "question": q})
+            for i, q in enumerate(
+                ["Does vitamin D reduce fracture risk?", "How does obesity affect insulin resistance?"]
+            )
+        )
+    )
     out = tmp_path / "out"
-    assert cli.main(["eval", "report", "--data", str(questions), "--lm", "offline", "--corpus", "scifact",
-                     "--out", str(out)]) == 0
+    assert (
+        cli.main(
+            ["eval", "report", "--data", str(questions), "--lm", "offline", "--corpus", "scifact", "--out", str(out)]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "citation_precision_lexical" in printed
     rows = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
@@ -111,8 +121,11 @@ def test_evaluate_scores_with_scripted_judges(scifact, scifact_bm25, make_lm, ro
     judge = make_lm(routed(judge_handler_routes(calls)))
     judges = Judges.build(judge, JudgeCache(tmp_path / "cache"))
     program = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2, offline=True)
-    question = Question(qid="1", text="Does vitamin D reduce fracture risk?",
-                        key_points=("Vitamin D lowers fracture risk.", "Calcium intake matters."))
+    question = Question(
+        qid="1",
+        text="Does vitamin D reduce fracture risk?",
+        key_points=("Vitamin D lowers fracture risk.", "Calcium intake matters."),
+    )
 
     def text_of(doc_id):
         doc = scifact.get(doc_id)
@@ -124,7 +137,8 @@ def test_evaluate_scores_with_scripted_judges(scifact, scifact_bm25, make_lm, ro
     assert row["kpr"] == 0.5 and row["kpc"] == 0.0
     assert row["key_point_labels"] == ["Supported", "Omitted"]
     assert {k: v for k, v in row.items() if k.startswith("criterion_")} == {
-        f"criterion_{c}": 7 for c in ("clarity", "depth", "balance", "breadth", "support", "insightfulness")}
+        f"criterion_{c}": 7 for c in ("clarity", "depth", "balance", "breadth", "support", "insightfulness")
+    }
     assert row["citation_precision"] == 1.0  # every cited claim resolves to a document the judge calls full
     numeric = [k for k, v in row.items() if isinstance(v, (int, float))]
     assert [k for k in numeric if protocol_for(k) is None] == []  # the judged metrics name theirs too
@@ -137,14 +151,23 @@ def test_evaluate_scores_with_scripted_judges(scifact, scifact_bm25, make_lm, ro
 
 def test_eval_report_on_worker_processes_scores_what_it_scores_in_process(tmp_path, capsys):
     questions = tmp_path / "q.jsonl"
-    questions.write_text("\n".join(json.dumps({"id": f"q{i}", "question": q}) for i, q in enumerate(
-        ["Does vitamin D reduce fracture risk?", "How does obesity affect insulin resistance?"])))
-    common = ["eval", "report", "--data", str(questions), "--lm", "offline", "--corpus", "scifact",
-              "--preset", "quick"]
+    questions.write_text(
+        "\n".join(
+            json.dumps({"id": f"q{i}", "question": q})
+            for i, q in enumerate(
+                ["Does vitamin D reduce fracture risk?", "How does obesity affect insulin resistance?"]
+            )
+        )
+    )
+    common = ["eval", "report", "--data", str(questions), "--lm", "offline", "--corpus", "scifact", "--preset", "quick"]
     assert cli.main([*common, "--out", str(tmp_path / "here")]) == 0
     assert cli.main([*common, "--out", str(tmp_path / "pool"), "--workers", "2"]) == 0
     capsys.readouterr()
-    here, pool = ([json.loads(line) for line in (tmp_path / d / "scores.jsonl").read_text().splitlines()]
-                  for d in ("here", "pool"))
+    here, pool = (
+        [json.loads(line) for line in (tmp_path / d / "scores.jsonl").read_text().splitlines()]
+        for d in ("here", "pool")
+    )
     assert [r["qid"] for r in pool] == ["q0", "q1"] and pool == here
-    assert (tmp_path / "pool" / "reports" / "q1.md").read_text() == (tmp_path / "here" / "reports" / "q1.md").read_text()
+    assert (tmp_path / "pool" / "reports" / "q1.md").read_text() == (
+        tmp_path / "here" / "reports" / "q1.md"
+    ).read_text()

@@ -19,32 +19,58 @@ from deepresearch.eval.taxonomy_judge import (
 from deepresearch.eval.taxonomy_tree import render_tree
 from tests.scripted import chat_format, inputs_of, scripted_lm
 
-EXPERT = {"name": "LLM alignment", "subtopics": [
-    {"name": "Reward modelling", "subtopics": [
-        {"name": "Preference data", "papers": ["Learning to summarize from human feedback"]},
-        {"name": "Reward hacking", "papers": [{"title": "Scaling laws for reward model overoptimization"}]}]},
-    {"name": "Direct preference optimisation", "papers": ["Direct Preference Optimization"]}]}
-MODEL = {"name": "LLM alignment", "subtopics": [
-    {"name": "RLHF", "papers": ["Learning to summarize from human feedback", "Direct Preference Optimization"]},
-    {"name": "Evaluation", "papers": ["Scaling laws for reward model overoptimization"]}]}
-TITLES = ["Learning to summarize from human feedback", "Scaling laws for reward model overoptimization",
-          "Direct Preference Optimization"]
-ANSWER = {"semantic_coverage": {"reasoning": "Reward modelling is half recalled.", "score": 3},
-          "sibling_organization": {"reasoning": "RLHF and Evaluation split on different criteria.", "score": 2},
-          "hierarchical_logic": {"reasoning": "RLHF does not contain DPO.", "score": 4},
-          "structural_topology": {"reasoning": "Flat where the experts go two levels deep.", "score": 2}}
+EXPERT = {
+    "name": "LLM alignment",
+    "subtopics": [
+        {
+            "name": "Reward modelling",
+            "subtopics": [
+                {"name": "Preference data", "papers": ["Learning to summarize from human feedback"]},
+                {"name": "Reward hacking", "papers": [{"title": "Scaling laws for reward model overoptimization"}]},
+            ],
+        },
+        {"name": "Direct preference optimisation", "papers": ["Direct Preference Optimization"]},
+    ],
+}
+MODEL = {
+    "name": "LLM alignment",
+    "subtopics": [
+        {"name": "RLHF", "papers": ["Learning to summarize from human feedback", "Direct Preference Optimization"]},
+        {"name": "Evaluation", "papers": ["Scaling laws for reward model overoptimization"]},
+    ],
+}
+TITLES = [
+    "Learning to summarize from human feedback",
+    "Scaling laws for reward model overoptimization",
+    "Direct Preference Optimization",
+]
+ANSWER = {
+    "semantic_coverage": {"reasoning": "Reward modelling is half recalled.", "score": 3},
+    "sibling_organization": {"reasoning": "RLHF and Evaluation split on different criteria.", "score": 2},
+    "hierarchical_logic": {"reasoning": "RLHF does not contain DPO.", "score": 4},
+    "structural_topology": {"reasoning": "Flat where the experts go two levels deep.", "score": 2},
+}
 
 # Spec 003 §5 Table 7: system -> (Cov., Org., Log., Topo., Avg.) as printed.
 TABLE_7 = {
-    "o3": (2.14, 2.71, 3.06, 2.28, 2.55), "Doubao": (1.90, 2.57, 2.86, 2.03, 2.34),
-    "DeepSeek": (1.90, 2.57, 2.75, 1.96, 2.30), "Gemini": (2.03, 2.76, 2.78, 2.25, 2.46),
-    "Grok": (2.08, 2.58, 3.06, 2.19, 2.48), "Perplexity": (2.07, 2.60, 2.78, 2.10, 2.39),
-    "Qwen": (2.01, 2.62, 2.76, 2.08, 2.37), "Claude-4.5-Sonnet": (2.17, 2.74, 2.90, 2.32, 2.53),
-    "GPT-5": (2.11, 2.71, 2.83, 2.43, 2.52), "Gemini-3-Pro*": (2.18, 2.57, 2.97, 2.46, 2.55),
-    "DeepSeek-V3.2": (2.17, 2.65, 3.01, 2.53, 2.59), "Qwen3-Max*": (2.14, 2.54, 2.85, 2.29, 2.46),
-    "Kimi-K2": (2.04, 2.57, 2.85, 2.36, 2.46), "Claude-4.5-Sonnet-Thinking": (2.17, 2.68, 2.83, 2.32, 2.50),
-    "GPT-5-Thinking": (2.14, 2.68, 2.83, 2.29, 2.49), "Gemini-3-Pro-Thinking*": (2.03, 2.71, 2.81, 2.28, 2.46),
-    "DeepSeek-V3.2-Thinking": (2.14, 2.54, 2.94, 2.25, 2.47), "Qwen3-Max-Thinking*": (2.11, 2.60, 2.88, 2.43, 2.50),
+    "o3": (2.14, 2.71, 3.06, 2.28, 2.55),
+    "Doubao": (1.90, 2.57, 2.86, 2.03, 2.34),
+    "DeepSeek": (1.90, 2.57, 2.75, 1.96, 2.30),
+    "Gemini": (2.03, 2.76, 2.78, 2.25, 2.46),
+    "Grok": (2.08, 2.58, 3.06, 2.19, 2.48),
+    "Perplexity": (2.07, 2.60, 2.78, 2.10, 2.39),
+    "Qwen": (2.01, 2.62, 2.76, 2.08, 2.37),
+    "Claude-4.5-Sonnet": (2.17, 2.74, 2.90, 2.32, 2.53),
+    "GPT-5": (2.11, 2.71, 2.83, 2.43, 2.52),
+    "Gemini-3-Pro*": (2.18, 2.57, 2.97, 2.46, 2.55),
+    "DeepSeek-V3.2": (2.17, 2.65, 3.01, 2.53, 2.59),
+    "Qwen3-Max*": (2.14, 2.54, 2.85, 2.29, 2.46),
+    "Kimi-K2": (2.04, 2.57, 2.85, 2.36, 2.46),
+    "Claude-4.5-Sonnet-Thinking": (2.17, 2.68, 2.83, 2.32, 2.50),
+    "GPT-5-Thinking": (2.14, 2.68, 2.83, 2.29, 2.49),
+    "Gemini-3-Pro-Thinking*": (2.03, 2.71, 2.81, 2.28, 2.46),
+    "DeepSeek-V3.2-Thinking": (2.14, 2.54, 2.94, 2.25, 2.47),
+    "Qwen3-Max-Thinking*": (2.11, 2.60, 2.88, 2.43, 2.50),
     "Kimi-K2-Thinking": (2.10, 2.50, 2.64, 2.39, 2.41),
 }
 
@@ -60,7 +86,8 @@ def test_render_tree_draws_connectors_and_leaves_out_papers():
         "├── Reward modelling\n"
         "│   ├── Preference data\n"
         "│   └── Reward hacking\n"
-        "└── Direct preference optimisation")
+        "└── Direct preference optimisation"
+    )
     assert render_tree({"name": "root only", "papers": ["A paper"]}) == "root only"
 
 
@@ -79,8 +106,12 @@ def test_judge_sees_both_text_trees_without_paper_titles(lm):
 
 def test_judge_returns_the_four_scores_and_their_average(lm):
     out = TaxonomyJudge(lm=lm)(topic="LLM alignment", reference=EXPERT, tree=MODEL)
-    assert out.scores == {"semantic_coverage": 3, "sibling_organization": 2, "hierarchical_logic": 4,
-                          "structural_topology": 2}
+    assert out.scores == {
+        "semantic_coverage": 3,
+        "sibling_organization": 2,
+        "hierarchical_logic": 4,
+        "structural_topology": 2,
+    }
     assert list(out.scores) == list(DIMENSIONS)
     assert out.average == pytest.approx(11 / 4)
     assert out.reasoning["hierarchical_logic"] == "RLHF does not contain DPO."
@@ -93,15 +124,18 @@ def test_judge_of_a_failed_tree_renders_a_root_named_after_the_topic(lm):
 
 
 def test_scores_outside_the_scale_are_clamped_and_unusable_answers_raise(routed):
-    wild = ANSWER | {"semantic_coverage": {"reasoning": "r", "score": 7},
-                     "structural_topology": {"reasoning": "r", "score": 0}}
+    wild = ANSWER | {
+        "semantic_coverage": {"reasoning": "r", "score": 7},
+        "structural_topology": {"reasoning": "r", "score": 0},
+    }
     out = TaxonomyJudge(lm=scripted_lm(routed({JudgeTaxonomy: wild})))(topic="t", reference=EXPERT, tree=MODEL)
     assert out.scores["semantic_coverage"] == 5 and out.scores["structural_topology"] == 1
     with pytest.raises(JudgeAnswerError, match="no integer score for hierarchical_logic"):
         parse_judgement(ANSWER | {"hierarchical_logic": {"reasoning": "r"}})
     with pytest.raises(JudgeAnswerError, match="could not be parsed"):
         TaxonomyJudge(lm=scripted_lm(lambda m: chat_format({"semantic_coverage": "great"})))(
-            topic="t", reference=EXPERT, tree=MODEL)
+            topic="t", reference=EXPERT, tree=MODEL
+        )
 
 
 def test_cache_makes_rejudging_free(lm, tmp_path):

@@ -132,8 +132,9 @@ def test_soft_recall_precision_counterexample():
 
 
 def test_ari_and_v_on_hand_made_labelings():
-    assert leaf_scores([0, 0, 1, 1], [0, 0, 1, 2]) == pytest.approx({"ari": 0.5714, "hom": 1.0, "comp": 0.6667,
-                                                                     "v": 0.8}, abs=1e-4)
+    assert leaf_scores([0, 0, 1, 1], [0, 0, 1, 2]) == pytest.approx(
+        {"ari": 0.5714, "hom": 1.0, "comp": 0.6667, "v": 0.8}, abs=1e-4
+    )
     assert leaf_scores([0, 0, 0, 0], [0, 1, 2, 3])["ari"] == 0.0
     assert leaf_scores([0, 1, 2], [0, 1, 2])["ari"] == 1.0
     assert leaf_scores([5, 5, 5], ["x", "x", "x"]) == {"ari": 1.0, "hom": 1.0, "comp": 1.0, "v": 1.0}
@@ -179,8 +180,9 @@ def test_best_candidate_failing_containment_leaves_the_expert_paper_unmatched():
 
 
 def test_public_scorer_profile_accepts_containment_and_high_ratio():
-    assert align_titles(["Toolformer"], ["Toolformer: Language Models Can Teach Themselves"],
-                        profile="public_scorer").pairs == ((0, 0),)
+    assert align_titles(
+        ["Toolformer"], ["Toolformer: Language Models Can Teach Themselves"], profile="public_scorer"
+    ).pairs == ((0, 0),)
     with pytest.raises(ValueError, match="choose one of"):
         align_titles(["a"], ["a"], profile="nope")
 
@@ -188,11 +190,24 @@ def test_public_scorer_profile_accepts_containment_and_high_ratio():
 # -------------------------------------------------------------- retrieval F1 from the tables (§7.9)
 
 
-TABLE2 = {"o3": (20.92, 29.29, 24.41), "Grok": (12.82, 29.35, 17.85), "Gemini": (15.23, 18.92, 16.88),
-          "Perplexity": (6.61, 7.47, 7.01), "DeepSeek": (4.61, 14.26, 6.97), "Qwen": (4.35, 7.94, 5.62),
-          "Doubao": (3.15, 3.83, 3.46)}
-TABLE3_SEM_PATH = {"o3": 30.25, "Grok": 29.60, "Gemini": 26.79, "Perplexity": 25.72, "DeepSeek": 17.50,
-                   "Qwen": 20.53, "Doubao": 18.93}
+TABLE2 = {
+    "o3": (20.92, 29.29, 24.41),
+    "Grok": (12.82, 29.35, 17.85),
+    "Gemini": (15.23, 18.92, 16.88),
+    "Perplexity": (6.61, 7.47, 7.01),
+    "DeepSeek": (4.61, 14.26, 6.97),
+    "Qwen": (4.35, 7.94, 5.62),
+    "Doubao": (3.15, 3.83, 3.46),
+}
+TABLE3_SEM_PATH = {
+    "o3": 30.25,
+    "Grok": 29.60,
+    "Gemini": 26.79,
+    "Perplexity": 25.72,
+    "DeepSeek": 17.50,
+    "Qwen": 20.53,
+    "Doubao": 18.93,
+}
 
 
 def test_table_f1_is_the_harmonic_mean_of_averaged_precision_and_recall():

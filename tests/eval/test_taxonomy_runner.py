@@ -46,8 +46,22 @@ def test_scorer_command_reproduces_the_spec_values(examples, tmp_path, capsys):
         for line in f:
             row = json.loads(line)
             out.write(json.dumps({"id": row["id"], "hierarchy_tree": row["hierarchy_tree"]}) + "\n")
-    assert cli_main(["eval", "taxonomy-score", str(preds), "--data", str(examples), "--sim", "exact",
-                     "--out", str(tmp_path / "scores")]) == 0
+    assert (
+        cli_main(
+            [
+                "eval",
+                "taxonomy-score",
+                str(preds),
+                "--data",
+                str(examples),
+                "--sim",
+                "exact",
+                "--out",
+                str(tmp_path / "scores"),
+            ]
+        )
+        == 0
+    )
     summary = json.loads((tmp_path / "scores" / "summary.json").read_text())
     assert summary["ari"] == pytest.approx(100 * (0.1539 + 0.1822) / 2, abs=0.01)
     assert summary["us_nted"] == pytest.approx(100 * (0.8947 + 0.9048) / 2, abs=0.01)
@@ -64,10 +78,32 @@ def test_scorer_scores_a_missing_prediction_as_failed_and_uses_retrieved_papers(
     surveys = load_taxobench(examples)
     titles = [p["title"] for p in surveys[0].papers]
     preds = tmp_path / "pred.jsonl"
-    preds.write_text(json.dumps({"id": 1, "hierarchy_tree": {"name": "x", "subtopics": [
-        {"name": "all", "papers": titles[:10]}]}, "retrieved_papers": titles[:20] + ["Unrelated paper"]}) + "\n")
-    assert cli_main(["eval", "taxonomy-score", str(preds), "--data", str(examples), "--sim", "exact",
-                     "--out", str(tmp_path / "s")]) == 0
+    preds.write_text(
+        json.dumps(
+            {
+                "id": 1,
+                "hierarchy_tree": {"name": "x", "subtopics": [{"name": "all", "papers": titles[:10]}]},
+                "retrieved_papers": titles[:20] + ["Unrelated paper"],
+            }
+        )
+        + "\n"
+    )
+    assert (
+        cli_main(
+            [
+                "eval",
+                "taxonomy-score",
+                str(preds),
+                "--data",
+                str(examples),
+                "--sim",
+                "exact",
+                "--out",
+                str(tmp_path / "s"),
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(x) for x in (tmp_path / "s" / "scores.jsonl").read_text().splitlines()]
     assert rows[0]["retrieval"]["recall"] == pytest.approx(20 / 38)
     assert rows[0]["retrieval"]["precision"] == pytest.approx(20 / 21)
@@ -84,8 +120,31 @@ def test_scorer_rejects_unknown_survey_ids(examples, tmp_path, capsys):
 @pytest.mark.parametrize("mode", ["bottom-up", "deep-research"])
 def test_runner_writes_predictions_scores_and_summary(examples, tmp_path, mode):
     out = tmp_path / mode
-    assert cli_main(["eval", "taxonomy", "--data", str(examples), "--mode", mode, "--lm", "offline",
-                     "--sim", "exact", "--limit", "1", "--depth", "1", "--breadth", "2", "--out", str(out)]) == 0
+    assert (
+        cli_main(
+            [
+                "eval",
+                "taxonomy",
+                "--data",
+                str(examples),
+                "--mode",
+                mode,
+                "--lm",
+                "offline",
+                "--sim",
+                "exact",
+                "--limit",
+                "1",
+                "--depth",
+                "1",
+                "--breadth",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     pred = json.loads((out / "predictions.jsonl").read_text().splitlines()[0])
     assert set(pred) >= {"id", "hierarchy_tree", "retrieved_papers", "repairs"}
     scores = json.loads((out / "scores.jsonl").read_text().splitlines()[0])
@@ -100,8 +159,25 @@ def test_runner_writes_predictions_scores_and_summary(examples, tmp_path, mode):
 
 
 def taxonomy_argv(data, out, *extra):
-    return ["eval", "taxonomy", "--data", str(data), "--mode", "deep-research", "--lm", "offline", "--sim",
-            "exact", "--depth", "1", "--breadth", "2", "--out", str(out), *extra]
+    return [
+        "eval",
+        "taxonomy",
+        "--data",
+        str(data),
+        "--mode",
+        "deep-research",
+        "--lm",
+        "offline",
+        "--sim",
+        "exact",
+        "--depth",
+        "1",
+        "--breadth",
+        "2",
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def test_a_killed_run_resumes_without_rebuilding_finished_surveys(examples, tmp_path, capsys):
@@ -121,7 +197,7 @@ def test_a_killed_run_resumes_without_rebuilding_finished_surveys(examples, tmp_
     assert f"3 surveys · {len(finished)} already done" in err
     assert [f"survey {i}:" in err for i in (1, 2, 3)] == [i > len(finished) for i in (1, 2, 3)]  # built once each
     rows = read_jsonl(predictions)
-    assert rows[:len(finished)] == finished and [r["id"] for r in rows] == [1, 2, 3]
+    assert rows[: len(finished)] == finished and [r["id"] for r in rows] == [1, 2, 3]
 
     assert cli_main(taxonomy_argv(data, tmp_path / "whole")) == 0  # never interrupted
     for name in ("summary.json", "scores.jsonl"):
@@ -144,8 +220,21 @@ def test_judge_lm_adds_the_judge_averages_to_the_summary(examples, tmp_path, mon
     lm = scripted_lm(routed({JudgeTaxonomy: verdict}))
     monkeypatch.setattr("deepresearch.eval.judges.judge_lm", lambda model, *a, **kw: lm)
     out = tmp_path / "run"
-    args = ["eval", "taxonomy", "--data", str(examples), "--lm", "offline", "--sim", "exact", "--out", str(out),
-            "--judge-lm", "fake/judge", "--no-preflight"]  # a scripted engine takes no request timeout
+    args = [
+        "eval",
+        "taxonomy",
+        "--data",
+        str(examples),
+        "--lm",
+        "offline",
+        "--sim",
+        "exact",
+        "--out",
+        str(out),
+        "--judge-lm",
+        "fake/judge",
+        "--no-preflight",
+    ]  # a scripted engine takes no request timeout
     assert cli_main(args) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["judge_trees"] == 2 and summary["judge_failures"] == 0
@@ -162,8 +251,24 @@ def test_unusable_judge_answers_are_recorded_as_failures(examples, tmp_path, mon
     monkeypatch.setattr("deepresearch.eval.judges.judge_lm", lambda model, *a, **kw: lm)
     preds = tmp_path / "pred.jsonl"
     preds.write_text(json.dumps({"id": 1, "hierarchy_tree": {"name": "x", "papers": []}}) + "\n")
-    assert cli_main(["eval", "taxonomy-score", str(preds), "--data", str(examples), "--sim", "exact",
-                     "--out", str(tmp_path / "s"), "--judge-lm", "fake/judge"]) == 0
+    assert (
+        cli_main(
+            [
+                "eval",
+                "taxonomy-score",
+                str(preds),
+                "--data",
+                str(examples),
+                "--sim",
+                "exact",
+                "--out",
+                str(tmp_path / "s"),
+                "--judge-lm",
+                "fake/judge",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((tmp_path / "s" / "summary.json").read_text())
     assert summary["judge_failures"] == 2 and summary["judge_trees"] == 0 and summary["judge_average"] == 0.0
     rows = [json.loads(x) for x in (tmp_path / "s" / "judgements.jsonl").read_text().splitlines()]

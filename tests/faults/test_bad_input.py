@@ -23,8 +23,25 @@ def one_line(capfd) -> str:
 
 @pytest.mark.parametrize("option", ["--budget", "--limit"])
 def test_optimize_refuses_a_negative_budget_or_limit(capfd, clean_lm_env, option):
-    code = main(["optimize", "--program", "research", "--metric", "citation_f1", "--data", "scifact", "--lm", "openai/x", "--api-base",
-                 "http://127.0.0.1:9/v1", "--out", "compiled.json", option, "-1"])
+    code = main(
+        [
+            "optimize",
+            "--program",
+            "research",
+            "--metric",
+            "citation_f1",
+            "--data",
+            "scifact",
+            "--lm",
+            "openai/x",
+            "--api-base",
+            "http://127.0.0.1:9/v1",
+            "--out",
+            "compiled.json",
+            option,
+            "-1",
+        ]
+    )
     assert code == 2 and f"{option} must be >= 1, got -1" in one_line(capfd)
 
 
@@ -36,8 +53,24 @@ def test_a_nan_deadline_is_bad_input_not_a_research_failure(tmp_path, capfd, cle
 
 def test_terminal_escape_codes_in_the_question_never_reach_the_report(tmp_path, capfd, clean_lm_env, scifact_head):
     question = "Does \x1b[31mobesity\x1b[0m raise \x1b]0;owned\x07diabetes risk?"
-    assert main(["-q", "run", question, "--corpus", str(scifact_head(300)), "--lm", "offline", "--depth", "1",
-                 "--out", str(tmp_path / "o")]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "run",
+                question,
+                "--corpus",
+                str(scifact_head(300)),
+                "--lm",
+                "offline",
+                "--depth",
+                "1",
+                "--out",
+                str(tmp_path / "o"),
+            ]
+        )
+        == 0
+    )
     for name in ("report.md", "trace.json", "run.json"):
         text = (tmp_path / "o" / name).read_text()
         assert "\x1b" not in text and "\x07" not in text, name
@@ -60,16 +93,54 @@ def test_an_undecodable_corpus_names_the_file(tmp_path, capfd):
     assert str(bad) in line and "not UTF-8" in line
 
 
-def test_an_unknown_dense_model_and_a_saved_program_of_the_wrong_shape_are_one_line(tmp_path, capfd, clean_lm_env,
-                                                                                   scifact_head):
+def test_an_unknown_dense_model_and_a_saved_program_of_the_wrong_shape_are_one_line(
+    tmp_path, capfd, clean_lm_env, scifact_head
+):
     corpus = str(scifact_head(100))
-    assert main(["-q", "run", "q", "--corpus", corpus, "--lm", "offline", "--retriever", "dense", "--dense-model",
-                 "no-such-model-anywhere", "--out", str(tmp_path / "d")]) == 2
+    assert (
+        main(
+            [
+                "-q",
+                "run",
+                "q",
+                "--corpus",
+                corpus,
+                "--lm",
+                "offline",
+                "--retriever",
+                "dense",
+                "--dense-model",
+                "no-such-model-anywhere",
+                "--out",
+                str(tmp_path / "d"),
+            ]
+        )
+        == 2
+    )
     assert "no-such-model-anywhere" in one_line(capfd)
     saved = tmp_path / "program.json"
     saved.write_text(json.dumps({"x": 1}))
-    assert main(["-q", "run", "q", "--corpus", corpus, "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1",
-                 "--no-preflight", "--program", str(saved), "--out", str(tmp_path / "p")]) == 2
+    assert (
+        main(
+            [
+                "-q",
+                "run",
+                "q",
+                "--corpus",
+                corpus,
+                "--lm",
+                "openai/x",
+                "--api-base",
+                "http://127.0.0.1:9/v1",
+                "--no-preflight",
+                "--program",
+                str(saved),
+                "--out",
+                str(tmp_path / "p"),
+            ]
+        )
+        == 2
+    )
     line = one_line(capfd)
     assert str(saved) in line and "not a saved research program" in line
 
@@ -95,8 +166,9 @@ def _truncating_server() -> int:
             length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
             while len(body) < length:
                 body += conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n"
-                         b'{"id": "x", "choi')
+            conn.sendall(
+                b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"id": "x", "choi'
+            )
             conn.close()
 
     threading.Thread(target=serve, daemon=True).start()
@@ -105,8 +177,12 @@ def _truncating_server() -> int:
 
 def test_a_truncated_reply_is_not_reported_as_an_unreachable_server(tmp_path, capfd, clean_lm_env):
     port = _truncating_server()
-    assert main(["run", "q", "--lm", "openai/x", "--api-base", f"http://127.0.0.1:{port}/v1",
-                 "--out", str(tmp_path / "o")]) == 2
+    assert (
+        main(
+            ["run", "q", "--lm", "openai/x", "--api-base", f"http://127.0.0.1:{port}/v1", "--out", str(tmp_path / "o")]
+        )
+        == 2
+    )
     line = one_line(capfd)
     assert "was cut off" in line and "could not reach" not in line
 

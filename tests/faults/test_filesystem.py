@@ -19,8 +19,20 @@ QUESTION = "Does obesity increase the risk of type 2 diabetes?"
 
 
 def run(out, *options, corpus=None):
-    return main(["-q", "run", QUESTION, "--corpus", str(corpus) if corpus else "scifact", "--lm", "offline",
-                 "--out", str(out), *options])
+    return main(
+        [
+            "-q",
+            "run",
+            QUESTION,
+            "--corpus",
+            str(corpus) if corpus else "scifact",
+            "--lm",
+            "offline",
+            "--out",
+            str(out),
+            *options,
+        ]
+    )
 
 
 def one_error_line(err: str) -> str:
@@ -29,10 +41,13 @@ def one_error_line(err: str) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("out, cause", [
-    ("/dev/null/x", "not a folder"),
-    ("/proc/self", "cannot be written"),
-])
+@pytest.mark.parametrize(
+    "out, cause",
+    [
+        ("/dev/null/x", "not a folder"),
+        ("/proc/self", "cannot be written"),
+    ],
+)
 def test_an_unusable_out_folder_is_one_line_naming_it_and_the_cause(capfd, clean_lm_env, out, cause):
     started = time.monotonic()
     assert run(out) == 2
@@ -63,8 +78,9 @@ def test_a_read_only_filesystem_is_named_for_run_index_and_eval(tmpfs, capfd, cl
     assert time.monotonic() - started < 10  # before the evaluation ran, not after
 
 
-def test_a_full_disk_leaves_no_finished_looking_report_and_run_json_records_the_failure(tmpfs, capfd, clean_lm_env,
-                                                                                        scifact_head):
+def test_a_full_disk_leaves_no_finished_looking_report_and_run_json_records_the_failure(
+    tmpfs, capfd, clean_lm_env, scifact_head
+):
     small = tmpfs(size=48 * 1024)
     code = run(small / "out", "--depth", "2", "--breadth", "3", corpus=scifact_head(2000))
     err = capfd.readouterr().err
@@ -76,8 +92,7 @@ def test_a_full_disk_leaves_no_finished_looking_report_and_run_json_records_the_
     assert not (small / "out" / LOCK_FILE).exists()
 
 
-def test_a_disk_full_at_the_report_mocked_at_the_os_boundary(tmp_path, capfd, clean_lm_env, scifact_head,
-                                                             monkeypatch):
+def test_a_disk_full_at_the_report_mocked_at_the_os_boundary(tmp_path, capfd, clean_lm_env, scifact_head, monkeypatch):
     real_fsync = os.fsync
 
     def fsync(fd):  # the disk fills up as the report is written
@@ -95,8 +110,7 @@ def test_a_disk_full_at_the_report_mocked_at_the_os_boundary(tmp_path, capfd, cl
     assert trace["status"] == "done"  # the trace was whole before the report failed; run.json says it failed
 
 
-def test_the_lock_file_goes_when_a_run_ends_and_a_stale_one_does_not_block(tmp_path, capfd, clean_lm_env,
-                                                                           scifact_head):
+def test_the_lock_file_goes_when_a_run_ends_and_a_stale_one_does_not_block(tmp_path, capfd, clean_lm_env, scifact_head):
     out = tmp_path / "out"
     out.mkdir()
     (out / LOCK_FILE).write_text("999999")  # left by a process that is gone

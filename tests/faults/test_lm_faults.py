@@ -12,17 +12,32 @@ from tests.research_lm import research_handler
 
 
 def run(tmp_path, scifact_head, server, *options):
-    return main(["-q", "run", "omega-3 fatty acids and heart disease", "--corpus", str(scifact_head(300)), "--lm",
-                 "openai/faulty", "--api-base", server.base_url, "--no-cache", "--out", str(tmp_path / "out"),
-                 *options])
+    return main(
+        [
+            "-q",
+            "run",
+            "omega-3 fatty acids and heart disease",
+            "--corpus",
+            str(scifact_head(300)),
+            "--lm",
+            "openai/faulty",
+            "--api-base",
+            server.base_url,
+            "--no-cache",
+            "--out",
+            str(tmp_path / "out"),
+            *options,
+        ]
+    )
 
 
 def trace_of(tmp_path):
     return json.loads((tmp_path / "out" / "trace.json").read_text())
 
 
-def test_a_server_that_never_answers_fails_the_run_and_every_request_is_counted(tmp_path, capfd, scifact_head,
-                                                                               clean_lm_env):
+def test_a_server_that_never_answers_fails_the_run_and_every_request_is_counted(
+    tmp_path, capfd, scifact_head, clean_lm_env
+):
     with LocalOpenAIServer(research_handler(), delay=600) as server:
         code = run(tmp_path, scifact_head, server, "--lm-timeout", "1", "--deadline", "6", "--no-preflight")
         received = len(server.requests)
@@ -36,8 +51,9 @@ def test_a_server_that_never_answers_fails_the_run_and_every_request_is_counted(
     assert json.loads((tmp_path / "out" / "run.json").read_text())["status"] == "failed"
 
 
-def test_replies_that_outlast_the_deadline_leave_hits_unjudged_and_the_run_says_so(tmp_path, capfd, scifact_head,
-                                                                                  clean_lm_env):
+def test_replies_that_outlast_the_deadline_leave_hits_unjudged_and_the_run_says_so(
+    tmp_path, capfd, scifact_head, clean_lm_env
+):
     with LocalOpenAIServer(research_handler(), delay=2.5) as server:
         code = run(tmp_path, scifact_head, server, "--deadline", "4", "--breadth", "2", "--depth", "1")
         received = len(server.requests)

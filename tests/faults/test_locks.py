@@ -36,8 +36,24 @@ def test_two_index_builds_into_one_folder_one_wins_and_the_other_is_refused(tmp_
 def test_index_refuses_a_run_folder_and_run_refuses_an_index_folder(tmp_path, capfd, clean_lm_env, scifact_head):
     run_folder, index_folder = tmp_path / "run", tmp_path / "index"
     question = "omega-3 and heart disease"
-    assert main(["-q", "run", question, "--corpus", str(scifact_head(200)), "--lm", "offline", "--depth", "1",
-                 "--out", str(run_folder)]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "run",
+                question,
+                "--corpus",
+                str(scifact_head(200)),
+                "--lm",
+                "offline",
+                "--depth",
+                "1",
+                "--out",
+                str(run_folder),
+            ]
+        )
+        == 0
+    )
     capfd.readouterr()
     assert main(["index", str(scifact_head(200)), "--out", str(run_folder)]) == 2
     err = capfd.readouterr().err
@@ -45,8 +61,10 @@ def test_index_refuses_a_run_folder_and_run_refuses_an_index_folder(tmp_path, ca
     assert not (run_folder / "manifest.json").exists() and not (run_folder / "bm25").exists()
     assert main(["index", str(scifact_head(200)), "--out", str(index_folder)]) == 0
     capfd.readouterr()
-    assert main(["-q", "run", question, "--corpus", str(scifact_head(200)), "--lm", "offline",
-                 "--out", str(index_folder)]) == 2
+    assert (
+        main(["-q", "run", question, "--corpus", str(scifact_head(200)), "--lm", "offline", "--out", str(index_folder)])
+        == 2
+    )
     err = capfd.readouterr().err
     assert "holds an index" in err and "--index" in err
     assert not (index_folder / "run.json").exists()

@@ -39,16 +39,36 @@ def run_echoed(tmp_path, capfd, scifact_head, api_base_of, extra=list, options=(
     handler = echoing(research_handler(), lambda: server_ref["s"], extra)
     with LocalOpenAIServer(handler) as server:
         server_ref["s"] = server
-        code = main(["-vv", "run", "omega-3 fatty acids and heart disease", "--corpus", str(scifact_head(300)),
-                     "--lm", "openai/echo", "--api-base", api_base_of(server), "--out", str(tmp_path / "out"),
-                     "--cache-dir", str(tmp_path / "cache"), "--bibtex", "--depth", "1",
-                     "--breadth", "2", *options])
+        code = main(
+            [
+                "-vv",
+                "run",
+                "omega-3 fatty acids and heart disease",
+                "--corpus",
+                str(scifact_head(300)),
+                "--lm",
+                "openai/echo",
+                "--api-base",
+                api_base_of(server),
+                "--out",
+                str(tmp_path / "out"),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--bibtex",
+                "--depth",
+                "1",
+                "--breadth",
+                "2",
+                *options,
+            ]
+        )
     out, err = capfd.readouterr()
     return code, server, out, err
 
 
-def test_an_echoed_environment_key_reaches_no_file_cache_log_or_terminal(tmp_path, capfd, scifact_head,
-                                                                         clean_lm_env, monkeypatch):
+def test_an_echoed_environment_key_reaches_no_file_cache_log_or_terminal(
+    tmp_path, capfd, scifact_head, clean_lm_env, monkeypatch
+):
     monkeypatch.setenv("DEEPRESEARCH_API_KEY", KEY)
     code, server, out, err = run_echoed(tmp_path, capfd, scifact_head, lambda s: s.base_url)
     assert code == 0, err[-2000:]
@@ -64,8 +84,9 @@ def test_an_echoed_environment_key_reaches_no_file_cache_log_or_terminal(tmp_pat
     assert any((tmp_path / "cache").rglob("*")), "the LM cache was written"
 
 
-def test_credentials_in_the_api_base_are_sent_as_basic_auth_and_never_written(tmp_path, capfd, scifact_head,
-                                                                              clean_lm_env):
+def test_credentials_in_the_api_base_are_sent_as_basic_auth_and_never_written(
+    tmp_path, capfd, scifact_head, clean_lm_env
+):
     quoted = urllib.parse.quote(PASSWORD, safe="")
     url = lambda s: f"http://{USER}:{quoted}@127.0.0.1:{s.port}/v1"  # noqa: E731
     # the server also echoes the password bare, URL-encoded and as user:password without a scheme
@@ -87,20 +108,50 @@ def test_credentials_in_a_settings_file_are_redacted(tmp_path, capfd, scifact_he
         server_ref["s"] = server
         config = tmp_path / "settings.toml"
         config.write_text(f'[run]\napi-base = "http://{USER}:{quoted}@127.0.0.1:{server.port}/v1"\n')
-        code = main(["--config", str(config), "-vv", "run", "omega-3 and heart disease", "--corpus",
-                     str(scifact_head(300)), "--lm", "openai/echo", "--out", str(tmp_path / "out"), "--no-cache",
-                     "--depth", "1", "--breadth", "1"])
+        code = main(
+            [
+                "--config",
+                str(config),
+                "-vv",
+                "run",
+                "omega-3 and heart disease",
+                "--corpus",
+                str(scifact_head(300)),
+                "--lm",
+                "openai/echo",
+                "--out",
+                str(tmp_path / "out"),
+                "--no-cache",
+                "--depth",
+                "1",
+                "--breadth",
+                "1",
+            ]
+        )
     out, err = capfd.readouterr()
     assert code == 0, err[-2000:]
     assert leaks(tmp_path / "out", [PASSWORD, quoted]) == []
     assert PASSWORD not in err and PASSWORD not in out and quoted not in err
 
 
-def test_credentials_in_the_url_and_a_server_key_together_are_refused_in_one_line(tmp_path, capfd, clean_lm_env,
-                                                                                 monkeypatch):
+def test_credentials_in_the_url_and_a_server_key_together_are_refused_in_one_line(
+    tmp_path, capfd, clean_lm_env, monkeypatch
+):
     monkeypatch.setenv("DEEPRESEARCH_API_KEY", KEY)
-    code = main(["run", "q", "--corpus", "scifact", "--lm", "openai/x", "--api-base",
-                 f"http://{USER}:secretpass99@127.0.0.1:9/v1", "--out", str(tmp_path / "out")])
+    code = main(
+        [
+            "run",
+            "q",
+            "--corpus",
+            "scifact",
+            "--lm",
+            "openai/x",
+            "--api-base",
+            f"http://{USER}:secretpass99@127.0.0.1:9/v1",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     _, err = capfd.readouterr()
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "credentials in its URL" in err

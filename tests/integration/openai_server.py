@@ -45,16 +45,29 @@ class LocalOpenAIServer:
             await asyncio.sleep(self.delay)
         reply = self.handler(body["messages"])
         if isinstance(reply, Error):
-            return web.json_response({"error": {"message": reply.message, "type": "error", "code": reply.status}},
-                                     status=reply.status, headers=reply.headers)
+            return web.json_response(
+                {"error": {"message": reply.message, "type": "error", "code": reply.status}},
+                status=reply.status,
+                headers=reply.headers,
+            )
         completion = self.completion_tokens(body)
         limit = body.get("max_tokens") or body.get("max_completion_tokens")
-        return web.json_response({
-            "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
-                         "finish_reason": "length" if limit and completion >= limit else "stop"}],
-            "usage": {"prompt_tokens": 12, "completion_tokens": completion, "total_tokens": 12 + completion},
-        })
+        return web.json_response(
+            {
+                "id": f"chatcmpl-{len(self.requests)}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": reply},
+                        "finish_reason": "length" if limit and completion >= limit else "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 12, "completion_tokens": completion, "total_tokens": 12 + completion},
+            }
+        )
 
     async def _start(self):
         app = web.Application()

@@ -20,9 +20,17 @@ import pytest
 from deepresearch import cli
 from tests.programs.test_batch import RUN, write_questions
 
-QUESTIONS = [{"id": f"q{i}", "question": q} for i, q in enumerate([
-    "Does obesity increase the risk of type 2 diabetes?", "Do statins reduce cardiovascular mortality?",
-    "Does vitamin D prevent fractures?", "Does smoking cause lung cancer?"])]
+QUESTIONS = [
+    {"id": f"q{i}", "question": q}
+    for i, q in enumerate(
+        [
+            "Does obesity increase the risk of type 2 diabetes?",
+            "Do statins reduce cardiovascular mortality?",
+            "Does vitamin D prevent fractures?",
+            "Does smoking cause lung cancer?",
+        ]
+    )
+]
 
 
 def free_port() -> int:
@@ -38,10 +46,28 @@ def ray_cluster(tmp_path_factory):
     # Ray's CLI under this interpreter: its workers run the same Python, so they import this checkout
     # (a `ray` script copied with a virtualenv may name another one)
     ray = [sys.executable, "-m", "ray.scripts.scripts"]
-    head = subprocess.Popen([*ray, "start", "--head", "--block", "--num-cpus", "2", "--port", str(port),
-                             "--node-ip-address", "127.0.0.1", "--include-dashboard", "false",
-                             "--disable-usage-stats", "--object-store-memory", str(200 * 1024 ** 2)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    head = subprocess.Popen(
+        [
+            *ray,
+            "start",
+            "--head",
+            "--block",
+            "--num-cpus",
+            "2",
+            "--port",
+            str(port),
+            "--node-ip-address",
+            "127.0.0.1",
+            "--include-dashboard",
+            "false",
+            "--disable-usage-stats",
+            "--object-store-memory",
+            str(200 * 1024**2),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     address = f"127.0.0.1:{port}"
     deadline = time.time() + 120
     while subprocess.run([*ray, "status", "--address", address], capture_output=True).returncode != 0:
@@ -72,16 +98,34 @@ def test_a_batch_on_ray_equals_the_local_run_and_survives_a_killed_worker(ray_cl
 
     out = tmp_path / "ray"
     env = {**os.environ, "RAY_ADDRESS": ""}
-    batch = subprocess.Popen([sys.executable, "-c", "import sys; from deepresearch import cli; "
-                              "sys.exit(cli.main(sys.argv[1:]))", "batch", str(questions), "--out", str(out),
-                              "--ray", ray_cluster, "--", *RUN], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env)
+    batch = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from deepresearch import cli; sys.exit(cli.main(sys.argv[1:]))",
+            "batch",
+            str(questions),
+            "--out",
+            str(out),
+            "--ray",
+            ray_cluster,
+            "--",
+            *RUN,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     # once a question has finished, kill the worker process running another one
     killed, finished_then, deadline = None, set(), time.time() + 600
     while killed is None and time.time() < deadline and batch.poll() is None:
         summary = out / "summary.jsonl"
-        done = {r["id"] for r in map(json.loads, summary.read_text().splitlines())
-                if r["status"] == "done"} if summary.exists() else set()
+        done = (
+            {r["id"] for r in map(json.loads, summary.read_text().splitlines()) if r["status"] == "done"}
+            if summary.exists()
+            else set()
+        )
         for q in QUESTIONS:
             record = out / q["id"] / "run.json"
             if done and q["id"] not in done and record.exists():
@@ -102,8 +146,9 @@ def test_a_batch_on_ray_equals_the_local_run_and_survives_a_killed_worker(ray_cl
     assert reports(out) == reports(local)  # the killed question too: run again and resumed, same report
 
 
-def test_eval_gather_and_the_dev_evaluations_of_optimize_on_ray_equal_the_in_process_run(ray_cluster, data_dir,
-                                                                                           tmp_path, capsys):
+def test_eval_gather_and_the_dev_evaluations_of_optimize_on_ray_equal_the_in_process_run(
+    ray_cluster, data_dir, tmp_path, capsys
+):
     """`eval gather --ray` and `optimize --ray` (its before/after dev scoring) against a scripted LM served over
     HTTP, which the cluster's workers reach: the same records, scores, compiled program and LM call count."""
     from tests.eval.test_gather_runner import gather, gather_lm_handler, records_without_timing, summary_without_timing
@@ -122,10 +167,38 @@ def test_eval_gather_and_the_dev_evaluations_of_optimize_on_ray_equal_the_in_pro
     for where, extra in (("here", []), ("ray", ["--ray", ray_cluster])):
         out = tmp_path / f"{where}.json"
         with LocalOpenAIServer(research_handler()) as server:
-            assert cli.main(["optimize", "--program", "research", "--stage", "all", "--metric", "recall",
-                             "--optimizer", "bootstrap-rs", "--data", str(data_dir / "scifact"), "--limit", "6",
-                             "--budget", "8", "--workers", "1", "--out", str(out), "--lm", "openai/local-model",
-                             "--api-base", server.base_url, "--no-cache", *extra]) == 0
+            assert (
+                cli.main(
+                    [
+                        "optimize",
+                        "--program",
+                        "research",
+                        "--stage",
+                        "all",
+                        "--metric",
+                        "recall",
+                        "--optimizer",
+                        "bootstrap-rs",
+                        "--data",
+                        str(data_dir / "scifact"),
+                        "--limit",
+                        "6",
+                        "--budget",
+                        "8",
+                        "--workers",
+                        "1",
+                        "--out",
+                        str(out),
+                        "--lm",
+                        "openai/local-model",
+                        "--api-base",
+                        server.base_url,
+                        "--no-cache",
+                        *extra,
+                    ]
+                )
+                == 0
+            )
         requests[where] = len(server.requests) - 1  # all but the preflight
         assert ("dev split scored on ray (2 at once)" in capsys.readouterr().err) == (where == "ray")
         metas[where] = json.loads(out.with_name(f"{where}.meta.json").read_text())

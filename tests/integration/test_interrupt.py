@@ -25,9 +25,28 @@ pytestmark = pytest.mark.usefixtures("clean_lm_env")
 
 
 def run_args(server, out: Path, *extra: str) -> list[str]:
-    return ["run", QUESTION, "--corpus", "scifact", "--depth", "2", "--breadth", "3", "--workers", "1",
-            "--lm", "openai/local", "--api-base", server.base_url, "--no-cache", "--no-preflight", "-q",
-            "--out", str(out), *extra]
+    return [
+        "run",
+        QUESTION,
+        "--corpus",
+        "scifact",
+        "--depth",
+        "2",
+        "--breadth",
+        "3",
+        "--workers",
+        "1",
+        "--lm",
+        "openai/local",
+        "--api-base",
+        server.base_url,
+        "--no-cache",
+        "--no-preflight",
+        "-q",
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def finished_nodes(out: Path) -> dict[str, str]:
@@ -45,9 +64,14 @@ def finished_nodes(out: Path) -> dict[str, str]:
 
 
 def interrupt_after(server, out: Path, sig: signal.Signals, nodes: int) -> subprocess.CompletedProcess:
-    proc = subprocess.Popen([sys.executable, "-m", "deepresearch.cli", *run_args(server, out)], cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deepresearch.cli", *run_args(server, out)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None and len(finished_nodes(out)) < nodes:
         time.sleep(0.05)

@@ -26,8 +26,9 @@ pytestmark = pytest.mark.usefixtures("clean_lm_env")
 
 
 def run_cli(*argv, out):
-    return cli.main(["run", QUESTION, "--corpus", "scifact", "--preset", "quick", "-q",
-                     "--no-cache", "--out", str(out), *argv])
+    return cli.main(
+        ["run", QUESTION, "--corpus", "scifact", "--preset", "quick", "-q", "--no-cache", "--out", str(out), *argv]
+    )
 
 
 def trace_of(out):
@@ -59,8 +60,10 @@ def test_auto_sends_each_stage_output_schema_to_an_api_base_server_and_off_sends
         assert run_cli("--lm", "openai/local", "--api-base", server.base_url, out=tmp_path / "a") == 0
         schema_requests = [r for r in server.requests if len(r["messages"]) > 1]  # not the preflight
         server.requests.clear()
-        assert run_cli("--lm", "openai/local", "--api-base", server.base_url, "--structured", "off",
-                       out=tmp_path / "b") == 0
+        assert (
+            run_cli("--lm", "openai/local", "--api-base", server.base_url, "--structured", "off", out=tmp_path / "b")
+            == 0
+        )
         text_requests = [r for r in server.requests if len(r["messages"]) > 1]
     formats = [r["response_format"] for r in schema_requests]
     assert formats and all(f["type"] == "json_schema" for f in formats)
@@ -79,8 +82,12 @@ def test_every_request_is_bounded_per_stage_and_the_cap_can_be_set(tmp_path):
         assert run_cli("--lm", "openai/local", "--api-base", server.base_url, out=tmp_path / "a") == 0
         limits = {limit_of(r) for r in server.requests[1:]}
         server.requests.clear()
-        assert run_cli("--lm", "openai/local", "--api-base", server.base_url, "--max-output-tokens", "77",
-                       out=tmp_path / "b") == 0
+        assert (
+            run_cli(
+                "--lm", "openai/local", "--api-base", server.base_url, "--max-output-tokens", "77", out=tmp_path / "b"
+            )
+            == 0
+        )
         capped = {limit_of(r) for r in server.requests[1:]}
     assert None not in limits and limits <= set(MAX_OUTPUT_TOKENS.values())
     assert MAX_OUTPUT_TOKENS["write"] in limits and MAX_OUTPUT_TOKENS["plan"] in limits
@@ -141,24 +148,54 @@ def test_a_rejected_key_fails_the_run_with_exit_3_and_says_why(tmp_path, capsys)
     assert trace["stats"]["lm_calls"] == len(server.requests)
 
 
-@pytest.mark.parametrize("reply,message", [
-    (Error(401, "bad key"), "authentication error"),
-    (None, "could not reach"),
-])
+@pytest.mark.parametrize(
+    "reply,message",
+    [
+        (Error(401, "bad key"), "authentication error"),
+        (None, "could not reach"),
+    ],
+)
 def test_preflight_fails_in_seconds_before_the_corpus_is_loaded(reply, message, tmp_path, capsys):
     with LocalOpenAIServer(lambda messages: reply) as server:
         base = server.base_url if reply is not None else "http://127.0.0.1:9/v1"  # nothing listens on port 9
         started = time.monotonic()
-        code = cli.main(["run", QUESTION, "--corpus", "/no/such/corpus", "--lm", "openai/local",
-                         "--api-base", base, "--out", str(tmp_path / "r")])
+        code = cli.main(
+            [
+                "run",
+                QUESTION,
+                "--corpus",
+                "/no/such/corpus",
+                "--lm",
+                "openai/local",
+                "--api-base",
+                base,
+                "--out",
+                str(tmp_path / "r"),
+            ]
+        )
     assert code == 2 and time.monotonic() - started < 20
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert len(err) == 1 and "LM check failed" in err[0] and message in err[0]
 
 
 def test_a_bad_temperature_is_refused_before_any_request(tmp_path, capsys):
-    assert cli.main(["run", QUESTION, "--corpus", "scifact", "--lm", "openai/local", "--api-base",
-                     "http://127.0.0.1:9/v1", "--temperature", "nan"]) == 2
+    assert (
+        cli.main(
+            [
+                "run",
+                QUESTION,
+                "--corpus",
+                "scifact",
+                "--lm",
+                "openai/local",
+                "--api-base",
+                "http://127.0.0.1:9/v1",
+                "--temperature",
+                "nan",
+            ]
+        )
+        == 2
+    )
     assert "temperature must be a number from 0 to 2" in capsys.readouterr().err
 
 
@@ -168,12 +205,17 @@ def test_credentials_in_the_api_base_and_keys_echoed_by_the_server_are_redacted(
     monkeypatch.delenv("DEEPRESEARCH_API_KEY", raising=False)
     with LocalOpenAIServer(lambda messages: Error(500, f"upstream refused Authorization: Bearer {SECRET}")) as server:
         base = server.base_url.replace("http://", f"http://user:{SECRET}@")
-        code = run_cli("--lm", "openai/local", "--api-base", base, "--no-preflight", "--lm-timeout", "5",
-                       out=tmp_path / "r")
+        code = run_cli(
+            "--lm", "openai/local", "--api-base", base, "--no-preflight", "--lm-timeout", "5", out=tmp_path / "r"
+        )
     printed = capsys.readouterr()
     assert code == 3
-    for text in (printed.err, printed.out, (tmp_path / "r" / "trace.json").read_text(),
-                 (tmp_path / "r" / "report.md").read_text()):
+    for text in (
+        printed.err,
+        printed.out,
+        (tmp_path / "r" / "trace.json").read_text(),
+        (tmp_path / "r" / "report.md").read_text(),
+    ):
         assert SECRET not in text
     assert "[REDACTED]" in (tmp_path / "r" / "trace.json").read_text()
 
@@ -181,8 +223,16 @@ def test_credentials_in_the_api_base_and_keys_echoed_by_the_server_are_redacted(
 def test_a_server_that_never_answers_cannot_hold_the_run_past_its_deadline(tmp_path):
     with LocalOpenAIServer(research_handler(), delay=60) as server:
         started = time.monotonic()
-        code = run_cli("--lm", "openai/local", "--api-base", server.base_url, "--no-preflight", "--deadline", "2",
-                       out=tmp_path / "r")
+        code = run_cli(
+            "--lm",
+            "openai/local",
+            "--api-base",
+            server.base_url,
+            "--no-preflight",
+            "--deadline",
+            "2",
+            out=tmp_path / "r",
+        )
         elapsed = time.monotonic() - started
     assert code == 3 and elapsed < 15  # deadline 2 s, plus at most 5 s for the writer's grace
     assert trace_of(tmp_path / "r")["status"] == "failed"
@@ -204,10 +254,32 @@ def test_optimize_also_takes_the_key_from_the_provider_variable(monkeypatch, tmp
     with LocalOpenAIServer(research_handler()) as server:
         monkeypatch.setenv("OPENAI_API_KEY", SECRET)
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        code = cli.main(["optimize", "--program", "research", "--stage", "assess", "--metric", "f1",
-                         "--optimizer", "bootstrap-rs", "--data", str(data_dir / "scifact"), "--limit", "3",
-                         "--budget", "8", "--preset", "quick", "--no-cache", "--lm", "openai/gpt-4o-mini",
-                         "--out", str(tmp_path / "compiled.json")])
+        code = cli.main(
+            [
+                "optimize",
+                "--program",
+                "research",
+                "--stage",
+                "assess",
+                "--metric",
+                "f1",
+                "--optimizer",
+                "bootstrap-rs",
+                "--data",
+                str(data_dir / "scifact"),
+                "--limit",
+                "3",
+                "--budget",
+                "8",
+                "--preset",
+                "quick",
+                "--no-cache",
+                "--lm",
+                "openai/gpt-4o-mini",
+                "--out",
+                str(tmp_path / "compiled.json"),
+            ]
+        )
     assert code == 0 and len(server.headers) > 1
     assert all(h["Authorization"] == f"Bearer {SECRET}" for h in server.headers)
     assert SECRET not in (tmp_path / "compiled.json").read_text() + (tmp_path / "compiled.meta.json").read_text()

@@ -15,9 +15,28 @@ def test_optimize_assessor_then_run_with_the_compiled_program(data_dir, scifact_
     out = tmp_path / "compiled.json"
     with LocalOpenAIServer(research_handler()) as server:
         lm = ["--lm", "openai/local-model", "--api-base", server.base_url]
-        code = cli.main(["optimize", "--program", "research", "--stage", "assess", "--metric", "f1",
-                         "--optimizer", "bootstrap-rs", "--data", str(data_dir / "scifact"), "--limit", "3",
-                         "--budget", "16", "--out", str(out), *lm])
+        code = cli.main(
+            [
+                "optimize",
+                "--program",
+                "research",
+                "--stage",
+                "assess",
+                "--metric",
+                "f1",
+                "--optimizer",
+                "bootstrap-rs",
+                "--data",
+                str(data_dir / "scifact"),
+                "--limit",
+                "3",
+                "--budget",
+                "16",
+                "--out",
+                str(out),
+                *lm,
+            ]
+        )
         assert code == 0
         printed = capsys.readouterr().out
         assert "| before |" in printed and "| after (bootstrap-rs) |" in printed
@@ -39,19 +58,35 @@ def test_optimize_assessor_then_run_with_the_compiled_program(data_dir, scifact_
         program = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2)
         program.load(str(out))
         assert [p.demos for _, p in program.named_predictors()] == [
-            state[name]["demos"] for name, _ in program.named_predictors()]
+            state[name]["demos"] for name, _ in program.named_predictors()
+        ]
 
         requests_before = len(server.requests)
-        code = cli.main(["run", "statins and muscle pain", "--corpus", "scifact", "--preset", "quick",
-                         "--program", str(out), "--out", str(tmp_path / "run"), "-q", *lm])
+        code = cli.main(
+            [
+                "run",
+                "statins and muscle pain",
+                "--corpus",
+                "scifact",
+                "--preset",
+                "quick",
+                "--program",
+                str(out),
+                "--out",
+                str(tmp_path / "run"),
+                "-q",
+                *lm,
+            ]
+        )
         assert code == 0 and (tmp_path / "run" / "report.md").exists()
         assert len(server.requests) > requests_before
     assert '"api_key"' not in out.read_text()
 
 
 def test_optimize_refuses_the_offline_lm(data_dir, capsys):
-    code = cli.main(["optimize", "--metric", "recall", "--data", str(data_dir / "scifact"), "--out", "x.json",
-                     "--lm", "offline"])
+    code = cli.main(
+        ["optimize", "--metric", "recall", "--data", str(data_dir / "scifact"), "--out", "x.json", "--lm", "offline"]
+    )
     assert code == 2 and "optimization tunes LM prompts" in capsys.readouterr().err
 
 
@@ -60,10 +95,31 @@ def test_an_out_that_cannot_be_written_fails_before_any_lm_request(check, data_d
     blocker = tmp_path / "blocker"
     blocker.write_text("a file, so no folder can be made under it")
     with LocalOpenAIServer(research_handler()) as server:
-        code = cli.main(["optimize", "--program", "research", "--stage", "assess", "--metric", "f1",
-                         "--optimizer", "bootstrap-rs", "--data", str(data_dir / "scifact"), "--limit", "3",
-                         "--out", str(blocker / "sub" / "compiled.json"), "--lm", "openai/local-model",
-                         "--api-base", server.base_url, "--no-cache", *check])
+        code = cli.main(
+            [
+                "optimize",
+                "--program",
+                "research",
+                "--stage",
+                "assess",
+                "--metric",
+                "f1",
+                "--optimizer",
+                "bootstrap-rs",
+                "--data",
+                str(data_dir / "scifact"),
+                "--limit",
+                "3",
+                "--out",
+                str(blocker / "sub" / "compiled.json"),
+                "--lm",
+                "openai/local-model",
+                "--api-base",
+                server.base_url,
+                "--no-cache",
+                *check,
+            ]
+        )
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"cannot write to {blocker / 'sub'}" in err[0], err
@@ -73,18 +129,58 @@ def test_an_out_that_cannot_be_written_fails_before_any_lm_request(check, data_d
 @pytest.mark.parametrize("out,message", [("compiled.txt", "should be a .json file"), (".", "is a folder")])
 def test_an_out_that_is_no_json_file_is_refused(out, message, data_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["optimize", "--metric", "recall", "--data", str(data_dir / "scifact"), "--out", out,
-                     "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1"]) == 2
+    assert (
+        cli.main(
+            [
+                "optimize",
+                "--metric",
+                "recall",
+                "--data",
+                str(data_dir / "scifact"),
+                "--out",
+                out,
+                "--lm",
+                "openai/x",
+                "--api-base",
+                "http://127.0.0.1:9/v1",
+            ]
+        )
+        == 2
+    )
     assert message in capsys.readouterr().err
 
 
 def test_the_whole_program_is_saved_and_every_lm_request_is_counted(data_dir, tmp_path, capsys):
     out = tmp_path / "new" / "deeper" / "compiled.json"  # missing folders are created
     with LocalOpenAIServer(research_handler()) as server:
-        code = cli.main(["optimize", "--program", "research", "--stage", "all", "--metric", "recall",
-                         "--optimizer", "bootstrap-rs", "--data", str(data_dir / "scifact"), "--limit", "3",
-                         "--budget", "8", "--workers", "1", "--out", str(out), "--lm", "openai/local-model",
-                         "--api-base", server.base_url, "--no-cache"])
+        code = cli.main(
+            [
+                "optimize",
+                "--program",
+                "research",
+                "--stage",
+                "all",
+                "--metric",
+                "recall",
+                "--optimizer",
+                "bootstrap-rs",
+                "--data",
+                str(data_dir / "scifact"),
+                "--limit",
+                "3",
+                "--budget",
+                "8",
+                "--workers",
+                "1",
+                "--out",
+                str(out),
+                "--lm",
+                "openai/local-model",
+                "--api-base",
+                server.base_url,
+                "--no-cache",
+            ]
+        )
     assert code == 0
     requests = len(server.requests) - 1  # all but the preflight
     assert requests > 0
@@ -97,17 +193,42 @@ def test_the_whole_program_is_saved_and_every_lm_request_is_counted(data_dir, tm
 
 
 @pytest.mark.parametrize("stage,attr", [("write", "writer"), ("extract", "extractor")])
-def test_tuning_one_stage_saves_a_program_whose_other_stages_are_untouched(stage, attr, data_dir, scifact_bm25,
-                                                                           tmp_path):
+def test_tuning_one_stage_saves_a_program_whose_other_stages_are_untouched(
+    stage, attr, data_dir, scifact_bm25, tmp_path
+):
     from deepresearch.programs.config import preset
     from deepresearch.programs.research.program import DeepResearch
 
     out = tmp_path / "compiled.json"
     with LocalOpenAIServer(research_handler()) as server:
-        code = cli.main(["optimize", "--program", "research", "--stage", stage, "--metric", "recall",
-                         "--optimizer", "bootstrap-rs", "--data", str(data_dir / "scifact"), "--limit", "3",
-                         "--budget", "8", "--workers", "1", "--out", str(out), "--lm", "openai/local-model",
-                         "--api-base", server.base_url, "--no-cache"])
+        code = cli.main(
+            [
+                "optimize",
+                "--program",
+                "research",
+                "--stage",
+                stage,
+                "--metric",
+                "recall",
+                "--optimizer",
+                "bootstrap-rs",
+                "--data",
+                str(data_dir / "scifact"),
+                "--limit",
+                "3",
+                "--budget",
+                "8",
+                "--workers",
+                "1",
+                "--out",
+                str(out),
+                "--lm",
+                "openai/local-model",
+                "--api-base",
+                server.base_url,
+                "--no-cache",
+            ]
+        )
     assert code == 0
     saved = json.loads(out.read_text())
     untuned = DeepResearch(retriever=scifact_bm25, config=preset("quick")).dump_state()
@@ -122,9 +243,26 @@ def test_tuning_one_stage_saves_a_program_whose_other_stages_are_untouched(stage
 @pytest.mark.parametrize("stage", ["clarify", "answer", "taxonomy"])
 def test_a_stage_no_research_metric_scores_is_refused_before_any_lm_request(stage, data_dir, tmp_path, capsys):
     with LocalOpenAIServer(research_handler()) as server:
-        code = cli.main(["optimize", "--program", "research", "--stage", stage, "--metric", "recall",
-                         "--data", str(data_dir / "scifact"), "--out", str(tmp_path / "c.json"),
-                         "--lm", "openai/local-model", "--api-base", server.base_url, "--no-cache"])
+        code = cli.main(
+            [
+                "optimize",
+                "--program",
+                "research",
+                "--stage",
+                stage,
+                "--metric",
+                "recall",
+                "--data",
+                str(data_dir / "scifact"),
+                "--out",
+                str(tmp_path / "c.json"),
+                "--lm",
+                "openai/local-model",
+                "--api-base",
+                server.base_url,
+                "--no-cache",
+            ]
+        )
     assert code == 2 and server.requests == []
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"--stage {stage}:" in err and "choose another stage" in err
@@ -137,9 +275,30 @@ def test_the_taxonomy_program_is_tuned_saved_and_loads(data_dir, tmp_path, capsy
 
     out = tmp_path / "taxonomy.json"
     with LocalOpenAIServer(universal_handler()) as server:
-        code = cli.main(["optimize", "--program", "taxonomy", "--metric", "ari", "--optimizer", "bootstrap-rs",
-                         "--data", str(data_dir / "taxobench_examples"), "--budget", "2", "--workers", "1",
-                         "--out", str(out), "--lm", "openai/local-model", "--api-base", server.base_url, "--no-cache"])
+        code = cli.main(
+            [
+                "optimize",
+                "--program",
+                "taxonomy",
+                "--metric",
+                "ari",
+                "--optimizer",
+                "bootstrap-rs",
+                "--data",
+                str(data_dir / "taxobench_examples"),
+                "--budget",
+                "2",
+                "--workers",
+                "1",
+                "--out",
+                str(out),
+                "--lm",
+                "openai/local-model",
+                "--api-base",
+                server.base_url,
+                "--no-cache",
+            ]
+        )
     assert code == 0, capsys.readouterr().err[-500:]
     TaxonomyBuilder().load(str(out))
     assert json.loads(out.with_name("taxonomy.meta.json").read_text())["program"] == "taxonomy"
@@ -149,10 +308,28 @@ def test_miprov2_with_one_training_example_is_refused_before_any_lm_request(data
     from tests.scripted import universal_handler
 
     with LocalOpenAIServer(universal_handler()) as server:
-        code = cli.main(["optimize", "--program", "taxonomy", "--metric", "ari", "--optimizer", "miprov2",
-                         "--data", str(data_dir / "taxobench_examples"), "--budget", "2",
-                         "--out", str(tmp_path / "t.json"), "--lm", "openai/local-model", "--api-base",
-                         server.base_url, "--no-cache"])
+        code = cli.main(
+            [
+                "optimize",
+                "--program",
+                "taxonomy",
+                "--metric",
+                "ari",
+                "--optimizer",
+                "miprov2",
+                "--data",
+                str(data_dir / "taxobench_examples"),
+                "--budget",
+                "2",
+                "--out",
+                str(tmp_path / "t.json"),
+                "--lm",
+                "openai/local-model",
+                "--api-base",
+                server.base_url,
+                "--no-cache",
+            ]
+        )
     assert code == 2 and len(server.requests) == 1  # the preflight only
     assert "miprov2 needs at least 2 training examples, got 1" in capsys.readouterr().err
 
@@ -163,13 +340,53 @@ def test_gepa_reflection_calls_are_counted_too(data_dir, tmp_path, capsys):
     from tests.optimize.test_every_target import research_or_anything
 
     runs = tmp_path / "runs"
-    assert cli.main(["run", "Does obesity increase the risk of type 2 diabetes?", "--corpus", str(data_dir / "scifact"),
-                     "--depth", "2", "--breadth", "2", "--lm", "offline", "--stage-log", "--out", str(runs / "q"), "-q"]) == 0
+    assert (
+        cli.main(
+            [
+                "run",
+                "Does obesity increase the risk of type 2 diabetes?",
+                "--corpus",
+                str(data_dir / "scifact"),
+                "--depth",
+                "2",
+                "--breadth",
+                "2",
+                "--lm",
+                "offline",
+                "--stage-log",
+                "--out",
+                str(runs / "q"),
+                "-q",
+            ]
+        )
+        == 0
+    )
     out = tmp_path / "merge.json"
     with LocalOpenAIServer(research_or_anything()) as server:
-        code = cli.main(["optimize", "--stage", "merge", "--from-runs", str(runs), "--metric", "quality",
-                         "--optimizer", "gepa", "--budget", "8", "--workers", "1", "--out", str(out),
-                         "--lm", "openai/local-model", "--api-base", server.base_url, "--no-cache"])
+        code = cli.main(
+            [
+                "optimize",
+                "--stage",
+                "merge",
+                "--from-runs",
+                str(runs),
+                "--metric",
+                "quality",
+                "--optimizer",
+                "gepa",
+                "--budget",
+                "8",
+                "--workers",
+                "1",
+                "--out",
+                str(out),
+                "--lm",
+                "openai/local-model",
+                "--api-base",
+                server.base_url,
+                "--no-cache",
+            ]
+        )
     assert code == 0, capsys.readouterr().err[-500:]
     proposals = [r for r in server.requests if "current_instruction" in json.dumps(r)]
     assert proposals  # GEPA did ask for new instructions

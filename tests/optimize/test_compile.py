@@ -22,18 +22,33 @@ from deepresearch.signatures import AssessRelevance, Source, Task
 from tests.scripted import inputs_of, routed_handler, scripted_lm, universal_handler
 
 RULE = "Keep a paper only when its title names the task's topic."
-TOPICS = ["cancer", "insulin", "malaria", "vitamin", "hiv", "influenza", "obesity", "tuberculosis", "microbiota",
-          "diabetes"]
+TOPICS = [
+    "cancer",
+    "insulin",
+    "malaria",
+    "vitamin",
+    "hiv",
+    "influenza",
+    "obesity",
+    "tuberculosis",
+    "microbiota",
+    "diabetes",
+]
 
 
 def pools(corpus):
     examples = []
     for topic in TOPICS:
         on = [d for d in corpus if topic in d.title.lower()][:3]
-        off = [d for d in corpus if topic not in d.title.lower() and d.title][TOPICS.index(topic) * 3:][:3]
+        off = [d for d in corpus if topic not in d.title.lower() and d.title][TOPICS.index(topic) * 3 :][:3]
         sources = [Source(source_id=source_id_for(d.doc_id), title=d.title, text=d.text[:300]) for d in on + off]
-        examples.append(dspy.Example(task=Task(query=topic, goal=f"papers about {topic}"), sources=sources,
-                                     relevant_ids=[s.source_id for s in sources[:3]]).with_inputs("task", "sources"))
+        examples.append(
+            dspy.Example(
+                task=Task(query=topic, goal=f"papers about {topic}"),
+                sources=sources,
+                relevant_ids=[s.source_id for s in sources[:3]],
+            ).with_inputs("task", "sources")
+        )
     return examples
 
 
@@ -50,20 +65,34 @@ def judge(messages, lucky=False):
     asked = inputs_of(messages)
     topic = json.loads(asked["task"])["query"]
     skilled = lucky or len(messages) > 2 or RULE in messages[0]["content"]  # demos present, or the proposed rule
-    return {"judgements": [
-        {"source_id": p["source_id"], "reason": "-",
-         "label": "relevant" if (not skilled or topic in p["title"].lower()) else "irrelevant"}
-        for p in json.loads(asked["papers"])]}
+    return {
+        "judgements": [
+            {
+                "source_id": p["source_id"],
+                "reason": "-",
+                "label": "relevant" if (not skilled or topic in p["title"].lower()) else "irrelevant",
+            }
+            for p in json.loads(asked["papers"])
+        ]
+    }
 
 
 @pytest.fixture
 def lms():
     task = scripted_lm(routed_handler({AssessRelevance: make_assess()}))
-    proposer = scripted_lm(universal_handler({
-        "proposed_instruction": RULE, "new_instruction": RULE,
-        "module_advice": lambda m: {name: RULE for name in json.loads(inputs_of(m).get("module_names", "[]") or "[]")}
-        if inputs_of(m).get("module_names", "").startswith("[") else {"self": RULE},
-    }))
+    proposer = scripted_lm(
+        universal_handler(
+            {
+                "proposed_instruction": RULE,
+                "new_instruction": RULE,
+                "module_advice": lambda m: (
+                    {name: RULE for name in json.loads(inputs_of(m).get("module_names", "[]") or "[]")}
+                    if inputs_of(m).get("module_names", "").startswith("[")
+                    else {"self": RULE}
+                ),
+            }
+        )
+    )
     return task, proposer
 
 
@@ -74,8 +103,16 @@ def test_optimizer_raises_the_dev_metric_and_the_saved_program_keeps_it(scifact,
     trainset, devset = examples[:6], examples[6:]
     spec = metric_spec("assessor", "f1")
     with dspy.context(lm=task_lm):
-        result = compile_program(Assessor(), optimizer=optimizer, spec=spec, trainset=trainset, devset=devset,
-                                 budget=budget, prompt_lm=prompt_lm, num_threads=1)  # one thread: a seeded LM
+        result = compile_program(
+            Assessor(),
+            optimizer=optimizer,
+            spec=spec,
+            trainset=trainset,
+            devset=devset,
+            budget=budget,
+            prompt_lm=prompt_lm,
+            num_threads=1,
+        )  # one thread: a seeded LM
     assert result.before == pytest.approx(2 / 3)
     assert result.after > result.before and result.after == pytest.approx(1.0)
     assert result.lm_calls > 0 and "| after" in result.table()
@@ -105,9 +142,16 @@ def test_progress_lines_count_metric_calls_within_the_budget_and_keep_the_best_t
     examples = pools(scifact)
     lines = []
     with dspy.context(lm=scripted_lm(routed_handler({AssessRelevance: make_assess()}))):
-        result = compile_program(Assessor(), optimizer="bootstrap-rs", spec=metric_spec("assessor", "f1"),
-                                 trainset=examples[:4], devset=examples[4:7], budget=16, num_threads=1,
-                                 on_progress=lines.append)
+        result = compile_program(
+            Assessor(),
+            optimizer="bootstrap-rs",
+            spec=metric_spec("assessor", "f1"),
+            trainset=examples[:4],
+            devset=examples[4:7],
+            budget=16,
+            num_threads=1,
+            on_progress=lines.append,
+        )
     assert result.metric_calls == len(lines) > 0
     assert result.metric_calls <= 16  # the budget holds: DSPy's own extra candidates run no LM call past it
     assert lines[-1].startswith(f"metric calls {result.metric_calls}/16 · best training score so far ")

@@ -63,11 +63,32 @@ def recorded_runs(tmp_path_factory, data_dir):
     """Three offline runs (eco and hero) with their stage logs: the pools of --from-runs (a run writes once, so
     three runs give the writer two training examples and one for dev)."""
     root = tmp_path_factory.mktemp("runs")
-    runs = [("quick", "Does obesity increase the risk of type 2 diabetes?"), ("quick", "How does aspirin affect "
-            "cancer risk?"), ("hero", "vitamin D and bone fractures")]
+    runs = [
+        ("quick", "Does obesity increase the risk of type 2 diabetes?"),
+        ("quick", "How does aspirin affect cancer risk?"),
+        ("hero", "vitamin D and bone fractures"),
+    ]
     for n, (name, question) in enumerate(runs):
-        code = cli.main(["run", question, "--corpus", str(data_dir / "scifact"), "--preset", name, "--depth", "2",
-                         "--breadth", "2", "--lm", "offline", "--stage-log", "--out", str(root / f"{name}{n}"), "-q"])
+        code = cli.main(
+            [
+                "run",
+                question,
+                "--corpus",
+                str(data_dir / "scifact"),
+                "--preset",
+                name,
+                "--depth",
+                "2",
+                "--breadth",
+                "2",
+                "--lm",
+                "offline",
+                "--stage-log",
+                "--out",
+                str(root / f"{name}{n}"),
+                "-q",
+            ]
+        )
         assert code == 0
     return root
 
@@ -97,27 +118,87 @@ def _tuned_attribute(program: str, stage: str, untuned) -> str | None:
 
 @pytest.mark.parametrize("optimizer", OPTIMIZERS)
 @pytest.mark.parametrize("program,stage,preset_name,metric", list(_research_combinations()))
-def test_every_target_runs_saves_and_changes_only_its_stage(program, stage, preset_name, metric, optimizer,
-                                                             recorded_runs, scifact_index, data_dir, scifact_bm25,
-                                                             tmp_path, monkeypatch, capsys):
+def test_every_target_runs_saves_and_changes_only_its_stage(
+    program,
+    stage,
+    preset_name,
+    metric,
+    optimizer,
+    recorded_runs,
+    scifact_index,
+    data_dir,
+    scifact_bm25,
+    tmp_path,
+    monkeypatch,
+    capsys,
+):
     monkeypatch.setenv("DEEPRESEARCH_DATA", str(data_dir))
     out = tmp_path / "compiled.json"
     limit = "3" if optimizer == "miprov2" else "2"  # MIPROv2 needs two training examples; one goes to dev
     if program == "pool":
         source = ["--program", "research", "--from-runs", str(recorded_runs), "--preset", preset_name, "--limit", "3"]
     elif program == "research":
-        source = ["--program", "research", "--data", str(data_dir / "scifact"), "--index", str(scifact_index),
-                  "--limit", limit, "--preset", preset_name, *SHAPE]
+        source = [
+            "--program",
+            "research",
+            "--data",
+            str(data_dir / "scifact"),
+            "--index",
+            str(scifact_index),
+            "--limit",
+            limit,
+            "--preset",
+            preset_name,
+            *SHAPE,
+        ]
     elif program == "gather":
-        source = ["--program", "gather", "--data", "scifact", "--split", "test", "--index", str(scifact_index),
-                  "--limit", limit, "--iterations", "1"]
+        source = [
+            "--program",
+            "gather",
+            "--data",
+            "scifact",
+            "--split",
+            "test",
+            "--index",
+            str(scifact_index),
+            "--limit",
+            limit,
+            "--iterations",
+            "1",
+        ]
     else:  # two surveys: both train (miprov2 needs two), and both score the dev side
-        source = ["--program", "taxonomy", "--data", str(data_dir / "taxobench_examples"),
-                  "--dev", str(data_dir / "taxobench_examples")]
+        source = [
+            "--program",
+            "taxonomy",
+            "--data",
+            str(data_dir / "taxobench_examples"),
+            "--dev",
+            str(data_dir / "taxobench_examples"),
+        ]
     with LocalOpenAIServer(research_or_anything()) as server:
-        code = cli.main(["optimize", *source, "--stage", stage, "--metric", metric, "--optimizer", optimizer,
-                         "--budget", "2", "--workers", "1", "--out", str(out), "--lm", "openai/local-model",
-                         "--api-base", server.base_url, "--no-cache"])
+        code = cli.main(
+            [
+                "optimize",
+                *source,
+                "--stage",
+                stage,
+                "--metric",
+                metric,
+                "--optimizer",
+                optimizer,
+                "--budget",
+                "2",
+                "--workers",
+                "1",
+                "--out",
+                str(out),
+                "--lm",
+                "openai/local-model",
+                "--api-base",
+                server.base_url,
+                "--no-cache",
+            ]
+        )
     assert code == 0, capsys.readouterr().err[-800:]
     meta = json.loads(out.with_name("compiled.meta.json").read_text())
     assert (meta["stage"], meta["optimizer"], meta["metric"]) == (stage, optimizer, metric)

@@ -30,8 +30,11 @@ UNSUPPORTED = "Vitamin D supplementation cured every case of diabetes in the who
 
 
 def test_algorithm_1_scores_and_feedback_name_what_to_fix():
-    claims = [Sentence(SUPPORTED, ("aa11aa11_1",)), Sentence(UNSUPPORTED, ("aa11aa11_1",)),
-              Sentence("Obesity raises the risk of type 2 diabetes through insulin resistance", ())]
+    claims = [
+        Sentence(SUPPORTED, ("aa11aa11_1",)),
+        Sentence(UNSUPPORTED, ("aa11aa11_1",)),
+        Sentence("Obesity raises the risk of type 2 diabetes through insulin resistance", ()),
+    ]
     q = score_claims(claims, PASSAGES, Support())
     # Algorithm 1: 1 of 3 claims supported; of the 2 resolvable citations, the supported claim's is necessary
     assert (q.citations.n_claims, q.citations.n_supported, q.citations.n_cites, q.citations.n_necessary) == (3, 1, 2, 1)
@@ -49,16 +52,23 @@ def test_retention_counts_the_given_citations_the_output_still_cites():
 
 def test_key_points_by_the_offline_rule_and_the_composite_weights():
     text = f"{SUPPORTED} [aa11aa11_1]."
-    q = score_claims(text_claims(text), PASSAGES, Support(), text=text,
-                     key_points=["vitamin D lowered hip fracture rates", "obesity causes insulin resistance"])
+    q = score_claims(
+        text_claims(text),
+        PASSAGES,
+        Support(),
+        text=text,
+        key_points=["vitamin D lowered hip fracture rates", "obesity causes insulin resistance"],
+    )
     assert q.kpr == 0.5 and "obesity causes insulin resistance" in q.feedback()
     assert q.citation_f1 == 1.0
     assert q.composite == pytest.approx(0.5 * 1.0 + 0.3 * 0.5 + 0.2 * q.integration)
 
 
 def test_a_judge_lm_decides_support_and_its_verdicts_are_cached(make_lm, routed, tmp_path):
-    routes = {GradeCitationSupport: lambda m: {"support": "full" if "lowered" in inputs_of(m)["claim"] else "none"},
-              JudgeKeyPoint: {"label": "Supported"}}
+    routes = {
+        GradeCitationSupport: lambda m: {"support": "full" if "lowered" in inputs_of(m)["claim"] else "none"},
+        JudgeKeyPoint: {"label": "Supported"},
+    }
     lm = make_lm(routed(routes))
     claims = [Sentence(SUPPORTED, ("aa11aa11_1",)), Sentence(UNSUPPORTED, ("aa11aa11_1",))]
     first = score_claims(claims, PASSAGES, Support(lm, JudgeCache(tmp_path)))
@@ -91,8 +101,13 @@ def test_stage_log_writes_each_passage_once_and_reads_calls_back(tmp_path):
     source = Source(source_id="aa11aa11_1", title="T", text=PASSAGES["aa11aa11_1"])
     task = Task(query="vitamin d", goal="g")
     for node in ("1", "2"):
-        log.record("extract", node, {"question": "q", "task": task, "sources": [source]},
-                   dspy.Prediction(learnings=[]), seconds=0.1)
+        log.record(
+            "extract",
+            node,
+            {"question": "q", "task": task, "sources": [source]},
+            dspy.Prediction(learnings=[]),
+            seconds=0.1,
+        )
     log.record("merge", "1", {"task": task, "learnings": []}, None, seconds=0.0, error="TimeoutError")
     log.close()
     lines = (tmp_path / STAGE_LOG).read_text().splitlines()
@@ -105,16 +120,35 @@ def test_stage_log_writes_each_passage_once_and_reads_calls_back(tmp_path):
 @pytest.fixture(scope="module")
 def run_folder(tmp_path_factory, data_dir):
     out = tmp_path_factory.mktemp("runs") / "q"
-    assert cli.main(["run", "Does obesity increase the risk of type 2 diabetes?", "--corpus",
-                     str(data_dir / "scifact"), "--depth", "2", "--breadth", "2", "--lm", "offline", "--stage-log",
-                     "--out", str(out), "-q"]) == 0
+    assert (
+        cli.main(
+            [
+                "run",
+                "Does obesity increase the risk of type 2 diabetes?",
+                "--corpus",
+                str(data_dir / "scifact"),
+                "--depth",
+                "2",
+                "--breadth",
+                "2",
+                "--lm",
+                "offline",
+                "--stage-log",
+                "--out",
+                str(out),
+                "-q",
+            ]
+        )
+        == 0
+    )
     return out
 
 
 def test_a_run_records_pools_with_typed_inputs_and_the_run_passages(run_folder):
     extract = stage_pool(run_folder.parent, "extract", Extractor())
-    assert extract and all(isinstance(ex.task, Task) and all(isinstance(s, Source) for s in ex.sources)
-                           for ex in extract)
+    assert extract and all(
+        isinstance(ex.task, Task) and all(isinstance(s, Source) for s in ex.sources) for ex in extract
+    )
     assert set(extract[0].inputs().keys()) == {"question", "task", "sources"}
     merge = stage_pool(run_folder, "merge", Merger())
     assert merge and all(ex.learnings for ex in merge)  # calls with nothing to merge never reach the LM
@@ -132,15 +166,45 @@ def test_pools_refuse_folders_without_logs_or_calls(run_folder, tmp_path):
 
 
 def test_from_runs_with_a_stage_it_cannot_replay_is_refused_before_any_lm_request(run_folder, tmp_path, capsys):
-    code = cli.main(["optimize", "--stage", "plan", "--from-runs", str(run_folder), "--metric", "quality",
-                     "--out", str(tmp_path / "c.json"), "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1"])
+    code = cli.main(
+        [
+            "optimize",
+            "--stage",
+            "plan",
+            "--from-runs",
+            str(run_folder),
+            "--metric",
+            "quality",
+            "--out",
+            str(tmp_path / "c.json"),
+            "--lm",
+            "openai/x",
+            "--api-base",
+            "http://127.0.0.1:9/v1",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and "--from-runs tunes one stage of the research program" in err and len(err.splitlines()) == 1
 
 
 def test_the_stage_may_be_named_by_its_module(run_folder, tmp_path, capsys):
-    code = cli.main(["optimize", "--stage", "writer", "--from-runs", str(run_folder), "--metric", "bleu",
-                     "--out", str(tmp_path / "c.json"), "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1"])
+    code = cli.main(
+        [
+            "optimize",
+            "--stage",
+            "writer",
+            "--from-runs",
+            str(run_folder),
+            "--metric",
+            "bleu",
+            "--out",
+            str(tmp_path / "c.json"),
+            "--lm",
+            "openai/x",
+            "--api-base",
+            "http://127.0.0.1:9/v1",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "unknown metric 'bleu' for write" in err  # `writer` was read as the stage `write`
     assert not json.dumps(err).count("Traceback")
@@ -148,9 +212,26 @@ def test_the_stage_may_be_named_by_its_module(run_folder, tmp_path, capsys):
 
 def test_offline_runs_keep_no_stage_log_unless_asked(data_dir, tmp_path):
     # an offline tree can grow to thousands of nodes; its calls are worth recording only on request
-    assert cli.main(["run", "Does obesity increase the risk of type 2 diabetes?", "--corpus", str(data_dir / "scifact"),
-                     "--depth", "1", "--breadth", "1", "--lm", "offline", "--out", str(tmp_path / "q"),
-                     "-q"]) == 0
+    assert (
+        cli.main(
+            [
+                "run",
+                "Does obesity increase the risk of type 2 diabetes?",
+                "--corpus",
+                str(data_dir / "scifact"),
+                "--depth",
+                "1",
+                "--breadth",
+                "1",
+                "--lm",
+                "offline",
+                "--out",
+                str(tmp_path / "q"),
+                "-q",
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "q" / "report.md").exists() and not (tmp_path / "q" / STAGE_LOG).exists()
 
 
@@ -160,9 +241,29 @@ def test_a_run_with_an_lm_keeps_its_stage_log(data_dir, tmp_path, monkeypatch):
     from tests.research_lm import research_handler
 
     with LocalOpenAIServer(research_handler()) as server:
-        assert cli.main(["run", "omega-3 and heart disease", "--corpus", str(data_dir / "scifact"), "--depth", "1",
-                         "--breadth", "1", "--lm", "openai/local-model", "--api-base", server.base_url, "--no-cache",
-                         "--out", str(tmp_path / "q"), "-q"]) == 0
+        assert (
+            cli.main(
+                [
+                    "run",
+                    "omega-3 and heart disease",
+                    "--corpus",
+                    str(data_dir / "scifact"),
+                    "--depth",
+                    "1",
+                    "--breadth",
+                    "1",
+                    "--lm",
+                    "openai/local-model",
+                    "--api-base",
+                    server.base_url,
+                    "--no-cache",
+                    "--out",
+                    str(tmp_path / "q"),
+                    "-q",
+                ]
+            )
+            == 0
+        )
     calls, _ = read_log(tmp_path / "q" / STAGE_LOG)
     assert {"plan", "assess", "extract", "merge", "write"} <= {c["stage"] for c in calls}
     assert "4711" not in (tmp_path / "q" / STAGE_LOG).read_text()

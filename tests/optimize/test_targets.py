@@ -1,6 +1,5 @@
 """Gathering and taxonomy objectives, and tuning the gathering assessor on frozen candidates."""
 
-
 import dspy
 import pytest
 
@@ -18,10 +17,13 @@ from tests.scripted import routed_handler, scripted_lm, shown_candidates
 def test_gather_objectives_on_a_hand_worked_query():
     example = dspy.Example(gt_ids=["a", "b", "c", "d"])
     # a and b retrieved (best ranks 1 and 51), c retrieved at rank 150 of a deep page, d never; a and x selected
-    pred = dspy.Prediction(selected=["a", "x"], candidates={"a": {0: 3, 1: 1}, "b": {1: 51}, "c": {2: 150},
-                                                             "x": {0: 2}})
-    score = {name: metric_spec("gather", name).score(example, pred)
-             for name in ("f1", "recall", "ret_recall", "avg_distance", "discard")}
+    pred = dspy.Prediction(
+        selected=["a", "x"], candidates={"a": {0: 3, 1: 1}, "b": {1: 51}, "c": {2: 150}, "x": {0: 2}}
+    )
+    score = {
+        name: metric_spec("gather", name).score(example, pred)
+        for name in ("f1", "recall", "ret_recall", "avg_distance", "discard")
+    }
     assert score["recall"] == 0.25 and score["ret_recall"] == 0.75
     assert score["avg_distance"] == pytest.approx(((1 - 1 / 100) + (1 - 51 / 100)) / 4)  # c past the cutoff: 0
     assert score["discard"] == pytest.approx(1 / 3)  # of a, b, c retrieved only a was kept
@@ -35,32 +37,61 @@ def test_taxonomy_objectives_are_perfect_for_the_expert_tree(data_dir):
     pred = dspy.Prediction(tree=survey.gt)
     for name in ("ari", "sem_path", "us_nted"):
         assert metric_spec("taxonomy", name).score(example, pred) == pytest.approx(1.0, abs=1e-6)
-    flat = dspy.Prediction(tree={"name": survey.topic, "subtopics": [
-        {"name": "all", "papers": [p["title"] for p in survey.papers]}]})
+    flat = dspy.Prediction(
+        tree={"name": survey.topic, "subtopics": [{"name": "all", "papers": [p["title"] for p in survey.papers]}]}
+    )
     assert metric_spec("taxonomy", "ari").score(example, flat) == 0.0
 
 
-def test_gathering_assessor_is_tuned_on_frozen_candidates_without_searching(data_dir, tmp_path, monkeypatch,
-                                                                            scifact):
+def test_gathering_assessor_is_tuned_on_frozen_candidates_without_searching(data_dir, tmp_path, monkeypatch, scifact):
     run = tmp_path / "gather"
-    assert cli.main(["eval", "gather", "--data", str(data_dir / "scifact"), "--lm", "offline", "--limit", "6",
-                     "--iterations", "2", "--out", str(run), "-q", "--bootstrap", "10"]) == 0
+    assert (
+        cli.main(
+            [
+                "eval",
+                "gather",
+                "--data",
+                str(data_dir / "scifact"),
+                "--lm",
+                "offline",
+                "--limit",
+                "6",
+                "--iterations",
+                "2",
+                "--out",
+                str(run),
+                "-q",
+                "--bootstrap",
+                "10",
+            ]
+        )
+        == 0
+    )
     cases = load_frozen_cases(run / "results.jsonl", scifact)
     examples = from_frozen_cases(cases)
     assert examples and all(ex.hits for ex in examples)
 
     def assess(messages):  # finds the ground-truth papers only when demos show how; otherwise keeps nothing
         gt = {h.doc.doc_id for ex in examples for h in ex.hits if h.doc.doc_id in ex.gt_ids}
-        label = (lambda pid: "relevant" if pid in gt else "irrelevant") if len(messages) > 2 else (lambda pid: "irrelevant")
+        label = (
+            (lambda pid: "relevant" if pid in gt else "irrelevant") if len(messages) > 2 else (lambda pid: "irrelevant")
+        )
         docs = [h.doc for ex in examples for h in ex.hits]
         return {"relevance": {key: label(d) for key, d in shown_candidates(messages, docs).items()}}
 
     lm = scripted_lm(routed_handler({LabelCandidates: assess}))
     spec = metric_spec("assessor", "discard")
-    trainset, devset = examples[: len(examples) // 2], examples[len(examples) // 2:]
+    trainset, devset = examples[: len(examples) // 2], examples[len(examples) // 2 :]
     with dspy.context(lm=lm):
-        result = compile_program(CandidateAssessor(second_look=False), optimizer="bootstrap-rs", spec=spec,
-                                 trainset=trainset, devset=devset, budget=4 * len(trainset), num_threads=1)
+        result = compile_program(
+            CandidateAssessor(second_look=False),
+            optimizer="bootstrap-rs",
+            spec=spec,
+            trainset=trainset,
+            devset=devset,
+            budget=4 * len(trainset),
+            num_threads=1,
+        )
     assert result.before < result.after == pytest.approx(1.0)
     assert not hasattr(CandidateAssessor(), "retriever")  # replaying needs no search: the hits are recorded
 

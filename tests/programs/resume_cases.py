@@ -20,7 +20,12 @@ def case(name: str):
         return preset("hero", hero=hero, max_concurrency=1, max_lm_calls=None), hero_handler()
     if name == "parallel":
         # no monitor: its ticks run on the wall clock, and a resumed run must replay the same decisions
-        config = preset("parallel", depth=2, deadline_s=None, max_concurrency=1,
-                        parallel=replace(ParallelConfig(), orchestrate=False, max_breadth=3))
+        config = preset(
+            "parallel",
+            depth=2,
+            deadline_s=None,
+            max_concurrency=1,
+            parallel=replace(ParallelConfig(), orchestrate=False, max_breadth=3),
+        )
         return config, parallel_handler(breadth=3)
     raise ValueError(name)

@@ -19,8 +19,9 @@ def main(argv: list[str]) -> None:
     config, handler = case(name)
     retriever = BM25Retriever(load_corpus(data))
     with dspy.context(lm=scripted_lm(handler, delay=0.15)):
-        out = DeepResearch(retriever=retriever, config=config)(question=QUESTION, journal=journal,
-                                                               resume="--resume" in argv)
+        out = DeepResearch(retriever=retriever, config=config)(
+            question=QUESTION, journal=journal, resume="--resume" in argv
+        )
     print(out.report.status)
 
 

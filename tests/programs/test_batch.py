@@ -14,9 +14,11 @@ import pytest
 from deepresearch import cli
 from deepresearch.programs.batch import read_questions
 
-QUESTIONS = [{"id": "obesity", "question": "Does obesity increase the risk of type 2 diabetes?"},
-             {"question": "Do statins reduce cardiovascular mortality?"},
-             {"id": "vitd", "question": "Does vitamin D prevent fractures?"}]
+QUESTIONS = [
+    {"id": "obesity", "question": "Does obesity increase the risk of type 2 diabetes?"},
+    {"question": "Do statins reduce cardiovascular mortality?"},
+    {"id": "vitd", "question": "Does vitamin D prevent fractures?"},
+]
 RUN = ["--corpus", "scifact", "--lm", "offline", "--preset", "quick"]
 
 

@@ -64,6 +64,7 @@ def research_prompts(prompts) -> list[str]:
 
 # ---- the signature ---------------------------------------------------------------------------------------
 
+
 def test_the_signature_takes_the_question_and_a_cap_and_gives_a_list_of_questions():
     assert list(ClarifyQuestion.input_fields) == ["question", "max_questions"]
     assert {k: v.annotation for k, v in ClarifyQuestion.output_fields.items()} == {"questions": list[str]}
@@ -72,12 +73,20 @@ def test_the_signature_takes_the_question_and_a_cap_and_gives_a_list_of_question
 
 # ---- the research brief ------------------------------------------------------------------------------------
 
+
 def test_the_brief_is_the_question_with_the_answered_pairs_in_the_spec_form():
-    brief = research_brief(QUESTION, [{"question": ASKED[0], "answer": " adults over 65 "},
-                                      {"question": BLANK, "answer": ""},
-                                      {"question": ASKED[1], "answer": "hip\nfractures"}])
-    assert brief == (f"Initial Query: {QUESTION}\nFollow-up Questions and Answers:\n"
-                     f"Q: {ASKED[0]}\nA: adults over 65\nQ: {ASKED[1]}\nA: hip fractures")
+    brief = research_brief(
+        QUESTION,
+        [
+            {"question": ASKED[0], "answer": " adults over 65 "},
+            {"question": BLANK, "answer": ""},
+            {"question": ASKED[1], "answer": "hip\nfractures"},
+        ],
+    )
+    assert brief == (
+        f"Initial Query: {QUESTION}\nFollow-up Questions and Answers:\n"
+        f"Q: {ASKED[0]}\nA: adults over 65\nQ: {ASKED[1]}\nA: hip fractures"
+    )
 
 
 @pytest.mark.parametrize("answers", [[], ["", "   "], ["-", "?"], ["\n"]])
@@ -95,13 +104,16 @@ def test_a_brief_splits_back_into_its_question_and_answers():
     assert plain_brief(QUESTION) == QUESTION
 
 
-@pytest.mark.parametrize("items,message", [
-    ("adults", "must be a list"),
-    ([{"question": "Which?", "answer": "a"}, "adults"], "clarification 2 is a str"),
-    ([{"answer": "adults"}], "clarification 1 has no question"),
-    ([{"question": "  ", "answer": "adults"}], "clarification 1 has no question"),
-    ([{"question": "Which?", "answer": 65}], "clarification 1 has an answer of type int"),
-])
+@pytest.mark.parametrize(
+    "items,message",
+    [
+        ("adults", "must be a list"),
+        ([{"question": "Which?", "answer": "a"}, "adults"], "clarification 2 is a str"),
+        ([{"answer": "adults"}], "clarification 1 has no question"),
+        ([{"question": "  ", "answer": "adults"}], "clarification 1 has no question"),
+        ([{"question": "Which?", "answer": 65}], "clarification 1 has an answer of type int"),
+    ],
+)
 def test_bad_clarifications_are_refused_naming_the_item(items, message):
     with pytest.raises(ClarificationsError, match=message):
         check_clarifications(items)
@@ -112,6 +124,7 @@ def test_a_missing_answer_is_blank():
 
 
 # ---- the answers file ----------------------------------------------------------------------------------------
+
 
 def test_answers_are_read_from_json_a_trace_or_text(tmp_path):
     expected = ({"question": ASKED[0], "answer": "adults"}, {"question": BLANK, "answer": ""})
@@ -124,14 +137,17 @@ def test_answers_are_read_from_json_a_trace_or_text(tmp_path):
     assert read_clarifications(listed) == read_clarifications(trace) == read_clarifications(text) == expected
 
 
-@pytest.mark.parametrize("content,message", [
-    ("[{\"question\": ", "answers.txt is not valid JSON"),
-    ('{"question": "x"}', "without a 'clarifications' list"),
-    ('[{"answer": "adults"}]', "answers.txt: clarification 1 has no question"),
-    ("A: adults\n", "answers.txt:1: expected a 'Q: <question>' line"),
-    ("Q: Which?\nA: adults\nA: children\n", "answers.txt:3: expected the next 'Q:' line"),
-    ("Q: Which?\nadults\n", "answers.txt:2: expected a 'Q: <question>' line"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ('[{"question": ', "answers.txt is not valid JSON"),
+        ('{"question": "x"}', "without a 'clarifications' list"),
+        ('[{"answer": "adults"}]', "answers.txt: clarification 1 has no question"),
+        ("A: adults\n", "answers.txt:1: expected a 'Q: <question>' line"),
+        ("Q: Which?\nA: adults\nA: children\n", "answers.txt:3: expected the next 'Q:' line"),
+        ("Q: Which?\nadults\n", "answers.txt:2: expected a 'Q: <question>' line"),
+    ],
+)
 def test_a_bad_answers_file_is_named_with_its_line(tmp_path, content, message):
     path = tmp_path / "answers.txt"
     path.write_text(content)
@@ -143,10 +159,20 @@ def test_a_bad_answers_file_is_named_with_its_line(tmp_path, content, message):
 
 # ---- the Clarifier stage -----------------------------------------------------------------------------------
 
+
 def test_questions_are_trimmed_deduplicated_and_capped():
-    assert clean_questions(["  1. Which  population?", "which population?", "", 7, "- Which dose?",
-                            "(3) Since when?", "Which COVID-19 variant?"], 3) == [
-        "Which population?", "Which dose?", "Since when?"]
+    assert clean_questions(
+        [
+            "  1. Which  population?",
+            "which population?",
+            "",
+            7,
+            "- Which dose?",
+            "(3) Since when?",
+            "Which COVID-19 variant?",
+        ],
+        3,
+    ) == ["Which population?", "Which dose?", "Since when?"]
 
 
 def test_a_reply_with_more_than_three_questions_gives_three(make_lm):
@@ -177,6 +203,7 @@ def test_an_unparseable_reply_gives_no_question_and_is_counted_as_a_parse_failur
 
 # ---- DeepResearch: clarify, then research on the brief -------------------------------------------------------
 
+
 def test_clarify_then_research_on_the_brief_keeps_the_question_and_counts_the_clarify_call(scifact_bm25):
     lm = scripted_lm(research_handler(asked([*ASKED, BLANK])))
     program = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2)
@@ -184,8 +211,11 @@ def test_clarify_then_research_on_the_brief_keeps_the_question_and_counts_the_cl
     with dspy.context(lm=lm):
         questions = program.clarify(QUESTION, meter=meter)
         assert questions == [*ASKED, BLANK]
-        answers = [{"question": ASKED[0], "answer": "postmenopausal women"},
-                   {"question": ASKED[1], "answer": "hip fractures"}, {"question": BLANK, "answer": " "}]
+        answers = [
+            {"question": ASKED[0], "answer": "postmenopausal women"},
+            {"question": ASKED[1], "answer": "hip fractures"},
+            {"question": BLANK, "answer": " "},
+        ]
         snapshots = []
         out = program(question=QUESTION, clarifications=answers, meter=meter, on_snapshot=snapshots.append)
     assert out.report.question == QUESTION and out.question == QUESTION
@@ -232,15 +262,13 @@ def test_offline_asks_nothing_but_researches_the_answers(scifact_bm25):
     assert out.markdown.startswith(f"## {QUESTION}\n") and out.report.question == QUESTION
 
 
-
 def test_every_strategy_and_deliverable_names_the_question_and_searches_the_answers(scifact_bm25):
     # the brief's labels ("Initial Query", "Q:") are never searched, headed or used as a topic
     from deepresearch.programs.config import preset
 
     answers = [{"question": ASKED[0], "answer": "postmenopausal women"}]
     config = preset("gather", answer=True, taxonomy=True, gather=preset("gather").gather.__class__(iterations=1))
-    out = DeepResearch(retriever=scifact_bm25, offline=True, config=config)(question=QUESTION,
-                                                                           clarifications=answers)
+    out = DeepResearch(retriever=scifact_bm25, offline=True, config=config)(question=QUESTION, clarifications=answers)
     queries = [n.query for n in out.report.nodes()]
     assert queries and all("initial" not in q.lower() and "follow-up" not in q.lower() for q in queries)
     assert any("postmenopausal" in q for q in queries)
@@ -249,6 +277,7 @@ def test_every_strategy_and_deliverable_names_the_question_and_searches_the_answ
 
 
 # ---- the command line ----------------------------------------------------------------------------------------
+
 
 def clarify_handler(questions=ASKED, reply: str | None = None):
     """The research handler, answering the clarify step with `questions` (or the raw text `reply`)."""
@@ -264,8 +293,21 @@ def clarify_handler(questions=ASKED, reply: str | None = None):
 
 def run_args(*extra, out, server=None):
     lm = ["--lm", "openai/local", "--api-base", server.base_url, "--no-cache"] if server else []
-    return ["run", QUESTION, "--corpus", "scifact", "--depth", "1", "--breadth", "2", "-q",
-            "--out", str(out), *lm, *extra]
+    return [
+        "run",
+        QUESTION,
+        "--corpus",
+        "scifact",
+        "--depth",
+        "1",
+        "--breadth",
+        "2",
+        "-q",
+        "--out",
+        str(out),
+        *lm,
+        *extra,
+    ]
 
 
 @pytest.mark.usefixtures("clean_lm_env")
@@ -275,10 +317,14 @@ def test_cli_offline_answers_from_a_file_join_the_brief(tmp_path, capsys):
     assert cli.main(run_args("--clarify-answers", str(answers), out=tmp_path / "r")) == 0
     trace = json.loads((tmp_path / "r" / "trace.json").read_text())
     assert trace["question"] == QUESTION and trace["status"] == "done"
-    assert trace["clarifications"] == [{"question": ASKED[0], "answer": "postmenopausal women"},
-                                       {"question": BLANK, "answer": ""}]
-    assert trace["brief"] == f"Initial Query: {QUESTION}\nFollow-up Questions and Answers:\nQ: {ASKED[0]}\n" \
-                             f"A: postmenopausal women"
+    assert trace["clarifications"] == [
+        {"question": ASKED[0], "answer": "postmenopausal women"},
+        {"question": BLANK, "answer": ""},
+    ]
+    assert (
+        trace["brief"] == f"Initial Query: {QUESTION}\nFollow-up Questions and Answers:\nQ: {ASKED[0]}\n"
+        f"A: postmenopausal women"
+    )
     assert all("postmenopausal" in node["query"] for node in trace["tree"])
     assert (tmp_path / "r" / "report.md").read_text().startswith(f"## {QUESTION}\n")
     assert "--clarify" not in capsys.readouterr().err
@@ -323,11 +369,13 @@ def test_cli_clarify_without_a_terminal_asks_nothing_and_researches(tmp_path, ca
 @pytest.mark.usefixtures("clean_lm_env")
 def test_cli_answers_file_with_an_lm_reach_every_research_prompt_but_blank_ones(tmp_path):
     answers = tmp_path / "answers.json"
-    answers.write_text(json.dumps([{"question": ASKED[0], "answer": "postmenopausal women"},
-                                   {"question": BLANK, "answer": ""}]))
+    answers.write_text(
+        json.dumps([{"question": ASKED[0], "answer": "postmenopausal women"}, {"question": BLANK, "answer": ""}])
+    )
     with LocalOpenAIServer(clarify_handler()) as server:
-        assert cli.main(run_args("--clarify", "--clarify-answers", str(answers), out=tmp_path / "r",
-                                 server=server)) == 0
+        assert (
+            cli.main(run_args("--clarify", "--clarify-answers", str(answers), out=tmp_path / "r", server=server)) == 0
+        )
     prompts = [r["messages"][-1]["content"] for r in server.requests if len(r["messages"]) > 1]
     assert not any(is_clarify(r["messages"]) for r in server.requests)  # answers given: nothing is asked
     plan = [p for p in prompts if "max_tasks" in p]
@@ -355,8 +403,15 @@ def run_on_terminal(argv: list[str], answers: list[str], timeout: float = 180.0)
     Returns the exit code, what the terminal showed and stderr.
     """
     main, term = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "deepresearch.cli", *argv], cwd=ROOT, stdin=term, stdout=term,
-                            stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)}, close_fds=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deepresearch.cli", *argv],
+        cwd=ROOT,
+        stdin=term,
+        stdout=term,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        close_fds=True,
+    )
     os.close(term)
     shown, pending, deadline = b"", list(answers), time.monotonic() + timeout
     try:
@@ -388,20 +443,26 @@ def run_on_terminal(argv: list[str], answers: list[str], timeout: float = 180.0)
 def test_cli_clarify_on_a_terminal_asks_and_folds_the_answers(tmp_path):
     out = tmp_path / "r"
     with LocalOpenAIServer(clarify_handler([*ASKED, BLANK])) as server:
-        code, shown, err = run_on_terminal(run_args("--clarify", out=out, server=server),
-                                           ["postmenopausal women", "hip fractures", ""])
+        code, shown, err = run_on_terminal(
+            run_args("--clarify", out=out, server=server), ["postmenopausal women", "hip fractures", ""]
+        )
     assert code == 0, err[-2000:]
     assert "3 clarifying questions before research" in shown
     assert f"[1/3] {ASKED[0]}" in shown and f"[3/3] {BLANK}" in shown
     trace = json.loads((out / "trace.json").read_text())
-    assert trace["clarifications"] == [{"question": ASKED[0], "answer": "postmenopausal women"},
-                                       {"question": ASKED[1], "answer": "hip fractures"},
-                                       {"question": BLANK, "answer": ""}]
+    assert trace["clarifications"] == [
+        {"question": ASKED[0], "answer": "postmenopausal women"},
+        {"question": ASKED[1], "answer": "hip fractures"},
+        {"question": BLANK, "answer": ""},
+    ]
     assert trace["brief"] == research_brief(QUESTION, trace["clarifications"]) and trace["question"] == QUESTION
     assert trace["usage"]["clarify"]["calls"] == 1
     assert trace["stats"]["lm_calls"] == sum(u["calls"] + u["failed"] for u in trace["usage"].values())
-    research = [r["messages"][-1]["content"] for r in server.requests
-                if len(r["messages"]) > 1 and not is_clarify(r["messages"])]
+    research = [
+        r["messages"][-1]["content"]
+        for r in server.requests
+        if len(r["messages"]) > 1 and not is_clarify(r["messages"])
+    ]
     assert research and not any(BLANK in p for p in research)
     assert all("postmenopausal women" in p for p in research if "max_tasks" in p)
 

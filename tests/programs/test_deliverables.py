@@ -43,9 +43,15 @@ def leaf_titles(tree) -> Counter:
 def two_leaves(messages):
     papers = json.loads(inputs_of(messages)["papers"])
     half = len(papers) // 2
-    return {"taxonomy": {"name": inputs_of(messages)["topic"], "subtopics": [
-        {"name": "First half", "papers": [p["paper_id"] for p in papers[:half]]},
-        {"name": "Second half", "papers": [p["paper_id"] for p in papers[half:]]}]}}
+    return {
+        "taxonomy": {
+            "name": inputs_of(messages)["topic"],
+            "subtopics": [
+                {"name": "First half", "papers": [p["paper_id"] for p in papers[:half]]},
+                {"name": "Second half", "papers": [p["paper_id"] for p in papers[half:]]},
+            ],
+        }
+    }
 
 
 def cited_answer(messages):
@@ -55,10 +61,14 @@ def cited_answer(messages):
 
 
 def test_taxonomy_mode_organises_the_papers_judged_relevant_and_cites_them_in_the_map(surveys):
-    docs = [Doc(doc_id=f"d{i}", title=p["title"], text=p["abs"])
-            for i, p in enumerate(p for s in surveys for p in s["pdfs"])]
-    research = DeepResearch(retriever=BM25Retriever(Corpus(docs, name="taxobench")),
-                            config=ResearchConfig(depth=1, breadth=2, taxonomy=True))
+    docs = [
+        Doc(doc_id=f"d{i}", title=p["title"], text=p["abs"])
+        for i, p in enumerate(p for s in surveys for p in s["pdfs"])
+    ]
+    research = DeepResearch(
+        retriever=BM25Retriever(Corpus(docs, name="taxobench")),
+        config=ResearchConfig(depth=1, breadth=2, taxonomy=True),
+    )
     with dspy.context(lm=scripted_lm(research_handler({BuildTaxonomy: two_leaves}))):
         report = research(question=surveys[0]["survey_topic"]).report
     tax = report.taxonomy
@@ -92,8 +102,7 @@ def test_a_failed_answer_stage_is_recorded_and_replaced_by_quoted_sentences(scif
     def broken(messages):
         raise RuntimeError("the answer server fell over")
 
-    program = DeepResearch(retriever=scifact_bm25, config=ResearchConfig(depth=1, breadth=2, answer=True,
-                                                                        lm_retries=0))
+    program = DeepResearch(retriever=scifact_bm25, config=ResearchConfig(depth=1, breadth=2, answer=True, lm_retries=0))
     with dspy.context(lm=scripted_lm(research_handler({WriteAnswer: broken}))):
         report = program(question=QUESTION).report
     assert report.status == "done"
@@ -102,8 +111,9 @@ def test_a_failed_answer_stage_is_recorded_and_replaced_by_quoted_sentences(scif
 
 
 def test_offline_answer_and_taxonomy(scifact_bm25):
-    program = DeepResearch(retriever=scifact_bm25, offline=True,
-                           config=ResearchConfig(depth=1, breadth=2, answer=True, taxonomy=True))
+    program = DeepResearch(
+        retriever=scifact_bm25, offline=True, config=ResearchConfig(depth=1, breadth=2, answer=True, taxonomy=True)
+    )
     report = program(question=QUESTION).report
     sentences = [s for s in re.split(r"(?<=\.)\s+", report.answer) if s]
     assert 1 <= len(sentences) <= 3 and all(CITATION.search(s) for s in sentences)
@@ -119,19 +129,30 @@ def test_without_the_modes_the_report_has_neither():
 
 
 def test_render_map_nests_categories_and_cites_each_paper():
-    tree = {"name": "t", "subtopics": [{"name": "A", "subtopics": [{"name": "A1", "papers": ["x"]}]},
-                                       {"name": "B", "papers": ["y", "z"]}]}
+    tree = {
+        "name": "t",
+        "subtopics": [
+            {"name": "A", "subtopics": [{"name": "A1", "papers": ["x"]}]},
+            {"name": "B", "papers": ["y", "z"]},
+        ],
+    }
     cite = {"x": ("11111111_1", "X"), "y": ("22222222_1", "Y"), "z": ("33333333_1", "Z")}
     assert render_map(tree, cite).splitlines() == [
-        MAP_HEADING, "", "- **A**", "  - **A1**", "    - X [11111111_1]", "- **B**", "  - Y [22222222_1]",
-        "  - Z [33333333_1]"]
+        MAP_HEADING,
+        "",
+        "- **A**",
+        "  - **A1**",
+        "    - X [11111111_1]",
+        "- **B**",
+        "  - Y [22222222_1]",
+        "  - Z [33333333_1]",
+    ]
 
 
 def test_renumbering_together_gives_a_source_one_number_everywhere():
     registry = CitationRegistry()
     a, b = (registry.register(Doc(i, f"T{i}", "text")) for i in ("a", "b"))
-    (report, answer), refs, dropped = renumber_together([f"R [{a}]. S [{b}].", f"Ans [{b}] [ffffffff_1]."],
-                                                        registry)
+    (report, answer), refs, dropped = renumber_together([f"R [{a}]. S [{b}].", f"Ans [{b}] [ffffffff_1]."], registry)
     assert (report, answer, dropped) == ("R [1]. S [2].", "Ans [2].", 1)
     assert [r.doc_id for r in refs] == ["a", "b"]
 
@@ -163,8 +184,9 @@ def test_a_failed_run_writes_no_answer_and_no_map_and_answer_md_says_why(scifact
     def down(messages):
         raise RuntimeError("the server is down")
 
-    program = DeepResearch(retriever=scifact_bm25, config=ResearchConfig(depth=1, breadth=2, answer=True,
-                                                                        taxonomy=True, lm_retries=0))
+    program = DeepResearch(
+        retriever=scifact_bm25, config=ResearchConfig(depth=1, breadth=2, answer=True, taxonomy=True, lm_retries=0)
+    )
     with dspy.context(lm=scripted_lm(down)):
         report = program(question=QUESTION).report
     assert report.status == "failed" and report.answer == "" and report.taxonomy is None

@@ -17,24 +17,51 @@ QUESTION = "Does vitamin D supplementation reduce fracture risk?"
 # Three real papers, each in the record shape of a different source (Semantic Scholar, arXiv's metadata,
 # Crossref), with their real metadata; the texts are short summaries written for this test.
 PAPERS = [
-    {"_id": "s2-attention", "title": "Attention Is All You Need", "year": 2017,
-     "text": "The Transformer is a network architecture based solely on attention mechanisms. "
-             "Transformer models are more parallelizable and need less time to train.",
-     "authors": [{"authorId": None, "name": n} for n in (
-         "Ashish Vaswani", "Noam Shazeer", "Niki Parmar", "Jakob Uszkoreit", "Llion Jones", "Aidan N. Gomez",
-         "Łukasz Kaiser", "Illia Polosukhin")],
-     "venue": "Neural Information Processing Systems", "externalIds": {"ArXiv": "1706.03762"}},
-    {"id": "1810.04805", "title": "BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding",
-     "abstract": "BERT pre-trains deep bidirectional representations from unlabeled text. "
-                 "BERT models are fine-tuned with one additional output layer for language understanding.",
-     "authors": "Jacob Devlin, Ming-Wei Chang, Kenton Lee and Kristina Toutanova", "date": "2018-10-11",
-     "journal-ref": "Proceedings of NAACL-HLT 2019", "doi": "https://doi.org/10.18653/v1/N19-1423"},
-    {"DOI": "10.1038/s41586-020-2649-2", "doc_id": "crossref-numpy", "title": "Array programming with NumPy",
-     "text": "NumPy is the primary array programming library for the Python language. "
-             "NumPy arrays underpin scientific software in many research fields.",
-     "author": [{"given": g, "family": f} for g, f in (("Charles R.", "Harris"), ("K. Jarrod", "Millman"),
-                                                       ("Stéfan J.", "van der Walt"))],
-     "container-title": ["Nature"], "published": "2020-09-16"},
+    {
+        "_id": "s2-attention",
+        "title": "Attention Is All You Need",
+        "year": 2017,
+        "text": "The Transformer is a network architecture based solely on attention mechanisms. "
+        "Transformer models are more parallelizable and need less time to train.",
+        "authors": [
+            {"authorId": None, "name": n}
+            for n in (
+                "Ashish Vaswani",
+                "Noam Shazeer",
+                "Niki Parmar",
+                "Jakob Uszkoreit",
+                "Llion Jones",
+                "Aidan N. Gomez",
+                "Łukasz Kaiser",
+                "Illia Polosukhin",
+            )
+        ],
+        "venue": "Neural Information Processing Systems",
+        "externalIds": {"ArXiv": "1706.03762"},
+    },
+    {
+        "id": "1810.04805",
+        "title": "BERT: Pre-training of Deep Bidirectional Transformers for Language Understanding",
+        "abstract": "BERT pre-trains deep bidirectional representations from unlabeled text. "
+        "BERT models are fine-tuned with one additional output layer for language understanding.",
+        "authors": "Jacob Devlin, Ming-Wei Chang, Kenton Lee and Kristina Toutanova",
+        "date": "2018-10-11",
+        "journal-ref": "Proceedings of NAACL-HLT 2019",
+        "doi": "https://doi.org/10.18653/v1/N19-1423",
+    },
+    {
+        "DOI": "10.1038/s41586-020-2649-2",
+        "doc_id": "crossref-numpy",
+        "title": "Array programming with NumPy",
+        "text": "NumPy is the primary array programming library for the Python language. "
+        "NumPy arrays underpin scientific software in many research fields.",
+        "author": [
+            {"given": g, "family": f}
+            for g, f in (("Charles R.", "Harris"), ("K. Jarrod", "Millman"), ("Stéfan J.", "van der Walt"))
+        ],
+        "container-title": ["Nature"],
+        "published": "2020-09-16",
+    },
 ]
 
 
@@ -50,8 +77,24 @@ def fields(entry) -> dict:
 
 
 def run(out, corpus, question, *extra):
-    return cli.main(["run", question, "--corpus", str(corpus), "--lm", "offline", "--depth", "1", "--breadth", "2",
-                     "--out", str(out), "-q", *extra])
+    return cli.main(
+        [
+            "run",
+            question,
+            "--corpus",
+            str(corpus),
+            "--lm",
+            "offline",
+            "--depth",
+            "1",
+            "--breadth",
+            "2",
+            "--out",
+            str(out),
+            "-q",
+            *extra,
+        ]
+    )
 
 
 def test_bibtex_of_a_scifact_run_holds_what_the_corpus_has(tmp_path, data_dir, scifact, capsys):
@@ -92,17 +135,28 @@ def test_bibtex_and_references_carry_authors_venue_doi_and_url(tmp_path):
     # assessor keeps only hits close to their search's best, so each paper is asked about on its own
     docs = {d.doc_id: d for d in load_corpus(corpus)}
     references, entries, lines = [], {}, {}
-    for name, question in [("attention", "What do Transformer models offer?"), ("bert", "What do BERT models offer?"),
-                           ("numpy", "What do NumPy arrays offer?")]:
+    for name, question in [
+        ("attention", "What do Transformer models offer?"),
+        ("bert", "What do BERT models offer?"),
+        ("numpy", "What do NumPy arrays offer?"),
+    ]:
         out = tmp_path / name
         assert run(out, corpus, question, "--bibtex", "--bm25-preset", "scholargym") == 0
         trace = json.loads((out / "trace.json").read_text())
         references += trace["references"]
         report = (out / "report.md").read_text(encoding="utf-8").splitlines()
-        lines.update({ref["doc_id"]: next(ln for ln in report if ln.startswith(f"[{ref['number']}] "))
-                      for ref in trace["references"]})
-        entries.update({fields(e)["note"].split(";")[0].removeprefix("corpus id "): e
-                        for e in parse((out / "references.bib").read_text(encoding="utf-8"))})
+        lines.update(
+            {
+                ref["doc_id"]: next(ln for ln in report if ln.startswith(f"[{ref['number']}] "))
+                for ref in trace["references"]
+            }
+        )
+        entries.update(
+            {
+                fields(e)["note"].split(";")[0].removeprefix("corpus id "): e
+                for e in parse((out / "references.bib").read_text(encoding="utf-8"))
+            }
+        )
     assert {r["doc_id"] for r in references} == set(docs)
     for ref in references:
         bib, entry = bibliographic(docs[ref["doc_id"]]), entries[ref["doc_id"]]
@@ -117,12 +171,16 @@ def test_bibtex_and_references_carry_authors_venue_doi_and_url(tmp_path):
     assert fields(entries["1810.04805"])["doi"] == "10.18653/v1/N19-1423"
     assert entries["crossref-numpy"].key == "harris2020array" and entries["crossref-numpy"].entry_type == "article"
     assert fields(entries["crossref-numpy"])["author"][2] == "Stéfan J. van der Walt"
-    assert lines["s2-attention"].endswith("Ashish Vaswani, Noam Shazeer, Niki Parmar, et al. (2017). Attention Is All "
-                                          "You Need. Neural Information Processing Systems. "
-                                          "https://arxiv.org/abs/1706.03762")
-    assert lines["crossref-numpy"].endswith("Charles R. Harris, K. Jarrod Millman, Stéfan J. van der Walt (2020). "
-                                            "Array programming with NumPy. Nature. "
-                                            "https://doi.org/10.1038/s41586-020-2649-2")
+    assert lines["s2-attention"].endswith(
+        "Ashish Vaswani, Noam Shazeer, Niki Parmar, et al. (2017). Attention Is All "
+        "You Need. Neural Information Processing Systems. "
+        "https://arxiv.org/abs/1706.03762"
+    )
+    assert lines["crossref-numpy"].endswith(
+        "Charles R. Harris, K. Jarrod Millman, Stéfan J. van der Walt (2020). "
+        "Array programming with NumPy. Nature. "
+        "https://doi.org/10.1038/s41586-020-2649-2"
+    )
 
 
 def test_a_rerun_without_bibtex_removes_the_stale_file(tmp_path, data_dir):
@@ -141,26 +199,48 @@ def ref(number, title, **kw):
 
 def test_latex_specials_are_escaped_and_read_back():
     title = "R&D on 50% of {x} at $5 for #1 in snake_case: Müller's study"
-    [entry] = parse(to_bibtex([ref(1, title, venue="Science & Society", authors=("Centers for Disease Control and "
-                                                                                "Prevention", "José Núñez"))]))
+    [entry] = parse(
+        to_bibtex(
+            [
+                ref(
+                    1,
+                    title,
+                    venue="Science & Society",
+                    authors=("Centers for Disease Control and Prevention", "José Núñez"),
+                )
+            ]
+        )
+    )
     got = fields(entry)
     assert got["title"] == title and got["journal"] == "Science & Society"
     assert got["author"] == ["{Centers for Disease Control and Prevention}", "José Núñez"]  # one name, braced
 
 
 def test_doi_and_url_are_verbatim_and_braces_cannot_break_the_entry():
-    text = to_bibtex([ref(1, "T", doi="10.1002/(SICI)1097-4636(199601)30:1<1::AID-JBM1>3.0.CO;2-Z",
-                          url="https://example.org/a_b?q={x}")])
+    text = to_bibtex(
+        [
+            ref(
+                1,
+                "T",
+                doi="10.1002/(SICI)1097-4636(199601)30:1<1::AID-JBM1>3.0.CO;2-Z",
+                url="https://example.org/a_b?q={x}",
+            )
+        ]
+    )
     [entry] = bibtexparser.parse_string(text).entries  # raw: no LaTeX decoding of verbatim fields
     assert fields(entry)["doi"] == "10.1002/(SICI)1097-4636(199601)30:1<1::AID-JBM1>3.0.CO;2-Z"
     assert fields(entry)["url"] == "https://example.org/a_b?q=%7Bx%7D"
 
 
 def test_keys_are_stable_unique_and_ascii():
-    refs = [ref(1, "The vitamin D trial", year=2020, authors=("José Núñez",)),
-            ref(2, "Vitamin D trial, again", year=2020, authors=("Ana Núñez",)),
-            ref(3, "A Vitamin", year=2020, authors=("Bo Nunez",)), ref(4, "2019 and beyond", year=2021),
-            ref(5, ""), ref(6, "Über 3D", authors=("Ö",))]
+    refs = [
+        ref(1, "The vitamin D trial", year=2020, authors=("José Núñez",)),
+        ref(2, "Vitamin D trial, again", year=2020, authors=("Ana Núñez",)),
+        ref(3, "A Vitamin", year=2020, authors=("Bo Nunez",)),
+        ref(4, "2019 and beyond", year=2021),
+        ref(5, ""),
+        ref(6, "Über 3D", authors=("Ö",)),
+    ]
     keys = citation_keys(refs)
     assert keys == ["nunez2020vitamin", "nunez2020vitaminb", "nunez2020vitaminc", "beyond2021", "doc5", "ouber"]
     assert citation_keys(refs) == keys
@@ -168,8 +248,16 @@ def test_keys_are_stable_unique_and_ascii():
 
 
 def test_entry_types_follow_the_venue():
-    entries = parse(to_bibtex([ref(1, "A", venue="Nature"), ref(2, "B", venue="Proceedings of ACL 2020"),
-                               ref(3, "C", venue="Workshop on Scholarly Document Processing"), ref(4, "D")]))
+    entries = parse(
+        to_bibtex(
+            [
+                ref(1, "A", venue="Nature"),
+                ref(2, "B", venue="Proceedings of ACL 2020"),
+                ref(3, "C", venue="Workshop on Scholarly Document Processing"),
+                ref(4, "D"),
+            ]
+        )
+    )
     assert [e.entry_type for e in entries] == ["article", "inproceedings", "inproceedings", "misc"]
     assert "booktitle" in fields(entries[1]) and "journal" in fields(entries[0])
 
@@ -179,14 +267,24 @@ def test_no_references_is_a_valid_empty_file():
     assert parse(text) == [] and text.startswith("%")
 
 
-@pytest.mark.parametrize("reference,line", [
-    (ref(1, "Title.", year=2004), "[1] Title (2004). doc 1"),
-    (ref(2, "T", authors=("A", "B", "C", "D"), year=2020, venue="Nature.", doi="10.1038/x"),
-     "[2] A, B, C, et al. (2020). T. Nature. https://doi.org/10.1038/x"),
-    (ref(3, "T", authors=("A", "B"), url="https://arxiv.org/abs/1706.03762"), "[3] A, B. T. https://arxiv.org/abs/1706.03762"),
-    (ref(4, "", url="https://handsoffcain.info/Documento.php?id=16300509"),
-     "[4] Documento.Php?Id=16300509. https://handsoffcain.info/Documento.php?id=16300509"),  # spec 001 §4.7
-])
+@pytest.mark.parametrize(
+    "reference,line",
+    [
+        (ref(1, "Title.", year=2004), "[1] Title (2004). doc 1"),
+        (
+            ref(2, "T", authors=("A", "B", "C", "D"), year=2020, venue="Nature.", doi="10.1038/x"),
+            "[2] A, B, C, et al. (2020). T. Nature. https://doi.org/10.1038/x",
+        ),
+        (
+            ref(3, "T", authors=("A", "B"), url="https://arxiv.org/abs/1706.03762"),
+            "[3] A, B. T. https://arxiv.org/abs/1706.03762",
+        ),
+        (
+            ref(4, "", url="https://handsoffcain.info/Documento.php?id=16300509"),
+            "[4] Documento.Php?Id=16300509. https://handsoffcain.info/Documento.php?id=16300509",
+        ),  # spec 001 §4.7
+    ],
+)
 def test_reference_lines(reference, line):
     assert reference.render() == line
 

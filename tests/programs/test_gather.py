@@ -30,10 +30,19 @@ DATE = "2020-01"
 
 
 def toy_docs():
-    docs = [Doc(doc_id=f"a{i:02d}", title="alpha report", text=" ".join(["alpha"] * (20 - i) + ["filler"] * i),
-                published="2019-05") for i in range(20)]
-    docs += [Doc(doc_id=f"g{i}", title="gamma note", text=" ".join(["gamma"] * (5 - i) + ["filler"] * (15 + i)))
-             for i in range(5)]
+    docs = [
+        Doc(
+            doc_id=f"a{i:02d}",
+            title="alpha report",
+            text=" ".join(["alpha"] * (20 - i) + ["filler"] * i),
+            published="2019-05",
+        )
+        for i in range(20)
+    ]
+    docs += [
+        Doc(doc_id=f"g{i}", title="gamma note", text=" ".join(["gamma"] * (5 - i) + ["filler"] * (15 + i)))
+        for i in range(5)
+    ]
     docs += [Doc(doc_id=f"z{i:02d}", title="omega survey", text="omega lorem ipsum dolor sit amet") for i in range(40)]
     docs.append(Doc(doc_id="late", title="alpha alpha", text=" ".join(["alpha"] * 20), published="2021-03"))
     return docs
@@ -64,8 +73,13 @@ def planner(rounds, complete_at=None, memory=None):
         size = len(tree_of(messages))
         n = sizes.setdefault(size, len(sizes))
         searches = rounds[n] if n < len(rounds) else []
-        return {"searches": searches, "checklist_update": f"criteria {n}", "memory_update": memory or f"memory {n}",
-                "is_complete": complete_at == n}
+        return {
+            "searches": searches,
+            "checklist_update": f"criteria {n}",
+            "memory_update": memory or f"memory {n}",
+            "is_complete": complete_at == n,
+        }
+
     return answer
 
 
@@ -75,6 +89,7 @@ def assessor(keep, uncertain=()):
             return "relevant" if d in keep else "uncertain" if d in uncertain else "irrelevant"
 
         return {"relevance": {key: label(d) for key, d in shown_candidates(messages, TOY).items()}}
+
     return answer
 
 
@@ -84,15 +99,19 @@ def run(gatherer, lm, question="alpha question", date=DATE):
 
 
 ROUNDS = [
-    [{"action": "derive", "source_id": 0, "text": "alpha", "target_k": 3},
-     {"action": "continue", "source_id": 0, "target_k": 3},           # dropped: the root cannot be continued
-     {"action": "derive", "source_id": 9, "text": "beta", "target_k": 3},  # dropped: no node 9
-     {"action": "expand", "source_id": 0, "text": "gamma", "target_k": 50}],  # repaired: k clamped to 10
-    [{"action": "continue", "source_id": 1, "target_k": 3},
-     {"action": "continue", "source_id": 1, "target_k": 3},           # dropped: one continue per node
-     {"action": "expand", "source_id": 1, "text": "gamma filler", "target_k": 2},
-     {"action": "derive", "source_id": 1, "text": "alpha filler", "target_k": 2},
-     {"action": "derive", "source_id": 2, "text": "ALPHA", "target_k": 2}],  # dropped: repeats node 1
+    [
+        {"action": "derive", "source_id": 0, "text": "alpha", "target_k": 3},
+        {"action": "continue", "source_id": 0, "target_k": 3},  # dropped: the root cannot be continued
+        {"action": "derive", "source_id": 9, "text": "beta", "target_k": 3},  # dropped: no node 9
+        {"action": "expand", "source_id": 0, "text": "gamma", "target_k": 50},
+    ],  # repaired: k clamped to 10
+    [
+        {"action": "continue", "source_id": 1, "target_k": 3},
+        {"action": "continue", "source_id": 1, "target_k": 3},  # dropped: one continue per node
+        {"action": "expand", "source_id": 1, "text": "gamma filler", "target_k": 2},
+        {"action": "derive", "source_id": 1, "text": "alpha filler", "target_k": 2},
+        {"action": "derive", "source_id": 2, "text": "ALPHA", "target_k": 2},
+    ],  # dropped: repeats node 1
 ]
 
 
@@ -100,8 +119,13 @@ def test_actions_shape_the_tree_and_invalid_ones_are_dropped(retriever, make_lm,
     lm = make_lm(routed({PlanSubqueries: planner(ROUNDS), LabelCandidates: assessor({"a01", "g0"})}))
     out = run(Gatherer(retriever, iterations=5), lm)
     tree = {n.node_id: (n.parent_id, n.link, n.text, n.iteration) for n in out.tree}
-    assert tree == {0: (None, "root", "alpha question", 0), 1: (0, "derive", "alpha", 1), 2: (0, "expand", "gamma", 1),
-                    3: (0, "expand", "gamma filler", 2), 4: (1, "derive", "alpha filler", 2)}
+    assert tree == {
+        0: (None, "root", "alpha question", 0),
+        1: (0, "derive", "alpha", 1),
+        2: (0, "expand", "gamma", 1),
+        3: (0, "expand", "gamma filler", 2),
+        4: (1, "derive", "alpha filler", 2),
+    }
     first, second = out.result.rounds
     assert first.dropped == ("continue on the root", "unknown source 9") and first.repaired == 1
     assert [s.k for s in first.searches] == [3, 10]
@@ -129,8 +153,13 @@ def test_continue_fetches_the_next_page_without_selected_papers(retriever, make_
 def test_loop_stops_after_the_iteration_limit(retriever, make_lm, routed):
     def always_new(messages):
         n = len(tree_of(messages))
-        return {"searches": [{"action": "derive", "source_id": 0, "text": f"alpha variant {n}", "target_k": 2}],
-                "checklist_update": "c", "memory_update": "m", "is_complete": False}
+        return {
+            "searches": [{"action": "derive", "source_id": 0, "text": f"alpha variant {n}", "target_k": 2}],
+            "checklist_update": "c",
+            "memory_update": "m",
+            "is_complete": False,
+        }
+
     lm = make_lm(routed({PlanSubqueries: always_new, LabelCandidates: assessor(set())}))
     result = run(Gatherer(retriever, iterations=2), lm).result
     assert result.stop_reason == "iterations" and len(result.rounds) == 2 and len(result.tree) == 3
@@ -160,6 +189,7 @@ def test_uncertain_candidates_get_a_second_look_at_the_full_text(retriever, make
         paper = json.loads(inputs_of(messages)["paper"])
         seen.append(paper)
         return {"is_relevant": True, "evidence": "The full text fits."}
+
     third_uncertain = {"relevance": {"1": "irrelevant", "2": "irrelevant", "3": "uncertain"}}  # a02 ranks third
     lm = make_lm(routed({PlanSubqueries: planner(rounds), LabelCandidates: third_uncertain, RecheckCandidate: recheck}))
     result = run(Gatherer(retriever, GatherConfig(preview_chars=20)), lm).result
@@ -195,16 +225,24 @@ def test_assessor_ignores_unknown_ids_and_treats_unjudged_as_irrelevant(retrieve
 
 
 def test_assessor_shows_each_candidate_its_title_and_best_sentences_only(make_lm, routed):
-    text = ("Background on soil. Vitamin D lowers fracture risk in older adults. Weather was mild. "
-            "Fracture rates fell further with calcium. Funding came from a trust.")
+    text = (
+        "Background on soil. Vitamin D lowers fracture risk in older adults. Weather was mild. "
+        "Fracture rates fell further with calcium. Funding came from a trust."
+    )
     hit = Hit(doc=Doc(doc_id="d1", title="A trial", text=text), score=1.0, rank=1)
     lm = make_lm(routed({LabelCandidates: {"relevance": {"1": "relevant"}}}))
     with dspy.context(lm=lm):
-        asyncio.run(CandidateAssessor(sentences=2).acall(question="Does vitamin D reduce fracture risk?",
-                                                          subquery="vitamin D fracture", checklist="", hits=[hit]))
+        asyncio.run(
+            CandidateAssessor(sentences=2).acall(
+                question="Does vitamin D reduce fracture risk?", subquery="vitamin D fracture", checklist="", hits=[hit]
+            )
+        )
     (shown,) = json.loads(inputs_of(lm.scripted.prompts[-1])["candidates"])
-    assert shown == {"paper_id": "1", "title": "A trial", "text": "Vitamin D lowers fracture risk in older adults. "
-                                                                  "Fracture rates fell further with calcium."}
+    assert shown == {
+        "paper_id": "1",
+        "title": "A trial",
+        "text": "Vitamin D lowers fracture risk in older adults. Fracture rates fell further with calcium.",
+    }
 
 
 def test_assessor_reply_in_the_json_format_parses_and_its_schema_requires_each_shown_id_once(make_lm):
@@ -226,8 +264,11 @@ def test_gatherer_refuses_a_program_compiled_for_the_old_assessor_signature(retr
     state = json.loads(path.read_text())
     state["assessor.assess_candidates"] = state.pop("assessor.label_candidates")  # what an older version saved
     path.write_text(json.dumps(state))
-    with pytest.raises(ValueError, match=r"assessor.assess_candidates, compiled for an older signature.*compile "
-                                         r"it again") as err:
+    with pytest.raises(
+        ValueError,
+        match=r"assessor.assess_candidates, compiled for an older signature.*compile "
+        r"it again",
+    ) as err:
         Gatherer(retriever).load(str(path))
     assert "\n" not in str(err.value)
 
@@ -252,7 +293,8 @@ def test_offline_gatherer_is_deterministic_on_real_claims(scifact_bm25):
 def test_offline_planner_declares_completion_when_no_page_is_left(scifact_bm25):
     # An empty plan fails the query under ScholarGym's released rules; running out of pages is completion.
     result = Gatherer(scifact_bm25, iterations=5, offline=True)(
-        question="Vitamin D supplementation reduces the risk of fractures in older adults.").result
+        question="Vitamin D supplementation reduces the risk of fractures in older adults."
+    ).result
     assert 1 <= len(result.rounds) < 5 and result.stop_reason == "complete"
     assert result.is_failed == (not result.selected)
 
@@ -287,8 +329,13 @@ def test_a_failed_search_is_recorded_on_its_subquery_and_the_run_goes_on(retriev
 def test_the_loop_runs_under_the_call_budget_and_the_deadline(retriever, make_lm, routed):
     def always_new(messages):
         n = len(tree_of(messages))
-        return {"searches": [{"action": "derive", "source_id": 0, "text": f"alpha variant {n}", "target_k": 2}],
-                "checklist_update": "c", "memory_update": "m", "is_complete": False}
+        return {
+            "searches": [{"action": "derive", "source_id": 0, "text": f"alpha variant {n}", "target_k": 2}],
+            "checklist_update": "c",
+            "memory_update": "m",
+            "is_complete": False,
+        }
+
     lm = make_lm(routed({PlanSubqueries: always_new, LabelCandidates: assessor({"a00"})}))
     # each round is a plan and one assessment: a budget of 5 requests allows two rounds, not the third's assessment
     result = run(Gatherer(retriever, GatherConfig(iterations=5, max_lm_calls=5)), lm).result
@@ -307,6 +354,7 @@ def test_a_failed_plan_ends_the_loop_with_what_it_selected(retriever, make_lm, r
         if len(calls) > 1:
             return "not a plan at all"
         return planner(ROUNDS)(messages)
+
     lm = make_lm(routed({PlanSubqueries: plan_then_fail, LabelCandidates: assessor({"a01"})}))
     result = run(Gatherer(retriever), lm).result
     assert result.stop_reason == "plan_failed" and len(result.rounds) == 1 and not result.is_failed

@@ -31,12 +31,14 @@ from tests.scripted import inputs_of, routed_handler, scripted_lm
 QUESTION = "Does the alpha intervention reduce relapse?"
 SETTLING = "In the randomised cohort the alpha intervention reduced relapse by forty percent against placebo."
 ABSTRACT = "We describe the alpha intervention and the design of a multicentre study."
-FILLER = ["Participants were recruited from four clinics in the northern region.",
-          "Each visit recorded blood pressure, weight and the medication taken.",
-          "The statistical plan was registered before the first enrolment.",
-          "Clinic staff were trained on the protocol during two workshops.",
-          "Questionnaires were translated and checked by bilingual reviewers.",
-          "Missing values were handled by multiple imputation with twenty sets."]
+FILLER = [
+    "Participants were recruited from four clinics in the northern region.",
+    "Each visit recorded blood pressure, weight and the medication taken.",
+    "The statistical plan was registered before the first enrolment.",
+    "Clinic staff were trained on the protocol during two workshops.",
+    "Questionnaires were translated and checked by bilingual reviewers.",
+    "Missing values were handled by multiple imputation with twenty sets.",
+]
 
 
 def paper_pdf() -> bytes:
@@ -55,11 +57,27 @@ def server():
 
 def corpus(pdf_url: str | None) -> Corpus:
     """The paper (with `pdf_url` when given) among papers that do not mention alpha."""
-    docs = [Doc(doc_id="p1", title="The alpha intervention", text=ABSTRACT, year=2022,
-                metadata={"pdf_url": pdf_url} if pdf_url else {})]
-    docs += [Doc(doc_id=f"z{i}", title=f"Unrelated study {i}", text=t) for i, t in enumerate(
-        ["Soil erosion in river deltas.", "Sparse attention in transformers.", "Coral reef bleaching events.",
-         "Auction design for spectrum.", "Graph neural networks for molecules."])]
+    docs = [
+        Doc(
+            doc_id="p1",
+            title="The alpha intervention",
+            text=ABSTRACT,
+            year=2022,
+            metadata={"pdf_url": pdf_url} if pdf_url else {},
+        )
+    ]
+    docs += [
+        Doc(doc_id=f"z{i}", title=f"Unrelated study {i}", text=t)
+        for i, t in enumerate(
+            [
+                "Soil erosion in river deltas.",
+                "Sparse attention in transformers.",
+                "Coral reef bleaching events.",
+                "Auction design for spectrum.",
+                "Graph neural networks for molecules.",
+            ]
+        )
+    ]
     return Corpus(docs, name="browse")
 
 
@@ -69,20 +87,32 @@ def planner(rounds):
 
     def answer(messages):
         n = sizes.setdefault(len(json.loads(inputs_of(messages)["subquery_tree"])), len(sizes))
-        return {"searches": rounds[n] if n < len(rounds) else [], "checklist_update": "reports relapse outcomes",
-                "memory_update": "m", "is_complete": False}
+        return {
+            "searches": rounds[n] if n < len(rounds) else [],
+            "checklist_update": "reports relapse outcomes",
+            "memory_update": "m",
+            "is_complete": False,
+        }
+
     return answer
 
 
 ONE_SEARCH = [[{"action": "derive", "source_id": 0, "text": "alpha intervention", "target_k": 3}]]
-TWO_SEARCHES = [[{"action": "derive", "source_id": 0, "text": "alpha intervention", "target_k": 3},
-                 {"action": "expand", "source_id": 0, "text": "alpha study", "target_k": 3}]]
+TWO_SEARCHES = [
+    [
+        {"action": "derive", "source_id": 0, "text": "alpha intervention", "target_k": 3},
+        {"action": "expand", "source_id": 0, "text": "alpha study", "target_k": 3},
+    ]
+]
 
 
 def assess(messages):
     papers = json.loads(inputs_of(messages)["candidates"])
-    return {"relevance": {p["paper_id"]: "uncertain" if p["title"] == "The alpha intervention" else "irrelevant"
-                          for p in papers}}
+    return {
+        "relevance": {
+            p["paper_id"]: "uncertain" if p["title"] == "The alpha intervention" else "irrelevant" for p in papers
+        }
+    }
 
 
 class Recheck:
@@ -95,14 +125,19 @@ class Recheck:
         text = json.loads(inputs_of(messages)["paper"])["abstract"]
         self.shown.append(text)
         found = SETTLING in text
-        return {"is_relevant": found, "evidence": "The trial reports the relapse reduction." if found else
-                "The text shown does not report relapse."}
+        return {
+            "is_relevant": found,
+            "evidence": "The trial reports the relapse reduction."
+            if found
+            else "The text shown does not report relapse.",
+        }
 
 
 def gather(retriever, rounds=ONE_SEARCH):
     recheck = Recheck()
-    lm = scripted_lm(routed_handler({PlanSubqueries: planner(rounds), LabelCandidates: assess,
-                                     RecheckCandidate: recheck}))
+    lm = scripted_lm(
+        routed_handler({PlanSubqueries: planner(rounds), LabelCandidates: assess, RecheckCandidate: recheck})
+    )
     with dspy.context(lm=lm):
         out = asyncio.run(Gatherer(retriever, GatherConfig(iterations=2)).acall(question=QUESTION))
     searches = [s for r in out.result.rounds for s in r.searches]
@@ -163,9 +198,12 @@ def test_without_full_text_on_the_second_look_reads_the_stored_text_and_counts_n
 
 def test_the_gather_strategy_reads_full_text_in_the_second_look_and_the_nodes(server, tmp_path):
     recheck = Recheck()
-    lm = scripted_lm(research_handler({PlanSubqueries: planner(ONE_SEARCH), LabelCandidates: assess,
-                                       RecheckCandidate: recheck}))
-    config = preset("gather", full_text=True, full_text_cache=str(tmp_path / "ft"), gather=GatherLoopConfig(iterations=2))
+    lm = scripted_lm(
+        research_handler({PlanSubqueries: planner(ONE_SEARCH), LabelCandidates: assess, RecheckCandidate: recheck})
+    )
+    config = preset(
+        "gather", full_text=True, full_text_cache=str(tmp_path / "ft"), gather=GatherLoopConfig(iterations=2)
+    )
     with dspy.context(lm=lm):
         out = DeepResearch(retriever=BM25Retriever(corpus(f"{server.url}/paper.pdf")), config=config)(question=QUESTION)
     result = GatherResult.from_dict(out.gathered)
@@ -187,11 +225,32 @@ def test_the_gather_strategy_reads_full_text_in_the_second_look_and_the_nodes(se
 def test_the_command_line_runs_the_gather_preset_with_full_text(server, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("DEEPRESEARCH_LM", raising=False)
     path = tmp_path / "papers.jsonl"
-    path.write_text("\n".join(json.dumps({"_id": d.doc_id, "title": d.title, "text": d.text, **d.metadata})
-                              for d in corpus(f"{server.url}/paper.pdf").docs) + "\n")
+    path.write_text(
+        "\n".join(
+            json.dumps({"_id": d.doc_id, "title": d.title, "text": d.text, **d.metadata})
+            for d in corpus(f"{server.url}/paper.pdf").docs
+        )
+        + "\n"
+    )
     out = tmp_path / "run"
-    code = cli.main(["run", QUESTION, "--lm", "offline", "--corpus", str(path), "--preset", "gather", "--full-text",
-                     "--full-text-cache", str(tmp_path / "ft"), "--out", str(out), "-q"])
+    code = cli.main(
+        [
+            "run",
+            QUESTION,
+            "--lm",
+            "offline",
+            "--corpus",
+            str(path),
+            "--preset",
+            "gather",
+            "--full-text",
+            "--full-text-cache",
+            str(tmp_path / "ft"),
+            "--out",
+            str(out),
+            "-q",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     trace = json.loads((out / "trace.json").read_text())
     assert trace["config"]["strategy"] == "gather" and trace["config"]["full_text"] is True
@@ -205,10 +264,18 @@ def test_the_command_line_runs_the_gather_preset_with_full_text(server, tmp_path
 def test_the_gather_eval_runner_reads_full_text_in_the_loop(server, tmp_path):
     from deepresearch.eval.run_gather import build_program, second_look_totals
 
-    lm = scripted_lm(routed_handler({PlanSubqueries: planner(ONE_SEARCH), LabelCandidates: assess,
-                                     RecheckCandidate: Recheck()}))
-    program = build_program("loop", BM25Retriever(corpus(f"{server.url}/paper.pdf")), lm, 2, 0, full_text=True,
-                            full_text_cache=str(tmp_path / "ft"))
+    lm = scripted_lm(
+        routed_handler({PlanSubqueries: planner(ONE_SEARCH), LabelCandidates: assess, RecheckCandidate: Recheck()})
+    )
+    program = build_program(
+        "loop",
+        BM25Retriever(corpus(f"{server.url}/paper.pdf")),
+        lm,
+        2,
+        0,
+        full_text=True,
+        full_text_cache=str(tmp_path / "ft"),
+    )
     with dspy.context(lm=lm):
         result = asyncio.run(program.acall(question=QUESTION)).result
     assert [x.doc_id for x in result.selected] == ["p1"] and result.second_looks()["browsed"] == 1
@@ -218,7 +285,23 @@ def test_the_gather_eval_runner_reads_full_text_in_the_loop(server, tmp_path):
 
 
 def test_the_gather_eval_runner_refuses_full_text_without_the_loop(data_dir, tmp_path, capsys):
-    code = cli.main(["eval", "gather", "--data", str(data_dir / "scifact"), "--lm", "offline", "--method", "raw",
-                     "--full-text", "--limit", "1", "--out", str(tmp_path / "out"), "-q"])
+    code = cli.main(
+        [
+            "eval",
+            "gather",
+            "--data",
+            str(data_dir / "scifact"),
+            "--lm",
+            "offline",
+            "--method",
+            "raw",
+            "--full-text",
+            "--limit",
+            "1",
+            "--out",
+            str(tmp_path / "out"),
+            "-q",
+        ]
+    )
     err = capsys.readouterr().err
     assert code != 0 and "--full-text is read by the loop's second look" in err and "--method loop" in err

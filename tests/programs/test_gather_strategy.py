@@ -28,10 +28,14 @@ QUESTION = "alpha question"
 
 
 def toy_docs():
-    docs = [Doc(doc_id=f"a{i:02d}", title=f"alpha report {i}", text=" ".join(["alpha"] * (20 - i) + ["filler"] * i))
-            for i in range(20)]
-    docs += [Doc(doc_id=f"g{i}", title=f"gamma note {i}", text=" ".join(["gamma"] * (5 - i) + ["filler"] * (15 + i)))
-             for i in range(5)]
+    docs = [
+        Doc(doc_id=f"a{i:02d}", title=f"alpha report {i}", text=" ".join(["alpha"] * (20 - i) + ["filler"] * i))
+        for i in range(20)
+    ]
+    docs += [
+        Doc(doc_id=f"g{i}", title=f"gamma note {i}", text=" ".join(["gamma"] * (5 - i) + ["filler"] * (15 + i)))
+        for i in range(5)
+    ]
     docs += [Doc(doc_id=f"z{i:02d}", title="omega survey", text="omega lorem ipsum dolor sit amet") for i in range(40)]
     return docs
 
@@ -51,10 +55,14 @@ def retriever(corpus):
 
 # round 1: two new subqueries; round 2: the next page of the first and a narrower child of it; then nothing
 ROUNDS = [
-    [{"action": "derive", "source_id": 0, "text": "alpha", "target_k": 3},
-     {"action": "expand", "source_id": 0, "text": "gamma", "target_k": 3}],
-    [{"action": "continue", "source_id": 1, "target_k": 3},
-     {"action": "derive", "source_id": 1, "text": "alpha filler", "target_k": 2}],
+    [
+        {"action": "derive", "source_id": 0, "text": "alpha", "target_k": 3},
+        {"action": "expand", "source_id": 0, "text": "gamma", "target_k": 3},
+    ],
+    [
+        {"action": "continue", "source_id": 1, "target_k": 3},
+        {"action": "derive", "source_id": 1, "text": "alpha filler", "target_k": 2},
+    ],
 ]
 KEEP = {"a01", "a03", "g0"}
 
@@ -66,27 +74,42 @@ def planner(rounds):
     def answer(messages):
         size = len(json.loads(inputs_of(messages)["subquery_tree"]))
         n = sizes.setdefault(size, len(sizes))
-        return {"searches": rounds[n] if n < len(rounds) else [], "checklist_update": f"criteria {n}",
-                "memory_update": f"memory {n}", "is_complete": False}
+        return {
+            "searches": rounds[n] if n < len(rounds) else [],
+            "checklist_update": f"criteria {n}",
+            "memory_update": f"memory {n}",
+            "is_complete": False,
+        }
+
     return answer
 
 
 def always_new(messages):
     n = len(json.loads(inputs_of(messages)["subquery_tree"]))
-    return {"searches": [{"action": "derive", "source_id": 0, "text": f"alpha variant {n}", "target_k": 2}],
-            "checklist_update": "c", "memory_update": "m", "is_complete": False}
+    return {
+        "searches": [{"action": "derive", "source_id": 0, "text": f"alpha variant {n}", "target_k": 2}],
+        "checklist_update": "c",
+        "memory_update": "m",
+        "is_complete": False,
+    }
 
 
 def assessor(keep):
     def answer(messages):
-        return {"relevance": {key: "relevant" if d in keep else "irrelevant"
-                              for key, d in shown_candidates(messages, TOY).items()}}
+        return {
+            "relevance": {
+                key: "relevant" if d in keep else "irrelevant" for key, d in shown_candidates(messages, TOY).items()
+            }
+        }
+
     return answer
 
 
 def gather_lm(plan=None, keep=KEEP, delay=0.0, routes=None):
-    return scripted_lm(research_handler({PlanSubqueries: plan or planner(ROUNDS), LabelCandidates: assessor(keep),
-                                         **(routes or {})}), delay=delay)
+    return scripted_lm(
+        research_handler({PlanSubqueries: plan or planner(ROUNDS), LabelCandidates: assessor(keep), **(routes or {})}),
+        delay=delay,
+    )
 
 
 def research(retriever, lm, config=None, **run_options):
@@ -99,7 +122,9 @@ def candidates_of(result: GatherResult, node_id: int) -> list[str]:
 
 
 def test_the_gather_preset_and_its_stages_join_the_vocabulary(retriever, corpus):
-    assert preset("gather").strategy == "gather" and preset("gather").gather == GatherLoopConfig(iterations=5, ranking_depth=100)
+    assert preset("gather").strategy == "gather" and preset("gather").gather == GatherLoopConfig(
+        iterations=5, ranking_depth=100
+    )
     assert "gather" in PRESETS
     program = DeepResearch(retriever=retriever, config=preset("gather"))
     assert {"gather_plan", "gather_assess"} <= set(program.stage_table())
@@ -126,8 +151,11 @@ def test_the_loop_gathers_and_each_subquery_node_extracts_from_what_it_selected(
     assert candidates_of(result, 1) == ["a00", "a01", "a02", "a03", "a04", "a05"]
     assert {x.doc_id: x.node_id for x in result.selected} == {"a01": 1, "g0": 2, "a03": 1}
     nodes = out.report.nodes()
-    assert [(n.node_id, n.query, n.status) for n in nodes] == [("1", "alpha", "done"), ("2", "gamma", "done"),
-                                                               ("3", "alpha filler", "done")]
+    assert [(n.node_id, n.query, n.status) for n in nodes] == [
+        ("1", "alpha", "done"),
+        ("2", "gamma", "done"),
+        ("3", "alpha filler", "done"),
+    ]
     for n in nodes:  # each node shows what its subquery retrieved and was first to select
         assert list(n.retrieved_ids) == list(dict.fromkeys(candidates_of(result, int(n.node_id))))
         assert set(n.relevant_ids) == {x.doc_id for x in result.selected if x.node_id == int(n.node_id)}
@@ -219,8 +247,10 @@ def test_a_resumed_run_neither_gathers_again_nor_redoes_finished_nodes(retriever
             return {"learnings": "not a list"}
         passages = json.loads(inputs_of(messages)["passages"])
         # each finding names its paper's title, so the verify stage's lexical floor finds it in the passage
-        return {"learnings": [{"text": f"Finding from {p['title']}", "source_ids": [p["source_id"]]} for p in passages],
-                "follow_up_questions": []}
+        return {
+            "learnings": [{"text": f"Finding from {p['title']}", "source_ids": [p["source_id"]]} for p in passages],
+            "follow_up_questions": [],
+        }
 
     first = research(retriever, gather_lm(routes={ExtractLearnings: extract_fails_for_gamma}), journal=journal)
     assert [n.status for n in first.report.nodes()] == ["done", "failed", "done"]
@@ -237,8 +267,7 @@ def test_offline_run_through_the_command_line(tmp_path, data_dir, monkeypatch, c
     monkeypatch.setenv("DEEPRESEARCH_DATA", str(data_dir))
     query = next(q for q in load_beir_queryset(data_dir / "scifact") if q.query_id == "51")
     out = tmp_path / "gather"
-    code = cli.main(["run", query.query, "--corpus", "scifact", "--preset", "gather", "--out", str(out),
-                     "-q"])
+    code = cli.main(["run", query.query, "--corpus", "scifact", "--preset", "gather", "--out", str(out), "-q"])
     printed = capsys.readouterr()
     assert code == 0, printed.err
     trace = json.loads((out / "trace.json").read_text())
@@ -252,7 +281,8 @@ def test_offline_run_through_the_command_line(tmp_path, data_dir, monkeypatch, c
     assert {d for n in report.nodes() for d in n.relevant_ids} == {x.doc_id for x in result.selected}
     assert report.references and {r.doc_id for r in report.references} <= {x.doc_id for x in result.selected}
     metrics = metrics_from_trace(trace, query.gt_ids)
-    expected = summarize([QueryTrace.from_result(query.query_id, query.gt_ids, result)], 5, failed="included",
-                         bootstrap=0)
+    expected = summarize(
+        [QueryTrace.from_result(query.query_id, query.gt_ids, result)], 5, failed="included", bootstrap=0
+    )
     assert metrics == expected and metrics["final"]["recall"] == 1.0  # the claim's one cited paper is selected
     assert metrics["final"]["precision"] == pytest.approx(1 / len(result.selected))

@@ -34,8 +34,19 @@ def test_statuses_and_event_kinds_are_closed_vocabularies():
     assert NODE_STATUSES == ("pending", "running", "done", "failed", "skipped", "pruned", "cancelled")
     assert set(FINAL_STATUSES) == set(NODE_STATUSES) - {"pending", "running"}
     assert RUN_STATUSES == ("done", "failed", "partial", "interrupted") and get_args(NodeStatus) == NODE_STATUSES
-    assert set(EVENT_KINDS) == {"run_start", "node_planned", "node_start", "node_end", "stage_end", "failure",
-                                "fallback", "budget", "prune", "interrupt", "run_end"}
+    assert set(EVENT_KINDS) == {
+        "run_start",
+        "node_planned",
+        "node_start",
+        "node_end",
+        "stage_end",
+        "failure",
+        "fallback",
+        "budget",
+        "prune",
+        "interrupt",
+        "run_end",
+    }
     with pytest.raises(ValueError, match="unknown event kind 'node_done'"):
         EventLog().emit("node_done")
 
@@ -57,8 +68,16 @@ class Bm25Like:
 async def lifecycle_run(body, config=None, journal=None):
     """Runs `body(ctx)` as the research phase of a run whose only stage is `echo`; returns the context."""
     config = config or ResearchConfig()
-    ctx = RunContext("q", config, modules={"echo": Echo()}, retriever=Bm25Like(), registry=CitationRegistry(),
-                     events=EventLog(), meter=CostMeter(), journal=journal)
+    ctx = RunContext(
+        "q",
+        config,
+        modules={"echo": Echo()},
+        retriever=Bm25Like(),
+        registry=CitationRegistry(),
+        events=EventLog(),
+        meter=CostMeter(),
+        journal=journal,
+    )
     await ctx.run(body(ctx))
     return ctx
 
@@ -94,8 +113,9 @@ def test_one_construct_records_done_failed_cancelled_and_skipped():
     assert ctx.stop_reason == "LM call budget of 3 reached"
     kinds = [(e.kind, e.node_id, e.message) for e in ctx.events.events if e.node_id]
     assert kinds[:4] == [("node_planned", str(i), f"t{i - 1}") for i in range(1, 5)]
-    assert [(k, m) for k, n, m in kinds if k == "node_end"] == [("node_end", s) for s in
-                                                                ("done", "failed", "cancelled", "skipped")]
+    assert [(k, m) for k, n, m in kinds if k == "node_end"] == [
+        ("node_end", s) for s in ("done", "failed", "cancelled", "skipped")
+    ]
     assert sum(k == "node_start" for k, _, _ in kinds) == 3
 
 
@@ -125,8 +145,9 @@ def test_nodes_never_entered_are_skipped_and_a_pruned_subtree_stops(tmp_path):
     assert set(Journal(tmp_path / "journal.jsonl", "q", resume=True).entries) == {"node:1", "node:1.1"}
 
 
-@pytest.mark.parametrize("name,handler", [("eco", research_handler), ("hero", hero_handler),
-                                          ("parallel", parallel_handler)])
+@pytest.mark.parametrize(
+    "name,handler", [("eco", research_handler), ("hero", hero_handler), ("parallel", parallel_handler)]
+)
 def test_every_strategy_plans_announces_and_ends_every_node(scifact_bm25, name, handler):
     config = preset(name, depth=2, deadline_s=None, max_lm_calls=None)
     if name == "parallel":

@@ -80,8 +80,9 @@ def test_bounds_reach_only_the_decoder_a_longer_reply_still_parses(make_lm):
 
     lm = make_lm(handler)
     with dspy.context(lm=lm, adapter=SchemaAdapter()):
-        out = asyncio.run(Extractor(max_learnings=10).acall(question="q", task=Task(query="q", goal="g"),
-                                                             sources=sources))
+        out = asyncio.run(
+            Extractor(max_learnings=10).acall(question="q", task=Task(query="q", goal="g"), sources=sources)
+        )
     assert len(out.learnings) == 7  # parsed in full; the program's own limit decides what is kept
     assert sent[0].config.response_format is not None
 
@@ -93,8 +94,9 @@ def test_a_call_may_cite_only_the_sources_it_shows(make_lm):
 
     def handler(messages, request):
         sent.append(request)
-        return json.dumps({"reasoning": "r", "learnings": [{"text": "f", "source_ids": ["abc_2"]}],
-                           "follow_up_questions": []})
+        return json.dumps(
+            {"reasoning": "r", "learnings": [{"text": "f", "source_ids": ["abc_2"]}], "follow_up_questions": []}
+        )
 
     with dspy.context(lm=make_lm(handler), adapter=SchemaAdapter()):
         out = asyncio.run(Extractor().acall(question="q", task=Task(query="q", goal="g"), sources=sources))
@@ -107,13 +109,16 @@ def test_a_call_may_cite_only_the_sources_it_shows(make_lm):
     assert schema["properties"]["follow_up_questions"]["items"]["maxLength"] == 200
 
 
-@pytest.mark.parametrize("mode,model,api_base,expected", [
-    ("off", "openai/local", "http://127.0.0.1:9/v1", type(None)),
-    ("schema", "openai/gpt-4o-mini", None, SchemaAdapter),
-    ("auto", "openai/local", "http://127.0.0.1:9/v1", SchemaAdapter),
-    ("auto", "openai/gpt-4o-mini", None, dspy.JSONAdapter),
-    ("auto", "ollama_chat/some-unknown-model", None, type(None)),
-])
+@pytest.mark.parametrize(
+    "mode,model,api_base,expected",
+    [
+        ("off", "openai/local", "http://127.0.0.1:9/v1", type(None)),
+        ("schema", "openai/gpt-4o-mini", None, SchemaAdapter),
+        ("auto", "openai/local", "http://127.0.0.1:9/v1", SchemaAdapter),
+        ("auto", "openai/gpt-4o-mini", None, dspy.JSONAdapter),
+        ("auto", "ollama_chat/some-unknown-model", None, type(None)),
+    ],
+)
 def test_structured_mode_picks_the_adapter(mode, model, api_base, expected, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
@@ -134,21 +139,33 @@ def test_unknown_mode_and_bad_settings_are_refused_before_any_request():
 SECRET = "sk-proj-Zx81TestSecretValue0000aaaa"
 
 
-@pytest.mark.parametrize("err,lm_kind,expected", [
-    (x.LMAuthError(f"Incorrect API key {SECRET}", status=401, provider="openai"), "hosted",
-     "authentication error from openai; check OPENAI_API_KEY"),
-    (x.LMAuthError("bad key", status=401), "server", "check DEEPRESEARCH_API_KEY"),
-    # the URL's credentials travel as Basic auth, so the server it names has none left to show
-    (x.LMTransportError("connection refused"), "server", "could not reach http://h:1/v1"),
-    (x.LMRateLimitError("slow down", status=429, provider="openai"), "hosted", "rate limited by openai"),
-    (x.ContextWindowExceededError(model="openai/gpt-4o-mini"), "hosted", "context window"),
-    (x.AdapterParseError(adapter_name="ChatAdapter", signature=ExtractLearnings, lm_response="garbage"), "hosted",
-     "--structured schema"),
-    (asyncio.TimeoutError(), "server", "--lm-timeout"),
-])
+@pytest.mark.parametrize(
+    "err,lm_kind,expected",
+    [
+        (
+            x.LMAuthError(f"Incorrect API key {SECRET}", status=401, provider="openai"),
+            "hosted",
+            "authentication error from openai; check OPENAI_API_KEY",
+        ),
+        (x.LMAuthError("bad key", status=401), "server", "check DEEPRESEARCH_API_KEY"),
+        # the URL's credentials travel as Basic auth, so the server it names has none left to show
+        (x.LMTransportError("connection refused"), "server", "could not reach http://h:1/v1"),
+        (x.LMRateLimitError("slow down", status=429, provider="openai"), "hosted", "rate limited by openai"),
+        (x.ContextWindowExceededError(model="openai/gpt-4o-mini"), "hosted", "context window"),
+        (
+            x.AdapterParseError(adapter_name="ChatAdapter", signature=ExtractLearnings, lm_response="garbage"),
+            "hosted",
+            "--structured schema",
+        ),
+        (asyncio.TimeoutError(), "server", "--lm-timeout"),
+    ],
+)
 def test_explain_names_the_cause_and_the_fix_without_secrets(err, lm_kind, expected, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    lm = (make_lm("openai/gpt-4o-mini", api_key="sk-x") if lm_kind == "hosted"
-          else make_lm("openai/local", api_base=f"http://user:{SECRET}@h:1/v1"))
+    lm = (
+        make_lm("openai/gpt-4o-mini", api_key="sk-x")
+        if lm_kind == "hosted"
+        else make_lm("openai/local", api_base=f"http://user:{SECRET}@h:1/v1")
+    )
     text = explain(err, lm)
     assert expected in text and SECRET not in text

@@ -57,27 +57,41 @@ def test_report_sections_are_headed_by_task_goals_and_quote_only_sentences_about
     asked = concepts(QUESTION)
     assert asked == ["obesity", "diabetes"]  # "increase", "risk" and "type" relate concepts, they are none
     body = out.markdown.split("## References")[0]
-    quoted = [s for p in body.split("\n\n") if p and not p.startswith(("#", "*", ">"))
-              for s in re.split(r"(?<=\]\.)\s+", p)]
+    quoted = [
+        s for p in body.split("\n\n") if p and not p.startswith(("#", "*", ">")) for s in re.split(r"(?<=\]\.)\s+", p)
+    ]
     assert quoted and all(mentioned(asked, s) == 2 for s in quoted)
 
 
 def test_the_extractor_quotes_no_sentence_missing_the_questions_concepts():
-    text = ("Vitamin D supplementation lowered the rate of hip fracture in older women. "
-            "Vitamin E supplementation did not change the risk of prostate cancer in this trial. "
-            "Fracture risk was reduced by exercise programs in the same cohort of women.")
+    text = (
+        "Vitamin D supplementation lowered the rate of hip fracture in older women. "
+        "Vitamin E supplementation did not change the risk of prostate cancer in this trial. "
+        "Fracture risk was reduced by exercise programs in the same cohort of women."
+    )
     task = Task(query="vitamin d supplementation fracture risk", goal="Main evidence on the question")
-    out = asyncio.run(OfflineExtractor().acall(question="Does vitamin D supplementation reduce fracture risk?",
-                                               task=task, sources=[Source(source_id="s1", title="t", text=text)]))
+    out = asyncio.run(
+        OfflineExtractor().acall(
+            question="Does vitamin D supplementation reduce fracture risk?",
+            task=task,
+            sources=[Source(source_id="s1", title="t", text=text)],
+        )
+    )
     # the vitamin E sentence shares "supplementation" and "risk" with the task, the last "fracture" and
     # "risk": one concept each ("vitamin d" is a concept, "vitamin" alone is not)
     assert [x.text for x in out.learnings] == [text.split(". ")[0] + "."]
 
 
 def test_the_answerer_ranks_by_concepts_and_skips_sentences_with_none():
-    findings = [Finding(query="q", summary="Smoking may cause cancer in adults [a1]. Obesity is common in adults "
-                                           "[a2]. Obesity raises the risk of diabetes [a3].")]
-    answer = asyncio.run(OfflineAnswerer(max_sentences=3).acall(question="Does obesity cause diabetes?",
-                                                               findings=findings)).answer
+    findings = [
+        Finding(
+            query="q",
+            summary="Smoking may cause cancer in adults [a1]. Obesity is common in adults "
+            "[a2]. Obesity raises the risk of diabetes [a3].",
+        )
+    ]
+    answer = asyncio.run(
+        OfflineAnswerer(max_sentences=3).acall(question="Does obesity cause diabetes?", findings=findings)
+    ).answer
     assert answer == "Obesity raises the risk of diabetes [a3]. Obesity is common in adults [a2]."
     assert "cause" in key_terms("Smoking may cause cancer")  # the first shares a key term, but no concept

@@ -14,8 +14,10 @@ from deepresearch.signatures.types import Source, Task
 
 @pytest.fixture(scope="module")
 def retriever():
-    docs = [Doc(doc_id=f"f{i}", title="bone note", text=" ".join(["fracture"] * (10 - i) + ["filler"] * i))
-            for i in range(10)]
+    docs = [
+        Doc(doc_id=f"f{i}", title="bone note", text=" ".join(["fracture"] * (10 - i) + ["filler"] * i))
+        for i in range(10)
+    ]
     docs += [Doc(doc_id=f"z{i:02d}", title="other survey", text="lorem ipsum dolor sit amet") for i in range(30)]
     return BM25Retriever(Corpus(docs, name="toy"))
 
@@ -37,8 +39,11 @@ def test_gather_assessor_keeps_only_hits_close_to_the_best_score(retriever):
 
 def test_gather_assessor_needs_the_question_terms_too(retriever):
     hits = retriever.search("fracture", 3)
-    judged = judge(OfflineCandidateAssessor(min_ratio=0.0, min_coverage=0.5),
-                   "does fracture heal after vitamin supplementation?", hits)
+    judged = judge(
+        OfflineCandidateAssessor(min_ratio=0.0, min_coverage=0.5),
+        "does fracture heal after vitamin supplementation?",
+        hits,
+    )
     # "fracture" is one of four key terms: 25% coverage, below the 50% asked for, whatever the score
     assert {j.label for j in judged.values()} == {"irrelevant"} and "covers 25%" in judged["f0"].reason
 

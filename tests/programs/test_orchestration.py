@@ -63,8 +63,10 @@ def order(out, kind, node_id):
 def test_the_eco_tree_and_report_do_not_depend_on_the_concurrency_limit(scifact_bm25):
     # jittered latencies make nodes finish in a different order under each limit
     delay = lambda m: (sum(map(ord, task_of(m))) % 7) / 1000  # noqa: E731
-    outs = {n: run(scifact_bm25, timed_lm(delay), depth=3, breadth=3, max_concurrency=n, lm_concurrency=n)
-            for n in (1, 2, 16)}
+    outs = {
+        n: run(scifact_bm25, timed_lm(delay), depth=3, breadth=3, max_concurrency=n, lm_concurrency=n)
+        for n in (1, 2, 16)
+    }
     seq = run(scifact_bm25, timed_lm(delay), depth=3, breadth=3, schedule="sequential")
     lvl = run(scifact_bm25, timed_lm(delay), depth=3, breadth=3, schedule="level")
     gptr = run(scifact_bm25, timed_lm(delay), depth=3, breadth=3, schedule="gptr")
@@ -156,8 +158,9 @@ def test_the_deadline_cancels_running_work_and_the_report_uses_what_exists(scifa
 
     async def go():
         with dspy.context(lm=lm):
-            out = await DeepResearch(retriever=scifact_bm25, config=ResearchConfig(
-                depth=3, breadth=2, deadline_s=1.0, max_concurrency=16)).acall(question=QUESTION)
+            out = await DeepResearch(
+                retriever=scifact_bm25, config=ResearchConfig(depth=3, breadth=2, deadline_s=1.0, max_concurrency=16)
+            ).acall(question=QUESTION)
         return out, [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
 
     out, pending = asyncio.run(go())
@@ -207,16 +210,21 @@ def test_spec_002_table_7_prices_reproduce_the_orchestration_cost():
 
     litellm.model_cost["openai/test-o3-mini-prices"] = {"input_cost_per_token": 1.1e-6, "output_cost_per_token": 4.4e-6}
     # the same prices with a cache-read price (a second entry: LiteLLM keeps what it has read of an entry)
-    litellm.model_cost["openai/test-o3-mini-cached"] = {"input_cost_per_token": 1.1e-6, "output_cost_per_token": 4.4e-6,
-                                                        "cache_read_input_token_cost": 0.55e-6}
+    litellm.model_cost["openai/test-o3-mini-cached"] = {
+        "input_cost_per_token": 1.1e-6,
+        "output_cost_per_token": 4.4e-6,
+        "cache_read_input_token_cost": 0.55e-6,
+    }
     try:
         assert model_cost("openai/test-o3-mini-prices", 9632, 1788) == pytest.approx(0.01846, abs=5e-6)
         assert model_cost("openai/test-o3-mini-prices", 25646, 4756) == pytest.approx(0.04914, abs=5e-6)
         # no cache-read price in the map: cached prompt tokens cost the input price
-        assert model_cost("openai/test-o3-mini-prices", 9632, 1788, cached_tokens=5000) == \
-            pytest.approx(0.01846, abs=5e-6)
-        assert model_cost("openai/test-o3-mini-cached", 9632, 1788, cached_tokens=5000) == \
-            pytest.approx(0.01846 - 5000 * 0.55e-6, abs=5e-6)
+        assert model_cost("openai/test-o3-mini-prices", 9632, 1788, cached_tokens=5000) == pytest.approx(
+            0.01846, abs=5e-6
+        )
+        assert model_cost("openai/test-o3-mini-cached", 9632, 1788, cached_tokens=5000) == pytest.approx(
+            0.01846 - 5000 * 0.55e-6, abs=5e-6
+        )
     finally:
         del litellm.model_cost["openai/test-o3-mini-prices"], litellm.model_cost["openai/test-o3-mini-cached"]
 
@@ -268,8 +276,9 @@ def figure_3_run(scifact_bm25, **config):
         return {"tasks": [{"query": f"{focus} gap {i + 1}", "goal": "g"} for i in range(children[focus[-1]])]}
 
     lm = timed_lm(handler=research_handler({FindGaps: gaps}))
-    program = DeepResearch(retriever=TimedRetriever(),
-                           config=ResearchConfig(depth=2, breadth=3, max_concurrency=16, **config))
+    program = DeepResearch(
+        retriever=TimedRetriever(), config=ResearchConfig(depth=2, breadth=3, max_concurrency=16, **config)
+    )
 
     async def go():
         with dspy.context(lm=lm):
@@ -279,8 +288,9 @@ def figure_3_run(scifact_bm25, **config):
     return out, elapsed, started
 
 
-@pytest.mark.parametrize("schedule, tree_s, d_starts", [("async", 5, 1), ("level", 6, 5), ("gptr", 8, 6),
-                                                       ("sequential", 10, 1)])
+@pytest.mark.parametrize(
+    "schedule, tree_s, d_starts", [("async", 5, 1), ("level", 6, 5), ("gptr", 8, 6), ("sequential", 10, 1)]
+)
 def test_figure_3_tree_times_under_each_schedule(scifact_bm25, schedule, tree_s, d_starts):
     out, elapsed, started = figure_3_run(scifact_bm25, schedule=schedule)
     assert [n.node_id for root in out.report.tree for n in root.walk()] == ["1", "1.1", "1.2", "2", "2.1", "3"]
@@ -294,4 +304,10 @@ def test_a_deadline_under_the_gptr_schedule_cancels_the_held_children(scifact_bm
     assert elapsed == pytest.approx(3, abs=0.05)  # the deadline counts real seconds spent before the join
     assert not any("gap" in query for query in started)
     assert {n.node_id: n.status for root in out.report.tree for n in root.walk()} == {
-        "1": "done", "1.1": "skipped", "1.2": "skipped", "2": "done", "2.1": "skipped", "3": "cancelled"}
+        "1": "done",
+        "1.1": "skipped",
+        "1.2": "skipped",
+        "2": "done",
+        "2.1": "skipped",
+        "3": "cancelled",
+    }

@@ -129,14 +129,20 @@ def test_progress_lines_when_not_a_terminal():
     stream = io.StringIO()
     progress = Progress(stream=stream)
     assert progress.display == "lines"  # a StringIO is not a TTY
-    for event in [Event(kind="run_start"), planned("1", "vitamin D and bone density"),
-                  Event(kind="node_start", node_id="1", message="vitamin D and bone density"),
-                  Event(kind="stage_end", node_id="1", stage="select"),
-                  Event(kind="node_end", node_id="1", message="done", elapsed_s=12.34,
-                        counts={"hits": 5, "learnings": 3}),
-                  Event(kind="node_end", node_id="2", message="skipped", elapsed_s=12.5),
-                  Event(kind="run_end", message="done", elapsed_s=20.0,
-                        counts={"nodes": 2, "searches": 1, "learnings": 3, "failed_nodes": 0, "tokens": 9})]:
+    for event in [
+        Event(kind="run_start"),
+        planned("1", "vitamin D and bone density"),
+        Event(kind="node_start", node_id="1", message="vitamin D and bone density"),
+        Event(kind="stage_end", node_id="1", stage="select"),
+        Event(kind="node_end", node_id="1", message="done", elapsed_s=12.34, counts={"hits": 5, "learnings": 3}),
+        Event(kind="node_end", node_id="2", message="skipped", elapsed_s=12.5),
+        Event(
+            kind="run_end",
+            message="done",
+            elapsed_s=20.0,
+            counts={"nodes": 2, "searches": 1, "learnings": 3, "failed_nodes": 0, "tokens": 9},
+        ),
+    ]:
         progress(event)
     assert stream.getvalue().splitlines() == [
         "[12.3s] node 1 done · 5 hits · 3 learnings · vitamin D and bone density",
@@ -148,13 +154,29 @@ def test_progress_lines_when_not_a_terminal():
 def test_progress_shows_the_gathering_rounds_before_any_node():
     stream = io.StringIO()
     progress = Progress(stream=stream, display="lines")
-    progress(Event(kind="stage_end", node_id="gather:1", stage="round", elapsed_s=4.0,
-                   counts={"searches": 3, "selected": 5, "dropped": 0, "failed": 0}))
-    progress(Event(kind="stage_end", node_id="gather", stage="gather", message="no_new_subqueries", elapsed_s=9.0,
-                   counts={"rounds": 2, "subqueries": 4, "selected": 7, "searches": 6}))
+    progress(
+        Event(
+            kind="stage_end",
+            node_id="gather:1",
+            stage="round",
+            elapsed_s=4.0,
+            counts={"searches": 3, "selected": 5, "dropped": 0, "failed": 0},
+        )
+    )
+    progress(
+        Event(
+            kind="stage_end",
+            node_id="gather",
+            stage="gather",
+            message="no_new_subqueries",
+            elapsed_s=9.0,
+            counts={"rounds": 2, "subqueries": 4, "selected": 7, "searches": 6},
+        )
+    )
     assert stream.getvalue().splitlines() == [
         "[4.0s] gathering round 1 · 3 searches · 5 selected · 0 dropped · 0 failed",
-        "[9.0s] gathering done (no_new_subqueries) · 2 rounds · 4 subqueries · 7 selected · 6 searches"]
+        "[9.0s] gathering done (no_new_subqueries) · 2 rounds · 4 subqueries · 7 selected · 6 searches",
+    ]
 
 
 def test_a_long_query_is_cut_in_its_line():

@@ -28,8 +28,9 @@ def papers():
 def test_passage_source_ids_share_the_paper_hash_and_end_in_the_passage_number():
     smith, lee = papers()
     ids = [source_id_for(d.doc_id) for d in smith]
-    assert len({i.split("_")[0] for i in ids}) == 1 and [i.split("_")[1] for i in ids] == [str(n) for n in
-                                                                                           range(1, len(smith) + 1)]
+    assert len({i.split("_")[0] for i in ids}) == 1 and [i.split("_")[1] for i in ids] == [
+        str(n) for n in range(1, len(smith) + 1)
+    ]
     assert ids[0].split("_")[0] == source_id_for("smith2020").split("_")[0]
     assert source_id_for(lee.doc_id).endswith("_1")  # abstracts as before
     match = CITATION.search(f"Shown [{ids[2]}; {source_id_for(lee.doc_id)}].")
@@ -83,6 +84,8 @@ def test_a_paper_read_as_passages_is_one_relevant_paper():
     registry = CitationRegistry()
     for d in (smith[0], smith[2], lee):
         registry.register(d)
-    roots = [Node("1", 1, 1, "q", "g", relevant_ids=(smith[2].doc_id, lee.doc_id)),
-             Node("2", 1, 1, "q", "g", relevant_ids=(smith[0].doc_id,))]
+    roots = [
+        Node("1", 1, 1, "q", "g", relevant_ids=(smith[2].doc_id, lee.doc_id)),
+        Node("2", 1, 1, "q", "g", relevant_ids=(smith[0].doc_id,)),
+    ]
     assert [d.doc_id for d in relevant_docs(roots, registry)] == [smith[2].doc_id, lee.doc_id]

@@ -28,8 +28,9 @@ def hero_handler(**overrides):
 def test_presets_exist_and_the_default_is_eco():
     assert {"eco", "hero", "parallel"} <= set(PRESETS)
     assert ResearchConfig().strategy == "eco" and preset("eco") == ResearchConfig(strategy="eco")
-    assert preset("hero").hero == HeroConfig(turns=3, tasks_per_turn=3, enrichments=2, multiplier=3,
-                                             deep_depth=24, shallow_depth=8)
+    assert preset("hero").hero == HeroConfig(
+        turns=3, tasks_per_turn=3, enrichments=2, multiplier=3, deep_depth=24, shallow_depth=8
+    )
     with pytest.raises(ValueError, match="choose one of: eco, hero, parallel"):
         ResearchConfig(strategy="storm")
 
@@ -70,10 +71,13 @@ def test_hero_drg_budgets_and_isolation(scifact, scifact_bm25):
     # enrichment is append-only
     merges = {inputs_of(p)["task"]: p for p in prompts if "learnings" in inputs_of(p) and "summary" not in inputs_of(p)}
     for root in roots:
-        enrich_inputs = [inputs_of(p) for p in prompts if inputs_of(p).get("focus") == root.query
-                         and "learnings" in inputs_of(p)]
+        enrich_inputs = [
+            inputs_of(p) for p in prompts if inputs_of(p).get("focus") == root.query and "learnings" in inputs_of(p)
+        ]
         assert len(enrich_inputs) == 1
-        assert root.summary.startswith(enrich_inputs[0]["summary"]) and len(root.summary) > len(enrich_inputs[0]["summary"])
+        assert root.summary.startswith(enrich_inputs[0]["summary"]) and len(root.summary) > len(
+            enrich_inputs[0]["summary"]
+        )
     assert merges
 
 
@@ -86,8 +90,10 @@ def test_hero_without_enrichment_makes_no_gap_or_shallow_calls(scifact_bm25):
     assert len(out.report.tree) == 4 and all(not r.children for r in out.report.tree)
 
 
-@pytest.mark.parametrize("counts,depth,examined", [([3, 0, 0, 0, 0], 80, 24), ([3, 0, 2, 0, 0, 0], 80, 40),
-                                                  ([1] * 10, 80, 80), ([1] * 10, 24, 24)])
+@pytest.mark.parametrize(
+    "counts,depth,examined",
+    [([3, 0, 0, 0, 0], 80, 24), ([3, 0, 2, 0, 0, 0], 80, 40), ([1] * 10, 80, 80), ([1] * 10, 24, 24)],
+)
 def test_early_stopping_rule_spec_001_check_9(counts, depth, examined):
     # replay the batch loop's stopping rule over per-batch counts of passages citing a new source
     low, seen = 0, 0
@@ -99,7 +105,9 @@ def test_early_stopping_rule_spec_001_check_9(counts, depth, examined):
         if low >= 2:
             break
     assert seen == examined
-    assert is_low_yield(0, 0, 8, 10, "relative_to_total", 0.10) and not is_low_yield(1, 1, 8, 10, "relative_to_total", 0.10)
+    assert is_low_yield(0, 0, 8, 10, "relative_to_total", 0.10) and not is_low_yield(
+        1, 1, 8, 10, "relative_to_total", 0.10
+    )
 
 
 def test_hero_early_stopping_in_a_run(scifact_bm25):
@@ -119,9 +127,13 @@ def parallel_handler(breadth=3, deepen=True, scores=(0.1, 0.9)):
         n = min(breadth, int(asked["max_breadth"]) + 3)
         return {"subqueries": [f"{asked['query']} part {i + 1}" for i in range(n)]}
 
-    return research_handler({PlanBreadth: plan, DecideDeepen: {"deepen": deepen, "rationale": "scripted"},
-                             EvaluateProgress: {"goal_satisfaction": scores[0], "quality": scores[1],
-                                                "rationale": "scripted"}})
+    return research_handler(
+        {
+            PlanBreadth: plan,
+            DecideDeepen: {"deepen": deepen, "rationale": "scripted"},
+            EvaluateProgress: {"goal_satisfaction": scores[0], "quality": scores[1], "rationale": "scripted"},
+        }
+    )
 
 
 def run_parallel(retriever, handler, **parallel):
@@ -140,8 +152,9 @@ def test_parallel_breadth_is_capped_and_depth_policy_no_kills_speculative_childr
     assert children and all(c.status in ("pruned", "done") for c in children)
     assert out.stats.pruned["depth_policy"] == out.stats.wasted_speculative
     assert any(e.kind == "prune" and e.message == "depth_policy" for e in out.events)
-    out, _ = run_parallel(scifact_bm25, parallel_handler(breadth=2, deepen=False), orchestrate=False,
-                          speculation="none")
+    out, _ = run_parallel(
+        scifact_bm25, parallel_handler(breadth=2, deepen=False), orchestrate=False, speculation="none"
+    )
     assert all(not r.children for r in out.report.tree) and out.stats.wasted_speculative == 0
 
 
@@ -158,8 +171,9 @@ def test_a_breadth_given_to_the_parallel_preset_caps_its_adaptive_breadth(scifac
 
 
 def test_parallel_ablation_switches_use_fixed_breadth_and_always_deepen(scifact_bm25):
-    out, lm = run_parallel(scifact_bm25, parallel_handler(deepen=False), adaptive_breadth=False,
-                           adaptive_depth=False, orchestrate=False)
+    out, lm = run_parallel(
+        scifact_bm25, parallel_handler(deepen=False), adaptive_breadth=False, adaptive_depth=False, orchestrate=False
+    )
     assert len(out.report.tree) == 4 and all(len(r.children) == 4 for r in out.report.tree)
     assert not any("max_breadth" in inputs_of(p) or "max_depth" in inputs_of(p) for p in lm.scripted.prompts)
 
@@ -180,7 +194,9 @@ def test_parallel_monitor_prunes_a_satisfied_subtree_and_records_why(scifact_bm2
 
 
 def test_offline_presets_run_without_an_lm(scifact_bm25):
-    for name, kw in [("hero", dict(hero=HeroConfig(turns=1, tasks_per_turn=2, enrichments=1, selection="first_k"))),
-                     ("parallel", dict(depth=2, parallel=ParallelConfig(interval_s=0.05)))]:
+    for name, kw in [
+        ("hero", dict(hero=HeroConfig(turns=1, tasks_per_turn=2, enrichments=1, selection="first_k"))),
+        ("parallel", dict(depth=2, parallel=ParallelConfig(interval_s=0.05))),
+    ]:
         out = DeepResearch(retriever=scifact_bm25, config=preset(name, **kw), offline=True)(question=QUESTION)
         assert out.stats.strategy == name and out.references and out.usage == {}

@@ -18,40 +18,62 @@ from deepresearch.signatures.types import Learning
 QUESTION = "Does vitamin D supplementation reduce fracture risk?"
 
 
-@pytest.mark.parametrize("block,sentences", [
-    ("Rates fell [1]. Then rose [2].", ["Rates fell [1].", "Then rose [2]."]),
-    ("Rates fell. [1] Then rose. [2][3]", ["Rates fell. [1]", "Then rose. [2][3]"]),  # citation after the period
-    ("As Smith et al. (2020) found, e.g. Fig. 2 shows a 1.8 ms delay [1]. J. Doe agreed [2].",
-     ["As Smith et al. (2020) found, e.g. Fig. 2 shows a 1.8 ms delay [1].", "J. Doe agreed [2]."]),
-    ('It was "large." Then it was small! Why? [4] Because.', ['It was "large."', "Then it was small!", "Why? [4]",
-                                                             "Because."]),
-    ("no capital after. so one sentence", ["no capital after. so one sentence"]),
-    # a capital letter after a lowercase word ends a sentence; initials of names do not
-    ("It needs vitamin D. This review asks why.", ["It needs vitamin D.", "This review asks why."]),
-    ("As John F. Kennedy and A. B. Smith said. Then.", ["As John F. Kennedy and A. B. Smith said.", "Then."]),
-])
+@pytest.mark.parametrize(
+    "block,sentences",
+    [
+        ("Rates fell [1]. Then rose [2].", ["Rates fell [1].", "Then rose [2]."]),
+        ("Rates fell. [1] Then rose. [2][3]", ["Rates fell. [1]", "Then rose. [2][3]"]),  # citation after the period
+        (
+            "As Smith et al. (2020) found, e.g. Fig. 2 shows a 1.8 ms delay [1]. J. Doe agreed [2].",
+            ["As Smith et al. (2020) found, e.g. Fig. 2 shows a 1.8 ms delay [1].", "J. Doe agreed [2]."],
+        ),
+        (
+            'It was "large." Then it was small! Why? [4] Because.',
+            ['It was "large."', "Then it was small!", "Why? [4]", "Because."],
+        ),
+        ("no capital after. so one sentence", ["no capital after. so one sentence"]),
+        # a capital letter after a lowercase word ends a sentence; initials of names do not
+        ("It needs vitamin D. This review asks why.", ["It needs vitamin D.", "This review asks why."]),
+        ("As John F. Kennedy and A. B. Smith said. Then.", ["As John F. Kennedy and A. B. Smith said.", "Then."]),
+    ],
+)
 def test_split_sentences(block, sentences):
     assert split_sentences(block) == sentences
 
 
 def test_report_sentences_skip_headings_code_and_the_reference_list():
-    md = ("# Title [9]\n\nFirst line\nwrapped [1]. Second [2].\n\n- Item one [1].\n- Item two.\n\n"
-          "| finding | source |\n|---|---|\n| Less risk | [3] |\n\n> Quoted claim [2].\n\n```\ncode [1].\n```\n\n---\n\n"
-          "## References\n\n[1] A paper. doc 1\n[2] B paper. doc 2")
-    assert report_sentences(md) == ["First line wrapped [1].", "Second [2].", "Item one [1].", "Item two.",
-                                    "finding source", "Less risk [3]", "Quoted claim [2]."]
+    md = (
+        "# Title [9]\n\nFirst line\nwrapped [1]. Second [2].\n\n- Item one [1].\n- Item two.\n\n"
+        "| finding | source |\n|---|---|\n| Less risk | [3] |\n\n> Quoted claim [2].\n\n```\ncode [1].\n```\n\n---\n\n"
+        "## References\n\n[1] A paper. doc 1\n[2] B paper. doc 2"
+    )
+    assert report_sentences(md) == [
+        "First line wrapped [1].",
+        "Second [2].",
+        "Item one [1].",
+        "Item two.",
+        "finding source",
+        "Less risk [3]",
+        "Quoted claim [2].",
+    ]
     assert cited_numbers("See [2, 3] and [2][5] but not [a link](http://x.org) or [x].") == (2, 3, 5)
 
 
 def test_each_sentence_maps_to_its_sources_and_the_learnings_on_them():
     refs = (Reference(1, "aaaaaaaa_1", "d1", "Paper one"), Reference(2, "bbbbbbbb_1", "d2", "Paper two"))
-    learnings = (Learning(text="Trial X cut fractures by 20%.", source_ids=["aaaaaaaa_1"]),
-                 Learning(text="Paper two studied bone density in women.", source_ids=["bbbbbbbb_1"]),
-                 Learning(text="Paper one enrolled 300 adults.", source_ids=["aaaaaaaa_1", "cccccccc_1"]))
+    learnings = (
+        Learning(text="Trial X cut fractures by 20%.", source_ids=["aaaaaaaa_1"]),
+        Learning(text="Paper two studied bone density in women.", source_ids=["bbbbbbbb_1"]),
+        Learning(text="Paper one enrolled 300 adults.", source_ids=["aaaaaaaa_1", "cccccccc_1"]),
+    )
     md = "## Q\n\nTrial X cut fractures by 20% [1]. Both agree [1][2]. Nobody asked. Odd [7].\n\n## References\n\n..."
     out = sentence_provenance(md, refs, learnings)
-    assert [p.text for p in out] == ["Trial X cut fractures by 20% [1].", "Both agree [1][2].", "Nobody asked.",
-                                     "Odd [7]."]
+    assert [p.text for p in out] == [
+        "Trial X cut fractures by 20% [1].",
+        "Both agree [1][2].",
+        "Nobody asked.",
+        "Odd [7].",
+    ]
     first, both, uncited, unknown = out
     assert [s.doc_id for s in first.sources] == ["d1"] and [x.index for x in first.learnings] == [0, 2]
     assert first.learnings[0].overlap == 1.0 and first.learnings[1].source_ids == ("aaaaaaaa_1",)
@@ -63,8 +85,23 @@ def test_each_sentence_maps_to_its_sources_and_the_learnings_on_them():
 @pytest.fixture(scope="module")
 def offline_run(tmp_path_factory, data_dir):
     out = tmp_path_factory.mktemp("provenance") / "vitd"
-    code = cli.main(["run", QUESTION, "--corpus", str(data_dir / "scifact"), "--lm", "offline", "--depth", "2",
-                     "--breadth", "3", "--out", str(out), "-q"])
+    code = cli.main(
+        [
+            "run",
+            QUESTION,
+            "--corpus",
+            str(data_dir / "scifact"),
+            "--lm",
+            "offline",
+            "--depth",
+            "2",
+            "--breadth",
+            "3",
+            "--out",
+            str(out),
+            "-q",
+        ]
+    )
     assert code == 0
     return (out / "report.md").read_text(encoding="utf-8"), json.loads((out / "trace.json").read_text(encoding="utf-8"))
 

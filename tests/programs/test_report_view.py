@@ -34,8 +34,23 @@ def payload_run(tmp_path_factory, data_dir):
     folder = tmp_path_factory.mktemp("payload")
     corpus = write_payload_corpus(folder / "corpus.jsonl")
     out = folder / "run"
-    code = cli.main(["-q", "run", PAYLOAD_QUESTION, "--corpus", str(corpus), "--depth", "1", "--breadth", "1",
-                     "--answer", "--taxonomy", "--out", str(out)])
+    code = cli.main(
+        [
+            "-q",
+            "run",
+            PAYLOAD_QUESTION,
+            "--corpus",
+            str(corpus),
+            "--depth",
+            "1",
+            "--breadth",
+            "1",
+            "--answer",
+            "--taxonomy",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     return out
 
@@ -89,7 +104,7 @@ def test_a_scripted_lm_run_shows_calls_tokens_cost_and_time_per_stage(scifact_bm
     assert Report.from_dict(json.loads(json.dumps(report.to_dict()))).usage == report.usage
     page = check_page(report_html(report, config={"max_lm_calls": 40, "deadline_s": None}), report.to_dict())
     table = page.find("table", "dr-usage")[0]
-    cells = [e for e in page.elements[page.elements.index(table):] if e.tag in ("th", "td")]
+    cells = [e for e in page.elements[page.elements.index(table) :] if e.tag in ("th", "td")]
     stages = [page.text_of(e) for e in cells if e.attrs.get("scope") == "row"]
     assert stages == [*sorted(report.usage), "total"]
     total = [page.text_of(e) for e in cells[-8:]]
@@ -120,15 +135,28 @@ def test_payloads_in_a_corpus_are_escaped_text(payload_run):
 def test_only_http_links_are_made():
     assert safe_url("https://example.org/a?b=1") == "https://example.org/a?b=1"
     assert safe_url("http://example.org") == "http://example.org"
-    for bad in ("javascript:alert(1)", " JavaScript:alert(1)", "data:text/html,<script>", "//evil.org/x",
-                "vbscript:x", "file:///etc/passwd", "https://", "https://a.org/x y", None, ""):
+    for bad in (
+        "javascript:alert(1)",
+        " JavaScript:alert(1)",
+        "data:text/html,<script>",
+        "//evil.org/x",
+        "vbscript:x",
+        "file:///etc/passwd",
+        "https://",
+        "https://a.org/x y",
+        None,
+        "",
+    ):
         assert safe_url(bad) is None, bad
 
 
-@pytest.mark.parametrize("status, error, words", [
-    ("failed", "every branch failed (3 of 3): ConnectionError", "This run failed:"),
-    ("interrupted", "interrupted by SIGINT", "This run was interrupted:"),
-])
+@pytest.mark.parametrize(
+    "status, error, words",
+    [
+        ("failed", "every branch failed (3 of 3): ConnectionError", "This run failed:"),
+        ("interrupted", "interrupted by SIGINT", "This run was interrupted:"),
+    ],
+)
 def test_a_failed_or_interrupted_run_says_so_at_the_top(offline_report, status, error, words):
     report = dataclasses.replace(offline_report, status=status, error=error)
     page = Page(report_html(report))
@@ -143,22 +171,30 @@ def test_the_notebook_shows_the_same_view_in_a_box_of_its_own(offline_report, sc
     assert fragment == report_html(offline_report, embedded=True)
     assert "<html" not in fragment and "<body" not in fragment and "dr-embedded" in fragment
     page = Page(fragment)
-    assert [int(a.attrs["data-number"]) for a in page.find("a", "dr-cite")] == \
-        [int(a.attrs["data-number"]) for a in Page(report_html(offline_report)).find("a", "dr-cite")]
+    assert [int(a.attrs["data-number"]) for a in page.find("a", "dr-cite")] == [
+        int(a.attrs["data-number"]) for a in Page(report_html(offline_report)).find("a", "dr-cite")
+    ]
     # every style rule is scoped to the view, so the notebook's own page is left as it is
     (style,) = re.findall(r"<style>(.*?)</style>", fragment, re.S)
     rules = re.sub(r"/\*.*?\*/", "", style, flags=re.S)
-    selectors = [s.strip() for block in re.findall(r"([^{}]+)\{[^{}]*\}", re.sub(r"@(container|media)[^{]*\{", "", rules))
-                 for s in block.split(",")]
-    assert selectors and all(s.startswith(".dr-view") for s in selectors if s), [s for s in selectors if not s.startswith(".dr-view")]
+    selectors = [
+        s.strip()
+        for block in re.findall(r"([^{}]+)\{[^{}]*\}", re.sub(r"@(container|media)[^{]*\{", "", rules))
+        for s in block.split(",")
+    ]
+    assert selectors and all(s.startswith(".dr-view") for s in selectors if s), [
+        s for s in selectors if not s.startswith(".dr-view")
+    ]
     prediction = DeepResearch(retriever=scifact_bm25, depth=1, breadth=1, offline=True)(QUESTION)
     assert prediction._repr_html_() == prediction.report._repr_html_()
 
 
 def test_run_writes_report_html_and_view_prints_it(tmp_path, data_dir, monkeypatch, capsys):
     out = tmp_path / "run"
-    assert cli.main(["-q", "run", QUESTION, "--corpus", "scifact", "--depth", "1", "--breadth", "1",
-                     "--out", str(out)]) == 0
+    assert (
+        cli.main(["-q", "run", QUESTION, "--corpus", "scifact", "--depth", "1", "--breadth", "1", "--out", str(out)])
+        == 0
+    )
     assert f"view:   {out / 'report.html'}" in capsys.readouterr().out
     trace = json.loads((out / "trace.json").read_text())
     check_page((out / "report.html").read_text(), trace)
@@ -184,21 +220,32 @@ def test_view_names_what_is_missing(tmp_path, capsys):
     assert "has no report yet" in capsys.readouterr().err
 
 
-
 def test_the_markdown_a_writer_may_use_renders_as_structure_not_markup(offline_report):
     refs = offline_report.references
-    markdown = ("## Title\n\n### Findings\n\nA claim with **bold** and *em* [1, 2]. Another `x<y` [3].\n\n"
-                "- item one [1]\n  - nested item [2]\n- item two\n\n| a | b |\n|---|---|\n| cell [1] | x |\n\n"
-                "```\n<b>code</b> [1]\n```\n\nA [safe link](https://example.org/p) and a [bad one](javascript:alert(1)).\n\n"
-                "## References\n\n" + "\n".join(r.render() for r in refs))
+    markdown = (
+        "## Title\n\n### Findings\n\nA claim with **bold** and *em* [1, 2]. Another `x<y` [3].\n\n"
+        "- item one [1]\n  - nested item [2]\n- item two\n\n| a | b |\n|---|---|\n| cell [1] | x |\n\n"
+        "```\n<b>code</b> [1]\n```\n\nA [safe link](https://example.org/p) and a [bad one](javascript:alert(1)).\n\n"
+        "## References\n\n" + "\n".join(r.render() for r in refs)
+    )
     report = dataclasses.replace(offline_report, markdown=markdown, answer="## Answer\n\nShort [1].")
     page = Page(report_html(report))
     cites = [int(a.attrs["data-number"]) for a in page.find("a", "dr-cite")]
     assert cites == [1, 1, 2, 3, 1, 2, 1]  # answer, the group [1, 2], `[3]`, the list, the table; not the code
     headings = [e for e in page.elements if e.tag in ("h2", "h3") and e.attrs.get("id")]
     assert [page.text_of(h) for h in headings] == ["Answer", "Title", "Findings"]
-    assert [e.tag for e in page.elements if e.tag in ("strong", "em", "ul", "li", "table", "td", "pre")][:10] == \
-        ["strong", "em", "ul", "li", "ul", "li", "li", "table", "td", "td"]
+    assert [e.tag for e in page.elements if e.tag in ("strong", "em", "ul", "li", "table", "td", "pre")][:10] == [
+        "strong",
+        "em",
+        "ul",
+        "li",
+        "ul",
+        "li",
+        "li",
+        "table",
+        "td",
+        "td",
+    ]
     (code,) = page.find("pre")
     assert page.text_of(code) == "<b>code</b> [1]" and not page.find("b")
     hrefs = [e.attrs["href"] for e in page.find("a") if not e.attrs["href"].startswith("#")]

@@ -16,8 +16,26 @@ QUESTION = "Does obesity increase the risk of type 2 diabetes?"
 
 def test_an_offline_run_in_chromium(tmp_path, data_dir):
     out = tmp_path / "run"
-    assert cli.main(["-q", "run", QUESTION, "--corpus", "scifact", "--depth", "2", "--breadth", "2", "--answer",
-                     "--taxonomy", "--out", str(out)]) == 0
+    assert (
+        cli.main(
+            [
+                "-q",
+                "run",
+                QUESTION,
+                "--corpus",
+                "scifact",
+                "--depth",
+                "2",
+                "--breadth",
+                "2",
+                "--answer",
+                "--taxonomy",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     with chromium() as browser:
         exercise(browser, out / "report.html", tmp_path / "screenshots")
 
@@ -25,8 +43,26 @@ def test_an_offline_run_in_chromium(tmp_path, data_dir):
 def test_nothing_in_a_payload_corpus_runs(tmp_path):
     corpus = write_payload_corpus(tmp_path / "corpus.jsonl")
     out = tmp_path / "run"
-    assert cli.main(["-q", "run", PAYLOAD_QUESTION, "--corpus", str(corpus), "--depth", "1", "--breadth", "1",
-                     "--answer", "--taxonomy", "--out", str(out)]) == 0
+    assert (
+        cli.main(
+            [
+                "-q",
+                "run",
+                PAYLOAD_QUESTION,
+                "--corpus",
+                str(corpus),
+                "--depth",
+                "1",
+                "--breadth",
+                "1",
+                "--answer",
+                "--taxonomy",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     with chromium() as browser:
         exercise(browser, out / "report.html", tmp_path / "screenshots")
         check_payloads_stay_text(browser, out, tmp_path)
@@ -44,8 +80,10 @@ def check_payloads_stay_text(browser, out, tmp_path):
     page.wait_for_timeout(200)
     assert page.evaluate("typeof window.__pwned") == "undefined"
     assert "PWNED" not in page.title()
-    assert "<script>window.__pwned='title'" in page.locator(".dr-ref-title").first.inner_text() or \
-        "<script>window.__pwned='title'" in page.locator(".dr-refs").inner_text()  # the payload shows as text
+    assert (
+        "<script>window.__pwned='title'" in page.locator(".dr-ref-title").first.inner_text()
+        or "<script>window.__pwned='title'" in page.locator(".dr-refs").inner_text()
+    )  # the payload shows as text
     assert page.locator(".dr-view img, .dr-view svg, .dr-view iframe").count() == 0
     assert page.locator("script").count() == 1
     assert opened.errors == [] and opened.requests == []

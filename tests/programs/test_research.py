@@ -53,15 +53,28 @@ def test_search_count_follows_the_halving_rule(scifact_bm25, depth, breadth, sea
 
 
 def test_named_predictors_list_each_stage_once_whatever_the_depth(scifact_bm25):
-    names = {d: [n for n, _ in DeepResearch(retriever=scifact_bm25, depth=d, breadth=2).named_predictors()]
-             for d in (1, 4)}
+    names = {
+        d: [n for n, _ in DeepResearch(retriever=scifact_bm25, depth=d, breadth=2).named_predictors()] for d in (1, 4)
+    }
     assert names[1] == names[4]
-    assert sorted(names[1]) == sorted([
-        "planner.plan_queries.predict", "assessor.assess_relevance", "extractor.extract_learnings.predict",
-        "merger.merge_learnings", "enricher.find_gaps.predict", "writer.write_report", "verifier.verify_claims",
-        # the output stages, present whether or not a run asks for an answer or a taxonomy
-        "clarifier.clarify_question", "answerer.write_answer", "taxonomist.build_taxonomy", "taxonomist.merge_taxonomies",
-        "taxonomist.place_papers", "taxonomist.repair_json"])
+    assert sorted(names[1]) == sorted(
+        [
+            "planner.plan_queries.predict",
+            "assessor.assess_relevance",
+            "extractor.extract_learnings.predict",
+            "merger.merge_learnings",
+            "enricher.find_gaps.predict",
+            "writer.write_report",
+            "verifier.verify_claims",
+            # the output stages, present whether or not a run asks for an answer or a taxonomy
+            "clarifier.clarify_question",
+            "answerer.write_answer",
+            "taxonomist.build_taxonomy",
+            "taxonomist.merge_taxonomies",
+            "taxonomist.place_papers",
+            "taxonomist.repair_json",
+        ]
+    )
 
 
 def test_every_citation_in_the_report_resolves_to_a_corpus_document(scifact, scifact_bm25):
@@ -91,8 +104,10 @@ def test_a_failing_branch_is_recorded_and_the_run_goes_on(scifact_bm25):
         if "aspect 2" in inputs_of(messages)["task"]:
             return {"learnings": "not a list"}  # unparseable, in both the chat and the JSON fallback
         passages = __import__("json").loads(inputs_of(messages)["passages"])
-        return {"learnings": [{"text": "A finding", "source_ids": [passages[0]["source_id"]]}],
-                "follow_up_questions": []}
+        return {
+            "learnings": [{"text": "A finding", "source_ids": [passages[0]["source_id"]]}],
+            "follow_up_questions": [],
+        }
 
     lm = scripted_lm(research_handler({ExtractLearnings: extract}))
     with dspy.context(lm=lm):
@@ -153,10 +168,13 @@ def test_a_stage_can_have_its_own_lm_and_usage_is_counted_per_stage(scifact_bm25
     main, planner_lm = scripted_lm(research_handler()), scripted_lm(research_handler())
     with dspy.context(lm=main):
         out = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2, lms={"plan": planner_lm})(
-            question="aspirin and colorectal cancer")
+            question="aspirin and colorectal cancer"
+        )
     assert planner_lm.scripted.calls == 1
-    assert all("PlanQueries" not in p[0]["content"] and PlanQueries.instructions.splitlines()[0] not in p[0]["content"]
-               for p in main.scripted.prompts)
+    assert all(
+        "PlanQueries" not in p[0]["content"] and PlanQueries.instructions.splitlines()[0] not in p[0]["content"]
+        for p in main.scripted.prompts
+    )
     assert out.usage["plan"].calls == 1 and out.usage["plan"].total_tokens == 15
     assert out.usage["extract"].calls == 2 and out.usage["write"].calls == 1
     assert "enrich" not in out.usage  # depth 1: no follow-ups are asked for
@@ -252,9 +270,9 @@ def test_an_unparseable_reply_is_asked_again_as_a_new_sample(scifact_bm25):
     assert any("extract: asked again for a new sample" in n for n in node.notes)
     with dspy.context(lm=scripted_lm(handler)):  # no re-ask: parse_retries=0 fails the node as before
         again = DeepResearch(scifact_bm25, ResearchConfig(depth=1, breadth=1, parse_retries=0))(
-            question="omega-3 and heart disease")
+            question="omega-3 and heart disease"
+        )
     assert again.stats.failed_nodes == 1 and again.tree[0].error.stage == "extract"
-
 
 
 def test_a_request_is_never_counted_twice_by_the_budget():
@@ -287,7 +305,8 @@ def test_a_budget_that_fits_the_run_exactly_never_stops_it(scifact_bm25):
 def test_a_program_saved_before_a_stage_existed_loads_and_keeps_that_stages_default(scifact_bm25, tmp_path, caplog):
     program = DeepResearch(retriever=scifact_bm25)
     program.planner.plan_queries.predict.signature = program.planner.plan_queries.predict.signature.with_instructions(
-        "Tuned planner instructions.")
+        "Tuned planner instructions."
+    )
     program.save(str(tmp_path / "compiled.json"))
     state = json.loads((tmp_path / "compiled.json").read_text())
     for name in ("clarifier.clarify_question", "answerer.write_answer"):  # as saved before those stages existed

@@ -36,9 +36,13 @@ def node_entries(path: Path) -> list[dict]:
 
 def kill_after(journal: Path, preset_name: str, nodes: int, data: Path) -> None:
     """Starts the run in a process of its own and kills it (SIGKILL) once `nodes` nodes are journaled."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.programs.resume_worker", preset_name, str(journal),
-                             str(data)], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.programs.resume_worker", preset_name, str(journal), str(data)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         if journal.exists() and len(node_entries(journal)) >= nodes:
@@ -62,8 +66,9 @@ def test_a_killed_run_resumes_without_redoing_finished_nodes(tmp_path, scifact_b
     whole, _ = run(preset_name, scifact_bm25)
     journal = tmp_path / "journal.jsonl"
     kill_after(journal, preset_name, kill_at, data_dir / "scifact")
-    finished = {e["node"]["node_id"]: e["node"]["query"] for e in node_entries(journal)
-                if e["node"]["status"] == "done"}
+    finished = {
+        e["node"]["node_id"]: e["node"]["query"] for e in node_entries(journal) if e["node"]["status"] == "done"
+    }
     assert len(finished) >= kill_at
 
     counting = CountingRetriever(scifact_bm25)
@@ -75,10 +80,12 @@ def test_a_killed_run_resumes_without_redoing_finished_nodes(tmp_path, scifact_b
     assert resumed.stats.resumed_nodes == len(finished)
     # and the same report as the run that was never interrupted
     assert resumed.report.status == "done" and resumed.markdown == whole.markdown
-    assert [(n.node_id, n.status, n.summary) for n in resumed.report.nodes()] == \
-           [(n.node_id, n.status, n.summary) for n in whole.report.nodes()]
+    assert [(n.node_id, n.status, n.summary) for n in resumed.report.nodes()] == [
+        (n.node_id, n.status, n.summary) for n in whole.report.nodes()
+    ]
     assert len(counting.queries) == whole.stats.searches - len(
-        [n for n in whole.report.nodes() if n.node_id in finished and n.retrieved_ids])
+        [n for n in whole.report.nodes() if n.node_id in finished and n.retrieved_ids]
+    )
 
 
 def test_a_journal_of_another_question_is_refused(tmp_path):
@@ -139,5 +146,6 @@ def test_a_node_cut_short_by_a_stopping_run_is_researched_again_on_resume(tmp_pa
     resumed = research(research_handler(), journal=journal, resume=True)
     whole = research(research_handler())
     assert len(whole.report.nodes()) == 2 + 2 * 1
-    assert [(n.node_id, n.status, n.summary) for n in resumed.report.nodes()] == \
-           [(n.node_id, n.status, n.summary) for n in whole.report.nodes()]
+    assert [(n.node_id, n.status, n.summary) for n in resumed.report.nodes()] == [
+        (n.node_id, n.status, n.summary) for n in whole.report.nodes()
+    ]

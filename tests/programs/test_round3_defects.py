@@ -72,8 +72,7 @@ def test_a_resumed_run_does_not_call_the_writer_again(scifact_bm25, tmp_path):
         done = DeepResearch(retriever=scifact_bm25, config=config)(question=QUESTION, journal=journal)
     again = scripted_lm(research_handler())
     with dspy.context(lm=again):
-        resumed = DeepResearch(retriever=scifact_bm25, config=config)(question=QUESTION, journal=journal,
-                                                                      resume=True)
+        resumed = DeepResearch(retriever=scifact_bm25, config=config)(question=QUESTION, journal=journal, resume=True)
     assert first.scripted.calls > 0 and "write" in done.usage
     assert "write" not in resumed.usage  # no request of the writer's: its draft came from the journal
     assert resumed.stats.resumed_nodes == done.stats.nodes

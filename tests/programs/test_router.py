@@ -53,7 +53,8 @@ class CountingServer(LocalOpenAIServer):
 def test_server_specs_parse_with_their_limits_and_bad_ones_name_the_fix():
     assert parse_server("http://a:8000/v1") == Server("http://a:8000/v1")
     assert parse_server("http://a:8000/v1 max_parallel=4, rpm=600 weight=2 key_env=GPU_KEY") == Server(
-        "http://a:8000/v1", max_parallel=4, rpm=600, weight=2, key_env="GPU_KEY")
+        "http://a:8000/v1", max_parallel=4, rpm=600, weight=2, key_env="GPU_KEY"
+    )
     with pytest.raises(RouterConfigError, match="unknown setting 'parallel=4'"):
         parse_server("http://a/v1 parallel=4")
     with pytest.raises(RouterConfigError, match="max_parallel must be a whole number"):
@@ -79,8 +80,10 @@ def test_the_settings_file_lists_the_servers_of_a_command(tmp_path):
     assert defaults["lm_server"] == ["http://a:1/v1 max_parallel=2", "http://b:2/v1 rpm=60"]
     parser.set_defaults(**defaults)
     args = parser.parse_args(["a question"])
-    assert [parse_server(s) for s in args.lm_server] == [Server("http://a:1/v1", max_parallel=2),
-                                                          Server("http://b:2/v1", rpm=60)]
+    assert [parse_server(s) for s in args.lm_server] == [
+        Server("http://a:1/v1", max_parallel=2),
+        Server("http://b:2/v1", rpm=60),
+    ]
 
 
 def test_requests_are_spread_over_the_servers_and_each_keeps_its_parallel_limit():
@@ -115,8 +118,14 @@ def test_a_dead_server_fails_over_and_the_log_names_it():
 
 def test_when_every_server_is_down_the_error_says_so_without_the_key(monkeypatch):
     monkeypatch.setenv("GPU_KEY", "sk-router-secret-123456")
-    lm = router_lm("openai/m", [f"{dead_url()} key_env=GPU_KEY", dead_url()], cache=False, timeout_s=2,
-                   num_retries=1, keys=server_keys(["GPU_KEY"]))  # the command line reads the variable
+    lm = router_lm(
+        "openai/m",
+        [f"{dead_url()} key_env=GPU_KEY", dead_url()],
+        cache=False,
+        timeout_s=2,
+        num_retries=1,
+        keys=server_keys(["GPU_KEY"]),
+    )  # the command line reads the variable
     with pytest.raises(LMPreflightError) as err:
         preflight(lm)
     assert "could not reach" in str(err.value) or "server error" in str(err.value)
@@ -126,8 +135,13 @@ def test_when_every_server_is_down_the_error_says_so_without_the_key(monkeypatch
 def test_a_server_that_refuses_the_key_is_reported_without_it(monkeypatch):
     monkeypatch.setenv("GPU_KEY", "sk-router-secret-123456")
     with LocalOpenAIServer(lambda m: Error(401, "bad key sk-router-secret-123456")) as server:
-        lm = router_lm("openai/m", [f"{server.base_url} key_env=GPU_KEY"], cache=False, num_retries=0,
-                       keys=server_keys(["GPU_KEY"]))
+        lm = router_lm(
+            "openai/m",
+            [f"{server.base_url} key_env=GPU_KEY"],
+            cache=False,
+            num_retries=0,
+            keys=server_keys(["GPU_KEY"]),
+        )
         with pytest.raises(Exception) as err:
             lm("hello")
         assert server.headers[0]["Authorization"] == "Bearer sk-router-secret-123456"  # the key reached the server
@@ -137,8 +151,22 @@ def test_a_server_that_refuses_the_key_is_reported_without_it(monkeypatch):
 
 
 def test_api_base_and_servers_together_are_refused_before_any_request(tmp_path, capsys):
-    code = cli.main(["run", "a question", "--corpus", "scifact", "--lm", "openai/m", "--api-base", "http://x/v1",
-                     "--lm-server", "http://y/v1", "--out", str(tmp_path / "r")])
+    code = cli.main(
+        [
+            "run",
+            "a question",
+            "--corpus",
+            "scifact",
+            "--lm",
+            "openai/m",
+            "--api-base",
+            "http://x/v1",
+            "--lm-server",
+            "http://y/v1",
+            "--out",
+            str(tmp_path / "r"),
+        ]
+    )
     assert code == 2
     assert "--api-base and --lm-server" in capsys.readouterr().err
 
@@ -149,10 +177,31 @@ def test_a_run_through_the_router_records_the_failover_in_its_trace(tmp_path, da
     monkeypatch.setenv("DEEPRESEARCH_DATA", str(data_dir))
     dead, out = dead_url(), tmp_path / "run"
     with LocalOpenAIServer(research_handler()) as live:
-        code = cli.main(["run", "Does obesity increase the risk of type 2 diabetes?", "--corpus", "scifact",
-                         "--depth", "1", "--breadth", "2", "--lm", "openai/local", "--structured", "off",
-                         "--lm-server", f"{live.base_url} max_parallel=2", "--lm-server", dead,
-                         "--no-cache", "-q", "--no-preflight", "--out", str(out)])
+        code = cli.main(
+            [
+                "run",
+                "Does obesity increase the risk of type 2 diabetes?",
+                "--corpus",
+                "scifact",
+                "--depth",
+                "1",
+                "--breadth",
+                "2",
+                "--lm",
+                "openai/local",
+                "--structured",
+                "off",
+                "--lm-server",
+                f"{live.base_url} max_parallel=2",
+                "--lm-server",
+                dead,
+                "--no-cache",
+                "-q",
+                "--no-preflight",
+                "--out",
+                str(out),
+            ]
+        )
     assert code == 0, capsys.readouterr().err[-2000:]
     trace = json.loads((out / "trace.json").read_text())
     routing = trace["lm_routing"]

@@ -28,16 +28,23 @@ def test_alpha_pushes_selection_away_from_the_anchor_check_1():
     assert greedy(s, r, 0.0, 1) == [0]  # tie: lowest index
 
 
-@pytest.mark.parametrize("alpha,k,expected,values", [
-    (0.6, 2, [3, 0], [3.5569, 4.3508]), (0.0, 2, [2, 4], [3.0088, 4.0088]), (0.3, 2, [2, 4], [3.0088, 4.0088]),
-    (1.0, 2, [3, 4], None), (0.6, 3, [3, 0, 4], [3.5569, 4.3508, 4.8508])])
+@pytest.mark.parametrize(
+    "alpha,k,expected,values",
+    [
+        (0.6, 2, [3, 0], [3.5569, 4.3508]),
+        (0.0, 2, [2, 4], [3.0088, 4.0088]),
+        (0.3, 2, [2, 4], [3.0088, 4.0088]),
+        (1.0, 2, [3, 4], None),
+        (0.6, 3, [3, 0, 4], [3.5569, 4.3508, 4.8508]),
+    ],
+)
 def test_five_unit_candidates_check_2(alpha, k, expected, values):
     e = np.stack([unit(d) for d in (0, 10, 60, 90, 150)])
     anchor = unit(0)
     assert select_indices(e, anchor, k, alpha) == expected
     if values:
         for i, v in enumerate(values):
-            assert facility_location(e @ e.T, e @ anchor, alpha, expected[:i + 1]) == pytest.approx(v, abs=1e-4)
+            assert facility_location(e @ e.T, e @ anchor, alpha, expected[: i + 1]) == pytest.approx(v, abs=1e-4)
     assert facility_location(e @ e.T, e @ anchor, 0.6, []) == pytest.approx(0.9713, abs=1e-4)
 
 
@@ -64,7 +71,10 @@ def test_random_and_first_k_strategies_check_4():
 
 
 def test_real_embeddings_prefer_distinct_queries_over_paraphrases():
-    texts = ["vitamin D supplementation and hip fracture risk", "vitamin D supplements and risk of hip fractures",
-             "calcium intake and bone mineral density in older women"]
+    texts = [
+        "vitamin D supplementation and hip fracture risk",
+        "vitamin D supplements and risk of hip fractures",
+        "calcium intake and bone mineral density in older women",
+    ]
     chosen = select(texts, "Does vitamin D reduce fracture risk?", 2, 0.6)
     assert sorted(chosen) in ([0, 2], [1, 2])  # never both paraphrases

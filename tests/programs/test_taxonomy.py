@@ -50,9 +50,15 @@ def papers_asked(messages):
 def two_leaf_answer(messages):
     papers = papers_asked(messages)
     half = len(papers) // 2
-    return {"taxonomy": {"name": inputs_of(messages)["topic"], "subtopics": [
-        {"name": "First half", "papers": [p["paper_id"] for p in papers[:half]]},
-        {"name": "Second half", "papers": [p["paper_id"] for p in papers[half:]]}]}}
+    return {
+        "taxonomy": {
+            "name": inputs_of(messages)["topic"],
+            "subtopics": [
+                {"name": "First half", "papers": [p["paper_id"] for p in papers[:half]]},
+                {"name": "Second half", "papers": [p["paper_id"] for p in papers[half:]]},
+            ],
+        }
+    }
 
 
 def test_bottom_up_tree_uses_exact_titles_and_needs_no_repair(surveys, make_lm, routed):
@@ -70,18 +76,33 @@ def test_broken_answer_is_repaired_and_every_repair_recorded(surveys, make_lm, r
 
     def broken(messages):
         ps = papers_asked(messages)
-        return {"taxonomy": {"name": "Root", "subtopics": [
-            {"name": "Mixed", "papers": [ps[0]["paper_id"]], "subtopics": [
-                {"name": "Inner", "papers": [ps[1]["title"] + ".", ps[2]["paper_id"], ps[2]["paper_id"]]}]},
-            {"name": "Other", "papers": ["An Invented Paper That Does Not Exist", ps[3]["paper_id"]]},
-            {"name": "Empty", "subtopics": []}]}}
+        return {
+            "taxonomy": {
+                "name": "Root",
+                "subtopics": [
+                    {
+                        "name": "Mixed",
+                        "papers": [ps[0]["paper_id"]],
+                        "subtopics": [
+                            {"name": "Inner", "papers": [ps[1]["title"] + ".", ps[2]["paper_id"], ps[2]["paper_id"]]}
+                        ],
+                    },
+                    {"name": "Other", "papers": ["An Invented Paper That Does Not Exist", ps[3]["paper_id"]]},
+                    {"name": "Empty", "subtopics": []},
+                ],
+            }
+        }
 
     def place(messages):
         leaves = json.loads(inputs_of(messages)["leaves"])
         missing = papers_asked(messages)
         # one valid placement, one invented leaf (falls back to similarity), the rest unanswered
-        return {"placements": [{"paper_id": missing[0]["paper_id"], "leaf": leaves[-1]},
-                               {"paper_id": missing[1]["paper_id"], "leaf": "No > Such > Leaf"}]}
+        return {
+            "placements": [
+                {"paper_id": missing[0]["paper_id"], "leaf": leaves[-1]},
+                {"paper_id": missing[1]["paper_id"], "leaf": "No > Such > Leaf"},
+            ]
+        }
 
     lm = make_lm(routed({BuildTaxonomy: broken, PlacePapers: place}))
     with dspy.context(lm=lm):
@@ -98,11 +119,17 @@ def test_broken_answer_is_repaired_and_every_repair_recorded(surveys, make_lm, r
 
 def test_unparseable_answer_is_recovered_from_raw_text_then_by_the_repair_call(surveys, make_lm):
     papers = surveys[1]["pdfs"][:6]
-    answers = {"fenced": lambda ids: "[[ ## taxonomy ## ]]\nHere:\n```json\n" + json.dumps(
-        [{"name": "A", "papers": ids[:3]}, {"name": "B", "papers": ids[3:]}]) + "\n```",
-        "garbage": lambda ids: "[[ ## taxonomy ## ]]\nnot json at all"}
+    answers = {
+        "fenced": lambda ids: (
+            "[[ ## taxonomy ## ]]\nHere:\n```json\n"
+            + json.dumps([{"name": "A", "papers": ids[:3]}, {"name": "B", "papers": ids[3:]}])
+            + "\n```"
+        ),
+        "garbage": lambda ids: "[[ ## taxonomy ## ]]\nnot json at all",
+    }
 
     for case, expected in (("fenced", {"json_parsed", "wrapped_root"}), ("garbage", {"json_repaired"})):
+
         def handler(messages):
             if instructions_of(messages).startswith(RepairJSON.instructions.splitlines()[0]):
                 ids = [f"P{i + 1}" for i in range(len(papers))]
@@ -119,8 +146,13 @@ def test_unparseable_answer_is_recovered_from_raw_text_then_by_the_repair_call(s
 
 def test_failed_repair_falls_back_to_clustering(surveys, make_lm):
     papers = surveys[1]["pdfs"][:10]
-    lm = make_lm(lambda messages: "[[ ## taxonomy ## ]]\nnothing" if "taxonomy" in messages[0]["content"]
-                 else "[[ ## json_text ## ]]\nstill nothing")
+    lm = make_lm(
+        lambda messages: (
+            "[[ ## taxonomy ## ]]\nnothing"
+            if "taxonomy" in messages[0]["content"]
+            else "[[ ## json_text ## ]]\nstill nothing"
+        )
+    )
     with dspy.context(lm=lm, adapter=dspy.ChatAdapter(use_json_adapter_fallback=False)):
         out = TaxonomyBuilder()(topic="Value alignment", papers=papers)
     assert_guarantees(out.tree, papers)
@@ -138,9 +170,15 @@ def test_large_paper_sets_are_grouped_and_merged_not_truncated(surveys, make_lm,
     def merge(messages):
         cats = json.loads(inputs_of(messages)["categories"])
         ids = [c["category_id"] for c in cats]
-        return {"taxonomy": {"name": "Merged", "subtopics": [
-            {"name": "Theme one", "subtopics": [{"name": "Joined", "papers": ids[:2]}]},
-            {"name": "Theme two", "papers": ids[2:-1]}]}}  # the last category is left out
+        return {
+            "taxonomy": {
+                "name": "Merged",
+                "subtopics": [
+                    {"name": "Theme one", "subtopics": [{"name": "Joined", "papers": ids[:2]}]},
+                    {"name": "Theme two", "papers": ids[2:-1]},
+                ],
+            }
+        }  # the last category is left out
 
     lm = make_lm(routed({BuildTaxonomy: build, MergeTaxonomies: merge}))
     with dspy.context(lm=lm):
@@ -157,7 +195,9 @@ def test_random_lm_answers_always_yield_valid_trees(surveys, make_lm, routed):
 
     def chaotic(messages):
         ps = papers_asked(messages)
-        refs = [rng.choice([p["paper_id"], p["title"], p["title"].upper(), "Made up"]) for p in ps if rng.random() < 0.8]
+        refs = [
+            rng.choice([p["paper_id"], p["title"], p["title"].upper(), "Made up"]) for p in ps if rng.random() < 0.8
+        ]
         refs += rng.sample(refs, k=min(3, len(refs)))
 
         def node(depth):
@@ -202,8 +242,7 @@ def test_named_predictors_are_stable():
     assert names == ["build_taxonomy", "merge_taxonomies", "place_papers", "repair_json"]
 
 
-def test_the_builder_runs_under_a_call_budget_and_a_deadline_and_still_places_every_paper(surveys, make_lm,
-                                                                                        routed):
+def test_the_builder_runs_under_a_call_budget_and_a_deadline_and_still_places_every_paper(surveys, make_lm, routed):
     # 40 papers in groups of at most 10: four group calls and a merge; a budget of 2 calls builds two groups with
     # the LM, clusters the other two, and the merge falls back to keeping each group as a subtree
     papers = surveys[0]["pdfs"][:40]

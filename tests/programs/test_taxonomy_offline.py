@@ -75,6 +75,9 @@ def test_tiny_inputs():
 
 def test_baseline_beats_a_single_leaf_on_the_real_surveys(surveys, trees):
     for survey, tree in zip(surveys, trees):
-        flat = {"name": survey["survey_topic"], "subtopics": [{"name": "All", "papers": [p["title"] for p in survey["pdfs"]]}]}
+        flat = {
+            "name": survey["survey_topic"],
+            "subtopics": [{"name": "All", "papers": [p["title"] for p in survey["pdfs"]]}],
+        }
         ours, single = score_survey(survey["gt"], tree), score_survey(survey["gt"], flat)
         assert ours.leaf["ari"] > single.leaf["ari"] and ours.leaf["v"] > single.leaf["v"]

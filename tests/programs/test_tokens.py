@@ -20,8 +20,9 @@ ON_TOPIC = "Melatonin improved sleep quality in night shift workers by 20 minute
 
 
 def passage(i: int) -> str:
-    filler = " ".join(f"Background sentence {j} of paper {i} describes the cohort recruitment in detail."
-                      for j in range(4))
+    filler = " ".join(
+        f"Background sentence {j} of paper {i} describes the cohort recruitment in detail." for j in range(4)
+    )
     return f"{filler} {OFF_TOPIC} {ON_TOPIC} {filler}"
 
 
@@ -29,15 +30,16 @@ def passage(i: int) -> str:
 def retriever():
     docs = [Doc(doc_id=f"m{i}", title=f"Melatonin and shift work {i}", text=passage(i)) for i in range(6)]
     docs.append(Doc(doc_id="copy", title="Melatonin and shift work 0 (preprint)", text=passage(0)))  # same text as m0
-    docs += [Doc(doc_id=f"z{i}", title=f"Soil survey {i}", text="Clay soils drain slowly after rain.") for i in range(30)]
+    docs += [
+        Doc(doc_id=f"z{i}", title=f"Soil survey {i}", text="Clay soils drain slowly after rain.") for i in range(30)
+    ]
     return BM25Retriever(Corpus(docs, name="toy"))
 
 
 def calls_of(lm, signature) -> list[dict[str, str]]:
     """The rendered inputs of each request `signature` made, in order."""
     wanted = set(signature.input_fields)
-    return [inputs_of(m) for m in lm.scripted.prompts if is_signature_prompt(m)
-            and wanted <= set(inputs_of(m))]
+    return [inputs_of(m) for m in lm.scripted.prompts if is_signature_prompt(m) and wanted <= set(inputs_of(m))]
 
 
 def run(retriever, config: ResearchConfig):
@@ -85,18 +87,25 @@ def test_the_assessor_sees_the_sentences_on_the_task_and_the_extractor_the_whole
 
 def test_task_view_keeps_the_best_sentences_in_their_order():
     task = Task(query="melatonin shift workers sleep", goal="whether sleep quality improves")
-    text = ("Recruitment took place in two hospitals. Melatonin was given before day sleep. "
-            "The car park was resurfaced. Shift workers on melatonin reported better sleep quality.")
+    text = (
+        "Recruitment took place in two hospitals. Melatonin was given before day sleep. "
+        "The car park was resurfaced. Shift workers on melatonin reported better sleep quality."
+    )
     view = task_view(Source(source_id="s1", title="T", text=text), task, 2)
-    assert view.text == ("Melatonin was given before day sleep. "
-                         "Shift workers on melatonin reported better sleep quality.")
+    assert view.text == (
+        "Melatonin was given before day sleep. Shift workers on melatonin reported better sleep quality."
+    )
     assert task_view(Source(source_id="s1", title="T", text=text), task, 4).text == text
 
 
 def test_hero_enrichments_are_not_sent_their_pipelines_passages(retriever):
-    config = preset("hero", hits_per_query=6, max_lm_calls=None, skip_seen="lineage",
-                    hero=HeroConfig(turns=1, tasks_per_turn=1, deep_depth=6, shallow_depth=6,
-                                                       batch_size=3, enrichments=1))
+    config = preset(
+        "hero",
+        hits_per_query=6,
+        max_lm_calls=None,
+        skip_seen="lineage",
+        hero=HeroConfig(turns=1, tasks_per_turn=1, deep_depth=6, shallow_depth=6, batch_size=3, enrichments=1),
+    )
     lm, out = run(retriever, config)
     calls = calls_of(lm, ExtractLearnings)
     pipeline_query = out.report.tree[0].query
@@ -111,7 +120,9 @@ def test_each_node_records_its_tokens_per_stage_in_the_trace(retriever):
     for node in trace["tree"]:
         (line,) = [n for n in node["notes"] if n.startswith("tokens:")]
         # the scripted LM reports 10 prompt and 5 completion tokens per request: assess, extract, merge
-        assert line == "tokens: 30 prompt + 15 completion (assess 1 calls 10+5, extract 1 calls 10+5, merge 1 calls 10+5)"
+        assert (
+            line == "tokens: 30 prompt + 15 completion (assess 1 calls 10+5, extract 1 calls 10+5, merge 1 calls 10+5)"
+        )
     assert any(n.startswith("tokens:") and "plan 1 calls" in n for n in trace["stats"]["root_notes"])
 
 
@@ -121,8 +132,11 @@ def test_prompt_tokens_read_from_the_servers_cache_are_counted_and_priced(retrie
     from deepresearch.programs.artifacts import Report
 
     # the scripted server reports 10 prompt tokens a request, 4 of them read from its prompt cache
-    litellm.model_cost["openai/fake-cached-prices"] = {"input_cost_per_token": 1e-6, "output_cost_per_token": 2e-6,
-                                                       "cache_read_input_token_cost": 1e-7}
+    litellm.model_cost["openai/fake-cached-prices"] = {
+        "input_cost_per_token": 1e-6,
+        "output_cost_per_token": 2e-6,
+        "cache_read_input_token_cost": 1e-7,
+    }
     try:
         lm = scripted_lm(research_handler(), model="openai/fake-cached-prices", cached=4)
         with dspy.context(lm=lm):

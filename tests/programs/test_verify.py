@@ -26,12 +26,20 @@ from deepresearch.signatures.verify import VerifyClaims
 from tests.research_lm import research_handler
 from tests.scripted import inputs_of, instructions_of, routed_handler, scripted_lm
 
-A = Source(source_id="aaaaaaaa_1", title="Aspirin trial",
-           text="Daily aspirin lowered the incidence of colorectal adenomas by 21 percent in a randomised trial. "
-                "Bleeding events were more frequent in the aspirin group.")
-B = Source(source_id="bbbbbbbb_1", title="Statin cohort",
-           text="Statin users in a cohort of 40000 adults had fewer hip fractures over ten years of follow-up.")
-SUPPORTED = "Daily aspirin lowered the incidence of colorectal adenomas by 21 percent in a randomised trial [aaaaaaaa_1]."
+A = Source(
+    source_id="aaaaaaaa_1",
+    title="Aspirin trial",
+    text="Daily aspirin lowered the incidence of colorectal adenomas by 21 percent in a randomised trial. "
+    "Bleeding events were more frequent in the aspirin group.",
+)
+B = Source(
+    source_id="bbbbbbbb_1",
+    title="Statin cohort",
+    text="Statin users in a cohort of 40000 adults had fewer hip fractures over ten years of follow-up.",
+)
+SUPPORTED = (
+    "Daily aspirin lowered the incidence of colorectal adenomas by 21 percent in a randomised trial [aaaaaaaa_1]."
+)
 UNSUPPORTED = "Aspirin also cured every migraine patient within one hour of the first dose [aaaaaaaa_1]."
 UNCITED = "Statin users in a cohort of 40000 adults had fewer hip fractures over ten years."
 DRAFT = f"## Answer\n\n{SUPPORTED} {UNSUPPORTED}\n\n- {UNCITED}\n\n### Notes\n\nShort line."
@@ -47,14 +55,20 @@ def judge_by_words(messages):
         words = re.findall(r"[a-z0-9]+", c["sentence"].lower())
         ok = all(w in text for w in words)
         first = c["passages"][0]["text"].split(". ")[0] + "."
-        verdicts.append({"claim_id": c["claim_id"], "verdict": "supported" if ok else "unsupported",
-                         "corrected": "" if ok else first})
+        verdicts.append(
+            {
+                "claim_id": c["claim_id"],
+                "verdict": "supported" if ok else "unsupported",
+                "corrected": "" if ok else first,
+            }
+        )
     return {"verdicts": verdicts}
 
 
 def verify(stage, draft=DRAFT, sources=(A, B)):
-    return asyncio.run(stage.acall(question="Does aspirin prevent colorectal cancer?", report=draft,
-                                   sources=list(sources)))
+    return asyncio.run(
+        stage.acall(question="Does aspirin prevent colorectal cancer?", report=draft, sources=list(sources))
+    )
 
 
 @pytest.mark.parametrize("policy", ["rewrite", "remove", "mark"])
@@ -69,13 +83,16 @@ def test_each_policy_acts_on_the_unsupported_sentence_only_and_records_every_ver
     assert unsupported.action == {"rewrite": "rewritten", "remove": "removed", "mark": "marked"}[policy]
     assert "migraine" not in out.report if policy != "mark" else UNSUPPORTED[:-1] + MARK + "." in out.report
     if policy == "rewrite":  # the correction, cited as the sentence was
-        assert "Daily aspirin lowered the incidence of colorectal adenomas by 21 percent in a randomised trial " \
-               "[aaaaaaaa_1]." in unsupported.shipped
+        assert (
+            "Daily aspirin lowered the incidence of colorectal adenomas by 21 percent in a randomised trial "
+            "[aaaaaaaa_1]." in unsupported.shipped
+        )
     # the uncited factual sentence was judged against its closest passage, found supported, and now cites it
     uncited = by_sentence[f"{UNCITED}"]
     assert (uncited.was_cited, uncited.passage_ids, uncited.action) == (False, ("bbbbbbbb_1",), "cited")
-    assert "- Statin users in a cohort of 40000 adults had fewer hip fractures over ten years [bbbbbbbb_1]." \
-        in out.report
+    assert (
+        "- Statin users in a cohort of 40000 adults had fewer hip fractures over ten years [bbbbbbbb_1]." in out.report
+    )
     assert "## Answer" in out.report and "### Notes" in out.report and "Short line." in out.report
     assert lm.scripted.calls == 1  # three claims, one batch
 
@@ -101,8 +118,9 @@ def test_offline_verifier_uses_the_named_lexical_entailment_rule():
     by_sentence = {c.sentence: c for c in out.checks}
     assert lexical_support(by_sentence[SUPPORTED].sentence, [A.text]) == 1.0
     assert by_sentence[SUPPORTED].verdict == "supported"
-    assert lexical_support("Aspirin also cured every migraine patient within one hour of the first dose",
-                           [A.text]) < 1.0
+    assert (
+        lexical_support("Aspirin also cured every migraine patient within one hour of the first dose", [A.text]) < 1.0
+    )
     assert by_sentence[UNSUPPORTED].verdict != "supported"
     # a sentence with no passage sharing its words and no citation is removed under rewrite (nothing to keep)
     bare = verify(LexicalVerifier("rewrite"), "Quantum gravity explains the colour of most tropical birds today.")
@@ -115,18 +133,22 @@ def test_unknown_policy_is_refused_in_one_line():
 
 
 def test_guard_restores_a_learning_whose_citations_vanished_and_drops_invented_ones():
-    learnings = [Learning(text="Aspirin lowered adenomas by 21%", source_ids=["aaaaaaaa_1"]),
-                 Learning(text="Statins cut hip fractures", source_ids=["bbbbbbbb_1", "cccccccc_1"])]
+    learnings = [
+        Learning(text="Aspirin lowered adenomas by 21%", source_ids=["aaaaaaaa_1"]),
+        Learning(text="Statins cut hip fractures", source_ids=["bbbbbbbb_1", "cccccccc_1"]),
+    ]
     out = guard_citations("Statins cut fractures [bbbbbbbb_1]. Something else [dddddddd_1].", learnings)
-    assert out.text == ("Statins cut fractures [bbbbbbbb_1]. Something else.\n\n"
-                        "Aspirin lowered adenomas by 21% [aaaaaaaa_1].")
+    assert out.text == (
+        "Statins cut fractures [bbbbbbbb_1]. Something else.\n\nAspirin lowered adenomas by 21% [aaaaaaaa_1]."
+    )
     assert (out.restored, out.lost, out.stray) == (1, 1, 1)
 
 
 def run(lm, retriever, **config):
     with dspy.context(lm=lm):
         return DeepResearch(retriever=retriever, config=ResearchConfig(depth=1, breadth=2, **config))(
-            question="aspirin and colorectal cancer")
+            question="aspirin and colorectal cancer"
+        )
 
 
 def test_a_merger_that_drops_every_citation_is_counted_on_the_node_and_the_report_still_cites(scifact_bm25):
@@ -167,15 +189,38 @@ def test_a_verify_stage_asking_in_batches_stays_within_the_call_budget(scifact_b
     judges = [v["judge"] for v in out.verdicts if v["judge"] != "none"]
     assert judges.count("lexical") == 2 and judges.count("lm") == len(judges) - 2
     assert not any(e.kind == "fallback" and e.stage == "verify" for e in out.events)  # the stage did not fail
-    one = run(scripted_lm(research_handler()), scifact_bm25, verify="mark", verify_batch=1,
-              max_lm_calls=whole.stats.lm_calls - whole.usage["verify"].calls)  # no room for any verify request
+    one = run(
+        scripted_lm(research_handler()),
+        scifact_bm25,
+        verify="mark",
+        verify_batch=1,
+        max_lm_calls=whole.stats.lm_calls - whole.usage["verify"].calls,
+    )  # no room for any verify request
     assert "verify" not in one.usage and all(v["judge"] in ("lexical", "none") for v in one.verdicts)
 
 
 def test_cli_verify_flag_reaches_the_trace(data_dir, tmp_path, clean_lm_env):
     out = tmp_path / "run"
-    assert cli.main(["run", "aspirin colorectal cancer", "--corpus", str(data_dir / "scifact"), "--depth", "1",
-                     "--breadth", "1", "--verify", "remove", "--out", str(out), "-q"]) == 0
+    assert (
+        cli.main(
+            [
+                "run",
+                "aspirin colorectal cancer",
+                "--corpus",
+                str(data_dir / "scifact"),
+                "--depth",
+                "1",
+                "--breadth",
+                "1",
+                "--verify",
+                "remove",
+                "--out",
+                str(out),
+                "-q",
+            ]
+        )
+        == 0
+    )
     trace = json.loads((out / "trace.json").read_text())
     assert trace["config"]["verify"] == "remove" and trace["stats"]["verification"]["policy"] == "remove"
     assert trace["verdicts"] and all(v["judge"] == "lexical" for v in trace["verdicts"])
@@ -196,8 +241,11 @@ def compliant(messages) -> bool:
 
 
 def injected_corpus(scifact) -> Corpus:
-    poisoned = Doc(doc_id="poison-1", title="Aspirin and colorectal cancer: a note",
-                   text=f"Aspirin reduced colorectal cancer incidence in long-term follow-up. {INJECTION}")
+    poisoned = Doc(
+        doc_id="poison-1",
+        title="Aspirin and colorectal cancer: a note",
+        text=f"Aspirin reduced colorectal cancer incidence in long-term follow-up. {INJECTION}",
+    )
     return Corpus([poisoned, *list(scifact)[:200]], name="poisoned")
 
 
@@ -206,8 +254,10 @@ def compliant_routes(writer_instructions_ok: bool = True):
         passages = json.loads(inputs_of(messages)["passages"])
         if compliant(messages):
             return {"learnings": [], "follow_up_questions": []}
-        return {"learnings": [{"text": p["text"], "source_ids": [p["source_id"]]} for p in passages[:2]],
-                "follow_up_questions": []}
+        return {
+            "learnings": [{"text": p["text"], "source_ids": [p["source_id"]]} for p in passages[:2]],
+            "follow_up_questions": [],
+        }
 
     def merge(messages):
         if compliant(messages):
@@ -250,11 +300,13 @@ def test_an_enrichment_paragraph_citing_no_input_loses_that_citation_and_keeps_i
     from deepresearch.signatures.enrich import WriteEnrichment
 
     lm = scripted_lm(research_handler({WriteEnrichment: {"paragraph": "New trials agree [deadbeef_7]."}}))
-    hero = HeroConfig(turns=1, tasks_per_turn=1, multiplier=1, enrichments=1, deep_depth=4, shallow_depth=2,
-                      batch_size=4)
+    hero = HeroConfig(
+        turns=1, tasks_per_turn=1, multiplier=1, enrichments=1, deep_depth=4, shallow_depth=2, batch_size=4
+    )
     with dspy.context(lm=lm):
         out = DeepResearch(retriever=scifact_bm25, config=ResearchConfig(strategy="hero", hero=hero))(
-            question="aspirin and colorectal cancer")
+            question="aspirin and colorectal cancer"
+        )
     pipeline = out.report.tree[0]
     extra = [x for child in pipeline.children for x in child.learnings]
     assert extra and "deadbeef_7" not in pipeline.summary and out.stats.stray_citations == 1
@@ -273,4 +325,4 @@ def test_a_mark_stays_with_the_sentence_it_qualifies():
     first, second = claim_sentences(report)
     assert first.text.startswith("The medical") and "(unverified)" in first.text and not first.citations
     assert "(unverified)" not in second.text and second.citations == ("1",)
-    assert marked("Quoted claim.\"") == "Quoted claim *(unverified)*.\"" and marked("No stop") == "No stop *(unverified)*"
+    assert marked('Quoted claim."') == 'Quoted claim *(unverified)*."' and marked("No stop") == "No stop *(unverified)*"

@@ -56,9 +56,7 @@ def build(timeout: float = 3600.0) -> tuple[Path, Path]:
     except subprocess.TimeoutExpired as exc:
         raise RuntimeError(f"{BUILD_SCRIPT.name} did not finish within {timeout:.0f} s") from exc
     if proc.returncode != 0:
-        raise RuntimeError(
-            f"{BUILD_SCRIPT.name} failed (exit {proc.returncode}):\n{_tail(proc.stderr or proc.stdout)}"
-        )
+        raise RuntimeError(f"{BUILD_SCRIPT.name} failed (exit {proc.returncode}):\n{_tail(proc.stderr or proc.stdout)}")
     paths = [line for line in proc.stdout.splitlines() if line.strip()]
     if len(paths) < 2:
         raise RuntimeError(f"{BUILD_SCRIPT.name} printed no server and model paths:\n{_tail(proc.stdout)}")

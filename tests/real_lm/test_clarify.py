@@ -37,13 +37,13 @@ def check_clarify_usage(meter: CostMeter, questions: list[str]) -> None:
 def test_clarify_then_research_on_the_brief(llama_server, scifact_bm25):
     program = DeepResearch(retriever=scifact_bm25, config=ResearchConfig(depth=1, breadth=1, hits_per_query=3))
     meter = CostMeter()
-    with dspy.context(lm=real_lm(llama_server), adapter=SchemaAdapter()), \
-            output_limits({"clarify": CAP}, every=1024):
+    with dspy.context(lm=real_lm(llama_server), adapter=SchemaAdapter()), output_limits({"clarify": CAP}, every=1024):
         questions = program.clarify(QUESTION, meter=meter)
         check_clarify_usage(meter, questions)
         # answer what was asked; when nothing was, answer a question of our own so the brief is exercised
         answers = [{"question": q, "answer": "adults with heart disease"} for q in questions] or [
-            {"question": "Which population?", "answer": "adults with heart disease"}]
+            {"question": "Which population?", "answer": "adults with heart disease"}
+        ]
         answers.append({"question": "Anything else?", "answer": ""})
         out = program(question=QUESTION, clarifications=answers, meter=meter)
     report = out.report

@@ -26,8 +26,24 @@ def leaf_titles(tree) -> Counter:
 
 def test_answer_and_taxonomy_modes_with_the_real_model(llama_server, scifact, tmp_path, capsys):
     out = tmp_path / "run"
-    code = cli.main(["run", QUESTION, "--corpus", "scifact", "--depth", "1", "--breadth", "1", "--answer",
-                     "--taxonomy", "--out", str(out), *SMALL, *lm_args(llama_server)])
+    code = cli.main(
+        [
+            "run",
+            QUESTION,
+            "--corpus",
+            "scifact",
+            "--depth",
+            "1",
+            "--breadth",
+            "1",
+            "--answer",
+            "--taxonomy",
+            "--out",
+            str(out),
+            *SMALL,
+            *lm_args(llama_server),
+        ]
+    )
     printed = capsys.readouterr()
     assert code == 0, printed.err[-2000:]
     trace = check_run(out, scifact)

@@ -21,8 +21,11 @@ def test_real_model_labels_each_candidate_once_under_the_schema(llama_server, sc
     hits = scifact_bm25.search("vitamin D fracture", 5)
     lm = make_lm("openai/smollm2", api_base=llama_server.base_url, num_retries=0, cache=False, timeout_s=600)
     with dspy.context(lm=lm, adapter=SchemaAdapter()), output_limits(every=200):
-        out = asyncio.run(CandidateAssessor(second_look=False).acall(
-            question=question, subquery="vitamin D fracture", checklist="", hits=hits))
+        out = asyncio.run(
+            CandidateAssessor(second_look=False).acall(
+                question=question, subquery="vitamin D fracture", checklist="", hits=hits
+            )
+        )
     assert [j.source_id for j in out.judgements] == [h.doc.doc_id for h in hits]
     assert (out.unlabelled, out.unknown) == (0, 0)  # the schema made every number a required key, no others
     assert all(j.label in ("relevant", "irrelevant", "uncertain") for j in out.judgements)

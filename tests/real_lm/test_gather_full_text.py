@@ -30,8 +30,11 @@ def test_second_look_on_the_real_model_reads_the_served_pdf(llama_server, server
     scripted = scripted_lm(routed_handler({PlanSubqueries: planner(ONE_SEARCH), LabelCandidates: assess}))
     real = make_lm("openai/smollm2", api_base=llama_server.base_url, num_retries=0, cache=False, timeout_s=600)
     # one attempt, waited for: the machine is shared and the model slow
-    gatherer = Gatherer(reader, GatherConfig(iterations=1, max_k=3, lm_timeout_s=600),
-                        lms={"gather_plan": scripted, "gather_assess": real})
+    gatherer = Gatherer(
+        reader,
+        GatherConfig(iterations=1, max_k=3, lm_timeout_s=600),
+        lms={"gather_plan": scripted, "gather_assess": real},
+    )
     gatherer.assessor.label_candidates.lm = scripted  # the first look is scripted; the second look is real
     with dspy.context(lm=real, adapter=SchemaAdapter()), output_limits(every=CAP):
         result = asyncio.run(gatherer.acall(question=QUESTION)).result

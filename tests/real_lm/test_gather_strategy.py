@@ -34,9 +34,27 @@ def test_gather_preset_completes_and_its_trace_scores(llama_server, scifact, dat
     monkeypatch.setitem(PRESETS, "gather", replace(PRESETS["gather"], gather=SMALL_LOOP, passage_chars=600))
     query = next(q for q in load_beir_queryset(data_dir / "scifact") if q.query_id == "51")
     out = tmp_path / "gather"
-    code = cli.main(["run", query.query, "--corpus", "scifact", "--preset", "gather", "--out", str(out),
-                     "--hits", "3", "--max-lm-calls", str(MAX_CALLS), "--max-output-tokens", str(CAP), "--no-cache",
-                     "-q", *lm_args(llama_server)])
+    code = cli.main(
+        [
+            "run",
+            query.query,
+            "--corpus",
+            "scifact",
+            "--preset",
+            "gather",
+            "--out",
+            str(out),
+            "--hits",
+            "3",
+            "--max-lm-calls",
+            str(MAX_CALLS),
+            "--max-output-tokens",
+            str(CAP),
+            "--no-cache",
+            "-q",
+            *lm_args(llama_server),
+        ]
+    )
     printed = capsys.readouterr()
     assert code in (0, 3), printed.err[-2000:]  # done, or failed with the reason on stderr
     trace = check_run(out, scifact)

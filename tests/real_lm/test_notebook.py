@@ -25,8 +25,9 @@ def test_the_example_notebook_runs_against_the_real_model(llama_server, data_dir
     monkeypatch.setenv("DEEPRESEARCH_LM", "openai/smollm2")
     monkeypatch.setenv("DEEPRESEARCH_API_BASE", llama_server.base_url)
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(notebook, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute()  # raises CellExecutionError, naming the cell, on any error
     shown = [_texts(c) for c in notebook.cells if c.cell_type == "code"]
     everything = [text for texts in shown for text in texts]

@@ -26,8 +26,16 @@ from tests.real_lm.test_pipelines import CAP
 
 CLAIMS = 2  # the first two SciFact test claims
 # a generous timeout: on a shared two-core machine one planning reply has taken over two minutes
-SMALL_LOOP = GatherConfig(iterations=1, max_actions=2, max_k=3, second_look=False, preview_chars=400,
-                          ranking_depth=20, max_lm_calls=3, lm_timeout_s=600.0)  # a plan, two assessments
+SMALL_LOOP = GatherConfig(
+    iterations=1,
+    max_actions=2,
+    max_k=3,
+    second_look=False,
+    preview_chars=400,
+    ranking_depth=20,
+    max_lm_calls=3,
+    lm_timeout_s=600.0,
+)  # a plan, two assessments
 
 
 def gather(program, queries) -> list[dict]:
@@ -37,8 +45,9 @@ def gather(program, queries) -> list[dict]:
     return records
 
 
-def test_the_real_model_and_the_offline_floor_are_scored_alike_on_the_same_claims(llama_server, scifact_bm25,
-                                                                                   data_dir, tmp_path):
+def test_the_real_model_and_the_offline_floor_are_scored_alike_on_the_same_claims(
+    llama_server, scifact_bm25, data_dir, tmp_path
+):
     queries = [q for q in load_beir_queryset(data_dir / "scifact") if q.gt_ids][:CLAIMS]
     floor = gather(Gatherer(scifact_bm25, SMALL_LOOP, offline=True), queries)
     lm = make_lm("openai/smollm2", api_base=llama_server.base_url, num_retries=0, cache=False)

@@ -70,8 +70,22 @@ def check_run(out, scifact) -> dict:
 
 def test_run_depth_1_breadth_2_researches_and_cites(llama_server, scifact, tmp_path, capsys):
     out = tmp_path / "run"
-    code = cli.main(["run", QUESTION, "--corpus", "scifact", "--depth", "1", "--breadth", "2", "--out", str(out),
-                     *SMALL, *lm_args(llama_server)])
+    code = cli.main(
+        [
+            "run",
+            QUESTION,
+            "--corpus",
+            "scifact",
+            "--depth",
+            "1",
+            "--breadth",
+            "2",
+            "--out",
+            str(out),
+            *SMALL,
+            *lm_args(llama_server),
+        ]
+    )
     printed = capsys.readouterr()
     assert code == 0, printed.err[-2000:]
     trace = check_run(out, scifact)
@@ -84,8 +98,9 @@ def test_run_depth_1_breadth_2_researches_and_cites(llama_server, scifact, tmp_p
 
 def test_hero_preset_completes_with_the_real_model(llama_server, scifact_bm25):
     # the hero preset's strategy at a size a 135M model on two cores runs in a minute or two
-    hero = HeroConfig(turns=1, tasks_per_turn=2, multiplier=2, enrichments=1, deep_depth=3, shallow_depth=2,
-                      batch_size=3)
+    hero = HeroConfig(
+        turns=1, tasks_per_turn=2, multiplier=2, enrichments=1, deep_depth=3, shallow_depth=2, batch_size=3
+    )
     config = preset("hero", hero=hero, passage_chars=600, max_lm_calls=16)
     lm = make_lm("openai/smollm2", api_base=llama_server.base_url, num_retries=0, cache=False)
     with dspy.context(lm=lm, adapter=SchemaAdapter()), output_limits(every=CAP):
@@ -104,8 +119,24 @@ def test_hero_preset_completes_with_the_real_model(llama_server, scifact_bm25):
 
 def test_gathering_loop_on_three_scifact_claims(llama_server, data_dir, tmp_path, capsys):
     out = tmp_path / "gather"
-    code = cli.main(["eval", "gather", "--data", str(data_dir / "scifact"), "--limit", "3", "--iterations", "1",
-                     "--out", str(out), "--max-output-tokens", str(CAP), "--no-cache", *lm_args(llama_server)])
+    code = cli.main(
+        [
+            "eval",
+            "gather",
+            "--data",
+            str(data_dir / "scifact"),
+            "--limit",
+            "3",
+            "--iterations",
+            "1",
+            "--out",
+            str(out),
+            "--max-output-tokens",
+            str(CAP),
+            "--no-cache",
+            *lm_args(llama_server),
+        ]
+    )
     printed = capsys.readouterr()
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(records) == 3 and {r["status"] for r in records} <= {"done", "error"}
@@ -133,10 +164,39 @@ def test_taxonomy_of_ten_papers_places_every_paper_once(llama_server, data_dir):
 
 def test_optimize_with_a_tiny_budget_compiles_and_saves(llama_server, data_dir, tmp_path, capsys):
     out = tmp_path / "compiled.json"
-    code = cli.main(["optimize", "--program", "research", "--stage", "assess", "--metric", "f1",
-                     "--optimizer", "bootstrap-rs", "--data", str(data_dir / "scifact"), "--limit", "3",
-                     "--budget", "4", "--depth", "1", "--breadth", "1", "--hits", "3", "--workers", "1",
-                     "--out", str(out), "--max-output-tokens", str(CAP), "--no-cache", *lm_args(llama_server)])
+    code = cli.main(
+        [
+            "optimize",
+            "--program",
+            "research",
+            "--stage",
+            "assess",
+            "--metric",
+            "f1",
+            "--optimizer",
+            "bootstrap-rs",
+            "--data",
+            str(data_dir / "scifact"),
+            "--limit",
+            "3",
+            "--budget",
+            "4",
+            "--depth",
+            "1",
+            "--breadth",
+            "1",
+            "--hits",
+            "3",
+            "--workers",
+            "1",
+            "--out",
+            str(out),
+            "--max-output-tokens",
+            str(CAP),
+            "--no-cache",
+            *lm_args(llama_server),
+        ]
+    )
     printed = capsys.readouterr()
     assert code == 0, printed.err[-2000:]
     state = json.loads(out.read_text())

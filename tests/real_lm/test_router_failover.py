@@ -17,14 +17,33 @@ from tests.real_lm.test_pipelines import QUESTION, SMALL
 def test_a_run_survives_a_killed_server_and_the_trace_names_the_failover(tmp_path, data_dir):
     out = tmp_path / "run"
     with LlamaServer(threads=1) as first, LlamaServer(threads=1) as second:
-        command = [sys.executable, "-c", "import sys; from deepresearch import cli; sys.exit(cli.main(sys.argv[1:]))",
-                   "run", QUESTION, "--corpus", "scifact", "--depth", "1", "--breadth", "2", "--out", str(out),
-                   *SMALL, "--lm", "openai/smollm2", "--structured", "schema",
-                   "--no-cache",  # every request reaches a server: answers cached by an earlier test would not
-                   "--lm-server", f"{first.base_url} max_parallel=1",
-                   # most traffic to the second server, so that it takes research requests before the run can end
-                   # (a reply that plans one task makes the run short)
-                   "--lm-server", f"{second.base_url} max_parallel=1 weight=9"]
+        command = [
+            sys.executable,
+            "-c",
+            "import sys; from deepresearch import cli; sys.exit(cli.main(sys.argv[1:]))",
+            "run",
+            QUESTION,
+            "--corpus",
+            "scifact",
+            "--depth",
+            "1",
+            "--breadth",
+            "2",
+            "--out",
+            str(out),
+            *SMALL,
+            "--lm",
+            "openai/smollm2",
+            "--structured",
+            "schema",
+            "--no-cache",  # every request reaches a server: answers cached by an earlier test would not
+            "--lm-server",
+            f"{first.base_url} max_parallel=1",
+            # most traffic to the second server, so that it takes research requests before the run can end
+            # (a reply that plans one task makes the run short)
+            "--lm-server",
+            f"{second.base_url} max_parallel=1 weight=9",
+        ]
         env = {**__import__("os").environ, "DEEPRESEARCH_DATA": str(data_dir)}
         env.pop("DEEPRESEARCH_LM", None)
         run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

@@ -11,8 +11,25 @@ from tests.view_checks import check_page, chromium, exercise
 
 def test_a_real_lm_runs_report_in_chromium(llama_server, scifact, tmp_path, capsys):
     out = tmp_path / "run"
-    code = cli.main(["run", QUESTION, "--corpus", "scifact", "--depth", "1", "--breadth", "1", "--answer",
-                     "--lm-timeout", "600", "--out", str(out), *SMALL, *lm_args(llama_server)])  # 2 shared cores
+    code = cli.main(
+        [
+            "run",
+            QUESTION,
+            "--corpus",
+            "scifact",
+            "--depth",
+            "1",
+            "--breadth",
+            "1",
+            "--answer",
+            "--lm-timeout",
+            "600",
+            "--out",
+            str(out),
+            *SMALL,
+            *lm_args(llama_server),
+        ]
+    )  # 2 shared cores
     assert code == 0, capsys.readouterr().err[-2000:]
     trace = check_run(out, scifact)
     page = check_page((out / "report.html").read_text(), trace)

@@ -22,63 +22,103 @@ def doc(**record):
 
 def test_arxiv_metadata_record():
     # the first record of arXiv's metadata snapshot, as its JSON lines give it
-    d = doc_from_record({
-        "id": "0704.0001", "title": "Calculation of prompt diphoton production cross sections at Tevatron and LHC energies",
-        "abstract": "A fully differential calculation in perturbative quantum chromodynamics is presented.",
-        "authors": "C. Bal\\'azs, E. L. Berger, P. M. Nadolsky, C.-P. Yuan", "journal-ref": "Phys.Rev.D76:013009,2007",
-        "doi": "10.1103/PhysRevD.76.013009",
-        "authors_parsed": [["Balázs", "C.", ""], ["Berger", "E. L.", ""], ["Nadolsky", "P. M.", ""], ["Yuan", "C. -P.", ""]],
-    }, "arxiv")
+    d = doc_from_record(
+        {
+            "id": "0704.0001",
+            "title": "Calculation of prompt diphoton production cross sections at Tevatron and LHC energies",
+            "abstract": "A fully differential calculation in perturbative quantum chromodynamics is presented.",
+            "authors": "C. Bal\\'azs, E. L. Berger, P. M. Nadolsky, C.-P. Yuan",
+            "journal-ref": "Phys.Rev.D76:013009,2007",
+            "doi": "10.1103/PhysRevD.76.013009",
+            "authors_parsed": [
+                ["Balázs", "C.", ""],
+                ["Berger", "E. L.", ""],
+                ["Nadolsky", "P. M.", ""],
+                ["Yuan", "C. -P.", ""],
+            ],
+        },
+        "arxiv",
+    )
     bib = bibliographic(d)
     assert bib.authors == ("C. Bal\\'azs", "E. L. Berger", "P. M. Nadolsky", "C.-P. Yuan")
     assert (bib.venue, bib.doi, bib.url) == ("Phys.Rev.D76:013009,2007", "10.1103/PhysRevD.76.013009", None)
 
 
 def test_semantic_scholar_record():
-    d = doc(externalIds={"DOI": BERT_DOI, "ArXiv": "1810.04805", "CorpusId": 52967399},
-            venue="North American Chapter of the Association for Computational Linguistics",
-            authors=[{"authorId": "39172707", "name": n} for n in BERT_AUTHORS], journal={"name": ""})
+    d = doc(
+        externalIds={"DOI": BERT_DOI, "ArXiv": "1810.04805", "CorpusId": 52967399},
+        venue="North American Chapter of the Association for Computational Linguistics",
+        authors=[{"authorId": "39172707", "name": n} for n in BERT_AUTHORS],
+        journal={"name": ""},
+    )
     assert bibliographic(d) == Bibliographic(
-        authors=BERT_AUTHORS, venue="North American Chapter of the Association for Computational Linguistics",
-        doi=BERT_DOI, url="https://arxiv.org/abs/1810.04805")
+        authors=BERT_AUTHORS,
+        venue="North American Chapter of the Association for Computational Linguistics",
+        doi=BERT_DOI,
+        url="https://arxiv.org/abs/1810.04805",
+    )
 
 
 def test_openalex_record():
-    d = doc(doi=f"https://doi.org/{NUMPY_DOI}", authorships=[{"author": {"display_name": n}} for n in NUMPY_AUTHORS],
-            primary_location={"source": {"display_name": "Nature"}}, ids={"pmid": "https://pubmed.ncbi.nlm.nih.gov/32939066"})
+    d = doc(
+        doi=f"https://doi.org/{NUMPY_DOI}",
+        authorships=[{"author": {"display_name": n}} for n in NUMPY_AUTHORS],
+        primary_location={"source": {"display_name": "Nature"}},
+        ids={"pmid": "https://pubmed.ncbi.nlm.nih.gov/32939066"},
+    )
     assert bibliographic(d) == Bibliographic(authors=NUMPY_AUTHORS, venue="Nature", doi=NUMPY_DOI, url=None)
     assert bibliographic(doc(publication_year=2020)).year == 2020
 
 
 def test_crossref_record():
-    d = doc(DOI=NUMPY_DOI, author=[{"given": n.rsplit(" ", 1)[0], "family": n.rsplit(" ", 1)[1]} for n in NUMPY_AUTHORS],
-            **{"container-title": ["Nature"]}, pmid="32939066")
+    d = doc(
+        DOI=NUMPY_DOI,
+        author=[{"given": n.rsplit(" ", 1)[0], "family": n.rsplit(" ", 1)[1]} for n in NUMPY_AUTHORS],
+        **{"container-title": ["Nature"]},
+        pmid="32939066",
+    )
     bib = bibliographic(d)
     assert bib.authors == ("Charles R. Harris", "K. Jarrod Millman", "Stéfan J. van der Walt", "Ralf Gommers")
     assert (bib.venue, bib.doi, bib.url) == ("Nature", NUMPY_DOI, "https://pubmed.ncbi.nlm.nih.gov/32939066/")
 
 
-@pytest.mark.parametrize("value,names", [
-    ("Harris, Charles R. and Millman, K. Jarrod and van der Walt, Stéfan J.", NUMPY_AUTHORS[:3]),  # BibTeX
-    ("Jacob Devlin; Ming-Wei Chang; Kenton Lee; Kristina Toutanova", BERT_AUTHORS),
-    ("Jacob Devlin, Ming-Wei Chang, Kenton Lee and Kristina Toutanova", BERT_AUTHORS),
-    ("Jacob Devlin, Ming-Wei Chang, Kenton Lee, and Kristina Toutanova", BERT_AUTHORS),
-    ("Devlin, J.", ("J. Devlin",)),
-    ("Jacob Devlin and others", ("Jacob Devlin",)),
-    (["Devlin, Jacob", "Chang, Ming-Wei"], ("Jacob Devlin", "Ming-Wei Chang")),
-    ([["Devlin", "Jacob", ""], ["Chang", "Ming-Wei", "Jr."]], ("Jacob Devlin", "Ming-Wei Chang Jr.")),
-    ([{"first": "Jacob", "last": "Devlin"}, {"name": "  "}], ("Jacob Devlin",)),
-    ("", ()), (None, ()), (42, ()),
-])
+@pytest.mark.parametrize(
+    "value,names",
+    [
+        ("Harris, Charles R. and Millman, K. Jarrod and van der Walt, Stéfan J.", NUMPY_AUTHORS[:3]),  # BibTeX
+        ("Jacob Devlin; Ming-Wei Chang; Kenton Lee; Kristina Toutanova", BERT_AUTHORS),
+        ("Jacob Devlin, Ming-Wei Chang, Kenton Lee and Kristina Toutanova", BERT_AUTHORS),
+        ("Jacob Devlin, Ming-Wei Chang, Kenton Lee, and Kristina Toutanova", BERT_AUTHORS),
+        ("Devlin, J.", ("J. Devlin",)),
+        ("Jacob Devlin and others", ("Jacob Devlin",)),
+        (["Devlin, Jacob", "Chang, Ming-Wei"], ("Jacob Devlin", "Ming-Wei Chang")),
+        ([["Devlin", "Jacob", ""], ["Chang", "Ming-Wei", "Jr."]], ("Jacob Devlin", "Ming-Wei Chang Jr.")),
+        ([{"first": "Jacob", "last": "Devlin"}, {"name": "  "}], ("Jacob Devlin",)),
+        ("", ()),
+        (None, ()),
+        (42, ()),
+    ],
+)
 def test_author_names_in_every_shape(value, names):
     assert author_names(value) == names
 
 
-@pytest.mark.parametrize("value,doi", [
-    (NUMPY_DOI, NUMPY_DOI), (f"https://doi.org/{NUMPY_DOI}", NUMPY_DOI), (f"http://dx.doi.org/{NUMPY_DOI}", NUMPY_DOI),
-    (f"doi:{NUMPY_DOI}", NUMPY_DOI), (f"DOI: {NUMPY_DOI} ", NUMPY_DOI), (f"https://www.doi.org/{BERT_DOI}", BERT_DOI),
-    ("https://arxiv.org/abs/1810.04805", None), ("10.1/x", None), ("", None), (None, None), (123, None),
-])
+@pytest.mark.parametrize(
+    "value,doi",
+    [
+        (NUMPY_DOI, NUMPY_DOI),
+        (f"https://doi.org/{NUMPY_DOI}", NUMPY_DOI),
+        (f"http://dx.doi.org/{NUMPY_DOI}", NUMPY_DOI),
+        (f"doi:{NUMPY_DOI}", NUMPY_DOI),
+        (f"DOI: {NUMPY_DOI} ", NUMPY_DOI),
+        (f"https://www.doi.org/{BERT_DOI}", BERT_DOI),
+        ("https://arxiv.org/abs/1810.04805", None),
+        ("10.1/x", None),
+        ("", None),
+        (None, None),
+        (123, None),
+    ],
+)
 def test_doi_is_written_bare(value, doi):
     assert normalize_doi(value) == doi
 
@@ -114,8 +154,15 @@ def test_beir_nested_metadata_is_read_and_the_top_level_wins():
 
 
 def test_scholargym_paper_db_gives_authors_and_link(tmp_path):
-    paper = {"arxiv_id": "1810.04805", "title": "BERT", "abstract": "We introduce BERT.", "authors": list(BERT_AUTHORS),
-             "date": "2018-10-11", "categories": ["cs.CL"], "url": "https://arxiv.org/abs/1810.04805"}
+    paper = {
+        "arxiv_id": "1810.04805",
+        "title": "BERT",
+        "abstract": "We introduce BERT.",
+        "authors": list(BERT_AUTHORS),
+        "date": "2018-10-11",
+        "categories": ["cs.CL"],
+        "url": "https://arxiv.org/abs/1810.04805",
+    }
     path = tmp_path / "scholargym_paper_db.json"
     path.write_text(json.dumps({"1810.04805": paper}), encoding="utf-8")
     bib = bibliographic(load_paper_db(path).get("1810.04805"))

@@ -14,7 +14,10 @@ from tests.retrievers.test_index import is_mapped
 
 # Spec 004 §8, BM25 acceptance corpus.
 SPEC_DOCS = [
-    ("Sparse attention for efficient transformers", "We propose sparse attention patterns that reduce transformer cost."),
+    (
+        "Sparse attention for efficient transformers",
+        "We propose sparse attention patterns that reduce transformer cost.",
+    ),
     ("Dense retrieval with dual encoders", "Dual encoders embed queries and passages for retrieval."),
     ("Efficient transformers: a survey", "A survey of efficient transformer models and attention variants."),
     ("BM25 revisited", "Lexical retrieval with BM25 remains a strong transformer-free baseline."),
@@ -28,7 +31,12 @@ def spec_bm25():
 
 
 def test_scholargym_tokenizer_drops_words_with_digits_or_accents():
-    assert scholargym_tokenize("café naïve résumé über schrödinger x2 bm25 state-of-the-art") == ["state", "of", "the", "art"]
+    assert scholargym_tokenize("café naïve résumé über schrödinger x2 bm25 state-of-the-art") == [
+        "state",
+        "of",
+        "the",
+        "art",
+    ]
 
 
 def test_english_tokenizer_stems_and_drops_stop_words():
@@ -77,8 +85,10 @@ def test_scores_and_top100_match_rank_bm25_on_scifact_queries(scifact, scifact_t
 
 
 def test_ties_break_by_corpus_order_and_repeat_identically():
-    docs = [Doc(doc_id=f"d{i}", title="", text=text) for i, text in
-            enumerate(["alpha beta", "gamma", "alpha beta", "beta alpha", "delta", "eta", "theta", "iota"])]
+    docs = [
+        Doc(doc_id=f"d{i}", title="", text=text)
+        for i, text in enumerate(["alpha beta", "gamma", "alpha beta", "beta alpha", "delta", "eta", "theta", "iota"])
+    ]
     bm25 = BM25Retriever(Corpus(docs))
     first = bm25.search("alpha", k=3)
     assert [h.doc.doc_id for h in first] == ["d0", "d2", "d3"]
@@ -97,14 +107,23 @@ def test_lucene_method_uses_non_negative_idf():
 def dated_corpus():
     months = ["2024-08", "2024-09-30", "2024-10-01", None, "2024-09"]
     cats = ["cs.CL", "cs.LG cs.CL", "cs.CL", "stat.ML", ["cs.IR"]]
-    papers = [Doc(doc_id=f"p{i}", title="retrieval", text=f"retrieval study {'x ' * i}", published=m,
-                  metadata={"categories": c}) for i, (m, c) in enumerate(zip(months, cats))]
+    papers = [
+        Doc(
+            doc_id=f"p{i}",
+            title="retrieval",
+            text=f"retrieval study {'x ' * i}",
+            published=m,
+            metadata={"categories": c},
+        )
+        for i, (m, c) in enumerate(zip(months, cats))
+    ]
     filler = [Doc(doc_id=f"f{i}", title="filler", text="unrelated words only") for i in range(6)]
     return Corpus(papers + filler)
 
 
 def test_filters_date_categories_exclusion():
     bm25 = BM25Retriever(dated_corpus())
+
     def ids(hits):
         return [h.doc.doc_id for h in hits]
 
@@ -160,7 +179,7 @@ def ranking_by_scores(bm25, query, k, offset=0, exclude=(), before=None, categor
     mask = bm25.filters.mask(exclude, before, categories)
     allowed = np.ones(scores.size, dtype=bool) if mask is None else mask
     index = np.flatnonzero(allowed & (scores > 0))
-    index = index[np.lexsort((index, -scores[index]))][offset:offset + k]
+    index = index[np.lexsort((index, -scores[index]))][offset : offset + k]
     return [(bm25.corpus[int(i)].doc_id, float(scores[i])) for i in index]
 
 
@@ -183,13 +202,26 @@ def exclude_leaders(bm25, query, n):
 
 
 def with_dates_and_categories(corpus):
-    return Corpus([dataclasses.replace(d, published=f"{2010 + i % 15}-{1 + i % 12:02d}" if i % 7 else None,
-                                       metadata={"categories": ("cs.IR", "cs.CL stat.ML", ["q-bio"])[i % 3]})
-                   for i, d in enumerate(corpus)], name=f"{corpus.name}-dated")
+    return Corpus(
+        [
+            dataclasses.replace(
+                d,
+                published=f"{2010 + i % 15}-{1 + i % 12:02d}" if i % 7 else None,
+                metadata={"categories": ("cs.IR", "cs.CL stat.ML", ["q-bio"])[i % 3]},
+            )
+            for i, d in enumerate(corpus)
+        ],
+        name=f"{corpus.name}-dated",
+    )
 
 
-FILTERS = [{}, exclude_leaders, {"before": "2016-06"}, {"categories": ["stat.ML", "q-bio"]},
-           {"before": "2019-01", "categories": ["cs.IR"], "exclude": {"4983"}}]
+FILTERS = [
+    {},
+    exclude_leaders,
+    {"before": "2016-06"},
+    {"categories": ["stat.ML", "q-bio"]},
+    {"before": "2019-01", "categories": ["cs.IR"], "exclude": {"4983"}},
+]
 
 
 @pytest.fixture(scope="module")
@@ -218,15 +250,24 @@ def zipf_corpus(n_docs: int, vocabulary: int, seed: int = 7) -> Corpus:
     lengths = rng.integers(8, 60, n_docs)
     tokens = words[rng.choice(vocabulary, size=int(lengths.sum()), p=p / p.sum())]
     ends = np.cumsum(lengths)
-    return with_dates_and_categories(Corpus([Doc(doc_id=str(i), title="", text=" ".join(tokens[e - n:e]))
-                                             for i, (e, n) in enumerate(zip(ends, lengths))], name="zipf"))
+    return with_dates_and_categories(
+        Corpus(
+            [
+                Doc(doc_id=str(i), title="", text=" ".join(tokens[e - n : e]))
+                for i, (e, n) in enumerate(zip(ends, lengths))
+            ],
+            name="zipf",
+        )
+    )
 
 
 @pytest.fixture(scope="module")
 def zipf_queries():
     rng = np.random.default_rng(11)  # two rare words and four of the most common ones
-    return [" ".join([f"w{r}" for r in rng.integers(200, 2000, 2)] + [f"w{r}" for r in rng.integers(0, 8, 4)])
-            for _ in range(40)]
+    return [
+        " ".join([f"w{r}" for r in rng.integers(200, 2000, 2)] + [f"w{r}" for r in rng.integers(0, 8, 4)])
+        for _ in range(40)
+    ]
 
 
 @pytest.mark.parametrize("method", ["okapi", "lucene"])
@@ -240,17 +281,26 @@ def test_search_skips_postings_and_still_equals_ranking_by_scores(method, zipf_q
 def test_negative_weights_rank_like_scores():
     # most words in most documents: rank-bm25's IDF floor is then negative, and so are some weights
     texts = ["a b c", "a b c d", "a b c e", "a b d", "b c e a"] * 3 + ["f a"]
-    bm25 = BM25Retriever(Corpus([Doc(doc_id=str(i), title="", text=t) for i, t in enumerate(texts)]),
-                         text_format="plain")
+    bm25 = BM25Retriever(
+        Corpus([Doc(doc_id=str(i), title="", text=t) for i, t in enumerate(texts)]), text_format="plain"
+    )
     assert bm25.has_negative_weights
     assert_search_is_ranking_by_scores(bm25, ["a d", "e f a", "b b c", "d e"], [{}, {"exclude": {"1"}}])
 
 
-
 def _arrays(bm25):
-    return {"indptr": bm25.indptr, "indices": bm25.indices, "codes": bm25.codes, "levels": bm25.levels,
-            "idf": bm25.idf, "weights": bm25.weights.data, "doc_len": bm25.doc_len, "max_weight": bm25.max_weight,
-            "dense_rows": bm25.dense_ids, "dense_weights": bm25.dense_weights}
+    return {
+        "indptr": bm25.indptr,
+        "indices": bm25.indices,
+        "codes": bm25.codes,
+        "levels": bm25.levels,
+        "idf": bm25.idf,
+        "weights": bm25.weights.data,
+        "doc_len": bm25.doc_len,
+        "max_weight": bm25.max_weight,
+        "dense_rows": bm25.dense_ids,
+        "dense_weights": bm25.dense_weights,
+    }
 
 
 @pytest.mark.parametrize("method", ["okapi", "lucene"])
@@ -294,8 +344,9 @@ def test_a_posting_takes_six_bytes_and_its_weight_keeps_every_bit(scifact, tmp_p
     tf = np.array([tokens[d].count(terms[t]) for t, d in zip(rows.tolist(), bm25.indices.tolist())])
     doc_len = np.array([len(t) for t in tokens])
     doc_freq = np.diff(bm25.indptr)
-    expected = (IDF["okapi"](doc_freq, len(corpus), 0.25)[rows]
-                * tf_saturation(tf, doc_len[bm25.indices], doc_len.mean(), 1.5, 0.75))
+    expected = IDF["okapi"](doc_freq, len(corpus), 0.25)[rows] * tf_saturation(
+        tf, doc_len[bm25.indices], doc_len.mean(), 1.5, 0.75
+    )
     assert np.array_equal(bm25.weights.data, expected)
 
 

@@ -40,12 +40,15 @@ def postings(bm25, query):
     return sum(end - start for start, end, *_ in bm25._query_terms(query))
 
 
-@pytest.mark.parametrize("query", [
-    " ".join(f"w{r}" for r in range(30, 60)),  # thirty short posting lists: every posting added, in blocks
-    " ".join(f"w{r}" for r in range(10, 22)),  # twelve long ones: added one by one, maybe some skipped
-    "w300 w1500 w0 w1 w2 w5",  # two rare words and common ones: the long terms looked up, not scanned
-    "w3 w3 w10 w11 w12",  # a dense word twice
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        " ".join(f"w{r}" for r in range(30, 60)),  # thirty short posting lists: every posting added, in blocks
+        " ".join(f"w{r}" for r in range(10, 22)),  # twelve long ones: added one by one, maybe some skipped
+        "w300 w1500 w0 w1 w2 w5",  # two rare words and common ones: the long terms looked up, not scanned
+        "w3 w3 w10 w11 w12",  # a dense word twice
+    ],
+)
 def test_a_query_holds_one_score_per_document_not_copies_of_its_postings(zipf_bm25, query, monkeypatch):
     n_docs = zipf_bm25.doc_len.size
     monkeypatch.setattr(bm25_module, "DENSE_CHUNK", 4096)  # slices well below the corpus, as at scale
@@ -86,8 +89,12 @@ def test_scoring_in_blocks_holds_one_block_of_scores(zipf_bm25, monkeypatch):
 def test_scoring_in_blocks_ranks_like_scores(scifact, zipf_bm25, zipf_queries, block, monkeypatch):  # noqa: F811 - the fixture
     monkeypatch.setattr(bm25_module, "SCORE_BLOCK", block)  # blocks that do not divide the corpus
     dated = BM25Retriever(with_dates_and_categories(scifact), tokenizer="scholargym", method="lucene")
-    scifact_queries = ["vitamin D deficiency and cancer risk", "the of and cells", "stem cell differentiation",
-                       "aspirin reduces the risk of colorectal cancer in patients"]
+    scifact_queries = [
+        "vitamin D deficiency and cancer risk",
+        "the of and cells",
+        "stem cell differentiation",
+        "aspirin reduces the risk of colorectal cancer in patients",
+    ]
     assert_search_is_ranking_by_scores(dated, scifact_queries, FILTERS)
     words = [" ".join(f"w{r}" for r in range(30, 60)), "w3 w3 w10 w11 w12", "w0 w0 w1 w1 w1 w70"]
     assert_search_is_ranking_by_scores(zipf_bm25, words + zipf_queries[:10], FILTERS)
@@ -99,7 +106,8 @@ def test_negative_weights_scored_in_blocks_rank_like_scores(monkeypatch):
 
     monkeypatch.setattr(bm25_module, "SCORE_BLOCK", 3)
     texts = ["a b c", "a b c d", "a b c e", "a b d", "b c e a"] * 3 + ["f a"]
-    bm25 = BM25Retriever(Corpus([Doc(doc_id=str(i), title="", text=t) for i, t in enumerate(texts)]),
-                         text_format="plain")
+    bm25 = BM25Retriever(
+        Corpus([Doc(doc_id=str(i), title="", text=t) for i, t in enumerate(texts)]), text_format="plain"
+    )
     assert bm25.has_negative_weights
     assert_search_is_ranking_by_scores(bm25, ["a d", "e f a", "b b c", "d e"], [{}, {"exclude": {"1"}}])

@@ -56,9 +56,25 @@ def test_run_with_no_corpus_searches_the_embedded_one_offline(tmp_path):
     # a stranger's first command: no --corpus, no $DEEPRESEARCH_DATA, no network, no LM
     env = {k: v for k, v in os.environ.items() if k not in ("DEEPRESEARCH_DATA", "DEEPRESEARCH_LM")}
     env.update(HF_HUB_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
-    done = subprocess.run([sys.executable, "-m", "deepresearch.cli", "-q", "run",
-                           "Does obesity increase the risk of type 2 diabetes?", "--preset", "quick", "--out", "out"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "deepresearch.cli",
+            "-q",
+            "run",
+            "Does obesity increase the risk of type 2 diabetes?",
+            "--preset",
+            "quick",
+            "--out",
+            "out",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     trace = json.loads((tmp_path / "out" / "trace.json").read_text())
     assert trace["corpus"]["name"] == "scifact" and trace["corpus"]["documents"] == 5183

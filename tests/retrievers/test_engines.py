@@ -54,8 +54,13 @@ class Reply:
 
 def reply(name: str, status: int = 200, **headers: str) -> Reply:
     """A reply with the body of a file in engine_responses/."""
-    kind = "application/atom+xml" if name.startswith("arxiv") else "text/xml" if name.endswith(".xml") \
+    kind = (
+        "application/atom+xml"
+        if name.startswith("arxiv")
+        else "text/xml"
+        if name.endswith(".xml")
         else "application/json"
+    )
     return Reply(status, (RESPONSES / name).read_text(encoding="utf-8"), dict(headers), kind)
 
 
@@ -99,8 +104,9 @@ def serve(replay: Replay) -> ThreadingHTTPServer:
         def do_GET(self):
             parts = urllib.parse.urlsplit(self.path)
             params = dict(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
-            replay.requests.append(Request(parts.path, params, {k.lower(): v for k, v in self.headers.items()},
-                                           time.monotonic()))
+            replay.requests.append(
+                Request(parts.path, params, {k.lower(): v for k, v in self.headers.items()}, time.monotonic())
+            )
             r = replay.answer(parts.path, params)
             data = r.body.encode("utf-8")
             self.send_response(r.status)
@@ -153,9 +159,18 @@ def refused_url() -> str:
 
 @pytest.fixture(autouse=True)
 def no_keys(monkeypatch):
-    for name in ("S2_API_KEY", "OPENALEX_MAILTO", "OPENALEX_API_KEY", "NCBI_API_KEY", "NCBI_EMAIL",
-                 "DEEPRESEARCH_OPENALEX_URL", "DEEPRESEARCH_SEMANTICSCHOLAR_URL", "DEEPRESEARCH_ARXIV_URL",
-                 "DEEPRESEARCH_PUBMED_URL", "DEEPRESEARCH_ENGINE_CACHE"):
+    for name in (
+        "S2_API_KEY",
+        "OPENALEX_MAILTO",
+        "OPENALEX_API_KEY",
+        "NCBI_API_KEY",
+        "NCBI_EMAIL",
+        "DEEPRESEARCH_OPENALEX_URL",
+        "DEEPRESEARCH_SEMANTICSCHOLAR_URL",
+        "DEEPRESEARCH_ARXIV_URL",
+        "DEEPRESEARCH_PUBMED_URL",
+        "DEEPRESEARCH_ENGINE_CACHE",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -177,30 +192,46 @@ def make(cls, url: str, cache_dir: Path, **kw):
 
 # Each engine's routes: (page 1, page 2, empty) -> the server's routes for that page.
 def openalex_routes(replay: Replay, pages=("openalex_works_page1.json", "openalex_works_page2.json")):
-    replay.on("/works", lambda p: reply(pages[int(p["page"]) - 1] if int(p["page"]) <= len(pages)
-                                        else "openalex_works_empty.json"))
+    replay.on(
+        "/works",
+        lambda p: reply(pages[int(p["page"]) - 1] if int(p["page"]) <= len(pages) else "openalex_works_empty.json"),
+    )
 
 
 def s2_routes(replay: Replay, pages=("s2_search_page1.json", "s2_search_page2.json")):
-    replay.on("/paper/search", lambda p: reply(pages[int(p["offset"]) // 2] if int(p["offset"]) // 2 < len(pages)
-                                               else "s2_search_empty.json"))
+    replay.on(
+        "/paper/search",
+        lambda p: reply(pages[int(p["offset"]) // 2] if int(p["offset"]) // 2 < len(pages) else "s2_search_empty.json"),
+    )
 
 
 def arxiv_routes(replay: Replay, pages=("arxiv_query_page1.xml", "arxiv_query_page2.xml")):
-    replay.on("/query", lambda p: reply(pages[int(p["start"]) // 2] if int(p["start"]) // 2 < len(pages)
-                                        else "arxiv_query_empty.xml"))
+    replay.on(
+        "/query",
+        lambda p: reply(pages[int(p["start"]) // 2] if int(p["start"]) // 2 < len(pages) else "arxiv_query_empty.xml"),
+    )
 
 
 def pubmed_routes(replay: Replay, pages=("pubmed_esearch_page1.json", "pubmed_esearch_page2.json")):
-    replay.on("/esearch.fcgi", lambda p: reply(pages[int(p["retstart"]) // 2] if int(p["retstart"]) // 2 < len(pages)
-                                               else "pubmed_esearch_empty.json"))
-    replay.on("/efetch.fcgi", lambda p: reply("pubmed_efetch_page1.xml" if "38100001" in p["id"]
-                                              else "pubmed_efetch_page2.xml"))
+    replay.on(
+        "/esearch.fcgi",
+        lambda p: reply(
+            pages[int(p["retstart"]) // 2] if int(p["retstart"]) // 2 < len(pages) else "pubmed_esearch_empty.json"
+        ),
+    )
+    replay.on(
+        "/efetch.fcgi",
+        lambda p: reply("pubmed_efetch_page1.xml" if "38100001" in p["id"] else "pubmed_efetch_page2.xml"),
+    )
 
 
 ROUTES = {"openalex": openalex_routes, "semanticscholar": s2_routes, "arxiv": arxiv_routes, "pubmed": pubmed_routes}
-EMPTY = {"openalex": ("openalex_works_empty.json",), "semanticscholar": ("s2_search_empty.json",),
-         "arxiv": ("arxiv_query_empty.xml",), "pubmed": ("pubmed_esearch_empty.json",)}
+EMPTY = {
+    "openalex": ("openalex_works_empty.json",),
+    "semanticscholar": ("s2_search_empty.json",),
+    "arxiv": ("arxiv_query_empty.xml",),
+    "pubmed": ("pubmed_esearch_empty.json",),
+}
 # the three documents of each engine's two recorded pages, in rank order
 EXPECTED = {
     "openalex": ["arxiv:2005.11401", "10.18653/v1/2020.emnlp-main.550", "openalex:W3005680577"],
@@ -208,8 +239,12 @@ EXPECTED = {
     "arxiv": ["arxiv:2005.11401", "arxiv:2004.04906", "10.5555/example.selfrag.2023"],
     "pubmed": ["pmid:38100002", "10.5555/exbone.2019.101", "10.5555/exnutr.2022.77"],
 }
-PAGE_PARAM = {"openalex": ("page", "2"), "semanticscholar": ("offset", "2"), "arxiv": ("start", "2"),
-              "pubmed": ("retstart", "2")}
+PAGE_PARAM = {
+    "openalex": ("page", "2"),
+    "semanticscholar": ("offset", "2"),
+    "arxiv": ("start", "2"),
+    "pubmed": ("retstart", "2"),
+}
 SEARCH_PATH = {"openalex": "/works", "semanticscholar": "/paper/search", "arxiv": "/query", "pubmed": "/esearch.fcgi"}
 QUERY = "retrieval augmented generation"
 
@@ -232,11 +267,15 @@ def test_a_page_of_each_engine_becomes_hits_with_the_fields_filled(cls, replay, 
 def test_openalex_rebuilds_the_abstract_and_gives_the_pdf_link(replay, tmp_path):
     openalex_routes(replay)
     rag, dpr = [h.doc for h in make(OpenAlexEngine, replay.url, tmp_path).search(QUERY, k=2)]
-    assert rag.text == ("Large pre-trained language models store factual knowledge in their parameters. We combine "
-                        "a dense retriever with a language model for generation.")
+    assert rag.text == (
+        "Large pre-trained language models store factual knowledge in their parameters. We combine "
+        "a dense retriever with a language model for generation."
+    )
     assert rag.metadata["arxiv_id"] == "2005.11401" and rag.metadata["pdf_url"] == "https://arxiv.org/pdf/2005.11401"
     assert dpr.metadata["doi"] == "10.18653/v1/2020.emnlp-main.550" and dpr.url == f"https://doi.org/{dpr.doc_id}"
-    assert dpr.metadata["pdf_url"].endswith("2020.emnlp-main.550.pdf") and dpr.metadata["venue"].startswith("Proceedings")
+    assert dpr.metadata["pdf_url"].endswith("2020.emnlp-main.550.pdf") and dpr.metadata["venue"].startswith(
+        "Proceedings"
+    )
     assert dpr.metadata["authors"] == ["Vladimir Karpukhin", "Barlas Oğuz", "Wen-tau Yih"]
     params = replay.requests[0].params
     assert params["search"] == QUERY and params["per-page"] == "2" and params["page"] == "1"
@@ -292,8 +331,11 @@ def test_empty_results(cls, replay, tmp_path):
 
 
 def test_a_429_waits_as_retry_after_says_then_retries(replay, tmp_path):
-    replay.on("/works", Reply(429, json.dumps({"error": "Too Many Requests"}), {"Retry-After": "2"}),
-              reply("openalex_works_page1.json"))
+    replay.on(
+        "/works",
+        Reply(429, json.dumps({"error": "Too Many Requests"}), {"Retry-After": "2"}),
+        reply("openalex_works_page1.json"),
+    )
     waits = Waits()
     hits = make(OpenAlexEngine, replay.url, tmp_path, sleep=waits).search(QUERY, k=2)
     assert len(hits) == 2 and len(replay.requests) == 2
@@ -322,8 +364,12 @@ def test_retry_after_as_an_http_date():
 
 
 def test_5xx_then_success(replay, tmp_path):
-    replay.on("/esearch.fcgi", Reply(503, "<html><body><h1>503 Service Unavailable</h1></body></html>"),
-              Reply(502, "bad gateway"), reply("pubmed_esearch_page1.json"))
+    replay.on(
+        "/esearch.fcgi",
+        Reply(503, "<html><body><h1>503 Service Unavailable</h1></body></html>"),
+        Reply(502, "bad gateway"),
+        reply("pubmed_esearch_page1.json"),
+    )
     replay.on("/efetch.fcgi", Reply(500, ""), reply("pubmed_efetch_page1.xml"))
     waits = Waits()
     hits = make(PubMedEngine, replay.url, tmp_path, sleep=waits).search("vitamin D", k=2)
@@ -348,10 +394,16 @@ def test_a_4xx_is_not_retried_and_says_what_the_server_said(replay, tmp_path):
     assert len(replay.requests) == 1
 
 
-@pytest.mark.parametrize("cls, body", [(OpenAlexEngine, "openalex_malformed.json"),
-                                        (SemanticScholarEngine, "openalex_malformed.json"),
-                                        (ArxivEngine, "openalex_malformed.json"),
-                                        (PubMedEngine, "openalex_malformed.json")], ids=lambda x: getattr(x, "name", ""))
+@pytest.mark.parametrize(
+    "cls, body",
+    [
+        (OpenAlexEngine, "openalex_malformed.json"),
+        (SemanticScholarEngine, "openalex_malformed.json"),
+        (ArxivEngine, "openalex_malformed.json"),
+        (PubMedEngine, "openalex_malformed.json"),
+    ],
+    ids=lambda x: getattr(x, "name", ""),
+)
 def test_malformed_answer_fails_in_one_line_naming_the_engine_and_is_not_cached(cls, body, replay, tmp_path):
     for path in SEARCH_PATH.values():
         replay.on(path, reply(body))
@@ -421,14 +473,19 @@ def test_secrets_are_sent_but_never_cached_logged_or_shown(replay, tmp_path, mon
     caplog.set_level(logging.DEBUG, logger="deepresearch.retrievers.engines")
     cache = tmp_path / "cache"
     keys = engine_settings(["openalex", "semanticscholar", "pubmed"])["credentials"]  # as the command line reads them
-    assert keys == {"openalex": {"mailto": mail}, "semanticscholar": {"api_key": s2_key},
-                    "pubmed": {"api_key": ncbi_key, "email": mail}}
+    assert keys == {
+        "openalex": {"mailto": mail},
+        "semanticscholar": {"api_key": s2_key},
+        "pubmed": {"api_key": ncbi_key, "email": mail},
+    }
     for cls in (OpenAlexEngine, SemanticScholarEngine, PubMedEngine):
         make(cls, replay.url, cache, credentials=keys[cls.name]).search(QUERY, k=2)
     by_path = {r.path: r for r in replay.requests}
     assert by_path["/works"].params["mailto"] == mail
     assert by_path["/paper/search"].headers["x-api-key"] == s2_key
-    assert by_path["/esearch.fcgi"].params["api_key"] == ncbi_key and by_path["/efetch.fcgi"].params["api_key"] == ncbi_key
+    assert (
+        by_path["/esearch.fcgi"].params["api_key"] == ncbi_key and by_path["/efetch.fcgi"].params["api_key"] == ncbi_key
+    )
     assert by_path["/esearch.fcgi"].params["email"] == mail and by_path["/esearch.fcgi"].params["tool"]
     stored = b"".join(p.read_bytes() for p in cache.rglob("*") if p.is_file())  # diskcache's SQLite files
     assert b'"body"' in stored
@@ -475,8 +532,12 @@ def test_the_base_url_comes_from_the_environment_at_the_edge(replay, tmp_path, m
     monkeypatch.setenv("DEEPRESEARCH_ARXIV_URL", replay.url + "/")
     arxiv_routes(replay)
     assert ArxivEngine(cache_dir=tmp_path, min_interval=0).base_url == ArxivEngine.default_url  # no variable read
-    engine = open_sources(["arxiv"], cache_dir=tmp_path, min_interval=0, **{
-        k: v for k, v in engine_settings(["arxiv"]).items() if k != "cache_dir"}).parts["arxiv"]
+    engine = open_sources(
+        ["arxiv"],
+        cache_dir=tmp_path,
+        min_interval=0,
+        **{k: v for k, v in engine_settings(["arxiv"]).items() if k != "cache_dir"},
+    ).parts["arxiv"]
     assert engine.base_url == replay.url and engine.search(QUERY, k=1)
     assert ArxivEngine.default_url == "https://export.arxiv.org/api"
     with pytest.raises(ValueError, match="base URL must start with http"):
@@ -505,7 +566,7 @@ def test_connection_refused_fails_in_one_line_after_the_retries(tmp_path):
     url = refused_url()
     with pytest.raises(EngineError) as err:
         make(OpenAlexEngine, url, tmp_path, sleep=waits).search(QUERY)
-    assert str(err.value) == f"openalex: connection refused at {url[len('http://'):]} (4 attempts)"
+    assert str(err.value) == f"openalex: connection refused at {url[len('http://') :]} (4 attempts)"
     assert err.value.transient and len(waits.asked) == 3
 
 
@@ -532,8 +593,9 @@ def test_search_works_inside_a_running_event_loop(replay, tmp_path):
 
 # ---- deduplication and fusion ----------------------------------------------------------------------------
 def test_normalised_titles_and_keys():
-    assert normalize_title("Dense Passage Retrieval for Open-Domain\n  Question Answering") == \
-        normalize_title("dense passage retrieval for open domain question answering.")
+    assert normalize_title("Dense Passage Retrieval for Open-Domain\n  Question Answering") == normalize_title(
+        "dense passage retrieval for open domain question answering."
+    )
     assert normalize_title("Évaluation  rapide") == "evaluation rapide"
     doc = Doc("10.48550/arXiv.2005.11401", "Retrieval-Augmented Generation for NLP", "", metadata={"pmid": "123"})
     assert dedup_keys(doc) == {"arxiv:2005.11401", "pmid:123", "title:retrieval augmented generation for nlp"}
@@ -543,8 +605,12 @@ def test_normalised_titles_and_keys():
 def test_deduplicate_by_doi_arxiv_id_and_title():
     docs = [
         Doc("10.1000/abc", "A first paper on evidence synthesis", "", metadata={"source": "openalex"}),
-        Doc("s2:1", "Something else", "abstract", metadata={"doi": "10.1000/ABC", "source": "semanticscholar",
-                                                             "pdf_url": "https://example.org/a.pdf"}),
+        Doc(
+            "s2:1",
+            "Something else",
+            "abstract",
+            metadata={"doi": "10.1000/ABC", "source": "semanticscholar", "pdf_url": "https://example.org/a.pdf"},
+        ),
         Doc("arxiv:2101.00001", "Preprints and their versions of record", "text", metadata={"source": "arxiv"}),
         Doc("10.1000/xyz", "Preprints and Their Versions of Record.", "", metadata={"source": "openalex"}),
         Doc("openalex:W9", "An unrelated study of something", "", metadata={"source": "openalex"}),
@@ -562,15 +628,24 @@ def test_deduplicate_by_doi_arxiv_id_and_title():
 def test_two_engines_fuse_with_rank_fusion_and_deduplicate(replay, replay2, tmp_path):
     openalex_routes(replay)
     arxiv_routes(replay2)
-    fused = open_sources(["openalex", "arxiv"], base_urls={"openalex": replay.url, "arxiv": replay2.url},
-                         cache_dir=tmp_path, min_interval=0, page_size=2)
+    fused = open_sources(
+        ["openalex", "arxiv"],
+        base_urls={"openalex": replay.url, "arxiv": replay2.url},
+        cache_dir=tmp_path,
+        min_interval=0,
+        page_size=2,
+    )
     assert isinstance(fused, SourcesRetriever) and isinstance(fused, Retriever)
     hits = fused.search(QUERY, k=10)
     ids = [h.doc.doc_id for h in hits]
     # RAG (both engines, same arXiv id) and DPR (OpenAlex's DOI, arXiv's wrapped title) once each, both first
     # then the third of each engine, tied (1/63 each): the smaller id first
-    assert ids == ["arxiv:2005.11401", "10.18653/v1/2020.emnlp-main.550", "10.5555/example.selfrag.2023",
-                   "openalex:W3005680577"]
+    assert ids == [
+        "arxiv:2005.11401",
+        "10.18653/v1/2020.emnlp-main.550",
+        "10.5555/example.selfrag.2023",
+        "openalex:W3005680577",
+    ]
     rag, dpr = hits[0].doc, hits[1].doc
     assert rag.metadata["sources"] == ["openalex", "arxiv"] and dpr.metadata["sources"] == ["openalex", "arxiv"]
     assert dpr.metadata["arxiv_id"] == "2004.04906" and dpr.metadata["doi"] == "10.18653/v1/2020.emnlp-main.550"
@@ -579,20 +654,38 @@ def test_two_engines_fuse_with_rank_fusion_and_deduplicate(replay, replay2, tmp_
     page2 = fused.search(QUERY, k=2, offset=2)
     assert [h.doc.doc_id for h in page2] == ids[2:] and [h.rank for h in page2] == [3, 4]
     # an excluded paper is left out whichever engine's id names it
-    assert "10.18653/v1/2020.emnlp-main.550" not in [h.doc.doc_id for h in
-                                                      fused.search(QUERY, k=10, exclude={"arxiv:2004.04906"})]
+    assert "10.18653/v1/2020.emnlp-main.550" not in [
+        h.doc.doc_id for h in fused.search(QUERY, k=10, exclude={"arxiv:2004.04906"})
+    ]
 
 
 def test_a_local_corpus_fuses_with_an_engine_and_keeps_its_ids(replay, tmp_path):
     arxiv_routes(replay)
     corpus = tmp_path / "mine.jsonl"
-    corpus.write_text("\n".join(json.dumps(r) for r in [
-        {"_id": "my-dpr", "title": "Dense passage retrieval for open-domain question answering",
-         "text": "dense retrieval question answering passages"},
-        {"_id": "my-other", "title": "Sparse retrieval baselines", "text": "bm25 retrieval"}]) + "\n")
-    retrieval = open_retriever(str(corpus), sources=["arxiv"],
-                               source_options={"cache_dir": tmp_path / "c", "min_interval": 0, "page_size": 2,
-                                               "base_urls": {"arxiv": replay.url}})
+    corpus.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {
+                    "_id": "my-dpr",
+                    "title": "Dense passage retrieval for open-domain question answering",
+                    "text": "dense retrieval question answering passages",
+                },
+                {"_id": "my-other", "title": "Sparse retrieval baselines", "text": "bm25 retrieval"},
+            ]
+        )
+        + "\n"
+    )
+    retrieval = open_retriever(
+        str(corpus),
+        sources=["arxiv"],
+        source_options={
+            "cache_dir": tmp_path / "c",
+            "min_interval": 0,
+            "page_size": 2,
+            "base_urls": {"arxiv": replay.url},
+        },
+    )
     assert retrieval.kind == "bm25" and retrieval.corpus is not None and "arxiv" in retrieval.parts
     assert [s["name"] for s in retrieval.description["sources"]] == ["corpus", "arxiv"]
     ids = [h.doc.doc_id for h in retrieval.retriever.search("dense passage retrieval", k=10)]
@@ -614,14 +707,24 @@ def test_engines_alone_open_without_a_corpus(tmp_path):
 def test_one_engine_down_the_search_goes_on_with_the_other(replay, tmp_path, caplog):
     arxiv_routes(replay)
     down = refused_url()
-    fused = open_sources(["openalex", "arxiv"], base_urls={"openalex": down, "arxiv": replay.url},
-                         cache_dir=tmp_path, min_interval=0, page_size=2, backoff_s=0.01)
+    fused = open_sources(
+        ["openalex", "arxiv"],
+        base_urls={"openalex": down, "arxiv": replay.url},
+        cache_dir=tmp_path,
+        min_interval=0,
+        page_size=2,
+        backoff_s=0.01,
+    )
     caplog.set_level(logging.INFO, logger="deepresearch.retrievers.engines")
     hits = fused.search(QUERY, k=2)
     assert [h.doc.doc_id for h in hits] == EXPECTED["arxiv"][:2]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings == [(f"openalex: search failed (connection refused at {down[len('http://'):]} (4 attempts)); "
-                         f"continuing with the other sources")]
+    assert warnings == [
+        (
+            f"openalex: search failed (connection refused at {down[len('http://') :]} (4 attempts)); "
+            f"continuing with the other sources"
+        )
+    ]
     assert fused.failures[0]["source"] == "openalex" and not fused.failures[0]["skipped"]
     # the next search skips the engine that is down at once: no new warning line, no wait for retries
     started = time.monotonic()
@@ -632,25 +735,41 @@ def test_one_engine_down_the_search_goes_on_with_the_other(replay, tmp_path, cap
 
 
 def test_every_source_down_fails_the_search_naming_each(tmp_path):
-    fused = open_sources(["openalex", "arxiv"], base_urls={"openalex": refused_url(), "arxiv": refused_url()},
-                         cache_dir=tmp_path, retries=0)
-    with pytest.raises(SourcesFailed, match=r"^every source failed: openalex: connection refused at .*; "
-                                            r"arxiv: connection refused at "):
+    fused = open_sources(
+        ["openalex", "arxiv"],
+        base_urls={"openalex": refused_url(), "arxiv": refused_url()},
+        cache_dir=tmp_path,
+        retries=0,
+    )
+    with pytest.raises(
+        SourcesFailed,
+        match=r"^every source failed: openalex: connection refused at .*; "
+        r"arxiv: connection refused at ",
+    ):
         fused.search(QUERY)
     one = open_sources(["pubmed"], base_urls={"pubmed": refused_url()}, cache_dir=tmp_path, retries=0)
-    with pytest.raises(SourcesFailed, match=r"^pubmed: search failed \(connection refused at 127\.0\.0\.1:\d+ "
-                                            r"\(1 attempt\)\)$"):
+    with pytest.raises(
+        SourcesFailed,
+        match=r"^pubmed: search failed \(connection refused at 127\.0\.0\.1:\d+ "
+        r"\(1 attempt\)\)$",
+    ):
         one.search(QUERY)
 
 
 def test_a_malformed_answer_of_one_engine_leaves_the_other(replay, replay2, tmp_path, caplog):
     replay.on("/works", reply("openalex_malformed.json"))
     s2_routes(replay2)
-    fused = open_sources(["openalex", "s2"], base_urls={"openalex": replay.url, "s2": replay2.url},
-                         cache_dir=tmp_path, min_interval=0, page_size=2)
+    fused = open_sources(
+        ["openalex", "s2"],
+        base_urls={"openalex": replay.url, "s2": replay2.url},
+        cache_dir=tmp_path,
+        min_interval=0,
+        page_size=2,
+    )
     assert [h.doc.doc_id for h in fused.search(QUERY, k=2)] == EXPECTED["semanticscholar"][:2]
-    assert any(r.getMessage().startswith("openalex: search failed (malformed response from 127.0.0.1:")
-               for r in caplog.records)
+    assert any(
+        r.getMessage().startswith("openalex: search failed (malformed response from 127.0.0.1:") for r in caplog.records
+    )
     fused.search(QUERY, k=2)
     assert len(replay.requests) == 2  # not a network failure: asked again the next time
 
@@ -662,13 +781,23 @@ def test_a_slow_source_is_left_out_of_the_search_not_the_others(replay, replay2,
 
     replay.on("/works", slow)
     arxiv_routes(replay2)
-    fused = open_sources(["openalex", "arxiv"], base_urls={"openalex": replay.url, "arxiv": replay2.url},
-                         cache_dir=tmp_path, min_interval=0, page_size=2, source_timeout_s=0.2)
+    fused = open_sources(
+        ["openalex", "arxiv"],
+        base_urls={"openalex": replay.url, "arxiv": replay2.url},
+        cache_dir=tmp_path,
+        min_interval=0,
+        page_size=2,
+        source_timeout_s=0.2,
+    )
     started = time.monotonic()
     assert [h.doc.doc_id for h in fused.search(QUERY, k=2)] == EXPECTED["arxiv"][:2]
     assert time.monotonic() - started < 0.5
-    assert fused.failures[-1] == {**fused.failures[-1], "source": "openalex", "error": "no answer within 0.2s",
-                                  "skipped": False}
+    assert fused.failures[-1] == {
+        **fused.failures[-1],
+        "source": "openalex",
+        "error": "no answer within 0.2s",
+        "skipped": False,
+    }
     fused.search("another query", k=1)
     assert len(replay.requests) == 2  # our own time limit does not mark the source down
 
@@ -676,8 +805,10 @@ def test_a_slow_source_is_left_out_of_the_search_not_the_others(replay, replay2,
 @pytest.mark.parametrize("cls, param", [(OpenAlexEngine, "search"), (PubMedEngine, "term")], ids=["openalex", "pubmed"])
 def test_a_query_whose_words_together_find_nothing_is_asked_again_with_or(cls, param, replay, tmp_path):
     # both APIs AND the words of a query: a long question often finds nothing until they are OR-ed
-    pages = {"openalex": ("openalex_works_page1.json", "openalex_works_page2.json", "openalex_works_empty.json"),
-             "pubmed": ("pubmed_esearch_page1.json", "pubmed_esearch_page2.json", "pubmed_esearch_empty.json")}
+    pages = {
+        "openalex": ("openalex_works_page1.json", "openalex_works_page2.json", "openalex_works_empty.json"),
+        "pubmed": ("pubmed_esearch_page1.json", "pubmed_esearch_page2.json", "pubmed_esearch_empty.json"),
+    }
     first, second, empty = pages[cls.name]
     start = {"openalex": lambda p: int(p["page"]) - 1, "pubmed": lambda p: int(p["retstart"]) // 2}[cls.name]
     ROUTES[cls.name](replay)
@@ -686,7 +817,9 @@ def test_a_query_whose_words_together_find_nothing_is_asked_again_with_or(cls, p
     hits = engine.search("Does retrieval improve the factuality of generated answers?", k=3)
     assert [h.doc.doc_id for h in hits] == EXPECTED[cls.name]
     asked = [r.params[param] for r in replay.requests if r.path == SEARCH_PATH[cls.name]]
-    assert asked == ["Does retrieval improve the factuality of generated answers?",
-                     "retrieval OR improve OR factuality OR generated OR answers",
-                     "retrieval OR improve OR factuality OR generated OR answers"]  # page 2 asks the same
+    assert asked == [
+        "Does retrieval improve the factuality of generated answers?",
+        "retrieval OR improve OR factuality OR generated OR answers",
+        "retrieval OR improve OR factuality OR generated OR answers",
+    ]  # page 2 asks the same
     assert engine.search('"exact phrase" AND thing', k=3) == []  # a query in the API's syntax is kept as it is

@@ -39,8 +39,9 @@ def servers(monkeypatch, tmp_path, clean_lm_env):
 
 def run(tmp_path, *extra: str) -> tuple[int, dict, str]:
     out = tmp_path / "run"
-    code = cli.main(["run", QUESTION, "--lm", "offline", "--depth", "1", "--breadth", "2", "--out", str(out),
-                     "-q", *extra])
+    code = cli.main(
+        ["run", QUESTION, "--lm", "offline", "--depth", "1", "--breadth", "2", "--out", str(out), "-q", *extra]
+    )
     trace = json.loads((out / "trace.json").read_text()) if (out / "trace.json").exists() else {}
     report = (out / "report.md").read_text() if (out / "report.md").exists() else ""
     return code, trace, report
@@ -62,13 +63,22 @@ def test_run_with_two_engines_and_no_corpus(servers, tmp_path, capsys):
 
 def test_run_fuses_a_local_corpus_with_an_engine(servers, tmp_path, capsys):
     corpus = tmp_path / "mine.jsonl"
-    corpus.write_text(json.dumps({"_id": "local-1", "title": "Retrieval-augmented generation in practice",
-                                  "text": "Retrieval-augmented generation grounds a language model in retrieved "
-                                          "passages."}) + "\n")
+    corpus.write_text(
+        json.dumps(
+            {
+                "_id": "local-1",
+                "title": "Retrieval-augmented generation in practice",
+                "text": "Retrieval-augmented generation grounds a language model in retrieved passages.",
+            }
+        )
+        + "\n"
+    )
     code, trace, _ = run(tmp_path, "--corpus", str(corpus), "--source", "arxiv")
     assert code == 0, capsys.readouterr().err
-    assert trace["corpus"]["name"] == "mine.jsonl" and [s["name"] for s in trace["corpus"]["sources"]] == \
-        ["corpus", "arxiv"]
+    assert trace["corpus"]["name"] == "mine.jsonl" and [s["name"] for s in trace["corpus"]["sources"]] == [
+        "corpus",
+        "arxiv",
+    ]
     retrieved = {i for node in trace["tree"] for i in node["retrieved_ids"]}
     assert "local-1" in retrieved and "arxiv:2005.11401" in retrieved
 
@@ -80,9 +90,10 @@ def test_one_engine_down_the_run_goes_on_and_names_it(servers, tmp_path, monkeyp
     code, trace, report = run(tmp_path, "--source", "openalex", "--source", "arxiv")
     assert code == 0
     lines = [r.getMessage() for r in caplog.records if r.name.startswith("deepresearch.retrievers.engines")]
-    where = down[len("http://"):]
-    assert lines == [(f"openalex: search failed (connection refused at {where} (4 attempts)); "
-                      f"continuing with the other sources")]  # one line, however many searches it missed
+    where = down[len("http://") :]
+    assert lines == [
+        (f"openalex: search failed (connection refused at {where} (4 attempts)); continuing with the other sources")
+    ]  # one line, however many searches it missed
     failures = trace["source_failures"]
     assert failures and {f["source"] for f in failures} == {"openalex"}
     assert failures[0]["error"].startswith(f"connection refused at {where}") and not failures[0]["skipped"]
@@ -100,11 +111,14 @@ def test_every_engine_down_fails_the_run_as_failed_searches_do(servers, tmp_path
     assert trace["status"] == "failed" and trace["stats"]["citations"] == 0
     errors = [node["error"] for node in trace["tree"]]
     assert errors and all(e["stage"] == "search" and e["error_type"] == "SourcesFailed" for e in errors)
-    assert all(e["message"].startswith("every source failed: openalex: ") and "; arxiv: " in e["message"]
-               for e in errors)
+    assert all(
+        e["message"].startswith("every source failed: openalex: ") and "; arxiv: " in e["message"] for e in errors
+    )
     err = capsys.readouterr().err
-    assert "deepresearch run: error: no search ran: SourcesFailed from openalex+arxiv: every source failed: " \
-           "openalex: connection refused at " in err
+    assert (
+        "deepresearch run: error: no search ran: SourcesFailed from openalex+arxiv: every source failed: "
+        "openalex: connection refused at " in err
+    )
     assert report.startswith("# Research failed: no search ran: SourcesFailed from openalex+arxiv")
     assert "No sources were cited." in report  # not an empty, confident report
 
@@ -118,8 +132,10 @@ def test_unknown_source_is_refused_in_one_line(clean_lm_env, capsys):
 
 def test_no_corpus_and_no_source_searches_the_bundled_corpus_and_says_so(clean_lm_env, tmp_path, capsys):
     # with nothing named, the run searches SciFact (bundled with the package) rather than the engines, in one line
-    assert cli.main(["run", QUESTION, "--lm", "offline", "--depth", "1", "--breadth", "1",
-                     "--out", str(tmp_path / "o")]) == 0
+    assert (
+        cli.main(["run", QUESTION, "--lm", "offline", "--depth", "1", "--breadth", "1", "--out", str(tmp_path / "o")])
+        == 0
+    )
     err = capsys.readouterr().err
     assert "no --corpus given; searching the" in err and "--corpus scifact" in err
     assert json.loads((tmp_path / "o" / "trace.json").read_text())["stats"]["searches"] >= 1

@@ -39,8 +39,11 @@ def papers(tmp_path):
     folder.mkdir()
     (folder / "lopez2021.pdf").write_bytes(trial_pdf())
     (folder / "untitled.pdf").write_bytes(trial_pdf(title=None))
-    (folder / "sleep.md").write_text("# Sleep and memory\n\nSleep deprivation impairs memory consolidation in "
-                                     "students. Short naps restore part of the loss.\n", encoding="utf-8")
+    (folder / "sleep.md").write_text(
+        "# Sleep and memory\n\nSleep deprivation impairs memory consolidation in "
+        "students. Short naps restore part of the loss.\n",
+        encoding="utf-8",
+    )
     (folder / "notes.txt").write_text("\n\nCoffee and alertness\nCaffeine improves reaction time.\n", encoding="utf-8")
     return folder
 
@@ -94,8 +97,15 @@ def test_passage_docs_keep_the_paper():
     paper = Doc("p1", "A title", " ".join(FINDINGS * 4), url="https://x.org/p1", year=2020, metadata={"doi": "10.1/x"})
     docs = passage_docs(paper, 300, 50)
     assert [d.doc_id for d in docs] == [f"p1#{n}" for n in range(1, len(docs) + 1)] and len(docs) > 2
-    assert all(d.title == "A title" and d.url == paper.url and d.year == 2020 and d.metadata["doi"] == "10.1/x"
-               and d.metadata["paper_id"] == "p1" and d.metadata["passages"] == len(docs) for d in docs)
+    assert all(
+        d.title == "A title"
+        and d.url == paper.url
+        and d.year == 2020
+        and d.metadata["doi"] == "10.1/x"
+        and d.metadata["paper_id"] == "p1"
+        and d.metadata["passages"] == len(docs)
+        for d in docs
+    )
     best = best_passages("calcium placebo cohort", docs, 2)
     assert len(best) == 2 and "Calcium alone" in best[0].text
 
@@ -151,9 +161,24 @@ def test_offline_run_cites_the_paper_once_and_traces_the_passage(papers, tmp_pat
     monkeypatch.delenv("DEEPRESEARCH_LM", raising=False)
     (papers / "untitled.pdf").unlink()
     out = tmp_path / "run"
-    code = cli.main(["run", "Does vitamin D lower hip fracture rates compared with calcium or placebo?",
-                     "--lm", "offline", "--corpus", str(papers), "--depth", "1", "--breadth", "2",
-                     "--taxonomy", "--out", str(out), "-q"])
+    code = cli.main(
+        [
+            "run",
+            "Does vitamin D lower hip fracture rates compared with calcium or placebo?",
+            "--lm",
+            "offline",
+            "--corpus",
+            str(papers),
+            "--depth",
+            "1",
+            "--breadth",
+            "2",
+            "--taxonomy",
+            "--out",
+            str(out),
+            "-q",
+        ]
+    )
     assert code == 0
     trace = json.loads((out / "trace.json").read_text())
     report = (out / "report.md").read_text()

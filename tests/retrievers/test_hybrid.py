@@ -27,7 +27,9 @@ def test_ties_go_to_better_rank_then_doc_id():
 
 @pytest.fixture(scope="module")
 def hybrid(small_corpus, small_embeddings):
-    return HybridRetriever({"bm25": BM25Retriever(small_corpus), "dense": DenseRetriever(small_corpus, embeddings=small_embeddings)})
+    return HybridRetriever(
+        {"bm25": BM25Retriever(small_corpus), "dense": DenseRetriever(small_corpus, embeddings=small_embeddings)}
+    )
 
 
 def test_hybrid_pages_filters_and_async(hybrid):
@@ -42,8 +44,9 @@ def test_hybrid_pages_filters_and_async(hybrid):
 
 def test_zero_weight_reduces_to_the_other_retriever(small_corpus, small_embeddings):
     bm25 = BM25Retriever(small_corpus)
-    only_bm25 = HybridRetriever({"bm25": bm25, "dense": DenseRetriever(small_corpus, embeddings=small_embeddings)},
-                                weights={"dense": 0.0})
+    only_bm25 = HybridRetriever(
+        {"bm25": bm25, "dense": DenseRetriever(small_corpus, embeddings=small_embeddings)}, weights={"dense": 0.0}
+    )
     query = "antibiotic resistance in bacteria"
     assert [h.doc.doc_id for h in only_bm25.search(query, 10)] == [h.doc.doc_id for h in bm25.search(query, 10)]
 

@@ -39,10 +39,14 @@ def scifact_index(tmp_path_factory, data_dir):
 
 def test_built_index_serves_the_same_results(tmp_path, corpus_file):
     corpus, source, _ = open_corpus(str(corpus_file))
-    built = build_index(corpus, tmp_path / "idx", source, bm25={"tokenizer": "scholargym"}, dense_model="all-MiniLM-L6-v2")
+    built = build_index(
+        corpus, tmp_path / "idx", source, bm25={"tokenizer": "scholargym"}, dense_model="all-MiniLM-L6-v2"
+    )
     opened = open_index(tmp_path / "idx")
     for kind in ("bm25", "dense", "hybrid"):
-        assert opened.retriever(kind).search("cell signalling", 10) == built.retriever(kind).search("cell signalling", 10)
+        assert opened.retriever(kind).search("cell signalling", 10) == built.retriever(kind).search(
+            "cell signalling", 10
+        )
 
 
 def test_an_index_ranks_every_query_as_the_in_memory_index_does(scifact_index, scifact, scifact_queries):
@@ -52,16 +56,25 @@ def test_an_index_ranks_every_query_as_the_in_memory_index_does(scifact_index, s
         assert opened.bm25.search(query, 10) == in_memory.search(query, 10)
     query = "vitamin D deficiency and bone fractures"
     leaders = {h.doc.doc_id for h in in_memory.search(query, 3)}
-    assert opened.bm25.search(query, 10, offset=5, exclude=leaders) == in_memory.search(query, 10, offset=5,
-                                                                                       exclude=leaders)
+    assert opened.bm25.search(query, 10, offset=5, exclude=leaders) == in_memory.search(
+        query, 10, offset=5, exclude=leaders
+    )
     assert opened.bm25.full_ranking(query) == in_memory.full_ranking(query)
 
 
 def test_an_index_opens_memory_mapped_and_reads_documents_on_demand(scifact_index, scifact):
     opened = open_index(scifact_index)
     assert isinstance(opened.corpus, StoredCorpus)
-    for array in (opened.bm25.codes, opened.bm25.indices, opened.bm25.indptr, opened.bm25.levels, opened.bm25.idf,
-                  opened.bm25.doc_len, opened.bm25.max_weight, opened.bm25.dense_weights):
+    for array in (
+        opened.bm25.codes,
+        opened.bm25.indices,
+        opened.bm25.indptr,
+        opened.bm25.levels,
+        opened.bm25.idf,
+        opened.bm25.doc_len,
+        opened.bm25.max_weight,
+        opened.bm25.dense_weights,
+    ):
         assert is_mapped(array)
     assert isinstance(opened.bm25.vocab, StringTable) and opened.bm25.vocab.get("vitamin") is not None
     stored = opened.corpus
@@ -73,16 +86,27 @@ def test_an_index_opens_memory_mapped_and_reads_documents_on_demand(scifact_inde
 
 
 def test_documents_keep_their_fields_and_filters_work_on_the_stored_corpus(tmp_path):
-    docs = [Doc(doc_id="a", title="graph networks", text="graph neural networks", published="2024-09-30",
-                year=2024, url="https://x/a", metadata={"categories": ["cs.LG"], "authors": ["Ä. Ü"]}),
-            Doc(doc_id="b", title="graph search", text="graph search heuristics", published="2024-10-01"),
-            Doc(doc_id="ü-3", title="graphs", text="graph theory", metadata={"categories": "cs.DM cs.LG"})]
+    docs = [
+        Doc(
+            doc_id="a",
+            title="graph networks",
+            text="graph neural networks",
+            published="2024-09-30",
+            year=2024,
+            url="https://x/a",
+            metadata={"categories": ["cs.LG"], "authors": ["Ä. Ü"]},
+        ),
+        Doc(doc_id="b", title="graph search", text="graph search heuristics", published="2024-10-01"),
+        Doc(doc_id="ü-3", title="graphs", text="graph theory", metadata={"categories": "cs.DM cs.LG"}),
+    ]
     build_index(Corpus(docs, name="tiny"), tmp_path / "tiny", bm25=BM25_PRESETS["default"])
     opened = open_index(tmp_path / "tiny")
     assert [(d, dict(d.metadata)) for d in opened.corpus] == [(d, dict(d.metadata)) for d in docs]
     stored, in_memory = opened.bm25, BM25Retriever(Corpus(docs), **BM25_PRESETS["default"])
-    for filters, expected in [({"before": "2024-09"}, {"a", "ü-3"}),
-                              ({"categories": ["cs.LG"], "exclude": {"a"}}, {"ü-3"})]:
+    for filters, expected in [
+        ({"before": "2024-09"}, {"a", "ü-3"}),
+        ({"categories": ["cs.LG"], "exclude": {"a"}}, {"ü-3"}),
+    ]:
         hits = stored.search("graph", 10, **filters)
         assert {h.doc.doc_id for h in hits} == expected and hits == in_memory.search("graph", 10, **filters)
 
@@ -121,8 +145,11 @@ def test_an_index_of_an_older_format_asks_for_a_rebuild(tmp_path, corpus_file):
     manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
     manifest["format"] = FORMAT - 1
     (tmp_path / "idx" / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(IndexMismatchError, match=rf"format {FORMAT - 1}, this version reads {FORMAT}; rebuild it with "
-                                                 rf"`deepresearch index {corpus_file} --out"):
+    with pytest.raises(
+        IndexMismatchError,
+        match=rf"format {FORMAT - 1}, this version reads {FORMAT}; rebuild it with "
+        rf"`deepresearch index {corpus_file} --out",
+    ):
         open_index(tmp_path / "idx")
 
 

@@ -8,11 +8,23 @@ from deepresearch.retrievers.scholargym import iter_json_object, load_paper_db
 from deepresearch.retrievers.sources import open_corpus
 
 PAPERS = {
-    "2401.00001": {"arxiv_id": "2401.00001", "title": "Sparse attention", "abstract": "We study sparse attention.",
-                   "authors": ["A. One"], "date": "2024-01-15", "categories": ["cs.CL", "cs.LG"],
-                   "url": "https://arxiv.org/abs/2401.00001"},
-    "2409.99999": {"arxiv_id": "2409.99999", "title": "Dense \"retrieval\" {braces}", "abstract": "Dual encoders, ünïcode.",
-                   "authors": [], "date": "2024-10-01", "categories": ["cs.IR"]},
+    "2401.00001": {
+        "arxiv_id": "2401.00001",
+        "title": "Sparse attention",
+        "abstract": "We study sparse attention.",
+        "authors": ["A. One"],
+        "date": "2024-01-15",
+        "categories": ["cs.CL", "cs.LG"],
+        "url": "https://arxiv.org/abs/2401.00001",
+    },
+    "2409.99999": {
+        "arxiv_id": "2409.99999",
+        "title": 'Dense "retrieval" {braces}',
+        "abstract": "Dual encoders, ünïcode.",
+        "authors": [],
+        "date": "2024-10-01",
+        "categories": ["cs.IR"],
+    },
 }
 
 
@@ -22,7 +34,9 @@ def write_lines(path, lines):
 
 
 def test_invalid_json_line_names_file_and_line(tmp_path):
-    path = write_lines(tmp_path / "c.jsonl", ['{"_id": "1", "text": "ok"}', '{"_id": "2", "text": ', '{"_id": "3", "text": "ok"}'])
+    path = write_lines(
+        tmp_path / "c.jsonl", ['{"_id": "1", "text": "ok"}', '{"_id": "2", "text": ', '{"_id": "3", "text": "ok"}']
+    )
     with pytest.raises(CorpusError, match=r"c\.jsonl:2: line is not valid JSON"):
         load_corpus(path)
 
@@ -37,7 +51,10 @@ def test_missing_id_or_text_names_the_line(tmp_path):
 
 
 def test_skip_bad_counts_skipped_lines(tmp_path):
-    path = write_lines(tmp_path / "c.jsonl", ['{"_id": "1", "text": "ok"}', "not json", '{"title": "no id"}', '{"_id": "4", "text": "ok"}'])
+    path = write_lines(
+        tmp_path / "c.jsonl",
+        ['{"_id": "1", "text": "ok"}', "not json", '{"title": "no id"}', '{"_id": "4", "text": "ok"}'],
+    )
     corpus, _, skipped = open_corpus(str(path), skip_bad=True)
     assert [d.doc_id for d in corpus] == ["1", "4"] and skipped == 2
 
@@ -49,7 +66,9 @@ def test_empty_corpus_is_one_clear_error(tmp_path):
 
 
 def test_beir_folder(scifact):
-    assert len(scifact) == 5183 and scifact[0].doc_id == "4983" and scifact.get("4983").title.startswith("Microstructural")
+    assert (
+        len(scifact) == 5183 and scifact[0].doc_id == "4983" and scifact.get("4983").title.startswith("Microstructural")
+    )
 
 
 @pytest.mark.parametrize("chunk", [7, 1 << 20])
@@ -60,7 +79,12 @@ def test_paper_db_streams_a_json_object(tmp_path, chunk):
     assert [k for k, _ in pairs] == list(PAPERS) and pairs[1][1] == PAPERS["2409.99999"]
     corpus = load_paper_db(path)
     doc = corpus.get("2401.00001")
-    assert (doc.title, doc.text, doc.published, doc.year) == ("Sparse attention", "We study sparse attention.", "2024-01-15", 2024)
+    assert (doc.title, doc.text, doc.published, doc.year) == (
+        "Sparse attention",
+        "We study sparse attention.",
+        "2024-01-15",
+        2024,
+    )
     assert doc.metadata["categories"] == ["cs.CL", "cs.LG"] and doc.metadata["authors"] == ["A. One"]
 
 

@@ -37,8 +37,15 @@ def small_index(tmp_path_factory, small_file):
 def test_in_memory_uses_the_default_settings_of_every_command(data_dir):
     retrieval = open_retriever("BeIR/scifact", data_dir=data_dir)
     assert retrieval.kind == "bm25" and retrieval.parts["bm25"] is retrieval.retriever
-    assert retrieval.description == {"name": "scifact", "documents": 5183, "retriever": "bm25", "index": None,
-                                     "bm25": BM25_PRESETS["default"], "dense": None, "qdrant": None}
+    assert retrieval.description == {
+        "name": "scifact",
+        "documents": 5183,
+        "retriever": "bm25",
+        "index": None,
+        "bm25": BM25_PRESETS["default"],
+        "dense": None,
+        "qdrant": None,
+    }
     assert retrieval.retriever.params()["tokenizer"] == "english"
 
 
@@ -46,9 +53,14 @@ def test_an_index_serves_its_own_settings_and_refuses_others(small_index, small_
     retrieval = open_retriever(index=small_index)
     assert isinstance(retrieval.corpus, StoredCorpus) and retrieval.retriever.params()["tokenizer"] == "scholargym"
     assert retrieval.description["bm25"] == BM25_PRESETS["scholargym"]
-    assert open_retriever(str(small_file), index=small_index, bm25={"tokenizer": "scholargym"}).retriever.search(QUERY, 5)
-    with pytest.raises(IndexMismatchError, match=r"built with tokenizer='scholargym', not 'english'; leave the "
-                                                 r"tokenizer setting out .* --tokenizer english`"):
+    assert open_retriever(str(small_file), index=small_index, bm25={"tokenizer": "scholargym"}).retriever.search(
+        QUERY, 5
+    )
+    with pytest.raises(
+        IndexMismatchError,
+        match=r"built with tokenizer='scholargym', not 'english'; leave the "
+        r"tokenizer setting out .* --tokenizer english`",
+    ):
         open_retriever(index=small_index, bm25={"tokenizer": "english"})
     with pytest.raises(IndexMismatchError, match="built with k1=1.5, not 1.2"):
         open_retriever(index=small_index, bm25={"k1": 1.2})
@@ -85,8 +97,9 @@ def test_qdrant_bm25_ranks_as_the_default_bm25(small_file, encoded):
     assert encoded == []  # a BM25-only collection needs no embeddings
     assert qdrant.description["qdrant"] == ":memory:" and qdrant.description["bm25"] == BM25_PRESETS["default"]
     for query in (QUERY, "p53 tumour suppressor", "vitamin D"):
-        assert [h.doc.doc_id for h in qdrant.retriever.search(query, 10)] == \
-               [h.doc.doc_id for h in bm25.retriever.search(query, 10)]
+        assert [h.doc.doc_id for h in qdrant.retriever.search(query, 10)] == [
+            h.doc.doc_id for h in bm25.retriever.search(query, 10)
+        ]
 
 
 def test_qdrant_over_an_index_keeps_its_collection_in_the_index_folder(small_index, encoded):

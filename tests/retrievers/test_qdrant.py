@@ -48,8 +48,10 @@ def test_dense_and_hybrid_modes(small_corpus, small_embeddings, tmp_path):
 
 
 def test_date_filter_in_qdrant(tmp_path):
-    docs = [Doc(doc_id=f"p{i}", title="graph networks", text="graph neural networks", published=m)
-            for i, m in enumerate(["2024-09-30", "2024-10-01", None])]
+    docs = [
+        Doc(doc_id=f"p{i}", title="graph networks", text="graph neural networks", published=m)
+        for i, m in enumerate(["2024-09-30", "2024-10-01", None])
+    ]
     docs += [Doc(doc_id=f"f{i}", title="other", text="unrelated text") for i in range(4)]
     corpus = Corpus(docs)
     q = QdrantRetriever(corpus, path=tmp_path / "d", mode="bm25", embeddings=np.eye(7, dtype=np.float32))

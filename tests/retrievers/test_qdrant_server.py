@@ -22,15 +22,15 @@ pytestmark = pytest.mark.skipif(not URL, reason="no Qdrant server: set DEEPRESEA
 @pytest.fixture(scope="module")
 def server(small_corpus, small_embeddings):
     collection = f"deepresearch-test-{uuid.uuid4().hex[:8]}"
-    retriever = QdrantRetriever(small_corpus, url=URL, collection=collection, mode="bm25",
-                                embeddings=small_embeddings)
+    retriever = QdrantRetriever(small_corpus, url=URL, collection=collection, mode="bm25", embeddings=small_embeddings)
     yield retriever
     retriever.client.delete_collection(collection)
     retriever.close()
 
 
-def test_a_server_collection_answers_as_the_embedded_one(server, small_corpus, small_embeddings, tmp_path,
-                                                         scifact_test_queries):
+def test_a_server_collection_answers_as_the_embedded_one(
+    server, small_corpus, small_embeddings, tmp_path, scifact_test_queries
+):
     local = QdrantRetriever(small_corpus, path=tmp_path / "q", mode="bm25", embeddings=small_embeddings)
     for query in list(scifact_test_queries.values())[:10]:
         got, expected = server.search(query, 10), local.search(query, 10)
@@ -43,5 +43,4 @@ def test_pages_and_exclusions_on_the_server(server):
     query = "protein expression in cancer cells"
     whole = server.search(query, 10)
     assert server.search(query, 5, offset=5) == whole[5:]
-    assert whole[0].doc.doc_id not in {h.doc.doc_id for h in server.search(query, 10,
-                                                                             exclude={whole[0].doc.doc_id})}
+    assert whole[0].doc.doc_id not in {h.doc.doc_id for h in server.search(query, 10, exclude={whole[0].doc.doc_id})}

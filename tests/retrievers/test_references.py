@@ -111,8 +111,10 @@ def test_csv_rows_with_a_header(tmp_path, caplog):
     path = write(tmp_path, "refs.csv", CSV)
     with caplog.at_level(logging.WARNING):
         docs, skipped = load_references(path)
-    assert [d.title for d in docs] == ["Vitamin D and fracture risk in older adults",
-                                       "Sleep deprivation, memory and students"]
+    assert [d.title for d in docs] == [
+        "Vitamin D and fracture risk in older adults",
+        "Sleep deprivation, memory and students",
+    ]
     assert skipped == 2 and docs[0].year == 2021 and bibliographic(docs[0]).doi == "10.1234/bone.2021.7"
     assert docs[0].metadata["authors"] == ["Lopez A", "Ode B"]
     assert "refs.csv: skipped 2 bad entries (first at line 3: no title)" in caplog.text

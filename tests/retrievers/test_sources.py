@@ -38,7 +38,12 @@ def test_names_are_found_in_the_data_folder_case_insensitively(spec, data_dir):
 def test_hugging_face_specs_resolve_without_loading(tmp_path, data_dir):
     assert resolve_source("hf:BeIR/scifact")["name"] == "BeIR/scifact"  # hf: always means the hub (or a path)
     assert resolve_source("someone/papers", data_dir=data_dir) == {
-        "kind": "hf", "name": "someone/papers", "config": None, "split": "train", "fields": {}}
+        "kind": "hf",
+        "name": "someone/papers",
+        "config": None,
+        "split": "train",
+        "fields": {},
+    }
     assert source_files(resolve_source("someone/papers")) == []
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps({"_id": "a", "text": "x"}) + "\n", encoding="utf-8")

@@ -29,7 +29,7 @@ def test_a_term_with_digits_finds_the_documents_holding_it(default_bm25, scifact
     assert expected  # SciFact has 109 documents with p53, 13 with BRCA1, 3 with H1N1
     hits = default_bm25.search(term, 10)
     assert len(hits) >= min(10, len(expected))
-    assert {h.doc.doc_id for h in hits[:min(10, len(expected))]} <= expected
+    assert {h.doc.doc_id for h in hits[: min(10, len(expected))]} <= expected
 
 
 @pytest.mark.parametrize("term", ["p53", "BRCA1", "H1N1"])
@@ -38,10 +38,16 @@ def test_the_scholargym_tokenizer_finds_none_of_them(scifact, term):
 
 
 def test_covid_19_finds_the_documents_about_it(scifact):
-    about = [Doc(doc_id=f"covid{i}", title=title, text=text) for i, (title, text) in enumerate([
-        ("COVID-19 and vitamin D", "Vitamin D status of patients admitted with COVID-19."),
-        ("Outcomes of COVID-19", "Mortality of COVID-19 in care homes during the first wave."),
-        ("Remdesivir", "A trial of remdesivir for adults hospitalised with COVID-19 pneumonia.")])]
+    about = [
+        Doc(doc_id=f"covid{i}", title=title, text=text)
+        for i, (title, text) in enumerate(
+            [
+                ("COVID-19 and vitamin D", "Vitamin D status of patients admitted with COVID-19."),
+                ("Outcomes of COVID-19", "Mortality of COVID-19 in care homes during the first wave."),
+                ("Remdesivir", "A trial of remdesivir for adults hospitalised with COVID-19 pneumonia."),
+            ]
+        )
+    ]
     decoys = [Doc(doc_id="decoy", title="Day 19", text="Cells were counted on day 19 of culture, 19 times.")]
     corpus = Corpus(list(scifact)[:500] + decoys + about)
     hits = BM25Retriever(corpus, **BM25_PRESETS["default"]).search("COVID-19", 10)

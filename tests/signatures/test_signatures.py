@@ -20,9 +20,15 @@ from deepresearch.signatures import (
 STAGES = {
     PlanQueries: (["question", "known", "max_tasks"], {"tasks": list[Task]}),
     AssessRelevance: (["task", "papers"], {"judgements": list[Judgement]}),
-    ExtractLearnings: (["question", "task", "passages"], {"learnings": list[Learning], "follow_up_questions": list[str]}),
+    ExtractLearnings: (
+        ["question", "task", "passages"],
+        {"learnings": list[Learning], "follow_up_questions": list[str]},
+    ),
     MergeLearnings: (["task", "learnings"], {"summary": str}),
-    FindGaps: (["question", "focus", "summary", "open_questions", "sibling_queries", "max_tasks"], {"tasks": list[Task]}),
+    FindGaps: (
+        ["question", "focus", "summary", "open_questions", "sibling_queries", "max_tasks"],
+        {"tasks": list[Task]},
+    ),
     WriteReport: (["question", "findings"], {"report": str}),
 }
 
@@ -56,9 +62,14 @@ def test_lm_models_are_frozen():
 
 def test_the_prompt_renders_fields_and_schema():
     messages = dspy.ChatAdapter().format(
-        ExtractLearnings, demos=[],
-        inputs={"question": "Q?", "task": Task(query="vitamin d fracture", goal="effect size"),
-                "passages": [Source(source_id="ab12cd34_1", title="T", text="Body.")]})
+        ExtractLearnings,
+        demos=[],
+        inputs={
+            "question": "Q?",
+            "task": Task(query="vitamin d fracture", goal="effect size"),
+            "passages": [Source(source_id="ab12cd34_1", title="T", text="Body.")],
+        },
+    )
     system, user = messages[0]["content"], messages[-1]["content"]
     assert "`learnings` (list[Learning])" in system and "source_ids" in system  # the JSON schema reaches the LM
     assert ExtractLearnings.instructions.splitlines()[0] in system
