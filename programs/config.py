@@ -405,18 +405,11 @@ class ResearchConfig:
     name given beside its group is applied over that group (`tree=TreeConfig(depth=4), breadth=2`).
 
     Args:
-        tree: How the tree grows and is scheduled (`TreeConfig`: depth, breadth, breadth_rule,
-            max_learnings, strategy, schedule).
-        retrieval: What each node retrieves and reads (`RetrievalConfig`: hits_per_query, max_passages,
-            keep_uncertain, passage_chars, assess_sentences, skip_seen, full_text, full_text_passages,
-            full_text_cache).
-        budgets: What the run may spend, how much at once and how long it waits (`BudgetConfig`:
-            max_lm_calls, max_tokens, deadline_s, max_failures, max_concurrency, lm_concurrency,
-            search_concurrency, rate_limits, lm_timeout_s, search_timeout_s, lm_retries, search_retries,
-            backoff_s, retry_after_cap_s).
-        lm: How replies are asked of the LM (`LMConfig`: structured, parse_retries).
-        outputs: What is written besides the report and how it is checked (`OutputConfig`: answer,
-            taxonomy, verify, verify_batch, verify_chars).
+        tree: How the tree grows and is scheduled (`TreeConfig`).
+        retrieval: What each node retrieves and reads (`RetrievalConfig`).
+        budgets: What the run may spend, how much at once and how long it waits (`BudgetConfig`).
+        lm: How replies are asked of the LM (`LMConfig`).
+        outputs: What is written besides the report and how it is checked (`OutputConfig`).
         hero: Settings of the `hero` strategy.
         parallel: Settings of the `parallel` strategy.
         gather: Settings of the `gather` strategy's loop.
@@ -436,23 +429,35 @@ class ResearchConfig:
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     gather: GatherLoopConfig = field(default_factory=GatherLoopConfig)
 
-    def __init__(self, **settings: Any) -> None:
-        unknown = [name for name in settings if name not in FLAT_NAMES and name not in self.__dataclass_fields__]
+    def __init__(
+        self,
+        *,
+        tree: TreeConfig | None = None,
+        retrieval: RetrievalConfig | None = None,
+        budgets: BudgetConfig | None = None,
+        lm: LMConfig | None = None,
+        outputs: OutputConfig | None = None,
+        hero: HeroConfig | None = None,
+        parallel: ParallelConfig | None = None,
+        gather: GatherLoopConfig | None = None,
+        **flat: Any,
+    ) -> None:
+        given = {"tree": tree, "retrieval": retrieval, "budgets": budgets, "lm": lm, "outputs": outputs}
+        given |= {"hero": hero, "parallel": parallel, "gather": gather}
+        unknown = [name for name in flat if name not in FLAT_NAMES]
         if unknown:
             raise _unknown_setting(unknown[0])
-        flat: dict[str, dict[str, Any]] = {}
-        for name, value in settings.items():
-            if name in FLAT_NAMES:
-                flat.setdefault(FLAT_NAMES[name], {})[name] = value
+        by_group: dict[str, dict[str, Any]] = {}
+        for name, value in flat.items():
+            by_group.setdefault(FLAT_NAMES[name], {})[name] = value
         for f in fields(self):
-            kind = f.default_factory
-            value = settings.get(f.name)
+            kind, value = f.default_factory, given[f.name]
             if value is None:
-                value = kind(**flat.get(f.name, {}))
+                value = kind(**by_group.get(f.name, {}))
             elif not isinstance(value, kind):
                 raise TypeError(f"ResearchConfig {f.name}= takes a {kind.__name__}, got {type(value).__name__}")
-            elif f.name in flat:
-                value = dataclasses.replace(value, **flat[f.name])
+            elif f.name in by_group:
+                value = dataclasses.replace(value, **by_group[f.name])
             object.__setattr__(self, f.name, value)
 
     def next_breadth(self, breadth: int) -> int:
