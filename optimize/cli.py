@@ -53,7 +53,7 @@ from deepresearch.programs.cli_options import (
     add_tree_arguments,
     add_workers_arguments,
 )
-from deepresearch.programs.config import PRESETS, preset
+from deepresearch.programs.config import PRESETS, ResearchConfig, preset
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.runtime.executor import open_executor
 from deepresearch.programs.runtime.lm import OFFLINE, preflight
@@ -494,6 +494,9 @@ def main(args: argparse.Namespace) -> int:
     target.program = result.program
     final = target.finish()
     config = getattr(target.full, "config", None)
+    saved_config = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else None
+    if isinstance(config, ResearchConfig):  # its saved form: flat names, as run.json's
+        saved_config = config.to_dict()
     meta = {
         "program": args.program,
         "stage": args.stage,
@@ -521,7 +524,7 @@ def main(args: argparse.Namespace) -> int:
         "n_train": result.n_train,
         "n_dev": result.n_dev,
         "trainset": fingerprint(trainset),
-        "config": dataclasses.asdict(config) if dataclasses.is_dataclass(config) else None,
+        "config": saved_config,
     }
     path = save_compiled(final, args.out, meta)
     print(result.table())

@@ -216,7 +216,7 @@ def build_program(args: argparse.Namespace, retriever, on_event, session: LMSess
         if session.is_offline:
             raise ValueError("--program needs an LM: a compiled program tunes LM prompts; pass --lm")
         program.load(args.program)
-    return program, {"models": session.models(), "config": dataclasses.asdict(config)}
+    return program, {"models": session.models(), "config": config.to_dict()}
 
 
 def config_overrides(args: argparse.Namespace) -> dict:

@@ -1,11 +1,19 @@
-"""Run configuration and named presets. Holds no secrets, so it is always safe to print or save."""
+"""Run configuration and named presets. Holds no secrets, so it is always safe to print or save.
+
+`ResearchConfig` groups its settings by concern: `tree` (how the tree grows), `retrieval` (what a node
+reads), `budgets` (what the run may spend, and how fast), `lm` (how replies are asked for) and `outputs`
+(what is written), beside each strategy's own settings (`hero`, `parallel`, `gather`). Every field of the
+five groups is also a setting of its own under its flat name: `ResearchConfig(depth=2, max_lm_calls=50)`,
+`config.depth` and `dataclasses.replace(config, depth=3)` read and write `config.tree.depth`.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 BREADTH_RULES = ("ceil_half", "floor_half", "fixed")
@@ -164,8 +172,8 @@ class GatherLoopConfig:
 
 
 @dataclass(frozen=True)
-class ResearchConfig:
-    """How large the research tree grows, how each node works, how it is scheduled and what it may spend.
+class TreeConfig:
+    """How the research tree grows and is scheduled (`ResearchConfig.tree`).
 
     Args:
         depth: Levels of search along any root-to-leaf path (1 = only the planned tasks); the maximum
@@ -173,22 +181,7 @@ class ResearchConfig:
         breadth: Tasks planned at the root; deeper levels get next_breadth() of their parent's.
         breadth_rule: `ceil_half` (b -> ceil(b/2), never 0), `floor_half` (b // 2;
             a level whose breadth reaches 0 is not run) or `fixed` (b at every level).
-        hits_per_query: Documents retrieved per search.
-        max_passages: Passages (relevant hits) given to the extractor per node.
         max_learnings: Learnings kept per node.
-        keep_uncertain: Pass papers judged `uncertain` on to extraction.
-        max_concurrency: Nodes doing their own work at the same time, across the whole tree.
-        max_failures: Failed nodes tolerated before the run stops and writes what it has.
-        passage_chars: Characters of each document shown to the LM.
-        assess_sentences: Sentences of each passage the assessor sees besides the title: those sharing the
-            most terms with the task, in their order (0: the whole passage, as the extractor sees it). Only
-            the LM assessor; the offline rule reads whole passages.
-        skip_seen: Which passages the extractor is not sent again: `node` (one already sent for this node,
-            by id or by identical text: a paper's text once per node), `lineage` (nor one sent for an
-            ancestor on the same line of research, whose findings already hold it: a `hero` enrichment does
-            not re-read its pipeline's papers, an `eco` child its parent's; fewer tokens, but children and
-            enrichments then find only new papers, and a resumed run may re-send what a restored ancestor
-            read), or `off`. The LM extractor only.
         strategy: `eco` (the depth x breadth recursion), `hero` (turns of isolated pipelines),
             `parallel` (an adaptive tree) or `gather` (ScholarGym's gathering loop, then one research
             node per subquery).
@@ -196,90 +189,14 @@ class ResearchConfig:
             `level` (a level starts when the whole level above is done), `gptr` (GPT-Researcher's deep
             research: the children of one node run two at a time, wait for each other, then recurse one
             after another; eco only) or `sequential` (one node at a time, depth first).
-        lm_concurrency: LM calls in flight at once, across the run.
-        search_concurrency: Searches in flight at once, across the run.
-        rate_limits: (provider, requests per second) pairs, e.g. (("openai", 5.0),).
-        lm_timeout_s: Seconds before an LM call is abandoned and retried (None: no limit).
-        lm_retries: Extra attempts of an LM call after a transient error (rate limit, timeout, server or
-            transport error).
-        parse_retries: Extra attempts of an LM call whose reply did not parse into the stage's fields;
-            each draws a new sample (cache bypassed; a temperature-0 LM is sampled at 0.7), since asking
-            a deterministic model the same prompt again returns the same unparseable reply.
-        retry_after_cap_s: Longest wait a server's Retry-After may impose before a retry.
-        structured: How replies are formatted when no adapter is configured: `schema` (each predictor's
-            output schema sent as response_format), `off` (DSPy's text format), `auto` (schema for an
-            api_base server, native structured output where the model supports it, else text), or None
-            (leave DSPy's default).
-        search_timeout_s: Seconds before a search is abandoned and retried (None: no limit).
-        search_retries: Extra attempts of a search that timed out or lost its connection.
-        backoff_s: First backoff; doubles with each attempt.
-        deadline_s: Wall-clock seconds for the research; on expiry running work is cancelled and the
-            report is written from what exists (the writer runs after the deadline).
-        max_lm_calls: LM calls the run may make, the writer's included (None: no cap).
-        max_tokens: Tokens (prompt + completion) after which research stops (None: no cap).
-        answer: Also write a short answer (a few cited sentences) from the same findings.
-        taxonomy: Also organise the papers the run judged relevant into a TaxoBench tree
-            and add it to the report as a map of the literature.
-        verify: What the verify stage does with a sentence of the draft that its cited passages do not
-            fully support (or a factual sentence citing nothing that no passage supports): `rewrite` it to
-            what the passages state (the default: the reader gets only checked text and keeps the supported
-            part of a half-right sentence; removed when nothing is supported), `remove` it, `mark` it
-            "(unverified)" and keep it, or `off` (no check).
-        verify_batch: Sentences judged per LM call of the verify stage.
-        verify_chars: The most characters of sentences and passages one verify call sends (about 6,000
-            tokens, within an 8K context with the instructions): a runaway draft is judged in more, smaller
-            calls; a call the server still finds too long is split in two.
-        full_text: Where a hit has an open-access PDF link (`metadata["pdf_url"]`, given by the search
-            engines), fetch the PDF (cached on disk), split it into passages and give the extractor the
-            `full_text_passages` of them that best match the node's query instead of the abstract; a
-            failed fetch keeps the abstract (one warning line). The `gather` strategy still selects whole
-            papers; its second look at an uncertain paper and its extraction read the passages.
-        full_text_passages: Passages of one paper given in its place with `full_text`.
-        full_text_cache: Folder of fetched PDFs (None: ~/.cache/dspy-deepresearch/fulltext).
-        hero: Settings of the `hero` strategy.
-        parallel: Settings of the `parallel` strategy.
-        gather: Settings of the `gather` strategy's loop.
     """
 
     depth: int = 2
     breadth: int = 3
     breadth_rule: str = "ceil_half"
-    hits_per_query: int = 10
-    max_passages: int = 8
     max_learnings: int = 5
-    keep_uncertain: bool = True
-    max_concurrency: int = 8
-    max_failures: int = 5
-    passage_chars: int = 2000
-    assess_sentences: int = 3
-    skip_seen: str = "node"
     strategy: str = "eco"
     schedule: str = "async"
-    lm_concurrency: int = 16
-    search_concurrency: int = 8
-    rate_limits: tuple[tuple[str, float], ...] = ()
-    lm_timeout_s: float | None = 120.0
-    lm_retries: int = 2
-    parse_retries: int = 1
-    retry_after_cap_s: float = 60.0
-    structured: str | None = None
-    search_timeout_s: float | None = 60.0
-    search_retries: int = 2
-    backoff_s: float = 1.0
-    deadline_s: float | None = None
-    max_lm_calls: int | None = None
-    max_tokens: int | None = None
-    answer: bool = False
-    taxonomy: bool = False
-    verify: str = "rewrite"
-    verify_batch: int = 6
-    verify_chars: int = 24000
-    full_text: bool = False
-    full_text_passages: int = 3
-    full_text_cache: str | None = None
-    hero: HeroConfig = field(default_factory=HeroConfig)
-    parallel: ParallelConfig = field(default_factory=ParallelConfig)
-    gather: GatherLoopConfig = field(default_factory=GatherLoopConfig)
 
     def __post_init__(self):
         if self.depth < 1 or self.breadth < 1:
@@ -294,41 +211,94 @@ class ResearchConfig:
             raise ValueError(
                 f"schedule 'gptr' models the eco recursion; use it with strategy 'eco', not {self.strategy!r}"
             )
-        check_minimum(
-            self,
-            (
-                "hits_per_query",
-                "max_passages",
-                "max_learnings",
-                "max_concurrency",
-                "passage_chars",
-                "lm_concurrency",
-                "search_concurrency",
-                "verify_batch",
-                "full_text_passages",
-            ),
-            1,
-        )
-        check_minimum(self, ("verify_chars",), 1000)
+        check_minimum(self, ("max_learnings",), 1)
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """What each node retrieves and reads (`ResearchConfig.retrieval`).
+
+    Args:
+        hits_per_query: Documents retrieved per search.
+        max_passages: Passages (relevant hits) given to the extractor per node.
+        keep_uncertain: Pass papers judged `uncertain` on to extraction.
+        passage_chars: Characters of each document shown to the LM.
+        assess_sentences: Sentences of each passage the assessor sees besides the title: those sharing the
+            most terms with the task, in their order (0: the whole passage, as the extractor sees it). Only
+            the LM assessor; the offline rule reads whole passages.
+        skip_seen: Which passages the extractor is not sent again: `node` (one already sent for this node,
+            by id or by identical text: a paper's text once per node), `lineage` (nor one sent for an
+            ancestor on the same line of research, whose findings already hold it: a `hero` enrichment does
+            not re-read its pipeline's papers, an `eco` child its parent's; fewer tokens, but children and
+            enrichments then find only new papers, and a resumed run may re-send what a restored ancestor
+            read), or `off`. The LM extractor only.
+        full_text: Where a hit has an open-access PDF link (`metadata["pdf_url"]`, given by the search
+            engines), fetch the PDF (cached on disk), split it into passages and give the extractor the
+            `full_text_passages` of them that best match the node's query instead of the abstract; a
+            failed fetch keeps the abstract (one warning line). The `gather` strategy still selects whole
+            papers; its second look at an uncertain paper and its extraction read the passages.
+        full_text_passages: Passages of one paper given in its place with `full_text`.
+        full_text_cache: Folder of fetched PDFs (None: ~/.cache/dspy-deepresearch/fulltext).
+    """
+
+    hits_per_query: int = 10
+    max_passages: int = 8
+    keep_uncertain: bool = True
+    passage_chars: int = 2000
+    assess_sentences: int = 3
+    skip_seen: str = "node"
+    full_text: bool = False
+    full_text_passages: int = 3
+    full_text_cache: str | None = None
+
+    def __post_init__(self):
+        check_minimum(self, ("hits_per_query", "max_passages", "passage_chars", "full_text_passages"), 1)
+        check_minimum(self, ("assess_sentences",), 0)
         if self.skip_seen not in SKIP_SEEN:
             raise ValueError(f"unknown skip_seen {self.skip_seen!r}; choose one of: {', '.join(SKIP_SEEN)}")
-        if self.verify not in VERIFY_POLICIES:
-            raise ValueError(f"unknown verify policy {self.verify!r}; choose one of: {', '.join(VERIFY_POLICIES)}")
-        check_minimum(
-            self,
-            (
-                "max_failures",
-                "assess_sentences",
-                "lm_retries",
-                "parse_retries",
-                "search_retries",
-                "backoff_s",
-                "retry_after_cap_s",
-            ),
-            0,
-        )
-        if self.structured not in (None, "auto", "schema", "off"):
-            raise ValueError(f"unknown structured mode {self.structured!r}; choose one of: auto, schema, off")
+
+
+@dataclass(frozen=True)
+class BudgetConfig:
+    """What the run may spend, how much of it at once, and how long it waits (`ResearchConfig.budgets`).
+
+    Args:
+        max_lm_calls: LM calls the run may make, the writer's included (None: no cap).
+        max_tokens: Tokens (prompt + completion) after which research stops (None: no cap).
+        deadline_s: Wall-clock seconds for the research; on expiry running work is cancelled and the
+            report is written from what exists (the writer runs after the deadline).
+        max_failures: Failed nodes tolerated before the run stops and writes what it has.
+        max_concurrency: Nodes doing their own work at the same time, across the whole tree.
+        lm_concurrency: LM calls in flight at once, across the run.
+        search_concurrency: Searches in flight at once, across the run.
+        rate_limits: (provider, requests per second) pairs, e.g. (("openai", 5.0),).
+        lm_timeout_s: Seconds before an LM call is abandoned and retried (None: no limit).
+        search_timeout_s: Seconds before a search is abandoned and retried (None: no limit).
+        lm_retries: Extra attempts of an LM call after a transient error (rate limit, timeout, server or
+            transport error).
+        search_retries: Extra attempts of a search that timed out or lost its connection.
+        backoff_s: First backoff; doubles with each attempt.
+        retry_after_cap_s: Longest wait a server's Retry-After may impose before a retry.
+    """
+
+    max_lm_calls: int | None = None
+    max_tokens: int | None = None
+    deadline_s: float | None = None
+    max_failures: int = 5
+    max_concurrency: int = 8
+    lm_concurrency: int = 16
+    search_concurrency: int = 8
+    rate_limits: tuple[tuple[str, float], ...] = ()
+    lm_timeout_s: float | None = 120.0
+    search_timeout_s: float | None = 60.0
+    lm_retries: int = 2
+    search_retries: int = 2
+    backoff_s: float = 1.0
+    retry_after_cap_s: float = 60.0
+
+    def __post_init__(self):
+        check_minimum(self, ("max_concurrency", "lm_concurrency", "search_concurrency"), 1)
+        check_minimum(self, ("max_failures", "lm_retries", "search_retries", "backoff_s", "retry_after_cap_s"), 0)
         for name in ("deadline_s", "max_lm_calls", "max_tokens", "lm_timeout_s", "search_timeout_s"):
             value = getattr(self, name)
             if value is not None and not value > 0:  # `not >` so that nan is refused too
@@ -337,11 +307,204 @@ class ResearchConfig:
             if rps <= 0:
                 raise ValueError(f"rate limit of {provider!r} must be > 0 requests per second, got {rps}")
 
+
+@dataclass(frozen=True)
+class LMConfig:
+    """How replies are asked of the LM (`ResearchConfig.lm`).
+
+    Args:
+        structured: How replies are formatted when no adapter is configured: `schema` (each predictor's
+            output schema sent as response_format), `off` (DSPy's text format), `auto` (schema for an
+            api_base server, native structured output where the model supports it, else text), or None
+            (leave DSPy's default).
+        parse_retries: Extra attempts of an LM call whose reply did not parse into the stage's fields;
+            each draws a new sample (cache bypassed; a temperature-0 LM is sampled at 0.7), since asking
+            a deterministic model the same prompt again returns the same unparseable reply.
+    """
+
+    structured: str | None = None
+    parse_retries: int = 1
+
+    def __post_init__(self):
+        check_minimum(self, ("parse_retries",), 0)
+        if self.structured not in (None, "auto", "schema", "off"):
+            raise ValueError(f"unknown structured mode {self.structured!r}; choose one of: auto, schema, off")
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """What the run writes besides the report, and how the report is checked (`ResearchConfig.outputs`).
+
+    Args:
+        answer: Also write a short answer (a few cited sentences) from the same findings.
+        taxonomy: Also organise the papers the run judged relevant into a TaxoBench tree
+            and add it to the report as a map of the literature.
+        verify: What the verify stage does with a sentence of the draft that its cited passages do not
+            fully support (or a factual sentence citing nothing that no passage supports): `rewrite` it to
+            what the passages state (the default: the reader gets only checked text and keeps the supported
+            part of a half-right sentence; removed when nothing is supported), `remove` it, `mark` it
+            "(unverified)" and keep it, or `off` (no check).
+        verify_batch: Sentences judged per LM call of the verify stage.
+        verify_chars: The most characters of sentences and passages one verify call sends (about 6,000
+            tokens, within an 8K context with the instructions): a runaway draft is judged in more, smaller
+            calls; a call the server still finds too long is split in two.
+    """
+
+    answer: bool = False
+    taxonomy: bool = False
+    verify: str = "rewrite"
+    verify_batch: int = 6
+    verify_chars: int = 24000
+
+    def __post_init__(self):
+        check_minimum(self, ("verify_batch",), 1)
+        check_minimum(self, ("verify_chars",), 1000)
+        if self.verify not in VERIFY_POLICIES:
+            raise ValueError(f"unknown verify policy {self.verify!r}; choose one of: {', '.join(VERIFY_POLICIES)}")
+
+
+# The settings groups of ResearchConfig; each field of a group is also a flat setting of ResearchConfig
+GROUPS: dict[str, type] = {
+    "tree": TreeConfig,
+    "retrieval": RetrievalConfig,
+    "budgets": BudgetConfig,
+    "lm": LMConfig,
+    "outputs": OutputConfig,
+}
+# Each strategy's own settings, kept whole: read as `config.hero.turns`, with no flat names
+STRATEGY_SETTINGS: dict[str, type] = {"hero": HeroConfig, "parallel": ParallelConfig, "gather": GatherLoopConfig}
+# The one table of flat names: flat name -> its group, read from the groups' fields (a name is written once)
+FLAT_NAMES: dict[str, str] = {f.name: group for group, kind in GROUPS.items() for f in fields(kind)}
+
+
+def _unknown_setting(name: str) -> TypeError:
+    close = difflib.get_close_matches(name, [*FLAT_NAMES, *GROUPS, *STRATEGY_SETTINGS], n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return TypeError(
+        f"unknown ResearchConfig setting {name!r}{hint}; settings are the groups {', '.join(GROUPS)} "
+        f"(or any of their fields by name, e.g. depth=2) and {', '.join(STRATEGY_SETTINGS)}"
+    )
+
+
+def _rate_limits(pairs: Iterable[Iterable[Any]]) -> tuple[tuple[str, float], ...]:
+    """Rate limits as read back from JSON (lists) in the tuple form the config holds."""
+    return tuple((str(provider), float(rps)) for provider, rps in pairs)
+
+
+@dataclass(frozen=True, init=False)
+class ResearchConfig:
+    """How large the research tree grows, how each node works, how it is scheduled and what it may spend.
+
+    The settings are grouped by concern, each group a frozen dataclass; every field of the five groups is
+    also taken and read under its own (flat) name, so the two spellings below are the same config:
+
+        ResearchConfig(depth=2, max_lm_calls=50)
+        ResearchConfig(tree=TreeConfig(depth=2), budgets=BudgetConfig(max_lm_calls=50))
+
+    `config.depth` reads `config.tree.depth`, and `dataclasses.replace(config, depth=3)` changes it. A flat
+    name given beside its group is applied over that group (`tree=TreeConfig(depth=4), breadth=2`).
+
+    Args:
+        tree: How the tree grows and is scheduled (`TreeConfig`).
+        retrieval: What each node retrieves and reads (`RetrievalConfig`).
+        budgets: What the run may spend, how much at once and how long it waits (`BudgetConfig`).
+        lm: How replies are asked of the LM (`LMConfig`).
+        outputs: What is written besides the report and how it is checked (`OutputConfig`).
+        hero: Settings of the `hero` strategy.
+        parallel: Settings of the `parallel` strategy.
+        gather: Settings of the `gather` strategy's loop.
+        **flat: Any field of the five groups by its own name.
+
+    Raises:
+        TypeError: for a name that is neither a group nor a field of one (the message lists the groups).
+        ValueError: for a value out of range (raised by its group, naming the field).
+    """
+
+    tree: TreeConfig = field(default_factory=TreeConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    budgets: BudgetConfig = field(default_factory=BudgetConfig)
+    lm: LMConfig = field(default_factory=LMConfig)
+    outputs: OutputConfig = field(default_factory=OutputConfig)
+    hero: HeroConfig = field(default_factory=HeroConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    gather: GatherLoopConfig = field(default_factory=GatherLoopConfig)
+
+    def __init__(
+        self,
+        *,
+        tree: TreeConfig | None = None,
+        retrieval: RetrievalConfig | None = None,
+        budgets: BudgetConfig | None = None,
+        lm: LMConfig | None = None,
+        outputs: OutputConfig | None = None,
+        hero: HeroConfig | None = None,
+        parallel: ParallelConfig | None = None,
+        gather: GatherLoopConfig | None = None,
+        **flat: Any,
+    ) -> None:
+        given = {"tree": tree, "retrieval": retrieval, "budgets": budgets, "lm": lm, "outputs": outputs}
+        given |= {"hero": hero, "parallel": parallel, "gather": gather}
+        unknown = [name for name in flat if name not in FLAT_NAMES]
+        if unknown:
+            raise _unknown_setting(unknown[0])
+        by_group: dict[str, dict[str, Any]] = {}
+        for name, value in flat.items():
+            by_group.setdefault(FLAT_NAMES[name], {})[name] = value
+        for f in fields(self):
+            kind, value = f.default_factory, given[f.name]
+            if value is None:
+                value = kind(**by_group.get(f.name, {}))
+            elif not isinstance(value, kind):
+                raise TypeError(f"ResearchConfig {f.name}= takes a {kind.__name__}, got {type(value).__name__}")
+            elif f.name in by_group:
+                value = dataclasses.replace(value, **by_group[f.name])
+            object.__setattr__(self, f.name, value)
+
     def next_breadth(self, breadth: int) -> int:
         """Breadth of the level below one with `breadth` tasks."""
         if self.breadth_rule == "fixed":
             return breadth
         return math.ceil(breadth / 2) if self.breadth_rule == "ceil_half" else breadth // 2
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as JSON-ready data in its saved form (run.json and trace.json's `config`): every field
+        of the groups by its flat name, and each strategy's settings as a table of their own."""
+        data: dict[str, Any] = {name: getattr(self, name) for name in FLAT_NAMES}
+        data["rate_limits"] = [list(pair) for pair in self.rate_limits]
+        return data | {name: dataclasses.asdict(getattr(self, name)) for name in STRATEGY_SETTINGS}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ResearchConfig:
+        """The config a saved dict describes: `to_dict`'s flat form (what every run.json and trace.json
+        holds), the grouped form (`{"tree": {"depth": 2}, ...}`, as `dataclasses.asdict` gives), or a mix.
+
+        Raises:
+            TypeError: for a name that is neither a group nor a field of one (the message lists the groups).
+        """
+        settings: dict[str, Any] = {}
+        for name, value in data.items():
+            kind = GROUPS.get(name) or STRATEGY_SETTINGS.get(name)
+            if kind is not None and isinstance(value, Mapping):
+                value = dict(value)
+                unknown = [key for key in value if key not in kind.__dataclass_fields__]
+                if unknown:
+                    raise _unknown_setting(f"{name}.{unknown[0]}")
+                if "rate_limits" in value:
+                    value["rate_limits"] = _rate_limits(value["rate_limits"])
+                value = kind(**value)
+            elif name == "rate_limits":
+                value = _rate_limits(value)
+            settings[name] = value
+        return cls(**settings)
+
+
+def _flat_property(group: str, name: str) -> property:
+    return property(lambda self: getattr(getattr(self, group), name), doc=f"`{group}.{name}`")
+
+
+for _name, _group in FLAT_NAMES.items():
+    setattr(ResearchConfig, _name, _flat_property(_group, _name))
+del _name, _group
 
 
 PRESETS: dict[str, ResearchConfig] = {

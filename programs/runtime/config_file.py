@@ -2,7 +2,8 @@
 
 A table per command holds that command's options under their long names (`--max-lm-calls` is `max_lm_calls`
 or `max-lm-calls`); `run` also takes `ResearchConfig`'s names for the options that set its fields
-(`hits_per_query` for `--hits`). Options given on the command line win over the file; the file wins over
+(`hits_per_query` for `--hits`), in `[run]` itself or in the table of their group (`[run.budgets]`; the
+groups are `ResearchConfig`'s). Options given on the command line win over the file; the file wins over
 the defaults. Top-level keys: `verbose` (0, 1 or 2) and `quiet` (true or false), for every command.
 
     verbose = 1
@@ -12,6 +13,9 @@ the defaults. Top-level keys: `verbose` (0, 1 or 2) and `quiet` (true or false),
     corpus = "scifact"
     lm = "openai/gpt-4.1-mini"
     max_lm_calls = 200
+
+    [run.retrieval]
+    hits_per_query = 5
 
     [eval.retrieval]
     corpus = "scifact"
@@ -26,6 +30,8 @@ import argparse
 import sys
 from pathlib import Path
 from typing import Any, Literal
+
+from deepresearch.programs.config import FLAT_NAMES, GROUPS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -117,6 +123,8 @@ def command_defaults(data: dict[str, Any], path: Path, command: str, parser: arg
         ConfigFileError: for an unknown key or a value of the wrong type, naming the file and the key.
     """
     table = command_table(data, command)
+    if command == "run":
+        table = ungroup_run_table(table, path)
     if not table:
         return {}
     options = option_types(parser)
@@ -153,6 +161,32 @@ def command_defaults(data: dict[str, Any], path: Path, command: str, parser: arg
             except (argparse.ArgumentTypeError, ValueError, TypeError) as err:
                 raise ConfigFileError(f"{path}: [{command.replace(' ', '.')}] key {dest!r}: {err}") from err
     return checked
+
+
+def ungroup_run_table(table: dict[str, Any], path: Path) -> dict[str, Any]:
+    """`[run]` with its group tables (`[run.budgets]`) folded in: each of their keys under its flat name.
+
+    Raises:
+        ConfigFileError: for a table that is not a group, a key not of its group, or one set twice.
+    """
+    flat = {k: v for k, v in table.items() if not isinstance(v, dict)}
+    given = {RESEARCH_CONFIG_NAMES.get(k.replace("-", "_"), k.replace("-", "_")): k for k in flat}
+    for group, entries in table.items():
+        if not isinstance(entries, dict):
+            continue
+        if group not in GROUPS:
+            raise ConfigFileError(f"{path}: unknown table [run.{group}]; the settings' groups are: {', '.join(GROUPS)}")
+        for key, value in entries.items():
+            name = key.replace("-", "_")
+            if FLAT_NAMES.get(name) != group:
+                known = ", ".join(n for n, g in FLAT_NAMES.items() if g == group)
+                raise ConfigFileError(f"{path}: [run.{group}] unknown key {key!r}; {group} holds: {known}")
+            dest = RESEARCH_CONFIG_NAMES.get(name, name)
+            if dest in given:
+                raise ConfigFileError(f"{path}: [run.{group}] {key!r} is also set as {given[dest]!r}; keep one")
+            given[dest] = f"[run.{group}] {key}"
+            flat[name] = value
+    return flat
 
 
 def _validate(model, values: dict[str, Any], path: Path, where: str, allowed: list[str]) -> dict[str, Any]:
