@@ -141,3 +141,20 @@ def test_no_function_local_import_of_our_own_modules_closes_a_cycle():
             if local and target in members
         ]
     assert closing == [], "deferred imports that hide an import cycle:\n" + "\n".join(closing)
+
+
+def test_the_finish_never_imports_the_program():
+    """The end of a run (finish.py) reads the run's context only: nothing it imports, directly or through
+    other modules, at import or inside a function, leads back to the program."""
+    g = graph()
+    finish, program = f"{PACKAGE}.programs.research.finish", f"{PACKAGE}.programs.research.program"
+    assert finish in g
+    seen, todo = set(), [finish]
+    while todo:
+        name = todo.pop()
+        for target, _, _ in g.get(name, ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    assert program not in seen
+    assert finish in {t for t, _, _ in g[program]}  # the program calls the finish, not the other way round

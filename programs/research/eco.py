@@ -16,6 +16,7 @@ from deepresearch.signatures.types import Task
 
 class Eco:
     name = "eco"
+    prune_reasons: tuple[str, ...] = ()  # prunes no node
     stages: dict[str, str] = {}
 
     def modules(self, offline: bool) -> dict:

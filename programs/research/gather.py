@@ -51,6 +51,7 @@ TAG = "gather:"  # before round and subquery ids in events and failure records
 
 class Gather:
     name = "gather"
+    prune_reasons: tuple[str, ...] = ()  # prunes no node
     stages = STAGES.of_strategy(name)
 
     def modules(self, offline: bool) -> dict:

@@ -37,6 +37,7 @@ def is_low_yield(
 
 class Hero:
     name = "hero"
+    prune_reasons: tuple[str, ...] = ()  # prunes no node
     stages = STAGES.of_strategy(name)
 
     def modules(self, offline: bool) -> dict:

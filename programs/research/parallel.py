@@ -28,6 +28,7 @@ PRUNE_REASONS = ("satisfied", "low_value", STAGES.deepen.research_attr)
 
 class Parallel:
     name = "parallel"
+    prune_reasons: tuple[str, ...] = PRUNE_REASONS  # the reasons nodes are pruned for, counted in RunStats.pruned
     stages = STAGES.of_strategy(name)
 
     def modules(self, offline: bool) -> dict:

@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import json
 import logging
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -24,31 +21,18 @@ from typing import Any
 
 import dspy
 
-from deepresearch.programs.artifacts import Node, Report, RunStats, RunStatus
+from deepresearch.programs.artifacts import RunStats
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.render import ResultPrediction
-from deepresearch.programs.report_view import cited_passages
-from deepresearch.programs.research.deliverables import (
-    MAP_HEADING,
-    NO_EVIDENCE_ANSWER,
-    literature_map,
-    renumber_together,
-    short_answer,
-)
-from deepresearch.programs.research.eco import Eco, tree_size
-from deepresearch.programs.research.gather import Gather
-from deepresearch.programs.research.hero import Hero
-from deepresearch.programs.research.parallel import PRUNE_REASONS, Parallel
-from deepresearch.programs.research.strategy import Strategy
+from deepresearch.programs.research.finish import UncitedReport, fallback_report, finish
+from deepresearch.programs.research.strategies import STRATEGIES, tree_size
 from deepresearch.programs.runtime.citations import (
     CitationRegistry,
-    render_references,
 )
 from deepresearch.programs.runtime.context import RunContext, Snapshot
-from deepresearch.programs.runtime.entailment import citations_in
 from deepresearch.programs.runtime.events import EventHandler, EventLog
 from deepresearch.programs.runtime.journal import Journal
-from deepresearch.programs.runtime.lm import structured_adapter, summarize_failures
+from deepresearch.programs.runtime.lm import structured_adapter
 from deepresearch.programs.runtime.scheduler import CostMeter, Scheduler
 from deepresearch.programs.runtime.stage import Shared, run_sync, set_stage_lms
 from deepresearch.programs.runtime.stage_log import StageLog
@@ -60,24 +44,18 @@ from deepresearch.programs.stages.clarifier import (
     check_clarifications,
     research_brief,
 )
-from deepresearch.programs.stages.merger import NO_INFORMATION
 from deepresearch.programs.stages.registry import STAGES
-from deepresearch.programs.stages.verifier import LexicalVerifier, Verifier, remove_injected
+from deepresearch.programs.stages.verifier import LexicalVerifier, Verifier
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
 from deepresearch.retrievers.types import Retriever
-from deepresearch.signatures.types import Finding, Learning, Source
+from deepresearch.signatures.types import Learning
 
 logger = logging.getLogger(__name__)
 
-STRATEGIES: dict[str, Strategy] = {"eco": Eco(), "hero": Hero(), "parallel": Parallel(), "gather": Gather()}
 # Stages that turn what a run found into deliverables beside the report (deliverables.py); every
 # program has them, so a compiled program's state does not depend on which deliverables are asked for.
 OUTPUT_STAGES: dict[str, str] = STAGES.outputs()
-
-
-class UncitedReport(RuntimeError):
-    """The writer's report cited no source, twice, although the learnings it was given cite sources."""
 
 
 def stage_names() -> tuple[str, ...]:
@@ -308,7 +286,7 @@ class DeepResearch(dspy.Module):
                 await ctx.run(self.strategy.research(ctx))
                 if ctx.write_error is not None:  # a full disk: the run ends as an error, not as a report
                     raise ctx.write_error
-                report = await self._report(ctx)
+                report = await finish(ctx, offline=self.is_offline, prune_reasons=self.strategy.prune_reasons)
         finally:
             for opened in (log, calls):
                 if opened is not None:
@@ -379,323 +357,19 @@ class DeepResearch(dspy.Module):
                 f"dspy.context(lm=...), or pass offline=True for the extractive baseline"
             )
 
-    async def _report(self, ctx: RunContext) -> Report:
-        roots = ctx.store.tree()
-        nodes = [n for r in roots for n in r.walk()]
-        findings = [
-            Finding(query=n.query, summary=n.summary)
-            for n in nodes
-            if n.status in ("done", "pruned", "cancelled")
-            and n.learnings
-            and n.summary
-            and n.summary != NO_INFORMATION
-            and ctx.finding_depth in (None, n.depth)
-        ]
-        learnings = tuple({x.text: x for n in nodes for x in n.learnings}.values())  # first-seen order, exact dedup
-        status, error = _run_status(ctx, nodes)
-        write_failed = False
-        verdicts: tuple[dict[str, Any], ...] = ()
-        if status == "failed":
-            body = (
-                f"# Research failed: {error}\n\nNo report was written for: {ctx.title}\n\n"
-                f"Every error is recorded in the trace (trace.json), node by node."
-            )
-        elif findings:
-            try:
-                body = await self._write(ctx, findings, learnings)
-            except Exception as err:
-                ctx.fail("root", STAGES.write.name, err)
-                write_failed = True
-                body = fallback_report(ctx.title, findings)
-            body, verdicts = await self._verify(ctx, body, learnings)
-        else:
-            body = f"## {ctx.title}\n\n{NO_EVIDENCE_ANSWER}"
-        if status == "interrupted":
-            body = f"# Research interrupted: {error}\n\n{body}"
-        taxonomy, answer = None, ""
-        if self.config.taxonomy and status != "failed":
-            taxonomy, section = await literature_map(ctx, self.taxonomist, roots, self._late(ctx))
-            body += f"\n\n{section}" if section else f"\n\n{MAP_HEADING}\n\nNo paper was judged relevant."
-        if self.config.answer and status != "failed":
-            answer = await short_answer(ctx, lambda stage, **inputs: self._late_call(ctx, stage, **inputs), findings)
-            # the answer ships no sentence repeating a paper's instruction-like text either
-            answer, removed = remove_injected(answer, self._sources(ctx, answer, learnings))
-            verdicts += tuple(c.to_dict() for c in removed)
-        (body, answer), references, dropped = renumber_together([body, answer], ctx.registry)
-        failed = sum(n.status == "failed" for n in nodes)
-        notes = []
-        if failed:
-            notes.append(f"{failed} of {len(nodes)} research branches failed; their errors are recorded in the trace.")
-        if write_failed:
-            notes.append("The writer failed, so this report lists the merged findings as they are.")
-        if status == "partial":
-            notes.insert(0, f"This report is partial: {error}.")
-        if ctx.is_stopped and status != "interrupted":  # an interrupted report says so in its first line
-            notes.append(f"The run stopped early ({ctx.stop_reason}); this report covers what was gathered before.")
-        markdown = body
-        if notes:
-            markdown += "\n\n" + "\n".join(f"> Note: {n}" for n in notes)
-        markdown += "\n\n" + render_references(references) + "\n"
-        usage = ctx.meter.snapshot()
-        costs = ctx.meter.costs()
-        pruned = (
-            {r: sum(f"pruned: {r}" in n.notes for n in nodes) for r in PRUNE_REASONS}
-            if self.config.strategy == "parallel"
-            else {}
-        )
-        stats = replace(
-            ctx.stats,
-            nodes=len(nodes),
-            failed_nodes=failed,
-            skipped_nodes=sum(n.status == "skipped" for n in nodes),
-            cancelled_nodes=sum(n.status == "cancelled" for n in nodes),
-            pruned_nodes=sum(n.status == "pruned" for n in nodes),
-            learnings=len(learnings),
-            citations=len(references),
-            dropped_citations=dropped,
-            registered_sources=len(ctx.registry),
-            stopped=ctx.stop_reason or None,
-            offline=self.is_offline,
-            lm_calls=ctx.meter.total_calls,
-            tokens=ctx.meter.total_tokens,
-            cost={
-                "stages": costs,
-                "total": None if any(v is None for v in costs.values()) else round(sum(costs.values()), 8),
-            },
-            limits={
-                "nodes": self.config.max_concurrency,
-                "lm": self.config.lm_concurrency,
-                "search": self.config.search_concurrency,
-            },
-            failed_requests=sum(u.failed for u in usage.values()),
-            parse_failures=sum(u.parse_failures for u in usage.values()),
-            format_fallbacks=sum(u.fallbacks for u in usage.values()),
-            truncated_replies=sum(u.truncated for u in usage.values()),
-            root_notes=ctx.meter.notes("root"),  # notes of calls made outside any node (planning, writing)
-            retries=dict(ctx.sched.retries),
-            total_s=round(ctx.sched.elapsed(), 4),
-            pruned=pruned,
-            wasted_speculative=pruned.get(STAGES.deepen.research_attr, 0),
-        )
-        ctx.events.emit("run_end", message=status, counts=stats.to_dict())
-        return Report(
-            question=ctx.question,
-            markdown=markdown,
-            references=references,
-            learnings=learnings,
-            tree=roots,
-            usage=usage,
-            stats=stats,
-            events=tuple(ctx.events.events),
-            status=status,
-            error=error,
-            gathered=ctx.gathered,
-            answer=answer.strip(),
-            taxonomy=taxonomy,
-            verdicts=verdicts,
-            passages=cited_passages(references, ctx.registry, getattr(ctx.retriever, "corpus", None)),
-        )
-
-    async def _write(self, ctx: RunContext, findings: list[Finding], learnings: Sequence[Learning]) -> str:
-        """The writer's report, journaled: a resumed run whose findings are the same restores it instead of
-        calling the writer again. See `_draft`."""
-        key = (
-            "write:"
-            + hashlib.blake2b(
-                json.dumps([f.model_dump() for f in findings], sort_keys=True).encode(), digest_size=12
-            ).hexdigest()
-        )
-        saved = ctx.journal.get(key) if ctx.journal is not None else None
-        if saved is not None:  # a resumed run with the same findings: the draft written before, no LM call
-            ctx.events.emit(
-                "fallback",
-                stage=STAGES.write.name,
-                message="the draft of the same findings was restored from the journal",
-            )
-            return saved["report"]
-        body = await self._draft(ctx, findings, learnings)
-        if ctx.journal is not None:
-            try:
-                ctx.journal.append(key, STAGES.write.name, report=body)
-            except OSError as err:
-                ctx.write_failed(err)
-        return body
-
-    async def _draft(self, ctx: RunContext, findings: list[Finding], learnings: Sequence[Learning]) -> str:
-        """The writer's report. One that cites no source while cited learnings exist is a failure of the
-        writer: it is asked once more (offline, where it would write the same, not), then `UncitedReport`."""
-        body = (await self._late_call(ctx, STAGES.write.name, question=ctx.question, findings=findings)).report
-        if not any(x.source_ids for x in learnings) or _cites(body, ctx):
-            return body
-        ctx.count(uncited_drafts=1)
-        message = "the writer's report cites no source although cited learnings exist"
-        logger.warning("%s", message)
-        ctx.events.emit(
-            "fallback",
-            stage=STAGES.write.name,
-            message=f"{message}; "
-            + ("the fallback report is shipped" if self.is_offline else "asking the writer once more"),
-        )
-        if not self.is_offline:
-            body = (
-                await self._late_call(ctx, STAGES.write.name, question=ctx.question, findings=findings, attempt=1)
-            ).report
-            if _cites(body, ctx):
-                return body
-            ctx.count(uncited_drafts=1)
-        raise UncitedReport(f"{message}, twice" if not self.is_offline else message)
-
-    async def _verify(
-        self, ctx: RunContext, body: str, learnings: Sequence[Learning]
-    ) -> tuple[str, tuple[dict[str, Any], ...]]:
-        """The report after the verify stage (unchanged with policy `off`), and every verdict for the trace.
-
-        The stage sees the passages the report cites and those of every learning (the candidates for a
-        sentence citing nothing). If it fails, the lexical rule judges instead (recorded as a failure).
-        """
-        policy = self.config.verify
-        sources = self._sources(ctx, body, learnings)
-        if policy == "off":  # no check of support; a sentence repeating a paper's instruction-like text still goes
-            body, removed = remove_injected(body, sources)
-            if removed:
-                ctx.count(
-                    verification={
-                        "policy": policy,
-                        "checked": len(removed),
-                        "verdicts": {"injected": len(removed)},
-                        "actions": {"removed": len(removed)},
-                    }
-                )
-            return body, tuple(c.to_dict() for c in removed)
-        inputs = {"question": ctx.question, "report": body, "sources": sources}
-        try:
-            if self._late(ctx):  # past the deadline or interrupted: no LM wait, the lexical rule judges at once
-                ctx.events.emit(
-                    "fallback",
-                    stage=STAGES.verify.name,
-                    message="the run is past its deadline or "
-                    "interrupted; the lexical-entailment rule judged the report",
-                )
-                out = await LexicalVerifier(policy).acall(**inputs)
-            else:
-                out = await self._late_call(ctx, STAGES.verify.name, **inputs)
-        except Exception as err:
-            ctx.fail("root", STAGES.verify.name, err)
-            ctx.events.emit(
-                "fallback",
-                stage=STAGES.verify.name,
-                message="the verify stage failed; the lexical-entailment rule judged the report instead",
-            )
-            out = await LexicalVerifier(policy).acall(**inputs)
-        checks = list(out.checks)
-        counts = {
-            "policy": policy,
-            "checked": len(checks),
-            "verdicts": dict(Counter(c.verdict for c in checks)),
-            "actions": dict(Counter(c.action for c in checks)),
-        }
-        ctx.count(verification=counts)
-        ctx.events.emit("stage_end", stage=STAGES.verify.name, counts=counts)
-        return out.report, tuple(c.to_dict() for c in checks)
-
-    def _sources(self, ctx: RunContext, body: str, learnings: Sequence[Learning]) -> list[Source]:
-        """The passages `body` cites and those of every learning, as the verify stage sees them."""
-        ids = dict.fromkeys([*citations_in(body), *(i for x in learnings for i in x.source_ids)])
-        return [
-            Source(source_id=i, title=doc.title, text=self._text(doc)[: self.config.passage_chars])
-            for i in ids
-            if (doc := ctx.registry.get(i)) is not None
-        ]
-
-    def _text(self, doc) -> str:
-        """A cited document's text; a node restored from the journal kept none, so its corpus is asked
-        (a retriever without one leaves it empty, and the sentences citing it unchecked)."""
-        if doc.text:
-            return doc.text
-        corpus = getattr(self.retriever, "corpus", None)
-        found = corpus.get(doc.doc_id) if hasattr(corpus, "get") else None
-        return found.text if found is not None else ""
-
-    @staticmethod
-    def _late(ctx: RunContext) -> bool:
-        """Whether the run is past its deadline or interrupted (the stages after research then get a grace)."""
-        c = ctx.config
-        return bool(ctx.interrupted) or (c.deadline_s is not None and ctx.sched.elapsed() >= c.deadline_s)
-
-    async def _late_call(self, ctx: RunContext, stage: str, **inputs: Any) -> dspy.Prediction:
-        """Calls a stage that runs after research (writer, answer) outside the call budget; after the
-        deadline or an interrupt it gets a grace period only, then the caller's fallback stands.
-
-        The grace is a tenth of the deadline (at least 5 s, at most the LM timeout), so a server that
-        never answers cannot hold the run long past `deadline_s`, nor long past a Ctrl-C.
-        """
-        call = ctx.call(stage, **inputs)  # with the stage's reserve: none, the late stages spend to the limit
-        c = ctx.config
-        if not self._late(ctx):
-            return await call
-        grace = max(5.0, 0.1 * (c.deadline_s or 0.0))
-        if c.lm_timeout_s is not None:
-            grace = min(grace, c.lm_timeout_s)
-        return await asyncio.wait_for(call, grace)
-
-
-def _cites(body: str, ctx: RunContext) -> bool:
-    """Whether `body` cites at least one registered source."""
-    return any(label in ctx.registry for label in citations_in(body))
-
-
-def _run_status(ctx: RunContext, nodes: list[Node]) -> tuple[RunStatus, str | None]:
-    """The run's status and, unless `done`, one line saying why.
-
-    A run is `done` only when every LM stage it needed answered: a run that sent requests and received no
-    reply at all is `failed`, and one whose searches found hits that no assessment judged (the deadline, a
-    budget or a failure cut them) is `failed` when nothing else was judged, else `partial`.
-    """
-    if ctx.interrupted:
-        return "interrupted", f"{ctx.interrupted}; the report covers what was done before"
-    started = [n for n in nodes if n.status != "skipped"]
-    researched = ctx.stats.searches + ctx.stats.resumed_nodes
-    sent = ctx.meter.total_calls
-    if sent and not ctx.meter.replies:
-        cause = summarize_failures(ctx.causes) or ctx.stop_reason or "every request was cancelled"
-        return "failed", (
-            f"no LM reply was received ({sent} request{'s' if sent > 1 else ''} sent, none answered): {cause}"
-        )
-    unjudged = (
-        [
-            n
-            for n in nodes
-            if n.retrieved_ids and n.status in ("failed", "cancelled") and not n.relevant_ids and not n.learnings
-        ]
-        if sent
-        else []
-    )  # offline stages judge at once
-    judged = [n for n in nodes if n.status in ("done", "pruned") or n.relevant_ids or n.learnings]
-    if researched and not (started and all(n.status == "failed" for n in started)):
-        if not unjudged:
-            return "done", None
-        why = ctx.stop_reason or summarize_failures(ctx.causes) or "their assessment did not finish"
-        what = f"the hits of {len(unjudged)} of {len(nodes)} searches were left unjudged ({why})"
-        if judged:
-            return "partial", f"{what}; the report covers the rest"
-        return "failed", f"{what}; no evidence was judged, so no report was written"
-    # nothing was researched because of failures: say so, never "no relevant evidence"
-    cause = summarize_failures(ctx.causes) or ctx.stop_reason or "no search ran"
-    failed = sum(n.status == "failed" for n in nodes)
-    what = "no search ran" if not researched else f"every research branch failed ({failed} of {len(nodes)})"
-    return "failed", f"{what}: {cause}"
-
 
 def _with_question(on_snapshot: Snapshot, question: str) -> Snapshot:
     """`on_snapshot` given snapshots that name `question` (the run's context names the research brief)."""
     return lambda tree: on_snapshot({**tree, "question": question})
 
 
-def fallback_report(question: str, findings: list[Finding]) -> str:
-    """The merged findings under their queries, used when the writer cannot produce a report."""
-    parts = [f"## {question}"]
-    parts += [f"### {f.query}\n\n{f.summary}" for f in findings]
-    return "\n\n".join(parts)
-
-
-__all__ = ["STAGES", "STRATEGIES", "DeepResearch", "Learning", "RunStats", "fallback_report", "tree_size"]
+__all__ = [
+    "STAGES",
+    "STRATEGIES",
+    "DeepResearch",
+    "Learning",
+    "RunStats",
+    "UncitedReport",
+    "fallback_report",
+    "tree_size",
+]

@@ -2,8 +2,8 @@
 
 A strategy names the stages it adds to the shared ones, builds their modules, and researches a
 question through a `RunContext` only: it plans and spawns nodes, runs each inside `ctx.node(...)`,
-and calls stages by name. Report assembly, budgets, the deadline, failures and the journal are the
-context's and the program's, the same for every strategy.
+and calls stages by name. Budgets, the deadline, failures and the journal are the context's, and
+finish.py assembles the report; both are the same for every strategy.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class Strategy(Protocol):
 
     name: str
     stages: dict[str, str]  # the strategy's own stages: name -> attribute (as SHARED_STAGES)
+    prune_reasons: tuple[str, ...]  # why it prunes nodes (counted per reason in RunStats.pruned); () if never
 
     def modules(self, offline: bool) -> dict[str, dspy.Module]:
         """The modules of the strategy's own stages, keyed by attribute."""
