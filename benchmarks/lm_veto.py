@@ -30,6 +30,8 @@ from pathlib import Path
 
 import dspy
 
+from deepresearch.eval.f1 import harmonic_mean
+
 DEFAULT_DATA = Path(os.environ.get("DEEPRESEARCH_DATA", "../shared/data"))
 
 Rule = Callable[[list[str], list[str]], list[str]]
@@ -88,7 +90,7 @@ def claim_scores(selected: list[str], gt: set[str]) -> tuple[float, float, float
     """Recall, precision and F1 of one claim's selection."""
     tp = len(set(selected) & gt)
     r, p = (tp / len(gt) if gt else 0.0), (tp / len(selected) if selected else 0.0)
-    return r, p, (2 * r * p / (r + p) if r + p else 0.0)
+    return r, p, harmonic_mean(r, p)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, scores in per_rule.items():
         r = sum(s[0] for s in scores) / len(scores)
         p = sum(s[1] for s in scores) / len(scores)
-        f1 = 2 * r * p / (r + p) if r + p else 0.0
+        f1 = harmonic_mean(r, p)
         per_claim = [s[2] for s in scores]
         ci = paired_bootstrap(floor, per_claim)
         change = (sum(per_claim) - sum(floor)) / len(floor)

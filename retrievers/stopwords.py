@@ -1,7 +1,7 @@
-"""The English stop-word list of scikit-learn (BSD-3), kept here so that stop words need no scikit-learn.
+"""The English stop-word list of scikit-learn (BSD-3), kept here because importing it costs every process ~1.5 s.
 
 The list is the Glasgow Information Retrieval Group's, as `sklearn.feature_extraction.text.ENGLISH_STOP_WORDS`
-ships it (318 words); tests/retrievers/test_stopwords.py checks the copy against scikit-learn's.
+ships it (318 words); tests/test_rendering.py checks the copy against scikit-learn's.
 """
 
 ENGLISH_STOP_WORDS = frozenset(
