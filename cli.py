@@ -182,14 +182,14 @@ def _take_global_options(argv: list[str]) -> tuple[int, bool, str | None, list[s
 
 def _settings(config: str | None) -> tuple[Path | None, dict]:
     """The settings file (--config, else ./deepresearch.toml when it exists) and what it holds."""
-    from deepresearch.programs.runtime.config_file import find_config, read_config
+    from deepresearch.programs.formats.config_file import find_config, read_config
 
     path = find_config(config)
     return path, (read_config(path) if path else {})
 
 
 def main(argv: list[str] | None = None) -> int:
-    from deepresearch.programs.runtime.secrets import RedactingStream
+    from deepresearch.programs.lm.secrets import RedactingStream
 
     # every line this command writes to the terminal passes the redaction point (secrets.py)
     streams = sys.stdout, sys.stderr
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _register_settings_secrets(settings: dict) -> None:
     """Registers the credentials a settings file holds (a URL's password, a key-named value) for redaction."""
-    from deepresearch.programs.runtime.secrets import register_secret, strip_url_credentials
+    from deepresearch.programs.lm.secrets import register_secret, strip_url_credentials
 
     for key, value in settings.items():
         if isinstance(value, dict):
@@ -219,7 +219,7 @@ def _register_settings_secrets(settings: dict) -> None:
 
 def _main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network call for LiteLLM's price map
-    from deepresearch.programs.runtime.config_file import (
+    from deepresearch.programs.formats.config_file import (
         ConfigFileError,
         command_defaults,
         global_settings,
@@ -239,7 +239,7 @@ def _main(argv: list[str] | None = None) -> int:
         level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
         format="%(levelname)s %(name)s: %(message)s",
     )
-    from deepresearch.programs.runtime.secrets import RedactingFilter, redact
+    from deepresearch.programs.lm.secrets import RedactingFilter, redact
 
     for handler in logging.getLogger().handlers:  # no key reaches a log line, whichever library wrote it
         handler.addFilter(RedactingFilter())
@@ -270,7 +270,7 @@ def _main(argv: list[str] | None = None) -> int:
     quiet = quiet or bool(parser.get_default("quiet"))  # a settings file's old `no_progress = true` too
     parser.set_defaults(verbose=verbose, quiet=quiet)  # a command reads args.quiet to show no progress
     args = parser.parse_args(rest)
-    from deepresearch.programs.runtime.lm import LMPreflightError
+    from deepresearch.programs.lm.models import LMPreflightError
 
     try:
         return int(module.main(args) or 0)

@@ -250,8 +250,8 @@ def scenario(name: str, config: ResearchConfig, latency: Latency, ablation: str 
 
 def overhead(n: int = 300) -> None:
     """Zero-latency LM: a stage call through the scheduler against a bare dspy.Predict loop."""
+    from deepresearch.programs.lm.usage import metered
     from deepresearch.programs.runtime.scheduler import CostMeter, Scheduler
-    from deepresearch.programs.runtime.usage import metered
     from deepresearch.programs.stages.merger import Merger
     from deepresearch.signatures.types import Learning, Task
 

@@ -8,7 +8,7 @@
 * servers: research runs (depth 1, breadth 3) against simulated OpenAI-compatible servers on 127.0.0.1
   (tests/integration/openai_server.py answering like tests/research_lm.py, each reply after a fixed
   LATENCY_S), each held to one request at a time (max_parallel=1, as llama-server --parallel 1), behind
-  the LM router (programs/runtime/router.py): 1 server, then 2. The bound is the critical path: the
+  the LM router (programs/lm/router.py): 1 server, then 2. The bound is the critical path: the
   same runs against one server with no limit on parallel requests, the longest chain of dependent calls;
   a makespan is at least max(critical path, reply seconds / servers), and `bound` is the speed-up those
   floors allow. `servers busy` is the share of the time the servers spent answering: where the 1-server
@@ -68,8 +68,8 @@ def workers() -> list[dict]:
 def servers() -> list[dict]:
     import dspy
 
+    from deepresearch.programs.lm.router import router_lm
     from deepresearch.programs.research.program import DeepResearch
-    from deepresearch.programs.runtime.router import router_lm
     from deepresearch.retrievers import BM25Retriever, load_corpus
     from tests.integration.openai_server import LocalOpenAIServer
     from tests.research_lm import research_handler

@@ -25,9 +25,9 @@ import dspy  # noqa: E402
 
 from benchmarks._common import table  # noqa: E402
 from deepresearch.programs.config import ResearchConfig  # noqa: E402
+from deepresearch.programs.lm.models import make_lm, structured_adapter  # noqa: E402
+from deepresearch.programs.lm.usage import output_limits  # noqa: E402
 from deepresearch.programs.research.program import DeepResearch  # noqa: E402
-from deepresearch.programs.runtime.lm import make_lm, structured_adapter  # noqa: E402
-from deepresearch.programs.runtime.usage import output_limits  # noqa: E402
 from deepresearch.retrievers import BM25Retriever, load_corpus  # noqa: E402
 
 QUESTION = "Does omega-3 fatty acid supplementation reduce cardiovascular events?"

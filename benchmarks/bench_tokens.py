@@ -375,7 +375,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         type=int,
         default=None,
         help="--real: one output-token cap for every stage (default: each stage's own, "
-        "deepresearch.programs.runtime.usage.MAX_OUTPUT_TOKENS)",
+        "deepresearch.programs.lm.usage.MAX_OUTPUT_TOKENS)",
     )
     parser.add_argument(
         "--cuts", default=None, help=f"settings to run, of {', '.join(CUTS)} (default: all; --real: off,on,lineage)"
@@ -403,8 +403,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     presets = [p for p in args.presets.split(",") if p]
     rows = []
     if args.real:
-        from deepresearch.programs.runtime.lm import SchemaAdapter, make_lm
-        from deepresearch.programs.runtime.usage import output_limits
+        from deepresearch.programs.lm.models import SchemaAdapter, make_lm
+        from deepresearch.programs.lm.usage import output_limits
         from tests.real_lm.server import LlamaServer
 
         hits = args.hits or 3

@@ -39,15 +39,15 @@ from deepresearch.eval.citations import (
     dataset_citation_f1,
     scholarqa_citation_scores,
 )
-from deepresearch.programs.config import ResearchConfig
-from deepresearch.programs.research.program import DeepResearch
-from deepresearch.programs.runtime.citations import source_id_for
-from deepresearch.programs.runtime.entailment import (
+from deepresearch.programs.citing.citations import source_id_for
+from deepresearch.programs.citing.entailment import (
     Sentence,
     citations_in,
     lexical_entails,
     plain_sentence,
 )
+from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.stages.verifier import Verifier, lexical_verdict
 from deepresearch.programs.stages.writer import Writer
 from deepresearch.retrievers import BM25Retriever, load_corpus
@@ -194,8 +194,8 @@ def main(real: bool = False, data: str | None = None) -> list[dict]:
         rows.append(run_pipeline("scripted", retriever, texts, policy, lm=lm))
     rows.append(run_pipeline("offline", retriever, texts, "rewrite", offline=True))
     if real:
-        from deepresearch.programs.runtime.lm import SchemaAdapter, make_lm
-        from deepresearch.programs.runtime.usage import output_limits
+        from deepresearch.programs.lm.models import SchemaAdapter, make_lm
+        from deepresearch.programs.lm.usage import output_limits
         from tests.real_lm.server import LlamaServer
 
         with LlamaServer() as server, output_limits(every=384):

@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     from deepresearch.optimize.trainsets import from_frozen_cases
     from deepresearch.programs.gather.offline import OfflineCandidateAssessor
     from deepresearch.programs.gather.stages import CandidateAssessor
-    from deepresearch.programs.runtime.lm import SchemaAdapter
+    from deepresearch.programs.lm.models import SchemaAdapter
     from deepresearch.retrievers.corpus import load_corpus
 
     if args.cache_dir:

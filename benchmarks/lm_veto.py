@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from deepresearch.optimize.compile import paired_bootstrap
     from deepresearch.programs.gather.stages import CandidateAssessor
-    from deepresearch.programs.runtime.lm import SchemaAdapter
+    from deepresearch.programs.lm.models import SchemaAdapter
     from deepresearch.retrievers.corpus import load_corpus
     from deepresearch.retrievers.types import Hit
 

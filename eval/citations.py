@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from deepresearch.eval.f1 import harmonic_mean
 from deepresearch.eval.report import body_text
-from deepresearch.programs.runtime.entailment import (
+from deepresearch.programs.citing.entailment import (
     Sentence,
     body_sentences,
     citations_in,

@@ -101,7 +101,7 @@ def judge_lm(
     Raises:
         ValueError: for `offline`, which has no judge (use the lexical fallbacks of deepresearch.eval.citations).
     """
-    from deepresearch.programs.runtime.lm import make_lm
+    from deepresearch.programs.lm.models import make_lm
 
     lm = make_lm(model, api_base, api_key, temperature=temperature, **kwargs)
     if lm is None:

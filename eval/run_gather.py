@@ -44,10 +44,10 @@ from deepresearch.programs.cli_options import (
     add_quiet_alias,
     add_workers_arguments,
 )
+from deepresearch.programs.formats.jsonl import JsonlAppender, read_jsonl
 from deepresearch.programs.gather.artifacts import GatherResult
+from deepresearch.programs.lm.lm_cli import add_lm_arguments, open_lm
 from deepresearch.programs.runtime.executor import JobFailed, open_executor, working_in
-from deepresearch.programs.runtime.jsonl import JsonlAppender, read_jsonl
-from deepresearch.programs.runtime.lm_cli import add_lm_arguments, open_lm
 from deepresearch.programs.runtime.outputs import atomic_write_text
 from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, describe, open_from_args
 from deepresearch.retrievers.types import Hit
@@ -180,7 +180,7 @@ def trace_for(record: dict[str, Any]) -> QueryTrace:
 
 def read_records(path: Path, hint: str = "fix or remove the line") -> dict[str, dict[str, Any]]:
     """query_id -> its last record (a query that failed and was redone has two); a last line cut by a kill is
-    ignored with a warning, a damaged line before it raises `deepresearch.programs.runtime.jsonl.JsonlError` ending with `hint`."""
+    ignored with a warning, a damaged line before it raises `deepresearch.programs.formats.jsonl.JsonlError` ending with `hint`."""
     return {record["query_id"]: record for record in read_jsonl(path, hint=hint)}
 
 

@@ -45,7 +45,7 @@ from deepresearch.programs.cli_options import (
     add_workers_arguments,
 )
 from deepresearch.programs.config import PRESETS
-from deepresearch.programs.runtime.lm_cli import add_lm_arguments, open_lm
+from deepresearch.programs.lm.lm_cli import add_lm_arguments, open_lm
 from deepresearch.programs.runtime.outputs import atomic_write_text
 from deepresearch.retrievers.cli import add_retriever_arguments, open_from_args
 
@@ -221,8 +221,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from deepresearch.programs.config import preset
+    from deepresearch.programs.lm.models import preflight
     from deepresearch.programs.research.program import DeepResearch
-    from deepresearch.programs.runtime.lm import preflight
 
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be >= 1, got {args.limit}")

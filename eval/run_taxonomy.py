@@ -36,8 +36,8 @@ from deepresearch.programs.cli_options import (
     add_overwrite_argument,
     add_tree_arguments,
 )
-from deepresearch.programs.runtime.jsonl import JsonlAppender, read_jsonl, write_jsonl_atomic
-from deepresearch.programs.runtime.lm_cli import LMSession, add_lm_arguments, open_lm
+from deepresearch.programs.formats.jsonl import JsonlAppender, read_jsonl, write_jsonl_atomic
+from deepresearch.programs.lm.lm_cli import LMSession, add_lm_arguments, open_lm
 from deepresearch.programs.runtime.outputs import atomic_write_text
 from deepresearch.retrievers.cli import add_retriever_arguments
 
@@ -313,7 +313,7 @@ def open_judge(args: argparse.Namespace, session: LMSession):
     if not args.judge_lm:
         return None
     from deepresearch.eval.judges import judge_lm
-    from deepresearch.programs.runtime.lm import preflight
+    from deepresearch.programs.lm.models import preflight
 
     lm = judge_lm(args.judge_lm, args.api_base, environment.api_key(), timeout_s=args.lm_timeout)
     if not args.no_preflight and args.judge_lm != session.model:  # the main LM was checked already

@@ -54,11 +54,11 @@ from deepresearch.programs.cli_options import (
     add_workers_arguments,
 )
 from deepresearch.programs.config import PRESETS, ResearchConfig, preset
+from deepresearch.programs.lm.lm_cli import add_lm_arguments, make_session_lm, open_lm
+from deepresearch.programs.lm.models import OFFLINE, preflight
+from deepresearch.programs.lm.usage import UsageMeter, metered
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.runtime.executor import open_executor
-from deepresearch.programs.runtime.lm import OFFLINE, preflight
-from deepresearch.programs.runtime.lm_cli import add_lm_arguments, make_session_lm, open_lm
-from deepresearch.programs.runtime.usage import UsageMeter, metered
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, open_from_args
 from deepresearch.retrievers.sources import find_local

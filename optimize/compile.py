@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import dspy
 
 from deepresearch.optimize.metrics import MetricSpec, as_gepa_metric, as_metric
+from deepresearch.programs.lm.usage import UsageMeter, metered
 from deepresearch.programs.runtime.stage import Shared
-from deepresearch.programs.runtime.usage import UsageMeter, metered
 
 logger = logging.getLogger(__name__)
 

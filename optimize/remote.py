@@ -17,8 +17,8 @@ from typing import Any
 import dspy
 
 from deepresearch.optimize.compile import evaluate_scores
+from deepresearch.programs.lm.lm_cli import open_lm
 from deepresearch.programs.runtime.executor import JobFailed, working_in
-from deepresearch.programs.runtime.lm_cli import open_lm
 
 # (options, LM session) -> (the program being tuned, its MetricSpec, a counter with .calls: role -> LM calls)
 Setup = Callable[[argparse.Namespace, Any], tuple[dspy.Module, Any, Any]]

@@ -10,7 +10,7 @@ from typing import Any
 
 import dspy
 
-from deepresearch.programs.runtime.secrets import env_secrets, registered_secrets
+from deepresearch.programs.lm.secrets import env_secrets, registered_secrets
 
 COMPILED_KEY = "deepresearch"  # under the saved state's `metadata`: the compile record
 SECRET_KEYS = {"api_key", "apikey", "api_token", "token", "authorization"}

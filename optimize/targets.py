@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 import dspy
 
 from deepresearch.programs.artifacts import as_source
+from deepresearch.programs.citing.citations import source_id_for
 from deepresearch.programs.gather.loop import GATHER_STAGES
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.research.strategy import SHARED_STAGES
-from deepresearch.programs.runtime.citations import source_id_for
 from deepresearch.programs.runtime.stage import Shared, Stage
 from deepresearch.programs.stages.assessor import Assessor
 from deepresearch.programs.stages.planner import Planner

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# Imported on first use (PEP 562): importing a submodule such as deepresearch.programs.runtime.config_file
+# Imported on first use (PEP 562): importing a submodule such as deepresearch.programs.formats.config_file
 # (which `deepresearch --help` does) must not load the research program and DSPy with it.
 _EXPORTS = {
     "PRESETS": "deepresearch.programs.config",

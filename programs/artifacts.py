@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, get_args
 
+from deepresearch.programs.citing.provenance import SentenceProvenance, sentence_provenance
 from deepresearch.programs.reference import Reference, _reference_dict
-from deepresearch.programs.runtime.provenance import SentenceProvenance, sentence_provenance
 from deepresearch.retrievers.types import Hit
 from deepresearch.signatures.types import Learning, Source, Task
 
@@ -85,9 +85,7 @@ class Failure:
     stage: str
     error_type: str
     message: str
-    cause: str = (
-        ""  # one line naming the cause and the fix (deepresearch.programs.runtime.lm.explain), secrets redacted
-    )
+    cause: str = ""  # one line naming the cause and the fix (deepresearch.programs.lm.models.explain), secrets redacted
 
 
 @dataclass(frozen=True)

@@ -217,7 +217,7 @@ def run_batch(
 
 
 def _shown(options: list[str]) -> list[str]:
-    from deepresearch.programs.runtime.secrets import redact
+    from deepresearch.programs.lm.secrets import redact
 
     return [redact(o) for o in options]
 

@@ -27,10 +27,11 @@ from deepresearch.programs.cli_options import (
     add_workers_arguments,
 )
 from deepresearch.programs.config import PRESETS, VERIFY_POLICIES, ResearchConfig, preset
+from deepresearch.programs.lm.lm_cli import LMSession, add_lm_arguments, open_lm
+from deepresearch.programs.lm.secrets import redact
 from deepresearch.programs.research.program import DeepResearch, stage_names
 from deepresearch.programs.runtime.context import Interrupt
 from deepresearch.programs.runtime.events import Event, EventHandler
-from deepresearch.programs.runtime.lm_cli import LMSession, add_lm_arguments, open_lm
 from deepresearch.programs.runtime.outputs import (
     RUN_FILES,
     RunFolder,
@@ -40,7 +41,6 @@ from deepresearch.programs.runtime.outputs import (
 )
 from deepresearch.programs.runtime.progress import Progress
 from deepresearch.programs.runtime.scheduler import CostMeter
-from deepresearch.programs.runtime.secrets import redact
 from deepresearch.programs.runtime.stage_log import STAGE_LOG
 from deepresearch.programs.runtime.text import printable
 from deepresearch.programs.stages.clarifier import (
@@ -393,7 +393,7 @@ def run_research(
     try:  # the trace first, the report last: a failed write (a full disk) leaves no finished-looking report
         folder.write_json("trace.json", trace)
         if args.bibtex:
-            from deepresearch.programs.runtime.exports import to_bibtex
+            from deepresearch.programs.formats.exports import to_bibtex
 
             folder.write_text("references.bib", to_bibtex(report.references))
         if args.answer:

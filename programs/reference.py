@@ -1,6 +1,6 @@
 """A report's reference: the cited document and what its corpus record says about it.
 
-Below the other artifacts, so that citation logic (`deepresearch.programs.runtime.citations`, `.provenance`)
+Below the other artifacts, so that citation logic (`deepresearch.programs.citing.citations`, `.provenance`)
 uses it without importing the report that holds it. `deepresearch.programs.artifacts` re-exports it.
 """
 

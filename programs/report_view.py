@@ -29,13 +29,13 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
-from deepresearch.programs.runtime.entailment import content_tokens
-from deepresearch.programs.runtime.provenance import body_of, split_sentences
+from deepresearch.programs.citing.entailment import content_tokens
+from deepresearch.programs.citing.provenance import body_of, split_sentences
 from deepresearch.programs.runtime.text import collapse_whitespace
 
 if TYPE_CHECKING:
     from deepresearch.programs.artifacts import Node, Reference, Report
-    from deepresearch.programs.runtime.citations import CitationRegistry
+    from deepresearch.programs.citing.citations import CitationRegistry
 
 __all__ = ["PASSAGE_CHARS", "cited_passages", "report_html", "report_view", "safe_url"]
 

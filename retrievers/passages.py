@@ -3,7 +3,7 @@
 A passage of paper `smith2020` is the Doc `smith2020#3` (1-based), carrying its paper's title, link and
 bibliographic fields, plus `metadata["paper_id"]` ("smith2020"), `metadata["passage"]` (3) and
 `metadata["passages"]` (how many the paper has). Retrievers rank passages like any document; whoever
-lists references (`deepresearch.programs.runtime.citations`) groups them back by `paper_id`, so a paper is named once.
+lists references (`deepresearch.programs.citing.citations`) groups them back by `paper_id`, so a paper is named once.
 
 Splitting is sentence-aware and cheap: the text is cut into sentences (a sentence longer than a passage
 is cut at word boundaries), sentences are packed into passages of at most `max_chars` characters, and

@@ -67,7 +67,7 @@ def clean_lm_env(monkeypatch, tmp_path):
 def _reset_dspy_settings():
     yield
     dspy.settings.configure(lm=None, trace=[], callbacks=[])
-    # commands install a disk cache of their own (deepresearch.programs.runtime.lm.configure_lm_cache); no later test may be
+    # commands install a disk cache of their own (deepresearch.programs.lm.models.configure_lm_cache); no later test may be
     # answered from it
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
 

@@ -155,7 +155,7 @@ def test_the_canonical_spelling_parses_the_same_without_a_warning(capsys):
 
 
 def test_a_settings_file_may_still_use_an_old_key(tmp_path, monkeypatch):
-    from deepresearch.programs.runtime.config_file import command_defaults, read_config
+    from deepresearch.programs.formats.config_file import command_defaults, read_config
 
     path = tmp_path / "deepresearch.toml"
     path.write_text('[run]\nconcurrency = 2\n[eval.gather]\nrestart = true\nqueries = "scifact"\n')

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from deepresearch.programs.runtime.citations import CITATION, citation_labels
+from deepresearch.programs.citing.citations import CITATION, citation_labels
 from deepresearch.signatures.types import Learning
 
 

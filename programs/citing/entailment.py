@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from deepresearch.programs.runtime.citations import CITATION, citation_labels
+from deepresearch.programs.citing.citations import CITATION, citation_labels
 from deepresearch.retrievers.passages import split_sentences
 
 # Citations written after the sentence's period ("Claim. [1]") are moved before it ("Claim [1].").

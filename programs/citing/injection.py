@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from deepresearch.programs.runtime.entailment import FULL_SUPPORT, PARTIAL_SUPPORT, lexical_coverage
+from deepresearch.programs.citing.entailment import FULL_SUPPORT, PARTIAL_SUPPORT, lexical_coverage
 from deepresearch.retrievers.passages import split_sentences
 
 _VERB = r"(?:write|say|output|print|type|repeat|respond|reply|answer|append|add|insert|include|state|return|begin)"

@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from deepresearch.programs.lm.secrets import redact_json
 from deepresearch.programs.runtime.outputs import atomic_write_text
-from deepresearch.programs.runtime.secrets import redact_json
 
 logger = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from deepresearch.programs.gather.artifacts import (
     Selection,
     Subquery,
 )
+from deepresearch.programs.lm.usage import UsageMeter, call_predictor, metered
 from deepresearch.programs.runtime.stage import Shared, run_sync
 from deepresearch.programs.runtime.text import collapse_whitespace
-from deepresearch.programs.runtime.usage import UsageMeter, call_predictor, metered
 from deepresearch.programs.stages.offline import key_terms
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.types import Retriever, search_async

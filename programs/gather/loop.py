@@ -39,12 +39,12 @@ from deepresearch.programs.gather.artifacts import (
     Subquery,
 )
 from deepresearch.programs.gather.stages import CandidateAssessor, SubqueryPlanner, clip, reading_full_text
+from deepresearch.programs.lm.secrets import redact
+from deepresearch.programs.lm.usage import UsageMeter, metered
 from deepresearch.programs.runtime.events import EventHandler, EventLog
 from deepresearch.programs.runtime.scheduler import BudgetExceeded, Scheduler
-from deepresearch.programs.runtime.secrets import redact
 from deepresearch.programs.runtime.stage import Shared, run_sync, set_stage_lms
 from deepresearch.programs.runtime.text import norm_text
-from deepresearch.programs.runtime.usage import UsageMeter, metered
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.fulltext import FullTextRetriever
 from deepresearch.retrievers.types import Hit, Retriever

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 import dspy
 
 from deepresearch.programs.gather.artifacts import feedback_text
-from deepresearch.programs.runtime.secrets import redact
+from deepresearch.programs.lm.secrets import redact
+from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.text import collapse_whitespace
-from deepresearch.programs.runtime.usage import call_predictor
 from deepresearch.programs.stages.offline import key_terms, stem
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.passages import sentences as split_sentences

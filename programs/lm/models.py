@@ -24,7 +24,7 @@ import dspy
 from dspy.clients.cache import Cache
 
 from deepresearch.programs.environment import provider_base_url
-from deepresearch.programs.runtime.secrets import (
+from deepresearch.programs.lm.secrets import (
     env_secrets,
     redact,
     redact_obj,
@@ -163,7 +163,7 @@ def make_lm(
 
 def server_of(lm: Any) -> str | None:
     """The base URL `lm` sends to: its api_base, else the provider's base-URL variable, else None."""
-    if getattr(lm, "servers", None):  # a RouterLM (runtime/router.py): its first server stands for them all
+    if getattr(lm, "servers", None):  # a RouterLM (lm/router.py): its first server stands for them all
         return lm.servers[0].url
     kwargs = getattr(lm, "kwargs", {}) or {}
     url = kwargs.get("api_base") or kwargs.get("base_url")

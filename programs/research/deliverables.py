@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deepresearch.programs.artifacts import Node
-from deepresearch.programs.runtime.citations import (
+from deepresearch.programs.citing.citations import (
     CITATION,
     CitationRegistry,
     citation_labels,

@@ -29,6 +29,9 @@ from typing import Any
 import dspy
 
 from deepresearch.programs.artifacts import Node, Report, RunStats, RunStatus
+from deepresearch.programs.citing.citations import render_references
+from deepresearch.programs.citing.entailment import citations_in
+from deepresearch.programs.lm.models import summarize_failures
 from deepresearch.programs.report_view import cited_passages
 from deepresearch.programs.research.deliverables import (
     MAP_HEADING,
@@ -37,10 +40,7 @@ from deepresearch.programs.research.deliverables import (
     renumber_together,
     short_answer,
 )
-from deepresearch.programs.runtime.citations import render_references
 from deepresearch.programs.runtime.context import RunContext
-from deepresearch.programs.runtime.entailment import citations_in
-from deepresearch.programs.runtime.lm import summarize_failures
 from deepresearch.programs.stages.merger import NO_INFORMATION
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.stages.verifier import LexicalVerifier, remove_injected

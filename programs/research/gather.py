@@ -30,11 +30,11 @@ from typing import Any
 
 import dspy
 
+from deepresearch.programs.citing.citation_guard import check_node_citations
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.gather.artifacts import GatherResult, StopReason, Subquery
 from deepresearch.programs.gather.loop import GatherLoop, papers_and_reader
 from deepresearch.programs.research.strategy import question_task, research_task
-from deepresearch.programs.runtime.citation_guard import check_node_citations
 from deepresearch.programs.runtime.context import NodeLife, RunContext
 from deepresearch.programs.stages.merger import NO_INFORMATION
 from deepresearch.programs.stages.registry import STAGES

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 
+from deepresearch.programs.citing.citation_guard import check_node_citations
+from deepresearch.programs.citing.citations import CITATION, citation_labels
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.research.selector import select
 from deepresearch.programs.research.strategy import plan_root, unseen
-from deepresearch.programs.runtime.citation_guard import check_node_citations
-from deepresearch.programs.runtime.citations import CITATION, citation_labels
 from deepresearch.programs.runtime.context import NodeLife, RunContext
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
 from deepresearch.programs.stages.merger import NO_INFORMATION

@@ -22,22 +22,22 @@ from typing import Any
 import dspy
 
 from deepresearch.programs.artifacts import RunStats
+from deepresearch.programs.citing.citations import (
+    CitationRegistry,
+)
 from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.lm.models import structured_adapter
+from deepresearch.programs.lm.usage import metered
 from deepresearch.programs.render import ResultPrediction
 from deepresearch.programs.research.finish import UncitedReport, fallback_report, finish
 from deepresearch.programs.research.strategies import STRATEGIES, tree_size
-from deepresearch.programs.runtime.citations import (
-    CitationRegistry,
-)
 from deepresearch.programs.runtime.context import RunContext, Snapshot
 from deepresearch.programs.runtime.events import EventHandler, EventLog
 from deepresearch.programs.runtime.journal import Journal
-from deepresearch.programs.runtime.lm import structured_adapter
 from deepresearch.programs.runtime.scheduler import CostMeter, Scheduler
 from deepresearch.programs.runtime.stage import Shared, run_sync, set_stage_lms
 from deepresearch.programs.runtime.stage_log import StageLog
 from deepresearch.programs.runtime.text import printable
-from deepresearch.programs.runtime.usage import metered
 from deepresearch.programs.stages.clarifier import (
     MAX_QUESTIONS,
     Clarifier,

@@ -15,8 +15,8 @@ from typing import Protocol
 
 import dspy
 
+from deepresearch.programs.citing.citation_guard import check_node_citations
 from deepresearch.programs.config import ResearchConfig
-from deepresearch.programs.runtime.citation_guard import check_node_citations
 from deepresearch.programs.runtime.context import NodeLife, RunContext
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
 from deepresearch.programs.runtime.text import norm_text

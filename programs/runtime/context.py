@@ -41,15 +41,15 @@ from deepresearch.programs.artifacts import (
     RunStats,
     as_source,
 )
+from deepresearch.programs.citing.citations import CitationRegistry
 from deepresearch.programs.config import ResearchConfig
-from deepresearch.programs.runtime.citations import CitationRegistry
+from deepresearch.programs.lm.models import explain
+from deepresearch.programs.lm.secrets import redact
+from deepresearch.programs.lm.usage import UsageMeter, set_node
 from deepresearch.programs.runtime.events import EventLog
 from deepresearch.programs.runtime.journal import Journal
-from deepresearch.programs.runtime.lm import explain
 from deepresearch.programs.runtime.scheduler import BudgetExceeded, Scheduler
-from deepresearch.programs.runtime.secrets import redact
 from deepresearch.programs.runtime.stage_log import Clock, StageLog
-from deepresearch.programs.runtime.usage import UsageMeter, set_node
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.types import Doc, Hit, Retriever
 from deepresearch.signatures.types import Learning, Source, Task

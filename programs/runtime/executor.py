@@ -23,7 +23,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from deepresearch.programs.runtime.secrets import redact
+from deepresearch.programs.lm.secrets import redact
 
 
 @dataclass

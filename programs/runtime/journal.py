@@ -6,7 +6,7 @@ plan is made outside any node (the root plan, a `hero` turn). `--resume` reads t
 runs only what has no entry: a finished node is restored as it was, without an LM call or a search.
 
 The first line names the question; a journal of another question is refused. A line cut by a kill
-(the last one) is ignored and cut before the next append (deepresearch.programs.runtime.jsonl), so the file is
+(the last one) is ignored and cut before the next append (deepresearch.programs.formats.jsonl), so the file is
 always readable.
 """
 
@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from deepresearch.programs.runtime.jsonl import JsonlAppender, JsonlError, read_jsonl
+from deepresearch.programs.formats.jsonl import JsonlAppender, JsonlError, read_jsonl
 
 VERSION = 1
 

@@ -26,7 +26,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from deepresearch.programs.artifacts import FOLDER_STATUSES, RAISED, RUNNING, FolderStatus
-from deepresearch.programs.runtime.secrets import redact, redact_json
+from deepresearch.programs.lm.secrets import redact, redact_json
 from deepresearch.programs.runtime.text import shorten
 
 logger = logging.getLogger(__name__)

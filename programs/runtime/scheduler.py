@@ -7,13 +7,13 @@ until the whole level above has finished; `sequential` runs one node at a time, 
 
 LM calls go through `Scheduler.call`, searches through `Scheduler.search`. Each takes a slot of a
 global semaphore and waits for its provider's rate limit. LMs built by
-`deepresearch.programs.runtime.lm.make_lm` for a run leave retries to us (DSPy's own are invisible to the trace): a
+`deepresearch.programs.lm.models.make_lm` for a run leave retries to us (DSPy's own are invisible to the trace): a
 transient error (rate limit, timeout, server or transport error) is retried at most `lm_retries`
 times, after the server's Retry-After (capped at `retry_after_cap_s`) or exponential backoff, never
 past the deadline; a rate limit pauses the whole provider (every call to it waits). Timeouts of our
 own (`lm_timeout_s`, `search_timeout_s`) are retried the same way. A reply that does not parse into
 the stage's fields (a small model's runaway or malformed JSON) is asked again `parse_retries` times as
-a new sample (`deepresearch.programs.runtime.usage.resampling`), under the same caps and budgets.
+a new sample (`deepresearch.programs.lm.usage.resampling`), under the same caps and budgets.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from deepresearch.programs.config import ResearchConfig
-from deepresearch.programs.runtime.usage import UsageMeter, budget_check, resampling
+from deepresearch.programs.lm.usage import UsageMeter, budget_check, resampling
 from deepresearch.retrievers.engines.client import RateLimiter
 from deepresearch.retrievers.types import Hit, Retriever, search_async
 

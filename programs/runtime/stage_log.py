@@ -27,8 +27,8 @@ import dspy
 from pydantic import TypeAdapter
 from pydantic_core import to_jsonable_python
 
-from deepresearch.programs.runtime.jsonl import read_jsonl
-from deepresearch.programs.runtime.secrets import redact_json
+from deepresearch.programs.formats.jsonl import read_jsonl
+from deepresearch.programs.lm.secrets import redact_json
 
 STAGE_LOG = "stages.jsonl"
 PASSAGE_REF = "passage_ref"

@@ -2,8 +2,8 @@ import logging
 
 import dspy
 
+from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage
-from deepresearch.programs.runtime.usage import call_predictor
 from deepresearch.programs.stages.offline import key_terms, stem
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.passages import sentences as split_sentences

@@ -17,9 +17,9 @@ from pathlib import Path
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
+from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.text import collapse_whitespace, norm_text
-from deepresearch.programs.runtime.usage import call_predictor
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.clarify import ClarifyQuestion
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dspy
 
+from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage
-from deepresearch.programs.runtime.usage import call_predictor
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.enrich import WriteEnrichment
 from deepresearch.signatures.types import Learning

@@ -1,7 +1,7 @@
 import dspy
 
+from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage
-from deepresearch.programs.runtime.usage import call_predictor
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.extract import ExtractLearnings
 from deepresearch.signatures.types import Learning, Source, Task

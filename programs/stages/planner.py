@@ -1,8 +1,8 @@
 import dspy
 
+from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.text import norm_text
-from deepresearch.programs.runtime.usage import call_predictor
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.plan import PlanQueries
 from deepresearch.signatures.types import Task

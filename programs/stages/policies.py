@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dspy
 
+from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.runtime.text import norm_text
-from deepresearch.programs.runtime.usage import call_predictor
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
 

@@ -1,6 +1,6 @@
 """The verify stage: every claim of a draft report checked against the passages it cites, before it ships.
 
-The draft's prose is split into sentences (deepresearch.programs.runtime.entailment). A sentence that cites sources
+The draft's prose is split into sentences (deepresearch.programs.citing.entailment). A sentence that cites sources
 is judged against the texts of its first three cited passages; a sentence with a factual claim (at
 least `MIN_CLAIM_CHARS` characters) and no citation is judged against the candidate passages that
 share most of its words, and cites them when they support it. A judge returns `supported`,
@@ -26,9 +26,8 @@ from dataclasses import asdict, dataclass
 
 import dspy
 
-from deepresearch.programs.config import VERIFY_POLICIES
-from deepresearch.programs.runtime.citations import CITATION
-from deepresearch.programs.runtime.entailment import (
+from deepresearch.programs.citing.citations import CITATION
+from deepresearch.programs.citing.entailment import (
     LIST_MARK,
     NOTE,
     PARTIAL_SUPPORT,
@@ -38,10 +37,11 @@ from deepresearch.programs.runtime.entailment import (
     plain_sentence,
     split_block,
 )
-from deepresearch.programs.runtime.injection import carries_injection, clean_passage
+from deepresearch.programs.citing.injection import carries_injection, clean_passage
+from deepresearch.programs.config import VERIFY_POLICIES
+from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
 from deepresearch.programs.runtime.stage import Stage
-from deepresearch.programs.runtime.usage import call_predictor
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.types import Source
 from deepresearch.signatures.verify import ClaimToCheck, ClaimVerdict, VerifyClaims
@@ -141,7 +141,7 @@ class _Checker(Stage):
         """Checks `report` (a draft citing source ids) against `sources` (every passage it may cite).
 
         Every sentence that repeats a passage's instruction-like text is removed first, whatever the policy
-        (`deepresearch.programs.runtime.injection`); the others are judged against the passages with that
+        (`deepresearch.programs.citing.injection`); the others are judged against the passages with that
         text taken out, and a verdict of support the lexical rule finds no ground for is overruled by it.
 
         Returns:

@@ -25,13 +25,13 @@ import json_repair
 import numpy as np
 
 from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.lm.secrets import redact
+from deepresearch.programs.lm.usage import UsageMeter, call_predictor, metered
 from deepresearch.programs.render import ResultPrediction
 from deepresearch.programs.runtime.events import EventHandler, EventLog
 from deepresearch.programs.runtime.scheduler import BudgetExceeded, Scheduler
-from deepresearch.programs.runtime.secrets import redact
 from deepresearch.programs.runtime.stage import run_sync
 from deepresearch.programs.runtime.text import norm_title
-from deepresearch.programs.runtime.usage import UsageMeter, call_predictor, metered
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.taxonomy.offline import cluster_taxonomy
 from deepresearch.retrievers.embed import encode

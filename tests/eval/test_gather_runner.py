@@ -1,5 +1,5 @@
 """`deepresearch eval gather`: files, resume (after a kill too), settings check, LM accounting, frozen-candidate
-replay; and the record files every eval runner appends to (`deepresearch.programs.runtime.jsonl`)."""
+replay; and the record files every eval runner appends to (`deepresearch.programs.formats.jsonl`)."""
 
 import asyncio
 import json
@@ -18,8 +18,8 @@ import pytest
 from deepresearch import cli
 from deepresearch.eval.querysets import load_queryset
 from deepresearch.eval.run_gather import load_frozen_cases, read_records, run_queries, usage_totals
+from deepresearch.programs.formats.jsonl import JsonlAppender, JsonlError, read_jsonl
 from deepresearch.programs.gather.loop import CandidateAssessor, Gatherer
-from deepresearch.programs.runtime.jsonl import JsonlAppender, JsonlError, read_jsonl
 from deepresearch.signatures.gather import LabelCandidates, PlanSubqueries
 from tests.scripted import inputs_of
 
@@ -148,7 +148,7 @@ def test_reader_ignores_only_a_cut_last_line(tmp_path, caplog):
     path = tmp_path / "r.jsonl"
     whole = json.dumps({"id": 2, "title": "Vitamin D – fracture risk"}, ensure_ascii=False).encode()
     path.write_bytes(b'{"id": 1}\n\n' + whole[:-6])
-    with caplog.at_level(logging.WARNING, logger="deepresearch.programs.runtime.jsonl"):
+    with caplog.at_level(logging.WARNING, logger="deepresearch.programs.formats.jsonl"):
         assert read_jsonl(path) == [{"id": 1}]
     assert "line 3 is incomplete" in caplog.text
     path.write_bytes(b'{"id": 1}\n' + whole[: whole.index("–".encode()) + 1])  # cut inside a character's bytes

@@ -10,7 +10,7 @@ import pytest
 from deepresearch.cli import main as cli_main
 from deepresearch.eval.judges import JudgeTaxonomy
 from deepresearch.eval.taxobench import TaxoBenchError, load_predictions, load_taxobench
-from deepresearch.programs.runtime.jsonl import read_jsonl
+from deepresearch.programs.formats.jsonl import read_jsonl
 from tests.eval.test_gather_runner import kill_when
 from tests.scripted import chat_format, inputs_of, scripted_lm
 

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from deepresearch.cli import main
-from deepresearch.programs.runtime.lm import make_lm, preflight
+from deepresearch.programs.lm.models import make_lm, preflight
 from tests.integration.openai_server import Error, LocalOpenAIServer
 
 

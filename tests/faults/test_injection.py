@@ -9,7 +9,7 @@ import json
 import pytest
 
 from deepresearch.cli import main
-from deepresearch.programs.runtime.injection import carries_injection, is_instruction
+from deepresearch.programs.citing.injection import carries_injection, is_instruction
 from tests.faults.injection import INJECTED, PAYLOAD, injected_corpus, obedient_handler
 from tests.integration.openai_server import LocalOpenAIServer
 

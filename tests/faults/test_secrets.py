@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from deepresearch.cli import main
-from deepresearch.programs.runtime import secrets
+from deepresearch.programs.lm import secrets
 from tests.faults.servers import echoing
 from tests.integration.openai_server import LocalOpenAIServer
 from tests.research_lm import research_handler

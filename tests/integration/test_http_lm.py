@@ -4,8 +4,8 @@ import math
 
 import dspy
 
+from deepresearch.programs.lm.models import make_lm
 from deepresearch.programs.research.program import DeepResearch
-from deepresearch.programs.runtime.lm import make_lm
 from tests.integration.openai_server import LocalOpenAIServer
 from tests.research_lm import research_handler
 

@@ -12,9 +12,9 @@ import pytest
 
 from deepresearch import cli
 from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.lm.models import configure_lm_cache, make_lm
+from deepresearch.programs.lm.usage import MAX_OUTPUT_TOKENS
 from deepresearch.programs.research.program import DeepResearch
-from deepresearch.programs.runtime.lm import configure_lm_cache, make_lm
-from deepresearch.programs.runtime.usage import MAX_OUTPUT_TOKENS
 from tests.integration.openai_server import Error, LocalOpenAIServer
 from tests.research_lm import research_handler
 

@@ -16,7 +16,7 @@ import pytest
 from deepresearch.optimize.compile import compile_program, evaluate, evaluate_scores, paired_bootstrap
 from deepresearch.optimize.metrics import metric_spec
 from deepresearch.optimize.saved import load_compiled, meta_path, save_compiled
-from deepresearch.programs.runtime.citations import source_id_for
+from deepresearch.programs.citing.citations import source_id_for
 from deepresearch.programs.stages.assessor import Assessor
 from deepresearch.signatures import AssessRelevance, Source, Task
 from tests.scripted import inputs_of, routed_handler, scripted_lm, universal_handler

@@ -1,4 +1,4 @@
-from deepresearch.programs.runtime.citations import CITATION, DRAFT_CITATION, citation_labels
+from deepresearch.programs.citing.citations import CITATION, DRAFT_CITATION, citation_labels
 
 
 def labels(pattern, text):

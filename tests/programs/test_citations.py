@@ -1,4 +1,4 @@
-from deepresearch.programs.runtime.citations import (
+from deepresearch.programs.citing.citations import (
     CitationRegistry,
     render_references,
     renumber_citations,

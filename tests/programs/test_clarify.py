@@ -18,9 +18,9 @@ import dspy
 import pytest
 
 from deepresearch import cli
+from deepresearch.programs.lm.usage import metered
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.runtime.scheduler import CostMeter
-from deepresearch.programs.runtime.usage import metered
 from deepresearch.programs.stages.clarifier import (
     ClarificationsError,
     Clarifier,

@@ -21,7 +21,7 @@ from deepresearch.programs.config import (
     TreeConfig,
     preset,
 )
-from deepresearch.programs.runtime.config_file import ConfigFileError, command_defaults, read_config
+from deepresearch.programs.formats.config_file import ConfigFileError, command_defaults, read_config
 
 # A value other than the default for every flat name, each valid on its own and together
 CHANGED = {

@@ -10,10 +10,10 @@ from collections import Counter
 import dspy
 import pytest
 
+from deepresearch.programs.citing.citations import CitationRegistry
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.research.deliverables import MAP_HEADING, render_map, renumber_together
 from deepresearch.programs.research.program import DeepResearch
-from deepresearch.programs.runtime.citations import CitationRegistry
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from deepresearch.retrievers import BM25Retriever
 from deepresearch.retrievers.corpus import Corpus

@@ -8,7 +8,7 @@ from bibtexparser.middlewares import LatexDecodingMiddleware, SeparateCoAuthors
 
 from deepresearch import cli
 from deepresearch.programs.artifacts import Reference
-from deepresearch.programs.runtime.exports import citation_keys, to_bibtex
+from deepresearch.programs.formats.exports import citation_keys, to_bibtex
 from deepresearch.retrievers.bibliographic import bibliographic
 from deepresearch.retrievers.corpus import load_corpus
 

@@ -16,9 +16,9 @@ from deepresearch.programs.artifacts import (
     Report,
     RunStats,
 )
+from deepresearch.programs.citing.citations import CitationRegistry
 from deepresearch.programs.config import ResearchConfig, preset
 from deepresearch.programs.research import DeepResearch
-from deepresearch.programs.runtime.citations import CitationRegistry
 from deepresearch.programs.runtime.context import RunContext
 from deepresearch.programs.runtime.events import EVENT_KINDS, EventLog
 from deepresearch.programs.runtime.journal import Journal

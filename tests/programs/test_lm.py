@@ -1,4 +1,4 @@
-"""deepresearch.programs.runtime.lm: output schemas with grammar bounds, the choice of adapter, and errors a user can act on."""
+"""deepresearch.programs.lm.models: output schemas with grammar bounds, the choice of adapter, and errors a user can act on."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import dspy
 import pytest
 from dspy.utils import exceptions as x
 
-from deepresearch.programs.runtime.lm import (
+from deepresearch.programs.lm.models import (
     GRAMMAR_LIMITS,
     LMConfigError,
     SchemaAdapter,

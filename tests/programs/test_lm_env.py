@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from deepresearch.programs.runtime.lm import LMConfigError
-from deepresearch.programs.runtime.lm_cli import add_lm_arguments, make_session_lm
+from deepresearch.programs.lm.lm_cli import add_lm_arguments, make_session_lm
+from deepresearch.programs.lm.models import LMConfigError
 
 
 def _args(*argv: str) -> argparse.Namespace:

@@ -1,8 +1,8 @@
 import asyncio
 import re
 
+from deepresearch.programs.citing.citations import source_id_for
 from deepresearch.programs.research.program import DeepResearch
-from deepresearch.programs.runtime.citations import source_id_for
 from deepresearch.programs.stages.offline import (
     OfflineAnswerer,
     OfflineExtractor,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from deepresearch.programs.artifacts import Hit, Reference, Report, as_source
-from deepresearch.programs.runtime.citations import (
+from deepresearch.programs.citing.citations import (
     CITATION,
     CitationRegistry,
     citation_labels,

@@ -7,7 +7,7 @@ import pytest
 from deepresearch import cli
 from deepresearch.eval.citations import split_sentences as eval_sentences
 from deepresearch.programs.artifacts import Reference, Report
-from deepresearch.programs.runtime.provenance import (
+from deepresearch.programs.citing.provenance import (
     cited_numbers,
     report_sentences,
     sentence_provenance,

@@ -183,7 +183,7 @@ def test_a_stage_can_have_its_own_lm_and_usage_is_counted_per_stage(scifact_bm25
 def test_usage_also_reaches_an_enclosing_meter_and_dspy_usage_tracker(scifact_bm25):
     from dspy.utils.usage_tracker import track_usage
 
-    from deepresearch.programs.runtime.usage import UsageMeter, metered
+    from deepresearch.programs.lm.usage import UsageMeter, metered
 
     outer = UsageMeter()
     with dspy.context(lm=scripted_lm(research_handler())), track_usage() as tracker, metered(outer):
@@ -279,7 +279,7 @@ def test_a_request_is_never_counted_twice_by_the_budget():
     # a stage call reserves one request; the request is counted inside the LM call (DSPy's usage
     # report), and the reservation is released at that moment, not when the call returns to the
     # scheduler: between the two, a concurrent budget check once saw the request twice
-    from deepresearch.programs.runtime.usage import UsageMeter
+    from deepresearch.programs.lm.usage import UsageMeter
 
     meter = UsageMeter()
     with meter.reserving():

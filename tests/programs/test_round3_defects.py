@@ -9,8 +9,8 @@ import re
 import dspy
 
 from deepresearch.programs.config import ResearchConfig, preset
+from deepresearch.programs.lm.models import make_lm
 from deepresearch.programs.research import DeepResearch
-from deepresearch.programs.runtime.lm import make_lm
 from deepresearch.signatures import WriteReport
 from tests.integration.openai_server import Error, LocalOpenAIServer
 from tests.programs.test_presets import QUESTION, hero_handler

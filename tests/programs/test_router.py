@@ -1,4 +1,4 @@
-"""The LM router (programs/runtime/router.py): several OpenAI-compatible servers behind one model name.
+"""The LM router (programs/lm/router.py): several OpenAI-compatible servers behind one model name.
 
 Servers here are real HTTP servers on 127.0.0.1 answering from a script (tests/integration/openai_server.py);
 a dead server is a port nobody listens on. LiteLLM's Router is the real one.
@@ -15,8 +15,8 @@ import pytest
 from deepresearch import cli
 from deepresearch.programs import cli as run_cli
 from deepresearch.programs.environment import server_keys
-from deepresearch.programs.runtime.config_file import command_defaults, read_config
-from deepresearch.programs.runtime.lm import (
+from deepresearch.programs.formats.config_file import command_defaults, read_config
+from deepresearch.programs.lm.models import (
     LMPreflightError,
     SchemaAdapter,
     explain,
@@ -24,7 +24,7 @@ from deepresearch.programs.runtime.lm import (
     server_of,
     structured_adapter,
 )
-from deepresearch.programs.runtime.router import RouterConfigError, Server, parse_server, router_lm
+from deepresearch.programs.lm.router import RouterConfigError, Server, parse_server, router_lm
 from tests.integration.openai_server import Error, LocalOpenAIServer
 
 

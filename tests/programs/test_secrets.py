@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from deepresearch.programs.runtime.secrets import REDACTED, RedactingFilter, env_secrets, redact, redact_url
+from deepresearch.programs.lm.secrets import REDACTED, RedactingFilter, env_secrets, redact, redact_url
 
 OPENAI = "sk-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7cDe0fGh3iJk6l"
 OPENAI_PROJ = "sk-proj-" + "Xy9_Zq3-Wv7Tu5Rs1Po4Nm8Lk2Ji6Hg0Fe3Dc7Ba1Zy5Xw9Vu4Ts8Rq2Po6Nm0Lk"

@@ -13,10 +13,10 @@ import dspy
 import pytest
 
 from deepresearch import cli
+from deepresearch.programs.citing.citation_guard import guard_citations
+from deepresearch.programs.citing.entailment import lexical_support
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.research.program import DeepResearch
-from deepresearch.programs.runtime.citation_guard import guard_citations
-from deepresearch.programs.runtime.entailment import lexical_support
 from deepresearch.programs.stages.verifier import MARK, LexicalVerifier, Verifier
 from deepresearch.retrievers import BM25Retriever, Corpus
 from deepresearch.retrievers.types import Doc

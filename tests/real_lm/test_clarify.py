@@ -10,10 +10,10 @@ from __future__ import annotations
 import dspy
 
 from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.lm.models import SchemaAdapter, make_lm
+from deepresearch.programs.lm.usage import output_limits
 from deepresearch.programs.research.program import DeepResearch
-from deepresearch.programs.runtime.lm import SchemaAdapter, make_lm
 from deepresearch.programs.runtime.scheduler import CostMeter
-from deepresearch.programs.runtime.usage import output_limits
 from deepresearch.programs.stages.clarifier import research_brief
 
 QUESTION = "Does omega-3 fatty acid supplementation reduce cardiovascular events?"

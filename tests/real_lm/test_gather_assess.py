@@ -12,8 +12,8 @@ import asyncio
 import dspy
 
 from deepresearch.programs.gather.stages import CandidateAssessor
-from deepresearch.programs.runtime.lm import SchemaAdapter, make_lm
-from deepresearch.programs.runtime.usage import output_limits
+from deepresearch.programs.lm.models import SchemaAdapter, make_lm
+from deepresearch.programs.lm.usage import output_limits
 
 
 def test_real_model_labels_each_candidate_once_under_the_schema(llama_server, scifact_bm25):

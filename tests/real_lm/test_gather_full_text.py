@@ -14,8 +14,8 @@ import asyncio
 import dspy
 
 from deepresearch.programs.gather.loop import GatherConfig, Gatherer
-from deepresearch.programs.runtime.lm import SchemaAdapter, make_lm
-from deepresearch.programs.runtime.usage import output_limits
+from deepresearch.programs.lm.models import SchemaAdapter, make_lm
+from deepresearch.programs.lm.usage import output_limits
 from deepresearch.retrievers import BM25Retriever
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
 from deepresearch.signatures.gather import LabelCandidates, PlanSubqueries

@@ -20,8 +20,8 @@ from deepresearch.eval.querysets import load_beir_queryset
 from deepresearch.eval.run_gather import run_queries, trace_for
 from deepresearch.programs.gather.artifacts import STOP_REASONS
 from deepresearch.programs.gather.loop import GatherConfig, Gatherer
-from deepresearch.programs.runtime.lm import SchemaAdapter, make_lm
-from deepresearch.programs.runtime.usage import output_limits
+from deepresearch.programs.lm.models import SchemaAdapter, make_lm
+from deepresearch.programs.lm.usage import output_limits
 from tests.real_lm.test_pipelines import CAP
 
 CLAIMS = 2  # the first two SciFact test claims

@@ -15,9 +15,9 @@ import pytest
 from deepresearch import cli
 from deepresearch.eval.taxobench import load_taxobench
 from deepresearch.programs.config import HeroConfig, preset
+from deepresearch.programs.lm.models import SchemaAdapter, make_lm
+from deepresearch.programs.lm.usage import output_limits
 from deepresearch.programs.research.program import DeepResearch
-from deepresearch.programs.runtime.lm import SchemaAdapter, make_lm
-from deepresearch.programs.runtime.usage import output_limits
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from tests.research_lm import CITATION_NUMBER
 

@@ -11,9 +11,9 @@ import dspy
 
 from deepresearch.eval.citations import claim_sentences
 from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.lm.models import SchemaAdapter, make_lm
+from deepresearch.programs.lm.usage import output_limits
 from deepresearch.programs.research.program import DeepResearch
-from deepresearch.programs.runtime.lm import SchemaAdapter, make_lm
-from deepresearch.programs.runtime.usage import output_limits
 from deepresearch.programs.stages.verifier import MARK
 from deepresearch.retrievers import BM25Retriever, Corpus
 from deepresearch.retrievers.types import Doc
