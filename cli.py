@@ -18,6 +18,21 @@ import os
 import sys
 from pathlib import Path
 
+from deepresearch.programs.formats.config_file import (
+    ConfigFileError,
+    command_defaults,
+    find_config,
+    global_settings,
+    read_config,
+)
+from deepresearch.programs.lm.secrets import (
+    RedactingFilter,
+    RedactingStream,
+    redact,
+    register_secret,
+    strip_url_credentials,
+)
+
 # name -> (module, one-line help); nested dicts are command groups (`deepresearch eval retrieval`).
 COMMANDS: dict[str, tuple[str, str] | dict[str, tuple[str, str]]] = {
     "run": ("deepresearch.programs.cli", "research a question and write report.md and trace.json"),
@@ -182,15 +197,11 @@ def _take_global_options(argv: list[str]) -> tuple[int, bool, str | None, list[s
 
 def _settings(config: str | None) -> tuple[Path | None, dict]:
     """The settings file (--config, else ./deepresearch.toml when it exists) and what it holds."""
-    from deepresearch.programs.formats.config_file import find_config, read_config
-
     path = find_config(config)
     return path, (read_config(path) if path else {})
 
 
 def main(argv: list[str] | None = None) -> int:
-    from deepresearch.programs.lm.secrets import RedactingStream
-
     # every line this command writes to the terminal passes the redaction point (secrets.py)
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
@@ -205,8 +216,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _register_settings_secrets(settings: dict) -> None:
     """Registers the credentials a settings file holds (a URL's password, a key-named value) for redaction."""
-    from deepresearch.programs.lm.secrets import register_secret, strip_url_credentials
-
     for key, value in settings.items():
         if isinstance(value, dict):
             _register_settings_secrets(value)
@@ -219,11 +228,6 @@ def _register_settings_secrets(settings: dict) -> None:
 
 def _main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network call for LiteLLM's price map
-    from deepresearch.programs.formats.config_file import (
-        ConfigFileError,
-        command_defaults,
-        global_settings,
-    )
 
     try:
         verbose, quiet, config, argv = _take_global_options(list(sys.argv[1:] if argv is None else argv))
@@ -239,7 +243,6 @@ def _main(argv: list[str] | None = None) -> int:
         level=[logging.WARNING, logging.INFO, logging.DEBUG][min(verbose, 2)],
         format="%(levelname)s %(name)s: %(message)s",
     )
-    from deepresearch.programs.lm.secrets import RedactingFilter, redact
 
     for handler in logging.getLogger().handlers:  # no key reaches a log line, whichever library wrote it
         handler.addFilter(RedactingFilter())
@@ -247,7 +250,7 @@ def _main(argv: list[str] | None = None) -> int:
     if isinstance(resolved, int):
         return resolved
     prog, module_name, rest, summary = resolved
-    from deepresearch.retrievers.extras import MissingExtra
+    from deepresearch.retrievers.extras import MissingExtra  # lazy: start-up
 
     try:
         module = importlib.import_module(module_name)
@@ -270,7 +273,7 @@ def _main(argv: list[str] | None = None) -> int:
     quiet = quiet or bool(parser.get_default("quiet"))  # a settings file's old `no_progress = true` too
     parser.set_defaults(verbose=verbose, quiet=quiet)  # a command reads args.quiet to show no progress
     args = parser.parse_args(rest)
-    from deepresearch.programs.lm.models import LMPreflightError
+    from deepresearch.programs.lm.models import LMPreflightError  # lazy: start-up
 
     try:
         return int(module.main(args) or 0)
@@ -279,7 +282,7 @@ def _main(argv: list[str] | None = None) -> int:
         print(f"{prog}: error: {redact(str(err).splitlines()[0] if str(err) else type(err).__name__)}", file=sys.stderr)
         return 2
     except OSError as err:  # a file or folder the command could not use: one line naming it and the cause
-        from deepresearch.programs.runtime.outputs import os_error_line
+        from deepresearch.programs.runtime.outputs import os_error_line  # lazy: start-up
 
         print(
             f"{prog}: error: {redact(os_error_line(err) if err.errno else str(err) or type(err).__name__)}",

@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
 from deepresearch.eval.citations import Sentence, citation_precision
+from deepresearch.programs.lm.models import make_lm
 from deepresearch.programs.runtime.stage import run_sync
 
 logger = logging.getLogger(__name__)
@@ -101,8 +102,6 @@ def judge_lm(
     Raises:
         ValueError: for `offline`, which has no judge (use the lexical fallbacks of deepresearch.eval.citations).
     """
-    from deepresearch.programs.lm.models import make_lm
-
     lm = make_lm(model, api_base, api_key, temperature=temperature, **kwargs)
     if lm is None:
         raise ValueError("the judges need an LM; pass a model such as openai/gpt-4.1-mini, not 'offline'")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from deepresearch.retrievers.beir import load_qrels, load_queries
 from deepresearch.retrievers.corpus import CorpusError
+from deepresearch.retrievers.extras import require
 from deepresearch.retrievers.sources import find_local, not_found_message
 
 HF_DATASET = "shenhao/ScholarGym"
@@ -104,8 +105,6 @@ def load_scholargym(source: str | Path, split: str = "all") -> list[GatherQuery]
 
 
 def _from_hub(name: str) -> list[GatherQuery]:
-    from deepresearch.retrievers.extras import require
-
     load_dataset = require("datasets", "hf", "loading a query set from the hub").load_dataset
 
     try:

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from deepresearch.retrievers.extras import require
+from deepresearch.retrievers.hf import hub_config
+
 logger = logging.getLogger(__name__)
 
 # Hugging Face dataset used when a benchmark is named and no local file is given. Override with `hf:owner/name`.
@@ -156,9 +159,6 @@ def load_question_file(path: str | Path) -> list[Question]:
 
 def load_hf_questions(name: str, split: str = "test", limit: int | None = None) -> list[Question]:
     """Questions from a Hugging Face dataset (needs the hub, or its local cache)."""
-    from deepresearch.retrievers.extras import require
-    from deepresearch.retrievers.hf import hub_config
-
     datasets = require("datasets", "hf", "loading questions from the hub")
     try:
         config, split = hub_config(datasets, name, None, split, "queries")  # BEIR's claims: the `queries` config

@@ -46,10 +46,13 @@ from deepresearch.programs.cli_options import (
 )
 from deepresearch.programs.formats.jsonl import JsonlAppender, read_jsonl
 from deepresearch.programs.gather.artifacts import GatherResult
+from deepresearch.programs.gather.baselines import DirectQuery
+from deepresearch.programs.gather.loop import GatherConfig, Gatherer
 from deepresearch.programs.lm.lm_cli import add_lm_arguments, open_lm
 from deepresearch.programs.runtime.executor import JobFailed, open_executor, working_in
 from deepresearch.programs.runtime.outputs import atomic_write_text
 from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, describe, open_from_args
+from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
 from deepresearch.retrievers.types import Hit
 
 METHODS = ("loop", "direct", "raw")
@@ -145,10 +148,6 @@ def build_program(
     full_text: bool = False,
     full_text_cache: str | None = None,
 ):
-    from deepresearch.programs.gather.baselines import DirectQuery
-    from deepresearch.programs.gather.loop import GatherConfig, Gatherer
-    from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
-
     if full_text:  # the Gatherer searches the wrapped retriever and reads PDFs with this one
         retriever = FullTextRetriever(retriever, FullTextCache(full_text_cache))
     if method == "loop":

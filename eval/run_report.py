@@ -31,7 +31,7 @@ from deepresearch.eval.citations import (
     scholarqa_official_scores,
 )
 from deepresearch.eval.eco import eco_scores
-from deepresearch.eval.judges import CitationSupportJudge, CriteriaJudge, JudgeCache, KeyPointJudge
+from deepresearch.eval.judges import CitationSupportJudge, CriteriaJudge, JudgeCache, KeyPointJudge, judge_lm
 from deepresearch.eval.protocols import protocol_lines, protocols_of
 from deepresearch.eval.questions import Question, load_questions
 from deepresearch.eval.report import source_stats, unique_urls
@@ -44,8 +44,9 @@ from deepresearch.programs.cli_options import (
     add_tree_arguments,
     add_workers_arguments,
 )
-from deepresearch.programs.config import PRESETS
+from deepresearch.programs.config import PRESETS, preset
 from deepresearch.programs.lm.lm_cli import add_lm_arguments, open_lm
+from deepresearch.programs.lm.models import preflight
 from deepresearch.programs.runtime.outputs import atomic_write_text
 from deepresearch.retrievers.cli import add_retriever_arguments, open_from_args
 
@@ -142,8 +143,7 @@ def research_one(job: tuple[argparse.Namespace, str]) -> dict[str, Any]:
 
     The worker opens its own LM session and corpus from the command's options, as the command does.
     """
-    from deepresearch.programs.config import preset
-    from deepresearch.programs.research.program import DeepResearch
+    from deepresearch.programs.research.program import DeepResearch  # lazy: start-up
 
     args, question = job
     overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None}
@@ -159,7 +159,7 @@ def evaluate_on(
     executor, args: argparse.Namespace, questions: list[Question], text_of, judges: Judges | None = None, on_report=None
 ) -> list[dict[str, Any]]:
     """`evaluate`, with the questions researched on `executor` (programs/runtime/executor.py), scored here."""
-    from deepresearch.programs.runtime.executor import JobFailed
+    from deepresearch.programs.runtime.executor import JobFailed  # lazy: start-up
 
     reports: dict[int, Report] = {}
     with executor as pool:
@@ -220,9 +220,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from deepresearch.programs.config import preset
-    from deepresearch.programs.lm.models import preflight
-    from deepresearch.programs.research.program import DeepResearch
+    from deepresearch.programs.research.program import DeepResearch  # lazy: start-up
 
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit must be >= 1, got {args.limit}")
@@ -234,8 +232,6 @@ def main(args: argparse.Namespace) -> int:
     judges = None
     out = Path(args.out)
     if args.judge_lm and args.judge_lm != "offline":
-        from deepresearch.eval.judges import judge_lm
-
         judge = judge_lm(args.judge_lm, args.api_base, environment.api_key(), timeout_s=args.lm_timeout)
         if not args.no_preflight and args.judge_lm != session.model:  # that one was checked already
             preflight(judge, timeout_s=min(args.lm_timeout, 60.0))
@@ -255,7 +251,7 @@ def main(args: argparse.Namespace) -> int:
         return doc.text if doc is not None else None
 
     if args.workers or args.ray:
-        from deepresearch.programs.runtime.executor import open_executor
+        from deepresearch.programs.runtime.executor import open_executor  # lazy: start-up
 
         with session.context():  # the judges' LM
             rows = evaluate_on(

@@ -55,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
     if not args.corpus:
         raise ValueError("pass --corpus: the BEIR folder whose queries and qrels are scored")
     if args.json:  # checked before the evaluation, not after it ran
-        from deepresearch.programs.runtime.outputs import check_file_writable
+        from deepresearch.programs.runtime.outputs import check_file_writable  # lazy: start-up
 
         check_file_writable(args.json, "--json")
     folder = find_local(args.corpus, data_dir())

@@ -19,6 +19,7 @@ from typing import Any
 
 import dspy
 
+from deepresearch.eval.protocols import TAXONOMY_METRICS
 from deepresearch.eval.taxobench import HF_DATASET, Prediction, Survey, load_taxobench
 from deepresearch.eval.taxonomy import (
     PROFILES,
@@ -36,10 +37,14 @@ from deepresearch.programs.cli_options import (
     add_overwrite_argument,
     add_tree_arguments,
 )
+from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.formats.jsonl import JsonlAppender, read_jsonl, write_jsonl_atomic
 from deepresearch.programs.lm.lm_cli import LMSession, add_lm_arguments, open_lm
+from deepresearch.programs.lm.models import preflight
 from deepresearch.programs.runtime.outputs import atomic_write_text
-from deepresearch.retrievers.cli import add_retriever_arguments
+from deepresearch.retrievers.cli import add_retriever_arguments, open_from_args
+from deepresearch.retrievers.corpus import Corpus
+from deepresearch.retrievers.types import Doc
 
 logger = logging.getLogger(__name__)
 
@@ -176,8 +181,8 @@ def judge_all(
     Returns one row per survey: `id` and either `scores`, `reasoning`, `average`, or `error` when the
     judge's answer was unusable (logged, and left out of the averages).
     """
-    from deepresearch.eval.judges import JudgeCache, judge_lm
-    from deepresearch.eval.taxonomy_judge import JudgeAnswerError, TaxonomyJudge
+    from deepresearch.eval.judges import JudgeCache, judge_lm  # lazy: start-up
+    from deepresearch.eval.taxonomy_judge import JudgeAnswerError, TaxonomyJudge  # lazy: start-up
 
     lm = lm if lm is not None else judge_lm(model, api_base, api_key)
     judge = TaxonomyJudge(lm=lm, cache=JudgeCache(cache_dir) if cache_dir is not None else None)
@@ -195,7 +200,7 @@ def judge_all(
 
 def judge_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     """The judge's per-dimension means and average over the judged surveys, keys prefixed `judge_`."""
-    from deepresearch.eval.taxonomy_judge import summarize_judgements
+    from deepresearch.eval.taxonomy_judge import summarize_judgements  # lazy: start-up
 
     judged = summarize_judgements([r["scores"] for r in rows if "scores" in r])
     return {f"judge_{k}": v for k, v in judged.items()} | {"judge_failures": sum("error" in r for r in rows)}
@@ -208,8 +213,6 @@ def write_results(
     returns the summary, which names the alignment profile and the released code each metric was checked
     against (`deepresearch.eval.protocols.TAXONOMY_METRICS`)."""
     from dataclasses import asdict
-
-    from deepresearch.eval.protocols import TAXONOMY_METRICS
 
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(out / "scores.jsonl", [s.to_dict() for s in scores])
@@ -255,15 +258,14 @@ def build_builder(
     as `deepresearch run --taxonomy`, so what is scored here is what a user gets.
     Without `session` the LM is opened from `args` (checked with one request unless --no-preflight).
     """
-    from deepresearch.programs.taxonomy.builder import Repair, TaxonomyBuilder
+    from deepresearch.programs.taxonomy.builder import Repair, TaxonomyBuilder  # lazy: start-up
 
     session = session if session is not None else open_lm(args)
     lm = session.lm
     if args.mode == "bottom-up":
         builder = TaxonomyBuilder(max_papers_per_call=args.max_papers_per_call, offline=lm is None)
         return (lambda topic, papers: builder(topic=topic, papers=papers)), lm, session.model
-    from deepresearch.programs.config import ResearchConfig
-    from deepresearch.programs.research.program import DeepResearch
+    from deepresearch.programs.research.program import DeepResearch  # lazy: start-up
 
     retrieval = retrieval if retrieval is not None else research_retrieval(args, surveys)
     research = DeepResearch(
@@ -289,16 +291,11 @@ def build_builder(
 def research_retrieval(args: argparse.Namespace, surveys: Sequence[Survey]):
     """The retriever of deep-research mode (`deepresearch.retrievers.open.Retrieval`): over --corpus or --index as every
     command opens them, else over the benchmark's papers pooled over `surveys`."""
-    from deepresearch.retrievers.cli import open_from_args
-
     return open_from_args(args, args.corpus or (None if args.index else pooled_corpus(surveys)))
 
 
 def pooled_corpus(surveys: Sequence[Survey]):
     """The benchmark's own papers over `surveys`, each title once."""
-    from deepresearch.retrievers.corpus import Corpus
-    from deepresearch.retrievers.types import Doc
-
     docs, seen = [], set()
     for s in surveys:
         for p in s.papers:
@@ -312,8 +309,7 @@ def open_judge(args: argparse.Namespace, session: LMSession):
     """The judge LM of --judge-lm (None without one), on the --api-base server, checked like the main LM."""
     if not args.judge_lm:
         return None
-    from deepresearch.eval.judges import judge_lm
-    from deepresearch.programs.lm.models import preflight
+    from deepresearch.eval.judges import judge_lm  # lazy: start-up
 
     lm = judge_lm(args.judge_lm, args.api_base, environment.api_key(), timeout_s=args.lm_timeout)
     if not args.no_preflight and args.judge_lm != session.model:  # the main LM was checked already

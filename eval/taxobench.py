@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from deepresearch.retrievers.extras import require
+
 logger = logging.getLogger(__name__)
 
 HF_DATASET = "konglongge/TaxoBench"
@@ -89,8 +91,6 @@ def load_taxobench(source: str | Path = HF_DATASET, limit: int | None = None) ->
 
 
 def _load_hub(name: str) -> list[dict[str, Any]]:
-    from deepresearch.retrievers.extras import require
-
     datasets = require("datasets", "hf", "loading TaxoBench from the hub")
 
     try:

@@ -33,6 +33,7 @@ from deepresearch.eval.taxonomy_tree import (
     tree_titles,
 )
 from deepresearch.programs.runtime.text import norm_text, norm_title
+from deepresearch.retrievers.embed import encode
 
 logger = logging.getLogger(__name__)
 
@@ -156,8 +157,6 @@ class EmbeddingSim:
     def _vectors(self, labels: Sequence[str]) -> np.ndarray:
         missing = [x for x in dict.fromkeys(labels) if x not in self._cache]
         if missing:
-            from deepresearch.retrievers.embed import encode
-
             for label, vec in zip(missing, encode(missing, model=self.model)):
                 self._cache[label] = vec.astype(np.float64)
         if not labels:

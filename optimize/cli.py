@@ -15,6 +15,7 @@ from pathlib import Path
 
 from dspy.utils.callback import BaseCallback
 
+from deepresearch.eval.querysets import find_queryset
 from deepresearch.optimize.compile import OPTIMIZERS, compile_program
 from deepresearch.optimize.metrics import (
     METRICS,
@@ -25,7 +26,7 @@ from deepresearch.optimize.metrics import (
 )
 from deepresearch.optimize.pools import POOL_STAGES, stage_pool
 from deepresearch.optimize.remote import ExecutorEvaluator
-from deepresearch.optimize.saved import save_compiled
+from deepresearch.optimize.saved import compile_record, describe, save_compiled
 from deepresearch.optimize.targets import (
     RecordedOnly,
     Target,
@@ -54,12 +55,14 @@ from deepresearch.programs.cli_options import (
     add_workers_arguments,
 )
 from deepresearch.programs.config import PRESETS, ResearchConfig, preset
+from deepresearch.programs.gather.loop import GatherConfig, Gatherer
 from deepresearch.programs.lm.lm_cli import add_lm_arguments, make_session_lm, open_lm
 from deepresearch.programs.lm.models import OFFLINE, preflight
 from deepresearch.programs.lm.usage import UsageMeter, metered
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.runtime.executor import open_executor
 from deepresearch.programs.stages.registry import STAGES
+from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, open_from_args
 from deepresearch.retrievers.sources import find_local
 
@@ -260,9 +263,7 @@ def _research(args: argparse.Namespace, kind: str):
 
 
 def _gather(args: argparse.Namespace, kind: str):
-    from deepresearch.eval.querysets import find_queryset
-    from deepresearch.eval.run_gather import load_frozen_cases
-    from deepresearch.programs.gather.loop import GatherConfig, Gatherer
+    from deepresearch.eval.run_gather import load_frozen_cases  # lazy: start-up
 
     # spec 004 §2.1: ScholarGym's own BM25 for its queries, unless an index or --bm25-preset says otherwise
     preset = "default" if find_queryset(args.data, data_dir())[0] == "beir" else "scholargym"
@@ -285,8 +286,6 @@ def _gather(args: argparse.Namespace, kind: str):
 
 
 def _taxonomy(args: argparse.Namespace, kind: str):
-    from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
-
     if args.stage != "all":
         raise ValueError("the taxonomy program is tuned as a whole; use --stage all")
     program = TaxonomyBuilder()
@@ -362,8 +361,8 @@ def judge_cache(args: argparse.Namespace) -> Path:
 
 def _support(args: argparse.Namespace, session):
     """The judge of the writing metrics: --judge-lm (checked now, verdicts cached) or the lexical rule."""
-    from deepresearch.eval.judges import JudgeCache, judge_lm
-    from deepresearch.eval.quality import Support
+    from deepresearch.eval.judges import JudgeCache, judge_lm  # lazy: start-up
+    from deepresearch.eval.quality import Support  # lazy: start-up
 
     if not args.judge_lm or args.judge_lm == OFFLINE:
         return Support()
@@ -410,8 +409,6 @@ def check_out(args: argparse.Namespace) -> None:
 
 def main(args: argparse.Namespace) -> int:
     if args.show:
-        from deepresearch.optimize.saved import compile_record, describe
-
         print(describe(compile_record(args.show)))
         return 0
     if args.metric is None or args.out is None:

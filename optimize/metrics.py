@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 import dspy
 
+from deepresearch.eval.citations import citations_in, lexical_coverage
+from deepresearch.eval.f1 import harmonic_mean
+from deepresearch.eval.gather import precision_recall
 from deepresearch.programs.stages.registry import STAGES
 
 Score = Callable[[dspy.Example, dspy.Prediction], float]
@@ -180,9 +183,6 @@ def _gt(example) -> set[str]:
 
 def gather_f1(example, pred) -> float:
     """F1 of the selected papers (final iteration); 0 for a query without ground truth."""
-    from deepresearch.eval.f1 import harmonic_mean
-    from deepresearch.eval.gather import precision_recall
-
     gt = frozenset(example.gt_ids)
     return harmonic_mean(*precision_recall(gt, set(pred.selected))) if gt else 0.0
 
@@ -231,7 +231,7 @@ def gather_feedback(example, pred) -> str:
 
 
 def _survey_score(example, pred):
-    from deepresearch.eval.taxonomy import score_survey
+    from deepresearch.eval.taxonomy import score_survey  # lazy: start-up
 
     cache = getattr(pred, "_score", None)
     if cache is None:
@@ -316,7 +316,7 @@ class Judging:
 
     def __post_init__(self):
         if self.support is None:
-            from deepresearch.eval.quality import Support
+            from deepresearch.eval.quality import Support  # lazy: start-up
 
             object.__setattr__(self, "support", Support())
 
@@ -340,8 +340,7 @@ def _ids(learnings) -> list[str]:
 
 def _quality(judging: Judging, target: str, example, pred):
     """The `deepresearch.eval.quality.Quality` of a prediction, computed once per prediction and judge."""
-    from deepresearch.eval.citations import citations_in
-    from deepresearch.eval.quality import learning_claims, score_claims, text_claims
+    from deepresearch.eval.quality import learning_claims, score_claims, text_claims  # lazy: start-up
 
     cache = pred.__dict__.setdefault("_quality", {})
     if id(judging) in cache:
@@ -351,7 +350,7 @@ def _quality(judging: Judging, target: str, example, pred):
     if target == "research":
         if judging.text_of is None:
             raise ValueError("the research report metrics read the cited papers: pass Judging(text_of=...)")
-        from deepresearch.eval.run_report import cited_passages
+        from deepresearch.eval.run_report import cited_passages  # lazy: start-up
 
         md = pred.report.markdown
         q = score_claims(
@@ -397,8 +396,6 @@ def gap_score(example, pred) -> float:
     question, focus or open questions (on topic) averaged with the share not already in the summary (new);
     the mean over tasks, scaled by how many of the `max_tasks` slots the open questions call for.
     """
-    from deepresearch.eval.citations import lexical_coverage
-
     tasks = list(pred.tasks)
     wanted = min(example.max_tasks, max(1, len(example.open_questions)))
     if not tasks:
@@ -411,8 +408,6 @@ def gap_score(example, pred) -> float:
 
 
 def gap_feedback(example, pred) -> str:
-    from deepresearch.eval.citations import lexical_coverage
-
     if not pred.tasks:
         return (
             "No follow-up task was proposed although the sources left these open: "

@@ -12,7 +12,7 @@ import dspy
 
 from deepresearch.programs.artifacts import as_source
 from deepresearch.programs.citing.citations import source_id_for
-from deepresearch.programs.gather.loop import GATHER_STAGES
+from deepresearch.programs.gather.loop import GATHER_STAGES, CandidateAssessor
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.research.strategy import SHARED_STAGES
 from deepresearch.programs.runtime.stage import Shared, Stage
@@ -148,8 +148,6 @@ def stage_target(full: DeepResearch, stage: str) -> Target:
 
 def gather_target(full: dspy.Module, stage: str, kind: str) -> Target:
     """The gathering loop, or its assessor alone on frozen candidates (`kind == "assessor"`)."""
-    from deepresearch.programs.gather.loop import CandidateAssessor
-
     if kind == STAGES.gather_assess.tuning.target:
         assessor = CandidateAssessor(second_look=full.config.second_look, preview_chars=full.config.preview_chars)
         return Target(assessor, full, STAGES.gather_assess.name, GATHER_STAGES)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import dspy
 
+from deepresearch.eval.querysets import load_queryset
+from deepresearch.eval.taxobench import load_taxobench
 from deepresearch.retrievers.beir import load_qrels, load_queries
 from deepresearch.retrievers.corpus import Corpus
 from deepresearch.signatures.types import Source, Task
@@ -141,8 +143,6 @@ def from_queryset(
 ) -> list[dspy.Example]:
     """Gathering examples from a ScholarGym file/dataset or a BEIR folder (a name is looked up in `data_dir`, as
     `deepresearch.eval.querysets.load_queryset` does); queries without ground truth are left out."""
-    from deepresearch.eval.querysets import load_queryset
-
     queries = [q for q in load_queryset(spec, split, data_dir=data_dir) if q.gt_ids]
     return [
         dspy.Example(
@@ -169,8 +169,6 @@ def from_frozen_cases(cases) -> list[dspy.Example]:
 
 def from_taxobench(source: str | Path, limit: int | None = None) -> list[dspy.Example]:
     """Bottom-up taxonomy examples: a survey's topic and papers in, its expert tree as the label."""
-    from deepresearch.eval.taxobench import load_taxobench
-
     return [
         dspy.Example(topic=s.topic, papers=list(s.papers), gt=s.gt, survey_id=s.survey_id).with_inputs(
             "topic", "papers"

@@ -7,6 +7,7 @@ from typing import Any, Literal, get_args
 
 from deepresearch.programs.citing.provenance import SentenceProvenance, sentence_provenance
 from deepresearch.programs.reference import Reference, _reference_dict
+from deepresearch.programs.render import report_markdown, report_repr
 from deepresearch.retrievers.types import Hit
 from deepresearch.signatures.types import Learning, Source, Task
 
@@ -316,19 +317,15 @@ class Report:
         return [n for root in self.tree for n in root.walk()]
 
     def __repr__(self) -> str:  # one line of counts (the dataclass repr of a run ran to 80 KB)
-        from deepresearch.programs.render import report_repr
-
         return report_repr(self)
 
     def _repr_markdown_(self) -> str:
         """Jupyter's view: the report with clickable citations and references, the tree and the cost."""
-        from deepresearch.programs.render import report_markdown
-
         return report_markdown(self)
 
     def _repr_html_(self) -> str:
         """Jupyter's view: the report as `report.html` shows it, sized for a notebook cell."""
-        from deepresearch.programs.report_view import report_html
+        from deepresearch.programs.report_view import report_html  # lazy: start-up
 
         return report_html(self, embedded=True)
 

@@ -23,7 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from deepresearch import cli
 from deepresearch.programs.cli_options import add_output_arguments, add_workers_arguments
+from deepresearch.programs.lm.secrets import redact
 from deepresearch.programs.runtime.executor import JobFailed, open_executor
 from deepresearch.programs.runtime.outputs import RUN_RECORD, atomic_write_json, atomic_write_text
 from deepresearch.programs.runtime.text import shorten
@@ -105,8 +107,6 @@ def run_question(job: dict[str, Any]) -> dict[str, Any]:
 
     Runs in a worker process: the output of the run goes to the folder's batch.log, not the terminal.
     """
-    from deepresearch import cli
-
     folder = Path(job["folder"])
     started = time.time()
     if _status(folder, job["question"]) == "done":  # finished by an earlier batch: nothing to do
@@ -217,8 +217,6 @@ def run_batch(
 
 
 def _shown(options: list[str]) -> list[str]:
-    from deepresearch.programs.lm.secrets import redact
-
     return [redact(o) for o in options]
 
 

@@ -27,8 +27,10 @@ from deepresearch.programs.cli_options import (
     add_workers_arguments,
 )
 from deepresearch.programs.config import PRESETS, VERIFY_POLICIES, ResearchConfig, preset
+from deepresearch.programs.formats.exports import to_bibtex
 from deepresearch.programs.lm.lm_cli import LMSession, add_lm_arguments, open_lm
 from deepresearch.programs.lm.secrets import redact
+from deepresearch.programs.report_view import report_html
 from deepresearch.programs.research.program import DeepResearch, stage_names
 from deepresearch.programs.runtime.context import Interrupt
 from deepresearch.programs.runtime.events import Event, EventHandler
@@ -50,7 +52,9 @@ from deepresearch.programs.stages.clarifier import (
     research_brief,
 )
 from deepresearch.programs.stages.registry import STAGES
+from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, open_from_args
 from deepresearch.retrievers.extras import EXTRAS, check_extras
+from deepresearch.retrievers.sources import DEFAULT_CORPUS, EMBEDDED, find_local, resolve_source, source_extras
 
 EXIT_FAILED = 3  # the run produced nothing because of failures (distinct from 2, bad input)
 SIGNALS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # the exit code of a run each signal interrupted (128 + n)
@@ -62,7 +66,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # Grouped for --help: what most runs set first, then retrieval, the LM, budgets, and what is written.
     everyday = parser.add_argument_group("everyday options")
     everyday.add_argument("question", help="the research question")
-    from deepresearch.retrievers.cli import add_retriever_arguments
 
     # --corpus (everyday); --index, --retriever, --qdrant-url, BM25 and dense settings (retrieval)
     retrieval = add_retriever_arguments(parser, everyday=everyday)
@@ -187,9 +190,6 @@ def run_config(args: argparse.Namespace) -> ResearchConfig:
 
 def needed_extras(args: argparse.Namespace, config: ResearchConfig) -> dict[str, str]:
     """Every extra the run will need (extra -> what needs it), known from its options before any work."""
-    from deepresearch.retrievers.cli import data_dir
-    from deepresearch.retrievers.sources import resolve_source, source_extras
-
     needs: dict[str, str] = {}
     if args.index is None and args.corpus is not None:  # an index reads its own stored corpus
         needs.update(source_extras(resolve_source(args.corpus, data_dir=data_dir())))
@@ -393,14 +393,11 @@ def run_research(
     try:  # the trace first, the report last: a failed write (a full disk) leaves no finished-looking report
         folder.write_json("trace.json", trace)
         if args.bibtex:
-            from deepresearch.programs.formats.exports import to_bibtex
-
             folder.write_text("references.bib", to_bibtex(report.references))
         if args.answer:
             folder.write_text("answer.md", answer_markdown(report))
         if report.taxonomy is not None:
             folder.write_json("taxonomy.json", report.taxonomy)
-        from deepresearch.programs.report_view import report_html
 
         folder.write_text("report.html", report_html(report, config=trace["config"], run=trace))
         folder.write_text("report.md", report.markdown)
@@ -517,9 +514,6 @@ def main(args: argparse.Namespace) -> int:
     if args.out is not None and not args.out.strip():
         raise ValueError("--out is empty; pass a folder, or leave --out out for runs/<question-slug>")
     if args.corpus is None and args.index is None and not args.source:
-        from deepresearch.retrievers.cli import data_dir
-        from deepresearch.retrievers.sources import DEFAULT_CORPUS, EMBEDDED, find_local
-
         args.corpus = DEFAULT_CORPUS  # said in one line, as the offline notice is: the report's sources depend on it
         where = (
             "the embedded SciFact demo corpus"
@@ -538,7 +532,6 @@ def main(args: argparse.Namespace) -> int:
         if args.resume and answers is None and (out / "trace.json").exists():  # the journal's brief holds them
             with contextlib.suppress(ClarificationsError):  # a trace of a run before clarifications: none kept
                 answers = read_clarifications(out / "trace.json")
-        from deepresearch.retrievers.cli import open_from_args
 
         retrieval = open_from_args(args)  # a corpus spec or a memory-mapped index (retrievers/open.py)
         with open_run(out, args.question, overwrite=args.overwrite) as folder:  # nothing is removed before this

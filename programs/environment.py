@@ -86,7 +86,7 @@ def engine_cache_dir() -> Path | None:
 def engine_settings(names: Sequence[str]) -> dict[str, Any]:
     """`open_sources` options from the environment for the engines `names`: `base_urls` from
     $DEEPRESEARCH_<ENGINE>_URL, `credentials` from the engines' key variables, and `cache_dir`."""
-    from deepresearch.retrievers.engines import ENGINES, engine_name
+    from deepresearch.retrievers.engines import ENGINES, engine_name  # lazy: start-up
 
     chosen = [engine_name(n) for n in names]
     urls = {n: url for n in chosen if (url := value(ENGINES[n].url_env))}

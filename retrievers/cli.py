@@ -12,6 +12,7 @@ import sys
 import time
 
 from deepresearch.programs import environment
+from deepresearch.programs.cli_options import add_output_arguments, deprecated
 from deepresearch.retrievers.bm25 import TEXT_FORMATS
 from deepresearch.retrievers.index import build_index
 from deepresearch.retrievers.open import (
@@ -101,7 +102,7 @@ def bm25_overrides(args: argparse.Namespace) -> dict:
 
 def source_name(value: str) -> str:
     """An engine name for --source (`s2` is `semanticscholar`), or argparse's one-line error."""
-    from deepresearch.retrievers.engines import engine_name
+    from deepresearch.retrievers.engines import engine_name  # lazy: start-up
 
     try:
         return engine_name(value)
@@ -254,9 +255,6 @@ def describe(retrieval: Retrieval) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = __doc__.splitlines()[0]
     parser.add_argument("corpus", help=CORPUS_HELP)
-    # the command line's shared vocabulary (a CLI module may use it, as it may the runtime's lock below)
-    from deepresearch.programs.cli_options import add_output_arguments, deprecated
-
     add_output_arguments(parser, required=True, out_help="index folder to write")
     parser.add_argument(
         "--dense-model",
@@ -278,7 +276,7 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError("--out is empty; pass the folder to write the index to")
     settings = bm25_settings(args.bm25_preset or "default", bm25_overrides(args))
     # the command line's own lock (a CLI module may use the runtime's): one build, or one run, per folder
-    from deepresearch.programs.runtime.outputs import OutFolderError, held_question, out_folder_lock
+    from deepresearch.programs.runtime.outputs import OutFolderError, held_question, out_folder_lock  # lazy: start-up
 
     with out_folder_lock(args.out, "index build"):  # a second build into the same folder stops here, at once
         if held_question(args.out) is not None:

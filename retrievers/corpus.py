@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from deepresearch.retrievers.ranking import month_key
 from deepresearch.retrievers.types import Doc
 
 logger = logging.getLogger(__name__)
@@ -70,8 +71,6 @@ class Corpus(Sequence[Doc]):
 
     def month_keys(self) -> np.ndarray:
         """Each document's publication month as the integer YYYYMM (0 when unknown), for date filters."""
-        from deepresearch.retrievers.ranking import month_key
-
         return np.fromiter((month_key(d.published) for d in self.docs), dtype=np.int32, count=len(self.docs))
 
     def fingerprint(self) -> str:

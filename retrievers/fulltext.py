@@ -33,7 +33,7 @@ from deepresearch.retrievers.passages import (
     passage_docs,
 )
 from deepresearch.retrievers.pdf import read_pdf
-from deepresearch.retrievers.types import Doc, Hit
+from deepresearch.retrievers.types import Doc, Hit, search_async
 
 logger = logging.getLogger(__name__)
 
@@ -251,8 +251,6 @@ class FullTextRetriever:
         return self.expand(query, self.inner.search(query, k, **filters))
 
     async def asearch(self, query: str, k: int = 10, **filters: Any) -> list[Hit]:
-        from deepresearch.retrievers.types import search_async
-
         if filters.get("exclude"):
             filters["exclude"] = self._papers_of(filters["exclude"]) | set(filters["exclude"])
         hits = await search_async(self.inner, query, k, **filters)

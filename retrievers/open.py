@@ -20,6 +20,7 @@ from deepresearch.retrievers.corpus import Corpus
 from deepresearch.retrievers.dense import DenseRetriever
 from deepresearch.retrievers.hybrid import HybridRetriever
 from deepresearch.retrievers.index import Index, IndexMismatchError, open_index, rebuild_command
+from deepresearch.retrievers.qdrant import QdrantRetriever
 from deepresearch.retrievers.sources import load_source, resolve_source, same_source
 from deepresearch.retrievers.types import Retriever
 
@@ -154,7 +155,7 @@ def open_retriever(
             "engine (--source openalex|semanticscholar|arxiv|pubmed)"
         )
     if sources:
-        from deepresearch.retrievers.engines import engine_name
+        from deepresearch.retrievers.engines import engine_name  # lazy: start-up
 
         sources = list(dict.fromkeys(engine_name(s) for s in sources))  # a wrong name fails before anything is read
         if corpus is None and index is None:
@@ -186,7 +187,7 @@ def open_retriever(
 
 
 def _engines_only(sources: Sequence[str], options: Mapping[str, Any] | None) -> Retrieval:
-    from deepresearch.retrievers.engines import open_sources
+    from deepresearch.retrievers.engines import open_sources  # lazy: start-up
 
     fused = open_sources(sources, **dict(options or {}))
     description = {
@@ -204,7 +205,7 @@ def _engines_only(sources: Sequence[str], options: Mapping[str, Any] | None) -> 
 
 def _with_engines(local: Retrieval, sources: Sequence[str], options: Mapping[str, Any] | None) -> Retrieval:
     """The local retrieval fused with search engines: its papers keep their corpus ids."""
-    from deepresearch.retrievers.engines import open_sources
+    from deepresearch.retrievers.engines import open_sources  # lazy: start-up
 
     fused = open_sources(sources, local=local.retriever, **dict(options or {}))
     parts = {**local.parts, **{n: fused.parts[n] for n in sources}}
@@ -336,8 +337,6 @@ def _check_same_corpus(folder: Path, manifest: Mapping, spec: str, data_dir: str
 def _qdrant(
     corpus: Corpus, location: Mapping[str, Any], mode: str, model: str, embeddings, settings: Mapping[str, Any]
 ) -> Retriever:
-    from deepresearch.retrievers.qdrant import QdrantRetriever
-
     # one collection per corpus, so a server can hold several; its BM25 settings are checked on reuse
     collection = f"deepresearch-{corpus.fingerprint()[:12]}"
     return QdrantRetriever(

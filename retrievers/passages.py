@@ -190,8 +190,8 @@ def best_passages(query: str, passages: Sequence[Doc], k: int = 3) -> list[Doc]:
     """
     if len(passages) <= k:
         return list(passages)
-    from deepresearch.retrievers.bm25 import BM25Retriever
-    from deepresearch.retrievers.corpus import Corpus
+    from deepresearch.retrievers.bm25 import BM25Retriever  # lazy: start-up
+    from deepresearch.retrievers.corpus import Corpus  # lazy: start-up
 
     # Lucene IDF stays positive for a word every passage has (a paper's few passages share many words);
     # the English analyzer matches "fractures" to "fracture". The settings of the default BM25 preset.

@@ -6,7 +6,8 @@ never run (they name types for annotations) and are left out. A cycle of module-
 import time in some order; one closed by a function-local import only works because the import is
 deferred, and hides a dependency that points the wrong way. Function-local imports stay for optional
 extras (third-party modules) and for heavy modules a command loads only when it needs them, as long as
-they close no cycle.
+they close no cycle; a function-local import of one of our modules says which with a trailing comment
+(`# lazy: optional extra`, `# lazy: start-up`, `# lazy: cycle <which>`).
 """
 
 from __future__ import annotations
@@ -158,3 +159,53 @@ def test_the_finish_never_imports_the_program():
                 todo.append(target)
     assert program not in seen
     assert finish in {t for t, _, _ in g[program]}  # the program calls the finish, not the other way round
+
+
+LAZY_REASONS = ("optional extra", "start-up", "cycle ")
+
+
+def unexplained_local_imports(source: str) -> list[tuple[int, str]]:
+    """(line, module) of each function-local import of one of our modules in `source` whose statement
+    carries no `# lazy: <reason>` comment."""
+    lines = source.splitlines()
+    out: list[tuple[int, str]] = []
+
+    def visit(node: ast.AST, local: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if local and isinstance(child, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in child.names] if isinstance(child, ast.Import) else [child.module or ""]
+                if getattr(child, "level", 0) or any(n == PACKAGE or n.startswith(PACKAGE + ".") for n in names):
+                    reason = " ".join(lines[child.lineno - 1 : child.end_lineno]).partition("# lazy: ")[2]
+                    if not reason.startswith(LAZY_REASONS):
+                        out.append((child.lineno, ", ".join(names)))
+            visit(child, local or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(ast.parse(source), False)
+    return out
+
+
+def test_function_local_imports_of_our_modules_say_why():
+    """A function-local import of our own code is the exception: it keeps an optional extra or a command's
+    start-up light, or breaks a cycle, and says which (`# lazy: optional extra`, `# lazy: start-up`,
+    `# lazy: cycle <which>`); every other import of ours stands at the top of its module."""
+    sample = (
+        "import json\n"
+        "from deepresearch.programs import config\n"
+        "def f():\n"
+        "    import os\n"
+        "    from deepresearch.eval import f1\n"
+        "    from deepresearch.programs.lm.models import make_lm  # lazy: start-up\n"
+        "    from deepresearch.retrievers.hf import (  # lazy: optional extra\n"
+        "        load_hf_corpus,\n"
+        "    )\n"
+        "    from deepresearch.eval import judges  # lazy: because\n"
+    )
+    assert unexplained_local_imports(sample) == [(5, "deepresearch.eval"), (10, "deepresearch.eval")]
+    unexplained = [
+        f"{name}:{line} imports {module}"
+        for name, path in sorted(modules().items())
+        for line, module in unexplained_local_imports(path.read_text(encoding="utf-8"))
+    ]
+    assert unexplained == [], "function-local imports of our modules without `# lazy: <reason>`:\n" + "\n".join(
+        unexplained
+    )

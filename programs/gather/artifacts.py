@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
 from deepresearch.programs.artifacts import StageUsage
+from deepresearch.programs.render import gather_markdown, gather_repr
 from deepresearch.signatures.gather import Feedback
 
 StopReason = Literal[
@@ -108,14 +109,10 @@ class GatherResult:
     usage: dict[str, StageUsage] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # one line of counts
-        from deepresearch.programs.render import gather_repr
-
         return gather_repr(self)
 
     def _repr_markdown_(self) -> str:
         """Jupyter's view: the subquery tree, the rounds, the selected papers and the cost."""
-        from deepresearch.programs.render import gather_markdown
-
         return gather_markdown(self)
 
     def retrieved_in(self, iteration: int) -> set[str]:

@@ -38,6 +38,10 @@ from deepresearch.programs.gather.artifacts import (
     StopReason,
     Subquery,
 )
+from deepresearch.programs.gather.offline import (
+    OfflineCandidateAssessor,
+    OfflineSubqueryPlanner,
+)
 from deepresearch.programs.gather.stages import CandidateAssessor, SubqueryPlanner, clip, reading_full_text
 from deepresearch.programs.lm.secrets import redact
 from deepresearch.programs.lm.usage import UsageMeter, metered
@@ -448,11 +452,6 @@ class Gatherer(dspy.Module):
         self.is_offline = offline
         self.on_event = on_event
         if offline:
-            from deepresearch.programs.gather.offline import (
-                OfflineCandidateAssessor,
-                OfflineSubqueryPlanner,
-            )
-
             self.planner = OfflineSubqueryPlanner(papers_and_reader(retriever)[0])
             self.assessor = OfflineCandidateAssessor()
         else:

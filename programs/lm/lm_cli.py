@@ -29,6 +29,7 @@ from deepresearch.programs.lm.models import (
     preflight,
     structured_adapter,
 )
+from deepresearch.programs.lm.router import parse_server, router_lm
 from deepresearch.programs.lm.usage import output_limits
 
 API_BASE_ENV = environment.API_BASE  # --api-base's default, beside $DEEPRESEARCH_LM for --lm
@@ -151,7 +152,6 @@ def make_session_lm(args: argparse.Namespace, model: str, **kwargs: Any) -> dspy
     if servers and model and model != OFFLINE:
         if args.api_base:
             raise LMConfigError("--api-base and --lm-server both name servers; list every server with --lm-server")
-        from deepresearch.programs.lm.router import parse_server, router_lm
 
         parsed = [parse_server(s) if isinstance(s, str) else s for s in servers]
         return router_lm(

@@ -30,7 +30,7 @@ from typing import Any
 
 import dspy
 
-from deepresearch.programs.lm.models import LMConfigError
+from deepresearch.programs.lm.models import LMConfigError, check_lm, check_temperature
 from deepresearch.programs.lm.secrets import redact, redact_url
 
 SERVER_OPTIONS = ("max_parallel", "rpm", "weight", "key_env")
@@ -330,8 +330,6 @@ def router_lm(
             placeholder); the command line passes the variables' values.
         kwargs: Passed to `dspy.LM` (temperature, max_tokens, cache, num_retries of DSPy itself...).
     """
-    from deepresearch.programs.lm.models import check_lm, check_temperature
-
     check_temperature(kwargs.get("temperature"))
     check_lm(model, api_base=servers and "router")  # a server list needs no provider key
     parsed = [s if isinstance(s, Server) else parse_server(s) for s in servers]

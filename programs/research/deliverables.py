@@ -20,6 +20,7 @@ from deepresearch.programs.citing.citations import (
 )
 from deepresearch.programs.runtime.context import RunContext
 from deepresearch.programs.runtime.text import collapse_whitespace
+from deepresearch.programs.stages.offline import OfflineAnswerer
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from deepresearch.retrievers.passages import paper_id
@@ -127,7 +128,6 @@ async def short_answer(ctx: RunContext, call, findings: list[Finding]) -> str:
         ctx.events.emit("fallback", stage=STAGES.answer.name, message=f"{why}: {answer[:200]!r}")
     except Exception as err:
         ctx.fail("root", STAGES.answer.name, err)
-    from deepresearch.programs.stages.offline import OfflineAnswerer
 
     extractive = (await OfflineAnswerer().acall(question=ctx.title, findings=findings)).answer
     return f"{extractive}\n\n> Note: {why}; these sentences are quoted from the findings."

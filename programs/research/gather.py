@@ -34,6 +34,11 @@ from deepresearch.programs.citing.citation_guard import check_node_citations
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.gather.artifacts import GatherResult, StopReason, Subquery
 from deepresearch.programs.gather.loop import GatherLoop, papers_and_reader
+from deepresearch.programs.gather.offline import (
+    OfflineCandidateAssessor,
+    OfflineSubqueryPlanner,
+)
+from deepresearch.programs.gather.stages import CandidateAssessor, SubqueryPlanner
 from deepresearch.programs.research.strategy import question_task, research_task
 from deepresearch.programs.runtime.context import NodeLife, RunContext
 from deepresearch.programs.stages.merger import NO_INFORMATION
@@ -56,16 +61,10 @@ class Gather:
 
     def modules(self, offline: bool) -> dict:
         if offline:
-            from deepresearch.programs.gather.offline import (
-                OfflineCandidateAssessor,
-                OfflineSubqueryPlanner,
-            )
-
             return {
                 STAGES.gather_plan.research_attr: OfflineSubqueryPlanner(),
                 STAGES.gather_assess.research_attr: OfflineCandidateAssessor(),
             }
-        from deepresearch.programs.gather.stages import CandidateAssessor, SubqueryPlanner
 
         # preview_chars and second_look come with every call, from the run's `config.gather`
         return {
@@ -157,8 +156,6 @@ class RunHost:
     Searches return whole papers: with full text, those of the retriever the reader wraps."""
 
     def __init__(self, ctx: RunContext):
-        from deepresearch.programs.gather.offline import OfflineSubqueryPlanner
-
         self.ctx = ctx
         self.events = ctx.events
         self.papers = papers_and_reader(ctx.retriever)[0]

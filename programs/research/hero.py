@@ -19,7 +19,9 @@ from deepresearch.programs.research.selector import select
 from deepresearch.programs.research.strategy import plan_root, unseen
 from deepresearch.programs.runtime.context import NodeLife, RunContext
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
+from deepresearch.programs.stages.enrichment_writer import EnrichmentWriter
 from deepresearch.programs.stages.merger import NO_INFORMATION
+from deepresearch.programs.stages.offline import OfflineEnrichmentWriter
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.types import Finding, Learning, Task
 
@@ -42,10 +44,7 @@ class Hero:
 
     def modules(self, offline: bool) -> dict:
         if offline:
-            from deepresearch.programs.stages.offline import OfflineEnrichmentWriter
-
             return {STAGES.enrich_write.research_attr: OfflineEnrichmentWriter()}
-        from deepresearch.programs.stages.enrichment_writer import EnrichmentWriter
 
         return {STAGES.enrich_write.research_attr: EnrichmentWriter()}
 

@@ -17,6 +17,12 @@ from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.research.strategy import plan_root, question_task, research_task
 from deepresearch.programs.runtime.context import RunContext
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
+from deepresearch.programs.stages.offline import (
+    OfflineBreadthPolicy,
+    OfflineDepthPolicy,
+    OfflineProgressScorer,
+)
+from deepresearch.programs.stages.policies import BreadthPolicy, DepthPolicy, ProgressScorer
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.types import Task
 
@@ -33,18 +39,11 @@ class Parallel:
 
     def modules(self, offline: bool) -> dict:
         if offline:
-            from deepresearch.programs.stages.offline import (
-                OfflineBreadthPolicy,
-                OfflineDepthPolicy,
-                OfflineProgressScorer,
-            )
-
             return {
                 STAGES.breadth.research_attr: OfflineBreadthPolicy(),
                 STAGES.deepen.research_attr: OfflineDepthPolicy(),
                 STAGES.orchestrate.research_attr: OfflineProgressScorer(),
             }
-        from deepresearch.programs.stages.policies import BreadthPolicy, DepthPolicy, ProgressScorer
 
         return {
             STAGES.breadth.research_attr: BreadthPolicy(),

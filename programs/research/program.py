@@ -26,6 +26,7 @@ from deepresearch.programs.citing.citations import (
     CitationRegistry,
 )
 from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.gather.loop import check_retired
 from deepresearch.programs.lm.models import structured_adapter
 from deepresearch.programs.lm.usage import metered
 from deepresearch.programs.render import ResultPrediction
@@ -38,14 +39,22 @@ from deepresearch.programs.runtime.scheduler import CostMeter, Scheduler
 from deepresearch.programs.runtime.stage import Shared, run_sync, set_stage_lms
 from deepresearch.programs.runtime.stage_log import StageLog
 from deepresearch.programs.runtime.text import printable
+from deepresearch.programs.stages.answerer import Answerer
+from deepresearch.programs.stages.assessor import Assessor
 from deepresearch.programs.stages.clarifier import (
     MAX_QUESTIONS,
     Clarifier,
     check_clarifications,
     research_brief,
 )
+from deepresearch.programs.stages.enricher import Enricher
+from deepresearch.programs.stages.extractor import Extractor
+from deepresearch.programs.stages.merger import Merger
+from deepresearch.programs.stages.offline import OfflineAnswerer, OfflineClarifier, offline_stages
+from deepresearch.programs.stages.planner import Planner
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.stages.verifier import LexicalVerifier, Verifier
+from deepresearch.programs.stages.writer import Writer
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
 from deepresearch.retrievers.types import Retriever
@@ -115,18 +124,8 @@ class DeepResearch(dspy.Module):
         self.on_event = on_event
         self.strategy = STRATEGIES[self.config.strategy]
         if offline:
-            from deepresearch.programs.stages.offline import OfflineClarifier, offline_stages
-
             stages = offline_stages(retriever, self.config)
         else:
-            from deepresearch.programs.stages.answerer import Answerer
-            from deepresearch.programs.stages.assessor import Assessor
-            from deepresearch.programs.stages.enricher import Enricher
-            from deepresearch.programs.stages.extractor import Extractor
-            from deepresearch.programs.stages.merger import Merger
-            from deepresearch.programs.stages.planner import Planner
-            from deepresearch.programs.stages.writer import Writer
-
             stages = {
                 STAGES.plan.research_attr: Planner(),
                 STAGES.assess.research_attr: Assessor(keep_uncertain=self.config.keep_uncertain),
@@ -137,8 +136,6 @@ class DeepResearch(dspy.Module):
                 STAGES.answer.research_attr: Answerer(),
             }
         if offline:
-            from deepresearch.programs.stages.offline import OfflineAnswerer
-
             stages[STAGES.answer.research_attr] = OfflineAnswerer()
         stages[STAGES.taxonomy.research_attr] = TaxonomyBuilder(
             offline=offline, lm_timeout_s=self.config.lm_timeout_s, max_concurrency=self.config.lm_concurrency
@@ -167,8 +164,6 @@ class DeepResearch(dspy.Module):
         """Loads saved (compiled) state. A stage the saved program did not have yet (one added in a later
         version, such as `clarify`, `answer` or `taxonomy`) keeps its default prompt, with a warning;
         a state holding none of this program's stages is refused."""
-        from deepresearch.programs.gather.loop import check_retired
-
         check_retired(state)  # a stage whose signature changed shape: its old demos would not fit
         names = [name for name, _ in self.named_parameters()]
         missing = [name for name in names if name not in state]

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from deepresearch.retrievers import embed as embeddings
+
 STRATEGIES = ("submodular", "random", "first_k")
 
 Embedder = Callable[[list[str]], np.ndarray]
@@ -111,7 +113,7 @@ def select(
     if k >= len(texts) or strategy != "submodular":
         return select_indices(np.zeros((len(texts), 1)), np.zeros(1), k, alpha, strategy, seed)
     if embed is None:
-        from deepresearch.retrievers.embed import encode as embed
+        embed = embeddings.encode  # looked up at call time, so a replaced encoder (a test's spy) is the one used
     vectors = np.asarray(embed([anchor, *texts]))
     return select_indices(vectors[1:], vectors[0], k, alpha, strategy, seed)
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deepresearch.programs.lm.secrets import redact
+from deepresearch.retrievers.extras import require
 
 
 @dataclass
@@ -78,8 +79,6 @@ class RayExecutor:
     kind = "ray"
 
     def __init__(self, address: str = "auto", cpus_per_job: float = 1.0, max_retries: int = 3):
-        from deepresearch.retrievers.extras import require
-
         self.ray = require("ray", "ray", "a Ray cluster (--ray)")
         self.address, self.cpus_per_job, self.max_retries = address, cpus_per_job, max_retries
         self.workers = 0
