@@ -150,8 +150,9 @@ def assess_feedback(example, pred) -> str:
 
 
 def plan_recall(example, pred) -> float:
-    """Ret.R: share of relevant papers retrieved by any planned query."""
-    return _recall(set(pred.best_rank), example.relevant_ids)
+    """Ret.R: share of relevant papers that some planned query ranks within the hits a run reads (`read_k`)."""
+    k = getattr(pred, "read_k", None)
+    return _recall({d for d, rank in pred.best_rank.items() if k is None or rank <= k}, example.relevant_ids)
 
 
 def plan_avg_distance(example, pred) -> float:
@@ -163,15 +164,16 @@ def plan_avg_distance(example, pred) -> float:
 
 
 def plan_feedback(example, pred) -> str:
+    k = getattr(pred, "read_k", None) or 10
     missed = [d for d in example.relevant_ids if d not in pred.best_rank]
-    late = [d for d in example.relevant_ids if pred.best_rank.get(d, 0) > 10]
+    late = [d for d in example.relevant_ids if pred.best_rank.get(d, 0) > k]
     titles = dict(getattr(example, "titles", {}) or {})
     parts = []
     if missed:
         parts.append(f"No query retrieved: {_names(missed, titles)}.")
     if late:
-        parts.append(f"Ranked below 10: {_names(late, titles)}; make queries more specific to them.")
-    return " ".join(parts) or "Every relevant paper ranked in the top 10."
+        parts.append(f"Ranked below {k}: {_names(late, titles)}; make queries more specific to them.")
+    return " ".join(parts) or f"Every relevant paper ranked in the top {k}."
 
 
 # --- the gathering loop (spec 004): selected and retrieved sets of one query -------------------------

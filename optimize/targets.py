@@ -26,14 +26,16 @@ from deepresearch.signatures.types import Task
 class PlanAndSearch(Stage):
     """The planner with retrieval: plans tasks for a question and records each paper's best rank.
 
-    Lets the planner be tuned against Ret.R and Avg.Distance without extraction or writing.
+    Lets the planner be tuned against Ret.R and Avg.Distance without extraction or writing. Ranks are
+    recorded to `depth` (Avg.Distance reads them to 100); `read_k` is how many hits of each query a research
+    run reads (`hits_per_query`), the cut-off of Ret.R.
     """
 
-    def __init__(self, retriever: Retriever, breadth: int = 3, depth: int = 100):
+    def __init__(self, retriever: Retriever, breadth: int = 3, depth: int = 100, read_k: int = 10):
         super().__init__()
         self.planner = Planner()
         self._retriever = Shared(retriever)
-        self.breadth, self.depth = breadth, depth
+        self.breadth, self.depth, self.read_k = breadth, max(depth, read_k), read_k
 
     async def aforward(self, question: str) -> dspy.Prediction:
         tasks = (await self.planner.acall(question=question, known=[], max_tasks=self.breadth)).tasks
@@ -41,7 +43,7 @@ class PlanAndSearch(Stage):
         for task in tasks:
             for hit in await search_async(self._retriever.obj, task.query, self.depth):
                 best_rank[hit.doc.doc_id] = min(best_rank.get(hit.doc.doc_id, hit.rank), hit.rank)
-        return dspy.Prediction(tasks=tasks, best_rank=best_rank)
+        return dspy.Prediction(tasks=tasks, best_rank=best_rank, read_k=self.read_k)
 
 
 def freeze_all_but(program: dspy.Module, stage: str, stages: dict[str, str] = SHARED_STAGES) -> None:
@@ -121,7 +123,8 @@ class Target:
 def research_target(full: DeepResearch, stage: str, kind: str) -> Target:
     """`kind` is `program` (tune the whole program, or one stage inside it), `planner` or `assessor`."""
     if kind == STAGES.plan.tuning.target:
-        return Target(PlanAndSearch(full.retriever, breadth=full.config.breadth), full, STAGES.plan.name)
+        planner = PlanAndSearch(full.retriever, breadth=full.config.breadth, read_k=full.config.hits_per_query)
+        return Target(planner, full, STAGES.plan.name)
     if kind == STAGES.assess.tuning.target:
         return Target(Assessor(keep_uncertain=full.config.keep_uncertain), full, STAGES.assess.name)
     stages = full.stage_table()  # the shared, output and strategy stages: every module of the program

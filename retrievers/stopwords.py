@@ -1,7 +1,8 @@
-"""The English stop-word list of scikit-learn (BSD-3), kept here because importing it costs every process ~1.5 s.
+"""Stop-word lists: scikit-learn's English list, and the short list search engine queries drop.
 
-The list is the Glasgow Information Retrieval Group's, as `sklearn.feature_extraction.text.ENGLISH_STOP_WORDS`
-ships it (318 words); tests/test_rendering.py checks the copy against scikit-learn's.
+`ENGLISH_STOP_WORDS` is the Glasgow Information Retrieval Group's list, as
+`sklearn.feature_extraction.text.ENGLISH_STOP_WORDS` ships it (318 words, BSD-3), kept here because importing it
+costs every process ~1.5 s; tests/test_rendering.py checks the copy against scikit-learn's.
 """
 
 ENGLISH_STOP_WORDS = frozenset(
@@ -28,4 +29,14 @@ ENGLISH_STOP_WORDS = frozenset(
 """.split()
 )
 
-__all__ = ["ENGLISH_STOP_WORDS"]
+# What a plain-language question sent to a search engine (retrievers/engines) leaves out before its words are
+# OR-ed: function and question words only. Not the list above: it drops words a scientific query needs
+# ("system", "computer", "found", "first"), and it keeps "does" and "versus".
+QUERY_STOP_WORDS = frozenset(
+    """
+    a among an and are as at be between by do does for from how in into is it of on or the their there these
+    this those to versus vs was were what which why with
+""".split()
+)
+
+__all__ = ["ENGLISH_STOP_WORDS", "QUERY_STOP_WORDS"]

@@ -317,6 +317,18 @@ def _restrict_ids(part: Any, ids: list[str]) -> None:
             _restrict_ids(value, ids)
 
 
+# Output lists whose length an input of the same call bounds ("at most max_tasks"): the grammar gets that
+# call's number, tighter than GRAMMAR_LIMITS, so a small model cannot repeat an item past what was asked.
+BOUNDED_BY = {"tasks": "max_tasks", "subqueries": "max_breadth", "questions": "max_questions"}
+
+
+def _bound_by_inputs(schema: dict[str, Any], inputs: dict[str, Any]) -> None:
+    for name, prop in (schema.get("properties") or {}).items():
+        bound = inputs.get(BOUNDED_BY.get(name, ""))
+        if isinstance(prop, dict) and prop.get("type") == "array" and isinstance(bound, int) and bound >= 1:
+            prop["maxItems"] = min(bound, prop.get("maxItems", bound))
+
+
 # Output mappings keyed by the sources a call shows (one label per candidate): under the schema each shown id
 # is a required key, once, and no other key can be written.
 KEYED_OUTPUTS = ("relevance",)
@@ -342,6 +354,7 @@ class SchemaAdapter(dspy.JSONAdapter):
 
     def _response_format(self, signature: type[dspy.Signature], inputs: dict[str, Any]) -> dict[str, Any]:
         schema = output_schema(signature)
+        _bound_by_inputs(schema, inputs)
         ids = shown_ids(inputs)
         if ids and len(ids) <= MAX_ENUM_IDS:
             _restrict_ids(schema, ids)

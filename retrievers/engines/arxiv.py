@@ -17,6 +17,7 @@ from collections.abc import Collection
 from deepresearch.retrievers.bibliographic import normalize_doi
 from deepresearch.retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, month_end
 from deepresearch.retrievers.engines.dedup import arxiv_id
+from deepresearch.retrievers.stopwords import QUERY_STOP_WORDS
 from deepresearch.retrievers.types import Doc
 
 NS = {
@@ -25,43 +26,6 @@ NS = {
     "opensearch": "http://a9.com/-/spec/opensearch/1.1/",
 }
 _SYNTAX = re.compile(r"\b(?:ti|au|abs|co|jr|cat|rn|id|all|submittedDate):|\b(?:AND|OR|ANDNOT)\b")
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "for",
-        "from",
-        "how",
-        "in",
-        "into",
-        "is",
-        "it",
-        "of",
-        "on",
-        "or",
-        "the",
-        "to",
-        "what",
-        "which",
-        "with",
-        "does",
-        "do",
-        "their",
-        "there",
-        "these",
-        "this",
-        "those",
-        "was",
-        "were",
-        "why",
-    ]
-)
 MAX_TERMS = 16
 
 
@@ -75,7 +39,7 @@ def arxiv_query(query: str, before: str | None = None, categories: Collection[st
     if _SYNTAX.search(query):
         text = query.strip()
     else:
-        words = [w for w in re.findall(r"[^\W_]+", query.lower()) if w not in _STOP]
+        words = [w for w in re.findall(r"[^\W_]+", query.lower()) if w not in QUERY_STOP_WORDS]
         words = list(dict.fromkeys(words))[:MAX_TERMS] or [query.strip()]
         text = " OR ".join(f"all:{w}" for w in words)
     parts = [f"({text})"]

@@ -39,6 +39,7 @@ from deepresearch.retrievers.engines.client import (
 )
 from deepresearch.retrievers.engines.dedup import dedup_keys, excluded_keys
 from deepresearch.retrievers.ranking import check_page
+from deepresearch.retrievers.stopwords import QUERY_STOP_WORDS
 from deepresearch.retrievers.types import Doc, Hit, passes_filters
 
 
@@ -246,42 +247,6 @@ class SearchEngine(AsyncSearch):
         return f"{type(self).__name__}({public_url(self.base_url)!r})"
 
 
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "does",
-        "do",
-        "for",
-        "from",
-        "how",
-        "in",
-        "into",
-        "is",
-        "it",
-        "of",
-        "on",
-        "or",
-        "the",
-        "to",
-        "what",
-        "which",
-        "with",
-        "why",
-        "among",
-        "between",
-        "versus",
-        "vs",
-    ]
-)
-
-
 def or_words(query: str, joiner: str = " OR ") -> str | None:
     """The words of a query (stop words and one-letter words left out) joined by OR; None for fewer than two.
 
@@ -289,7 +254,7 @@ def or_words(query: str, joiner: str = " OR ") -> str | None:
         >>> or_words("Does vitamin D prevent fractures?")
         'vitamin OR prevent OR fractures'
     """
-    words = list(dict.fromkeys(w for w in re.findall(r"[^\W_]{2,}", query.lower()) if w not in _STOP))
+    words = list(dict.fromkeys(w for w in re.findall(r"[^\W_]{2,}", query.lower()) if w not in QUERY_STOP_WORDS))
     return joiner.join(words) if len(words) > 1 else None
 
 

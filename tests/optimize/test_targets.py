@@ -31,6 +31,19 @@ def test_gather_objectives_on_a_hand_worked_query():
     assert "d" in feedback.split("retrieved:")[1].split(";")[0] and "discarded: b, c" in feedback
 
 
+def test_planner_objectives_count_ret_r_within_the_hits_a_run_reads():
+    example = dspy.Example(relevant_ids=["a", "b", "c", "d"])
+    # a ranked 1, b 10 (the last hit a run with hits_per_query=10 reads), c 11 (retrieved, never read), d never
+    pred = dspy.Prediction(best_rank={"a": 1, "b": 10, "c": 11, "x": 2}, read_k=10)
+    assert metric_spec("planner", "recall").score(example, pred) == 0.5
+    deeper = dspy.Prediction(best_rank=pred.best_rank, read_k=20)
+    assert metric_spec("planner", "recall").score(example, deeper) == 0.75
+    # Avg.Distance grades every rank to 100, whatever a run reads
+    assert metric_spec("planner", "avg_distance").score(example, pred) == pytest.approx((0.99 + 0.90 + 0.89) / 4)
+    feedback = metric_spec("planner", "recall").feedback(example, pred)
+    assert "No query retrieved: d" in feedback and "Ranked below 10: c" in feedback
+
+
 def test_taxonomy_objectives_are_perfect_for_the_expert_tree(data_dir):
     survey = load_taxobench(data_dir / "taxobench_examples", limit=1)[0]
     example = dspy.Example(topic=survey.topic, papers=list(survey.papers), gt=survey.gt, survey_id=survey.survey_id)

@@ -19,6 +19,7 @@ from deepresearch.programs.lm.models import (
     structured_adapter,
 )
 from deepresearch.programs.stages.extractor import Extractor
+from deepresearch.programs.stages.planner import Planner
 from deepresearch.signatures.extract import ExtractLearnings
 from deepresearch.signatures.types import Source, Task
 
@@ -107,6 +108,22 @@ def test_a_call_may_cite_only_the_sources_it_shows(make_lm):
     # the text of the learning and the follow-up questions stay bounded strings, not enums
     assert "enum" not in schema["$defs"]["Learning"]["properties"]["text"]
     assert schema["properties"]["follow_up_questions"]["items"]["maxLength"] == 200
+
+
+def test_a_list_the_call_bounds_gets_that_bound_in_the_grammar(make_lm):
+    # "at most max_tasks": a small model that repeats one task until the list is full stops at the number asked
+    sent = []
+
+    def handler(messages, request):
+        sent.append(request)
+        return json.dumps({"reasoning": "r", "tasks": [{"query": "sparse attention", "goal": "g"}]})
+
+    with dspy.context(lm=make_lm(handler), adapter=SchemaAdapter()):
+        for n in (2, 9):
+            asyncio.run(Planner().acall(question="q", known=[], max_tasks=n))
+    first, second = (r.config.response_format["schema"]["properties"]["tasks"] for r in sent)
+    assert first["maxItems"] == 2
+    assert second["maxItems"] == GRAMMAR_LIMITS["tasks"]["maxItems"]  # never looser than the signature's own bound
 
 
 @pytest.mark.parametrize(

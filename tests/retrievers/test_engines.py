@@ -35,6 +35,8 @@ from deepresearch.retrievers.engines import (
     normalize_title,
     open_sources,
 )
+from deepresearch.retrievers.engines.arxiv import arxiv_query
+from deepresearch.retrievers.engines.base import or_words
 from deepresearch.retrievers.engines.client import retry_after_seconds
 from deepresearch.retrievers.engines.openalex import rebuild_abstract
 from deepresearch.retrievers.types import Doc, Retriever
@@ -800,6 +802,15 @@ def test_a_slow_source_is_left_out_of_the_search_not_the_others(replay, replay2,
     }
     fused.search("another query", k=1)
     assert len(replay.requests) == 2  # our own time limit does not mark the source down
+
+
+def test_every_engine_leaves_the_same_words_out_of_a_question():
+    # one list (retrievers/stopwords.py QUERY_STOP_WORDS): arXiv's query and the OR-ed retry of OpenAlex and PubMed
+    question = "How do these methods compare between cohorts versus controls?"
+    assert arxiv_query(question) == "(all:methods OR all:compare OR all:cohorts OR all:controls)"
+    assert or_words(question) == "methods OR compare OR cohorts OR controls"
+    # a short list, not scikit-learn's: words a scientific question needs stay
+    assert or_words("Which computer system was found first?") == "computer OR system OR found OR first"
 
 
 @pytest.mark.parametrize("cls, param", [(OpenAlexEngine, "search"), (PubMedEngine, "term")], ids=["openalex", "pubmed"])
