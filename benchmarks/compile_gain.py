@@ -1,11 +1,17 @@
-"""Compile gain of the gathering assessor with a real model: before and after on a held-out dev split.
+"""Compile gain of a stage with a real model: before and after on a held-out dev split.
 
-One command records a frozen pool of candidates without the LM (the offline gathering loop over the first
+`--stage gather_assess` (the gathering assessor, on F1): one command records a frozen pool of candidates without the LM (the offline gathering loop over the first
 `--claims` SciFact *train* claims), keeps the searches with at least one ground-truth paper among their top
 `--max-candidates` candidates, splits them by claim into train and dev (no claim in both), compiles the
 gathering assessor (`CandidateAssessor`, second look off) with each optimizer of `--optimizers`, and prints
 and writes, per optimizer: dev F1 before and after with the paired bootstrap 95% interval of the change, LM
 calls and metric calls spent, seconds. The offline assessor's dev F1 on the same examples is the floor.
+
+`--stage plan` (the research planner, on Ret.R): the pool is the first `--claims` SciFact train claims with
+their relevant papers; no LM is needed to record it, since the planner's only input is the question. Each
+example plans `--breadth` queries for one claim and searches each with BM25; Ret.R is the share of the
+claim's relevant papers that some query ranks within the `--hits` a research run reads. Train and dev are
+disjoint claims. The offline planner (the question's key terms, then feedback terms) is the floor.
 
     python -m benchmarks.compile_gain --lm openai/qwen05 --api-base http://127.0.0.1:8091/v1 \\
         --claims 60 --train 4 --dev 6 --max-candidates 5 --budget 8 --optimizers bootstrap-rs,miprov2 \\
@@ -25,6 +31,8 @@ import platform
 import random
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import dspy
@@ -75,16 +83,19 @@ def split_by_claim(examples: list[dspy.Example], n_train: int, n_dev: int, seed:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stage", choices=("gather_assess", "plan"), default="gather_assess")
     parser.add_argument("--lm", required=True)
     parser.add_argument("--api-base", default=None)
     parser.add_argument("--claims", type=int, default=60, help="SciFact train claims in the frozen pool")
     parser.add_argument("--train", type=int, default=8, help="training examples (searches)")
     parser.add_argument("--dev", type=int, default=12, help="dev examples (searches), from other claims")
     parser.add_argument("--max-candidates", type=int, default=5, help="top candidates of a search shown")
+    parser.add_argument("--breadth", type=int, default=3, help="plan: queries planned per claim")
+    parser.add_argument("--hits", type=int, default=10, help="plan: hits of each query a research run reads")
     parser.add_argument("--budget", type=int, default=16, help="metric calls per optimizer")
     parser.add_argument("--optimizers", default="bootstrap-rs,miprov2")
     parser.add_argument("--workers", type=int, default=2, help="examples evaluated at once")
-    parser.add_argument("--max-tokens", type=int, default=200)
+    parser.add_argument("--max-tokens", type=int, default=None, help="reply cap (default: 200 assess, 512 plan)")
     parser.add_argument("--lm-timeout", type=float, default=900.0)
     parser.add_argument("--cache-dir", default=None, help="LM answer cache (default: DSPy's)")
     parser.add_argument("--pool", default=None, help="pool folder (default: beside --out)")
@@ -92,19 +103,110 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="results JSON")
     args = parser.parse_args(argv)
 
-    from deepresearch.eval.run_gather import load_frozen_cases
     from deepresearch.optimize.cli import LMCalls
     from deepresearch.optimize.compile import compile_program, evaluate_scores, paired_bootstrap
-    from deepresearch.optimize.metrics import metric_spec
-    from deepresearch.optimize.trainsets import from_frozen_cases
-    from deepresearch.programs.gather.offline import OfflineCandidateAssessor
-    from deepresearch.programs.gather.stages import CandidateAssessor
     from deepresearch.programs.lm.models import SchemaAdapter
-    from deepresearch.retrievers.corpus import load_corpus
 
     if args.cache_dir:
         dspy.configure_cache(disk_cache_dir=args.cache_dir)
     out = Path(args.out)
+    setup = plan_setup(args) if args.stage == "plan" else assess_setup(args, out)
+    print(
+        f"{setup.pool_note}; train {len(setup.trainset)}, dev {len(setup.devset)} (disjoint claims)",
+        file=sys.stderr,
+    )
+    lm = dspy.LM(
+        args.lm,
+        api_base=args.api_base,
+        api_key=os.environ.get("DEEPRESEARCH_API_KEY", "local"),
+        max_tokens=args.max_tokens or setup.max_tokens,
+        temperature=0.0,
+        timeout=args.lm_timeout,
+        num_retries=1,
+    )
+    counter = LMCalls()
+    counter.attach(lm, "task")
+    floor = evaluate_scores(setup.floor, setup.devset, setup.spec, num_threads=1)
+    report = {
+        "benchmark": "compile_gain",
+        "stage": args.stage,
+        "metric": setup.spec.name,
+        "lm": args.lm,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}; LM on llama-server"
+        if args.api_base
+        else platform.machine(),
+        "command": "python -m benchmarks.compile_gain " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "data": setup.data,
+        "split": {"train": len(setup.trainset), "dev": len(setup.devset), "by": "claim", "seed": args.seed},
+        "floor_offline_dev": sum(floor) / len(floor),
+        "floor_offline_dev_scores": floor,
+        "optimizers": {},
+    }
+    adapter = SchemaAdapter() if args.api_base else None
+    for name in [o.strip() for o in args.optimizers.split(",") if o.strip()]:
+        started, calls_before = time.perf_counter(), counter.total
+        with dspy.context(lm=lm, adapter=adapter):
+            result = compile_program(
+                setup.program(),
+                optimizer=name,
+                spec=setup.spec,
+                trainset=setup.trainset,
+                devset=setup.devset,
+                budget=args.budget,
+                prompt_lm=lm,
+                num_threads=args.workers,
+                seed=args.seed,
+                on_progress=lambda line, n=name: print(f"[{n}] {line}", file=sys.stderr, flush=True),
+            )
+        ci = paired_bootstrap(result.before_scores, result.after_scores)
+        vs_floor = paired_bootstrap(floor, result.after_scores)
+        report["optimizers"][name] = {
+            "before": result.before,
+            "after": result.after,
+            "change": result.after - result.before,
+            "ci95": ci,
+            "after_vs_floor_ci95": vs_floor,
+            "lm_calls": counter.total - calls_before,
+            "metric_calls": result.metric_calls,
+            "seconds": round(time.perf_counter() - started, 1),
+            "demos": sum(len(p.demos) for _, p in result.program.named_predictors()),
+            "before_scores": list(result.before_scores),
+            "after_scores": list(result.after_scores),
+        }
+        print(
+            f"{name}: dev {setup.spec.name} {result.before:.3f} -> {result.after:.3f} "
+            f"({result.after - result.before:+.3f}, 95% CI {ci[0]:+.3f} to {ci[1]:+.3f}); "
+            f"LM calls {counter.total - calls_before}",
+            flush=True,
+        )
+        out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")  # after each optimizer
+    print(f"offline floor on dev: {setup.spec.name} {report['floor_offline_dev']:.3f}\nresults: {out}")
+    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+@dataclass
+class Setup:
+    """One stage's measurement: a fresh program to compile, its metric, the split, and the offline floor."""
+
+    program: Callable[[], dspy.Module]
+    spec: object
+    trainset: list
+    devset: list
+    floor: dspy.Module
+    data: str
+    pool_note: str
+    max_tokens: int
+
+
+def assess_setup(args: argparse.Namespace, out: Path) -> Setup:
+    from deepresearch.eval.run_gather import load_frozen_cases
+    from deepresearch.optimize.metrics import metric_spec
+    from deepresearch.optimize.trainsets import from_frozen_cases
+    from deepresearch.programs.gather.offline import OfflineCandidateAssessor
+    from deepresearch.programs.gather.stages import CandidateAssessor
+    from deepresearch.retrievers.corpus import load_corpus
+
     pool = record_pool(Path(args.pool or out.with_suffix(".pool")), args.claims)
     corpus = load_corpus(DEFAULT_DATA / "scifact")
     examples = []
@@ -113,76 +215,48 @@ def main(argv: list[str] | None = None) -> int:
         if set(ex.gt_ids) & {h.doc.doc_id for h in hits}:
             examples.append(ex.copy(hits=hits).with_inputs("question", "subquery", "checklist", "hits"))
     trainset, devset = split_by_claim(examples, args.train, args.dev, args.seed)
-    print(
-        f"pool {pool}: {len(examples)} searches with a ground-truth candidate; train {len(trainset)}, "
-        f"dev {len(devset)} (disjoint claims)",
-        file=sys.stderr,
+    return Setup(
+        program=lambda: CandidateAssessor(second_look=False),
+        spec=metric_spec("assessor", "f1"),
+        trainset=trainset,
+        devset=devset,
+        floor=OfflineCandidateAssessor(),
+        data=f"SciFact train claims 1-{args.claims}, offline loop (T=5) searches with a ground-truth "
+        f"paper in their top {args.max_candidates}",
+        pool_note=f"pool {pool}: {len(examples)} searches with a ground-truth candidate",
+        max_tokens=200,
     )
 
-    lm = dspy.LM(
-        args.lm,
-        api_base=args.api_base,
-        api_key=os.environ.get("DEEPRESEARCH_API_KEY", "local"),
-        max_tokens=args.max_tokens,
-        temperature=0.0,
-        timeout=args.lm_timeout,
-        num_retries=1,
+
+def plan_setup(args: argparse.Namespace) -> Setup:
+    from deepresearch.optimize.metrics import metric_spec
+    from deepresearch.optimize.targets import PlanAndSearch
+    from deepresearch.optimize.trainsets import from_beir
+    from deepresearch.programs.stages.offline import OfflinePlanner
+    from deepresearch.retrievers.bm25 import BM25Retriever
+    from deepresearch.retrievers.corpus import load_corpus
+
+    folder = DEFAULT_DATA / "scifact"
+    retriever = BM25Retriever(load_corpus(folder / "corpus.jsonl"), tokenizer="scholargym")
+    examples = from_beir(folder, "train")[: args.claims]
+    trainset, devset = split_by_claim(examples, args.train, args.dev, args.seed)
+
+    def program() -> PlanAndSearch:
+        return PlanAndSearch(retriever, breadth=args.breadth, read_k=args.hits)
+
+    floor = program()
+    floor.planner = OfflinePlanner(retriever)
+    return Setup(
+        program=program,
+        spec=metric_spec("planner", "recall"),
+        trainset=trainset,
+        devset=devset,
+        floor=floor,
+        data=f"SciFact train claims 1-{args.claims} (BEIR train qrels), {args.breadth} planned queries a claim, "
+        f"BM25, Ret.R within the top {args.hits} hits of each query",
+        pool_note=f"pool: {len(examples)} SciFact train claims (no LM needed)",
+        max_tokens=512,
     )
-    counter = LMCalls()
-    counter.attach(lm, "task")
-    spec = metric_spec("assessor", "f1")
-    floor = evaluate_scores(OfflineCandidateAssessor(), devset, spec, num_threads=1)
-    report = {
-        "benchmark": "compile_gain",
-        "stage": "gather_assess",
-        "metric": spec.name,
-        "lm": args.lm,
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()}; LM on llama-server"
-        if args.api_base
-        else platform.machine(),
-        "command": "python -m benchmarks.compile_gain " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "data": f"SciFact train claims 1-{args.claims}, offline loop (T=5) searches with a ground-truth "
-        f"paper in their top {args.max_candidates}",
-        "split": {"train": len(trainset), "dev": len(devset), "by": "claim", "seed": args.seed},
-        "floor_offline_dev": sum(floor) / len(floor),
-        "optimizers": {},
-    }
-    adapter = SchemaAdapter() if args.api_base else None
-    for name in [o.strip() for o in args.optimizers.split(",") if o.strip()]:
-        started, calls_before = time.perf_counter(), counter.total
-        with dspy.context(lm=lm, adapter=adapter):
-            result = compile_program(
-                CandidateAssessor(second_look=False),
-                optimizer=name,
-                spec=spec,
-                trainset=trainset,
-                devset=devset,
-                budget=args.budget,
-                prompt_lm=lm,
-                num_threads=args.workers,
-                seed=args.seed,
-                on_progress=lambda line, n=name: print(f"[{n}] {line}", file=sys.stderr, flush=True),
-            )
-        ci = paired_bootstrap(result.before_scores, result.after_scores)
-        report["optimizers"][name] = {
-            "before": result.before,
-            "after": result.after,
-            "change": result.after - result.before,
-            "ci95": ci,
-            "lm_calls": counter.total - calls_before,
-            "metric_calls": result.metric_calls,
-            "seconds": round(time.perf_counter() - started, 1),
-            "demos": sum(len(p.demos) for _, p in result.program.named_predictors()),
-        }
-        print(
-            f"{name}: dev F1 {result.before:.3f} -> {result.after:.3f} ({result.after - result.before:+.3f}, "
-            f"95% CI {ci[0]:+.3f} to {ci[1]:+.3f}); LM calls {counter.total - calls_before}",
-            flush=True,
-        )
-        out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")  # after each optimizer
-    print(f"offline floor on dev: F1 {report['floor_offline_dev']:.3f}\nresults: {out}")
-    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    return 0
 
 
 if __name__ == "__main__":
