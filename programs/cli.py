@@ -97,7 +97,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="STAGE=MODEL",
-        help=f"an LM for one stage ({', '.join(STAGE_NAMES)}); repeatable",
+        help=f"an LM for one stage ({', '.join(STAGE_NAMES)}), or `offline` for its offline twin "
+        "(`--stage-lm plan=offline`: the offline planner, the LM everywhere else); repeatable",
     )
     lm.add_argument("--program", default=None, help="a compiled program (JSON state) to load")
     # clarifying questions
@@ -210,7 +211,7 @@ def needed_extras(args: argparse.Namespace, config: ResearchConfig) -> dict[str,
 def build_program(args: argparse.Namespace, retriever, on_event, session: LMSession) -> tuple[DeepResearch, dict]:
     config = run_config(args)
     program = DeepResearch(
-        retriever=retriever, config=config, offline=session.is_offline, lms=session.stage_lms or None, on_event=on_event
+        retriever=retriever, config=config, offline=session.is_offline, lms=session.program_lms(), on_event=on_event
     )
     if args.program:
         if session.is_offline:

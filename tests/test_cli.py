@@ -172,3 +172,22 @@ def test_quiet_verbose_and_config_are_taken_anywhere_before_a_double_dash():
     )
     assert cli._take_global_options(["run", "q", "--config=b.toml"]) == (0, False, "b.toml", ["run", "q"])
     assert cli._take_global_options(["run", "q"]) == (0, False, None, ["run", "q"])
+
+
+@pytest.mark.usefixtures("clean_lm_env")
+def test_stage_lm_offline_runs_that_stage_offline_and_the_lm_the_rest(tmp_path):
+    from deepresearch.signatures.plan import PlanQueries
+    from tests.integration.openai_server import LocalOpenAIServer
+    from tests.research_lm import research_handler
+
+    out = tmp_path / "r"
+    with LocalOpenAIServer(research_handler()) as server:
+        args = ["run", "Does vitamin D supplementation reduce fracture risk?", "--corpus", "scifact"]
+        args += ["--depth", "1", "--breadth", "2", "-q", "--out", str(out), "--no-cache"]
+        args += ["--lm", "openai/local", "--api-base", server.base_url, "--stage-lm", "plan=offline"]
+        assert cli.main(args) == 0
+    sent = [r["messages"][0]["content"] for r in server.requests]
+    assert sent and not any(PlanQueries.instructions.splitlines()[0] in s for s in sent)  # no plan request
+    trace = json.loads((out / "trace.json").read_text())
+    assert trace["status"] == "done" and trace["models"]["plan"] == "offline"
+    assert "plan" not in trace["usage"] and trace["usage"]["extract"]["calls"] == 2

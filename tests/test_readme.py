@@ -54,6 +54,7 @@ NOT_RUN: dict[str, str] = {
     'deepresearch run "..." --lm openai/local --api-base http://127.0.0.1:8080/v1': LLAMA,
     'deepresearch run "..." --lm openai/Qwen/Qwen2.5-7B-Instruct --api-base http://127.0.0.1:8000/v1': "needs a vLLM server on port 8000",
     'deepresearch run "..." --corpus scifact --lm openai/local --api-base http://127.0.0.1:8080/v1': LLAMA,
+    'deepresearch run "..." --corpus scifact --lm openai/local --api-base http://127.0.0.1:8080/v1 --stage-lm plan=offline': LLAMA,
     'deepresearch run "..." --corpus scifact --lm openai/Qwen/Qwen2.5-7B-Instruct --api-base '
     "http://127.0.0.1:8000/v1": "needs a vLLM server on port 8000",
     'deepresearch run "..." --corpus scifact --lm ollama_chat/qwen2.5:7b': "needs an Ollama server",

@@ -110,6 +110,7 @@ class LMSession:
     adapter: Any = None
     max_output_tokens: int | None = None
     stage_lms: dict[str, dspy.LM] = field(default_factory=dict)
+    offline_stages: tuple[str, ...] = ()  # `--stage-lm STAGE=offline`: the stage's offline twin
 
     @property
     def is_offline(self) -> bool:
@@ -121,7 +122,15 @@ class LMSession:
         return {"lm_routing": routing()} if callable(routing) else {}
 
     def models(self) -> dict[str, str]:
-        return {"default": self.model, **{s: m.model for s, m in self.stage_lms.items()}}
+        return {
+            "default": self.model,
+            **{s: m.model for s, m in self.stage_lms.items()},
+            **dict.fromkeys(self.offline_stages, OFFLINE),
+        }
+
+    def program_lms(self) -> dict[str, Any] | None:
+        """The per-stage `lms=` of a program: each stage's LM, or `offline` for its offline twin."""
+        return {**self.stage_lms, **dict.fromkeys(self.offline_stages, OFFLINE)} or None
 
     @contextlib.contextmanager
     def context(self) -> Iterator[None]:
@@ -191,7 +200,11 @@ def open_lm(
     model = model_from_args(args, default_offline=default_offline)
     configure_lm_cache(enabled=not args.no_cache, cache_dir=args.cache_dir or environment.lm_cache_dir())
     lm = make_session_lm(args, model, num_retries=num_retries) if model else None
-    stage_lms = {stage: make_session_lm(args, m, num_retries=num_retries) for stage, m in (stage_models or {}).items()}
+    stage_models = stage_models or {}
+    offline_stages = tuple(stage for stage, m in stage_models.items() if m == OFFLINE)
+    stage_lms = {
+        stage: make_session_lm(args, m, num_retries=num_retries) for stage, m in stage_models.items() if m != OFFLINE
+    }
     if not args.no_preflight:
         for checked in dict.fromkeys([lm, *stage_lms.values()]):
             if checked is not None:
@@ -202,6 +215,7 @@ def open_lm(
         adapter=structured_adapter(args.structured, lm),
         max_output_tokens=args.max_output_tokens,
         stage_lms=stage_lms,
+        offline_stages=offline_stages,
     )
 
 

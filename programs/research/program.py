@@ -27,7 +27,7 @@ from deepresearch.programs.citing.citations import (
 )
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.gather.loop import check_retired
-from deepresearch.programs.lm.models import structured_adapter
+from deepresearch.programs.lm.models import OFFLINE, structured_adapter
 from deepresearch.programs.lm.usage import metered
 from deepresearch.programs.render import ResultPrediction
 from deepresearch.programs.research.finish import UncitedReport, fallback_report, finish
@@ -89,7 +89,8 @@ class DeepResearch(dspy.Module):
         lms: Per-stage LMs keyed by stage name: `clarify`, `plan`, `assess`, `extract`, `merge`, `enrich`,
             `write`, `verify`, `answer`, `taxonomy`, and the strategy's own (`enrich_write` for hero; `breadth`,
             `deepen`, `orchestrate` for parallel; `gather_plan`, `gather_assess` for gather). Other stages
-            use the LM in `dspy.settings`.
+            use the LM in `dspy.settings`. The value `"offline"` gives a stage its offline twin instead
+            (`{"plan": "offline"}`: the offline planner, the LM everywhere else).
         on_event: Called with every progress `Event` of a run.
 
     Example:
@@ -123,34 +124,50 @@ class DeepResearch(dspy.Module):
         self.is_offline = offline
         self.on_event = on_event
         self.strategy = STRATEGIES[self.config.strategy]
+        lms = dict(lms or {})
+        # `lms={"plan": "offline"}`: that stage's offline twin, the LM for the others
+        twins = {name for name, lm in lms.items() if isinstance(lm, str) and lm == OFFLINE}
+        for name in twins:
+            del lms[name]
+        online = self._stage_modules(retriever, offline=False) if not offline else {}
+        offline_modules = self._stage_modules(retriever, offline=True) if offline or twins else {}
+        table = self.stage_table()
+        unknown = sorted(twins - set(table))
+        if unknown:
+            raise ValueError(f"unknown stage {unknown[0]!r} in lms; choose from: {', '.join(table)}")
+        twin_attrs = {table[name] for name in twins}
+        for attr in offline_modules if offline else online:
+            setattr(self, attr, offline_modules[attr] if offline or attr in twin_attrs else online[attr])
+        set_stage_lms(self, self.stage_table(), lms)
+
+    def _stage_modules(self, retriever: Retriever, offline: bool) -> dict[str, dspy.Module]:
+        """Every stage's module, keyed by attribute: the LM stages, or their offline twins."""
+        c = self.config
         if offline:
-            stages = offline_stages(retriever, self.config)
+            stages = offline_stages(retriever, c)
+            stages[STAGES.answer.research_attr] = OfflineAnswerer()
         else:
             stages = {
                 STAGES.plan.research_attr: Planner(),
-                STAGES.assess.research_attr: Assessor(keep_uncertain=self.config.keep_uncertain),
-                STAGES.extract.research_attr: Extractor(max_learnings=self.config.max_learnings),
+                STAGES.assess.research_attr: Assessor(keep_uncertain=c.keep_uncertain),
+                STAGES.extract.research_attr: Extractor(max_learnings=c.max_learnings),
                 STAGES.merge.research_attr: Merger(),
                 STAGES.enrich.research_attr: Enricher(),
                 STAGES.write.research_attr: Writer(),
                 STAGES.answer.research_attr: Answerer(),
             }
-        if offline:
-            stages[STAGES.answer.research_attr] = OfflineAnswerer()
         stages[STAGES.taxonomy.research_attr] = TaxonomyBuilder(
-            offline=offline, lm_timeout_s=self.config.lm_timeout_s, max_concurrency=self.config.lm_concurrency
+            offline=offline, lm_timeout_s=c.lm_timeout_s, max_concurrency=c.lm_concurrency
         )
         # asks before research (`clarify`)
         stages[STAGES.clarify.research_attr] = OfflineClarifier() if offline else Clarifier()
-        c = self.config  # every claim of the draft checked against its passages (`verify`; offline: the lexical rule)
+        # every claim of the draft checked against its passages (`verify`; offline: the lexical rule)
         stages[STAGES.verify.research_attr] = (
             LexicalVerifier(c.verify)
             if offline
             else Verifier(c.verify, batch_size=c.verify_batch, max_chars=c.verify_chars)
         )
-        for attr, module in {**stages, **self.strategy.modules(offline)}.items():
-            setattr(self, attr, module)
-        set_stage_lms(self, self.stage_table(), lms)
+        return {**stages, **self.strategy.modules(offline)}
 
     @property
     def retriever(self) -> Retriever:

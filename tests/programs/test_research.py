@@ -180,6 +180,23 @@ def test_a_stage_can_have_its_own_lm_and_usage_is_counted_per_stage(scifact_bm25
     assert "enrich" not in out.usage  # depth 1: no follow-ups are asked for
 
 
+def test_a_stage_can_run_its_offline_twin_while_the_lm_runs_the_others(scifact_bm25):
+    from deepresearch.programs.stages.offline import OfflinePlanner
+    from deepresearch.programs.stages.verifier import LexicalVerifier
+
+    lm = scripted_lm(research_handler())
+    program = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2, lms={"plan": "offline", "verify": "offline"})
+    assert isinstance(program.planner, OfflinePlanner) and isinstance(program.verifier, LexicalVerifier)
+    with dspy.context(lm=lm):
+        out = program(question="aspirin and colorectal cancer")
+    assert not any("PlanQueries" in p[0]["content"] for p in lm.scripted.prompts)  # no plan request was sent
+    assert "plan" not in out.usage and "verify" not in out.usage
+    # the offline planner searched the question's key terms first; the LM assessed and extracted each node
+    assert out.tree[0].query.startswith("aspirin colorectal cancer")
+    assert out.usage["extract"].calls == 2 and out.usage["write"].calls == 1
+    assert not any(name.startswith("planner.") for name, _ in program.named_predictors())  # nothing to tune
+
+
 def test_usage_also_reaches_an_enclosing_meter_and_dspy_usage_tracker(scifact_bm25):
     from dspy.utils.usage_tracker import track_usage
 
@@ -205,6 +222,8 @@ def test_bad_input_fails_before_any_lm_call(scifact_bm25):
         DeepResearch(retriever=scifact_bm25, depth=0)
     with pytest.raises(ValueError, match="unknown stage"):
         DeepResearch(retriever=scifact_bm25, lms={"judge": lm})
+    with pytest.raises(ValueError, match="unknown stage 'judge'"):
+        DeepResearch(retriever=scifact_bm25, lms={"judge": "offline"})
     with pytest.raises(ValueError, match="unknown schedule 'layers'"):
         ResearchConfig(schedule="layers")
     with pytest.raises(ValueError, match="schedule 'gptr' models the eco recursion"):

@@ -18,6 +18,7 @@ from deepresearch.programs.config import HeroConfig, preset
 from deepresearch.programs.lm.models import SchemaAdapter, make_lm
 from deepresearch.programs.lm.usage import output_limits
 from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.stages.offline import key_terms
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from tests.research_lm import CITATION_NUMBER
 
@@ -94,6 +95,19 @@ def test_run_depth_1_breadth_2_researches_and_cites(llama_server, scifact, tmp_p
     assert learnings and all(x["source_ids"] for x in learnings)
     # every request carried the cap: no stage got more completion tokens than that per answered request
     assert all(u["completion_tokens"] <= CAP * u["calls"] for u in trace["usage"].values())
+
+
+def test_a_run_with_the_offline_planner_and_the_real_model_for_the_rest(llama_server, scifact, tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["run", QUESTION, "--corpus", "scifact", "--depth", "1", "--breadth", "1", "--out", str(out)]
+    code = cli.main([*args, *SMALL, *lm_args(llama_server), "--stage-lm", "plan=offline"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err[-2000:]
+    trace = check_run(out, scifact)
+    assert trace["status"] == "done" and trace["models"]["plan"] == "offline"
+    assert "plan" not in trace["usage"] and trace["usage"]["extract"]["calls"] == 1  # the model ran the node
+    # the offline planner's first query is the question's own key terms, whatever the model would have planned
+    assert trace["tree"][0]["query"] == " ".join(key_terms(QUESTION, min_len=1)[:12])
 
 
 def test_hero_preset_completes_with_the_real_model(llama_server, scifact_bm25):
