@@ -8,12 +8,16 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import dspy
 
 from deepresearch.optimize.metrics import MetricSpec, as_gepa_metric, as_metric
 from deepresearch.programs.runtime.stage import Shared
 from deepresearch.programs.runtime.usage import UsageMeter, metered
+
+if TYPE_CHECKING:
+    from deepresearch.optimize.resume import RunFolder
 
 logger = logging.getLogger(__name__)
 
@@ -209,15 +213,28 @@ def evaluate_scores(
     spec: MetricSpec,
     num_threads: int = 4,
     show_progress: bool = False,
+    on_score: Callable[[int, float], None] | None = None,
 ) -> list[float]:
     """The metric of each example of `devset`, in its order (an example the program fails on scores 0 and
-    logs one line)."""
+    logs one line). `on_score(i, score)` is told each score of an example the program did not fail on, as
+    it comes (from the evaluation's threads)."""
     if not devset:
         raise ValueError("the dev split is empty; give more examples or a --dev file")
     program = program if isinstance(program, Guarded) else Guarded(program)
+    metric = guarded_metric(spec)
+    if on_score is not None:
+        position = {id(ex): i for i, ex in enumerate(devset)}  # Evaluate hands the metric devset's own objects
+        scored = metric
+
+        def metric(example, pred, trace=None) -> float:
+            value = scored(example, pred, trace)
+            if pred is not None and not pred.get("failed", False) and id(example) in position:
+                on_score(position[id(example)], float(value))
+            return value
+
     result = dspy.Evaluate(
         devset=devset,
-        metric=guarded_metric(spec),
+        metric=metric,
         num_threads=num_threads,
         display_progress=show_progress,
         failure_score=0.0,
@@ -318,6 +335,7 @@ def compile_program(
     show_progress: bool = False,
     on_progress: Callable[[str], None] | None = None,
     evaluator: DevEvaluator | None = None,
+    journal: RunFolder | None = None,
 ) -> CompileResult:
     """Tunes `program` with `optimizer` on `trainset` and scores it before and after on `devset`.
 
@@ -333,6 +351,9 @@ def compile_program(
         evaluator: Scores the program before and after on `devset` elsewhere (optimize/remote.py: a Ray
             cluster) and counts the LM calls it made there; default: here, DSPy's Evaluate on `num_threads`.
             The optimizer itself always runs here, on DSPy's threads.
+        journal: The run's working folder (optimize/resume.py): the dev scores before tuning it holds are not
+            computed again, each new one is written to it as it comes, and so is the metric budget
+            `max_lm_calls` leaves (a resumed run tunes under the budget its first start fixed).
 
     The budget holds: once BootstrapFewShotWithRandomSearch or MIPROv2 has made `budget` metric calls, the
     program it runs answers without an LM call and scores 0 (they score a few candidates of their own beyond
@@ -362,14 +383,40 @@ def compile_program(
         elsewhere += sum(calls.values())
         return scores
 
+    def scores_before() -> tuple[list[float], int]:
+        """The dev scores before tuning, and how many examples were scored now (the others were journaled)."""
+        nonlocal elsewhere
+        if journal is None:
+            return dev_scores(program), len(devset)
+        known = journal.known_before(devset)
+        missing = [i for i in range(len(devset)) if i not in known]
+        if missing:
+            subset = [devset[i] for i in missing]
+            if evaluator is None:
+                scores = evaluate_scores(
+                    program, subset, spec, num_threads, show_progress, lambda j, s: journal.record_before(missing[j], s)
+                )
+            else:
+                scores, calls = evaluator(program, subset)
+                elsewhere += sum(calls.values())
+                for i, score in zip(missing, scores, strict=True):
+                    journal.record_before(i, score)
+            known.update(zip(missing, scores, strict=True))
+        return [known[i] for i in range(len(devset))], len(missing)
+
     with metered(meter):
-        before_scores = dev_scores(program)
-        if max_lm_calls is not None:
-            spent = meter.total_calls + elsewhere
-            per_example = max(spent / len(devset), 1e-9)
+        before_scores, scored_now = scores_before()
+        if max_lm_calls is not None and journal is not None and journal.budget is not None:
+            budget = journal.budget  # fixed by the start that finished the evaluation before tuning
+        elif max_lm_calls is not None:
+            # per example scored by this start (journaled ones cost it nothing); the evaluation counts whole
+            per_example = max((meter.total_calls + elsewhere) / max(scored_now, 1), 1e-9)
+            spent = per_example * len(devset)
             left = max_lm_calls - spent - math.ceil(per_example * len(devset))  # keep the final eval
             budget = max(1, min(budget, int(left // per_example)))
             logger.info("metric budget %d after the LM-call budget (%.1f calls per example)", budget, per_example)
+            if journal is not None:
+                journal.record_budget(budget)
         progress = Progress(budget=budget, window=len(trainset), report=on_progress)
         opt, kwargs = _optimizer(
             optimizer, spec, budget, len(trainset), len(devset), prompt_lm, num_threads, seed, progress
