@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from dspy.utils.callback import BaseCallback
+from dspy.utils.exceptions import LMError
 
 from deepresearch.optimize.compile import OPTIMIZERS, compile_program
 from deepresearch.optimize.metrics import (
@@ -368,6 +369,35 @@ class LMCalls(BaseCallback):
         return sum(self.calls.values())
 
 
+class OptimizerLMError(ValueError):
+    """An LM call the optimizer itself made (MIPROv2's proposer, a bootstrapping teacher) failed, and the
+    optimizer gave up; one line, saying how to resume."""
+
+
+def _resumable(work: RunFolder):
+    """`compile_program` whose optimizer-ending LM failure (or Ctrl-C) says how to pick the run up again."""
+
+    def wrap(run):
+        @functools.wraps(run)
+        def call(*args, **kwargs):
+            try:
+                return run(*args, **kwargs)
+            except LMError as err:
+                reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+                raise OptimizerLMError(
+                    f"the optimizer stopped on a failed LM call ({type(err).__name__}: {reason}); what it had "
+                    f"done is kept in {work.folder}: rerun the same command to resume (a longer --lm-timeout "
+                    f"may be given)"
+                ) from None
+            except KeyboardInterrupt:
+                print(f"deepresearch optimize: rerun the same command to resume from {work.folder}", file=sys.stderr)
+                raise
+
+        return call
+
+    return wrap
+
+
 def judge_cache(args: argparse.Namespace) -> Path:
     return Path(args.judge_cache or Path.home() / ".cache" / "dspy-deepresearch" / "judge").expanduser()
 
@@ -491,7 +521,7 @@ def main(args: argparse.Namespace) -> int:
         with _dev_evaluator(args, kind, metric_target) as evaluator:
             if evaluator is not None and not quiet:
                 print(f"dev split scored on {evaluator.kind} ({evaluator.workers} at once)", file=sys.stderr)
-            result = compile_program(
+            result = _resumable(work)(compile_program)(
                 target.program,
                 optimizer=args.optimizer,
                 spec=spec,
