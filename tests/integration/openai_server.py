@@ -38,6 +38,7 @@ class LocalOpenAIServer:
         self.handler = handler
         self.delay = delay
         self.abandoned: list[dict] = []
+        self.in_flight = self.most_in_flight = 0  # requests being answered now, and the most ever at once
         self.completion_tokens = completion_tokens or (lambda body: 7)
         self.requests: list[dict] = []
         self.headers: list[dict] = []
@@ -46,6 +47,14 @@ class LocalOpenAIServer:
         self.port = None
 
     async def _complete(self, request: web.Request) -> web.Response:
+        self.in_flight += 1  # one event loop: no lock needed
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            return await self._answer(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.requests.append(body)
         self.headers.append(dict(request.headers))

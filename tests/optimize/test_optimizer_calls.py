@@ -67,3 +67,40 @@ def test_the_optimizers_own_calls_are_held_to_the_lm_timeout(optimizer, data_dir
         assert code == 2 and "the optimizer stopped on a failed LM call (LMTransportError" in last, err[-1500:]
         assert "rerun the same command to resume" in last and (tmp_path / "compiled.partial").is_dir()
         assert not (tmp_path / "compiled.json").exists()
+
+
+@pytest.mark.parametrize("optimizer,workers", [("bootstrap-rs", 2), ("gepa", 3)])
+def test_no_more_requests_at_once_than_workers(optimizer, workers, data_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("DEEPRESEARCH_DATA", str(data_dir))
+    with LocalOpenAIServer(research_or_anything(), delay=0.2) as server:  # slow enough for the threads to overlap
+        code = cli.main(
+            [
+                "optimize",
+                "--program",
+                "research",
+                "--stage",
+                "assess",
+                "--metric",
+                "f1",
+                "--optimizer",
+                optimizer,
+                "--data",
+                str(data_dir / "scifact"),
+                "--limit",
+                "9",
+                "--budget",
+                "12",
+                "--workers",
+                str(workers),
+                "--out",
+                str(tmp_path / "compiled.json"),
+                "--lm",
+                "openai/local-model",
+                "--api-base",
+                server.base_url,
+                "--no-cache",
+                "-q",
+            ]
+        )
+    assert code == 0, capsys.readouterr().err[-1500:]
+    assert server.most_in_flight == workers  # every worker was used, and never one more
