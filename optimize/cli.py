@@ -16,7 +16,7 @@ from pathlib import Path
 from dspy.utils.callback import BaseCallback
 from dspy.utils.exceptions import LMError
 
-from deepresearch.optimize.compile import OPTIMIZERS, compile_program
+from deepresearch.optimize.compile import OPTIMIZERS, LMCallBudgetSpent, compile_program
 from deepresearch.optimize.metrics import (
     METRICS,
     WRITING_METRICS,
@@ -362,7 +362,8 @@ class LMCalls(BaseCallback):
     def on_lm_end(self, call_id, outputs, exception=None):
         with self._lock:
             role = self._started.pop(call_id, "other")
-            self.calls[role] = self.calls.get(role, 0) + 1
+            if not isinstance(exception, LMCallBudgetSpent):  # refused before it was sent: no call
+                self.calls[role] = self.calls.get(role, 0) + 1
 
     @property
     def total(self) -> int:

@@ -24,6 +24,7 @@ import hashlib
 import json
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,9 @@ class RunCache(ServerKeyedCache, _JournalTail):
         self.generation = generation
         self.replayed = 0
         self._count = threading.Lock()
+        # charged for each answer replayed while an LM-call budget holds (compile.capped): a replayed answer
+        # stands for the request an earlier start sent, so a resumed run spends its budget as the whole one did
+        self.charge: Callable[[], None] | None = None
 
     def cache_key(self, request: dict[str, Any], ignored_args_for_cache_key: list[str] | None = None) -> str:
         # a longer --lm-timeout (the usual reason to restart) or other retries do not change an answer
@@ -151,8 +155,13 @@ class RunCache(ServerKeyedCache, _JournalTail):
             return None
         if entry is None or entry[0] >= self.generation:  # this start's own answers are not replayed
             return None
+        if self.charge is not None:
+            self.charge()
         with self._count:
             self.replayed += 1
+        if self.enable_memory_cache:  # a second ask within this start is a memory hit, as in an uninterrupted run
+            with self._lock:
+                self.memory_cache[key] = entry[1]
         return self._prepare_cached_response(entry[1])
 
 
@@ -169,7 +178,7 @@ class RunFolder:
         self._lock = threading.Lock()
         self._known: dict[int, float] = {}
         self._keys: list[str] = []
-        self.budget: int | None = None
+        self.budget: tuple[int, int] | None = None  # (metric budget, optimizer LM requests) of --max-lm-calls
         self._read_budget()
 
     @classmethod
@@ -246,14 +255,16 @@ class RunFolder:
         with self._lock, (self.folder / self.SCORES).open("a") as f:
             f.write(json.dumps(row) + "\n")
 
-    def record_budget(self, budget: int) -> None:
-        """The metric budget once the dev evaluation before tuning fixed it (`--max-lm-calls`)."""
-        self.budget = budget
-        (self.folder / "budget.json").write_text(json.dumps({"metric_budget": budget}))
+    def record_budget(self, budget: int, lm_calls: int) -> None:
+        """The metric budget and the optimizer's LM requests once the dev evaluation before tuning fixed them
+        (`--max-lm-calls`)."""
+        self.budget = (budget, lm_calls)
+        (self.folder / "budget.json").write_text(json.dumps({"metric_budget": budget, "optimizer_lm_calls": lm_calls}))
 
     def _read_budget(self) -> None:
         try:
-            self.budget = int(json.loads((self.folder / "budget.json").read_text())["metric_budget"])
+            saved = json.loads((self.folder / "budget.json").read_text())
+            self.budget = (int(saved["metric_budget"]), int(saved["optimizer_lm_calls"]))
         except (OSError, ValueError, KeyError, TypeError):
             self.budget = None
 

@@ -104,3 +104,48 @@ def test_no_more_requests_at_once_than_workers(optimizer, workers, data_dir, tmp
         )
     assert code == 0, capsys.readouterr().err[-1500:]
     assert server.most_in_flight == workers  # every worker was used, and never one more
+
+
+@pytest.mark.parametrize("optimizer", ["bootstrap-rs", "gepa", "miprov2"])
+def test_max_lm_calls_holds_for_every_request_the_optimizer_makes(optimizer, data_dir, tmp_path, monkeypatch, capsys):
+    # GEPA's reflection and MIPROv2's proposer and dataset summaries used to come on top of the cap (26 and 28
+    # requests under --max-lm-calls 20): the metric budget derived from it left them out
+    monkeypatch.setenv("DEEPRESEARCH_DATA", str(data_dir))
+    out = tmp_path / "compiled.json"
+    with LocalOpenAIServer(research_or_anything()) as server:
+        code = cli.main(
+            [
+                "optimize",
+                "--program",
+                "research",
+                "--stage",
+                "assess",
+                "--metric",
+                "f1",
+                "--optimizer",
+                optimizer,
+                "--data",
+                str(data_dir / "scifact"),
+                "--limit",
+                "9",
+                "--budget",
+                "40",
+                "--max-lm-calls",
+                "20",
+                "--workers",
+                "1",
+                "--out",
+                str(out),
+                "--lm",
+                "openai/local-model",
+                "--api-base",
+                server.base_url,
+                "--no-cache",
+                "--no-preflight",
+                "-q",
+            ]
+        )
+    assert code == 0, capsys.readouterr().err[-1500:]
+    assert 10 < len(server.requests) <= 20
+    record = json.loads(out.read_text())["metadata"]["deepresearch"]
+    assert record["lm_calls"] == len(server.requests) and len(record["after_scores"]) == record["n_dev"]
