@@ -150,3 +150,40 @@ def test_other_settings_are_refused_and_overwrite_starts_over(uninterrupted, dat
         assert "resuming" not in capsys.readouterr().err
     assert not out.with_suffix(".partial").exists()
     assert program_and_figures(out) == program_and_figures(whole_out)
+
+
+def test_ctrl_c_says_how_to_resume_and_the_rerun_ends_as_an_uninterrupted_one(uninterrupted, data_dir, tmp_path):
+    whole, whole_out = uninterrupted
+    out = tmp_path / "ctrl-c" / "compiled.json"
+    process: dict[str, subprocess.Popen] = {}
+    scripted = research_handler()
+
+    def interrupting(messages):
+        if len(server.requests) == 9:
+            process["p"].send_signal(signal.SIGINT)
+        return scripted(messages)
+
+    with LocalOpenAIServer(interrupting) as server:
+        process["p"] = subprocess.Popen(
+            [sys.executable, "-m", "deepresearch.cli", *command(data_dir, out, server.base_url)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
+        _, err = process["p"].communicate(timeout=300)
+        first = len(server.requests)
+        assert process["p"].returncode == 130, err[-2000:]
+        assert f"rerun the same command to resume from {out.with_suffix('.partial')}" in err
+        assert cli.main(command(data_dir, out, server.base_url)) == 0
+        second = len(server.requests) - first
+    assert first == 9  # Ctrl-C came with the 9th request: no 10th was sent
+
+    def rest(answered: int) -> int:
+        done = {key(r) for r in whole[:answered]}
+        return sum(key(r) not in done for r in whole[answered:])
+
+    # what the interrupted start was answered is not asked again (the 9th answer arrives as Ctrl-C does: kept
+    # when its thread stored it before the process stopped, which is what happens here, 4 of 20 sent again)
+    assert second in (rest(9), rest(8)) and second < len(whole) - 8
+    assert program_and_figures(out) == program_and_figures(whole_out)
