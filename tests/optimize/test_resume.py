@@ -25,7 +25,9 @@ KEY = "sk-resume7Hq29LmPz81KdWv3Rt"  # sent to the server as its key; must never
 FIGURES = ("before", "after", "before_scores", "after_scores", "metric_budget", "metric_calls", "n_train", "n_dev")
 
 
-def command(data_dir: Path, out: Path, base_url: str, *extra: str, metric: str = "f1") -> list[str]:
+def command(
+    data_dir: Path, out: Path, base_url: str, *extra: str, metric: str = "f1", optimizer: str = "bootstrap-rs"
+) -> list[str]:
     """One optimize command: the research assessor on 6 SciFact claims (4 train, 2 dev), one worker so the
     requests come in one order."""
     return [
@@ -37,7 +39,7 @@ def command(data_dir: Path, out: Path, base_url: str, *extra: str, metric: str =
         "--metric",
         metric,
         "--optimizer",
-        "bootstrap-rs",
+        optimizer,
         "--data",
         str(data_dir / "scifact"),
         "--limit",
@@ -186,4 +188,47 @@ def test_ctrl_c_says_how_to_resume_and_the_rerun_ends_as_an_uninterrupted_one(un
     # what the interrupted start was answered is not asked again (the 9th answer arrives as Ctrl-C does: kept
     # when its thread stored it before the process stopped, which is what happens here, 4 of 20 sent again)
     assert second in (rest(9), rest(8)) and second < len(whole) - 8
+    assert program_and_figures(out) == program_and_figures(whole_out)
+
+
+@pytest.mark.parametrize("optimizer", ["miprov2", "gepa"])
+def test_the_optimizers_own_seeded_calls_resume_too(optimizer, data_dir, tmp_path, monkeypatch, capsys):
+    # MIPROv2's proposer samples at temperature 1 with rollout ids drawn from the seed, GEPA reflects on
+    # minibatches drawn from it: a rerun asks the very same requests, so the answered ones are replayed
+    from tests.optimize.test_every_target import research_or_anything
+
+    monkeypatch.setenv("DEEPRESEARCH_DATA", str(data_dir))
+    whole_out, out = tmp_path / "whole" / "compiled.json", tmp_path / "cut" / "compiled.json"
+    with LocalOpenAIServer(research_or_anything()) as server:
+        assert cli.main(command(data_dir, whole_out, server.base_url, optimizer=optimizer)) == 0
+    whole = list(server.requests)
+    marker = {"miprov2": "proposed_instruction", "gepa": "current_instruction"}[optimizer]
+    own = [i for i, r in enumerate(whole) if marker in json.dumps(r)]  # the optimizer's own requests
+    assert own, "the optimizer asked for no instruction"
+    answered = own[-1] + 1  # interrupted just after its last own request was answered
+    assert answered + 1 < len(whole)
+    process: dict[str, subprocess.Popen] = {}
+    scripted = research_or_anything()
+
+    def killing(messages):
+        if len(server.requests) == answered + 1:
+            process["p"].send_signal(signal.SIGKILL)
+        return scripted(messages)
+
+    with LocalOpenAIServer(killing) as server:
+        process["p"] = subprocess.Popen(
+            [sys.executable, "-m", "deepresearch.cli", *command(data_dir, out, server.base_url, optimizer=optimizer)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
+        _, err = process["p"].communicate(timeout=300)
+        assert process["p"].returncode == -signal.SIGKILL, err[-2000:]
+        first = list(server.requests)
+        assert [key(r) for r in first] == [key(r) for r in whole[: answered + 1]]
+        assert cli.main(command(data_dir, out, server.base_url, optimizer=optimizer)) == 0
+        second = server.requests[len(first) :]
+    done = {key(r) for r in whole[:answered]}
+    assert [key(r) for r in second] == [key(r) for r in whole[answered:] if key(r) not in done]
     assert program_and_figures(out) == program_and_figures(whole_out)
