@@ -31,7 +31,7 @@ from typing import Any
 import dspy
 from dspy.clients.cache import Cache
 
-from deepresearch.programs.runtime.lm import DEFAULT_CACHE_DIR, ServerKeyedCache
+from deepresearch.programs.runtime.lm import DEFAULT_CACHE_DIR, ServerKeyedCache, configure_lm_cache
 from deepresearch.programs.runtime.secrets import redact_url
 
 # The options that decide what an optimize run computes; a rerun must give the same ones to resume.
@@ -281,8 +281,9 @@ class RunFolder:
         if keep:
             return
         cache = getattr(dspy, "cache", None)
-        if isinstance(cache, RunCache):
+        if isinstance(cache, RunCache):  # the command's own cache again, without the journal about to go
             cache.journal.close()
+            configure_lm_cache(enabled=cache.enable_disk_cache, cache_dir=cache.disk_cache_dir)
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
