@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 
 from dspy.utils.callback import BaseCallback
+from dspy.utils.exceptions import LMError
 
 from deepresearch.eval.querysets import find_queryset
-from deepresearch.optimize.compile import OPTIMIZERS, compile_program
+from deepresearch.optimize.compile import OPTIMIZERS, LMCallBudgetSpent, compile_program
 from deepresearch.optimize.metrics import (
     METRICS,
     WRITING_METRICS,
@@ -26,6 +27,7 @@ from deepresearch.optimize.metrics import (
 )
 from deepresearch.optimize.pools import POOL_STAGES, stage_pool
 from deepresearch.optimize.remote import ExecutorEvaluator
+from deepresearch.optimize.resume import RunFolder, settings_of
 from deepresearch.optimize.saved import compile_record, describe, save_compiled
 from deepresearch.optimize.targets import (
     RecordedOnly,
@@ -158,7 +160,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         old=("--threads",),
     )
     parser.add_argument("--seed", type=int, default=0)
-    add_output_arguments(parser, out_help="compiled program file (JSON); required unless --show")
+    add_output_arguments(
+        parser,
+        out_help="compiled program file (JSON); required unless --show. Until it is written, OUT's working "
+        "folder (compiled.json: compiled.partial/) keeps the run's LM answers and dev scores, so the same "
+        "command resumes an interrupted run",
+        overwrite_help="discard the working folder an interrupted run left beside --out and start over",
+    )
+    parser.add_argument(
+        "--keep-partial",
+        action="store_true",
+        help="keep the working folder (LM answers, dev scores) after a run that succeeded",
+    )
     add_retriever_arguments(
         parser,
         corpus_help="corpus to search (default: the --data BEIR folder): a path, a name "
@@ -348,11 +361,41 @@ class LMCalls(BaseCallback):
     def on_lm_end(self, call_id, outputs, exception=None):
         with self._lock:
             role = self._started.pop(call_id, "other")
-            self.calls[role] = self.calls.get(role, 0) + 1
+            if not isinstance(exception, LMCallBudgetSpent):  # refused before it was sent: no call
+                self.calls[role] = self.calls.get(role, 0) + 1
 
     @property
     def total(self) -> int:
         return sum(self.calls.values())
+
+
+class OptimizerLMError(ValueError):
+    """An LM call the optimizer itself made (MIPROv2's proposer, a bootstrapping teacher) failed, and the
+    optimizer gave up; one line, saying how to resume."""
+
+
+def _resumable(work: RunFolder):
+    """`compile_program` whose optimizer-ending LM failure (or Ctrl-C) says how to pick the run up again."""
+
+    def wrap(run):
+        @functools.wraps(run)
+        def call(*args, **kwargs):
+            try:
+                return run(*args, **kwargs)
+            except LMError as err:
+                reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+                raise OptimizerLMError(
+                    f"the optimizer stopped on a failed LM call ({type(err).__name__}: {reason}); what it had "
+                    f"done is kept in {work.folder}: rerun the same command to resume (a longer --lm-timeout "
+                    f"may be given)"
+                ) from None
+            except KeyboardInterrupt:
+                print(f"deepresearch optimize: rerun the same command to resume from {work.folder}", file=sys.stderr)
+                raise
+
+        return call
+
+    return wrap
 
 
 def judge_cache(args: argparse.Namespace) -> Path:
@@ -441,8 +484,11 @@ def main(args: argparse.Namespace) -> int:
     metric_target = {"program": args.program, "pool": args.stage}.get(kind, kind)
     metric_spec(metric_target, args.metric)  # a wrong name fails here, before anything is loaded
     check_out(args)  # an optimization that cannot save its result fails now, not after its LM calls
+    # an interrupted run with these settings resumes; one with others is refused before any LM request
+    work = RunFolder.open(args.out, settings_of(args), overwrite=getattr(args, "overwrite", False))
     # the LMs are checked before any dataset or corpus is loaded: a bad key or a dead server fails in seconds
     session = open_lm(args, default_offline=False)
+    work.install_cache(enabled=not args.no_cache, cache_dir=args.cache_dir or environment.lm_cache_dir())
     prompt_lm = session.lm
     if args.prompt_lm and args.prompt_lm != session.model:
         prompt_lm = make_session_lm(args, args.prompt_lm)
@@ -465,11 +511,15 @@ def main(args: argparse.Namespace) -> int:
         ](args, kind)
         spec = metric_spec(metric_target, args.metric, Judging(support=support, text_of=text_of))
         left = None if args.max_lm_calls is None else max(0, args.max_lm_calls - meter.total_calls)
+        if work.resumed:
+            print(work.summary(devset), file=sys.stderr)
+        elif not quiet:
+            print(f"working folder (rerun the same command to resume): {work.folder}", file=sys.stderr)
         started = time.perf_counter()
         with _dev_evaluator(args, kind, metric_target) as evaluator:
             if evaluator is not None and not quiet:
                 print(f"dev split scored on {evaluator.kind} ({evaluator.workers} at once)", file=sys.stderr)
-            result = compile_program(
+            result = _resumable(work)(compile_program)(
                 target.program,
                 optimizer=args.optimizer,
                 spec=spec,
@@ -483,6 +533,7 @@ def main(args: argparse.Namespace) -> int:
                 show_progress=sys.stderr.isatty() and not quiet,
                 on_progress=None if quiet else lambda line: print(line, file=sys.stderr, flush=True),
                 evaluator=evaluator,
+                journal=work,
             )
         for role, n in (evaluator.calls if evaluator is not None else {}).items():  # made on the cluster
             counter.calls[role] = counter.calls.get(role, 0) + n
@@ -524,6 +575,7 @@ def main(args: argparse.Namespace) -> int:
         "config": saved_config,
     }
     path = save_compiled(final, args.out, meta)
+    work.finish(keep=args.keep_partial)
     print(result.table())
     roles = ", ".join(f"{role} {n}" for role, n in counter.calls.items() if n)
     print(f"compiled: {path}  (LM calls: {counter.total}{f': {roles}' if roles else ''})")

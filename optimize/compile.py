@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import dspy
 
@@ -15,17 +17,102 @@ from deepresearch.optimize.metrics import MetricSpec, as_gepa_metric, as_metric
 from deepresearch.programs.lm.usage import UsageMeter, metered
 from deepresearch.programs.runtime.stage import Shared
 
+if TYPE_CHECKING:
+    from deepresearch.optimize.resume import RunFolder
+
 logger = logging.getLogger(__name__)
 
 OPTIMIZERS = ("gepa", "miprov2", "bootstrap-rs", "simba")
 GATED = ("bootstrap-rs", "miprov2")  # whose extra candidates and bootstrapping would pass the budget
 
 
+class LMCallBudgetSpent(RuntimeError):
+    """A request the run's LM-call budget (`--max-lm-calls`) has no room for; it was not sent."""
+
+
+class CallCap:
+    """The LM requests the optimizer may still send, all LMs together (its task calls, and its own: MIPROv2's
+    proposer, GEPA's reflection, the judge). `take()` charges one and raises `LMCallBudgetSpent` past the cap."""
+
+    def __init__(self, limit: int):
+        self.limit = max(0, limit)
+        self.used = 0
+        self._lock = threading.Lock()
+        self._told = False
+
+    @property
+    def spent(self) -> bool:
+        return self.used >= self.limit
+
+    def take(self) -> None:
+        with self._lock:
+            if self.used >= self.limit:
+                if not self._told:
+                    self._told = True
+                    logger.warning(
+                        "LM-call budget spent (%d requests for the optimizer); its further calls are not sent",
+                        self.limit,
+                    )
+                raise LMCallBudgetSpent(f"the LM-call budget of {self.limit} optimizer requests is spent")
+            self.used += 1
+
+
+class CappedCache:
+    """DSPy's cache while the optimizer runs under a `CallCap`: every request the cache cannot answer (one
+    about to be sent) is charged first, so no request past the cap leaves. DSPy reads `dspy.cache` at each
+    call, from every thread, so this sees every LM call of the optimizer; the cache it wraps still answers."""
+
+    def __init__(self, inner, cap: CallCap):
+        self.inner, self.cap = inner, cap
+
+    def get(self, request, ignored_args_for_cache_key=None):
+        answer = self.inner.get(request, ignored_args_for_cache_key)
+        if answer is None:
+            self.cap.take()
+        return answer
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@contextlib.contextmanager
+def capped(cap: CallCap | None):
+    """Installs `CappedCache` around DSPy's cache for the block (nothing without a cap)."""
+    if cap is None:
+        yield
+        return
+    inner = dspy.cache
+    charge = getattr(inner, "charge", False)  # a resumed run's journal charges the answers it replays
+    with dspy._cache_lock:
+        dspy.cache = CappedCache(inner, cap)
+    if charge is not False:
+        inner.charge = cap.take
+    try:
+        yield
+    finally:
+        with dspy._cache_lock:
+            dspy.cache = inner
+        if charge is not False:
+            inner.charge = charge
+
+
+@dataclass
+class Gate:
+    """When the examples an optimizer runs answer without an LM call: its metric budget spent (for the
+    optimizers that pass it on their own), or the run's LM-call budget."""
+
+    progress: Progress | None = None
+    cap: CallCap | None = None
+
+    def is_spent(self) -> bool:
+        return (self.progress is not None and self.progress.is_spent()) or (self.cap is not None and self.cap.spent)
+
+
 class Guarded(dspy.Module):
     """Runs `program`; an example it fails on logs one line (a short id of its inputs and the reason) and scores
     as a failure, so no optimizer or evaluator logs the example itself (ten abstracts, several KB an error)."""
 
-    def __init__(self, program: dspy.Module, progress: Progress | None = None):
+    def __init__(self, program: dspy.Module, progress: Progress | Gate | None = None):
         super().__init__()
         self.program = program
         # when its budget is spent, examples score 0 without running the program; one counter for every copy
@@ -209,15 +296,28 @@ def evaluate_scores(
     spec: MetricSpec,
     num_threads: int = 4,
     show_progress: bool = False,
+    on_score: Callable[[int, float], None] | None = None,
 ) -> list[float]:
     """The metric of each example of `devset`, in its order (an example the program fails on scores 0 and
-    logs one line)."""
+    logs one line). `on_score(i, score)` is told each score of an example the program did not fail on, as
+    it comes (from the evaluation's threads)."""
     if not devset:
         raise ValueError("the dev split is empty; give more examples or a --dev file")
     program = program if isinstance(program, Guarded) else Guarded(program)
+    metric = guarded_metric(spec)
+    if on_score is not None:
+        position = {id(ex): i for i, ex in enumerate(devset)}  # Evaluate hands the metric devset's own objects
+        scored = metric
+
+        def metric(example, pred, trace=None) -> float:
+            value = scored(example, pred, trace)
+            if pred is not None and not pred.get("failed", False) and id(example) in position:
+                on_score(position[id(example)], float(value))
+            return value
+
     result = dspy.Evaluate(
         devset=devset,
-        metric=guarded_metric(spec),
+        metric=metric,
         num_threads=num_threads,
         display_progress=show_progress,
         failure_score=0.0,
@@ -318,6 +418,7 @@ def compile_program(
     show_progress: bool = False,
     on_progress: Callable[[str], None] | None = None,
     evaluator: DevEvaluator | None = None,
+    journal: RunFolder | None = None,
 ) -> CompileResult:
     """Tunes `program` with `optimizer` on `trainset` and scores it before and after on `devset`.
 
@@ -326,13 +427,19 @@ def compile_program(
     Args:
         budget: Metric calls the optimizer may spend (its parameters are derived from it).
         max_lm_calls: LM calls the whole run may spend; after the baseline the metric budget is
-            lowered to what the measured LM calls per example allow.
+            lowered to what the measured LM calls per example allow, and every request the optimizer sends
+            (its proposer's and reflection's too) is charged to what is left after keeping the final
+            evaluation: past it the optimizer's examples answer without an LM call and its own calls are
+            refused (MIPROv2, which cannot go on without them, leaves the program untuned).
         prompt_lm: The LM that proposes instructions (GEPA's reflection, MIPROv2's and SIMBA's prompt model).
         on_progress: Called with a progress line (metric calls spent, best training score so far) after each
             of the optimizer's metric calls.
         evaluator: Scores the program before and after on `devset` elsewhere (optimize/remote.py: a Ray
             cluster) and counts the LM calls it made there; default: here, DSPy's Evaluate on `num_threads`.
             The optimizer itself always runs here, on DSPy's threads.
+        journal: The run's working folder (optimize/resume.py): the dev scores before tuning it holds are not
+            computed again, each new one is written to it as it comes, and so is the metric budget
+            `max_lm_calls` leaves (a resumed run tunes under the budget its first start fixed).
 
     The budget holds: once BootstrapFewShotWithRandomSearch or MIPROv2 has made `budget` metric calls, the
     program it runs answers without an LM call and scores 0 (they score a few candidates of their own beyond
@@ -362,21 +469,55 @@ def compile_program(
         elsewhere += sum(calls.values())
         return scores
 
+    def scores_before() -> tuple[list[float], int]:
+        """The dev scores before tuning, and how many examples were scored now (the others were journaled)."""
+        nonlocal elsewhere
+        if journal is None:
+            return dev_scores(program), len(devset)
+        known = journal.known_before(devset)
+        missing = [i for i in range(len(devset)) if i not in known]
+        if missing:
+            subset = [devset[i] for i in missing]
+            if evaluator is None:
+                scores = evaluate_scores(
+                    program, subset, spec, num_threads, show_progress, lambda j, s: journal.record_before(missing[j], s)
+                )
+            else:
+                scores, calls = evaluator(program, subset)
+                elsewhere += sum(calls.values())
+                for i, score in zip(missing, scores, strict=True):
+                    journal.record_before(i, score)
+            known.update(zip(missing, scores, strict=True))
+        return [known[i] for i in range(len(devset))], len(missing)
+
     with metered(meter):
-        before_scores = dev_scores(program)
-        if max_lm_calls is not None:
-            spent = meter.total_calls + elsewhere
-            per_example = max(spent / len(devset), 1e-9)
+        before_scores, scored_now = scores_before()
+        cap = None
+        if max_lm_calls is not None and journal is not None and journal.budget is not None:
+            budget, allowed = journal.budget  # fixed by the start that finished the evaluation before tuning
+            cap = CallCap(allowed)
+        elif max_lm_calls is not None:
+            # per example scored by this start (journaled ones cost it nothing); the evaluation counts whole
+            per_example = max((meter.total_calls + elsewhere) / max(scored_now, 1), 1e-9)
+            spent = per_example * len(devset)
             left = max_lm_calls - spent - math.ceil(per_example * len(devset))  # keep the final eval
             budget = max(1, min(budget, int(left // per_example)))
+            cap = CallCap(int(left))
             logger.info("metric budget %d after the LM-call budget (%.1f calls per example)", budget, per_example)
+            if journal is not None:
+                journal.record_budget(budget, cap.limit)
         progress = Progress(budget=budget, window=len(trainset), report=on_progress)
         opt, kwargs = _optimizer(
             optimizer, spec, budget, len(trainset), len(devset), prompt_lm, num_threads, seed, progress
         )
         # GEPA holds max_metric_calls itself; SIMBA's closing evaluation of its candidates is left whole
-        gate = progress if optimizer in GATED else None
-        tuned = opt.compile(Guarded(program.deepcopy(), gate), trainset=trainset, **kwargs).program
+        gate = Gate(progress if optimizer in GATED else None, cap)
+        try:
+            with capped(cap):
+                tuned = opt.compile(Guarded(program.deepcopy(), gate), trainset=trainset, **kwargs).program
+        except LMCallBudgetSpent:  # a call the optimizer cannot do without (MIPROv2's proposer) found no room
+            logger.warning("the LM-call budget ran out before %s finished; the program stays untuned", optimizer)
+            tuned = program.deepcopy()
         after_scores = dev_scores(tuned)
     return CompileResult(
         program=tuned,

@@ -1,8 +1,10 @@
 """A local OpenAI-compatible chat server for tests: real HTTP on 127.0.0.1, answers from a handler.
 
 The handler returns the reply text, or an `Error` to answer with an HTTP error (status, message,
-headers such as Retry-After), as real providers do. `delay` stalls every answer; `completion_tokens`
-sets the usage a reply reports (a reply reporting its request's max_tokens was cut there).
+headers such as Retry-After), as real providers do. `delay` stalls every answer (or, a function of the
+request body, the answers it picks; `abandoned` lists the requests whose client hung up while they
+stalled); `completion_tokens` sets the usage a reply reports (a reply reporting its request's max_tokens
+was cut there).
 """
 
 from __future__ import annotations
@@ -27,9 +29,16 @@ class Error:
 class LocalOpenAIServer:
     """Serves POST /v1/chat/completions on a free loopback port; `requests` keeps what arrived."""
 
-    def __init__(self, handler, delay: float = 0.0, completion_tokens: Callable[[dict], int] | None = None):
+    def __init__(
+        self,
+        handler,
+        delay: float | Callable[[dict], float] = 0.0,
+        completion_tokens: Callable[[dict], int] | None = None,
+    ):
         self.handler = handler
         self.delay = delay
+        self.abandoned: list[dict] = []
+        self.in_flight = self.most_in_flight = 0  # requests being answered now, and the most ever at once
         self.completion_tokens = completion_tokens or (lambda body: 7)
         self.requests: list[dict] = []
         self.headers: list[dict] = []
@@ -38,10 +47,25 @@ class LocalOpenAIServer:
         self.port = None
 
     async def _complete(self, request: web.Request) -> web.Response:
+        self.in_flight += 1  # one event loop: no lock needed
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            return await self._answer(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.requests.append(body)
         self.headers.append(dict(request.headers))
-        if self.delay:
+        if callable(self.delay):
+            stall = self.delay(body)
+            while stall > 0 and not (request.transport is None or request.transport.is_closing()):
+                await asyncio.sleep(0.05)
+                stall -= 0.05
+            if stall > 0:  # the client hung up (its timeout) before the answer was due
+                self.abandoned.append(body)
+        elif self.delay:
             await asyncio.sleep(self.delay)
         reply = self.handler(body["messages"])
         if isinstance(reply, Error):

@@ -135,3 +135,22 @@ def test_tuning_all_leaves_the_stages_a_run_never_calls(scifact_bm25):
     research_target(program, "all", "program")
     attrs = {name.split(".", 1)[0] for name, _ in program.named_predictors()}
     assert "answerer" in attrs and not attrs & {"clarifier", "taxonomist"}
+
+
+def test_the_research_assessors_candidates_are_recorded_from_retrieval_alone(data_dir, scifact, scifact_bm25):
+    # no LM is configured, so any LM call would fail: recording the pool costs one search a question, nothing else
+    import asyncio
+
+    from deepresearch.optimize.targets import record_candidates
+    from deepresearch.optimize.trainsets import from_beir
+    from deepresearch.programs.config import preset
+    from deepresearch.programs.research.program import DeepResearch
+
+    questions = from_beir(data_dir / "scifact", "train", scifact)[:4]
+    program = DeepResearch(retriever=scifact_bm25, config=preset("quick"))
+    with dspy.context(lm=None):
+        recorded = asyncio.run(record_candidates(program, questions))
+    assert [ex.task.query for ex in recorded] == [q.question for q in questions]
+    assert all(len(ex.sources) == program.config.hits_per_query for ex in recorded)
+    assert any(ex.relevant_ids for ex in recorded)  # the benchmark's relevant papers among the hits
+    assert all(set(ex.relevant_ids) <= {s.source_id for s in ex.sources} for ex in recorded)
