@@ -355,7 +355,13 @@ def _optimizer(
         return opt, {}
     if name == "bootstrap-rs":
         # Each candidate program is scored on the training set; DSPy adds 3 seed candidates to those asked for.
-        candidates = max(1, budget // n_train - 3)
+        # When the budget cannot score those 4 on the whole training set, each is scored on the first budget/5
+        # training examples and the rest of the budget bootstraps demos; else the zero-shot program would spend
+        # it all and every candidate with demos would score 0 without being run.
+        if budget >= 4 * n_train:
+            candidates, valset_size = max(1, budget // n_train - 3), None
+        else:
+            candidates, valset_size = 1, max(1, budget // 5)
         opt = dspy.BootstrapFewShotWithRandomSearch(
             metric=metric,
             max_bootstrapped_demos=2,
@@ -363,7 +369,7 @@ def _optimizer(
             num_candidate_programs=candidates,
             num_threads=num_threads,
         )
-        return opt, {}
+        return opt, {} if valset_size is None else {"valset_size": valset_size}
     if name == "simba":
         bsize = max(1, min(4, n_train))
         num_candidates = 2
@@ -510,6 +516,8 @@ def compile_program(
         opt, kwargs = _optimizer(
             optimizer, spec, budget, len(trainset), len(devset), prompt_lm, num_threads, seed, progress
         )
+        if "valset_size" in kwargs:  # candidates scored on the first examples of the (seeded) training split
+            kwargs["valset"] = trainset[: kwargs.pop("valset_size")]
         # GEPA holds max_metric_calls itself; SIMBA's closing evaluation of its candidates is left whole
         gate = Gate(progress if optimizer in GATED else None, cap)
         try:

@@ -160,6 +160,25 @@ def test_progress_lines_count_metric_calls_within_the_budget_and_keep_the_best_t
     assert len(result.before_scores) == len(result.after_scores) == 3
 
 
+def test_random_search_scores_its_candidates_on_part_of_a_training_set_the_budget_cannot_cover(scifact):
+    # 8 training examples, budget 16: scoring DSPy's 3 seed programs and one candidate on all 8 would take 32
+    # metric calls, so the zero-shot program would spend the budget and the candidates with demos score 0 unseen
+    examples = pools(scifact)
+    with dspy.context(lm=scripted_lm(routed_handler({AssessRelevance: make_assess()}))):
+        result = compile_program(
+            Assessor(),
+            optimizer="bootstrap-rs",
+            spec=metric_spec("assessor", "f1"),
+            trainset=examples[:8],
+            devset=examples[8:],
+            budget=16,
+            num_threads=1,
+        )
+    assert result.metric_calls <= 16
+    assert result.before == pytest.approx(2 / 3) and result.after == pytest.approx(1.0)  # the demos were seen
+    assert sum(len(p.demos) for _, p in result.program.named_predictors()) > 0
+
+
 def test_paired_bootstrap_interval_covers_the_mean_change():
     lo, hi = paired_bootstrap([0.0, 0.5, 0.5, 1.0], [0.5, 1.0, 0.5, 1.0])
     assert 0.0 <= lo <= 0.25 <= hi <= 0.5
