@@ -13,9 +13,12 @@ example plans `--breadth` queries for one claim and searches each with BM25; Ret
 claim's relevant papers that some query ranks within the `--hits` a research run reads. Train and dev are
 disjoint claims. The offline planner (the question's key terms, then feedback terms) is the floor.
 
-    python -m benchmarks.compile_gain --lm openai/qwen05 --api-base http://127.0.0.1:8091/v1 \\
-        --claims 60 --train 4 --dev 6 --max-candidates 5 --budget 8 --optimizers bootstrap-rs,miprov2 \\
-        --out benchmarks/compile_gain_qwen05.json
+    python -m benchmarks.compile_gain --stage gather_assess --lm openai/qwen05 --api-base http://127.0.0.1:8092/v1 \\
+        --claims 60 --train 12 --dev 30 --max-candidates 5 --budget 48 --optimizers bootstrap-rs --workers 1 \\
+        --out benchmarks/compile_gain_assess_qwen05.json
+    python -m benchmarks.compile_gain --stage plan --lm openai/qwen05 --api-base http://127.0.0.1:8092/v1 \\
+        --claims 200 --train 16 --dev 40 --budget 64 --optimizers bootstrap-rs,miprov2 --workers 1 \\
+        --out benchmarks/compile_gain_plan_qwen05.json
 
 LM answers are cached (DSPy's disk cache, `--cache-dir`): run the same command again after an interruption and
 every call made before it is answered from the cache, so the run resumes where it stopped. Not collected by
