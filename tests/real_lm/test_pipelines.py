@@ -105,7 +105,7 @@ def test_a_run_with_the_offline_planner_and_the_real_model_for_the_rest(llama_se
     assert code == 0, printed.err[-2000:]
     trace = check_run(out, scifact)
     assert trace["status"] == "done" and trace["models"]["plan"] == "offline"
-    assert "plan" not in trace["usage"] and trace["usage"]["extract"]["calls"] == 1  # the model ran the node
+    assert "plan" not in trace["usage"] and trace["usage"]["assess"]["calls"] >= 1  # the model ran the node
     # the offline planner's first query is the question's own key terms, whatever the model would have planned
     assert trace["tree"][0]["query"] == " ".join(key_terms(QUESTION, min_len=1)[:12])
 
