@@ -34,22 +34,6 @@ def dead_url() -> str:
         return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
 
 
-class CountingServer(LocalOpenAIServer):
-    """Also records the most requests it held in flight at once."""
-
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        self.in_flight = self.most_in_flight = 0
-
-    async def _complete(self, request):
-        self.in_flight += 1
-        self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
-            return await super()._complete(request)
-        finally:
-            self.in_flight -= 1
-
-
 def test_server_specs_parse_with_their_limits_and_bad_ones_name_the_fix():
     assert parse_server("http://a:8000/v1") == Server("http://a:8000/v1")
     assert parse_server("http://a:8000/v1 max_parallel=4, rpm=600 weight=2 key_env=GPU_KEY") == Server(
@@ -87,7 +71,7 @@ def test_the_settings_file_lists_the_servers_of_a_command(tmp_path):
 
 
 def test_requests_are_spread_over_the_servers_and_each_keeps_its_parallel_limit():
-    with CountingServer(lambda m: "one", delay=0.05) as a, CountingServer(lambda m: "two", delay=0.05) as b:
+    with LocalOpenAIServer(lambda m: "one", delay=0.05) as a, LocalOpenAIServer(lambda m: "two", delay=0.05) as b:
         lm = router_lm("openai/m", [f"{a.base_url} max_parallel=1", f"{b.base_url} max_parallel=1"], cache=False)
 
         async def many():
