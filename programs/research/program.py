@@ -124,21 +124,18 @@ class DeepResearch(dspy.Module):
         self.is_offline = offline
         self.on_event = on_event
         self.strategy = STRATEGIES[self.config.strategy]
-        lms = dict(lms or {})
-        # `lms={"plan": "offline"}`: that stage's offline twin, the LM for the others
-        twins = {name for name, lm in lms.items() if isinstance(lm, str) and lm == OFFLINE}
-        for name in twins:
-            del lms[name]
-        online = self._stage_modules(retriever, offline=False) if not offline else {}
-        offline_modules = self._stage_modules(retriever, offline=True) if offline or twins else {}
         table = self.stage_table()
-        unknown = sorted(twins - set(table))
-        if unknown:
+        # `lms={"plan": "offline"}`: that stage's offline twin, the LM for the others
+        twins = {name for name, lm in (lms or {}).items() if isinstance(lm, str) and lm == OFFLINE}
+        if unknown := sorted(twins - set(table)):
             raise ValueError(f"unknown stage {unknown[0]!r} in lms; choose from: {', '.join(table)}")
-        twin_attrs = {table[name] for name in twins}
-        for attr in offline_modules if offline else online:
-            setattr(self, attr, offline_modules[attr] if offline or attr in twin_attrs else online[attr])
-        set_stage_lms(self, self.stage_table(), lms)
+        modules = self._stage_modules(retriever, offline=offline)
+        if twins and not offline:
+            offline_modules = self._stage_modules(retriever, offline=True)
+            modules.update({table[name]: offline_modules[table[name]] for name in twins})
+        for attr, module in modules.items():
+            setattr(self, attr, module)
+        set_stage_lms(self, table, {name: lm for name, lm in (lms or {}).items() if name not in twins})
 
     def _stage_modules(self, retriever: Retriever, offline: bool) -> dict[str, dspy.Module]:
         """Every stage's module, keyed by attribute: the LM stages, or their offline twins."""
