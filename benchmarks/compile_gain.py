@@ -2,7 +2,8 @@
 
 `--stage gather_assess` (the gathering assessor, on F1): one command records a frozen pool of candidates without the LM (the offline gathering loop over the first
 `--claims` SciFact *train* claims), keeps the searches with at least one ground-truth paper among their top
-`--max-candidates` candidates, splits them by claim into train and dev (no claim in both), compiles the
+`--max-candidates` candidates, labels each candidate from the qrels (the optimizers may show training
+examples with their labels as demonstrations), splits them by claim into train and dev (no claim in both), compiles the
 gathering assessor (`CandidateAssessor`, second look off) with each optimizer of `--optimizers`, and prints
 and writes, per optimizer: dev F1 before and after with the paired bootstrap 95% interval of the change, LM
 calls and metric calls spent, seconds. The offline assessor's dev F1 on the same examples is the floor.
@@ -13,12 +14,23 @@ example plans `--breadth` queries for one claim and searches each with BM25; Ret
 claim's relevant papers that some query ranks within the `--hits` a research run reads. Train and dev are
 disjoint claims. The offline planner (the question's key terms, then feedback terms) is the floor.
 
+`--stage extract|merge|write` (the writing stages, on the citation support of what they write): the pool is
+the stage log of offline research runs (`--preset quick`, `--stage-log`) over the first `--claims` SciFact
+train claims, recorded without the LM: each recorded call's inputs (the passages, learnings or findings the
+offline program gave the stage) become one example, and train and dev come from disjoint runs. The metric is
+`--metric` of `deepresearch.optimize.metrics.WRITING_METRICS`, judged by the offline lexical rule (a claim is
+supported when its cited passages hold enough of its content words), so scoring costs no LM call. The
+stage's offline twin is the floor.
+
     python -m benchmarks.compile_gain --stage gather_assess --lm openai/qwen05 --api-base http://127.0.0.1:8092/v1 \\
         --claims 60 --train 12 --dev 30 --max-candidates 5 --budget 48 --optimizers bootstrap-rs --workers 1 \\
         --out benchmarks/compile_gain_assess_qwen05.json
     python -m benchmarks.compile_gain --stage plan --lm openai/qwen05 --api-base http://127.0.0.1:8092/v1 \\
         --claims 200 --train 16 --dev 40 --budget 64 --optimizers bootstrap-rs,miprov2 --workers 1 \\
         --out benchmarks/compile_gain_plan_qwen05.json
+    python -m benchmarks.compile_gain --stage extract --lm openai/qwen05 --api-base http://127.0.0.1:8092/v1 \\
+        --claims 30 --train 8 --dev 20 --budget 32 --optimizers bootstrap-rs,miprov2 --workers 1 \\
+        --out benchmarks/compile_gain_extract_qwen05.json
 
 LM answers are cached (DSPy's disk cache, `--cache-dir`): run the same command again after an interruption and
 every call made before it is answered from the cache, so the run resumes where it stopped. Not collected by
@@ -28,6 +40,7 @@ pytest and not run by `python -m benchmarks` (it needs a model server).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -41,6 +54,7 @@ from pathlib import Path
 import dspy
 
 DEFAULT_DATA = Path(os.environ.get("DEEPRESEARCH_DATA", "../shared/data"))
+RECORDED = ("extract", "merge", "write")  # the writing stages, tuned on recorded offline runs
 
 
 def record_pool(folder: Path, claims: int) -> Path:
@@ -73,20 +87,37 @@ def record_pool(folder: Path, claims: int) -> Path:
     return results
 
 
-def split_by_claim(examples: list[dspy.Example], n_train: int, n_dev: int, seed: int):
+def record_runs(folder: Path, claims: int) -> Path:
+    """Offline research runs (`--preset quick`, stage log kept) over the first `claims` SciFact train claims."""
+    from deepresearch import cli
+    from deepresearch.optimize.trainsets import from_beir
+
+    for i, ex in enumerate(from_beir(DEFAULT_DATA / "scifact", "train")[:claims]):
+        run = folder / f"q{i:03d}"
+        if (run / "report.md").exists():
+            continue
+        argv = ["run", ex.question, "--corpus", "scifact", "--lm", "offline", "--preset", "quick"]
+        with contextlib.redirect_stdout(sys.stderr):  # each run's summary lines; stdout keeps the figures
+            code = cli.main([*argv, "--stage-log", "--out", str(run), "--overwrite", "-q"])
+        if code != 0:
+            raise SystemExit(f"recording offline run {run} failed (exit {code})")
+    return folder
+
+
+def split_by_claim(examples: list[dspy.Example], n_train: int, n_dev: int, seed: int, key: str = "query_id"):
     """Train and dev examples from disjoint claims (seeded): dev takes whole claims until it has `n_dev`."""
-    claims = sorted({ex.query_id for ex in examples})
+    claims = sorted({ex[key] for ex in examples})
     random.Random(seed).shuffle(claims)
     dev, train = [], []
     for claim in claims:
-        group = [ex for ex in examples if ex.query_id == claim]
+        group = [ex for ex in examples if ex[key] == claim]
         (dev if len(dev) < n_dev else train).extend(group)
     return train[:n_train], dev[:n_dev]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stage", choices=("gather_assess", "plan"), default="gather_assess")
+    parser.add_argument("--stage", choices=("gather_assess", "plan", *RECORDED), default="gather_assess")
     parser.add_argument("--lm", required=True)
     parser.add_argument("--api-base", default=None)
     parser.add_argument("--claims", type=int, default=60, help="SciFact train claims in the frozen pool")
@@ -95,10 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-candidates", type=int, default=5, help="top candidates of a search shown")
     parser.add_argument("--breadth", type=int, default=3, help="plan: queries planned per claim")
     parser.add_argument("--hits", type=int, default=10, help="plan: hits of each query a research run reads")
+    parser.add_argument("--metric", default="quality", help="extract/merge/write: the writing metric tuned")
     parser.add_argument("--budget", type=int, default=16, help="metric calls per optimizer")
     parser.add_argument("--optimizers", default="bootstrap-rs,miprov2")
     parser.add_argument("--workers", type=int, default=2, help="examples evaluated at once")
-    parser.add_argument("--max-tokens", type=int, default=None, help="reply cap (default: 200 assess, 512 plan)")
+    parser.add_argument(
+        "--max-tokens", type=int, default=None, help="reply cap (default: 200 assess, 512 plan, the stage's own)"
+    )
     parser.add_argument("--lm-timeout", type=float, default=900.0)
     parser.add_argument("--cache-dir", default=None, help="LM answer cache (default: DSPy's)")
     parser.add_argument("--pool", default=None, help="pool folder (default: beside --out)")
@@ -113,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cache_dir:
         dspy.configure_cache(disk_cache_dir=args.cache_dir)
     out = Path(args.out)
-    setup = plan_setup(args) if args.stage == "plan" else assess_setup(args, out)
+    setups = {"plan": plan_setup, "gather_assess": assess_setup, **dict.fromkeys(RECORDED, recorded_setup)}
+    setup = setups[args.stage](args, out)
     print(
         f"{setup.pool_note}; train {len(setup.trainset)}, dev {len(setup.devset)} (disjoint claims)",
         file=sys.stderr,
@@ -205,6 +240,7 @@ class Setup:
 def assess_setup(args: argparse.Namespace, out: Path) -> Setup:
     from deepresearch.eval.run_gather import load_frozen_cases
     from deepresearch.optimize.metrics import metric_spec
+    from deepresearch.optimize.targets import with_gold_labels
     from deepresearch.optimize.trainsets import from_frozen_cases
     from deepresearch.programs.gather.offline import OfflineCandidateAssessor
     from deepresearch.programs.gather.stages import CandidateAssessor
@@ -217,6 +253,8 @@ def assess_setup(args: argparse.Namespace, out: Path) -> Setup:
         hits = list(ex.hits)[: args.max_candidates]
         if set(ex.gt_ids) & {h.doc.doc_id for h in hits}:
             examples.append(ex.copy(hits=hits).with_inputs("question", "subquery", "checklist", "hits"))
+    # each example also carries the qrels' label of every candidate: the optimizers may show them as demos
+    examples = with_gold_labels(examples, CandidateAssessor(second_look=False))
     trainset, devset = split_by_claim(examples, args.train, args.dev, args.seed)
     return Setup(
         program=lambda: CandidateAssessor(second_look=False),
@@ -231,7 +269,7 @@ def assess_setup(args: argparse.Namespace, out: Path) -> Setup:
     )
 
 
-def plan_setup(args: argparse.Namespace) -> Setup:
+def plan_setup(args: argparse.Namespace, out: Path) -> Setup:
     from deepresearch.optimize.metrics import metric_spec
     from deepresearch.optimize.targets import PlanAndSearch
     from deepresearch.optimize.trainsets import from_beir
@@ -259,6 +297,34 @@ def plan_setup(args: argparse.Namespace) -> Setup:
         f"BM25, Ret.R within the top {args.hits} hits of each query",
         pool_note=f"pool: {len(examples)} SciFact train claims (no LM needed)",
         max_tokens=512,
+    )
+
+
+def recorded_setup(args: argparse.Namespace, out: Path) -> Setup:
+    from deepresearch.optimize.metrics import metric_spec
+    from deepresearch.optimize.pools import stage_pool
+    from deepresearch.optimize.targets import RecordedOnly
+    from deepresearch.programs.config import preset
+    from deepresearch.programs.research.program import DeepResearch
+    from deepresearch.programs.stages.registry import STAGES
+
+    folder = record_runs(Path(args.pool or out.with_suffix(".pool")), args.claims)
+    config = preset("quick")
+    full = DeepResearch(retriever=RecordedOnly(), config=config)
+    attr = full.stage_table()[args.stage]
+    examples = stage_pool(folder, args.stage, getattr(full, attr))
+    trainset, devset = split_by_claim(examples, args.train, args.dev, args.seed, key="run")
+    floor = getattr(DeepResearch(retriever=RecordedOnly(), config=config, offline=True), attr)
+    return Setup(
+        program=lambda: getattr(full, attr).deepcopy(),
+        spec=metric_spec(args.stage, args.metric),
+        trainset=trainset,
+        devset=devset,
+        floor=floor,
+        data=f"{args.stage} calls of offline research runs (--preset quick) over SciFact train claims "
+        f"1-{args.claims}; train and dev from disjoint runs; citation support by the lexical rule",
+        pool_note=f"pool {folder}: {len(examples)} recorded {args.stage} calls",
+        max_tokens=STAGES[args.stage].max_output_tokens,
     )
 
 

@@ -36,6 +36,7 @@ from deepresearch.optimize.targets import (
     record_candidates,
     research_target,
     stage_target,
+    with_gold_labels,
 )
 from deepresearch.optimize.trainsets import (
     candidates_from_jsonl,
@@ -288,8 +289,9 @@ def _gather(args: argparse.Namespace, kind: str):
                 "the gathering assessor is tuned on frozen candidates: run `deepresearch eval gather "
                 "... --out DIR` once and pass --candidates DIR/results.jsonl"
             )
-        examples = from_frozen_cases(load_frozen_cases(args.candidates, corpus))
-        return gather_target(full, args.stage, kind), *split_dev(examples, seed=args.seed), None
+        target = gather_target(full, args.stage, kind)
+        examples = with_gold_labels(from_frozen_cases(load_frozen_cases(args.candidates, corpus)), target.program)
+        return target, *split_dev(examples, seed=args.seed), None
     examples = from_queryset(args.data, args.split, data_dir=data_dir())
     return (
         gather_target(full, args.stage, kind),

@@ -326,6 +326,30 @@ def evaluate_scores(
     return [float(score) for *_, score in result.results]  # .score is rounded to 0.01%
 
 
+LABELED_DEMOS = 2  # demonstrations taken from the training labels, where the examples carry them
+
+
+def carries_labels(program: dspy.Module, examples: list[dspy.Example]) -> bool:
+    """Whether the examples hold every field of one of the program's predictors, outputs included: then
+    they can be shown to it as demonstrations (labeled demos), beside the bootstrapped ones."""
+    return bool(examples) and any(
+        all(name in ex for name in predictor.signature.fields for ex in examples[:1])
+        for _, predictor in program.named_predictors()
+    )
+
+
+def trim_demos(program: dspy.Module) -> dspy.Module:
+    """Each demonstration cut to its predictor's fields: a labeled demo is a whole training example, and the
+    rest of it (hits, ground truth) has no place in a saved program."""
+    for _, predictor in program.named_predictors():
+        fields = predictor.signature.fields
+        predictor.demos = [
+            dspy.Example(**{k: v for k, v in demo.items() if k in fields or k == "augmented"})
+            for demo in predictor.demos
+        ]
+    return program
+
+
 def _optimizer(
     name: str,
     spec: MetricSpec,
@@ -336,8 +360,14 @@ def _optimizer(
     num_threads: int,
     seed: int,
     progress: Progress | None = None,
+    labeled: int = 0,
 ):
-    """The optimizer and its compile keyword arguments, sized so metric calls stay within `budget`."""
+    """The optimizer and its compile keyword arguments, sized so metric calls stay within `budget`.
+
+    `labeled`: demonstrations a program may take from the training examples' own labels. DSPy fills the
+    labeled demos up to `max_labeled_demos` counting the bootstrapped ones, so that is set to 2 + `labeled`: a
+    candidate shows its (up to 2) bootstrapped demos and labeled ones up to 4 demos in all.
+    """
     track = progress.wrap if progress is not None else (lambda m: m)
     metric = track(guarded_metric(spec))
     if name == "gepa":
@@ -365,7 +395,7 @@ def _optimizer(
         opt = dspy.BootstrapFewShotWithRandomSearch(
             metric=metric,
             max_bootstrapped_demos=2,
-            max_labeled_demos=0,
+            max_labeled_demos=2 + labeled if labeled else 0,
             num_candidate_programs=candidates,
             num_threads=num_threads,
         )
@@ -400,7 +430,7 @@ def _optimizer(
             auto=None,
             num_candidates=2,
             max_bootstrapped_demos=2,
-            max_labeled_demos=0,
+            max_labeled_demos=2 + labeled if labeled else 0,
             num_threads=num_threads,
             seed=seed,
             verbose=False,
@@ -513,8 +543,9 @@ def compile_program(
             if journal is not None:
                 journal.record_budget(budget, cap.limit)
         progress = Progress(budget=budget, window=len(trainset), report=on_progress)
+        labeled = LABELED_DEMOS if carries_labels(program, trainset) else 0
         opt, kwargs = _optimizer(
-            optimizer, spec, budget, len(trainset), len(devset), prompt_lm, num_threads, seed, progress
+            optimizer, spec, budget, len(trainset), len(devset), prompt_lm, num_threads, seed, progress, labeled
         )
         if "valset_size" in kwargs:  # candidates scored on the first examples of the (seeded) training split
             kwargs["valset"] = trainset[: kwargs.pop("valset_size")]
@@ -522,7 +553,7 @@ def compile_program(
         gate = Gate(progress if optimizer in GATED else None, cap)
         try:
             with capped(cap):
-                tuned = opt.compile(Guarded(program.deepcopy(), gate), trainset=trainset, **kwargs).program
+                tuned = trim_demos(opt.compile(Guarded(program.deepcopy(), gate), trainset=trainset, **kwargs).program)
         except LMCallBudgetSpent:  # a call the optimizer cannot do without (MIPROv2's proposer) found no room
             logger.warning("the LM-call budget ran out before %s finished; the program stays untuned", optimizer)
             tuned = program.deepcopy()

@@ -149,6 +149,23 @@ def stage_target(full: DeepResearch, stage: str) -> Target:
     return Target(getattr(full, attr).deepcopy(), full, stage, {stage: attr})
 
 
+def with_gold_labels(examples: list[dspy.Example], assessor: CandidateAssessor) -> list[dspy.Example]:
+    """Gathering-assessor examples that also carry what its LM call reads (`candidates`, as `assessor` shows
+    them) and the label the qrels give each (`relevance`: relevant for a ground-truth paper, else irrelevant).
+
+    An example holding every field of a predictor can be shown to it as a demonstration
+    (`deepresearch.optimize.compile`): the optimizer may then pick demos with the right labels, not only the
+    model's own answers that happened to score well.
+    """
+    labelled = []
+    for ex in examples:
+        hits, gold = list(ex.hits), set(ex.gt_ids)
+        shown = assessor.shown(ex.question, ex.subquery, hits)
+        relevance = {p.paper_id: "relevant" if h.doc.doc_id in gold else "irrelevant" for p, h in zip(shown, hits)}
+        labelled.append(ex.copy(candidates=shown, relevance=relevance))
+    return labelled
+
+
 def gather_target(full: dspy.Module, stage: str, kind: str) -> Target:
     """The gathering loop, or its assessor alone on frozen candidates (`kind == "assessor"`)."""
     if kind == STAGES.gather_assess.tuning.target:

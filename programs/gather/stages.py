@@ -165,6 +165,15 @@ class CandidateAssessor(Stage):
         self.recheck_candidate = dspy.Predict(RecheckCandidate)
         self.second_look, self.preview_chars, self.sentences = second_look, preview_chars, sentences
 
+    def shown(
+        self, question: str, subquery: str, hits: list[Hit], preview_chars: int | None = None
+    ) -> list[PaperPreview]:
+        """The candidates as the LM reads them, numbered 1, 2, ... in the order of `hits`."""
+        wanted = {stem(t) for t in key_terms(f"{question} {subquery}")}
+        chars = self.preview_chars if preview_chars is None else preview_chars
+        # short keys: a small model copies digits one by one
+        return [preview(h, str(n), wanted, self.sentences, chars) for n, h in enumerate(hits, start=1)]
+
     async def aforward(
         self,
         question: str,
@@ -180,9 +189,8 @@ class CandidateAssessor(Stage):
             )
         preview_chars = self.preview_chars if preview_chars is None else preview_chars
         second_look = self.second_look if second_look is None else second_look
-        wanted = {stem(t) for t in key_terms(f"{question} {subquery}")}
-        keys = [str(n) for n in range(1, len(hits) + 1)]  # short keys: a small model copies digits one by one
-        papers = [preview(h, k, wanted, self.sentences, preview_chars) for h, k in zip(hits, keys)]
+        papers = self.shown(question, subquery, hits, preview_chars)
+        keys = [p.paper_id for p in papers]
         out = await call_predictor(
             STAGES.gather_assess.name,
             self.label_candidates,

@@ -1,5 +1,7 @@
 """Gathering and taxonomy objectives, and tuning the gathering assessor on frozen candidates."""
 
+import json
+
 import dspy
 import pytest
 
@@ -154,3 +156,55 @@ def test_the_research_assessors_candidates_are_recorded_from_retrieval_alone(dat
     assert all(len(ex.sources) == program.config.hits_per_query for ex in recorded)
     assert any(ex.relevant_ids for ex in recorded)  # the benchmark's relevant papers among the hits
     assert all(set(ex.relevant_ids) <= {s.source_id for s in ex.sources} for ex in recorded)
+
+
+def test_gold_labels_let_the_optimizer_show_demos_with_the_right_labels(data_dir, tmp_path, scifact):
+    """A model that calls every candidate relevant until a demonstration shows it an irrelevant one: its own
+    bootstrapped answers teach it nothing, the qrels' labels as demos do; the saved demos hold only the
+    predictor's fields."""
+    from deepresearch.optimize.targets import with_gold_labels
+
+    run = tmp_path / "gather"
+    argv = ["eval", "gather", "--data", str(data_dir / "scifact"), "--lm", "offline", "--limit", "6"]
+    assert cli.main([*argv, "--iterations", "2", "--out", str(run), "-q", "--bootstrap", "10"]) == 0
+    cases = from_frozen_cases(load_frozen_cases(run / "results.jsonl", scifact))
+    examples = [ex for ex in cases if set(ex.gt_ids) & {h.doc.doc_id for h in ex.hits}]  # F1 1.0 can be had
+    gt = {h.doc.doc_id for ex in examples for h in ex.hits if h.doc.doc_id in ex.gt_ids}
+    docs = [h.doc for ex in examples for h in ex.hits]
+
+    def assess(messages):
+        shown_irrelevant = any('"irrelevant"' in m["content"] for m in messages[1:-1] if m["role"] == "assistant")
+        label = (lambda d: "relevant" if d in gt else "irrelevant") if shown_irrelevant else (lambda d: "relevant")
+        return {"relevance": {key: label(d) for key, d in shown_candidates(messages, docs).items()}}
+
+    spec = metric_spec("assessor", "f1")
+    half = len(examples) // 2
+
+    def compiled(train_examples):
+        with dspy.context(lm=scripted_lm(routed_handler({LabelCandidates: assess}))):
+            return compile_program(
+                CandidateAssessor(second_look=False),
+                optimizer="bootstrap-rs",
+                spec=spec,
+                trainset=train_examples[:half],
+                devset=examples[half:],
+                budget=4 * half,
+                num_threads=1,
+            )
+
+    plain = compiled(examples)
+    assert plain.after == plain.before < 1.0  # demos of its own all-relevant answers change nothing
+    labelled = with_gold_labels(examples, CandidateAssessor(second_look=False))
+    assert all(
+        ex.relevance
+        == {str(i): "relevant" if h.doc.doc_id in ex.gt_ids else "irrelevant" for i, h in enumerate(ex.hits, 1)}
+        for ex in labelled
+    )
+    result = compiled(labelled)
+    assert result.before == plain.before < result.after == pytest.approx(1.0)
+    demos = result.program.label_candidates.demos
+    assert demos and all(
+        set(d.keys()) <= {"question", "subquery", "checklist", "candidates", "relevance", "augmented"} for d in demos
+    )
+    assert any("irrelevant" in d.relevance.values() for d in demos)
+    json.dumps(result.program.dump_state())  # the demos save as plain JSON
