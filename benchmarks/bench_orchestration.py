@@ -253,6 +253,7 @@ def overhead(n: int = 300) -> None:
     from deepresearch.programs.lm.usage import metered
     from deepresearch.programs.runtime.scheduler import CostMeter, Scheduler
     from deepresearch.programs.stages.merger import Merger
+    from deepresearch.signatures.merge import NumberedLearning
     from deepresearch.signatures.types import Learning, Task
 
     lm = dspy.LM(
@@ -263,12 +264,13 @@ def overhead(n: int = 300) -> None:
     )
     task = Task(query="vitamin D fractures", goal="g")
     learnings = [Learning(text="Fracture risk fell 12%.", source_ids=["ab12cd34_1"])]
+    numbered = [NumberedLearning(number=1, text=x.text) for x in learnings]  # what the merger's predictor reads
     merger = Merger()
 
     async def bare():
         t0 = time.process_time()
         for _ in range(n):
-            await merger.merge_learnings.acall(task=task, learnings=learnings)
+            await merger.merge_learnings.acall(task=task, learnings=numbered)
         return time.process_time() - t0
 
     async def ours():

@@ -81,7 +81,7 @@ def _extract(messages):
 
 def _merge(messages):
     learnings = json.loads(inputs_of(messages)["learnings"])
-    return {"summary": " ".join(f"{x['text'].rstrip('.')} [{x['source_ids'][0]}]." for x in learnings)}
+    return {"sentences": [{"learning": x["number"], "text": x["text"]} for x in learnings]}
 
 
 def _write(messages):

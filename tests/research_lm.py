@@ -52,7 +52,7 @@ def _extract(messages):
 
 def _merge(messages):
     learnings = json.loads(inputs_of(messages)["learnings"])
-    return {"summary": " ".join(f"{x['text']} [{', '.join(x['source_ids'])}]." for x in learnings)}
+    return {"sentences": [{"learning": x["number"], "text": x["text"]} for x in learnings]}
 
 
 def _write(messages):

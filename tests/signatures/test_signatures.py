@@ -16,6 +16,7 @@ from deepresearch.signatures import (
     Task,
     WriteReport,
 )
+from deepresearch.signatures.merge import SummarySentence
 
 STAGES = {
     PlanQueries: (["question", "known", "max_tasks"], {"tasks": list[Task]}),
@@ -24,7 +25,7 @@ STAGES = {
         ["question", "task", "passages"],
         {"learnings": list[Learning], "follow_up_questions": list[str]},
     ),
-    MergeLearnings: (["task", "learnings"], {"summary": str}),
+    MergeLearnings: (["task", "learnings"], {"sentences": list[SummarySentence]}),
     FindGaps: (
         ["question", "focus", "summary", "open_questions", "sibling_queries", "max_tasks"],
         {"tasks": list[Task]},
