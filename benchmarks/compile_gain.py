@@ -8,6 +8,11 @@ gathering assessor (`CandidateAssessor`, second look off) with each optimizer of
 and writes, per optimizer: dev F1 before and after with the paired bootstrap 95% interval of the change, LM
 calls and metric calls spent, seconds. The offline assessor's dev F1 on the same examples is the floor.
 
+`--stage assess` (the research assessor, on F1): the pool is the top `--max-candidates` BM25 hits of each of
+the first `--claims` SciFact train claims, recorded from retrieval alone, keeping the searches with a relevant
+paper among them; each paper carries its qrels label, and train and dev are disjoint claims. The offline
+relevance rule (retrieval score and key-term coverage) is the floor.
+
 `--stage plan` (the research planner, on Ret.R): the pool is the first `--claims` SciFact train claims with
 their relevant papers; no LM is needed to record it, since the planner's only input is the question. Each
 example plans `--breadth` queries for one claim and searches each with BM25; Ret.R is the share of the
@@ -40,6 +45,7 @@ pytest and not run by `python -m benchmarks` (it needs a model server).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -117,7 +123,7 @@ def split_by_claim(examples: list[dspy.Example], n_train: int, n_dev: int, seed:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--stage", choices=("gather_assess", "plan", *RECORDED), default="gather_assess")
+    parser.add_argument("--stage", choices=("gather_assess", "assess", "plan", *RECORDED), default="gather_assess")
     parser.add_argument("--lm", required=True)
     parser.add_argument("--api-base", default=None)
     parser.add_argument("--claims", type=int, default=60, help="SciFact train claims in the frozen pool")
@@ -147,7 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.cache_dir:
         dspy.configure_cache(disk_cache_dir=args.cache_dir)
     out = Path(args.out)
-    setups = {"plan": plan_setup, "gather_assess": assess_setup, **dict.fromkeys(RECORDED, recorded_setup)}
+    setups = {
+        "plan": plan_setup,
+        "gather_assess": assess_setup,
+        "assess": research_assess_setup,
+        **dict.fromkeys(RECORDED, recorded_setup),
+    }
     setup = setups[args.stage](args, out)
     print(
         f"{setup.pool_note}; train {len(setup.trainset)}, dev {len(setup.devset)} (disjoint claims)",
@@ -265,6 +276,44 @@ def assess_setup(args: argparse.Namespace, out: Path) -> Setup:
         data=f"SciFact train claims 1-{args.claims}, offline loop (T=5) searches with a ground-truth "
         f"paper in their top {args.max_candidates}",
         pool_note=f"pool {pool}: {len(examples)} searches with a ground-truth candidate",
+        max_tokens=200,
+    )
+
+
+def research_assess_setup(args: argparse.Namespace, out: Path) -> Setup:
+    from deepresearch.optimize.metrics import metric_spec
+    from deepresearch.optimize.targets import record_candidates, with_gold_labels
+    from deepresearch.optimize.trainsets import from_beir
+    from deepresearch.programs.config import preset
+    from deepresearch.programs.research.program import DeepResearch
+    from deepresearch.programs.stages.assessor import Assessor
+    from deepresearch.programs.stages.offline import OfflineAssessor
+    from deepresearch.retrievers.bm25 import BM25Retriever
+    from deepresearch.retrievers.corpus import load_corpus
+
+    folder = DEFAULT_DATA / "scifact"
+    config = preset("standard", hits_per_query=args.max_candidates)
+    full = DeepResearch(retriever=BM25Retriever(load_corpus(folder / "corpus.jsonl")), config=config)
+    claims = from_beir(folder, "train")[: args.claims]
+    examples = [
+        ex.copy(sentences=config.assess_sentences, query_id=claim.query_id).with_inputs(
+            "task", "sources", "scores", "sentences"
+        )
+        for ex, claim in zip(asyncio.run(record_candidates(full, claims)), claims, strict=True)
+        if ex.relevant_ids
+    ]
+    examples = with_gold_labels(examples, Assessor(keep_uncertain=config.keep_uncertain))
+    trainset, devset = split_by_claim(examples, args.train, args.dev, args.seed)
+    return Setup(
+        program=lambda: Assessor(keep_uncertain=config.keep_uncertain),
+        spec=metric_spec("assessor", "f1"),
+        trainset=trainset,
+        devset=devset,
+        floor=OfflineAssessor(keep_uncertain=config.keep_uncertain),
+        data=f"SciFact train claims 1-{args.claims}: the top {args.max_candidates} BM25 hits of each claim, "
+        f"searches with a relevant paper among them; each paper shown as its {config.assess_sentences} sentences "
+        "on the task",
+        pool_note=f"pool: {len(examples)} searches with a relevant candidate (retrieval only, no LM)",
         max_tokens=200,
     )
 

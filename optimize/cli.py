@@ -269,10 +269,12 @@ def _research(args: argparse.Namespace, kind: str):
             print(f"candidates: {path}", file=sys.stderr)
         # the assessor is tuned on what a run shows it: each paper's best sentences (`assess_sentences`)
         examples = [
-            ex.copy(sentences=full.config.assess_sentences).with_inputs("task", "sources", "sentences")
+            ex.copy(sentences=full.config.assess_sentences).with_inputs("task", "sources", "scores", "sentences")
             for ex in examples
         ]
-        return research_target(full, args.stage, kind), *split_dev(examples, seed=args.seed), _text_of(corpus)
+        target = research_target(full, args.stage, kind)
+        examples = with_gold_labels(examples, target.program)  # the optimizers may show them as demos
+        return target, *split_dev(examples, seed=args.seed), _text_of(corpus)
     return research_target(full, args.stage, kind), *_split(args, load(args.data, args.split), load), _text_of(corpus)
 
 

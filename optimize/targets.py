@@ -98,7 +98,8 @@ async def record_candidates(program: DeepResearch, examples: list[dspy.Example])
                 task=Task(query=ex.question, goal=ex.question),
                 sources=sources,
                 relevant_ids=[s.source_id for s, h in zip(sources, hits) if h.doc.doc_id in relevant],
-            ).with_inputs("task", "sources")
+                scores=[h.score for h in hits],  # the offline rule reads them; the LM is not shown them
+            ).with_inputs("task", "sources", "scores")
         )
     return recorded
 
@@ -149,20 +150,29 @@ def stage_target(full: DeepResearch, stage: str) -> Target:
     return Target(getattr(full, attr).deepcopy(), full, stage, {stage: attr})
 
 
-def with_gold_labels(examples: list[dspy.Example], assessor: CandidateAssessor) -> list[dspy.Example]:
-    """Gathering-assessor examples that also carry what its LM call reads (`candidates`, as `assessor` shows
-    them) and the label the qrels give each (`relevance`: relevant for a ground-truth paper, else irrelevant).
+def with_gold_labels(examples: list[dspy.Example], assessor: CandidateAssessor | Assessor) -> list[dspy.Example]:
+    """Assessor examples that also carry what its LM call reads, as `assessor` shows it, and the label the
+    benchmark gives each paper: relevant for a ground-truth paper, else irrelevant.
 
-    An example holding every field of a predictor can be shown to it as a demonstration
-    (`deepresearch.optimize.compile`): the optimizer may then pick demos with the right labels, not only the
-    model's own answers that happened to score well.
+    The gathering assessor's examples (question, subquery, hits, gt_ids) get `candidates` and `relevance`; the
+    research assessor's (task, sources, relevant_ids, sentences) get `papers` and `relevance`. An example
+    holding every field of a predictor can be shown to it as a demonstration (`deepresearch.optimize.compile`):
+    the optimizer may then pick demos with the right labels, not only the model's own answers that happened to
+    score well.
     """
     labelled = []
     for ex in examples:
-        hits, gold = list(ex.hits), set(ex.gt_ids)
-        shown = assessor.shown(ex.question, ex.subquery, hits)
-        relevance = {p.paper_id: "relevant" if h.doc.doc_id in gold else "irrelevant" for p, h in zip(shown, hits)}
-        labelled.append(ex.copy(candidates=shown, relevance=relevance))
+        if isinstance(assessor, Assessor):
+            sources, gold = list(ex.sources), set(ex.relevant_ids)
+            shown = assessor.shown(ex.task, sources, ex.get("sentences", 0))
+            wanted = [s.source_id in gold for s in sources]
+        else:
+            hits, gold = list(ex.hits), set(ex.gt_ids)
+            shown = assessor.shown(ex.question, ex.subquery, hits)
+            wanted = [h.doc.doc_id in gold for h in hits]
+        relevance = {p.paper_id: "relevant" if w else "irrelevant" for p, w in zip(shown, wanted)}
+        field = "papers" if isinstance(assessor, Assessor) else "candidates"
+        labelled.append(ex.copy(**{field: shown, "relevance": relevance}))
     return labelled
 
 

@@ -107,6 +107,7 @@ def candidates_to_jsonl(examples: list[dspy.Example], path: str | Path) -> None:
                         "task": ex.task.model_dump(),
                         "sources": [s.model_dump() for s in ex.sources],
                         "relevant_ids": list(ex.relevant_ids),
+                        "scores": ex.get("scores"),
                     }
                 )
                 + "\n"
@@ -128,7 +129,8 @@ def candidates_from_jsonl(path: str | Path) -> list[dspy.Example]:
                         task=Task(**r["task"]),
                         sources=[Source(**s) for s in r["sources"]],
                         relevant_ids=r["relevant_ids"],
-                    ).with_inputs("task", "sources")
+                        scores=r.get("scores"),  # retrieval scores; None in files recorded before they were kept
+                    ).with_inputs("task", "sources", "scores")
                 )
             except (json.JSONDecodeError, KeyError, TypeError) as err:
                 raise TrainsetError(f"{path}:{n}: not a recorded candidate pool; re-record the file") from err

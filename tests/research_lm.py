@@ -41,7 +41,7 @@ def _gaps(messages):
 
 def _assess(messages):
     papers = json.loads(inputs_of(messages)["papers"])
-    return {"judgements": [{"source_id": p["source_id"], "label": "relevant", "reason": "on topic"} for p in papers]}
+    return {"relevance": {p["paper_id"]: "relevant" for p in papers}}
 
 
 def _extract(messages):

@@ -275,7 +275,10 @@ class OfflineAssessor(Stage):
         self.keep_uncertain = keep_uncertain
         self.relevant_ratio, self.uncertain_ratio, self.min_coverage = relevant_ratio, uncertain_ratio, min_coverage
 
-    async def aforward(self, task: Task, sources: list[Source], scores: list[float] | None = None) -> dspy.Prediction:
+    async def aforward(
+        self, task: Task, sources: list[Source], scores: list[float] | None = None, sentences: int = 0
+    ) -> dspy.Prediction:
+        """`sentences` is the LM assessor's view of a paper; the rule reads the whole text and ignores it."""
         if not sources:
             return dspy.Prediction(judgements=[], kept=[])
         scores = scores or [1.0] * len(sources)

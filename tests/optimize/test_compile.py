@@ -66,14 +66,10 @@ def judge(messages, lucky=False):
     topic = json.loads(asked["task"])["query"]
     skilled = lucky or len(messages) > 2 or RULE in messages[0]["content"]  # demos present, or the proposed rule
     return {
-        "judgements": [
-            {
-                "source_id": p["source_id"],
-                "reason": "-",
-                "label": "relevant" if (not skilled or topic in p["title"].lower()) else "irrelevant",
-            }
+        "relevance": {
+            p["paper_id"]: "relevant" if (not skilled or topic in p["title"].lower()) else "irrelevant"
             for p in json.loads(asked["papers"])
-        ]
+        }
     }
 
 

@@ -208,3 +208,29 @@ def test_gold_labels_let_the_optimizer_show_demos_with_the_right_labels(data_dir
     )
     assert any("irrelevant" in d.relevance.values() for d in demos)
     json.dumps(result.program.dump_state())  # the demos save as plain JSON
+
+
+def test_the_research_assessors_gold_labels_number_the_papers_as_the_lm_reads_them(data_dir, scifact, scifact_bm25):
+    import asyncio
+
+    from deepresearch.optimize.targets import record_candidates, with_gold_labels
+    from deepresearch.optimize.trainsets import from_beir
+    from deepresearch.programs.config import preset
+    from deepresearch.programs.research.program import DeepResearch
+    from deepresearch.programs.stages.assessor import Assessor
+    from deepresearch.signatures.assess import AssessRelevance
+
+    program = DeepResearch(retriever=scifact_bm25, config=preset("quick"))
+    recorded = asyncio.run(record_candidates(program, from_beir(data_dir / "scifact", "train", scifact)[:6]))
+    examples = [ex.copy(sentences=2).with_inputs("task", "sources", "scores", "sentences") for ex in recorded]
+    labelled = with_gold_labels(examples, Assessor())
+    assert any("relevant" in ex.relevance.values() for ex in labelled)
+    for ex in labelled:
+        assert [p.paper_id for p in ex.papers] == [str(n) for n in range(1, len(ex.sources) + 1)]
+        assert ex.relevance == {
+            str(n): "relevant" if s.source_id in ex.relevant_ids else "irrelevant" for n, s in enumerate(ex.sources, 1)
+        }
+        assert all(len(p.text) <= len(s.text) for p, s in zip(ex.papers, ex.sources))  # the view the LM reads
+        assert ex.scores and len(ex.scores) == len(ex.sources)
+        assert all(name in ex for name in AssessRelevance.fields)  # whole demonstrations for its predictor
+    assert set(labelled[0].inputs().keys()) == {"task", "sources", "scores", "sentences"}

@@ -9,6 +9,7 @@ from deepresearch.signatures import (
     ExtractLearnings,
     FindGaps,
     Judgement,
+    Label,
     Learning,
     MergeLearnings,
     PlanQueries,
@@ -20,7 +21,7 @@ from deepresearch.signatures.merge import SummarySentence
 
 STAGES = {
     PlanQueries: (["question", "known", "max_tasks"], {"tasks": list[Task]}),
-    AssessRelevance: (["task", "papers"], {"judgements": list[Judgement]}),
+    AssessRelevance: (["task", "papers"], {"relevance": dict[str, Label]}),
     ExtractLearnings: (
         ["question", "task", "passages"],
         {"learnings": list[Learning], "follow_up_questions": list[str]},
