@@ -80,14 +80,28 @@ RETIRED_PREDICTORS: dict[str, str] = {
 }
 
 
-def check_retired(state: dict[str, Any]) -> None:
-    """Raises ValueError (one line) when saved `state` holds a predictor whose signature has changed shape."""
+def check_retired(state: dict[str, Any], program: dspy.Module | None = None) -> None:
+    """Raises ValueError (one line) when saved `state` holds a predictor whose signature has changed shape:
+    one retired by name (`RETIRED_PREDICTORS`), or, given `program`, one whose saved fields are not those of
+    the predictor of that name in `program` (the merger and research assessor changed their fields in place)."""
     for name in state:
         why = RETIRED_PREDICTORS.get(name.rsplit(".", 1)[-1])
         if why:
             raise ValueError(
                 f"the compiled program holds {name}, compiled for an older signature: {why}; "
                 f"compile it again with `deepresearch optimize`"
+            )
+    predictors = dict(program.named_predictors()) if program is not None else {}
+    for name, saved in state.items():
+        fields = saved.get("signature", {}).get("fields") if isinstance(saved, dict) else None
+        if name not in predictors or not isinstance(fields, list):
+            continue
+        was = [f.get("prefix", "").rstrip(":") for f in fields if isinstance(f, dict)]
+        now = [f.json_schema_extra["prefix"].rstrip(":") for f in predictors[name].signature.fields.values()]
+        if was != now:
+            raise ValueError(
+                f"the compiled program holds {name}, compiled for an older signature (fields {', '.join(was)}; "
+                f"now {', '.join(now)}); compile it again with `deepresearch optimize`"
             )
 
 
@@ -467,7 +481,7 @@ class Gatherer(dspy.Module):
 
     def load_state(self, state: dict[str, Any], **options: Any) -> Gatherer:
         """Loads saved (compiled) state; a state compiled for an older assessor signature is refused."""
-        check_retired(state)
+        check_retired(state, self)
         super().load_state(state, **options)
         return self
 

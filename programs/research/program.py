@@ -178,7 +178,7 @@ class DeepResearch(dspy.Module):
         """Loads saved (compiled) state. A stage the saved program did not have yet (one added in a later
         version, such as `clarify`, `answer` or `taxonomy`) keeps its default prompt, with a warning;
         a state holding none of this program's stages is refused."""
-        check_retired(state)  # a stage whose signature changed shape: its old demos would not fit
+        check_retired(state, self)  # a stage whose signature changed shape: its old demos would not fit
         names = [name for name, _ in self.named_parameters()]
         missing = [name for name in names if name not in state]
         if len(missing) == len(names):

@@ -321,6 +321,26 @@ def test_a_budget_that_fits_the_run_exactly_never_stops_it(scifact_bm25):
     assert all(n.status == "done" and n.summary for n in out.tree)
 
 
+@pytest.mark.parametrize(
+    ("predictor", "old_fields"),
+    [
+        ("merger.merge_learnings", ["Task:", "Learnings:", "Summary:"]),
+        ("assessor.assess_relevance", ["Task:", "Papers:", "Judgements:"]),
+    ],
+)
+def test_a_program_compiled_for_a_stage_whose_fields_changed_is_refused_in_one_line(
+    scifact_bm25, tmp_path, predictor, old_fields
+):
+    DeepResearch(retriever=scifact_bm25).save(str(tmp_path / "compiled.json"))
+    state = json.loads((tmp_path / "compiled.json").read_text())
+    state[predictor]["signature"]["fields"] = [{"prefix": p, "description": "-"} for p in old_fields]  # as saved before
+    (tmp_path / "old.json").write_text(json.dumps(state))
+    with pytest.raises(ValueError, match=rf"{predictor}, compiled for an older signature .*compile it again") as err:
+        DeepResearch(retriever=scifact_bm25).load(str(tmp_path / "old.json"))
+    assert "\n" not in str(err.value)
+    DeepResearch(retriever=scifact_bm25).load(str(tmp_path / "compiled.json"))  # the current fields load
+
+
 def test_a_program_saved_before_a_stage_existed_loads_and_keeps_that_stages_default(scifact_bm25, tmp_path, caplog):
     program = DeepResearch(retriever=scifact_bm25)
     program.planner.plan_queries.predict.signature = program.planner.plan_queries.predict.signature.with_instructions(
