@@ -332,10 +332,10 @@ LABELED_DEMOS = 2  # demonstrations taken from the training labels, where the ex
 def carries_labels(program: dspy.Module, examples: list[dspy.Example]) -> bool:
     """Whether the examples hold every field of one of the program's predictors, outputs included: then
     they can be shown to it as demonstrations (labeled demos), beside the bootstrapped ones."""
-    return bool(examples) and any(
-        all(name in ex for name in predictor.signature.fields for ex in examples[:1])
-        for _, predictor in program.named_predictors()
-    )
+    if not examples:
+        return False
+    first = examples[0]
+    return any(all(name in first for name in p.signature.fields) for _, p in program.named_predictors())
 
 
 def trim_demos(program: dspy.Module) -> dspy.Module:
