@@ -319,12 +319,19 @@ def _restrict_ids(part: Any, ids: list[str]) -> None:
 
 # Output lists whose length an input of the same call bounds ("at most max_tasks"): the grammar gets that
 # call's number, tighter than GRAMMAR_LIMITS, so a small model cannot repeat an item past what was asked.
-BOUNDED_BY = {"tasks": "max_tasks", "subqueries": "max_breadth", "questions": "max_questions"}
+# An input list bounds by its length (a merged summary has at most one sentence a learning).
+BOUNDED_BY = {
+    "tasks": "max_tasks",
+    "subqueries": "max_breadth",
+    "questions": "max_questions",
+    "sentences": "learnings",
+}
 
 
 def _bound_by_inputs(schema: dict[str, Any], inputs: dict[str, Any]) -> None:
     for name, prop in (schema.get("properties") or {}).items():
         bound = inputs.get(BOUNDED_BY.get(name, ""))
+        bound = len(bound) if isinstance(bound, list | tuple) else bound
         if isinstance(prop, dict) and prop.get("type") == "array" and isinstance(bound, int) and bound >= 1:
             prop["maxItems"] = min(bound, prop.get("maxItems", bound))
 
@@ -344,6 +351,24 @@ def _key_by_ids(schema: dict[str, Any], ids: list[str]) -> None:
             prop["additionalProperties"] = False
 
 
+# Output integers that name an item of an input list by its number (1..n): the merger's sentence names the
+# learning it restates. Under the schema the decoder can write only a number that was shown.
+NUMBERED_BY = {"learning": "learnings"}
+
+
+def _number_by_inputs(part: Any, inputs: dict[str, Any]) -> None:
+    if isinstance(part, dict):
+        for name, prop in (part.get("properties") or {}).items():
+            shown = inputs.get(NUMBERED_BY.get(name, ""))
+            if isinstance(prop, dict) and prop.get("type") == "integer" and isinstance(shown, list | tuple) and shown:
+                prop.update(minimum=1, maximum=len(shown))
+        for value in part.values():
+            _number_by_inputs(value, inputs)
+    elif isinstance(part, list):
+        for value in part:
+            _number_by_inputs(value, inputs)
+
+
 class SchemaAdapter(dspy.JSONAdapter):
     """DSPy's JSON adapter that always sends each predictor's output schema as `response_format`.
 
@@ -355,6 +380,7 @@ class SchemaAdapter(dspy.JSONAdapter):
     def _response_format(self, signature: type[dspy.Signature], inputs: dict[str, Any]) -> dict[str, Any]:
         schema = output_schema(signature)
         _bound_by_inputs(schema, inputs)
+        _number_by_inputs(schema, inputs)
         ids = shown_ids(inputs)
         if ids and len(ids) <= MAX_ENUM_IDS:
             _restrict_ids(schema, ids)

@@ -19,9 +19,10 @@ from deepresearch.programs.lm.models import (
     structured_adapter,
 )
 from deepresearch.programs.stages.extractor import Extractor
+from deepresearch.programs.stages.merger import Merger
 from deepresearch.programs.stages.planner import Planner
 from deepresearch.signatures.extract import ExtractLearnings
-from deepresearch.signatures.types import Source, Task
+from deepresearch.signatures.types import Learning, Source, Task
 
 
 def test_the_schema_carries_the_bounds_the_signature_states_in_words():
@@ -124,6 +125,23 @@ def test_a_list_the_call_bounds_gets_that_bound_in_the_grammar(make_lm):
     first, second = (r.config.response_format["schema"]["properties"]["tasks"] for r in sent)
     assert first["maxItems"] == 2
     assert second["maxItems"] == GRAMMAR_LIMITS["tasks"]["maxItems"]  # never looser than the signature's own bound
+
+
+def test_the_merger_can_name_only_a_learning_it_was_shown_and_write_one_sentence_a_learning(make_lm):
+    sent = []
+
+    def handler(messages, request):
+        sent.append(request)
+        return json.dumps({"sentences": [{"learning": 2, "text": "Risk fell 12%."}]})
+
+    learnings = [Learning(text=f"finding {i}", source_ids=[f"s{i}_1", f"t{i}_1"]) for i in (1, 2, 3)]
+    with dspy.context(lm=make_lm(handler), adapter=SchemaAdapter()):
+        out = asyncio.run(Merger().acall(task=Task(query="q", goal="g"), learnings=learnings))
+    assert out.summary == "Risk fell 12% [s2_1, t2_1]."  # the code cites the named learning's sources
+    schema = sent[0].config.response_format["schema"]
+    assert schema["properties"]["sentences"]["maxItems"] == 3
+    learning = schema["$defs"]["SummarySentence"]["properties"]["learning"]
+    assert (learning["minimum"], learning["maximum"]) == (1, 3)
 
 
 @pytest.mark.parametrize(
