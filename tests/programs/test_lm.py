@@ -204,3 +204,19 @@ def test_explain_names_the_cause_and_the_fix_without_secrets(err, lm_kind, expec
     )
     text = explain(err, lm)
     assert expected in text and SECRET not in text
+
+
+def test_a_draft_that_loops_keeps_each_repeated_line_once(make_lm):
+    from deepresearch.programs.stages.writer import Writer
+    from deepresearch.signatures.types import Finding
+
+    looped = "## Answer\n\n" + "\n".join(f"{n}. Obesity raises diabetes risk [ab12cd34_1]." for n in range(1, 40))
+    looped += "\n\n### Sources\n\n- Obesity raises diabetes risk [ab12cd34_1].\n- Another point [ef56ab78_1]."
+    lm = make_lm(lambda messages: json.dumps({"report": looped}))
+    with dspy.context(lm=lm, adapter=SchemaAdapter()):
+        out = asyncio.run(Writer().acall(question="q", findings=[Finding(query="q", summary="s [ab12cd34_1].")]))
+    assert out.report == (  # the loop is cut; the same line under another heading is another section's
+        "## Answer\n\n1. Obesity raises diabetes risk [ab12cd34_1].\n\n### Sources\n\n"
+        "- Obesity raises diabetes risk [ab12cd34_1].\n- Another point [ef56ab78_1]."
+    )
+    assert out.repeated == 38
