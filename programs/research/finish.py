@@ -28,7 +28,7 @@ from typing import Any
 
 import dspy
 
-from deepresearch.programs.artifacts import Node, Report, RunStats, RunStatus
+from deepresearch.programs.artifacts import Failure, Node, Report, RunStats, RunStatus
 from deepresearch.programs.citing.citations import render_references
 from deepresearch.programs.citing.entailment import citations_in
 from deepresearch.programs.lm.models import summarize_failures
@@ -41,6 +41,7 @@ from deepresearch.programs.research.deliverables import (
     short_answer,
 )
 from deepresearch.programs.runtime.context import RunContext
+from deepresearch.programs.runtime.scheduler import BudgetExceeded
 from deepresearch.programs.stages.merger import NO_INFORMATION
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.stages.verifier import LexicalVerifier, remove_injected
@@ -69,6 +70,14 @@ async def finish(ctx: RunContext, *, offline: bool, prune_reasons: Sequence[str]
     learnings = tuple({x.text: x for n in nodes for x in n.learnings}.values())  # first-seen order, exact dedup
     status, error = run_status(ctx, nodes)
     body, write_failed, verdicts = await _body(ctx, status, error, findings, learnings, offline)
+    if status == "done" and ctx.stats.verification.get("failed"):  # a report checked by a fallback, not the stage
+        status, error = (
+            "partial",
+            (
+                f"the verify stage failed ({ctx.stats.verification['failed']}); "
+                "the lexical-entailment rule judged the report instead"
+            ),
+        )
     if status == "interrupted":
         body = f"# Research interrupted: {error}\n\n{body}"
     taxonomy, answer = None, ""
@@ -316,7 +325,7 @@ async def verify_report(ctx: RunContext, body: str, learnings: Sequence[Learning
                 }
             )
         return body, tuple(c.to_dict() for c in removed)
-    out = await _judged(ctx, policy, {"question": ctx.question, "report": body, "sources": sources})
+    out, failure = await _judged(ctx, policy, {"question": ctx.question, "report": body, "sources": sources})
     checks = list(out.checks)
     counts = {
         "policy": policy,
@@ -324,13 +333,16 @@ async def verify_report(ctx: RunContext, body: str, learnings: Sequence[Learning
         "verdicts": dict(Counter(c.verdict for c in checks)),
         "actions": dict(Counter(c.action for c in checks)),
     }
+    if failure is not None:  # the run is then partial (`finish`): its verdicts are not the stage's
+        counts["failed"] = failure.cause
     ctx.count(verification=counts)
     ctx.events.emit("stage_end", stage=STAGES.verify.name, counts=counts)
     return out.report, tuple(c.to_dict() for c in checks)
 
 
-async def _judged(ctx: RunContext, policy: str, inputs: dict[str, Any]) -> dspy.Prediction:
-    """The verify stage's reply, or the lexical rule's when the run is late or the stage fails."""
+async def _judged(ctx: RunContext, policy: str, inputs: dict[str, Any]) -> tuple[dspy.Prediction, Failure | None]:
+    """The verify stage's reply, or the lexical rule's when the run is late or the stage fails (with the
+    failure)."""
     try:
         if is_late(ctx):  # past the deadline or interrupted: no LM wait, the lexical rule judges at once
             ctx.events.emit(
@@ -338,16 +350,17 @@ async def _judged(ctx: RunContext, policy: str, inputs: dict[str, Any]) -> dspy.
                 stage=STAGES.verify.name,
                 message="the run is past its deadline or interrupted; the lexical-entailment rule judged the report",
             )
-            return await LexicalVerifier(policy).acall(**inputs)
-        return await _late_call(ctx, STAGES.verify.name, **inputs)
+            return await LexicalVerifier(policy).acall(**inputs), None
+        return await _late_call(ctx, STAGES.verify.name, **inputs), None
     except Exception as err:
-        ctx.fail("root", STAGES.verify.name, err)
+        failure = ctx.fail("root", STAGES.verify.name, err)
         ctx.events.emit(
             "fallback",
             stage=STAGES.verify.name,
             message="the verify stage failed; the lexical-entailment rule judged the report instead",
         )
-        return await LexicalVerifier(policy).acall(**inputs)
+        # a budget the caller set running out is no failure of the stage: the run says it stopped early
+        return await LexicalVerifier(policy).acall(**inputs), None if isinstance(err, BudgetExceeded) else failure
 
 
 def _sources(ctx: RunContext, body: str, learnings: Sequence[Learning]) -> list[Source]:

@@ -333,3 +333,18 @@ def test_a_mark_stays_with_the_sentence_it_qualifies():
     assert first.text.startswith("The medical") and "(unverified)" in first.text and not first.citations
     assert "(unverified)" not in second.text and second.citations == ("1",)
     assert marked('Quoted claim."') == 'Quoted claim *(unverified)*."' and marked("No stop") == "No stop *(unverified)*"
+
+
+def test_a_verify_stage_that_fails_leaves_a_partial_run_whose_verdicts_are_the_lexical_rules(scifact_bm25):
+    """A report checked by the fallback rule because the stage failed is not a finished run: it says so."""
+
+    def server_gone(messages):
+        raise ConnectionError("the verify server went away")
+
+    out = run(scripted_lm(research_handler({VerifyClaims: server_gone})), scifact_bm25, verify="mark")
+    assert out.status == "partial" and "the verify stage failed" in out.error and "went away" in out.error
+    assert out.verdicts and all(v["judge"] in ("lexical", "none") for v in out.verdicts)
+    assert "went away" in out.stats.verification["failed"] and "This report is partial" in out.markdown
+    assert [e.stage for e in out.events if e.kind == "fallback"] == ["verify"]
+    fine = run(scripted_lm(research_handler()), scifact_bm25, verify="mark")
+    assert fine.status == "done" and "failed" not in fine.stats.verification
