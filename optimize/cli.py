@@ -37,6 +37,7 @@ from deepresearch.optimize.targets import (
     research_target,
     stage_target,
     with_gold_labels,
+    with_reference_plans,
 )
 from deepresearch.optimize.trainsets import (
     candidates_from_jsonl,
@@ -275,7 +276,11 @@ def _research(args: argparse.Namespace, kind: str):
         target = research_target(full, args.stage, kind)
         examples = with_gold_labels(examples, target.program)  # the optimizers may show them as demos
         return target, *split_dev(examples, seed=args.seed), _text_of(corpus)
-    return research_target(full, args.stage, kind), *_split(args, load(args.data, args.split), load), _text_of(corpus)
+    target = research_target(full, args.stage, kind)
+    trainset, devset = _split(args, load(args.data, args.split), load)
+    if kind == STAGES.plan.tuning.target:  # the offline planner's plans, shown as demonstrations
+        trainset = asyncio.run(with_reference_plans(trainset, target.program))
+    return target, trainset, devset, _text_of(corpus)
 
 
 def _gather(args: argparse.Namespace, kind: str):

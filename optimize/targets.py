@@ -17,6 +17,7 @@ from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.research.strategy import SHARED_STAGES
 from deepresearch.programs.runtime.stage import Shared, Stage
 from deepresearch.programs.stages.assessor import Assessor
+from deepresearch.programs.stages.offline import OfflinePlanner
 from deepresearch.programs.stages.planner import Planner
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.types import Retriever, search_async
@@ -173,6 +174,32 @@ def with_gold_labels(examples: list[dspy.Example], assessor: CandidateAssessor |
         relevance = {p.paper_id: "relevant" if w else "irrelevant" for p, w in zip(shown, wanted)}
         field = "papers" if isinstance(assessor, Assessor) else "candidates"
         labelled.append(ex.copy(**{field: shown, "relevance": relevance}))
+    return labelled
+
+
+# the planner thinks before it plans (chain of thought): a reference plan's reasoning says how it was made
+REFERENCE_REASONING = (
+    "First search the key terms of the question as they stand; then add, two at a time, terms that the "
+    "papers found by that search share, so each search reaches other papers on the same point."
+)
+
+
+async def with_reference_plans(examples: list[dspy.Example], target: PlanAndSearch) -> list[dspy.Example]:
+    """Planner examples that also carry a reference plan for their question: the offline planner's (the
+    question's key terms, then those terms with two feedback terms each), under the target's breadth.
+
+    The offline plan is what the planner must beat on Ret.R, and it reaches most relevant papers. Carried as
+    `tasks` (with `known` empty, `max_tasks` the breadth and a `reasoning` saying how it was made), it lets
+    the optimizers show the model keyword queries that work as demonstrations (`deepresearch.optimize.compile`),
+    beside its own plans that happened to score well. Demonstrations come from the training split only; a dev example's plan is never read.
+    """
+    teacher = OfflinePlanner(target._retriever.obj)
+    labelled = []
+    for ex in examples:
+        plan = await teacher.acall(question=ex.question, known=[], max_tasks=target.breadth)
+        labelled.append(
+            ex.copy(known=[], max_tasks=target.breadth, reasoning=REFERENCE_REASONING, tasks=list(plan.tasks))
+        )
     return labelled
 
 

@@ -13,7 +13,7 @@ from deepresearch.optimize.metrics import metric_spec
 from deepresearch.optimize.trainsets import from_frozen_cases
 from deepresearch.programs.gather.loop import CandidateAssessor
 from deepresearch.signatures.gather import LabelCandidates
-from tests.scripted import routed_handler, scripted_lm, shown_candidates
+from tests.scripted import inputs_of, routed_handler, scripted_lm, shown_candidates
 
 
 def test_gather_objectives_on_a_hand_worked_query():
@@ -234,3 +234,53 @@ def test_the_research_assessors_gold_labels_number_the_papers_as_the_lm_reads_th
         assert ex.scores and len(ex.scores) == len(ex.sources)
         assert all(name in ex for name in AssessRelevance.fields)  # whole demonstrations for its predictor
     assert set(labelled[0].inputs().keys()) == {"task", "sources", "scores", "sentences"}
+
+
+def test_reference_plans_let_the_optimizer_show_the_planner_queries_that_reach_the_papers(data_dir, scifact):
+    """A planner model that searches a vague phrase until a demonstration shows it a plan, then searches the
+    question itself: its own plans never pass the metric, so only the offline planner's reference plans,
+    carried by the training claims, can teach it; they are shown whole, reasoning included."""
+    import asyncio
+
+    from deepresearch.optimize.targets import REFERENCE_REASONING, PlanAndSearch, with_reference_plans
+    from deepresearch.optimize.trainsets import from_beir
+    from deepresearch.programs.stages.offline import OfflinePlanner
+    from deepresearch.retrievers.bm25 import BM25Retriever
+    from deepresearch.signatures.plan import PlanQueries
+    from deepresearch.signatures.types import Task
+
+    retriever = BM25Retriever(scifact)
+    examples = from_beir(data_dir / "scifact", "train", scifact)[:8]
+
+    def plan(messages):
+        shown_a_plan = any(m["role"] == "assistant" for m in messages[1:-1])
+        question = inputs_of(messages)["question"]
+        query = question if shown_a_plan else "recent scientific findings"
+        return {"tasks": [Task(query=query, goal="the claim").model_dump()]}
+
+    spec = metric_spec("planner", "recall")
+
+    def compiled(trainset):
+        with dspy.context(lm=scripted_lm(routed_handler({PlanQueries: plan}))):
+            return compile_program(
+                PlanAndSearch(retriever, breadth=2, read_k=10),
+                optimizer="bootstrap-rs",
+                spec=spec,
+                trainset=trainset,
+                devset=examples[4:],
+                budget=16,
+                num_threads=1,
+            )
+
+    plain = compiled(examples[:4])
+    assert plain.after == plain.before == 0.0  # its own vague plans reach nothing and teach nothing
+    labelled = asyncio.run(with_reference_plans(examples[:4], PlanAndSearch(retriever, breadth=2)))
+    for ex in labelled:
+        reference = asyncio.run(OfflinePlanner(retriever).acall(question=ex.question, known=[], max_tasks=2))
+        assert ex.tasks == list(reference.tasks) and ex.max_tasks == 2 and ex.known == []
+        assert list(ex.inputs().keys()) == ["question"]  # the labels are not inputs of the program
+    result = compiled(labelled)
+    assert result.before == 0.0 < result.after
+    demos = result.program.planner.plan_queries.predict.demos
+    assert demos and all(d.reasoning == REFERENCE_REASONING for d in demos if "tasks" in d)
+    json.dumps(result.program.dump_state())  # the demos save as plain JSON
