@@ -192,7 +192,8 @@ async def with_reference_plans(examples: list[dspy.Example], target: PlanAndSear
     The offline plan is what the planner must beat on Ret.R, and it reaches most relevant papers. Carried as
     `tasks` (with `known` empty, `max_tasks` the breadth and a `reasoning` saying how it was made), it lets
     the optimizers show the model keyword queries that work as demonstrations (`deepresearch.optimize.compile`),
-    beside its own plans that happened to score well. Demonstrations come from the training split only; a dev example's plan is never read.
+    beside its own plans that happened to score well. Demonstrations come from the training split only; a dev
+    example's plan is never read.
     """
     teacher = OfflinePlanner(target._retriever.obj)
     labelled = []

@@ -70,14 +70,10 @@ async def finish(ctx: RunContext, *, offline: bool, prune_reasons: Sequence[str]
     learnings = tuple({x.text: x for n in nodes for x in n.learnings}.values())  # first-seen order, exact dedup
     status, error = run_status(ctx, nodes)
     body, write_failed, verdicts = await _body(ctx, status, error, findings, learnings, offline)
-    if status == "done" and ctx.stats.verification.get("failed"):  # a report checked by a fallback, not the stage
-        status, error = (
-            "partial",
-            (
-                f"the verify stage failed ({ctx.stats.verification['failed']}); "
-                "the lexical-entailment rule judged the report instead"
-            ),
-        )
+    verify_failed = ctx.stats.verification.get("failed")  # then the report was checked by the fallback rule
+    if status == "done" and verify_failed:
+        status = "partial"
+        error = f"the verify stage failed ({verify_failed}); the lexical-entailment rule judged the report instead"
     if status == "interrupted":
         body = f"# Research interrupted: {error}\n\n{body}"
     taxonomy, answer = None, ""
