@@ -199,6 +199,7 @@ def test_a_verify_stage_asking_in_batches_stays_within_the_call_budget(scifact_b
         max_lm_calls=whole.stats.lm_calls - whole.usage["verify"].calls,
     )  # no room for any verify request
     assert "verify" not in one.usage and all(v["judge"] in ("lexical", "none") for v in one.verdicts)
+    assert one.status == "done" and "failed" not in one.stats.verification  # a spent budget is no stage failure
 
 
 def test_cli_verify_flag_reaches_the_trace(data_dir, tmp_path, clean_lm_env):
