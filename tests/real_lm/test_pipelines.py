@@ -26,7 +26,9 @@ QUESTION = "Does omega-3 fatty acid supplementation reduce cardiovascular events
 # 1024 output tokens fit every structured reply under the schema's bounds, and keep the free-form
 # ones (report, taxonomy) from running on for minutes
 CAP = 1024
-SMALL = ["--hits", "3", "--max-output-tokens", str(CAP), "--no-cache", "-q"]
+# a 135M model on one shared core can take minutes per request under load: the default 120 s timeout would
+# turn a slow reply into a stage failure, and these tests are about what the run does, not about its speed
+SMALL = ["--hits", "3", "--max-output-tokens", str(CAP), "--lm-timeout", "600", "--no-cache", "-q"]
 
 
 @pytest.fixture(autouse=True)

@@ -22,8 +22,6 @@ def test_a_real_lm_runs_report_in_chromium(llama_server, scifact, tmp_path, caps
             "--breadth",
             "1",
             "--answer",
-            "--lm-timeout",
-            "600",
             "--out",
             str(out),
             *SMALL,
