@@ -134,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hits", type=int, default=10, help="plan: hits of each query a research run reads")
     parser.add_argument("--metric", default="quality", help="extract/merge/write: the writing metric tuned")
     parser.add_argument("--budget", type=int, default=16, help="metric calls per optimizer")
-    parser.add_argument("--optimizers", default="bootstrap-rs,miprov2")
+    parser.add_argument(
+        "--optimizers", default="bootstrap-rs,miprov2", help="comma-separated; `none`: only the uncompiled stage on dev"
+    )
     parser.add_argument("--workers", type=int, default=2, help="examples evaluated at once")
     parser.add_argument(
         "--max-tokens", type=int, default=None, help="reply cap (default: 200 assess, 512 plan, the stage's own)"
@@ -195,7 +197,21 @@ def main(argv: list[str] | None = None) -> int:
     if rule is not None:  # how far ranking alone goes: a model that learnt only the rank scores this much
         report["rule_first_paper_dev"] = sum(rule) / len(rule)
     adapter = SchemaAdapter() if args.api_base else None
-    for name in [o.strip() for o in args.optimizers.split(",") if o.strip()]:
+    names = [o.strip() for o in args.optimizers.split(",") if o.strip()]
+    if names == ["none"]:  # the stage as it ships, on dev, against the floor: no compile
+        started = time.perf_counter()
+        with dspy.context(lm=lm, adapter=adapter):
+            scores = evaluate_scores(setup.program(), setup.devset, setup.spec, num_threads=args.workers)
+        report["uncompiled"] = {
+            "dev": sum(scores) / len(scores),
+            "vs_floor_ci95": paired_bootstrap(floor, scores),
+            "lm_calls": counter.total,
+            "seconds": round(time.perf_counter() - started, 1),
+            "dev_scores": scores,
+        }
+        print(f"uncompiled: dev {setup.spec.name} {report['uncompiled']['dev']:.3f}; LM calls {counter.total}")
+        names = []
+    for name in names:
         started, calls_before = time.perf_counter(), counter.total
         with dspy.context(lm=lm, adapter=adapter):
             result = compile_program(
