@@ -136,7 +136,7 @@ def _extract(messages):
     passages = json.loads(inputs_of(messages)["passages"])
     return {
         "learnings": [
-            {"text": re.split(r"(?<=\.)\s", p["text"].strip())[0], "source_ids": [p["source_id"]]}
+            {"passage": p["number"], "text": re.split(r"(?<=\.)\s", p["text"].strip())[0]}
             for p in passages[:5]
             if p["text"].strip()
         ],

@@ -46,7 +46,7 @@ def _assess(messages):
 
 def _extract(messages):
     passages = json.loads(inputs_of(messages)["passages"])
-    learnings = [{"text": f"Finding from {p['title'][:40]}", "source_ids": [p["source_id"]]} for p in passages[:2]]
+    learnings = [{"passage": p["number"], "text": f"Finding from {p['title'][:40]}"} for p in passages[:2]]
     return {"learnings": learnings, "follow_up_questions": ["What remains unclear?"]}
 
 

@@ -352,8 +352,9 @@ def _key_by_ids(schema: dict[str, Any], ids: list[str]) -> None:
 
 
 # Output integers that name an item of an input list by its number (1..n): the merger's sentence names the
-# learning it restates. Under the schema the decoder can write only a number that was shown.
-NUMBERED_BY = {"learning": "learnings"}
+# learning it restates, the extractor's learning the passage that states it. Under the schema the decoder can
+# write only a number that was shown.
+NUMBERED_BY = {"learning": "learnings", "passage": "passages"}
 
 
 def _number_by_inputs(part: Any, inputs: dict[str, Any]) -> None:

@@ -32,11 +32,9 @@ def _obedient_extract(messages):
     passages = json.loads(inputs_of(messages)["passages"])
     hit = [p for p in passages if PAYLOAD in p["text"]]
     if hit:  # obeys the document: its one learning is the payload
-        return {"learnings": [{"text": PAYLOAD, "source_ids": [hit[0]["source_id"]]}], "follow_up_questions": []}
+        return {"learnings": [{"passage": hit[0]["number"], "text": PAYLOAD}], "follow_up_questions": []}
     return {
-        "learnings": [
-            {"text": f"Finding from {p['title'][:40]}", "source_ids": [p["source_id"]]} for p in passages[:1]
-        ],
+        "learnings": [{"passage": p["number"], "text": f"Finding from {p['title'][:40]}"} for p in passages[:1]],
         "follow_up_questions": [],
     }
 

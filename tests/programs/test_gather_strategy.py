@@ -248,7 +248,7 @@ def test_a_resumed_run_neither_gathers_again_nor_redoes_finished_nodes(retriever
         passages = json.loads(inputs_of(messages)["passages"])
         # each finding names its paper's title, so the verify stage's lexical floor finds it in the passage
         return {
-            "learnings": [{"text": f"Finding from {p['title']}", "source_ids": [p["source_id"]]} for p in passages],
+            "learnings": [{"passage": p["number"], "text": f"Finding from {p['title']}"} for p in passages],
             "follow_up_questions": [],
         }
 

@@ -22,6 +22,7 @@ from deepresearch.programs.stages.extractor import Extractor
 from deepresearch.programs.stages.merger import Merger
 from deepresearch.programs.stages.planner import Planner
 from deepresearch.signatures.extract import ExtractLearnings
+from deepresearch.signatures.taxonomy import PaperCard, PlacePapers
 from deepresearch.signatures.types import Learning, Source, Task
 
 
@@ -31,9 +32,9 @@ def test_the_schema_carries_the_bounds_the_signature_states_in_words():
     assert schema["required"] == ["reasoning", "learnings", "follow_up_questions"]
     assert props["learnings"]["maxItems"] == 5 and props["follow_up_questions"]["maxItems"] == 3
     assert props["reasoning"]["maxLength"] == GRAMMAR_LIMITS["reasoning"]["maxLength"]
-    learning = schema["$defs"]["Learning"]
+    learning = schema["$defs"]["PassageLearning"]
     assert learning["properties"]["text"]["maxLength"] == GRAMMAR_LIMITS["text"]["maxLength"]
-    assert learning["additionalProperties"] is False and learning["required"] == ["text", "source_ids"]
+    assert learning["additionalProperties"] is False and learning["required"] == ["passage", "text"]
 
 
 def _unbounded_strings(part, path=""):
@@ -67,13 +68,11 @@ def test_every_string_a_model_writes_is_bounded_but_the_free_form_outputs():
                 schema = output_schema(dspy.ChainOfThought(cls).predict.signature)
                 assert list(_unbounded_strings(schema)) == free_form.get(name, []), name
     assert seen >= 12
-    learning = output_schema(ExtractLearnings)["$defs"]["Learning"]["properties"]
-    assert learning["source_ids"]["items"]["maxLength"] == GRAMMAR_LIMITS["source_ids"]["items"]
 
 
 def test_bounds_reach_only_the_decoder_a_longer_reply_still_parses(make_lm):
     sources = [Source(source_id=f"S{i}", title=f"t{i}", text="x") for i in range(1, 8)]
-    many = [{"text": f"finding {i}", "source_ids": [f"S{i}"]} for i in range(1, 8)]  # 7 > maxItems 5
+    many = [{"passage": i, "text": f"finding {i}"} for i in range(1, 8)]  # 7 > maxItems 5
     sent = []
 
     def handler(messages, request):
@@ -89,26 +88,44 @@ def test_bounds_reach_only_the_decoder_a_longer_reply_still_parses(make_lm):
     assert sent[0].config.response_format is not None
 
 
-def test_a_call_may_cite_only_the_sources_it_shows(make_lm):
-    # the ids become an enum in the grammar: a small model cannot write an id it was not given
+def test_a_learning_names_one_passage_shown_and_is_cited_with_its_source(make_lm):
+    # the extractor reads passages by number: the grammar allows only a number shown, the code cites its source
     sources = [Source(source_id=f"abc_{i}", title=f"t{i}", text="x") for i in range(1, 4)]
+    sent, prompts = [], []
+
+    def handler(messages, request):
+        sent.append(request)
+        prompts.append(json.dumps(messages))
+        learnings = [{"passage": 2, "text": "f"}, {"passage": 2, "text": "F"}, {"passage": 7, "text": "g"}]
+        return json.dumps({"reasoning": "r", "learnings": learnings, "follow_up_questions": []})
+
+    with dspy.context(lm=make_lm(handler), adapter=SchemaAdapter()):
+        out = asyncio.run(Extractor().acall(question="q", task=Task(query="q", goal="g"), sources=sources))
+    # the repeat of a learning is kept once; a number past the passages shown is dropped and counted
+    assert [(x.text, x.source_ids) for x in out.learnings] == [("f", ["abc_2"])] and out.invented == 1
+    schema = sent[0].config.response_format["schema"]  # the engine's request holds the schema itself
+    passage = schema["$defs"]["PassageLearning"]["properties"]["passage"]
+    assert (passage["type"], passage["minimum"], passage["maximum"]) == ("integer", 1, 3)
+    assert "abc_" not in prompts[0]  # the model never sees, so never copies, an id
+    # the text of the learning and the follow-up questions stay bounded strings
+    assert schema["$defs"]["PassageLearning"]["properties"]["text"]["maxLength"] == GRAMMAR_LIMITS["text"]["maxLength"]
+    assert schema["properties"]["follow_up_questions"]["items"]["maxLength"] == 200
+
+
+def test_an_id_the_model_copies_is_one_of_the_ids_shown(make_lm):
+    # where a model must write an id (placing papers in a taxonomy), the ids become an enum in the grammar
     sent = []
 
     def handler(messages, request):
         sent.append(request)
-        return json.dumps(
-            {"reasoning": "r", "learnings": [{"text": "f", "source_ids": ["abc_2"]}], "follow_up_questions": []}
-        )
+        return json.dumps({"placements": [{"paper_id": "abc_2", "leaf": "Root > A"}]})
 
+    papers = [PaperCard(paper_id=f"abc_{i}", title=f"t{i}") for i in range(1, 4)]
     with dspy.context(lm=make_lm(handler), adapter=SchemaAdapter()):
-        out = asyncio.run(Extractor().acall(question="q", task=Task(query="q", goal="g"), sources=sources))
-    assert [x.source_ids for x in out.learnings] == [["abc_2"]]
-    schema = sent[0].config.response_format["schema"]  # the engine's request holds the schema itself
-    ids = schema["$defs"]["Learning"]["properties"]["source_ids"]["items"]
-    assert ids == {"type": "string", "enum": ["abc_1", "abc_2", "abc_3"]}
-    # the text of the learning and the follow-up questions stay bounded strings, not enums
-    assert "enum" not in schema["$defs"]["Learning"]["properties"]["text"]
-    assert schema["properties"]["follow_up_questions"]["items"]["maxLength"] == 200
+        out = dspy.Predict(PlacePapers)(topic="t", papers=papers, leaves=["Root > A", "Root > B"])
+    assert [p.paper_id for p in out.placements] == ["abc_2"]
+    ids = sent[0].config.response_format["schema"]["$defs"]["Placement"]["properties"]["paper_id"]
+    assert (ids["type"], ids["enum"]) == ("string", ["abc_1", "abc_2", "abc_3"])
 
 
 def test_a_list_the_call_bounds_gets_that_bound_in_the_grammar(make_lm):

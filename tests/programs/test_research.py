@@ -105,7 +105,7 @@ def test_a_failing_branch_is_recorded_and_the_run_goes_on(scifact_bm25):
             return {"learnings": "not a list"}  # unparseable, in both the chat and the JSON fallback
         passages = __import__("json").loads(inputs_of(messages)["passages"])
         return {
-            "learnings": [{"text": "A finding", "source_ids": [passages[0]["source_id"]]}],
+            "learnings": [{"passage": passages[0]["number"], "text": "A finding"}],
             "follow_up_questions": [],
         }
 

@@ -263,7 +263,7 @@ def compliant_routes(writer_instructions_ok: bool = True):
         if compliant(messages):
             return {"learnings": [], "follow_up_questions": []}
         return {
-            "learnings": [{"text": p["text"], "source_ids": [p["source_id"]]} for p in passages[:2]],
+            "learnings": [{"passage": p["number"], "text": p["text"]} for p in passages[:2]],
             "follow_up_questions": [],
         }
 

@@ -10,13 +10,12 @@ from deepresearch.signatures import (
     FindGaps,
     Judgement,
     Label,
-    Learning,
     MergeLearnings,
     PlanQueries,
-    Source,
     Task,
     WriteReport,
 )
+from deepresearch.signatures.extract import NumberedPassage, PassageLearning
 from deepresearch.signatures.merge import SummarySentence
 
 STAGES = {
@@ -24,7 +23,7 @@ STAGES = {
     AssessRelevance: (["task", "papers"], {"relevance": dict[str, Label]}),
     ExtractLearnings: (
         ["question", "task", "passages"],
-        {"learnings": list[Learning], "follow_up_questions": list[str]},
+        {"learnings": list[PassageLearning], "follow_up_questions": list[str]},
     ),
     MergeLearnings: (["task", "learnings"], {"sentences": list[SummarySentence]}),
     FindGaps: (
@@ -69,10 +68,11 @@ def test_the_prompt_renders_fields_and_schema():
         inputs={
             "question": "Q?",
             "task": Task(query="vitamin d fracture", goal="effect size"),
-            "passages": [Source(source_id="ab12cd34_1", title="T", text="Body.")],
+            "passages": [NumberedPassage(number=1, title="Calcifediol trial", text="Body.")],
         },
     )
     system, user = messages[0]["content"], messages[-1]["content"]
-    assert "`learnings` (list[Learning])" in system and "source_ids" in system  # the JSON schema reaches the LM
+    # the JSON schema reaches the LM: a learning names the passage by number
+    assert "`learnings` (list[PassageLearning])" in system and '"passage"' in system
     assert ExtractLearnings.instructions.splitlines()[0] in system
-    assert "ab12cd34_1" in user and "vitamin d fracture" in user
+    assert "Calcifediol trial" in user and "vitamin d fracture" in user
