@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
 import dspy
+from pydantic import TypeAdapter, ValidationError
 
 from deepresearch.programs.artifacts import StageUsage
 from deepresearch.programs.config import GatherLoopConfig, ResearchConfig, check_minimum
@@ -103,6 +104,27 @@ def check_retired(state: dict[str, Any], program: dspy.Module | None = None) -> 
                 f"the compiled program holds {name}, compiled for an older signature (fields {', '.join(was)}; "
                 f"now {', '.join(now)}); compile it again with `deepresearch optimize`"
             )
+        field = unfit_demo_field(saved.get("demos") or [], predictors[name].signature)
+        if field:  # same field names, another shape (the extractor now names passages by number)
+            raise ValueError(
+                f"the compiled program holds {name}, whose demonstrations do not fit its signature's field "
+                f"{field} any more; compile it again with `deepresearch optimize`"
+            )
+
+
+def unfit_demo_field(demos: list[Any], signature: type[dspy.Signature]) -> str | None:
+    """The first field of `signature` whose value in one of the saved `demos` its type no longer accepts."""
+    for demo in demos:
+        values = demo if isinstance(demo, dict) else {}
+        for name, info in signature.fields.items():
+            value = values.get(name)
+            if not isinstance(value, list | dict):  # only structured values: a string may be a rendered one
+                continue
+            try:
+                TypeAdapter(info.annotation).validate_python(value)
+            except ValidationError:
+                return name
+    return None
 
 
 @dataclass(frozen=True)

@@ -341,6 +341,33 @@ def test_a_program_compiled_for_a_stage_whose_fields_changed_is_refused_in_one_l
     DeepResearch(retriever=scifact_bm25).load(str(tmp_path / "compiled.json"))  # the current fields load
 
 
+def test_a_program_whose_demos_no_longer_fit_their_fields_is_refused_and_fitting_demos_load(scifact_bm25, tmp_path):
+    # the extractor kept its field names but now names passages by number: learnings citing id lists do not fit
+    predictor = "extractor.extract_learnings.predict"
+    DeepResearch(retriever=scifact_bm25).save(str(tmp_path / "compiled.json"))
+    state = json.loads((tmp_path / "compiled.json").read_text())
+    demo = {
+        "question": "q",
+        "task": {"query": "vitamin d fracture", "goal": "effect size"},
+        "reasoning": "r",
+        "follow_up_questions": [],
+    }
+    fitting = {**demo, "passages": [{"number": 1, "title": "T", "text": "Risk fell 12%."}]}
+    fitting["learnings"] = [{"passage": 1, "text": "Risk fell 12%."}]
+    old = {**demo, "passages": [{"source_id": "ab12cd34_1", "title": "T", "text": "Risk fell 12%."}]}
+    old["learnings"] = [{"text": "Risk fell 12%.", "source_ids": ["ab12cd34_1"]}]
+    state[predictor]["demos"] = [fitting, old]
+    (tmp_path / "old.json").write_text(json.dumps(state))
+    with pytest.raises(
+        ValueError, match=rf"{predictor}, whose demonstrations do not fit .* passages .*compile it again"
+    ):
+        DeepResearch(retriever=scifact_bm25).load(str(tmp_path / "old.json"))
+    state[predictor]["demos"] = [fitting]
+    (tmp_path / "new.json").write_text(json.dumps(state))
+    program = DeepResearch(retriever=scifact_bm25).load(str(tmp_path / "new.json"))
+    assert len(program.extractor.extract_learnings.predict.demos) == 1
+
+
 def test_a_program_saved_before_a_stage_existed_loads_and_keeps_that_stages_default(scifact_bm25, tmp_path, caplog):
     program = DeepResearch(retriever=scifact_bm25)
     program.planner.plan_queries.predict.signature = program.planner.plan_queries.predict.signature.with_instructions(
