@@ -1,19 +1,39 @@
+import logging
+
 import dspy
 
+from deepresearch.programs.citing.entailment import FULL_SUPPORT, lexical_coverage
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.extract import ExtractLearnings, NumberedPassage, PassageLearning
 from deepresearch.signatures.types import Learning, Source, Task
 
+logger = logging.getLogger(__name__)
 
-def keep_cited(learnings: list[PassageLearning], sources: list[Source], limit: int) -> tuple[list[Learning], int]:
-    """Cites each learning with the source of the passage it names; drops learnings naming no shown passage.
+
+def holding_passage(text: str, named: int, sources: list[Source]) -> int:
+    """The number of the passage to cite for a learning whose model named passage `named`.
+
+    A small model often copies one passage's sentences and names another (numbering its learnings 1, 2, 3
+    down the list). When the named passage does not hold the learning's content words (the lexical rule's
+    full support) and another passage does, that one is cited; otherwise the model's choice stands.
+    """
+    coverage = [lexical_coverage(f"{s.title}\n{s.text}", text) for s in sources]
+    best = max(range(len(sources)), key=lambda i: coverage[i])
+    if coverage[named - 1] < FULL_SUPPORT <= coverage[best]:
+        return best + 1
+    return named
+
+
+def keep_cited(learnings: list[PassageLearning], sources: list[Source], limit: int) -> tuple[list[Learning], int, int]:
+    """Cites each learning with the source of the passage that states it; drops learnings naming no shown passage.
 
     A learning whose text repeats an earlier one (same words, any case) is kept once. Returns the kept
-    learnings (at most `limit`) and the number of learnings that named a passage not shown.
+    learnings (at most `limit`), the number of learnings that named a passage not shown, and the number cited
+    with another passage than the one named (`holding_passage`).
     """
-    kept, invented, seen = [], 0, set()
+    kept, invented, moved, seen = [], 0, 0, set()
     for x in learnings:
         if not 1 <= x.passage <= len(sources):
             invented += 1
@@ -21,16 +41,19 @@ def keep_cited(learnings: list[PassageLearning], sources: list[Source], limit: i
         text = x.text.strip()
         if text and text.casefold() not in seen:
             seen.add(text.casefold())
-            kept.append(Learning(text=text, source_ids=[sources[x.passage - 1].source_id]))
-    return kept[:limit], invented
+            number = holding_passage(text, x.passage, sources)
+            moved += number != x.passage
+            kept.append(Learning(text=text, source_ids=[sources[number - 1].source_id]))
+    return kept[:limit], invented, moved
 
 
 class Extractor(Stage):
     """Task + passages -> cited learnings and follow-up questions.
 
     The LM reads the passages numbered 1, 2, ... and names, for each learning, the one passage that states
-    it; the learning is cited here with that passage's source id. A learning naming a number not shown is
-    dropped and counted as `invented`.
+    it; the learning is cited here with that passage's source id, or with another passage's when only that
+    one holds the learning's words (`moved`). A learning naming a number not shown is dropped and counted as
+    `invented`.
     """
 
     def __init__(self, max_learnings: int = 5):
@@ -40,10 +63,15 @@ class Extractor(Stage):
 
     async def aforward(self, question: str, task: Task, sources: list[Source]) -> dspy.Prediction:
         if not sources:
-            return dspy.Prediction(learnings=[], follow_ups=[], invented=0)
+            return dspy.Prediction(learnings=[], follow_ups=[], invented=0, moved=0)
         numbered = [NumberedPassage(number=n, title=s.title, text=s.text) for n, s in enumerate(sources, start=1)]
         out = await call_predictor(
             STAGES.extract.name, self.extract_learnings, question=question, task=task, passages=numbered
         )
-        learnings, invented = keep_cited(out.learnings, sources, self.max_learnings)
-        return dspy.Prediction(learnings=learnings, follow_ups=list(out.follow_up_questions)[:3], invented=invented)
+        learnings, invented, moved = keep_cited(out.learnings, sources, self.max_learnings)
+        if moved:
+            logger.info(
+                "extractor: %d learnings cited with the passage that holds their words, not the one named", moved
+            )
+        follow_ups = list(out.follow_up_questions)[:3]
+        return dspy.Prediction(learnings=learnings, follow_ups=follow_ups, invented=invented, moved=moved)

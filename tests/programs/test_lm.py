@@ -112,6 +112,33 @@ def test_a_learning_names_one_passage_shown_and_is_cited_with_its_source(make_lm
     assert schema["properties"]["follow_up_questions"]["items"]["maxLength"] == 200
 
 
+def test_a_learning_copied_from_another_passage_than_the_one_named_is_cited_with_the_one_holding_it(make_lm):
+    # the 0.5B model numbered its learnings down the list (1, 2, 3) while copying them all from one passage
+    sources = [
+        Source(source_id="heart_1", title="Cardiac lipotoxicity", text="The heart oxidises fatty acids."),
+        Source(
+            source_id="obesity_1",
+            title="Obesity as a medical problem",
+            text="Obesity is associated with "
+            "diabetes mellitus and coronary heart disease. The epidemic results from genetic susceptibility.",
+        ),
+        Source(source_id="fibrate_1", title="Drugs and incident diabetes", text="Some fibrates delayed diabetes."),
+    ]
+    learnings = [
+        {"passage": 1, "text": "Obesity is associated with diabetes mellitus and coronary heart disease."},
+        {"passage": 2, "text": "The epidemic results from genetic susceptibility."},
+        {"passage": 3, "text": "Weight loss prevents most cases."},  # held by no passage: the model's choice stands
+    ]
+
+    def handler(messages, request):
+        return json.dumps({"reasoning": "r", "learnings": learnings, "follow_up_questions": []})
+
+    with dspy.context(lm=make_lm(handler), adapter=SchemaAdapter()):
+        out = asyncio.run(Extractor().acall(question="q", task=Task(query="q", goal="g"), sources=sources))
+    assert [x.source_ids for x in out.learnings] == [["obesity_1"], ["obesity_1"], ["fibrate_1"]]
+    assert out.moved == 1 and out.invented == 0
+
+
 def test_an_id_the_model_copies_is_one_of_the_ids_shown(make_lm):
     # where a model must write an id (placing papers in a taxonomy), the ids become an enum in the grammar
     sent = []
