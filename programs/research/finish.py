@@ -69,11 +69,17 @@ async def finish(ctx: RunContext, *, offline: bool, prune_reasons: Sequence[str]
     findings = _findings(ctx, nodes)
     learnings = tuple({x.text: x for n in nodes for x in n.learnings}.values())  # first-seen order, exact dedup
     status, error = run_status(ctx, nodes)
-    body, write_failed, verdicts = await _body(ctx, status, error, findings, learnings, offline)
+    body, write_failed, verdicts, emptied = await _body(ctx, status, error, findings, learnings, offline)
     verify_failed = ctx.stats.verification.get("failed")  # then the report was checked by the fallback rule
     if status == "done" and verify_failed:
         status = "partial"
         error = f"the verify stage failed ({verify_failed}); the lexical-entailment rule judged the report instead"
+    elif status == "done" and emptied:  # an answer left with no evidence is no finished report
+        status = "partial"
+        error = (
+            f"the verify stage left no cited sentence in the report (of {emptied} cited in the draft), so it "
+            "cites no source; the learnings and their passages are in the trace"
+        )
     if status == "interrupted":
         body = f"# Research interrupted: {error}\n\n{body}"
     taxonomy, answer = None, ""
@@ -131,16 +137,17 @@ async def _body(
     findings: list[Finding],
     learnings: Sequence[Learning],
     offline: bool,
-) -> tuple[str, bool, Verdicts]:
-    """The report's body, whether the writer failed, and the verify stage's verdicts."""
+) -> tuple[str, bool, Verdicts, int]:
+    """The report's body, whether the writer failed, the verify stage's verdicts, and, when the verify stage
+    left a draft that cited sources citing none, how many cited sentences the draft had (else 0)."""
     if status == "failed":
         body = (
             f"# Research failed: {error}\n\nNo report was written for: {ctx.title}\n\n"
             f"Every error is recorded in the trace (trace.json), node by node."
         )
-        return body, False, ()
+        return body, False, (), 0
     if not findings:
-        return f"## {ctx.title}\n\n{NO_EVIDENCE_ANSWER}", False, ()
+        return f"## {ctx.title}\n\n{NO_EVIDENCE_ANSWER}", False, (), 0
     write_failed = False
     try:
         body = await write_report(ctx, findings, learnings, offline)
@@ -148,8 +155,11 @@ async def _body(
         ctx.fail("root", STAGES.write.name, err)
         write_failed = True
         body = fallback_report(ctx.title, findings)
-    body, verdicts = await verify_report(ctx, body, learnings)
-    return body, write_failed, verdicts
+    verified, verdicts = await verify_report(ctx, body, learnings)
+    emptied = 0
+    if _cites(body, ctx) and not _cites(verified, ctx):
+        emptied = sum(bool(v.get("was_cited")) for v in verdicts) or 1
+    return verified, write_failed, verdicts, emptied
 
 
 def _notes(ctx: RunContext, nodes: list[Node], status: RunStatus, error: str | None, write_failed: bool) -> str:

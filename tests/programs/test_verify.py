@@ -349,3 +349,19 @@ def test_a_verify_stage_that_fails_leaves_a_partial_run_whose_verdicts_are_the_l
     assert [e.stage for e in out.events if e.kind == "fallback"] == ["verify"]
     fine = run(scripted_lm(research_handler()), scifact_bm25, verify="mark")
     assert fine.status == "done" and "failed" not in fine.stats.verification
+
+
+def test_a_report_whose_every_cited_sentence_the_verify_stage_removes_is_partial_not_done(scifact_bm25):
+    """Seen with the 0.5B model: every sentence judged unsupported and removed, and the run still said done."""
+
+    def nothing_holds(messages):
+        claims = json.loads(inputs_of(messages)["claims"])
+        return {"verdicts": [{"claim_id": c["claim_id"], "verdict": "unsupported", "corrected": ""} for c in claims]}
+
+    out = run(scripted_lm(research_handler({VerifyClaims: nothing_holds})), scifact_bm25, verify="remove")
+    cited = [v for v in out.verdicts if v["was_cited"]]
+    assert cited and all(v["action"] == "removed" for v in cited) and not out.references
+    assert out.status == "partial" and "left no cited sentence" in out.error
+    assert f"of {len(cited)} cited in the draft" in out.error and "This report is partial" in out.markdown
+    kept = run(scripted_lm(research_handler()), scifact_bm25, verify="remove")
+    assert kept.status == "done" and kept.references
