@@ -335,7 +335,7 @@ class OfflineExtractor(Stage):
         covered = wanted | set(key_terms(" ".join(x.text for x in learnings)))
         uncovered = feedback_terms(sources, covered, 3)
         follow_ups = [f"What do studies report about {t} in relation to {task.query}?" for t in uncovered]
-        return dspy.Prediction(learnings=learnings, follow_ups=follow_ups, invented=0)
+        return dspy.Prediction(learnings=learnings, follow_ups=follow_ups, invented=0, moved=0)
 
 
 class OfflineMerger(Stage):

@@ -233,6 +233,26 @@ def test_bad_input_fails_before_any_lm_call(scifact_bm25):
     assert lm.scripted.calls == 0
 
 
+@pytest.mark.parametrize("strategy", ["eco", "gather"])
+def test_learnings_credited_to_a_passage_that_does_not_hold_them_are_counted_in_the_runs_stats(strategy, scifact_bm25):
+    def misnumbered(messages):  # copies the last passage's first sentence and names passage 1
+        passages = json.loads(inputs_of(messages)["passages"])
+        last = passages[-1]
+        learning = {"passage": 1, "text": last["text"].split(". ")[0].rstrip(".") + "."}
+        return {"learnings": [learning] if len(passages) > 1 else [], "follow_up_questions": []}
+
+    with dspy.context(lm=scripted_lm(research_handler({ExtractLearnings: misnumbered}))):
+        out = DeepResearch(retriever=scifact_bm25, config=preset("quick", strategy=strategy))(
+            question="statins and muscle pain"
+        )
+    extracted = sum(len(n.learnings) for n in out.report.nodes())  # each node's, before the run's dedup
+    assert out.learnings and out.stats.moved_citations == extracted
+    assert json.loads(json.dumps(out.stats.to_dict()))["moved_citations"] == extracted
+    fine = DeepResearch(retriever=scifact_bm25, config=preset("quick", strategy=strategy))
+    with dspy.context(lm=scripted_lm(research_handler())):
+        assert fine(question="statins and muscle pain").stats.moved_citations == 0
+
+
 def test_report_round_trips_through_json(scifact_bm25):
     from deepresearch.programs.artifacts import Report
 
