@@ -3,15 +3,18 @@ import re
 
 import dspy
 
+from deepresearch.programs.citing.entailment import plain_sentence
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.stages.registry import STAGES
+from deepresearch.retrievers.passages import split_sentences
 from deepresearch.signatures.types import Finding
 from deepresearch.signatures.write import WriteReport
 
 logger = logging.getLogger(__name__)
 
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_WORD = re.compile(r"\w+")
 
 
 def drop_repeated_lines(markdown: str) -> tuple[str, int]:
@@ -33,10 +36,47 @@ def drop_repeated_lines(markdown: str) -> tuple[str, int]:
     return "\n".join(kept), dropped
 
 
+def drop_repeated_sentences(markdown: str, min_chars: int = 25) -> tuple[str, int]:
+    """`markdown` with each prose sentence that repeats an earlier one of its section left out, and how many
+    were. Seen with the 0.5B model: a paragraph that ends by saying its second sentence again, citation and
+    all. Sentences are compared by their words alone (no citations, emphasis, case or punctuation); short
+    ones (answers such as "Yes.") and headings, tables, quotes and code blocks are not touched. A heading
+    starts a new section."""
+    kept, dropped, seen, fenced = [], 0, set(), False
+    for line in markdown.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fenced = not fenced
+        if fenced or stripped.startswith("```") or not stripped or stripped.startswith(("|", ">")):
+            kept.append(line)
+            continue
+        if stripped.startswith("#"):
+            seen = set()
+            kept.append(line)
+            continue
+        mark = _LIST_MARK.match(line)
+        prefix = mark.group(0) if mark else ""
+        parts = split_sentences(line[len(prefix) :])
+        fresh = []
+        for part in parts:
+            key = " ".join(_WORD.findall(plain_sentence(part).casefold()))
+            if len(key) >= min_chars and key in seen:
+                dropped += 1
+                continue
+            seen.add(key)
+            fresh.append(part)
+        if len(fresh) == len(parts):
+            kept.append(line)
+        elif fresh:  # a line wholly repeated goes
+            kept.append(prefix + " ".join(fresh))
+    return "\n".join(kept), dropped
+
+
 class Writer(Stage):
     """Question + findings -> Markdown report citing source ids (renumbered later by the program).
 
-    A line the draft repeats back to back is kept once (`drop_repeated_lines`; the count is `repeated`)."""
+    A line the draft repeats back to back, and a sentence its section already said, are kept once
+    (`drop_repeated_lines`, `drop_repeated_sentences`; the count of both is `repeated`)."""
 
     def __init__(self):
         super().__init__()
@@ -48,7 +88,11 @@ class Writer(Stage):
         out = await call_predictor(
             STAGES.write.name, self.write_report, question=question, findings=findings, config=config
         )
-        report, repeated = drop_repeated_lines(out.report.strip())
+        report, lines = drop_repeated_lines(out.report.strip())
+        report, sentences = drop_repeated_sentences(report)
+        repeated = lines + sentences
         if repeated:
-            logger.warning("writer: %d repeated lines of the draft left out", repeated)
+            logger.warning(
+                "writer: %d repeated lines and %d repeated sentences of the draft left out", lines, sentences
+            )
         return dspy.Prediction(report=report, repeated=repeated)

@@ -264,3 +264,25 @@ def test_a_draft_that_loops_keeps_each_repeated_line_once(make_lm):
         "- Obesity raises diabetes risk [ab12cd34_1].\n- Another point [ef56ab78_1]."
     )
     assert out.repeated == 38
+
+
+def test_a_sentence_the_draft_already_said_in_its_section_is_left_out_once_and_nothing_else():
+    from deepresearch.programs.stages.writer import drop_repeated_sentences
+
+    # the 0.5B model's report on the demo question ended its paragraph with its second sentence again
+    said = "Obesity should no longer be regarded simply as a cosmetic problem [ab12cd34_1]."
+    draft = (
+        f"## Answer\n\nYes. Obesity is associated with diabetes mellitus [ab12cd34_1]. {said} "
+        f"The epidemic results from genetic susceptibility [ab12cd34_1]. *{said[:-1]}*. Yes.\n\n"
+        f"- {said}\n- Another point that is long enough [ef56ab78_1].\n\n"
+        f"### Elsewhere\n\n{said}\n\n| a | {said} |\n\n```\n{said}\n{said}\n```"
+    )
+    out, dropped = drop_repeated_sentences(draft)
+    assert out == (
+        "## Answer\n\nYes. Obesity is associated with diabetes mellitus [ab12cd34_1]. "
+        f"{said} The epidemic results from genetic susceptibility [ab12cd34_1]. Yes.\n\n"
+        "- Another point that is long enough [ef56ab78_1].\n\n"
+        f"### Elsewhere\n\n{said}\n\n| a | {said} |\n\n```\n{said}\n{said}\n```"
+    )
+    assert dropped == 2  # the emphasised copy and the list item; short answers, tables and code stay
+    assert drop_repeated_sentences(out) == (out, 0)
