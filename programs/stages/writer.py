@@ -92,7 +92,5 @@ class Writer(Stage):
         report, sentences = drop_repeated_sentences(report)
         repeated = lines + sentences
         if repeated:
-            logger.warning(
-                "writer: %d repeated lines and %d repeated sentences of the draft left out", lines, sentences
-            )
+            logger.warning("writer: %d lines or sentences the draft repeated left out", repeated)
         return dspy.Prediction(report=report, repeated=repeated)
