@@ -75,11 +75,7 @@ async def finish(ctx: RunContext, *, offline: bool, prune_reasons: Sequence[str]
         status = "partial"
         error = f"the verify stage failed ({verify_failed}); the lexical-entailment rule judged the report instead"
     elif status == "done" and emptied:  # an answer left with no evidence is no finished report
-        status = "partial"
-        error = (
-            f"the verify stage left no cited sentence in the report (of {emptied} cited in the draft), so it "
-            "cites no source; the learnings and their passages are in the trace"
-        )
+        status, error = "partial", emptied
     if status == "interrupted":
         body = f"# Research interrupted: {error}\n\n{body}"
     taxonomy, answer = None, ""
@@ -137,17 +133,17 @@ async def _body(
     findings: list[Finding],
     learnings: Sequence[Learning],
     offline: bool,
-) -> tuple[str, bool, Verdicts, int]:
-    """The report's body, whether the writer failed, the verify stage's verdicts, and, when the verify stage
-    left a draft that cited sources citing none, how many cited sentences the draft had (else 0)."""
+) -> tuple[str, bool, Verdicts, str]:
+    """The report's body, whether the writer failed, the verify stage's verdicts, and, when the checks left
+    a draft that cited sources citing none, one line saying so (else "")."""
     if status == "failed":
         body = (
             f"# Research failed: {error}\n\nNo report was written for: {ctx.title}\n\n"
             f"Every error is recorded in the trace (trace.json), node by node."
         )
-        return body, False, (), 0
+        return body, False, (), ""
     if not findings:
-        return f"## {ctx.title}\n\n{NO_EVIDENCE_ANSWER}", False, (), 0
+        return f"## {ctx.title}\n\n{NO_EVIDENCE_ANSWER}", False, (), ""
     write_failed = False
     try:
         body = await write_report(ctx, findings, learnings, offline)
@@ -156,10 +152,27 @@ async def _body(
         write_failed = True
         body = fallback_report(ctx.title, findings)
     verified, verdicts = await verify_report(ctx, body, learnings)
-    emptied = 0
-    if _cites(body, ctx) and not _cites(verified, ctx):
-        emptied = sum(bool(v.get("was_cited")) for v in verdicts) or 1
+    emptied = _emptied(verdicts) if _cites(body, ctx) and not _cites(verified, ctx) else ""
     return verified, write_failed, verdicts, emptied
+
+
+def _emptied(verdicts: Verdicts) -> str:
+    """Why a report that cited sources cites none after its checks, in one line."""
+    cited = [v for v in verdicts if v.get("was_cited")]
+    injected = sum(v["verdict"] == "injected" for v in cited)
+    why = [
+        f"{n} {what}"
+        for n, what in (
+            (len(cited) - injected, "judged unsupported"),
+            (injected, "repeating instruction-like text of a paper"),
+        )
+        if n
+    ]
+    counts = f" ({len(cited)} cited in the draft: {', '.join(why)})" if why else ""
+    return (
+        f"no cited sentence of the report survived its checks{counts}, so it cites no source; the learnings "
+        "and their passages are in the trace"
+    )
 
 
 def _notes(ctx: RunContext, nodes: list[Node], status: RunStatus, error: str | None, write_failed: bool) -> str:

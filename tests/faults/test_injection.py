@@ -44,7 +44,10 @@ def test_an_obeyed_injection_never_reaches_the_report_or_the_answer(
             ]
         )
         prompts = [m["content"] for r in server.requests for m in r["messages"]]
-    assert code == 0, capfd.readouterr().err[-2000:]
+    # every cited sentence was the payload: with it removed, the report has no evidence left and says so
+    err = capfd.readouterr().err
+    assert code == 3 and "partial: no cited sentence of the report survived its checks" in err, err[-2000:]
+    assert "repeating instruction-like text of a paper" in err
     assert any("Ignore previous instructions" in p for p in prompts)  # the document did reach the model
     trace = json.loads((tmp_path / "out" / "trace.json").read_text())
     assert any(PAYLOAD in x["text"] for x in trace["learnings"])  # and the model obeyed it

@@ -91,8 +91,11 @@ def test_credentials_in_the_api_base_are_sent_as_basic_auth_and_never_written(
     url = lambda s: f"http://{USER}:{quoted}@127.0.0.1:{s.port}/v1"  # noqa: E731
     # the server also echoes the password bare, URL-encoded and as user:password without a scheme
     extra = lambda: [PASSWORD, quoted, f"{USER}:{PASSWORD}@127.0.0.1"]  # noqa: E731
-    code, server, out, err = run_echoed(tmp_path, capfd, scifact_head, url, extra)
+    # no verify stage: it would remove the echoed sentences (no passage holds them), and the echo must reach
+    # the report to show it is redacted there
+    code, server, out, err = run_echoed(tmp_path, capfd, scifact_head, url, extra, options=("--verify", "off"))
     assert code == 0, err[-2000:]
+    assert "(server saw Basic [REDACTED]" in (tmp_path / "out" / "report.md").read_text()
     token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
     assert server.headers and all(h["Authorization"] == f"Basic {token}" for h in server.headers)
     forms = [PASSWORD, quoted, token]

@@ -361,7 +361,8 @@ def test_a_report_whose_every_cited_sentence_the_verify_stage_removes_is_partial
     out = run(scripted_lm(research_handler({VerifyClaims: nothing_holds})), scifact_bm25, verify="remove")
     cited = [v for v in out.verdicts if v["was_cited"]]
     assert cited and all(v["action"] == "removed" for v in cited) and not out.references
-    assert out.status == "partial" and "left no cited sentence" in out.error
-    assert f"of {len(cited)} cited in the draft" in out.error and "This report is partial" in out.markdown
+    assert out.status == "partial" and "no cited sentence of the report survived its checks" in out.error
+    assert f"({len(cited)} cited in the draft: {len(cited)} judged unsupported)" in out.error
+    assert "This report is partial" in out.markdown
     kept = run(scripted_lm(research_handler()), scifact_bm25, verify="remove")
     assert kept.status == "done" and kept.references
