@@ -3,7 +3,7 @@ import re
 
 import dspy
 
-from deepresearch.programs.citing.entailment import plain_sentence
+from deepresearch.programs.citing.entailment import citations_in, plain_sentence
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.stages.registry import STAGES
@@ -39,10 +39,12 @@ def drop_repeated_lines(markdown: str) -> tuple[str, int]:
 def drop_repeated_sentences(markdown: str, min_chars: int = 25) -> tuple[str, int]:
     """`markdown` with each prose sentence that repeats an earlier one of its section left out, and how many
     were. Seen with the 0.5B model: a paragraph that ends by saying its second sentence again, citation and
-    all. Sentences are compared by their words alone (no citations, emphasis, case or punctuation); short
-    ones (answers such as "Yes.") and headings, tables, quotes and code blocks are not touched. A heading
-    starts a new section."""
-    kept, dropped, seen, fenced = [], 0, set(), False
+    all. Sentences are compared by their words (no citations, emphasis, case or punctuation), and a repeat
+    that cites a source the earlier one did not stays, so no citation is lost. Short sentences (answers
+    such as "Yes.") and headings, tables, quotes and code blocks are not touched. A heading starts a new
+    section."""
+    kept, dropped, fenced = [], 0, False
+    seen: dict[str, set[str]] = {}  # a sentence's words -> the citations it has carried so far
     for line in markdown.splitlines():
         stripped = line.strip()
         if stripped.startswith("```"):
@@ -51,7 +53,7 @@ def drop_repeated_sentences(markdown: str, min_chars: int = 25) -> tuple[str, in
             kept.append(line)
             continue
         if stripped.startswith("#"):
-            seen = set()
+            seen = {}
             kept.append(line)
             continue
         mark = _LIST_MARK.match(line)
@@ -60,10 +62,11 @@ def drop_repeated_sentences(markdown: str, min_chars: int = 25) -> tuple[str, in
         fresh = []
         for part in parts:
             key = " ".join(_WORD.findall(plain_sentence(part).casefold()))
-            if len(key) >= min_chars and key in seen:
+            cites = set(citations_in(part))
+            if len(key) >= min_chars and key in seen and cites <= seen[key]:
                 dropped += 1
                 continue
-            seen.add(key)
+            seen.setdefault(key, set()).update(cites)
             fresh.append(part)
         if len(fresh) == len(parts):
             kept.append(line)

@@ -274,15 +274,19 @@ def test_a_sentence_the_draft_already_said_in_its_section_is_left_out_once_and_n
     draft = (
         f"## Answer\n\nYes. Obesity is associated with diabetes mellitus [ab12cd34_1]. {said} "
         f"The epidemic results from genetic susceptibility [ab12cd34_1]. *{said[:-1]}*. Yes.\n\n"
-        f"- {said}\n- Another point that is long enough [ef56ab78_1].\n\n"
+        f"- {said}\n- Another point that is long enough [ef56ab78_1].\n"
+        f"- {said[:-13]}[ef56ab78_1].\n\n"
         f"### Elsewhere\n\n{said}\n\n| a | {said} |\n\n```\n{said}\n{said}\n```"
     )
     out, dropped = drop_repeated_sentences(draft)
     assert out == (
         "## Answer\n\nYes. Obesity is associated with diabetes mellitus [ab12cd34_1]. "
         f"{said} The epidemic results from genetic susceptibility [ab12cd34_1]. Yes.\n\n"
-        "- Another point that is long enough [ef56ab78_1].\n\n"
+        "- Another point that is long enough [ef56ab78_1].\n"
+        f"- {said[:-13]}[ef56ab78_1].\n\n"
         f"### Elsewhere\n\n{said}\n\n| a | {said} |\n\n```\n{said}\n{said}\n```"
     )
-    assert dropped == 2  # the emphasised copy and the list item; short answers, tables and code stay
+    # the emphasised copy and the first list item go; the repeat citing another source, short answers,
+    # tables and code stay
+    assert dropped == 2
     assert drop_repeated_sentences(out) == (out, 0)

@@ -32,8 +32,9 @@ def test_hero_takes_breadth_as_the_tasks_it_keeps_per_turn(scifact_bm25):
 def _runaway_writer(messages):
     findings = json.loads(inputs_of(messages)["findings"])
     ids = [i for f in findings for i in re.findall(r"\[([^\]\s,]+)\]", f["summary"])]
-    sentence = "The cohort study reported a finding about the intake and the outcome in the population [{}]."
-    return {"report": "## Answer\n\n" + " ".join(sentence.format(ids[i % len(ids)]) for i in range(120))}
+    # distinct sentences: the writer keeps a sentence its section already said once
+    sentence = "The cohort study reported finding {} about the intake and the outcome in the population [{}]."
+    return {"report": "## Answer\n\n" + " ".join(sentence.format(i, ids[i % len(ids)]) for i in range(120))}
 
 
 def test_a_runaway_draft_is_verified_in_requests_sized_to_the_context(scifact_bm25):
