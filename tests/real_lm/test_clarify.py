@@ -35,7 +35,9 @@ def check_clarify_usage(meter: CostMeter, questions: list[str]) -> None:
 
 
 def test_clarify_then_research_on_the_brief(llama_server, scifact_bm25):
-    program = DeepResearch(retriever=scifact_bm25, config=ResearchConfig(depth=1, breadth=1, hits_per_query=3))
+    # no verify stage: whether a 135M model's report keeps a cited sentence is chance (see SMALL in test_pipelines)
+    config = ResearchConfig(depth=1, breadth=1, hits_per_query=3, verify="off")
+    program = DeepResearch(retriever=scifact_bm25, config=config)
     meter = CostMeter()
     with dspy.context(lm=real_lm(llama_server), adapter=SchemaAdapter()), output_limits({"clarify": CAP}, every=1024):
         questions = program.clarify(QUESTION, meter=meter)

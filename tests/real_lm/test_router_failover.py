@@ -36,6 +36,8 @@ def test_a_run_survives_a_killed_server_and_the_trace_names_the_failover(tmp_pat
             "openai/smollm2",
             "--structured",
             "schema",
+            "--verify",  # see SMALL in test_pipelines.py: the test is about failover, not the report's support
+            "off",
             "--no-cache",  # every request reaches a server: answers cached by an earlier test would not
             "--lm-server",
             f"{first.base_url} max_parallel=1",
