@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,7 +24,13 @@ def test_two_index_builds_into_one_folder_one_wins_and_the_other_is_refused(tmp_
     while not (out / LOCK_FILE).exists() and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert (out / LOCK_FILE).exists(), "the first build never took the lock"
-    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    # paused while it holds the lock, the first build cannot finish before the second starts (which made the
+    # test a race on a fast machine); it goes on once the second is refused
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
     first_out, first_err = first.communicate(timeout=300)
     assert first.returncode == 0, first_err[-2000:]
     assert second.returncode == 2 and "another index build is writing to" in second.stderr
