@@ -3,7 +3,7 @@ import re
 
 import dspy
 
-from deepresearch.programs.citing.entailment import citations_in, plain_sentence
+from deepresearch.programs.citing.entailment import LIST_MARK, citations_in, plain_sentence
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage
 from deepresearch.programs.stages.registry import STAGES
@@ -13,7 +13,6 @@ from deepresearch.signatures.write import WriteReport
 
 logger = logging.getLogger(__name__)
 
-_LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _WORD = re.compile(r"\w+")
 
 
@@ -24,7 +23,7 @@ def drop_repeated_lines(markdown: str) -> tuple[str, int]:
     blank lines always stay, and a paragraph that two sections share is not touched."""
     kept, dropped, previous = [], 0, None
     for line in markdown.splitlines():
-        key = _LIST_MARK.sub("", line).strip().lower()
+        key = LIST_MARK.sub("", line).strip().lower()
         if key and not key.startswith("#"):
             if key == previous:
                 dropped += 1
@@ -56,7 +55,7 @@ def drop_repeated_sentences(markdown: str, min_chars: int = 25) -> tuple[str, in
             seen = {}
             kept.append(line)
             continue
-        mark = _LIST_MARK.match(line)
+        mark = LIST_MARK.match(line)
         prefix = mark.group(0) if mark else ""
         parts = split_sentences(line[len(prefix) :])
         fresh = []
