@@ -278,8 +278,7 @@ def assess_setup(args: argparse.Namespace, out: Path) -> Setup:
     from deepresearch.optimize.metrics import metric_spec
     from deepresearch.optimize.targets import with_gold_labels
     from deepresearch.optimize.trainsets import from_frozen_cases
-    from deepresearch.programs.gather.offline import OfflineCandidateAssessor
-    from deepresearch.programs.gather.stages import CandidateAssessor
+    from deepresearch.programs.stages.gathering import CandidateAssessor, OfflineCandidateAssessor
     from deepresearch.retrievers.corpus import load_corpus
     from deepresearch.signatures.types import Judgement
 
@@ -315,8 +314,7 @@ def research_assess_setup(args: argparse.Namespace, out: Path) -> Setup:
     from deepresearch.optimize.trainsets import from_beir
     from deepresearch.programs.config import preset
     from deepresearch.programs.research.program import DeepResearch
-    from deepresearch.programs.stages.assessor import Assessor
-    from deepresearch.programs.stages.offline import OfflineAssessor
+    from deepresearch.programs.stages.assessor import Assessor, OfflineAssessor
     from deepresearch.retrievers.bm25 import BM25Retriever
     from deepresearch.retrievers.corpus import load_corpus
 
@@ -352,7 +350,7 @@ def plan_setup(args: argparse.Namespace, out: Path) -> Setup:
     from deepresearch.optimize.metrics import metric_spec
     from deepresearch.optimize.targets import PlanAndSearch, with_reference_plans
     from deepresearch.optimize.trainsets import from_beir
-    from deepresearch.programs.stages.offline import OfflinePlanner
+    from deepresearch.programs.stages.planner import OfflinePlanner
     from deepresearch.retrievers.bm25 import BM25Retriever
     from deepresearch.retrievers.corpus import load_corpus
 

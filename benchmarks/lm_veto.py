@@ -106,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from deepresearch.optimize.compile import paired_bootstrap
-    from deepresearch.programs.gather.stages import CandidateAssessor
     from deepresearch.programs.lm.models import SchemaAdapter
+    from deepresearch.programs.stages.gathering import CandidateAssessor
     from deepresearch.retrievers.corpus import load_corpus
     from deepresearch.retrievers.types import Hit
 

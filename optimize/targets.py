@@ -17,8 +17,7 @@ from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.research.strategy import SHARED_STAGES
 from deepresearch.programs.runtime.stage import Shared, Stage
 from deepresearch.programs.stages.assessor import Assessor
-from deepresearch.programs.stages.offline import OfflinePlanner
-from deepresearch.programs.stages.planner import Planner
+from deepresearch.programs.stages.planner import OfflinePlanner, Planner
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.types import Retriever, search_async
 from deepresearch.signatures.types import Task

@@ -24,8 +24,8 @@ def tuned_alone(spec: StageSpec) -> str:
     return f"{metrics} on {inputs}"
 
 
-def _short(path: str | None) -> str:
-    return f"`{path.rsplit('.', 1)[-1]}`" if path else "—"
+def _short(cls: type | None) -> str:
+    return f"`{cls.__name__}`" if cls else "—"
 
 
 def table() -> str:

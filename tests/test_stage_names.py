@@ -1,6 +1,6 @@
-"""No stage name is typed as a string in library code: it comes from the stage registry
-(`deepresearch.programs.stages.registry.STAGES`), so the program, optimize, eval, usage, the trace and
-the CLI cannot drift apart. Tests and docs may spell names out."""
+"""No stage name is typed as a string in library code: it is written once, in the stage's `StageSpec`, and
+read from the stage registry (`deepresearch.programs.stages.registry.STAGES`) everywhere else, so the program,
+optimize, eval, usage, the trace and the CLI cannot drift apart. Tests and docs may spell names out."""
 
 import ast
 from pathlib import Path
@@ -10,7 +10,6 @@ from deepresearch.programs.stages.registry import STAGES
 
 ROOT = Path(deepresearch.__file__).parent
 LIBRARY = ("programs", "optimize", "eval", "signatures")
-REGISTRY = ROOT / "programs" / "stages" / "registry.py"
 
 # Stage names that are also ordinary words of another vocabulary. A literal of one of these is a stage
 # name only in a stage position (see `_stage_positions`); elsewhere it means the other thing.
@@ -28,7 +27,7 @@ STAGE_ARGS = {"call_predictor": 0, "call": 0, "_late_call": 1, "fail": 1, "faile
 def _files() -> list[Path]:
     files = [p for d in LIBRARY for p in (ROOT / d).rglob("*.py")]
     files += [*ROOT.glob("*.py"), *ROOT.glob("*/cli.py")]  # the CLI modules (programs/ holds the rest)
-    return sorted({p for p in files if p != REGISTRY})
+    return sorted(set(files))
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -80,6 +79,10 @@ def stage_literals(path: Path) -> list[str]:
     names = {s.name for s in STAGES} | {a for s in STAGES for a in (s.research_attr, s.gather_attr) if a}
     docs, positions = _docstrings(tree), _stage_positions(tree)
     fstring_parts = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in ast.walk(n)}
+    # a stage's own spec is where its names are written, once
+    spec_parts = {
+        id(v) for n in ast.walk(tree) if isinstance(n, ast.Call) and _name(n.func) == "StageSpec" for v in ast.walk(n)
+    }
     return sorted(
         f"{path.relative_to(ROOT)}:{n.lineno}: {n.value!r}"
         for n in ast.walk(tree)
@@ -88,6 +91,7 @@ def stage_literals(path: Path) -> list[str]:
         and n.value in names
         and id(n) not in docs
         and id(n) not in fstring_parts
+        and id(n) not in spec_parts
         and (n.value not in AMBIGUOUS or id(n) in positions)
     )
 

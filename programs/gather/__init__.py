@@ -1,6 +1,4 @@
-"""Paper gathering: ScholarGym's planner-retriever-assessor loop, its baselines and offline floor."""
+"""Paper gathering: ScholarGym's planner-retriever-assessor loop (`loop.py`), its artifacts and baselines.
 
-from deepresearch.programs.gather.artifacts import GatherResult
-from deepresearch.programs.gather.loop import GatherConfig, Gatherer
-
-__all__ = ["GatherConfig", "GatherResult", "Gatherer"]
+The loop's stages and their offline twins live with the other stages, in `programs/stages/gathering.py`.
+"""

@@ -20,8 +20,8 @@ from deepresearch.programs.gather.artifacts import (
 from deepresearch.programs.lm.usage import UsageMeter, call_predictor, metered
 from deepresearch.programs.runtime.stage import Shared, run_sync
 from deepresearch.programs.runtime.text import collapse_whitespace
-from deepresearch.programs.stages.offline import key_terms
-from deepresearch.programs.stages.registry import STAGES
+from deepresearch.programs.stages.lexical import key_terms
+from deepresearch.programs.stages.spec import StageSpec
 from deepresearch.retrievers.types import Retriever, search_async
 from deepresearch.signatures.gather import WriteSearchQuery
 
@@ -61,7 +61,7 @@ class DirectQuery(dspy.Module):
             elif self.is_offline:
                 query, link = " ".join(key_terms(question, min_len=1)) or question, "derive"
             else:
-                out = await call_predictor(STAGES.direct_query.name, self.write_search_query, question=question)
+                out = await call_predictor(SPEC, self.write_search_query, question=question)
                 query, link = collapse_whitespace(out.query) or question, "derive"
         top = await search_async(
             self._retriever.obj, query, max(self.k, self.ranking_depth), before=date_constraint or None
@@ -98,3 +98,14 @@ class DirectQuery(dspy.Module):
             candidates=result.candidates(),
             tree=result.tree,
         )
+
+
+SPEC = StageSpec(
+    "direct_query",
+    "writes one search query for a question (the gathering baseline)",
+    (WriteSearchQuery,),
+    DirectQuery,
+    kind="baseline",
+    max_output_tokens=256,
+    reserve=0,
+)

@@ -9,12 +9,12 @@ search is complete, or when no valid action is left.
 `GatherLoop` is the loop itself, run on behalf of a `LoopHost` that sends its LM calls and searches
 under some run's caps and budgets and records its failures: the standalone `Gatherer` hosts it on a
 scheduler of its own; the research program's `gather` strategy (programs/research/gather.py) on its run. The planner and
-assessor modules are in programs/gather/stages.py.
+assessor modules are in programs/stages/gathering.py.
 
 Full text (`--full-text`): given a `FullTextRetriever` (`deepresearch.retrievers.fulltext`), the loop still
 searches and selects whole papers, through the retriever it wraps (`papers_and_reader`), and the
 assessor's second look at an uncertain candidate reads the paper's open-access PDF with it (spec 004's
-adaptive browsing; `deepresearch.programs.gather.stages`). Each search records its second looks, how
+adaptive browsing; `deepresearch.programs.stages.gathering`). Each search records its second looks, how
 many read the full text and how many found none (`Search.rechecked`, `browsed`, `unread`).
 """
 
@@ -39,17 +39,13 @@ from deepresearch.programs.gather.artifacts import (
     StopReason,
     Subquery,
 )
-from deepresearch.programs.gather.offline import (
-    OfflineCandidateAssessor,
-    OfflineSubqueryPlanner,
-)
-from deepresearch.programs.gather.stages import CandidateAssessor, SubqueryPlanner, clip, reading_full_text
 from deepresearch.programs.lm.secrets import redact
 from deepresearch.programs.lm.usage import UsageMeter, metered
 from deepresearch.programs.runtime.events import EventHandler, EventLog
 from deepresearch.programs.runtime.scheduler import BudgetExceeded, Scheduler
 from deepresearch.programs.runtime.stage import Shared, run_sync, set_stage_lms
 from deepresearch.programs.runtime.text import norm_text
+from deepresearch.programs.stages.gathering import CandidateAssessor, SubqueryPlanner, clip, reading_full_text
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.fulltext import FullTextRetriever
 from deepresearch.retrievers.types import Hit, Retriever
@@ -458,7 +454,8 @@ class Gatherer(dspy.Module):
             `FullTextRetriever` turns on full text: the loop searches the retriever it wraps and the second
             look at an uncertain candidate reads the paper's PDF (`papers_and_reader`).
         config: Loop settings; `iterations` overrides `config.iterations` when given.
-        offline: Use the deterministic planner and assessor of `deepresearch.programs.gather.offline` (no LM).
+        offline: Give both stages their offline twins (a deterministic planner and assessor, no LM);
+            `offline()` returns such a copy of a gatherer.
         lms: Per-stage LMs keyed by stage name, `gather_plan` or `gather_assess` (which also rechecks);
             other stages use the LM in `dspy.settings`.
         on_event: Called with a `stage_end` event after every round.
@@ -487,15 +484,16 @@ class Gatherer(dspy.Module):
         self._retriever = Shared(retriever)
         self.is_offline = offline
         self.on_event = on_event
-        if offline:
-            self.planner = OfflineSubqueryPlanner(papers_and_reader(retriever)[0])
-            self.assessor = OfflineCandidateAssessor()
-        else:
-            self.planner = SubqueryPlanner()
-            self.assessor = CandidateAssessor(
-                second_look=self.config.second_look, preview_chars=self.config.preview_chars
-            )
+        for name, attr in GATHER_STAGES.items():
+            setattr(self, attr, STAGES[name].build(self.config, retriever, offline=offline))
         set_stage_lms(self, GATHER_STAGES, lms)
+
+    def offline(self) -> Gatherer:
+        """This gatherer with both stages' offline twins: same settings and predictor names, no LM. The twins
+        record their answers in DSPy's trace under the LM predictors' names, so it teaches the LM gatherer:
+        `dspy.BootstrapFewShot(metric=dr.metrics.gather_f1).compile(gatherer, teacher=gatherer.offline(), ...)`.
+        """
+        return Gatherer(self.retriever, self.config, offline=True, on_event=self.on_event)
 
     @property
     def retriever(self) -> Retriever:

@@ -28,12 +28,11 @@ from dspy.utils.exceptions import AdapterParseError, LMError
 from dspy.utils.usage_tracker import UsageTracker
 
 from deepresearch.programs.artifacts import StageUsage
-from deepresearch.programs.stages.registry import DEFAULT_MAX_OUTPUT_TOKENS, STAGES
+from deepresearch.programs.stages.spec import StageSpec
 
-# Output tokens a stage may write, sized to what it produces (a plan of a few queries, one judgement per
-# paper, up to five learnings, a report). They bound a runaway generation; a reply that reaches its
-# limit is recorded as truncated. `output_limits` overrides them. The sizes live in the stage registry.
-MAX_OUTPUT_TOKENS: dict[str, int] = STAGES.max_output_tokens()
+# Output tokens a stage may write are sized to what it produces (a plan of a few queries, one judgement per
+# paper, up to five learnings, a report): its spec's `max_output_tokens`. They bound a runaway generation;
+# a reply that reaches its limit is recorded as truncated. `output_limits` overrides them.
 
 _stage: contextvars.ContextVar[str] = contextvars.ContextVar("deepresearch_stage", default="other")
 _node: contextvars.ContextVar[str] = contextvars.ContextVar("deepresearch_node", default="root")
@@ -306,15 +305,13 @@ def output_limits(limits: Mapping[str, int] | None = None, *, every: int | None 
     """Overrides the output-token limits of stages for the code inside.
 
     Args:
-        limits: Stage name -> max tokens (stages as in MAX_OUTPUT_TOKENS).
+        limits: Stage name -> max tokens.
         every: One limit for every stage (`--max-output-tokens`); `limits` still wins for its stages.
     """
     for name, value in {**(limits or {}), **({"every stage": every} if every is not None else {})}.items():
         if value is not None and value < 1:
             raise ValueError(f"max output tokens of {name} must be >= 1, got {value}")
-    table = {s: every for s in MAX_OUTPUT_TOKENS} if every is not None else dict(MAX_OUTPUT_TOKENS)
-    table["*"] = every or DEFAULT_MAX_OUTPUT_TOKENS
-    table.update(limits or {})
+    table = {**({"*": every} if every is not None else {}), **(limits or {})}
     token = _limits.set(table)
     try:
         yield
@@ -322,12 +319,10 @@ def output_limits(limits: Mapping[str, int] | None = None, *, every: int | None 
         _limits.reset(token)
 
 
-def max_output_tokens(stage: str) -> int:
-    """The output-token limit of `stage` in the current context."""
-    table = _limits.get()
-    if table is None:
-        return MAX_OUTPUT_TOKENS.get(stage, DEFAULT_MAX_OUTPUT_TOKENS)
-    return table.get(stage, table.get("*", DEFAULT_MAX_OUTPUT_TOKENS))
+def max_output_tokens(stage: StageSpec) -> int:
+    """The output-token limit of `stage` in the current context: an `output_limits` override, else its own."""
+    table = _limits.get() or {}
+    return table.get(stage.name, table.get("*", stage.max_output_tokens))
 
 
 def set_node(node_id: str) -> None:
@@ -353,13 +348,15 @@ def _new_sample(predictor: dspy.Module, attempt: int) -> dict[str, Any]:
     return settings
 
 
-async def call_predictor(stage: str, predictor: dspy.Module, **inputs) -> dspy.Prediction:
-    """Calls `predictor` asynchronously under `stage`'s output limit, attributing its requests to `stage`.
+async def call_predictor(spec: StageSpec, predictor: dspy.Module, **inputs) -> dspy.Prediction:
+    """Calls `predictor` asynchronously under the output limit of the stage `spec`, attributing its requests
+    to that stage.
 
     Raises what the predictor raises, after counting it: an LM error as a failed request, an
     AdapterParseError as a parse failure (both noted on the current node).
     """
-    limit = None if _is_reasoning_model(predictor) else max_output_tokens(stage)
+    stage = spec.name
+    limit = None if _is_reasoning_model(predictor) else max_output_tokens(spec)
     stats = _CallStats(max_tokens=limit)
     stage_token, call_token = _stage.set(stage), _call.set(stats)
     started = time.monotonic()

@@ -20,7 +20,7 @@ from deepresearch.programs.citing.citations import (
 )
 from deepresearch.programs.runtime.context import RunContext
 from deepresearch.programs.runtime.text import collapse_whitespace
-from deepresearch.programs.stages.offline import OfflineAnswerer
+from deepresearch.programs.stages.answerer import OfflineAnswerer
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from deepresearch.retrievers.passages import paper_id

@@ -19,9 +19,6 @@ class Eco:
     prune_reasons: tuple[str, ...] = ()  # prunes no node
     stages: dict[str, str] = {}
 
-    def modules(self, offline: bool) -> dict:
-        return {}
-
     def planned_nodes(self, config: ResearchConfig) -> int:
         return tree_size(config)[0]
 

@@ -34,11 +34,6 @@ from deepresearch.programs.citing.citation_guard import check_node_citations
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.gather.artifacts import GatherResult, StopReason, Subquery
 from deepresearch.programs.gather.loop import GatherLoop, papers_and_reader
-from deepresearch.programs.gather.offline import (
-    OfflineCandidateAssessor,
-    OfflineSubqueryPlanner,
-)
-from deepresearch.programs.gather.stages import CandidateAssessor, SubqueryPlanner
 from deepresearch.programs.research.strategy import question_task, research_task
 from deepresearch.programs.runtime.context import NodeLife, RunContext
 from deepresearch.programs.stages.merger import NO_INFORMATION
@@ -58,19 +53,6 @@ class Gather:
     name = "gather"
     prune_reasons: tuple[str, ...] = ()  # prunes no node
     stages = STAGES.of_strategy(name)
-
-    def modules(self, offline: bool) -> dict:
-        if offline:
-            return {
-                STAGES.gather_plan.research_attr: OfflineSubqueryPlanner(),
-                STAGES.gather_assess.research_attr: OfflineCandidateAssessor(),
-            }
-
-        # preview_chars and second_look come with every call, from the run's `config.gather`
-        return {
-            STAGES.gather_plan.research_attr: SubqueryPlanner(),
-            STAGES.gather_assess.research_attr: CandidateAssessor(),
-        }
 
     def planned_nodes(self, config: ResearchConfig) -> int:
         return config.gather.iterations * config.gather.max_actions  # each action adds at most one subquery
@@ -161,15 +143,9 @@ class RunHost:
         self.papers = papers_and_reader(ctx.retriever)[0]
         self.docs: dict[str, Doc] = {}  # the documents the loop's searches returned, by id
         self.searches = 0
-        # the offline planner searches the run's retriever for its feedback terms
-        self._plan_inputs = (
-            {"retriever": self.papers}
-            if isinstance(ctx.modules[STAGES.gather_plan.name], OfflineSubqueryPlanner)
-            else {}
-        )
 
     async def plan(self, **inputs: Any) -> dspy.Prediction:
-        return await self.ctx.call(STAGES.gather_plan.name, **inputs, **self._plan_inputs)
+        return await self.ctx.call(STAGES.gather_plan.name, **inputs)
 
     async def assess(self, **inputs: Any) -> dspy.Prediction:
         return await self.ctx.call(STAGES.gather_assess.name, **inputs)

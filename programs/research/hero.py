@@ -19,9 +19,7 @@ from deepresearch.programs.research.selector import select
 from deepresearch.programs.research.strategy import plan_root, unseen
 from deepresearch.programs.runtime.context import NodeLife, RunContext
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
-from deepresearch.programs.stages.enrichment_writer import EnrichmentWriter
 from deepresearch.programs.stages.merger import NO_INFORMATION
-from deepresearch.programs.stages.offline import OfflineEnrichmentWriter
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.types import Finding, Learning, Task
 
@@ -41,12 +39,6 @@ class Hero:
     name = "hero"
     prune_reasons: tuple[str, ...] = ()  # prunes no node
     stages = STAGES.of_strategy(name)
-
-    def modules(self, offline: bool) -> dict:
-        if offline:
-            return {STAGES.enrich_write.research_attr: OfflineEnrichmentWriter()}
-
-        return {STAGES.enrich_write.research_attr: EnrichmentWriter()}
 
     def planned_nodes(self, config: ResearchConfig) -> int:
         h = config.hero

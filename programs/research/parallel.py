@@ -17,12 +17,6 @@ from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.research.strategy import plan_root, question_task, research_task
 from deepresearch.programs.runtime.context import RunContext
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
-from deepresearch.programs.stages.offline import (
-    OfflineBreadthPolicy,
-    OfflineDepthPolicy,
-    OfflineProgressScorer,
-)
-from deepresearch.programs.stages.policies import BreadthPolicy, DepthPolicy, ProgressScorer
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.types import Task
 
@@ -36,20 +30,6 @@ class Parallel:
     name = "parallel"
     prune_reasons: tuple[str, ...] = PRUNE_REASONS  # the reasons nodes are pruned for, counted in RunStats.pruned
     stages = STAGES.of_strategy(name)
-
-    def modules(self, offline: bool) -> dict:
-        if offline:
-            return {
-                STAGES.breadth.research_attr: OfflineBreadthPolicy(),
-                STAGES.deepen.research_attr: OfflineDepthPolicy(),
-                STAGES.orchestrate.research_attr: OfflineProgressScorer(),
-            }
-
-        return {
-            STAGES.breadth.research_attr: BreadthPolicy(),
-            STAGES.deepen.research_attr: DepthPolicy(),
-            STAGES.orchestrate.research_attr: ProgressScorer(),
-        }
 
     def planned_nodes(self, config: ResearchConfig) -> int:
         # the tree grows as it runs; its horizon is what the root plans, then what each planner adds

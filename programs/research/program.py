@@ -39,23 +39,8 @@ from deepresearch.programs.runtime.scheduler import CostMeter, Scheduler
 from deepresearch.programs.runtime.stage import Shared, run_sync, set_stage_lms
 from deepresearch.programs.runtime.stage_log import StageLog
 from deepresearch.programs.runtime.text import printable
-from deepresearch.programs.stages.answerer import Answerer
-from deepresearch.programs.stages.assessor import Assessor
-from deepresearch.programs.stages.clarifier import (
-    MAX_QUESTIONS,
-    Clarifier,
-    check_clarifications,
-    research_brief,
-)
-from deepresearch.programs.stages.enricher import Enricher
-from deepresearch.programs.stages.extractor import Extractor
-from deepresearch.programs.stages.merger import Merger
-from deepresearch.programs.stages.offline import OfflineAnswerer, OfflineClarifier, offline_stages
-from deepresearch.programs.stages.planner import Planner
+from deepresearch.programs.stages.clarifier import MAX_QUESTIONS, check_clarifications, research_brief
 from deepresearch.programs.stages.registry import STAGES
-from deepresearch.programs.stages.verifier import LexicalVerifier, Verifier
-from deepresearch.programs.stages.writer import Writer
-from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
 from deepresearch.retrievers.types import Retriever
 from deepresearch.signatures.types import Learning
@@ -85,7 +70,8 @@ class DeepResearch(dspy.Module):
     Args:
         retriever: Any object with `search(query, k)` (and optionally `asearch`) returning hits.
         config: Tree shape, strategy, schedule, caps and budgets; `depth` and `breadth` override it.
-        offline: Use the deterministic extractive stages of `deepresearch.programs.stages.offline` instead of an LM.
+        offline: Give every stage its offline twin (deterministic and extractive, no LM) instead of its LM
+            module; `offline()` returns such a copy of a program.
         lms: Per-stage LMs keyed by stage name: `clarify`, `plan`, `assess`, `extract`, `merge`, `enrich`,
             `write`, `verify`, `answer`, `taxonomy`, and the strategy's own (`enrich_write` for hero; `breadth`,
             `deepen`, `orchestrate` for parallel; `gather_plan`, `gather_assess` for gather). Other stages
@@ -129,42 +115,20 @@ class DeepResearch(dspy.Module):
         twins = {name for name, lm in (lms or {}).items() if isinstance(lm, str) and lm == OFFLINE}
         if unknown := sorted(twins - set(table)):
             raise ValueError(f"unknown stage {unknown[0]!r} in lms; choose from: {', '.join(table)}")
-        modules = self._stage_modules(retriever, offline=offline)
-        if twins and not offline:
-            offline_modules = self._stage_modules(retriever, offline=True)
-            modules.update({table[name]: offline_modules[table[name]] for name in twins})
-        for attr, module in modules.items():
-            setattr(self, attr, module)
+        for name, attr in table.items():
+            setattr(self, attr, STAGES[name].build(self.config, retriever, offline=offline or name in twins))
         set_stage_lms(self, table, {name: lm for name, lm in (lms or {}).items() if name not in twins})
 
-    def _stage_modules(self, retriever: Retriever, offline: bool) -> dict[str, dspy.Module]:
-        """Every stage's module, keyed by attribute: the LM stages, or their offline twins."""
-        c = self.config
-        if offline:
-            stages = offline_stages(retriever, c)
-            stages[STAGES.answer.research_attr] = OfflineAnswerer()
-        else:
-            stages = {
-                STAGES.plan.research_attr: Planner(),
-                STAGES.assess.research_attr: Assessor(keep_uncertain=c.keep_uncertain),
-                STAGES.extract.research_attr: Extractor(max_learnings=c.max_learnings),
-                STAGES.merge.research_attr: Merger(),
-                STAGES.enrich.research_attr: Enricher(),
-                STAGES.write.research_attr: Writer(),
-                STAGES.answer.research_attr: Answerer(),
-            }
-        stages[STAGES.taxonomy.research_attr] = TaxonomyBuilder(
-            offline=offline, lm_timeout_s=c.lm_timeout_s, max_concurrency=c.lm_concurrency
-        )
-        # asks before research (`clarify`)
-        stages[STAGES.clarify.research_attr] = OfflineClarifier() if offline else Clarifier()
-        # every claim of the draft checked against its passages (`verify`; offline: the lexical rule)
-        stages[STAGES.verify.research_attr] = (
-            LexicalVerifier(c.verify)
-            if offline
-            else Verifier(c.verify, batch_size=c.verify_batch, max_chars=c.verify_chars)
-        )
-        return {**stages, **self.strategy.modules(offline)}
+    def offline(self) -> DeepResearch:
+        """This program with every stage's offline twin: same settings, retriever and predictor names, no LM.
+
+        Each twin records its answers in DSPy's trace under the name of the LM predictor it stands in for,
+        so the offline program teaches the LM program without a single LM call::
+
+            compiled = dspy.BootstrapFewShot(metric=dr.metrics.cited_recall).compile(
+                program, teacher=program.offline(), trainset=train)
+        """
+        return DeepResearch(self.retriever, self.config, offline=True, on_event=self.on_event)
 
     @property
     def retriever(self) -> Retriever:

@@ -13,16 +13,12 @@ import logging
 import weakref
 from typing import Protocol
 
-import dspy
-
 from deepresearch.programs.citing.citation_guard import check_node_citations
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.runtime.context import NodeLife, RunContext
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
 from deepresearch.programs.runtime.text import norm_text
-from deepresearch.programs.stages.assessor import Assessor
 from deepresearch.programs.stages.clarifier import plain_brief
-from deepresearch.programs.stages.extractor import Extractor
 from deepresearch.programs.stages.merger import NO_INFORMATION
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.signatures.types import Source, Task
@@ -41,9 +37,6 @@ class Strategy(Protocol):
     name: str
     stages: dict[str, str]  # the strategy's own stages: name -> attribute (as SHARED_STAGES)
     prune_reasons: tuple[str, ...]  # why it prunes nodes (counted per reason in RunStats.pruned); () if never
-
-    def modules(self, offline: bool) -> dict[str, dspy.Module]:
-        """The modules of the strategy's own stages, keyed by attribute."""
 
     def planned_nodes(self, config: ResearchConfig) -> int:
         """The most nodes a run of `config` can plan (a progress bar's horizon; not a budget)."""
@@ -70,7 +63,7 @@ def unseen(life: NodeLife, sources: list[Source], limit: int | None = None) -> l
     for the LM extractor: the offline one costs no tokens, and its baseline reads every passage it is given.
     """
     mode = life.ctx.config.skip_seen
-    if mode == "off" or not isinstance(life.ctx.modules[STAGES.extract.name], Extractor):
+    if mode == "off" or life.ctx.modules[STAGES.extract.name].is_offline:
         return sources[:limit]
     sent = _SENT.setdefault(life.ctx, {})
     mine = sent.setdefault(life.node_id, set())
@@ -104,7 +97,7 @@ async def research_task(life: NodeLife, task: Task, hits_k: int) -> list[str]:
     # the LM assessor sees each paper's title and best sentences (`assess_sentences`); the extractor the passage
     brief = (
         {"sentences": ctx.config.assess_sentences}
-        if ctx.config.assess_sentences and isinstance(ctx.modules[STAGES.assess.name], Assessor)
+        if ctx.config.assess_sentences and not ctx.modules[STAGES.assess.name].is_offline
         else {}
     )
     assessed = await life.call(STAGES.assess.name, task=task, sources=sources, scores=[h.score for h in hits], **brief)

@@ -37,11 +37,45 @@ class Shared:
 class Stage(dspy.Module):
     """A dspy.Module whose logic lives in `aforward`; `forward` runs it to completion.
 
-    DSPy's optimizers and `dspy.Evaluate` call modules synchronously, from worker threads.
+    DSPy's optimizers and `dspy.Evaluate` call modules synchronously, from worker threads. A stage's offline
+    twin subclasses its LM module, so it holds the same predictors, and sets `is_offline`.
     """
+
+    is_offline = False
+
+    @classmethod
+    def from_config(cls, config: Any, retriever: Any) -> Stage:
+        """The stage for a run of `config` over `retriever` (the registry builds programs with it); a stage
+        whose constructor takes settings overrides it."""
+        return cls()
 
     def forward(self, **inputs) -> dspy.Prediction:
         return run_sync(self.aforward(**inputs))
+
+
+def teach(predictor: dspy.Module, inputs: dict[str, Any], **outputs: Any) -> None:
+    """Records an offline twin's answer as a call of `predictor`, in DSPy's trace.
+
+    The twin answers without an LM; recorded this way, its answer is what an optimizer collects as a
+    demonstration for the LM module's predictor of the same name (`BootstrapFewShot(...).compile(program,
+    teacher=program.offline(), ...)`). `inputs` are the predictor's input fields as the LM module would send
+    them, `outputs` its output fields (a `ChainOfThought`'s `reasoning` too).
+
+    Raises:
+        ValueError: when `inputs` or `outputs` miss a field of the predictor's signature (a twin out of step
+            with its signature).
+    """
+    trace = dspy.settings.trace
+    if trace is None or dspy.settings.max_trace_size <= 0:
+        return
+    predict = getattr(predictor, "predict", predictor)  # a ChainOfThought's inner Predict is what is traced
+    signature = predict.signature
+    missing = [k for k in (*signature.input_fields, *signature.output_fields) if k not in {**inputs, **outputs}]
+    if missing:
+        raise ValueError(f"{type(predictor).__name__} of {signature.__name__}: the twin's answer lacks {missing}")
+    if len(trace) >= dspy.settings.max_trace_size:
+        trace.pop(0)
+    trace.append((predict, dict(inputs), dspy.Prediction(**outputs)))
 
 
 def set_stage_lms(program: dspy.Module, stages: dict[str, str], lms: dict[str, Any] | None) -> None:

@@ -1,11 +1,16 @@
+"""The `assess` stage: a task and its retrieved papers -> one relevance label per paper."""
+
+from __future__ import annotations
+
 import logging
+from typing import Any
 
 import dspy
 
 from deepresearch.programs.lm.usage import call_predictor
-from deepresearch.programs.runtime.stage import Stage
-from deepresearch.programs.stages.offline import key_terms, stem
-from deepresearch.programs.stages.registry import STAGES
+from deepresearch.programs.runtime.stage import Stage, teach
+from deepresearch.programs.stages.lexical import evidence, evidence_reason, key_terms, stem
+from deepresearch.programs.stages.spec import StageSpec, Tuning
 from deepresearch.retrievers.passages import sentences as split_sentences
 from deepresearch.signatures.assess import AssessRelevance
 from deepresearch.signatures.gather import PaperPreview
@@ -39,6 +44,10 @@ class Assessor(Stage):
         self.assess_relevance = dspy.Predict(AssessRelevance)
         self.keep_uncertain = keep_uncertain
 
+    @classmethod
+    def from_config(cls, config: Any, retriever: Any) -> Assessor:
+        return cls(keep_uncertain=config.keep_uncertain)
+
     @staticmethod
     def shown(task: Task, sources: list[Source], sentences: int = 0) -> list[PaperPreview]:
         """The sources as the LM reads them: numbered in their order, each cut to its `sentences` sentences
@@ -55,7 +64,7 @@ class Assessor(Stage):
         if not sources:
             return dspy.Prediction(judgements=[], kept=[], unlabelled=0, unknown=0)
         papers = self.shown(task, sources, sentences)
-        out = await call_predictor(STAGES.assess.name, self.assess_relevance, task=task, papers=papers)
+        out = await call_predictor(SPEC, self.assess_relevance, task=task, papers=papers)
         keys = [p.paper_id for p in papers]
         labels = {str(k).strip(): v for k, v in dict(out.relevance or {}).items()}
         judgements = [
@@ -76,3 +85,79 @@ class Assessor(Stage):
             unknown,
         )
         return dspy.Prediction(judgements=judgements, kept=kept, unlabelled=unlabelled, unknown=unknown)
+
+
+class OfflineAssessor(Assessor):
+    """The offline relevance rule (`EVIDENCE_RULE`, shared with the gathering loop's offline assessor): a
+    source is relevant when its retrieval score is at least `relevant_ratio` of the task's best score and it
+    contains at least `min_coverage` of the task query's key terms; uncertain when it has the coverage and a
+    score down to `uncertain_ratio`; irrelevant otherwise. Each judgement's reason names the rule and its figures.
+    """
+
+    is_offline = True
+
+    # relevant_ratio and min_coverage are the gathering loop's thresholds, tuned on SciFact's train claims
+    # (the gathering twin in programs/stages/gathering.py); uncertain_ratio is a band below them, kept only with keep_uncertain.
+    def __init__(
+        self,
+        keep_uncertain: bool = True,
+        relevant_ratio: float = 0.9,
+        uncertain_ratio: float = 0.75,
+        min_coverage: float = 0.2,
+    ):
+        super().__init__(keep_uncertain=keep_uncertain)
+        if not 0 <= uncertain_ratio <= relevant_ratio <= 1 or not 0 <= min_coverage <= 1:
+            raise ValueError(
+                f"need 0 <= uncertain_ratio <= relevant_ratio <= 1 and min_coverage in [0, 1], got "
+                f"{uncertain_ratio}, {relevant_ratio} and {min_coverage}"
+            )
+        self.relevant_ratio, self.uncertain_ratio, self.min_coverage = relevant_ratio, uncertain_ratio, min_coverage
+
+    async def aforward(
+        self, task: Task, sources: list[Source], scores: list[float] | None = None, sentences: int = 0
+    ) -> dspy.Prediction:
+        """The rule reads each paper's whole text; `sentences` cuts only the view recorded for the LM assessor."""
+        if not sources:
+            return dspy.Prediction(judgements=[], kept=[])
+        scores = scores or [1.0] * len(sources)
+        best = max(scores)
+        wanted = {stem(t) for t in key_terms(task.query, min_len=1)}
+        judgements = []
+        for s, score in zip(sources, scores):
+            ratio, coverage = evidence(wanted, s.title, s.text, score, best)
+            covered = coverage >= self.min_coverage
+            label = (
+                "relevant"
+                if covered and ratio >= self.relevant_ratio
+                else "uncertain"
+                if covered and ratio >= self.uncertain_ratio
+                else "irrelevant"
+            )
+            judgements.append(
+                Judgement(
+                    source_id=s.source_id,
+                    label=label,
+                    reason=evidence_reason(ratio, coverage, self.relevant_ratio, self.min_coverage),
+                )
+            )
+        papers = self.shown(task, sources, sentences)
+        teach(
+            self.assess_relevance,
+            {"task": task, "papers": papers},
+            relevance={p.paper_id: j.label for p, j in zip(papers, judgements)},
+        )
+        keep = {"relevant", "uncertain"} if self.keep_uncertain else {"relevant"}
+        kept = [s for s, j in zip(sources, judgements) if j.label in keep]
+        return dspy.Prediction(judgements=judgements, kept=kept, unlabelled=0, unknown=0)
+
+
+SPEC = StageSpec(
+    "assess",
+    "judges which retrieved papers are relevant to a task",
+    (AssessRelevance,),
+    Assessor,
+    OfflineAssessor,
+    research_attr="assessor",
+    tuning=Tuning("assessor", "frozen", "kept vs relevant papers of recorded candidates"),
+    max_output_tokens=1536,
+)

@@ -18,9 +18,9 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from deepresearch.programs.lm.usage import call_predictor
-from deepresearch.programs.runtime.stage import Stage
+from deepresearch.programs.runtime.stage import Stage, teach
 from deepresearch.programs.runtime.text import collapse_whitespace, norm_text
-from deepresearch.programs.stages.registry import STAGES
+from deepresearch.programs.stages.spec import StageSpec
 from deepresearch.signatures.clarify import ClarifyQuestion
 
 logger = logging.getLogger(__name__)
@@ -200,19 +200,40 @@ class Clarifier(Stage):
 
     async def aforward(self, question: str, max_questions: int = MAX_QUESTIONS) -> dspy.Prediction:
         try:
-            out = await call_predictor(
-                STAGES.clarify.name, self.clarify_question, question=question, max_questions=max_questions
-            )
+            out = await call_predictor(SPEC, self.clarify_question, question=question, max_questions=max_questions)
         except AdapterParseError as err:  # counted and noted by call_predictor; no question is asked
             logger.warning("clarifying questions did not parse; asking none: %s", collapse_whitespace(str(err))[:200])
             return dspy.Prediction(questions=[], is_parsed=False)
         return dspy.Prediction(questions=clean_questions(out.questions or [], max_questions), is_parsed=True)
 
 
+class OfflineClarifier(Clarifier):
+    """Asks no clarifying question: without an LM nothing judges what a question leaves open. Answers the
+    user gives (a file) are still folded into the research brief."""
+
+    is_offline = True
+
+    async def aforward(self, question: str, max_questions: int = MAX_QUESTIONS) -> dspy.Prediction:
+        teach(self.clarify_question, {"question": question, "max_questions": max_questions}, questions=[])
+        return dspy.Prediction(questions=[], is_parsed=True)
+
+
+SPEC = StageSpec(
+    "clarify",
+    "asks the questions a run should settle before research",
+    (ClarifyQuestion,),
+    Clarifier,
+    OfflineClarifier,
+    research_attr="clarifier",
+    unscored="clarifying questions are asked before a run, by the caller",
+    max_output_tokens=512,
+)
+
 __all__ = [
     "MAX_QUESTIONS",
     "ClarificationsError",
     "Clarifier",
+    "OfflineClarifier",
     "check_clarifications",
     "clean_questions",
     "is_blank",

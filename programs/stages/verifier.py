@@ -23,6 +23,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import dspy
 
@@ -41,8 +42,8 @@ from deepresearch.programs.citing.injection import carries_injection, clean_pass
 from deepresearch.programs.config import VERIFY_POLICIES
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
-from deepresearch.programs.runtime.stage import Stage
-from deepresearch.programs.stages.registry import STAGES
+from deepresearch.programs.runtime.stage import Stage, teach
+from deepresearch.programs.stages.spec import StageSpec
 from deepresearch.signatures.types import Source
 from deepresearch.signatures.verify import ClaimToCheck, ClaimVerdict, VerifyClaims
 
@@ -351,6 +352,10 @@ class Verifier(_Checker):
         self.max_chars = max_chars
         self.verify_claims = dspy.Predict(VerifyClaims)
 
+    @classmethod
+    def from_config(cls, config: Any, retriever: Any) -> Verifier:
+        return cls(config.verify, batch_size=config.verify_batch, max_chars=config.verify_chars)
+
     def batches(self, claims: list[ClaimToCheck]) -> list[list[ClaimToCheck]]:
         """The claims in batches of at most `batch_size` claims and `max_chars` characters (a claim that alone
         is larger than `max_chars` is a batch of its own)."""
@@ -375,7 +380,7 @@ class Verifier(_Checker):
             batch = queue.pop(0)
             asked = {c.claim_id for c in batch}
             try:
-                out = await call_predictor(STAGES.verify.name, self.verify_claims, question=question, claims=batch)
+                out = await call_predictor(SPEC, self.verify_claims, question=question, claims=batch)
             except BudgetExceeded:
                 if not verdicts:  # the LM judged nothing: the stage failed, and says so
                     raise
@@ -415,11 +420,35 @@ def _too_long(err: Exception) -> bool:
     )
 
 
-class LexicalVerifier(_Checker):
+class LexicalVerifier(Verifier):
     """The offline verify stage: the lexical-entailment rule (`lexical_verdict`) judges every claim, no LM."""
 
+    is_offline = True
+
+    @classmethod
+    def from_config(cls, config: Any, retriever: Any) -> LexicalVerifier:
+        return cls(config.verify)
+
     async def judge(self, question: str, claims: list[ClaimToCheck]) -> tuple[dict[int, ClaimVerdict], str]:
-        return {c.claim_id: lexical_verdict(c.claim_id, c.sentence, c.passages) for c in claims}, "lexical"
+        verdicts = {c.claim_id: lexical_verdict(c.claim_id, c.sentence, c.passages) for c in claims}
+        for batch in self.batches(claims):
+            teach(
+                self.verify_claims,
+                {"question": question, "claims": batch},
+                verdicts=[verdicts[c.claim_id] for c in batch],
+            )
+        return verdicts, "lexical"
+
+
+SPEC = StageSpec(
+    "verify",
+    "checks every claim of the draft against its cited passages",
+    (VerifyClaims,),
+    Verifier,
+    LexicalVerifier,
+    research_attr="verifier",
+    reserve=0,
+)
 
 
 __all__ = [

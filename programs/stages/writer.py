@@ -1,3 +1,7 @@
+"""The `write` stage: the question and the tree's findings -> the cited Markdown report."""
+
+from __future__ import annotations
+
 import logging
 import re
 
@@ -5,8 +9,10 @@ import dspy
 
 from deepresearch.programs.citing.entailment import LIST_MARK, citations_in, plain_sentence
 from deepresearch.programs.lm.usage import call_predictor
-from deepresearch.programs.runtime.stage import Stage
-from deepresearch.programs.stages.registry import STAGES
+from deepresearch.programs.runtime.stage import Stage, teach
+from deepresearch.programs.stages.clarifier import plain_brief, split_brief
+from deepresearch.programs.stages.lexical import CITED_SENTENCE, concepts, goal_for, mentioned
+from deepresearch.programs.stages.spec import StageSpec, Tuning
 from deepresearch.retrievers.passages import split_sentences
 from deepresearch.signatures.types import Finding
 from deepresearch.signatures.write import WriteReport
@@ -87,12 +93,54 @@ class Writer(Stage):
     async def aforward(self, question: str, findings: list[Finding], attempt: int = 0) -> dspy.Prediction:
         # a second attempt (the first draft cited nothing) samples anew: cached and greedy, it would repeat the first
         config = {"rollout_id": attempt, "temperature": 1.0} if attempt else {}
-        out = await call_predictor(
-            STAGES.write.name, self.write_report, question=question, findings=findings, config=config
-        )
+        out = await call_predictor(SPEC, self.write_report, question=question, findings=findings, config=config)
         report, lines = drop_repeated_lines(out.report.strip())
         report, sentences = drop_repeated_sentences(report)
         repeated = lines + sentences
         if repeated:
             logger.warning("writer: %d lines or sentences the draft repeated left out", repeated)
         return dspy.Prediction(report=report, repeated=repeated)
+
+
+class OfflineWriter(Writer):
+    """An extractive synthesis: the merged, cited findings, each section headed by its task's goal (`goal_for`);
+    sentences that mention none of the question's key concepts (the offline extractor already asks for two)
+    or were shown already are left out, and sections with the same goal are one section."""
+
+    is_offline = True
+
+    async def aforward(self, question: str, findings: list[Finding], attempt: int = 0) -> dspy.Prediction:
+        asked = concepts(plain_brief(question))
+        sections: dict[str, list[str]] = {}
+        shown: set[str] = set()
+        for f in findings:
+            fresh = [
+                c.strip() for c in CITED_SENTENCE.findall(f.summary) if c.strip() not in shown and mentioned(asked, c)
+            ]
+            shown.update(fresh)
+            if fresh:
+                sections.setdefault(goal_for(question, f.query), []).extend(fresh)
+        parts = [
+            f"## {split_brief(question)[0]}",
+            (
+                "*Extractive synthesis by the offline baseline (no language model): every sentence below "
+                "is quoted from the abstract it cites.*"
+            ),
+        ]
+        parts += [f"### {goal}\n\n" + " ".join(quoted) for goal, quoted in sections.items()]
+        report = "\n\n".join(parts)
+        teach(self.write_report, {"question": question, "findings": findings}, report=report)
+        return dspy.Prediction(report=report, repeated=0)
+
+
+SPEC = StageSpec(
+    "write",
+    "writes the cited report from the findings",
+    (WriteReport,),
+    Writer,
+    OfflineWriter,
+    research_attr="writer",
+    tuning=Tuning("write", "recorded", "the report written from the findings"),
+    max_output_tokens=4096,
+    reserve=0,
+)

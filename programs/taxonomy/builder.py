@@ -32,7 +32,7 @@ from deepresearch.programs.runtime.events import EventHandler, EventLog
 from deepresearch.programs.runtime.scheduler import BudgetExceeded, Scheduler
 from deepresearch.programs.runtime.stage import run_sync
 from deepresearch.programs.runtime.text import norm_title
-from deepresearch.programs.stages.registry import STAGES
+from deepresearch.programs.stages.spec import StageSpec
 from deepresearch.programs.taxonomy.offline import cluster_taxonomy
 from deepresearch.retrievers.embed import encode
 from deepresearch.signatures.taxonomy import (
@@ -329,6 +329,11 @@ class TaxonomyBuilder(dspy.Module):
         )
         self.on_event = on_event
 
+    @classmethod
+    def from_config(cls, config: ResearchConfig, retriever: Any = None) -> TaxonomyBuilder:
+        """The taxonomy stage of a research run: under the run's request timeout and LM concurrency."""
+        return cls(lm_timeout_s=config.lm_timeout_s, max_concurrency=config.lm_concurrency)
+
     def forward(self, topic: str, papers: Sequence[Any] | None = None) -> dspy.Prediction:
         return run_sync(self.aforward(topic=topic, papers=papers))
 
@@ -394,7 +399,7 @@ class TaxonomyBuilder(dspy.Module):
         """The tree when the LM work failed: every paper organised by clustering, the failure recorded."""
         what = redact(f"{type(err).__name__}: {err}".strip().rstrip(":"))
         logger.warning("taxonomy LM work failed (%s); organising %d papers by clustering", what, len(cards))
-        run.events.emit("failure", stage=STAGES.taxonomy.name, message=what)
+        run.events.emit("failure", stage=SPEC.name, message=what)
         run.repairs.append(Repair("lm_failed", f"{what}; {len(cards)} papers organised by clustering"))
         return _clustered(topic, cards)
 
@@ -402,8 +407,8 @@ class TaxonomyBuilder(dspy.Module):
         """One LM call of the builder under the run's caps, timeout, retries and call budget."""
         return await run.sched.guard(
             predictor,
-            lambda: call_predictor(STAGES.taxonomy.name, predictor, **inputs),
-            reserve=STAGES.taxonomy.reserve,
+            lambda: call_predictor(SPEC, predictor, **inputs),
+            reserve=SPEC.reserve,
         )
 
     async def _organise(self, topic: str, cards: list[PaperCard], run: _Run) -> dict:
@@ -473,9 +478,7 @@ class TaxonomyBuilder(dspy.Module):
         if missing:
             missing = await self._place_with_lm(topic, tree, missing, run)
         place_by_similarity(tree, [c.paper_id for c in missing], title_of, self.embed, repairs)
-        run.events.emit(
-            "stage_end", stage=STAGES.taxonomy.name, counts={"papers": len(cards), "left_out": len(missing)}
-        )
+        run.events.emit("stage_end", stage=SPEC.name, counts={"papers": len(cards), "left_out": len(missing)})
         return tree
 
     async def _place_with_lm(self, topic: str, tree: dict, missing: list[PaperCard], run: _Run) -> list[PaperCard]:
@@ -515,3 +518,28 @@ class TaxonomyBuilder(dspy.Module):
             return parsed
         repairs.append(Repair("fix_failed", "answer could not be parsed or repaired"))
         return None
+
+
+class OfflineTaxonomyBuilder(TaxonomyBuilder):
+    """The taxonomy stage's offline twin: hierarchical clustering of the papers' embeddings, no LM."""
+
+    def __init__(self, **options: Any):
+        super().__init__(**{**options, "offline": True})
+
+    @classmethod
+    def from_config(cls, config: ResearchConfig, retriever: Any = None) -> OfflineTaxonomyBuilder:
+        return cls(lm_timeout_s=config.lm_timeout_s, max_concurrency=config.lm_concurrency)
+
+
+SPEC = StageSpec(
+    "taxonomy",
+    "maps the relevant papers into a taxonomy beside the report",
+    (BuildTaxonomy, MergeTaxonomies, PlacePapers, RepairJSON),
+    TaxonomyBuilder,
+    OfflineTaxonomyBuilder,
+    research_attr="taxonomist",
+    kind="output",
+    unscored="the taxonomy is built beside the report",
+    max_output_tokens=4096,
+    reserve=0,
+)

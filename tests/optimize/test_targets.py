@@ -244,7 +244,7 @@ def test_reference_plans_let_the_optimizer_show_the_planner_queries_that_reach_t
 
     from deepresearch.optimize.targets import REFERENCE_REASONING, PlanAndSearch, with_reference_plans
     from deepresearch.optimize.trainsets import from_beir
-    from deepresearch.programs.stages.offline import OfflinePlanner
+    from deepresearch.programs.stages.planner import OfflinePlanner
     from deepresearch.retrievers.bm25 import BM25Retriever
     from deepresearch.signatures.plan import PlanQueries
     from deepresearch.signatures.types import Task

@@ -18,8 +18,8 @@ from deepresearch import cli
 from deepresearch.programs.config import GatherLoopConfig, preset
 from deepresearch.programs.gather.artifacts import GatherResult
 from deepresearch.programs.gather.loop import GatherConfig, Gatherer
-from deepresearch.programs.gather.stages import FULL_TEXT_CHARS
 from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.stages.gathering import FULL_TEXT_CHARS
 from deepresearch.retrievers import BM25Retriever, Corpus, Doc
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
 from deepresearch.signatures.gather import LabelCandidates, PlanSubqueries, RecheckCandidate

@@ -3,13 +3,9 @@ import re
 
 from deepresearch.programs.citing.citations import source_id_for
 from deepresearch.programs.research.program import DeepResearch
-from deepresearch.programs.stages.offline import (
-    OfflineAnswerer,
-    OfflineExtractor,
-    concepts,
-    key_terms,
-    mentioned,
-)
+from deepresearch.programs.stages.answerer import OfflineAnswerer
+from deepresearch.programs.stages.extractor import OfflineExtractor
+from deepresearch.programs.stages.lexical import concepts, key_terms, mentioned
 from deepresearch.signatures.types import Finding, Source, Task
 
 QUESTION = "Does obesity increase the risk of type 2 diabetes?"  # the demo's question (Makefile DEMO_QUESTION)

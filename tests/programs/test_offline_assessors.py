@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
-from deepresearch.programs.gather.offline import OfflineCandidateAssessor
-from deepresearch.programs.stages.offline import EVIDENCE_RULE, OfflineAssessor
+from deepresearch.programs.stages.assessor import OfflineAssessor
+from deepresearch.programs.stages.gathering import OfflineCandidateAssessor
+from deepresearch.programs.stages.lexical import EVIDENCE_RULE
 from deepresearch.retrievers import BM25Retriever, Corpus, Doc
 from deepresearch.signatures.types import Source, Task
 

@@ -1,7 +1,5 @@
-"""The stage registry agrees with the programs it describes: each stage's module sits at its attribute,
-calls its signatures, and has the offline twin the registry names."""
-
-import importlib
+"""The stage registry builds the programs: each stage's module sits at its attribute, calls its signatures,
+and its offline twin holds the same predictors (so it can teach the LM module)."""
 
 import dspy
 import pytest
@@ -12,11 +10,6 @@ from deepresearch.programs.research.program import STRATEGIES, DeepResearch
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.bm25 import BM25Retriever
 from deepresearch.retrievers.types import Doc
-
-
-def _load(path: str):
-    module, _, name = path.rpartition(".")
-    return getattr(importlib.import_module(module), name)
 
 
 @pytest.fixture(scope="module")
@@ -37,20 +30,19 @@ def test_every_research_stage_sits_at_its_attribute_with_its_module(retriever, s
     assert program.stage_table() == STAGES.research(strategy)
     for stage, attr in STAGES.research(strategy).items():
         spec = STAGES[stage]
-        expected = _load(spec.offline if offline else spec.module)
         module = getattr(program, attr)
-        if isinstance(expected, type):
-            assert isinstance(module, expected), (stage, type(module))
-        if not offline:  # the LM module calls exactly the registered signatures
-            calls = (*spec.signatures, *(x for c in STAGES.calls_of(stage) for x in c.signatures))
-            assert _signatures(module) == {s.instructions for s in calls}, stage
+        assert type(module) is (spec.offline if offline else spec.module), (stage, type(module))
+        assert module.is_offline == offline, stage
+        # the LM module calls exactly the registered signatures; its twin holds the same predictors
+        calls = (*spec.signatures, *(x for c in STAGES.calls_of(stage) for x in c.signatures))
+        assert _signatures(module) == {s.instructions for s in calls}, stage
 
 
 def test_gatherer_stages_sit_at_their_attributes(retriever):
     program = Gatherer(retriever)
     for stage, attr in STAGES.gather().items():
         spec = STAGES[stage]
-        assert isinstance(getattr(program, attr), _load(spec.module))
+        assert type(getattr(program, attr)) is spec.module
         calls = (*spec.signatures, *(x for c in STAGES.calls_of(stage) for x in c.signatures))
         assert _signatures(getattr(program, attr)) == {s.instructions for s in calls}, stage
 
@@ -68,11 +60,16 @@ def test_names_and_attributes_are_unique_and_each_spec_is_reachable_by_both():
             assert STAGES[spec.research_attr] is spec
 
 
-def test_every_offline_twin_and_module_resolves():
+def test_every_offline_twin_is_its_modules_subclass_under_the_same_predictor_names(retriever):
+    from deepresearch.programs.config import ResearchConfig
+
     for spec in STAGES:
-        for path in (spec.module, spec.offline):
-            if path:
-                assert callable(_load(path)), path
+        if spec.offline is None:
+            continue
+        assert issubclass(spec.offline, spec.module), spec.name
+        lm_module = spec.build(ResearchConfig(), retriever)
+        twin = spec.build(ResearchConfig(), retriever, offline=True)
+        assert [n for n, _ in twin.named_predictors()] == [n for n, _ in lm_module.named_predictors()], spec.name
 
 
 def test_unknown_stage_names_the_choices():

@@ -13,7 +13,7 @@ from collections import Counter
 
 from deepresearch import cli
 from deepresearch.programs.research.deliverables import NO_EVIDENCE_ANSWER
-from deepresearch.programs.stages.offline import NO_ANSWER
+from deepresearch.programs.stages.answerer import NO_ANSWER
 from tests.real_lm.test_pipelines import QUESTION, SMALL, check_run, lm_args, nodes_of
 
 

@@ -11,9 +11,9 @@ import asyncio
 
 import dspy
 
-from deepresearch.programs.gather.stages import CandidateAssessor
 from deepresearch.programs.lm.models import SchemaAdapter, make_lm
 from deepresearch.programs.lm.usage import output_limits
+from deepresearch.programs.stages.gathering import CandidateAssessor
 
 
 def test_real_model_labels_each_candidate_once_under_the_schema(llama_server, scifact_bm25):

@@ -18,7 +18,7 @@ from deepresearch.programs.config import HeroConfig, preset
 from deepresearch.programs.lm.models import SchemaAdapter, make_lm
 from deepresearch.programs.lm.usage import output_limits
 from deepresearch.programs.research.program import DeepResearch
-from deepresearch.programs.stages.offline import key_terms
+from deepresearch.programs.stages.lexical import key_terms
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from tests.research_lm import CITATION_NUMBER
 

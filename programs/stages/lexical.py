@@ -1,0 +1,215 @@
+"""The words of a text, as the offline twins read them: key terms, a question's concepts, crude stems,
+pseudo-relevance feedback, and the offline relevance rule.
+
+Pure functions of text, shared by the offline twins of every stage and by the views the LM stages cut
+from long passages (a paper's sentences that bear most on a task).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from deepresearch.programs.stages.clarifier import plain_brief
+from deepresearch.retrievers.passages import split_sentences
+from deepresearch.retrievers.stopwords import ENGLISH_STOP_WORDS
+from deepresearch.signatures.types import Source
+
+_WORD = re.compile(r"[a-z][a-z0-9-]*[a-z0-9]|[a-z]")
+CITED_SENTENCE = re.compile(r".+?(?:\[[^\]]+\])+\.(?=\s|$)", re.DOTALL)  # "claim [id]." units of a summary
+STOP_WORDS = ENGLISH_STOP_WORDS | {
+    "study",
+    "studies",
+    "using",
+    "used",
+    "use",
+    "based",
+    "results",
+    "result",
+    "showed",
+    "shown",
+    "show",
+    "effect",
+    "effects",
+    "associated",
+    "data",
+    "analysis",
+    "patients",
+    "significant",
+    "significantly",
+    "compared",
+    "evidence",
+    "does",
+    "did",
+    "role",
+    "new",
+    "known",
+    "relate",
+    "report",
+    "reported",
+    "reports",
+    "general",
+    "implications",
+    "review",
+    "however",
+    "including",
+    "present",
+    "provide",
+    "provides",
+    "suggest",
+    "suggests",
+}
+
+
+def key_terms(text: str, min_len: int = 3) -> list[str]:
+    """Content words of `text` in order of first appearance: lowercase, no stop words, `min_len`+ characters."""
+    seen: dict[str, None] = {}
+    for w in _WORD.findall(text.lower()):
+        if len(w) >= min_len and w not in STOP_WORDS and not w.isdigit():
+            seen.setdefault(w, None)
+    return list(seen)
+
+
+def sentences(text: str) -> list[str]:
+    return [s for s in split_sentences(text) if len(s) >= 25]
+
+
+# Words a question uses to relate its concepts, not concepts themselves: a sentence sharing only these with
+# the question ("risk", "reduce") is not about it.
+GENERIC_TERMS = frozenset(
+    {
+        "reduce",
+        "reduces",
+        "reduced",
+        "reducing",
+        "increase",
+        "increases",
+        "increased",
+        "risk",
+        "risks",
+        "affect",
+        "affects",
+        "cause",
+        "causes",
+        "improve",
+        "improves",
+        "lead",
+        "leads",
+        "level",
+        "levels",
+        "high",
+        "higher",
+        "low",
+        "lower",
+        "offer",
+        "offers",
+        "work",
+        "works",
+        "help",
+        "helps",
+        "change",
+        "changes",
+        "factor",
+        "factors",
+        "treatment",
+        "outcome",
+        "outcomes",
+        "people",
+        "patient",
+        "type",
+        "types",
+    }
+)
+
+
+def concepts(question: str) -> list[str]:
+    """The key concepts of a question: its key terms less `GENERIC_TERMS` (all of them when every one is
+    generic), a one- or two-letter word joined to the term before it ("vitamin d")."""
+    words = _WORD.findall(question.lower())
+    found: list[str] = []
+    for i, w in enumerate(words):
+        if len(w) <= 2 and i and found and found[-1] == words[i - 1] and not w.isdigit() and w not in STOP_WORDS:
+            found[-1] = f"{found[-1]} {w}"
+        elif len(w) >= 3 and w not in STOP_WORDS and not w.isdigit() and w not in found:
+            found.append(w)
+    specific = [c for c in found if c not in GENERIC_TERMS]
+    return specific or found
+
+
+def mentioned(concept_list: list[str], text: str) -> int:
+    """How many of `concept_list` (from `concepts`) `text` mentions: a word by its prefix stem, a joined pair
+    ("vitamin d") as those two words in a row."""
+    lowered = text.lower()
+    stems = {stem(t) for t in key_terms(lowered, min_len=3)}
+    count = 0
+    for c in concept_list:
+        if " " in c:
+            head, tail = c.split(" ", 1)
+            count += bool(re.search(rf"\b{re.escape(head)}\w*\s+{re.escape(tail)}\b", lowered))
+        else:
+            count += stem(c) in stems
+    return count
+
+
+def about(concept_list: list[str], text: str) -> bool:
+    """Whether `text` mentions at least two of the question's concepts (all of them when it has fewer)."""
+    return mentioned(concept_list, text) >= min(2, len(concept_list))
+
+
+def goal_for(question: str, query: str) -> str:
+    """A task's goal, in words, from its query: the main evidence when the query holds only the question's
+    terms, else evidence that also mentions the terms it adds. The offline writer heads each finding's
+    section with it."""
+    asked = set(key_terms(plain_brief(question), min_len=1))
+    extra = [t for t in key_terms(query, min_len=1) if t not in asked]
+    if not extra:
+        return "Main evidence on the question"
+    listed = extra[0] if len(extra) == 1 else f"{', '.join(extra[:-1])} and {extra[-1]}"
+    return f"Evidence that also mentions {listed}"
+
+
+def feedback_terms(sources: list[Source], exclude: set[str], n: int, background: list[Source] = ()) -> list[str]:
+    """Pseudo-relevance feedback: terms of the top documents, weighted by reciprocal rank and by how
+    much rarer they are in the `background` (lower-ranked) documents, so generic words sink.
+
+    Terms found in a single top document are ignored; ties keep first appearance.
+    """
+    weight: dict[str, float] = {}
+    spread: dict[str, int] = {}
+    for rank, s in enumerate(sources, start=1):
+        for t in key_terms(f"{s.title} {s.text}", min_len=4):
+            if t not in exclude:
+                weight[t] = weight.get(t, 0.0) + 1.0 / rank
+                spread[t] = spread.get(t, 0) + 1
+    if background:
+        df: dict[str, int] = {}
+        for s in background:
+            for t in set(key_terms(f"{s.title} {s.text}", min_len=4)):
+                df[t] = df.get(t, 0) + 1
+        weight = {t: w * math.log((1 + len(background)) / (1 + df.get(t, 0))) for t, w in weight.items()}
+    ranked = sorted((t for t in weight if spread[t] >= 2 and weight[t] > 0), key=lambda t: -weight[t])
+    return ranked[:n]
+
+
+def stem(word: str) -> str:
+    """A crude prefix stem, so `fractures` meets `fracture` and `supplementation` meets `supplements`."""
+    return word[:6]
+
+
+EVIDENCE_RULE = "score and coverage"
+
+
+def evidence(wanted: set[str], title: str, text: str, score: float, best: float) -> tuple[float, float]:
+    """The two figures of the offline relevance rule (`EVIDENCE_RULE`) for one hit: its retrieval score as a
+    share of the best score of its search (1.0 when the best is not positive), and the share of the stemmed
+    key terms `wanted` that its title and text contain."""
+    present = {stem(t) for t in key_terms(f"{title} {text}", min_len=1)}
+    coverage = len(wanted & present) / max(len(wanted), 1)
+    return (score / best if best > 0 else 1.0), coverage
+
+
+def evidence_reason(ratio: float, coverage: float, min_ratio: float, min_coverage: float) -> str:
+    return (
+        f"{EVIDENCE_RULE}: score {ratio:.2f} of the search's best (needs {min_ratio:.2f}), "
+        f"covers {coverage:.0%} of the key terms (needs {min_coverage:.0%})"
+    )
