@@ -15,6 +15,10 @@ The names users reach for first, all importable from the top:
 - Retrievers: `open_retriever` (what the command line's `--corpus`, `--index` and `--retriever` open),
   `BM25Retriever`, `DenseRetriever`, `HybridRetriever`, `QdrantRetriever`; persistent indexes with
   `build_index` and `open_index`.
+- DSPy's own compile: `examples(name, split, limit)` gives a benchmark's questions as `dspy.Example`s,
+  `metrics` holds DSPy metrics (`metrics.gather_f1`, `metrics.cited_recall`, ...), `Gatherer` is the
+  gathering program; `program.offline()` is the teacher: `dspy.BootstrapFewShot(metric=...).compile(program,
+  teacher=program.offline(), trainset=train)`.
 - Compiling: `compile_program` tunes a program with a DSPy optimizer against a metric (`metric_spec`),
   `save_compiled` and `load_compiled` write and read it with its metadata; `DeepResearch(...).load(path)`
   loads a saved program too.
@@ -50,16 +54,24 @@ _EXPORTS = {
     "metric_spec": "deepresearch.optimize.metrics",
     "save_compiled": "deepresearch.optimize.saved",
     "load_compiled": "deepresearch.optimize.saved",
+    "Gatherer": "deepresearch.programs.gather.loop",
+    "GatherConfig": "deepresearch.programs.gather.loop",
+    "examples": "deepresearch.optimize.trainsets",
 }
+# name -> a module exported whole: `dr.metrics.gather_f1` and the other DSPy metrics, (example, prediction, trace=None)
+_MODULES = {"metrics": "deepresearch.optimize.metrics"}
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, *_MODULES])
 
 if TYPE_CHECKING:  # for type checkers, IDEs and the API reference; at run time __getattr__ imports on use
+    from deepresearch.optimize import metrics
     from deepresearch.optimize.compile import compile_program
     from deepresearch.optimize.metrics import metric_spec
     from deepresearch.optimize.saved import load_compiled, save_compiled
+    from deepresearch.optimize.trainsets import examples
     from deepresearch.programs.artifacts import Report
     from deepresearch.programs.config import PRESETS, ResearchConfig, preset
+    from deepresearch.programs.gather.loop import GatherConfig, Gatherer
     from deepresearch.programs.research.program import DeepResearch
     from deepresearch.retrievers.bm25 import BM25Retriever
     from deepresearch.retrievers.corpus import Corpus, load_corpus
@@ -73,9 +85,12 @@ if TYPE_CHECKING:  # for type checkers, IDEs and the API reference; at run time 
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
+    if name in _MODULES:
+        value = importlib.import_module(_MODULES[name])
+    elif name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
         raise AttributeError(f"module 'deepresearch' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
     globals()[name] = value  # the next lookup finds it without calling here
     return value
 

@@ -20,8 +20,8 @@ Real-model figures (SmolLM2-135M-Instruct on llama-server, whose usage is the se
 use of the shared server should run under `flock /tmp/llama.lock`. `--load a.json,b.json` prints the tables
 again from rows saved with `--json`.
 
-Measured with the real model, 2026-11-23, each stage at its own output cap (the program's
-MAX_OUTPUT_TOKENS; the grammar bounds every string but the report): SmolLM2-135M-Instruct (llama-server,
+Measured with the real model, 2026-11-23, each stage at its own output cap
+(each stage's `max_output_tokens`; the grammar bounds every string but the report): SmolLM2-135M-Instruct (llama-server,
 2 threads), one question (aspirin and colorectal cancer), depth 2 x breadth 3, 3 hits per search,
 passage_chars 2,000, each row in its own process under the lock; load average 1.1-4.2 (this machine's own
 test suite beside some rows). Rows: benchmarks/tokens_real_d2b3_p2000_stagecaps.json (`--load` prints
@@ -375,7 +375,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         type=int,
         default=None,
         help="--real: one output-token cap for every stage (default: each stage's own, "
-        "deepresearch.programs.lm.usage.MAX_OUTPUT_TOKENS)",
+        "the stages' max_output_tokens in deepresearch.programs.stages.registry)",
     )
     parser.add_argument(
         "--cuts", default=None, help=f"settings to run, of {', '.join(CUTS)} (default: all; --real: off,on,lineage)"

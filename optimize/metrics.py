@@ -69,14 +69,35 @@ def _recall(found: set[str], gold: list[str]) -> float:
     return len(found & set(gold)) / len(gold) if gold else 0.0
 
 
-def cited_recall(example, pred) -> float:
+def gold_ids(example) -> list[str]:
+    """The example's gold paper ids: `relevant_ids` (`dr.examples`, research trainsets) or `gt_ids` (gathering)."""
+    ids = example.get("relevant_ids")
+    return list(ids if ids is not None else example.get("gt_ids") or ())
+
+
+def cited_recall(example, pred, trace=None) -> float:
     """Share of the example's relevant documents that the report cites."""
-    return _recall(cited_ids(pred), example.relevant_ids)
+    return _recall(cited_ids(pred), gold_ids(example))
 
 
-def retrieved_recall(example, pred) -> float:
+def cited_precision(example, pred, trace=None) -> float:
+    """Share of the documents the report cites that are among the example's relevant ones (0 for no citation)."""
+    cited = cited_ids(pred)
+    return len(cited & set(gold_ids(example))) / len(cited) if cited else 0.0
+
+
+def citation_support(example, pred, trace=None) -> float:
+    """Share of the report's cited sentences that the passages they cite support, by the lexical rule
+    (`deepresearch.eval.quality`): the report's own passages are the evidence, so no corpus and no LM are needed.
+    A report that cites nothing scores 0."""
+    texts = dict(pred.report.passages)
+    by_doc = {r.doc_id: texts.get(r.source_id) for r in pred.report.references}
+    return _quality(Judging(text_of=by_doc.get), "research", example, pred).citation_precision
+
+
+def retrieved_recall(example, pred, trace=None) -> float:
     """Share of the example's relevant documents retrieved anywhere in the research tree."""
-    return _recall(retrieved_ids(pred), example.relevant_ids)
+    return _recall(retrieved_ids(pred), gold_ids(example))
 
 
 def research_feedback(example, pred) -> str:
@@ -180,22 +201,23 @@ def plan_feedback(example, pred) -> str:
 
 
 def _gt(example) -> set[str]:
-    return set(example.gt_ids)
+    return set(gold_ids(example))
 
 
-def gather_f1(example, pred) -> float:
+def gather_f1(example, pred, trace=None) -> float:
     """F1 of the selected papers (final iteration); 0 for a query without ground truth."""
-    gt = frozenset(example.gt_ids)
+    gt = frozenset(gold_ids(example))
     return harmonic_mean(*precision_recall(gt, set(pred.selected))) if gt else 0.0
 
 
-def gather_recall(example, pred) -> float:
-    return _recall(set(pred.selected), list(example.gt_ids))
+def gather_recall(example, pred, trace=None) -> float:
+    """Share of the ground-truth papers the gathering loop selected."""
+    return _recall(set(pred.selected), gold_ids(example))
 
 
-def gather_ret_recall(example, pred) -> float:
+def gather_ret_recall(example, pred, trace=None) -> float:
     """Ret.R: share of ground-truth papers retrieved by any subquery."""
-    return _recall(set(pred.candidates), list(example.gt_ids))
+    return _recall(set(pred.candidates), gold_ids(example))
 
 
 def gather_avg_distance(example, pred) -> float:

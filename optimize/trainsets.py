@@ -154,6 +154,29 @@ def from_queryset(
     ]
 
 
+def examples(
+    name: str | Path, split: str, limit: int | None = None, *, data_dir: str | Path | None = None
+) -> list[dspy.Example]:
+    """A benchmark's questions as `dspy.Example`s, for `compile` and `dspy.Evaluate`.
+
+    Each example's input is `question`; its labels are the gold paper ids (`relevant_ids`), the question's
+    `date_constraint` (empty where the benchmark has none) and `query_id`. `name` is what the evaluation
+    harness reads: `scifact` (bundled), a BEIR folder, a ScholarGym file or dataset, or a name in `data_dir`.
+    Questions without a gold paper are left out.
+
+    Example:
+        >>> train = dr.examples("scifact", "train", limit=40)    # doctest: +SKIP
+        >>> train[0].question, train[0].relevant_ids              # doctest: +SKIP
+    """
+    queries = [q for q in load_queryset(name, split, data_dir=data_dir) if q.gt_ids]
+    return [
+        dspy.Example(
+            question=q.query, relevant_ids=list(q.gt_ids), date_constraint=q.date_constraint or "", query_id=q.query_id
+        ).with_inputs("question")
+        for q in queries[:limit]
+    ]
+
+
 def from_frozen_cases(cases) -> list[dspy.Example]:
     """Assessor examples from the candidates a gathering run recorded (`deepresearch.eval.run_gather.load_frozen_cases`)."""
     return [

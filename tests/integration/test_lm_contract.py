@@ -13,8 +13,8 @@ import pytest
 from deepresearch import cli
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.lm.models import configure_lm_cache, make_lm
-from deepresearch.programs.lm.usage import MAX_OUTPUT_TOKENS
 from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.stages.registry import STAGES
 from tests.integration.openai_server import Error, LocalOpenAIServer
 from tests.research_lm import research_handler
 
@@ -89,8 +89,8 @@ def test_every_request_is_bounded_per_stage_and_the_cap_can_be_set(tmp_path):
             == 0
         )
         capped = {limit_of(r) for r in server.requests[1:]}
-    assert None not in limits and limits <= set(MAX_OUTPUT_TOKENS.values())
-    assert MAX_OUTPUT_TOKENS["write"] in limits and MAX_OUTPUT_TOKENS["plan"] in limits
+    assert None not in limits and limits <= set(STAGES.max_output_tokens().values())
+    assert STAGES.write.max_output_tokens in limits and STAGES.plan.max_output_tokens in limits
     assert capped == {77}
 
 
