@@ -17,7 +17,7 @@ from dspy.utils.callback import BaseCallback
 from dspy.utils.exceptions import LMError
 
 from deepresearch.eval.querysets import find_queryset
-from deepresearch.optimize.compile import OPTIMIZERS, LMCallBudgetSpent, compile_program
+from deepresearch.optimize.compile import OPTIMIZERS, TEACHABLE, LMCallBudgetSpent, compile_program
 from deepresearch.optimize.metrics import (
     METRICS,
     WRITING_METRICS,
@@ -101,6 +101,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ),
     )
     parser.add_argument("--optimizer", default="gepa", choices=OPTIMIZERS)
+    parser.add_argument(
+        "--teacher",
+        choices=("offline",),
+        default=None,
+        help="offline: the demonstrations come from the program's offline twins (no LM call), which record their "
+        "answers under the LM predictors' names; with --optimizer bootstrap-rs or miprov2, whole programs only",
+    )
     add_data_arguments(
         parser,
         old=("--train",),
@@ -485,6 +492,13 @@ def main(args: argparse.Namespace) -> int:
     kind = kind if kind != "program" and args.metric in METRICS[kind] else "program"
     if args.from_runs is not None:
         kind = "pool"
+    if args.teacher == "offline":  # checked before any LM request
+        if args.program == "taxonomy" or kind != "program" or args.stage != "all":
+            raise ValueError(
+                "--teacher offline teaches a whole program: pass --program research or gather without --stage"
+            )
+        if args.optimizer not in TEACHABLE:
+            raise ValueError(f"--teacher offline needs --optimizer {' or '.join(TEACHABLE)}, not {args.optimizer}")
     if args.program == "research" and args.stage in UNSCORED_STAGES:
         raise ValueError(
             f"--stage {args.stage}: {UNSCORED_STAGES[args.stage]}, so no research metric ("
@@ -543,6 +557,7 @@ def main(args: argparse.Namespace) -> int:
                 on_progress=None if quiet else lambda line: print(line, file=sys.stderr, flush=True),
                 evaluator=evaluator,
                 journal=work,
+                teacher=target.program.offline() if args.teacher == "offline" else None,
             )
         for role, n in (evaluator.calls if evaluator is not None else {}).items():  # made on the cluster
             counter.calls[role] = counter.calls.get(role, 0) + n
@@ -559,6 +574,7 @@ def main(args: argparse.Namespace) -> int:
         "stage": args.stage,
         "metric": spec.name,
         "optimizer": args.optimizer,
+        "teacher": args.teacher or "the program itself",
         "judge": support.name if args.metric in WRITING_METRICS.get(metric_target, ()) else None,
         "from_runs": args.from_runs,
         "data": args.data or args.from_runs,

@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 OPTIMIZERS = ("gepa", "miprov2", "bootstrap-rs", "simba")
 GATED = ("bootstrap-rs", "miprov2")  # whose extra candidates and bootstrapping would pass the budget
+TEACHABLE = ("bootstrap-rs", "miprov2")  # whose compile takes a teacher program (GEPA's refuses one, SIMBA has none)
 
 
 class LMCallBudgetSpent(RuntimeError):
@@ -106,6 +107,16 @@ class Gate:
 
     def is_spent(self) -> bool:
         return (self.progress is not None and self.progress.is_spent()) or (self.cap is not None and self.cap.spent)
+
+
+def frozen_like(teacher: dspy.Module, student: dspy.Module) -> dspy.Module:
+    """`teacher` with the modules hidden from optimizers that are hidden in `student` (`targets.freeze`), so
+    that both show an optimizer the same predictors."""
+    frozen = {name for name, m in student.named_sub_modules() if m is not student and getattr(m, "_compiled", False)}
+    for name, m in teacher.named_sub_modules():
+        if name in frozen:
+            m._compiled = True
+    return teacher
 
 
 class Guarded(dspy.Module):
@@ -455,6 +466,7 @@ def compile_program(
     on_progress: Callable[[str], None] | None = None,
     evaluator: DevEvaluator | None = None,
     journal: RunFolder | None = None,
+    teacher: dspy.Module | None = None,
 ) -> CompileResult:
     """Tunes `program` with `optimizer` on `trainset` and scores it before and after on `devset`.
 
@@ -473,6 +485,8 @@ def compile_program(
         evaluator: Scores the program before and after on `devset` elsewhere (optimize/remote.py: a Ray
             cluster) and counts the LM calls it made there; default: here, DSPy's Evaluate on `num_threads`.
             The optimizer itself always runs here, on DSPy's threads.
+        teacher: The program whose runs on the training examples give the demonstrations (`program.offline()`:
+            the offline twins, no LM call); `bootstrap-rs` and `miprov2` take one, the program itself by default.
         journal: The run's working folder (optimize/resume.py): the dev scores before tuning it holds are not
             computed again, each new one is written to it as it comes, and so is the metric budget
             `max_lm_calls` leaves (a resumed run tunes under the budget its first start fixed).
@@ -489,6 +503,10 @@ def compile_program(
         raise ValueError(f"budget must be >= 1 metric call, got {budget}")
     if not trainset:
         raise ValueError("the training split is empty; give more examples or a --data file")
+    if teacher is not None and optimizer not in TEACHABLE:
+        raise ValueError(
+            f"{optimizer} takes no teacher; choose {' or '.join(TEACHABLE)} to learn from the offline program"
+        )
     if optimizer == "miprov2" and len(trainset) < 2:  # MIPROv2 splits its own validation set off the trainset
         raise ValueError(
             f"miprov2 needs at least 2 training examples, got {len(trainset)}; give more examples "
@@ -549,6 +567,8 @@ def compile_program(
         )
         if "valset_size" in kwargs:  # candidates scored on the first examples of the (seeded) training split
             kwargs["valset"] = trainset[: kwargs.pop("valset_size")]
+        if teacher is not None:  # wrapped and frozen like the student, so that their predictors agree
+            kwargs["teacher"] = Guarded(frozen_like(teacher.deepcopy(), program))
         # GEPA holds max_metric_calls itself; SIMBA's closing evaluation of its candidates is left whole
         gate = Gate(progress if optimizer in GATED else None, cap)
         try:

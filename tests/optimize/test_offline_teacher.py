@@ -127,3 +127,76 @@ def test_a_twin_out_of_step_with_its_signature_is_caught():
         teach(predictor, {"question": "q", "known": [], "max_tasks": 1}, reasoning="r", tasks=[])
         (recorded, inputs, outputs) = dspy.settings.trace[0]
     assert recorded is predictor.predict and inputs["question"] == "q" and outputs.tasks == []
+
+
+def _optimize(server, data_dir, out, *options: str) -> int:
+    from deepresearch import cli
+
+    return cli.main(
+        [
+            "optimize",
+            "--program",
+            "research",
+            "--metric",
+            "recall",
+            "--data",
+            str(data_dir / "scifact"),
+            "--limit",
+            "3",
+            "--budget",
+            "8",
+            "--workers",
+            "1",
+            "--out",
+            str(out),
+            "--lm",
+            "openai/local-model",
+            "--api-base",
+            server.base_url,
+            "--no-cache",
+            *options,
+        ]
+    )
+
+
+def test_optimize_teacher_offline_saves_the_twins_demonstrations(data_dir, tmp_path):
+    import json
+
+    from tests.integration.openai_server import LocalOpenAIServer
+    from tests.research_lm import research_handler
+
+    out = tmp_path / "compiled.json"
+    with LocalOpenAIServer(research_handler()) as server:
+        code = _optimize(server, data_dir, out, "--optimizer", "bootstrap-rs", "--teacher", "offline")
+    assert code == 0
+    assert json.loads(out.with_name("compiled.meta.json").read_text())["teacher"] == "offline"
+    # the candidates the optimizer tried showed the LM the twins' answers as demonstrations (which candidate
+    # wins on three examples is the optimizer's choice)
+    twin = "The first task searches the question's key terms"  # the offline planner's reasoning, not the LM's
+    assert any(twin in json.dumps(r) for r in server.requests)
+    demos = json.loads(out.read_text())["planner.plan_queries.predict"]["demos"]
+    assert all(d["reasoning"].startswith(twin) for d in demos if d.get("augmented"))
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        (
+            ("--optimizer", "gepa", "--teacher", "offline"),
+            "--teacher offline needs --optimizer bootstrap-rs or miprov2",
+        ),
+        (("--optimizer", "bootstrap-rs", "--teacher", "offline", "--stage", "write"), "teaches a whole program"),
+    ],
+)
+def test_optimize_teacher_offline_refuses_what_it_cannot_teach_before_any_lm_request(
+    options, message, data_dir, tmp_path, capsys
+):
+    from tests.integration.openai_server import LocalOpenAIServer
+    from tests.research_lm import research_handler
+
+    with LocalOpenAIServer(research_handler()) as server:
+        code = _optimize(server, data_dir, tmp_path / "c.json", *options)
+    assert code == 2 and server.requests == []
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err
+    assert not (tmp_path / "c.json").exists()
