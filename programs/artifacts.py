@@ -209,6 +209,8 @@ class RunStats:
             then replaced by the fallback report).
         verification: What the verify stage did: its policy and its counts of checked sentences by verdict
             and by action (`Report.verdicts` has each sentence).
+        twin_answers: Calls whose LM reply was unusable (nothing parsed after the retry; a gathering plan
+            with no valid action in round 1), answered by the stage's offline twin instead, by stage.
     """
 
     nodes: int = 0
@@ -254,6 +256,7 @@ class RunStats:
     stray_citations: int = 0
     uncited_drafts: int = 0
     verification: dict[str, Any] = field(default_factory=dict)
+    twin_answers: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

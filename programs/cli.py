@@ -445,6 +445,8 @@ def summary_line(report) -> str:
     )
     if s.offline:
         return f"{counts} · offline: no LM, no tokens, no cost"
+    if s.twin_answers:  # calls the LM could not answer usably, answered by the stages' offline twins
+        counts += " · offline twin answered " + ", ".join(f"{stage} {n}" for stage, n in s.twin_answers.items())
     dollars = (s.cost or {}).get("total")  # US dollars by LiteLLM's price map; None when a model has no price
     cost = f"cost ${dollars:.4f}" if isinstance(dollars, (int, float)) else "cost unknown (no price for the model)"
     return f"{counts} · LM requests {s.lm_calls} · tokens {s.tokens:,} · {cost}"

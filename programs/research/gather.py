@@ -161,6 +161,12 @@ class RunHost:
     def failed(self, where: str, stage: str, err: BaseException) -> None:
         self.ctx.fail(where, LOOP_STAGES.get(stage, stage), err)
 
+    async def rescue(self, reason: str, **inputs: Any) -> dspy.Prediction | None:
+        """A research run goes on: the planner's offline twin plans the first round (counted and noted)."""
+        if not self.ctx.has_twin(STAGES.gather_plan.name):
+            return None
+        return await self.ctx.answer_offline(STAGES.gather_plan.name, reason, **inputs)
+
     def halted(self) -> tuple[StopReason, str] | None:
         if self.ctx.is_stopped:
             return "stopped", self.ctx.stop_reason

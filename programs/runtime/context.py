@@ -32,6 +32,7 @@ from dataclasses import replace
 from typing import Any
 
 import dspy
+from dspy.utils.exceptions import AdapterParseError
 
 from deepresearch.programs.artifacts import (
     FINAL_STATUSES,
@@ -166,6 +167,7 @@ class RunContext:
         self.pruned: dict[str, str] = {}  # node id -> why its subtree was stopped
         self.gathered: dict[str, Any] | None = None  # the `gather` strategy's loop result, for the report
         self.write_error: OSError | None = None  # the first run file that could not be written (`write_failed`)
+        self._twins: dict[str, dspy.Module] = {}  # stage name -> its offline twin, built when first needed
         self._running: dict[str, asyncio.Task] = {}
         self._changed = asyncio.Event()
         self._last_snapshot = 0.0
@@ -213,6 +215,34 @@ class RunContext:
         """
         if reserve is None:
             reserve = STAGES[stage].reserve if stage in STAGES else 1
+        try:
+            return await self._call(stage, reserve, node_id, inputs)
+        except AdapterParseError as err:
+            if not self.has_twin(stage):
+                raise
+            fields = getattr(getattr(err, "signature", None), "output_fields", None) or {}
+            reason = f"the LM's reply did not parse into {', '.join(fields) or 'its fields'}"
+            return await self.answer_offline(stage, reason, **inputs)
+
+    def has_twin(self, stage: str) -> bool:
+        """Whether an offline twin can answer for `stage`'s LM module in this run."""
+        module = self.modules.get(stage)
+        return module is not None and not module.is_offline and stage in STAGES and STAGES[stage].offline is not None
+
+    async def answer_offline(self, stage: str, reason: str, **inputs: Any) -> dspy.Prediction:
+        """`stage`'s offline twin answers one call the LM could not: the run goes on with a usable answer, and
+        the stats, the events and the log say so (`RunStats.twin_answers`)."""
+        twin = self._twins.get(stage)
+        if twin is None:
+            twin = self._twins[stage] = STAGES[stage].build(self.config, self.retriever, offline=True)
+        logger.warning("%s: %s; its offline twin answered instead", stage, reason)
+        self.events.emit("fallback", stage=stage, message=f"{reason}; the offline twin answered")
+        answered = dict(self.stats.twin_answers)
+        answered[stage] = answered.get(stage, 0) + 1
+        self.count(twin_answers=answered)
+        return await twin.acall(**inputs)
+
+    async def _call(self, stage: str, reserve: int, node_id: str | None, inputs: dict[str, Any]) -> dspy.Prediction:
         if self.stage_log is None:
             return await self.sched.call(self.modules[stage], reserve=reserve, **inputs)
         clock = Clock()

@@ -286,3 +286,26 @@ def test_offline_run_through_the_command_line(tmp_path, data_dir, monkeypatch, c
     )
     assert metrics == expected and metrics["final"]["recall"] == 1.0  # the claim's one cited paper is selected
     assert metrics["final"]["precision"] == pytest.approx(1 / len(result.selected))
+
+
+def done_at_once(messages):
+    return {"searches": [], "checklist_update": "c", "memory_update": "m", "is_complete": True}
+
+
+def test_a_first_plan_that_would_fail_the_query_is_made_by_the_offline_twin_in_a_research_run(retriever):
+    """A small model often declares the search complete before any search: a research run goes on with the
+    offline planner's first plan, counted and noted; the standalone Gatherer keeps the benchmark's rule."""
+    from deepresearch.programs.gather.loop import Gatherer
+
+    asked = "What is known about alpha?"
+    with dspy.context(lm=gather_lm(plan=done_at_once)):
+        out = DeepResearch(retriever=retriever, config=preset("gather", max_passages=1))(question=asked)
+    assert out.stats.twin_answers == {"gather_plan": 1}
+    assert out.stats.searches > 0 and out.status == "done"
+    fallbacks = [e for e in out.events if e.kind == "fallback" and e.stage == "gather_plan"]
+    assert len(fallbacks) == 1 and "declared the search complete before any search" in fallbacks[0].message
+    round_1 = out.gathered["rounds"][0]
+    assert round_1["searches"][0]["text"] == "alpha"  # the twin's key-term query
+    with dspy.context(lm=gather_lm(plan=done_at_once)):
+        alone = Gatherer(retriever, iterations=2)(question=asked)
+    assert alone.result.is_failed and alone.result.stop_reason == "complete" and not alone.result.rounds
