@@ -102,6 +102,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--optimizer", default="gepa", choices=OPTIMIZERS)
     parser.add_argument(
+        "--choose-stages",
+        action="store_true",
+        help="after tuning, answer each stage with the LM or its offline twin, whichever scores higher end to end "
+        "on the training split (never below the offline floor there); saved with the program; whole programs only",
+    )
+    parser.add_argument(
         "--teacher",
         choices=("offline",),
         default=None,
@@ -492,6 +498,8 @@ def main(args: argparse.Namespace) -> int:
     kind = kind if kind != "program" and args.metric in METRICS[kind] else "program"
     if args.from_runs is not None:
         kind = "pool"
+    if args.choose_stages and (args.program == "taxonomy" or kind != "program" or args.stage != "all"):
+        raise ValueError("--choose-stages chooses among a whole program's stages: pass --program research or gather")
     if args.teacher == "offline":  # checked before any LM request
         if args.program == "taxonomy" or kind != "program" or args.stage != "all":
             raise ValueError(
@@ -558,6 +566,7 @@ def main(args: argparse.Namespace) -> int:
                 evaluator=evaluator,
                 journal=work,
                 teacher=target.program.offline() if args.teacher == "offline" else None,
+                choose=args.choose_stages,
             )
         for role, n in (evaluator.calls if evaluator is not None else {}).items():  # made on the cluster
             counter.calls[role] = counter.calls.get(role, 0) + n
@@ -575,6 +584,8 @@ def main(args: argparse.Namespace) -> int:
         "metric": spec.name,
         "optimizer": args.optimizer,
         "teacher": args.teacher or "the program itself",
+        "offline_stages": list(result.program.twin_stages()) if result.choice_scores is not None else None,
+        "choice_scores": result.choice_scores,
         "judge": support.name if args.metric in WRITING_METRICS.get(metric_target, ()) else None,
         "from_runs": args.from_runs,
         "data": args.data or args.from_runs,

@@ -16,6 +16,7 @@ import dspy
 from deepresearch.optimize.metrics import MetricSpec, as_gepa_metric, as_metric
 from deepresearch.programs.lm.usage import UsageMeter, metered
 from deepresearch.programs.runtime.stage import Shared
+from deepresearch.programs.stages.choice import choose_twins
 
 if TYPE_CHECKING:
     from deepresearch.optimize.resume import RunFolder
@@ -270,6 +271,7 @@ class CompileResult:
     before_scores: tuple[float, ...] = ()  # per dev example, in the dev split's order
     after_scores: tuple[float, ...] = ()
     metric_calls: int = 0  # made by the optimizer (the dev evaluations not counted)
+    choice_scores: dict[str, float] | None = None  # training scores of the per-stage choice (`choose`), when made
 
     def interval(self) -> tuple[float, float] | None:
         """The paired bootstrap 95% interval of the dev change, when per-example scores were kept."""
@@ -467,6 +469,7 @@ def compile_program(
     evaluator: DevEvaluator | None = None,
     journal: RunFolder | None = None,
     teacher: dspy.Module | None = None,
+    choose: bool = False,
 ) -> CompileResult:
     """Tunes `program` with `optimizer` on `trainset` and scores it before and after on `devset`.
 
@@ -487,6 +490,9 @@ def compile_program(
             The optimizer itself always runs here, on DSPy's threads.
         teacher: The program whose runs on the training examples give the demonstrations (`program.offline()`:
             the offline twins, no LM call); `bootstrap-rs` and `miprov2` take one, the program itself by default.
+        choose: After tuning, choose per stage the LM module or its offline twin, whichever scores higher end to
+            end on `trainset` (`choose_twins`), so the program is never below the offline floor there; the
+            dev scores after are the chosen program's. For whole programs (`DeepResearch`, `Gatherer`).
         journal: The run's working folder (optimize/resume.py): the dev scores before tuning it holds are not
             computed again, each new one is written to it as it comes, and so is the metric budget
             `max_lm_calls` leaves (a resumed run tunes under the budget its first start fixed).
@@ -503,6 +509,8 @@ def compile_program(
         raise ValueError(f"budget must be >= 1 metric call, got {budget}")
     if not trainset:
         raise ValueError("the training split is empty; give more examples or a --data file")
+    if choose and not hasattr(program, "with_twins"):
+        raise ValueError("the per-stage choice of offline twins is made for whole programs, not one stage")
     if teacher is not None and optimizer not in TEACHABLE:
         raise ValueError(
             f"{optimizer} takes no teacher; choose {' or '.join(TEACHABLE)} to learn from the offline program"
@@ -577,6 +585,10 @@ def compile_program(
         except LMCallBudgetSpent:  # a call the optimizer cannot do without (MIPROv2's proposer) found no room
             logger.warning("the LM-call budget ran out before %s finished; the program stays untuned", optimizer)
             tuned = program.deepcopy()
+        choice_scores = None
+        if choose:
+            metric = guarded_metric(spec)
+            tuned, choice_scores = choose_twins(tuned, trainset, metric, num_threads=num_threads)
         after_scores = dev_scores(tuned)
     return CompileResult(
         program=tuned,
@@ -591,4 +603,5 @@ def compile_program(
         before_scores=tuple(before_scores),
         after_scores=tuple(after_scores),
         metric_calls=progress.calls,
+        choice_scores=choice_scores,
     )

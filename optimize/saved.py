@@ -106,6 +106,8 @@ def describe(record: dict[str, Any]) -> str:
         "stage",
         "lm",
         "optimizer",
+        "teacher",
+        "offline_stages",
         "metric",
         "data",
         "split",

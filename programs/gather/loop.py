@@ -45,6 +45,7 @@ from deepresearch.programs.runtime.events import EventHandler, EventLog
 from deepresearch.programs.runtime.scheduler import BudgetExceeded, Scheduler
 from deepresearch.programs.runtime.stage import Shared, run_sync, set_stage_lms
 from deepresearch.programs.runtime.text import norm_text
+from deepresearch.programs.stages.choice import TwinChoice
 from deepresearch.programs.stages.gathering import CandidateAssessor, SubqueryPlanner, clip, reading_full_text
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.fulltext import FullTextRetriever
@@ -457,7 +458,7 @@ class GatherLoop:
         return top[offset : offset + k], tuple(h.doc.doc_id for h in top[:depth])
 
 
-class Gatherer(dspy.Module):
+class Gatherer(TwinChoice, dspy.Module):
     """Finds the papers that answer a research question with ScholarGym's planner-retriever-assessor loop.
 
     Args:
@@ -509,6 +510,10 @@ class Gatherer(dspy.Module):
     @property
     def retriever(self) -> Retriever:
         return self._retriever.obj
+
+    def stage_table(self) -> dict[str, str]:
+        """Stage name -> the attribute holding its module."""
+        return dict(GATHER_STAGES)
 
     def load_state(self, state: dict[str, Any], **options: Any) -> Gatherer:
         """Loads saved (compiled) state; a state compiled for an older assessor signature is refused."""

@@ -39,6 +39,7 @@ from deepresearch.programs.runtime.scheduler import CostMeter, Scheduler
 from deepresearch.programs.runtime.stage import Shared, run_sync, set_stage_lms
 from deepresearch.programs.runtime.stage_log import StageLog
 from deepresearch.programs.runtime.text import printable
+from deepresearch.programs.stages.choice import TwinChoice
 from deepresearch.programs.stages.clarifier import MAX_QUESTIONS, check_clarifications, research_brief
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
@@ -57,7 +58,7 @@ def stage_names() -> tuple[str, ...]:
     return tuple(STAGES.research())
 
 
-class DeepResearch(dspy.Module):
+class DeepResearch(TwinChoice, dspy.Module):
     """Plans tasks, researches each as a node of a recursive tree, and writes a cited report.
 
     With the default `eco` strategy every node retrieves, assesses relevance, extracts cited learnings,

@@ -186,6 +186,7 @@ def test_optimize_teacher_offline_saves_the_twins_demonstrations(data_dir, tmp_p
             "--teacher offline needs --optimizer bootstrap-rs or miprov2",
         ),
         (("--optimizer", "bootstrap-rs", "--teacher", "offline", "--stage", "write"), "teaches a whole program"),
+        (("--optimizer", "bootstrap-rs", "--choose-stages", "--stage", "write"), "chooses among a whole program's"),
     ],
 )
 def test_optimize_teacher_offline_refuses_what_it_cannot_teach_before_any_lm_request(
