@@ -18,7 +18,7 @@ The names users reach for first, all importable from the top:
 - DSPy's own compile: `examples(name, split, limit)` gives a benchmark's questions as `dspy.Example`s,
   `metrics` holds DSPy metrics (`metrics.gather_f1`, `metrics.cited_recall`, ...), `Gatherer` is the
   gathering program; `program.offline()` is the teacher: `dspy.BootstrapFewShot(metric=...).compile(program,
-  teacher=program.offline(), trainset=train)`.
+  teacher=program.offline(), trainset=train)`; `choose_twins` keeps, per stage, the LM or its offline twin.
 - Compiling: `compile_program` tunes a program with a DSPy optimizer against a metric (`metric_spec`),
   `save_compiled` and `load_compiled` write and read it with its metadata; `DeepResearch(...).load(path)`
   loads a saved program too.
@@ -57,6 +57,7 @@ _EXPORTS = {
     "Gatherer": "deepresearch.programs.gather.loop",
     "GatherConfig": "deepresearch.programs.gather.loop",
     "examples": "deepresearch.optimize.trainsets",
+    "choose_twins": "deepresearch.programs.stages.choice",
 }
 # name -> a module exported whole: `dr.metrics.gather_f1` and the other DSPy metrics, (example, prediction, trace=None)
 _MODULES = {"metrics": "deepresearch.optimize.metrics"}
@@ -73,6 +74,7 @@ if TYPE_CHECKING:  # for type checkers, IDEs and the API reference; at run time 
     from deepresearch.programs.config import PRESETS, ResearchConfig, preset
     from deepresearch.programs.gather.loop import GatherConfig, Gatherer
     from deepresearch.programs.research.program import DeepResearch
+    from deepresearch.programs.stages.choice import choose_twins
     from deepresearch.retrievers.bm25 import BM25Retriever
     from deepresearch.retrievers.corpus import Corpus, load_corpus
     from deepresearch.retrievers.dense import DenseRetriever
@@ -96,4 +98,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    return sorted(__all__)  # the public API only: not the names this module uses to import it
