@@ -8,10 +8,10 @@ figure is deterministic and no other load on the machine changes it.
 * async: the library's schedule (programs/runtime/scheduler.py's task pool) under the scenario's caps.
 * critical path: the same program with unlimited caps, the longest chain of dependent waits, the lower
   bound of any schedule. It flows through every join (a parent waiting for its children, hero's turns).
-* baselines: `level` (spec 002's layer_barrier: a level starts when the level above has finished),
+* baselines: `level` (ParallelResearch's layer_barrier: a level starts when the level above has finished),
   `sequential` (one node at a time, depth first) and, for the eco trees, `gptr` (GPT-Researcher's
-  layer-synchronous deep research); for the parallel strategy, its -AP and -AP,-RO ablations (spec 002
-  §7) run as scenarios of their own under the same schedules. The sum of all latencies is printed too.
+  layer-synchronous deep research); for the parallel strategy, ParallelResearch's -AP and -AP,-RO
+  ablations run as scenarios of their own under the same schedules. The sum of all latencies is printed too.
 * latency models (`Latency`): exponential jitter; the same with a 5% straggler tail; lognormal
   (sigma = 1); and `fitted`, seconds = a + b * completion tokens, with a and b fitted to the local
   llama-server's measured calls (benchmarks/llm_latency.json, written by measure_llm_latency.py).

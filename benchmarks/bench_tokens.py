@@ -46,7 +46,7 @@ context (one failed request; the lexical rule judged instead). Citation precisio
 / recall under the lexical judge: hero 0.30 / 1.00 on both rows, 0 elsewhere on both; so quality is unchanged
 by the cuts where it can be measured, and cannot be judged from this model where it is 0.
 
-Against spec 002's Table 7: with its breadth policy planning one subquery and the monitor pruning one of
+Against ParallelResearch's Table 7: with its breadth policy planning one subquery and the monitor pruning one of
 three nodes, `parallel`'s orchestration (`breadth`, `deepen`, `orchestrate`) took 44-48 % of prompt tokens
 against Table 7's 6.2 % (2 min) and 5.3 % (10 min): an orchestration request (436-536 tokens) does not
 shrink with the tree, and Table 7's share comes from 19-98 nodes per question. Prompt tokens per node,
@@ -105,9 +105,9 @@ BEFORE = {"assess_sentences": 0, "skip_seen": "off"}
 # the reference, the assessor's cut alone, the defaults, and the defaults with `skip_seen="lineage"`
 CUTS = {"off": BEFORE, "assess": {"skip_seen": "off"}, "on": {}, "lineage": {"skip_seen": "lineage"}}
 TOKEN = re.compile(r"\w+|[^\w\s]")
-# prompt-token shares printed; `orchestrate`: spec 002's orchestration (the parallel strategy's three policies)
+# prompt-token shares printed; `orchestrate`: ParallelResearch's orchestration (the parallel strategy's three policies)
 COMPONENTS = {"assess": ("assess",), "extract": ("extract",), "orchestrate": ("breadth", "deepen", "orchestrate")}
-# spec 002's Table 7 (ParallelResearch, DeepResearchGym): orchestration's share of input tokens at 2 and 10 min
+# ParallelResearch's Table 7 (on DeepResearchGym): orchestration's share of input tokens at 2 and 10 min
 TABLE_7_ORCHESTRATION = {"2 min": 9_632 / 155_409, "10 min": 25_646 / 487_023}
 # Table 7's runs beside Table 2's node counts: (nodes, input tokens, output tokens) per question
 TABLE_7_RUNS = {

@@ -1,6 +1,6 @@
 """What the verify stage changes: ScholarQABench citation precision and recall before and after it.
 
-For each report, Algorithm 1 (spec 001 §6.2, `deepresearch.eval.citations.scholarqa_citation_scores`) is computed
+For each report, Algorithm 1 (`deepresearch.eval.citations.scholarqa_citation_scores`) is computed
 twice with the lexical-entailment rule as the entailment judge: on the writer's draft (its claim
 sentences are exactly the sentences the verify stage judged, recorded in `Report.verdicts`, scored
 against their source ids) and on the shipped report (renumbered citations, scored against the cited

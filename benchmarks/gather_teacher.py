@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:
         out.write_text(json.dumps(report, indent=2), encoding="utf-8")
 
-    gatherer = dr.Gatherer(retriever, iterations=args.iterations)
+    gatherer = dr.Gatherer(retriever, dr.GatherConfig(iterations=args.iterations, lm_timeout_s=args.lm_timeout))
     report["offline_floor"] = score(gatherer.offline(), dev, 1, calls)
     save()
     with dspy.context(lm=lm, adapter=SchemaAdapter() if args.api_base else None):

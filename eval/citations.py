@@ -1,11 +1,11 @@
 """Citation checks of a Markdown report: recall, graded precision, and ScholarQABench's Algorithm 1.
 
-* DeepResearchGym style (spec 001 §6.1): citation recall is the share of claim sentences carrying at
+* DeepResearchGym style: citation recall is the share of claim sentences carrying at
   least one citation; citation precision is the mean support grade (1 / 0.5 / 0) of each cited claim
   by its cited sources. Grades come from an LLM judge (`deepresearch.eval.judges.CitationSupportJudge`) or from
   `lexical_support`, an offline lexical-entailment fallback that is not an entailment model.
-* ScholarQABench style (spec 001 §6.2, Algorithm 1): `scholarqa_citation_scores` with a pluggable
-  `entails(premise, hypothesis) -> bool`, as the spec reads it; `scholarqa_official_scores` applies the
+* ScholarQABench style (its Algorithm 1): `scholarqa_citation_scores` with a pluggable
+  `entails(premise, hypothesis) -> bool`, as the paper states it; `scholarqa_official_scores` applies the
   citation rules of the released scorer instead (AkariAsai/ScholarQABench scripts/citation_correctness_eval.py,
   `compute_autoais`): inherited citations, out-of-range citations, the first number of a group, the length
   of a sentence with its markers, and answers without a sentence left out of the means.
@@ -102,7 +102,7 @@ def grade_claims(
 
 @dataclass(frozen=True)
 class CitationScores:
-    """Counts of ScholarQABench's Algorithm 1 for one report (spec 001 §6.2)."""
+    """Counts of ScholarQABench's Algorithm 1 for one report."""
 
     n_claims: int
     n_supported: int
@@ -129,7 +129,7 @@ def scholarqa_citation_scores(
     max_citations: int = 3,
     printed_algorithm: bool = False,
 ) -> CitationScores:
-    """ScholarQABench citation precision and recall of one report (spec 001 §6.2, Algorithm 1).
+    """ScholarQABench citation precision and recall of one report, by its Algorithm 1.
 
     Args:
         claims: The evaluated sentences (see `claim_sentences`), citation markers already removed.

@@ -1,4 +1,4 @@
-"""Six heuristic quality scores of an ecology report, and their weighted overall quality (spec 000 §6.4).
+"""DeepResearch-Eco's six heuristic quality scores of an ecology report, and their weighted overall quality.
 
 Detection is case-insensitive substring matching against the vocabularies in `eco_vocab.json`, plus
 regular expressions for temporal references, formal citations and italicised binomials. Each count
@@ -36,7 +36,7 @@ REQUIRED_LISTS = (
     "research_gaps",
 )
 
-# Overall quality (spec 000 §6.4; the reference repository's weights, which sum to 1.00).
+# Overall quality: the six scores weighted by the reference repository's weights, which sum to 1.00.
 OVERALL_WEIGHTS: dict[str, float] = {
     "depth": 0.22,
     "breadth": 0.20,
@@ -49,7 +49,7 @@ OVERALL_WEIGHTS: dict[str, float] = {
 DENSITY_CAP = 50.0  # sources per 1,000 words at which S_density saturates
 TAXONOMIC_CAP = 10
 
-# Temporal precision (spec 000 §6.4, (D) regexes): quantified durations and ranges ("5–10 years",
+# Temporal precision, by regex: quantified durations and ranges ("5–10 years",
 # "≥10 years", "a 3-year study") and year ranges ("1990–2010").
 SPECIFIC_DURATION = re.compile(
     r"(?:[≥≤><]\s*)?\b\d+(?:\.\d+)?(?:\s*(?:[–-]|to)\s*\d+(?:\.\d+)?)?[\s-]*(?:day|week|month|year|decade)s?\b", re.I
@@ -116,7 +116,7 @@ def binomials(text: str) -> int:
     return len(BINOMIAL.findall(text))
 
 
-# Component formulas (spec 000 §6.4). Each takes raw counts and returns a score in [0, 1].
+# Component formulas. Each takes raw counts and returns a score in [0, 1].
 def depth_score(mechanistic: float, causal: float, temporal: float) -> float:
     return 0.4 * capped(mechanistic, 20) + 0.3 * capped(causal, 10) + 0.3 * min(max(temporal, 0.0), 1.0)
 
@@ -183,9 +183,9 @@ class EcoScores:
 
 
 def count_signals(markdown: str, vocab: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, float]:
-    """Every raw count the components use (spec 000 §6.4 counting rule: distinct entries for
+    """Every raw count the components use: distinct entries for
     regions, interventions, biodiversity dimensions, ecosystem services and spatial scales; total
-    occurrences for the rest)."""
+    occurrences for the rest."""
     v = vocab or load_vocab()
     stats = source_stats(markdown)
     return {

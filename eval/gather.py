@@ -1,4 +1,4 @@
-"""Information-gathering metrics, as ScholarGym publishes them (spec 004 §4).
+"""Information-gathering metrics, as ScholarGym publishes them.
 
 Per query and iteration t, with G the ground truth, R_t and S_t the papers retrieved and selected in
 round t, and R_{<=t}, S_{<=t} their unions over rounds 1..t:
@@ -10,7 +10,7 @@ Avg.Distance: d(g) = max(0, 1 - r_g / K), K = 100, r_g the 0-based best rank of 
 GT discard rate: |G ∩ (R_t \\ S_t)| / |R_t \\ S_t| per round, averaged over queries, then over iterations.
 Queries with an empty G are skipped and counted.
 
-Two protocols settle the edges (spec 004 §4.4), and every summary names the one it used:
+Two protocols settle the edges, and every summary names the one it used:
   official (default) — the rules of ScholarGym's released scorer (code/deeprag.py, code/eval.py,
       code/metrics.py at commit f426fd1), which computed the paper's tables: an empty plan (or a failed plan)
       at any iteration, or the completion flag at iteration 1, fails the query; R, P, Ret.R and Ret.P of a
@@ -382,7 +382,7 @@ def metrics_from_trace(
     bootstrap: int = 0,
     **options: Any,
 ) -> dict:
-    """ScholarGym's metrics (spec 004 §4) of one research run of the `gather` strategy, from its trace.
+    """ScholarGym's metrics of one research run of the `gather` strategy, from its trace.
 
     Args:
         trace: The parsed trace.json of `deepresearch run ... --preset gather` (or `Report.to_dict()`).

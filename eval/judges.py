@@ -1,4 +1,4 @@
-"""LLM judges of reports in the DeepResearchGym style (spec 001 §6.1), as DSPy programs.
+"""LLM judges of reports in the DeepResearchGym style, as DSPy programs.
 
 * `KeyPointJudge`: labels each ground-truth key point Supported / Omitted / Contradicted; key-point
   recall (KPR) and contradiction (KPC) follow from the labels.
@@ -6,7 +6,7 @@
   insightfulness), an integer 0-10 with a justification.
 * `CitationSupportJudge`: grades how well a claim's cited sources back it (1 / 0.5 / 0), the
   input of DeepResearchGym citation precision (`deepresearch.eval.citations.citation_precision`).
-* `JudgeTaxonomy`: the signature of TaxoBench's taxonomy judge (spec 003 §4.8), run by
+* `JudgeTaxonomy`: the signature of TaxoBench's taxonomy judge, run by
   `deepresearch.eval.taxonomy_judge.TaxonomyJudge`.
 
 The signatures live here, not in `signatures/`, so no optimizer ever tunes the judge. Each judge
@@ -41,7 +41,7 @@ SUPPORT_GRADES: dict[str, float] = {"full": 1.0, "partial": 0.5, "none": 0.0}
 JUDGE_CACHE_BYTES = 1 << 30  # 1 GiB of verdicts: hundreds of thousands of judgements
 
 
-# Behaviour: spec 001 §6.1 (DeepResearchGym key-point judgement). Wording is ours.
+# Behaviour: DeepResearchGym's key-point judgement. Wording is ours.
 class JudgeKeyPoint(dspy.Signature):
     """Decide how the report treats one key point that a good answer to the question should cover.
     Supported means the report states the point or something that clearly implies it.
@@ -54,7 +54,7 @@ class JudgeKeyPoint(dspy.Signature):
     label: KeyPointLabel = dspy.OutputField()
 
 
-# Behaviour: spec 001 §6.1 (citation precision: graded support of a claim by its cited documents). Wording is ours.
+# Behaviour: DeepResearchGym's citation precision, graded support of a claim by its cited documents. Wording is ours.
 class GradeCitationSupport(dspy.Signature):
     """Judge whether the cited sources back the claim, using only what the sources say.
     Full means every part of the claim is stated in or follows directly from the sources.
@@ -65,7 +65,7 @@ class GradeCitationSupport(dspy.Signature):
     support: SupportLabel = dspy.OutputField()
 
 
-# Behaviour: spec 001 §6.1 (six 0-10 criteria, strict rubric, justification). Wording is ours.
+# Behaviour: DeepResearchGym's report rating (six 0-10 criteria, strict rubric, justification). Wording is ours.
 class RateReport(dspy.Signature):
     """Rate the report on the single criterion named, following its rubric strictly.
     Justify the rating briefly with specific strengths and weaknesses, then give an integer from 0 to 10.
@@ -314,7 +314,7 @@ class DimensionScore(BaseModel):
     score: int = Field(description="an integer from 1 (worst) to 5 (best)")
 
 
-# Behaviour: spec 003 §4.8 (a rigorous, objective expert's view; evidence -> gap analysis -> score; the four
+# Behaviour: TaxoBench's judge (a rigorous, objective expert's view; evidence -> gap analysis -> score; the four
 # rubrics). Wording is ours; the expert stance is stated as a standard to apply, not a role to play.
 class JudgeTaxonomy(dspy.Signature):
     """Judge, with the rigour and objectivity of a specialist in the topic's field, how well a generated taxonomy matches one written by experts.

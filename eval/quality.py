@@ -1,11 +1,11 @@
 """Quality of what the writing stages produce: citation support, key points, source integration.
 
 One scorer for every stage that writes cited text, from a node's learnings to the final report:
-* citation precision and recall by ScholarQABench's Algorithm 1 (spec 001 §6.2, `deepresearch.eval.citations`), the
+* citation precision and recall by ScholarQABench's Algorithm 1 (`deepresearch.eval.citations`), the
   entailment judged by a judge LM (`Support.from_lm`, verdicts cached on disk) or, without one, by the
   named offline rule `lexical_entails`;
-* key-point recall (spec 001 §6.1) against a question's reference key points, when it has them;
-* source integration (spec 000 §6.3): distinct cited sources per 1,000 words, scaled as S_density;
+* DeepResearchGym's key-point recall against a question's reference key points, when it has them;
+* DeepResearch-Eco's source integration: distinct cited sources per 1,000 words, scaled as S_density;
 * retention: the share of the citations a stage was given that its output still cites (a merger or
   writer that drops sources loses them for the rest of the run);
 * a composite of these for tuning a whole program.

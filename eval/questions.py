@@ -1,5 +1,5 @@
-"""Question sets for report benchmarks: the ecology questions (spec 000 §6.1), DeepResearchGym's
-Researchy Questions and ScholarQABench (spec 001 §6), from local files or the Hugging Face hub."""
+"""Question sets for report benchmarks: the ecology questions of DeepResearch-Eco, DeepResearchGym's
+Researchy Questions and ScholarQABench, from local files or the Hugging Face hub."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Source-integration metrics of a Markdown report (spec 000 §6.3).
+"""Source-integration metrics of a Markdown report.
 
 Works on the published DeepResearch^Eco reports, whose sources are the URL list under `## Sources`,
 and on ours, whose `## References` list names a URL or a corpus document id per entry.
@@ -10,12 +10,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-# Spec 000 §6.3: a source is a unique string matching this pattern anywhere in the file.
+# A source is a unique string matching this pattern anywhere in the file.
 URL = re.compile(r"https?://[^\s\)]+")
 # Our reference lines (deepresearch.programs.artifacts.Reference.render): "[3] Title (2020). doc 12345".
 DOC_REFERENCE = re.compile(r"^\s*\[\d+\].*?\bdoc (\S+)\s*$", re.M)
 REFERENCE_HEADING = re.compile(r"^#{1,6}\s*(references|sources)\s*$", re.I | re.M)
-# "12_o3-mini_orkg_d4_b4.md": question index, model, search engine, depth, breadth (spec 000 §6.1).
+# "12_o3-mini_orkg_d4_b4.md": question index, model, search engine, depth, breadth.
 REPORT_NAME = re.compile(r"^(?P<index>\d+)_(?P<model>.+)_(?P<engine>[^_]+)_d(?P<depth>\d+)_b(?P<breadth>\d+)$")
 
 
@@ -80,7 +80,7 @@ def word_count(text: str) -> int:
 
 
 def source_stats(markdown: str) -> SourceStats:
-    """Unique sources and word count of a report (spec 000 §6.3).
+    """Unique sources and word count of a report.
 
     Example:
         >>> source_stats("Text [1].\\n\\n## Sources\\n\\n- https://a.org/x\\n- https://a.org/x").n_sources

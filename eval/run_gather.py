@@ -414,7 +414,7 @@ def main(args: argparse.Namespace) -> int:
     corpus_spec = args.corpus or (str(found) if kind == "beir" else None)
     if corpus_spec is None and args.index is None:
         raise ValueError("a ScholarGym query set needs --corpus or --index (its 570K-paper corpus is not bundled)")
-    # spec 004 §2.1: ScholarGym's own BM25 for its queries, unless an index or --bm25-preset says otherwise
+    # ScholarGym's own BM25 for its queries, unless an index or --bm25-preset says otherwise
     bm25_preset = "default" if kind == "beir" else "scholargym"
     retrieval = open_from_args(args, corpus_spec, default_preset=bm25_preset)
     corpus = retrieval.corpus

@@ -1,7 +1,7 @@
 """`deepresearch eval report`: run DeepResearch over a question set and score every report.
 
-Scores per report: source integration (spec 000 §6.3) and the eco heuristics (§6.4); citation recall
-and precision (spec 001 §6.1); ScholarQABench citation P/R/F1 (§6.2) under the released scorer's citation
+Scores per report: DeepResearch-Eco's source integration and eco heuristics; DeepResearchGym's citation
+recall and precision; ScholarQABench citation P/R/F1 under the released scorer's citation
 rules (`scholarqa_official_scores`) with the offline lexical entailment; and, with a judge LM, graded citation precision, key-point recall and contradiction
 (when the questions carry key points) and the six 0-10 criteria. Without a judge LM the citation
 precision is the offline lexical-entailment fallback, reported under its own name.

@@ -1,4 +1,4 @@
-"""TaxoBench metrics (spec 003 §4): title alignment, retrieval, leaf-level partitions, US-TED, SEM-PATH, NSR/NSP.
+"""TaxoBench metrics: title alignment, retrieval, leaf-level partitions, US-TED, SEM-PATH, NSR/NSP.
 
 Every metric here is a pure function of trees in TaxoBench's JSON form (internal nodes `name` +
 `subtopics`, leaves `name` + `papers`, papers identified by title) or of label lists. Label
@@ -42,7 +42,7 @@ PROFILES = ("paper", "public_scorer")
 UNRETRIEVED = "\u22a5"  # the one label all unretrieved expert papers share in the end-to-end view
 
 
-# ---------------------------------------------------------------- title alignment (§4.1)
+# ---------------------------------------------------------------- title alignment
 
 
 def _public_norm(title: str) -> str:
@@ -60,7 +60,7 @@ class Alignment:
 
 
 def align_titles(expert: Sequence[str], model: Sequence[str], profile: str = "paper") -> Alignment:
-    """Greedy one-to-one title matching, expert papers in the given order (spec 003 §4.1).
+    """Greedy one-to-one title matching, expert papers in the given order.
 
     `paper`: best SequenceMatcher ratio among unused model titles (first on ties); accepted when
     equal, or ratio >= 0.6 and one normalised title contains the other. `public_scorer`: similarity
@@ -102,7 +102,7 @@ def align_titles(expert: Sequence[str], model: Sequence[str], profile: str = "pa
     return Alignment(tuple(pairs), unmatched_e, unmatched_m)
 
 
-# ---------------------------------------------------------------- retrieval (§4.2)
+# ---------------------------------------------------------------- retrieval
 
 
 def retrieval_scores(hits: int, n_expert: int, n_model: int) -> dict[str, float]:
@@ -112,13 +112,13 @@ def retrieval_scores(hits: int, n_expert: int, n_model: int) -> dict[str, float]
     return {"recall": recall, "precision": precision, "f1": harmonic_mean(precision, recall)}
 
 
-# ---------------------------------------------------------------- leaf level (§4.3)
+# ---------------------------------------------------------------- leaf level
 
 
 def leaf_scores(labels_true: Sequence[Any], labels_pred: Sequence[Any]) -> dict[str, float]:
     """ARI, HOM, COMP and V (natural log) of one evaluated universe; all 0 with fewer than 2 papers.
 
-    scikit-learn's scores, which spec 003 §4.3 takes as the definition.
+    scikit-learn's scores, which TaxoBench takes as the definition.
     """
     if len(labels_true) < 2:
         return {"ari": 0.0, "hom": 0.0, "comp": 0.0, "v": 0.0}
@@ -132,7 +132,7 @@ def leaf_scores(labels_true: Sequence[Any], labels_pred: Sequence[Any]) -> dict[
     }
 
 
-# ---------------------------------------------------------------- label similarity (§4.4)
+# ---------------------------------------------------------------- label similarity
 
 
 def exact_sim(xs: Sequence[str], ys: Sequence[str]) -> np.ndarray:
@@ -180,7 +180,7 @@ def default_sim() -> EmbeddingSim:
     return _default_sim
 
 
-# ---------------------------------------------------------------- US-TED / US-NTED (§4.5)
+# ---------------------------------------------------------------- US-TED / US-NTED
 
 
 @dataclass
@@ -245,7 +245,7 @@ def us_ted(expert: Tree, model: Tree, sim: LabelSim | None = None) -> tuple[floa
     return ted, ted / (a.sizes[0] + b.sizes[0])
 
 
-# ---------------------------------------------------------------- SEM-PATH (§4.6)
+# ---------------------------------------------------------------- SEM-PATH
 
 
 def path_cost(s: Sequence[str], t: Sequence[str], sim: LabelSim | None = None, gap: float = 1.0) -> float:
@@ -269,7 +269,7 @@ def path_score(
     return 1.0 / (1.0 + min(costs)) if costs else 0.0
 
 
-# ---------------------------------------------------------------- NSR / NSP (§4.7)
+# ---------------------------------------------------------------- NSR / NSP
 
 
 def _soft_cardinality(matrix: np.ndarray) -> float:

@@ -1,4 +1,4 @@
-"""The LLM judge of taxonomies (spec 003 §4.8): four 1-5 scores of a model tree against the expert tree.
+"""TaxoBench's LLM judge of taxonomies: four 1-5 scores of a model tree against the expert tree.
 
 Both trees reach the judge as indented text trees of category labels, papers left out. The average
 of a judgement is the mean of its four scores; `summarize_judgements` macro-averages many of them,
@@ -46,7 +46,7 @@ class TaxonomyJudgement:
 
 
 def judgement_average(scores: Mapping[str, float]) -> float:
-    """Avg of spec 003 §4.8: the mean of the four dimension scores.
+    """The judge's Avg: the mean of the four dimension scores.
 
     Raises:
         KeyError: when a dimension is missing.

@@ -1,4 +1,4 @@
-"""TaxoBench trees (spec 003 §3): internal nodes `name` + `subtopics`, leaves `name` + `papers`.
+"""TaxoBench trees: internal nodes `name` + `subtopics`, leaves `name` + `papers`.
 
 Papers are identified by title (a string, or a dict with a `title`). Every helper tolerates what a model
 may produce: missing names, non-list children, papers without titles.
@@ -13,7 +13,8 @@ Tree = dict[str, Any]
 
 def coerce_tree(tree: Any, topic: str = "") -> Tree:
     """A tree dict from a prediction: a list of nodes is wrapped under a root named `topic`; a failed
-    parse ("FIX FAILED", None, text) becomes a root-only tree named `topic` (spec 003 §3.2 step 4)."""
+    parse ("FIX FAILED", None, text) becomes a root-only tree named `topic`, TaxoBench's fallback when the
+    JSON repair fails."""
     if isinstance(tree, dict):
         return tree
     if isinstance(tree, list):

@@ -299,7 +299,7 @@ def _research(args: argparse.Namespace, kind: str):
 def _gather(args: argparse.Namespace, kind: str):
     from deepresearch.eval.run_gather import load_frozen_cases  # lazy: start-up
 
-    # spec 004 §2.1: ScholarGym's own BM25 for its queries, unless an index or --bm25-preset says otherwise
+    # ScholarGym's own BM25 for its queries, unless an index or --bm25-preset says otherwise
     preset = "default" if find_queryset(args.data, data_dir())[0] == "beir" else "scholargym"
     corpus, retriever = _retriever(args, preset)
     full = Gatherer(retriever, GatherConfig(iterations=args.iterations, lm_timeout_s=args.lm_timeout))

@@ -17,6 +17,7 @@ from deepresearch.optimize.metrics import MetricSpec, as_gepa_metric, as_metric
 from deepresearch.programs.lm.usage import UsageMeter, metered
 from deepresearch.programs.runtime.stage import Shared
 from deepresearch.programs.stages.choice import choose_twins
+from deepresearch.retrievers.extras import install_hint
 
 if TYPE_CHECKING:
     from deepresearch.optimize.resume import RunFolder
@@ -433,9 +434,7 @@ def _optimizer(
         try:
             import optuna  # noqa: F401
         except ImportError as err:
-            raise ImportError(
-                "miprov2 needs optuna; install it with: pip install 'dspy-deepresearch[miprov2]'"
-            ) from err
+            raise ImportError(f"miprov2 needs optuna; install it with: {install_hint('miprov2')}") from err
         trials = max(1, budget // n_train)
         opt = dspy.MIPROv2(
             metric=metric,

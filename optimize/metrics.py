@@ -177,7 +177,7 @@ def plan_recall(example, pred) -> float:
 
 
 def plan_avg_distance(example, pred) -> float:
-    """Avg.Distance (spec 004): mean over relevant papers of max(0, 1 - best_rank / 100); missing counts 0."""
+    """ScholarGym's Avg.Distance: mean over relevant papers of max(0, 1 - best_rank / 100); missing counts 0."""
     gold = example.relevant_ids
     if not gold:
         return 0.0
@@ -197,7 +197,7 @@ def plan_feedback(example, pred) -> str:
     return " ".join(parts) or f"Every relevant paper ranked in the top {k}."
 
 
-# --- the gathering loop (spec 004): selected and retrieved sets of one query -------------------------
+# --- the gathering loop (ScholarGym): selected and retrieved sets of one query -----------------------
 
 
 def _gt(example) -> set[str]:
@@ -251,7 +251,7 @@ def gather_feedback(example, pred) -> str:
     return " ".join(parts) or "Every ground-truth paper was found and selected."
 
 
-# --- taxonomies (spec 003): the predicted tree against the expert tree --------------------------------
+# --- taxonomies (TaxoBench): the predicted tree against the expert tree -------------------------------
 
 
 def _survey_score(example, pred):

@@ -137,7 +137,7 @@ def candidates_from_jsonl(path: str | Path) -> list[dspy.Example]:
     return examples
 
 
-# --- gathering (spec 004) and taxonomy (spec 003) examples --------------------------------------------
+# --- gathering (ScholarGym) and taxonomy (TaxoBench) examples -----------------------------------------
 
 
 def from_queryset(

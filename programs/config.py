@@ -36,7 +36,7 @@ def check_minimum(settings: Any, names: Iterable[str], minimum: float, prefix: s
 
 @dataclass(frozen=True)
 class HeroConfig:
-    """Settings of the `hero` strategy (spec 001 §2, §5.1).
+    """Settings of the `hero` strategy.
 
     Args:
         turns: Turns T; from the second on, the planner sees earlier queries and summaries.
@@ -97,7 +97,7 @@ class HeroConfig:
 
 @dataclass(frozen=True)
 class ParallelConfig:
-    """Settings of the `parallel` strategy (spec 002 §2-§4). Each switch can be turned off for ablations.
+    """Settings of the `parallel` strategy. Each switch can be turned off for ablations.
 
     Args:
         adaptive_breadth: A breadth policy picks 1..max_breadth subqueries per planning node; off: `breadth`.
@@ -137,7 +137,7 @@ class ParallelConfig:
 
 @dataclass(frozen=True)
 class GatherLoopConfig:
-    """Settings of ScholarGym's gathering loop (spec 004 §1), for the `gather` strategy and the standalone
+    """Settings of ScholarGym's gathering loop, for the `gather` strategy and the standalone
     `Gatherer` (whose `GatherConfig` adds the run limits a research run takes from `ResearchConfig`).
 
     Args:
@@ -511,11 +511,11 @@ PRESETS: dict[str, ResearchConfig] = {
     "quick": ResearchConfig(depth=1, breadth=2),
     "standard": ResearchConfig(),
     "deep": ResearchConfig(depth=4, breadth=4),
-    # spec 000 §3: the depth x breadth recursion with halving breadth (what `standard` runs, named)
+    # DeepResearch-Eco: the depth x breadth recursion with halving breadth (what `standard` runs, named)
     "eco": ResearchConfig(strategy="eco"),
-    # spec 001 §5.1, DeepResearchGym column: T=3, k=3, k'=2, m=3, depths 24/8, 76 LM calls at most
+    # HERO's settings for DeepResearchGym: T=3, k=3, k'=2, m=3, depths 24/8, 76 LM calls at most
     "hero": ResearchConfig(strategy="hero", depth=2, breadth=3, max_lm_calls=76, hero=HeroConfig()),
-    # spec 002 §6: max depth 10, breadth 4 (adaptive up to 6), a 10-minute budget
+    # ParallelResearch's setup: max depth 10, breadth 4 (adaptive up to 6), a 10-minute budget
     "parallel": ResearchConfig(
         strategy="parallel",
         depth=10,
@@ -525,8 +525,8 @@ PRESETS: dict[str, ResearchConfig] = {
         deadline_s=600.0,
         parallel=ParallelConfig(),
     ),
-    # spec 004 §1: T=5 rounds of 3-6 subqueries, pages of at most 10, then extraction from what was selected;
-    # the top 100 ids of every search are kept in the trace, so Avg.Distance is computable from it (§4)
+    # ScholarGym's loop: T=5 rounds of 3-6 subqueries, pages of at most 10, then extraction from what was selected;
+    # the top 100 ids of every search are kept in the trace, so Avg.Distance is computable from it
     "gather": ResearchConfig(strategy="gather", gather=GatherLoopConfig(ranking_depth=100)),
 }
 

@@ -2,7 +2,7 @@
 
 The command-line modules (the edge) ask this module and pass what it finds to the library as arguments:
 a library function takes its data folder, key, server or cache folder as a parameter and never looks at
-the process environment itself (style guide §5). What each variable means is documented in
+the process environment itself. What each variable means is documented in
 docs/reference/cli.md; the search engines' variables in docs/how-to/search-engines.md.
 
 Two readers stay inside the library on purpose and ask `credential_values` and `provider_base_url` here:

@@ -18,7 +18,7 @@ class Reference:
 
     Attributes:
         number: The citation number in the report ([1]..[n], in order of first use).
-        source_id: The run's id of the document (spec 001 §4.7), which learnings cite.
+        source_id: The run's id of the document, which learnings cite.
         doc_id: The document's id in the corpus.
         title, year, url: From the document (`url` may be built from an arXiv or PubMed id).
         authors, venue, doi: From the corpus record, when it has them (`deepresearch.retrievers.bibliographic`);
@@ -73,7 +73,7 @@ def _reference_dict(ref: Reference) -> dict[str, Any]:
 
 
 def _title_from_url(url: str | None) -> str:
-    """Spec 001 §4.7: with no title, the title-cased last segment of the URL's path ("Documento.Php?Id=1")."""
+    """The title of a source that has none: the title-cased last segment of the URL's path ("Documento.Php?Id=1")."""
     rest = (url or "").split("#")[0].split("://", 1)[-1].rstrip("/")
     return rest.rsplit("/", 1)[-1].title() if "/" in rest else ""
 

@@ -44,7 +44,7 @@ from deepresearch.retrievers.types import Hit, SyncSearchMixin
 
 logger = logging.getLogger(__name__)
 
-# How a document becomes the text BM25 indexes. "scholargym" is the reference's form (spec 004 §2.1).
+# How a document becomes the text BM25 indexes. "scholargym" is ScholarGym's own form.
 TEXT_FORMATS = {"scholargym": "title: {title} abstract: {text}", "plain": "{title} {text}"}
 # Version of the files `save` writes (2: one memory-mappable .npy per array, the vocabulary as a string table;
 # 3: postings hold a (tf, length) code instead of a weight).

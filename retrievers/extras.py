@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import shlex
 from collections.abc import Mapping
+from pathlib import Path
 from types import ModuleType
 
 # extra -> (what it installs, the feature that needs it)
@@ -38,7 +40,16 @@ class MissingExtra(ImportError):
 
 
 def install_hint(extra: str) -> str:
-    return f"pip install 'dspy-deepresearch[{extra}]'"
+    """The command that installs `extra` (or several, comma-joined) for this copy of the package.
+
+    Run from a clone (an editable install, or the clone on sys.path), the package's folder holds
+    pyproject.toml and the command installs that clone with the extra: the package is not on PyPI. From a
+    wheel it names the distribution.
+    """
+    root = Path(__file__).resolve().parents[1]  # the folder `deepresearch` imports from
+    if (root / "pyproject.toml").is_file():
+        return f"pip install -e {shlex.quote(f'{root}[{extra}]')}"
+    return f"pip install {shlex.quote(f'dspy-deepresearch[{extra}]')}"
 
 
 def require(module: str, extra: str, feature: str | None = None) -> ModuleType:

@@ -9,7 +9,7 @@ A hit without a link, or whose PDF cannot be fetched or read, stays as it was (i
 is told in one warning line per paper and not tried again in the same process (`unread` says why).
 
 A step that judges whole papers reads one through `read` instead, which keeps the paper's id: the
-gathering loop (spec 004) searches the retriever this one wraps, selects papers by id, and its second
+gathering loop (ScholarGym's) searches the retriever this one wraps, selects papers by id, and its second
 look at an uncertain candidate reads that paper's best passages this way, from the same cache.
 """
 
@@ -223,7 +223,7 @@ class FullTextRetriever:
     def read(self, hit: Hit, query: str, k: int | None = None) -> Hit:
         """`hit` with its text replaced by the paper's `k` passages best matching `query`, in text order,
         joined by blank lines; the hit itself when it has no readable PDF. The id stays the paper's: for a
-        step that judges whole papers (spec 004's second look at an uncertain candidate)."""
+        step that judges whole papers (ScholarGym's second look at an uncertain candidate)."""
         passages = self.passages(hit.doc)
         if not passages:
             return hit

@@ -31,8 +31,8 @@ QDRANT_MODES = ("bm25", "dense", "hybrid")
 
 # Named BM25 settings. "default" is every command's: BEIR's Elasticsearch setup (English analyzer with Porter
 # stemming, which keeps tokens with digits such as p53, brca1, h1n1 and covid + 19; Lucene IDF; k1 = 1.2),
-# SciFact test nDCG@10 0.683 here against 0.662 for `words` and 0.607 for `scholargym`. "scholargym" is spec
-# 004 §2.1 (rank-bm25's BM25Okapi over whole ASCII-letter words), for the ScholarGym gathering evaluation.
+# SciFact test nDCG@10 0.683 here against 0.662 for `words` and 0.607 for `scholargym`. "scholargym" is
+# ScholarGym's own (rank-bm25's BM25Okapi over whole ASCII-letter words), for its gathering evaluation.
 BM25_PRESETS: dict[str, dict[str, Any]] = {
     "default": {
         "tokenizer": "english",

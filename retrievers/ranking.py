@@ -1,4 +1,4 @@
-"""Exact top-k over a score vector, and the spec 004 filters as boolean masks.
+"""Exact top-k over a score vector, and ScholarGym's search filters as boolean masks.
 
 Both are shared by every in-process backend, so BM25 and dense rank and filter the same way: score
 descending, ties by corpus index (lower first); Hit.rank is the 1-based position in the filtered ranking.

@@ -1,4 +1,4 @@
-"""ScholarGym's paper database: a JSON object keyed by paper id, read as a stream (spec 004 §3.1).
+"""ScholarGym's paper database: a JSON object keyed by paper id, read as a stream.
 
 Each value has `arxiv_id`, `title`, `abstract`, `authors`, a publication date (`published` or `date`),
 `categories` and usually `url`. The file is about 860 MB, so it is decoded one paper at a time.

@@ -24,7 +24,7 @@ ENGLISH_STOPWORDS = frozenset(
 
 
 def scholargym_tokenize(text: str) -> list[str]:
-    """ScholarGym's tokenizer (spec 004 §2.1): lowercase, whole words of ASCII letters only.
+    """ScholarGym's tokenizer: lowercase, whole words of ASCII letters only.
 
     A word holding a digit or a non-ASCII letter yields nothing ("bm25", "café").
     """

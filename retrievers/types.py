@@ -50,7 +50,7 @@ class Retriever(Protocol):
     """What the research programs need from a search backend.
 
     `search(query, k)` returns at most k hits, best first. Backends over a local corpus also take the
-    keyword filters below (spec 004 §2.1): skip the first `offset` results of the filtered ranking
+    keyword filters below (ScholarGym's): skip the first `offset` results of the filtered ranking
     (pagination: "more results of this query"), leave out ids in `exclude`, keep documents published in
     or before the month of `before` (`YYYY-MM[-DD]`), keep documents in any of `categories`.
     Hit.rank is the 1-based position in the filtered ranking, so page 2 starts at rank k + 1.
@@ -87,7 +87,7 @@ async def search_async(retriever: Retriever, query: str, k: int = 10, **filters:
 def passes_filters(
     doc: Doc, exclude: Collection[str] = (), before: str | None = None, categories: Collection[str] = ()
 ) -> bool:
-    """Spec 004 §2.1 filters: exclusion set, month-level `published <= before`, any-of categories.
+    """ScholarGym's search filters: exclusion set, month-level `published <= before`, any-of categories.
 
     A document with no publication date passes the date filter (it cannot be shown to be too late).
     """

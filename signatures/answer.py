@@ -3,7 +3,7 @@ import dspy
 from deepresearch.signatures.types import Finding
 
 
-# Behaviour: spec 000 §4.6 (WriteAnswer), with spec 001's inline citations. Wording is ours.
+# Behaviour: DeepResearch-Eco's WriteAnswer, with HERO's inline citations. Wording is ours.
 class WriteAnswer(dspy.Signature):
     """Answer the question in at most four sentences, using only the findings.
     Lead with the answer itself (yes, no, a number, a name, or "the evidence is mixed"), then give

@@ -4,7 +4,7 @@ from deepresearch.signatures.gather import PaperPreview
 from deepresearch.signatures.types import Label, Task
 
 
-# Behaviour: spec 004 §1.5 (AssessCandidates), one label per candidate. The papers are numbered: a small model
+# Behaviour: ScholarGym's AssessCandidates, one label per candidate. The papers are numbered: a small model
 # copies a short number where it garbles an id, and writes a label, not a reason, for each. Wording is ours.
 class AssessRelevance(dspy.Signature):
     """Label each retrieved paper for the search task, strictly.

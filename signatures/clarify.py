@@ -1,9 +1,9 @@
 import dspy
 
 
-# Behaviour: spec 000 §4.1 (ClarifyQuestion, optional, before research). Wording is ours. The program
+# Behaviour: DeepResearch-Eco's ClarifyQuestion (optional, before research). Wording is ours. The program
 # caps, trims and deduplicates the questions (programs/stages/clarifier.py); the field is `question`,
-# as in every other stage, where the spec says `query`.
+# as in every other stage, where DeepResearch-Eco says `query`.
 class ClarifyQuestion(dspy.Signature):
     """Before any research starts, ask the person who wrote the research question about what it leaves
     open: the scope, the population or setting, the period, or the kind of answer they need.

@@ -3,7 +3,7 @@ import dspy
 from deepresearch.signatures.types import Learning, Task
 
 
-# Behaviour: spec 001 §4.4 (FindGaps). Wording is ours.
+# Behaviour: HERO's FindGaps. Wording is ours.
 class FindGaps(dspy.Signature):
     """Find what is still missing from the summary for this line of research: unexplored aspects,
     conflicting results, thin evidence. For each gap worth filling, write one concrete follow-up
@@ -20,7 +20,7 @@ class FindGaps(dspy.Signature):
     tasks: list[Task] = dspy.OutputField(desc="at most max_tasks; empty means stop")
 
 
-# Behaviour: spec 001 §4.5 (enrichment synthesis, appended to the summary, never a rewrite). Wording is ours.
+# Behaviour: HERO's enrichment synthesis, appended to the summary, never a rewrite. Wording is ours.
 class WriteEnrichment(dspy.Signature):
     """Write one paragraph with what the new learnings add to the existing summary of this line of
     research. Include only information the summary lacks, keep every number, place and method, and put

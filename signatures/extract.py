@@ -23,7 +23,7 @@ class PassageLearning(BaseModel):
     text: str = Field(description="a single self-contained finding that keeps names, numbers and units")
 
 
-# Behaviour: spec 000 §4.4 (SummarizeResult) and spec 001 §4.2 (ExtractFacts: one fact per finding, exactly one
+# Behaviour: DeepResearch-Eco's SummarizeResult and HERO's ExtractFacts (one fact per finding, exactly one
 # citation each). The LM names a passage by its number and the code cites that passage's source: a small model
 # asked for a list of ids cited every passage it was shown, and a number it invents is caught. Wording is ours.
 class ExtractLearnings(dspy.Signature):

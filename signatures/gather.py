@@ -76,7 +76,7 @@ class Feedback(BaseModel):
     suggestions: str = Field(description="how the next searches could be aimed better")
 
 
-# Behaviour: spec 004 §1.3 (PlanSubqueries) with the query-writing strategies S1-S7 condensed. Wording is ours.
+# Behaviour: ScholarGym's PlanSubqueries, with its query-writing strategies S1-S7 condensed. Wording is ours.
 class PlanSubqueries(dspy.Signature):
     """Plan the next round of searches for papers that answer the research question, acting on the tree of
     searches made so far: derive a narrower child, expand a sibling on another aspect, or continue an existing
@@ -108,7 +108,7 @@ class PaperPreview(BaseModel):
     text: str
 
 
-# Behaviour: spec 004 §1.5 (AssessCandidates), abstract-only mode plus an uncertain label. Wording is ours.
+# Behaviour: ScholarGym's AssessCandidates, abstract-only mode plus an uncertain label. Wording is ours.
 # Shaped for small models (issue 27): one label per candidate and nothing else, in an object keyed by the
 # candidates' numbers, so under a JSON schema (SchemaAdapter) every id is required once and no other id can be
 # written; the planner's notes are composed from the labels by the stage, not written by the LM.
@@ -125,7 +125,7 @@ class LabelCandidates(dspy.Signature):
     relevance: dict[str, Label] = dspy.OutputField(desc="one label for every paper_id shown, nothing else")
 
 
-# Behaviour: spec 004 §1.5-1.6 (adaptive browsing): the paper's text is the passages of its open-access PDF that
+# Behaviour: ScholarGym's adaptive browsing: the paper's text is the passages of its open-access PDF that
 # bear on the question when the run reads full text and the PDF could be had, else its stored text. Wording is ours.
 class RecheckCandidate(dspy.Signature):
     """Read more of a paper that could not be judged from its opening lines and decide whether it belongs in
@@ -140,7 +140,7 @@ class RecheckCandidate(dspy.Signature):
     evidence: str = dspy.OutputField(desc="at most 3 sentences from or about the text")
 
 
-# Behaviour: spec 004 §1.7 (Direct Query baseline): one search written in one shot. Wording is ours.
+# Behaviour: ScholarGym's Direct Query baseline: one search written in one shot. Wording is ours.
 class WriteSearchQuery(dspy.Signature):
     """Turn the research question into a single keyword query for a search engine over scientific papers,
     keeping every key point and using the field's usual terms."""

@@ -22,7 +22,7 @@ class SummarySentence(BaseModel):
     text: str = Field(description="one sentence")
 
 
-# Behaviour: spec 001 §4.3 (MergeFacts): add specifics, never generalise, never join two studies under one claim.
+# Behaviour: HERO's MergeFacts: add specifics, never generalise, never join two studies under one claim.
 # The LM names a learning by its number and the code cites that learning's sources: a small model drops or
 # garbles ids it must copy, and a number it invents is caught. Wording is ours.
 class MergeLearnings(dspy.Signature):

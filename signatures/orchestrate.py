@@ -1,7 +1,7 @@
 import dspy
 
 
-# Behaviour: spec 002 §2.1 (breadth policy π_b): gain of splitting weighed against its time. Wording is ours.
+# Behaviour: ParallelResearch's breadth policy π_b: gain of splitting weighed against its time. Wording is ours.
 class PlanBreadth(dspy.Signature):
     """Decide how many separate searches this query deserves, and write them.
     A broad query merits several subqueries and a narrow one few; each must be worth the time it costs
@@ -15,7 +15,7 @@ class PlanBreadth(dspy.Signature):
     subqueries: list[str] = dspy.OutputField(desc="at most max_breadth search queries")
 
 
-# Behaviour: spec 002 §2.2 (depth policy π_d, direct mode). Wording is ours.
+# Behaviour: ParallelResearch's depth policy π_d, direct mode. Wording is ours.
 class DecideDeepen(dspy.Signature):
     """Decide whether researching this query one level deeper would add enough new, useful information
     to justify the extra time. Go deeper when the findings open substantial questions; stop when they
@@ -31,7 +31,8 @@ class DecideDeepen(dspy.Signature):
     rationale: str = dspy.OutputField(desc="one sentence")
 
 
-# Behaviour: spec 002 §2.3 (orchestration policy π_o): goal satisfaction and quality of a running node. Wording is ours.
+# Behaviour: ParallelResearch's orchestration policy π_o: goal satisfaction and quality of a running node.
+# Wording is ours.
 class EvaluateProgress(dspy.Signature):
     """Score a line of research that is still running, from what it and its sub-searches found so far.
     Goal satisfaction is how completely the findings already answer its goal; quality is how good the

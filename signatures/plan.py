@@ -3,7 +3,7 @@ import dspy
 from deepresearch.signatures.types import Task
 
 
-# Behaviour: spec 000 §4.2 (GenerateSerpQueries) and spec 001 §4.1 (PlanResearchQueries). Wording is ours.
+# Behaviour: DeepResearch-Eco's GenerateSerpQueries and HERO's PlanResearchQueries. Wording is ours.
 class PlanQueries(dspy.Signature):
     """Break the research question into distinct searches over a collection of scientific papers.
     Each task is a short keyword-style query with a goal saying what it should establish.

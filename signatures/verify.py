@@ -36,7 +36,8 @@ class ClaimVerdict(BaseModel):
     )
 
 
-# Behaviour: issue 17 (in-pipeline citation check); spec 001 §6.2's support judgement, made while writing. Wording is ours.
+# Behaviour: issue 17 (in-pipeline citation check); ScholarQABench's support judgement, made while writing.
+# Wording is ours.
 class VerifyClaims(dspy.Signature):
     """Check each sentence of a draft research report against the passages given with it.
     A sentence is supported when the passages state everything it claims, partially when they state

@@ -3,7 +3,7 @@ import dspy
 from deepresearch.signatures.types import Finding
 
 
-# Behaviour: spec 001 §4.6 (WriteReport). Wording is ours.
+# Behaviour: HERO's WriteReport. Wording is ours.
 class WriteReport(dspy.Signature):
     """Write a research report in Markdown that answers the question from the findings.
     Open with a direct answer, then organise by theme under ### headings, weighing agreeing and

@@ -11,6 +11,7 @@ import pytest
 
 from deepresearch import cli
 from deepresearch.programs.config import PRESETS
+from deepresearch.retrievers.extras import install_hint
 
 QUESTION = "Does obesity increase the risk of type 2 diabetes?"
 ROOT = Path(__file__).resolve().parents[1]
@@ -174,7 +175,7 @@ def test_a_missing_extra_is_one_line(in_tmp, data_dir, monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1] == (
         "deepresearch run: error: dense retrieval and sentence embeddings needs the "
-        "'dense' extra: pip install 'dspy-deepresearch[dense]'"
+        f"'dense' extra: {install_hint('dense')}"
     )
 
 

@@ -192,7 +192,8 @@ def test_eval_gather_finds_query_sets_and_corpora_by_name(scifact_index, tmp_pat
         == 0
     )  # the local copy of the hub query set
     settings = json.loads((tmp_path / "sg" / "run.json").read_text())
-    assert settings["retriever"]["bm25"]["tokenizer"] == "scholargym" and settings["split"] == "all"  # spec 004
+    # ScholarGym's own tokenizer and split
+    assert settings["retriever"]["bm25"]["tokenizer"] == "scholargym" and settings["split"] == "all"
 
 
 def beir_subset(data_dir, folder, n_queries=12, n_others=100):

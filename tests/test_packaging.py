@@ -1,13 +1,19 @@
-"""The install: one `deepresearch` namespace over the repository's folders, and no import around it."""
+"""The install: one `deepresearch` namespace over the repository's folders, and no import around it; the
+wheel `python -m build` makes carries what the package reads and runs offline wherever it is installed."""
 
 from __future__ import annotations
 
 import ast
+import gzip
 import json
+import os
+import re
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+import pytest
 
 try:
     import tomllib
@@ -59,36 +65,100 @@ def test_nothing_imports_our_folders_by_their_bare_names():
     assert {name: found for name, found in bare.items() if found} == {}
 
 
-def test_the_wheel_installs_everything_under_deepresearch(tmp_path):
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory) -> Path:
+    """What `python -m build` makes of the clone: the sdist, and the wheel built from that sdist (so a file the
+    sdist leaves out is missing from the wheel too). --no-isolation builds with this environment's setuptools,
+    offline."""
+    out = tmp_path_factory.mktemp("dist")
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp_path),
-            str(ROOT),
-        ],
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 0, done.stderr[-2000:]
-    (wheel,) = tmp_path.glob("*.whl")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
+    return out
+
+
+# the files besides Python modules that the package reads at run time
+DATA = {
+    "deepresearch/eval/eco_vocab.json",  # eval/eco.py
+    "deepresearch/programs/report_view.html.j2",  # programs/report_view.py, the HTML report view
+    "deepresearch/programs/report_view.css",
+    "deepresearch/programs/report_view.js",
+    *(  # retrievers/sources.py: the embedded SciFact corpus and its attribution
+        f"deepresearch/retrievers/embedded-corpora/scifact/{name}"
+        for name in ("corpus.jsonl.gz", "queries.jsonl", "qrels/train.tsv", "qrels/test.tsv", "ATTRIBUTION.md")
+    ),
+}
+
+
+def test_the_wheel_installs_everything_under_deepresearch(dist):
+    (wheel,) = dist.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     code = [n for n in names if not n.startswith("dspy_deepresearch-")]
     assert code and all(n.startswith("deepresearch/") for n in code), sorted({n.split("/")[0] for n in code})
-    assert {
-        "deepresearch/cli.py",
-        "deepresearch/programs/research/program.py",
-        "deepresearch/eval/eco_vocab.json",
-        "deepresearch/programs/report_view.html.j2",
-        "deepresearch/programs/report_view.css",
-        "deepresearch/programs/report_view.js",
-    } <= set(names)
-    assert not any(n.startswith(("deepresearch/tests/", "deepresearch/benchmarks/")) for n in names)
+    assert {"deepresearch/cli.py", "deepresearch/programs/research/program.py"} <= set(names)
+    # the data the package reads and nothing else: no tests, docs, benchmarks, examples, runs or environment
+    assert {n for n in code if not n.endswith(".py")} == DATA
+    assert {n.removeprefix("deepresearch/") for n in code if n.endswith(".py")} == {
+        str(p.relative_to(ROOT)) for folder in FOLDERS for p in (ROOT / folder).rglob("*.py")
+    } | {"__init__.py", "cli.py"}
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "deepresearch = deepresearch.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+
+
+CHECK_IMPORT = """
+import json
+import sys
+
+import deepresearch as dr
+from deepresearch.retrievers.extras import MissingExtra, require
+
+retrieval = dr.open_retriever("scifact")
+hits = retrieval.retriever.search("obesity and type 2 diabetes", k=3)
+examples = dr.examples("scifact", "train", limit=3)
+sys.modules["pypdf"] = None  # as on an install without the pdf extra
+try:
+    require("pypdf", "pdf", "reading PDFs")
+except MissingExtra as err:
+    missing = str(err)
+loaded = sorted({m.__file__ for name, m in sys.modules.items() if name.split(".")[0] == "deepresearch"})
+found = {"documents": len(retrieval.corpus), "hits": len(hits), "examples": len(examples)}
+print(json.dumps({**found, "missing": missing, "loaded": loaded}))
+"""
+
+
+def test_the_installed_wheel_researches_offline_from_any_folder(dist, tmp_path):
+    """The wheel installed outside the clone: `deepresearch run` and `import deepresearch` work from another
+    folder, with no LM, no data folder and no network, on the SciFact corpus the wheel carries."""
+    (wheel,) = dist.glob("*.whl")
+    target, elsewhere = tmp_path / "site-packages", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    install = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target)]
+    done = subprocess.run([*install, str(wheel)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # nothing from this environment points at an LM, a data folder or a cache; the clone is not on the path
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEEPRESEARCH_")}
+    env.update(PYTHONPATH=str(target), HF_HUB_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True")
+
+    def python(*args: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([sys.executable, *args], cwd=elsewhere, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+        return done
+
+    found = json.loads(python("-c", CHECK_IMPORT).stdout.splitlines()[-1])
+    assert found["loaded"] and all(Path(f).is_relative_to(target / "deepresearch") for f in found["loaded"])
+    assert found["documents"] == 5183 and found["hits"] == 3 and found["examples"] == 3
+    # installed from a wheel, the command to install an extra names the distribution (not the clone)
+    assert found["missing"] == "reading PDFs needs the 'pdf' extra: pip install 'dspy-deepresearch[pdf]'"
+
+    # the console script pip wrote, as a user's shell runs it
+    python(str(target / "bin" / "deepresearch"), "run", "Does obesity increase the risk of type 2 diabetes?")
+    (run,) = (elsewhere / "runs").iterdir()
+    trace = json.loads((run / "trace.json").read_text())
+    assert trace["corpus"]["name"] == "scifact" and trace["corpus"]["documents"] == 5183
+    with gzip.open(target / "deepresearch/retrievers/embedded-corpora/scifact/corpus.jsonl.gz", "rt") as f:
+        corpus = {json.loads(line)["_id"] for line in f}
+    cited = re.findall(r"^\[\d+\] .* doc (\S+)$", (run / "report.md").read_text(), re.M)
+    assert cited and set(cited) <= corpus

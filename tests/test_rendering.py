@@ -6,6 +6,7 @@ import io
 import re
 import sys
 import types
+from pathlib import Path
 
 import dspy
 import pytest
@@ -17,7 +18,7 @@ from deepresearch.programs.render import ResultPrediction, linked_citations
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.runtime import progress
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
-from deepresearch.retrievers.extras import MissingExtra, require
+from deepresearch.retrievers.extras import MissingExtra, install_hint, require
 
 QUESTION = "Does obesity increase the risk of type 2 diabetes?"
 
@@ -152,9 +153,16 @@ def test_a_missing_extra_is_named_in_one_line(module, extra, call, monkeypatch):
     with pytest.raises(MissingExtra) as caught:
         call()
     message = str(caught.value)
-    assert "\n" not in message and message.endswith(
-        f"needs the {extra!r} extra: pip install 'dspy-deepresearch[{extra}]'"
-    )
+    assert "\n" not in message and message.endswith(f"needs the {extra!r} extra: {install_hint(extra)}")
+
+
+def test_from_a_clone_the_install_command_installs_the_clone_with_the_extra():
+    # the package is not on PyPI, so a clone's command names the clone (an absolute path: it works from any
+    # folder); installed from a wheel it names the distribution (tests/test_packaging.py)
+    root = Path(__file__).resolve().parents[1]
+    assert install_hint("pdf") == f"pip install -e '{root}[pdf]'"
+    with pytest.raises(MissingExtra, match=re.escape(f"needs the 'hf' extra: pip install -e '{root}[hf]'")):
+        require("not_a_module_anywhere", "hf")
 
 
 def test_require_names_an_unknown_extra():

@@ -4,7 +4,7 @@ The merger and the enrichment writer rewrite learnings into prose. Their output 
 citations or cite ids that were never in their inputs (an LM's invention, or text copied from a
 passage). `guard_citations` drops every cited id that is not among the inputs, and brings back each
 learning none of whose ids survived by appending it, cited, to the text. A learning that kept some of
-its ids but lost others is left as it is (the merger may drop a redundant source, spec 001 §4.7) and
+its ids but lost others is left as it is (the merger may drop a redundant source) and
 its lost ids are counted. `check_node_citations` applies it inside a node and counts on the node.
 """
 

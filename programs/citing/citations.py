@@ -60,7 +60,7 @@ def split_passage_id(doc_id: str) -> tuple[str, int]:
 
 
 def source_id_for(doc_id: str, n_hex: int = 8) -> str:
-    """Spec 001 §4.7: first hex characters of SHA-1(paper id), then `_<passage>`.
+    """A source's id in a run: the first `n_hex` hex characters of SHA-1(paper id), then `_<passage>`.
 
     A whole document is its own only passage (`_1`); a passage id `paper#3` hashes `paper` and ends `_3`.
 

@@ -1,4 +1,4 @@
-"""What a gathering run produces (spec 004 §1): the subquery tree, each round's searches and candidates,
+"""What a gathering run produces: the subquery tree, each round's searches and candidates,
 the selected papers, and the run as a whole, which round-trips through JSON.
 """
 
@@ -60,7 +60,7 @@ class Search:
     feedback: str = ""
     ranking: tuple[str, ...] = ()
     error: str | None = None  # why the search or its assessment failed (the round, and the run, went on)
-    rechecked: int = 0  # candidates labelled uncertain that got a second look (spec 004 §1.5)
+    rechecked: int = 0  # candidates labelled uncertain that got a second look
     browsed: int = 0  # of them, judged on passages of their full text (--full-text)
     unread: int = 0  # of them, full text wanted but not available (no link, a failed fetch): "no evidence"
 

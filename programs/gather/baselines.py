@@ -1,4 +1,4 @@
-"""Single-search baselines for the gathering loop (spec 004 §1.7), with the Gatherer's result shape.
+"""Single-search baselines for the gathering loop, with the Gatherer's result shape.
 
 `DirectQuery` asks the LM for one keyword query (offline: the question's key terms), runs it once and
 keeps every result: no planning rounds, no assessment. `DirectQuery(raw=True)` searches the question

@@ -1,4 +1,4 @@
-"""Gatherer: the plan -> retrieve -> assess loop over a tree of subqueries (spec 004 §1).
+"""Gatherer: ScholarGym's plan -> retrieve -> assess loop over a tree of subqueries.
 
 Each round the planner reads the tree, its memory, its checklist and the assessor's notes from the last
 round, and proposes actions (derive, expand, continue); every action becomes one search against the
@@ -13,7 +13,7 @@ assessor modules are in programs/stages/gathering.py.
 
 Full text (`--full-text`): given a `FullTextRetriever` (`deepresearch.retrievers.fulltext`), the loop still
 searches and selects whole papers, through the retriever it wraps (`papers_and_reader`), and the
-assessor's second look at an uncertain candidate reads the paper's open-access PDF with it (spec 004's
+assessor's second look at an uncertain candidate reads the paper's open-access PDF with it (ScholarGym's
 adaptive browsing; `deepresearch.programs.stages.gathering`). Each search records its second looks, how
 many read the full text and how many found none (`Search.rechecked`, `browsed`, `unread`).
 """
@@ -171,7 +171,7 @@ def papers_and_reader(retriever: Retriever) -> tuple[Retriever, FullTextRetrieve
 def validate_plan(
     searches: list[PlannedSearch], tree: list[Subquery], pages: dict[int, int], config: GatherLoopConfig
 ) -> tuple[list[PlannedSearch], list[str], int]:
-    """Keeps the actions the loop can run (spec 004 §1.3 validation): returns kept, drop reasons, repairs.
+    """Keeps the actions the loop can run: returns kept, drop reasons, repairs.
 
     Dropped: unknown source, continue on the root, continue past `max_pages`, a derive or expand with
     no text, a text already in the tree or earlier in the plan, a second continue of one node, and

@@ -1,4 +1,4 @@
-"""The `eco` strategy (spec 000 §3, the default): a depth x breadth recursion with halving breadth.
+"""The `eco` strategy (the default, after DeepResearch-Eco): a depth x breadth recursion with halving breadth.
 
 The root plan has `breadth` tasks; every node searches, assesses, extracts and merges, then asks the
 enricher for up to next_breadth(b) follow-up tasks, which recurse with depth - 1. A child is spawned
@@ -71,7 +71,7 @@ class Eco:
 
 
 def tree_size(config: ResearchConfig) -> tuple[int, int]:
-    """(searches, query-generation calls) of a full tree: spec 000 §3.4's S and G."""
+    """The number of searches S and query-generation calls G of a full tree, as (S, G)."""
     searches, generations, width, level_breadth = 0, 0, 1, config.breadth
     for _ in range(config.depth):
         if level_breadth <= 0:

@@ -45,11 +45,19 @@ from deepresearch.programs.runtime.scheduler import BudgetExceeded
 from deepresearch.programs.stages.merger import NO_INFORMATION
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.stages.verifier import LexicalVerifier, remove_injected
+from deepresearch.programs.stages.writer import drop_labels_and_titles
 from deepresearch.signatures.types import Finding, Learning, Source
 
 logger = logging.getLogger(__name__)
 
 Verdicts = tuple[dict[str, Any], ...]
+
+
+# why a run whose extractive writer found no sentence about the question is partial
+NOTHING_RELEVANT = (
+    "nothing the run found is about the question: no finding mentions its key terms; "
+    "ask again with the words a paper on it would use"
+)
 
 
 class UncitedReport(RuntimeError):
@@ -76,6 +84,8 @@ async def finish(ctx: RunContext, *, offline: bool, prune_reasons: Sequence[str]
         error = f"the verify stage failed ({verify_failed}); the lexical-entailment rule judged the report instead"
     elif status == "done" and emptied:  # an answer left with no evidence is no finished report
         status, error = "partial", emptied
+    elif status == "done" and write_failed:  # a list of findings is no report
+        status, error = "partial", "the writer failed, so the report lists the merged findings as they are"
     if status == "interrupted":
         body = f"# Research interrupted: {error}\n\n{body}"
     taxonomy, answer = None, ""
@@ -147,10 +157,22 @@ async def _body(
     write_failed = False
     try:
         body = await write_report(ctx, findings, learnings, offline)
+    except UncitedReport as err:
+        if ctx.modules[STAGES.write.name].is_offline:  # it quotes only sentences about the question: none is
+            return f"## {ctx.title}\n\n{NO_EVIDENCE_ANSWER}", False, (), NOTHING_RELEVANT
+        ctx.fail("root", STAGES.write.name, err)
+        write_failed = True
+        body = fallback_report(ctx.title, findings)
     except Exception as err:
         ctx.fail("root", STAGES.write.name, err)
         write_failed = True
         body = fallback_report(ctx.title, findings)
+    # a sentence that only restates a cited paper's title is no finding, and verification would find it
+    # "supported" by the paper it names
+    titles = [doc.title for i in citations_in(body) if (doc := ctx.registry.get(i)) is not None and doc.title]
+    body, left_out = drop_labels_and_titles(body, titles)
+    if left_out:
+        logger.info("report: %d sentences that only restate a title or a section label left out", left_out)
     verified, verdicts = await verify_report(ctx, body, learnings)
     emptied = _emptied(verdicts) if _cites(body, ctx) and not _cites(verified, ctx) else ""
     return verified, write_failed, verdicts, emptied
@@ -318,9 +340,13 @@ async def _draft(ctx: RunContext, findings: list[Finding], learnings: Sequence[L
 
 
 def fallback_report(question: str, findings: list[Finding]) -> str:
-    """The merged findings under their queries, used when the writer cannot produce a report."""
-    parts = [f"## {question}"]
-    parts += [f"### {f.query}\n\n{f.summary}" for f in findings]
+    """The merged findings under their queries, used when the writer cannot produce a report; a summary
+    another finding already gave is not repeated under a second heading."""
+    parts, shown = [f"## {question}"], set()
+    for f in findings:
+        if f.summary not in shown:
+            shown.add(f.summary)
+            parts.append(f"### {f.query}\n\n{f.summary}")
     return "\n\n".join(parts)
 
 

@@ -1,4 +1,4 @@
-"""The `gather` strategy (spec 004 inside the research program): gather the papers, then research them.
+"""The `gather` strategy (ScholarGym's loop inside the research program): gather the papers, then research them.
 
 ScholarGym's planner-retriever-assessor loop (`deepresearch.programs.gather.loop.GatherLoop`, the code the standalone
 `Gatherer` runs) gathers the paper set on the run's scheduler: its LM calls and searches count against the
@@ -14,7 +14,7 @@ as one more node, recorded as a planning fallback.
 
 With `full_text` (`--full-text`; the run's retriever is then a `FullTextRetriever`), the loop still
 searches and selects whole papers by id, through the retriever the reader wraps; its second look at an
-uncertain candidate reads the paper's open-access PDF (spec 004's adaptive browsing), and each node
+uncertain candidate reads the paper's open-access PDF (ScholarGym's adaptive browsing), and each node
 extracts from the `full_text_passages` passages of each selected paper that best match its subquery, as
 the other strategies' nodes do, cited `paper#n` and listed in the references under the paper. A paper
 without a readable PDF is read from its abstract. The second looks are counted in the trace

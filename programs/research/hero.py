@@ -1,4 +1,4 @@
-"""The `hero` strategy (spec 001 §2): turns of isolated pipelines with submodular task selection.
+"""The `hero` strategy, after HERO: turns of isolated pipelines with submodular task selection.
 
 Each turn the planner over-generates m·k candidate tasks (from turn 2 it sees earlier queries and
 enriched summaries), `deepresearch.programs.research.selector` keeps k (α = 0.6, anchor: the question), and every kept task
@@ -27,7 +27,7 @@ from deepresearch.signatures.types import Finding, Learning, Task
 def is_low_yield(
     new_passages: int, new_sources: int, batch_size: int, found_before: int, mode: str, min_yield: float
 ) -> bool:
-    """Spec 001 §4.2: a batch is low-yield when under `min_yield` of its passages cite a new source
+    """A batch is low-yield when under `min_yield` of its passages cite a new source
     (`share_of_batch`), or when its new sources are under `min_yield` of those found before
     (`relative_to_total`; the first sources found always count as productive)."""
     if mode == "relative_to_total":

@@ -1,4 +1,4 @@
-"""The `parallel` strategy (spec 002): an adaptive research tree steered while it runs.
+"""The `parallel` strategy, after ParallelResearch: an adaptive research tree steered while it runs.
 
 Planning nodes choose their breadth with a breadth policy (1..b_max subqueries, seeing the whole
 tree's findings); after each research node a depth policy decides whether to go deeper; children are

@@ -1,8 +1,8 @@
 """DeepResearch: one recursive research module with four strategies as presets.
 
-`eco` (the default) is spec 000 §3's depth x breadth recursion with the stages of spec 001
-(programs/research/eco.py); `hero` runs spec 001's turns of isolated pipelines (hero.py); `parallel`
-runs spec 002's adaptive tree (parallel.py); `gather` runs spec 004's gathering loop, then extracts
+`eco` (the default) is DeepResearch-Eco's depth x breadth recursion with the stages of HERO
+(programs/research/eco.py); `hero` runs HERO's turns of isolated pipelines (hero.py); `parallel`
+runs ParallelResearch's adaptive tree (parallel.py); `gather` runs ScholarGym's gathering loop, then extracts
 from what it selected (gather.py). A strategy researches through one `RunContext`
 (programs/runtime/context.py), which owns every node's life; this module builds the stages, runs the
 strategy, and assembles the report the same way for all four, with the deliverables asked for beside

@@ -1,9 +1,9 @@
-"""Submodular query selection (spec 001 §3): keep k of n candidate queries, relevant and diverse.
+"""HERO's submodular query selection: keep k of n candidate queries, relevant and diverse.
 
 f_α(Q) = Σ_j max(α·sim(e_0, e_j), max_{i∈Q} sim(e_j, e_i)) is a facility-location function: every
 candidate j is "covered" by its closest selected query, with a floor of α times its similarity to the
 anchor (the question, or a task's query for enrichment). It is monotone submodular, so greedy choice
-is within (1 - 1/e) of the best normalised gain. Note (spec 001 §3.3): raising α makes candidates
+is within (1 - 1/e) of the best normalised gain. Note: raising α makes candidates
 near the anchor count as already covered, which pushes the choice away from the anchor.
 """
 

@@ -86,7 +86,7 @@ def unseen(life: NodeLife, sources: list[Source], limit: int | None = None) -> l
 
 
 async def research_task(life: NodeLife, task: Task, hits_k: int) -> list[str]:
-    """Search, assess, extract and merge for one node (spec 000 §3 with spec 001's stages).
+    """Search, assess, extract and merge for one node, with HERO's stages.
 
     Records what each step produced on the node as it goes; returns the follow-up questions.
     """
@@ -122,7 +122,7 @@ async def plan_root(ctx: RunContext, max_tasks: int) -> list[Task]:
     """The root plan: `max_tasks` tasks for the question, with the fallbacks one failed call must not defeat.
 
     A failed or empty plan falls back to the question itself; a plan shorter than `breadth` is topped up
-    with it (spec 000 §3.4's tree size assumes `breadth` searches at the root; small models often plan
+    with it (the size of a full tree assumes `breadth` searches at the root; small models often plan
     one task). Both are recorded (events, `RunStats.plan_fallback` / `plan_topped_up`).
     """
     try:

@@ -2,7 +2,7 @@
 
 Every node of a research tree is a task in the run's `TaskPool`; a child is submitted by its parent
 as soon as the parent's own research is done, so no level waits for another (`schedule="async"`).
-The `level` and `sequential` schedules exist as baselines (spec 002 §7): `level` holds a level's nodes
+The `level` and `sequential` schedules exist as baselines, as in ParallelResearch: `level` holds a level's nodes
 until the whole level above has finished; `sequential` runs one node at a time, depth first.
 
 LM calls go through `Scheduler.call`, searches through `Scheduler.search`. Each takes a slot of a
@@ -125,7 +125,7 @@ Factory = Callable[[Callable[[], None]], Awaitable[Any]]
 
 
 class GptrSchedule:
-    """GPT-Researcher's deep-research schedule (spec 002 §7 `gptr_style`), as a baseline.
+    """GPT-Researcher's deep-research schedule, as a baseline (ParallelResearch's `gptr_style`).
 
     Each node's children form a family. A family's members run two at a time; the family of a node
     starts only when the node and all its siblings have finished their research (the level's barrier)

@@ -27,7 +27,7 @@ def norm_text(text: str | None) -> str:
 
 
 def norm_title(title: str) -> str:
-    """TaxoBench's title key (spec 003 §4.1, `paper` profile): lowercase, drop non-word characters, collapse whitespace.
+    """TaxoBench's title key (`paper` profile): lowercase, drop non-word characters, collapse whitespace.
 
     Punctuation is dropped, not replaced, so "Self-Attention" and "SelfAttention" share a key.
     """
@@ -49,3 +49,52 @@ def printable(text: str) -> str:
 
 
 __all__ = ["collapse_whitespace", "norm_text", "norm_title", "printable", "shorten"]
+
+
+# The words structured abstracts head their parts with ("BACKGROUND", "METHODS AND RESULTS", "Aims:"). A run of
+# them at the start of a sentence is a label, not part of what the sentence says; a word outside this set
+# ("VEGF regulates ...") is not.
+LABEL_WORDS = frozenset(
+    """abstract acquisition aim aims analysis and authors' availability background case clinical collection
+    conclusion conclusions context criteria data design discussion evidence experimental exposure exposures
+    extraction findings funding goal goals hypothesis implementation importance interpretation intervention
+    interventions introduction key limitations main materials measure measurement measurements measures method
+    methodology methods motivation objective objectives observations of outcome outcomes participants patients
+    points population presentation principal procedures purpose rationale recent registration relevance research
+    result results review sample scope search selection setting settings significance sources study subjects
+    summary synthesis trial unlabelled""".split()
+)
+_HEAD_LABELS = LABEL_WORDS - {"and", "of", "main", "key", "recent", "case", "clinical", "experimental", "data"}
+_LABEL_TOKEN = re.compile(r"[A-Za-z']+(?=[ /:.]|$)")
+
+
+def strip_label(sentence: str) -> str:
+    """`sentence` without the section label of a structured abstract at its start ("RESULTS", "METHODS AND
+    FINDINGS", "Background:"); '' when the sentence is only a label. A label is a run of at most five
+    `LABEL_WORDS`, at least one of which heads a part, written in capitals, or in any case when a colon ends it.
+
+    Example:
+        >>> strip_label("INTRODUCTION Vitamin D deficiency is common."), strip_label("VEGF regulates bone.")
+        ('Vitamin D deficiency is common.', 'VEGF regulates bone.')
+    """
+    text = sentence.lstrip()
+    words: list[str] = []
+    pos, cut = 0, None
+    while len(words) < 5:
+        m = _LABEL_TOKEN.match(text, pos)
+        if m is None or m.group(0).lower() not in LABEL_WORDS:
+            break
+        words.append(m.group(0))
+        pos = m.end()
+        colon = text.startswith(":", pos)
+        heads = any(w.lower() in _HEAD_LABELS for w in words)
+        if heads and (colon or all(w.isupper() for w in words)):
+            after = pos + 1 if colon else pos
+            if after >= len(text.rstrip(". ")) or text[after] in " \t":  # the label ends the sentence or a word does
+                cut = after
+        while pos < len(text) and text[pos] in " /":
+            pos += 1
+    if cut is None:
+        return sentence
+    rest = text[cut:].strip()
+    return "" if not rest.strip(".:; ") else rest

@@ -1,8 +1,8 @@
-"""Clarifying questions before research (spec 000 §4.1), and the research brief the answers make.
+"""Clarifying questions before research, and the research brief the answers make.
 
 The `Clarifier` asks the LM what the question leaves open (at most three questions, none when it is
 clear). The user answers outside the program (a terminal, a file, a notebook); `research_brief` folds
-the answers into the question in the spec's combined form, leaving blank answers out: the reference
+the answers into the question in DeepResearch-Eco's combined form, leaving blank answers out: the reference
 batch runs passed empty answers, and published reports went on to mention them.
 """
 
@@ -25,8 +25,8 @@ from deepresearch.signatures.clarify import ClarifyQuestion
 
 logger = logging.getLogger(__name__)
 
-MAX_QUESTIONS = 3  # spec 000 §4.1
-_HEAD, _PAIRS = "Initial Query: ", "\nFollow-up Questions and Answers:\n"  # the brief's labels (spec 000 §4.1)
+MAX_QUESTIONS = 3  # DeepResearch-Eco asks at most three
+_HEAD, _PAIRS = "Initial Query: ", "\nFollow-up Questions and Answers:\n"  # the brief's labels (DeepResearch-Eco's)
 _LIST_MARKER = re.compile(r"^(?:[-*•]|\(?\d{1,2}[.)])\s+")  # "- ", "2. ", "(3) " before a question
 
 
@@ -81,7 +81,7 @@ def check_clarifications(items: Iterable[Mapping[str, str]]) -> tuple[dict[str, 
 
 
 def research_brief(question: str, clarifications: Iterable[Mapping[str, str]]) -> str:
-    """The question the research runs on: `question` with the answered clarifications (spec 000 §4.1).
+    """The question the research runs on: `question` with the answered clarifications.
 
     Blank answers are left out; with no answer left, the brief is `question` itself.
 

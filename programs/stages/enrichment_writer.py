@@ -1,4 +1,4 @@
-"""The `hero` strategy's own stage: an enrichment paragraph appended to a task's summary (spec 001 §2)."""
+"""The `hero` strategy's own stage: an enrichment paragraph appended to a task's summary."""
 
 from __future__ import annotations
 

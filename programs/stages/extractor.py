@@ -10,6 +10,7 @@ import dspy
 from deepresearch.programs.citing.entailment import FULL_SUPPORT, lexical_coverage
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage, teach
+from deepresearch.programs.runtime.text import strip_label
 from deepresearch.programs.stages.clarifier import plain_brief
 from deepresearch.programs.stages.lexical import about, concepts, feedback_terms, key_terms, sentences
 from deepresearch.programs.stages.spec import StageSpec, Tuning
@@ -45,7 +46,7 @@ def keep_cited(learnings: list[PassageLearning], sources: list[Source], limit: i
         if not 1 <= x.passage <= len(sources):
             invented += 1
             continue
-        text = x.text.strip()
+        text = strip_label(x.text.strip())  # a small model copies an abstract's "BACKGROUND" with its sentence
         if text and text.casefold() not in seen:
             seen.add(text.casefold())
             number = holding_passage(text, x.passage, sources)

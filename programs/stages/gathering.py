@@ -1,13 +1,13 @@
 """The gathering loop's stages, `gather_plan` and `gather_assess`: the subquery planner and the candidate
 assessor, each with its offline twin (the floor of the gathering loop, no LM).
 
-Adaptive browsing (spec 004 §1.5-1.6): a candidate the assessor labels `uncertain` gets a second look.
+ScholarGym's adaptive browsing: a candidate the assessor labels `uncertain` gets a second look.
 When the loop reads full text (`reading_full_text`, set by the loop around each assessment when the run
 has `--full-text`), that look reads the paper's open-access PDF through the same `FullTextRetriever` and
 on-disk `FullTextCache` as `--full-text` everywhere else: the passages that best match the question and
 checklist, at most `FULL_TEXT_CHARS` characters, take the abstract's place in what `RecheckCandidate`
 is shown. A paper without a link, or whose PDF cannot be fetched or read, is judged on its stored text
-as before, and the judgement's reason says the full text was not available (spec 004's "no evidence").
+as before, and the judgement's reason says the full text was not available (ScholarGym's "no evidence").
 """
 
 from __future__ import annotations
@@ -274,7 +274,7 @@ class OfflineSubqueryPlanner(SubqueryPlanner):
     """Round 1: one derived key-term query plus `expansions` derived variants with two feedback terms each.
     Later rounds: continue every subquery whose last page had a selection; with nothing left to page, the
     planner declares the search complete (an empty plan would mark the query failed under ScholarGym's
-    released rules, spec 004 §4.4, which is not what running out of pages means).
+    released rules, which is not what running out of pages means).
 
     The feedback terms come from a search of `retriever`, the one given to the constructor or, when built
     without one (as a research strategy's stage is), the one each call passes.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 
+from deepresearch.programs.runtime.text import strip_label
 from deepresearch.programs.stages.clarifier import plain_brief
 from deepresearch.retrievers.passages import split_sentences
 from deepresearch.retrievers.stopwords import ENGLISH_STOP_WORDS
@@ -71,7 +72,9 @@ def key_terms(text: str, min_len: int = 3) -> list[str]:
 
 
 def sentences(text: str) -> list[str]:
-    return [s for s in split_sentences(text) if len(s) >= 25]
+    """The sentences of `text` worth quoting: a structured abstract's section label left out ("RESULTS We
+    found ..." is quoted from "We"), and none shorter than 25 characters."""
+    return [t for s in split_sentences(text) if len(t := strip_label(s)) >= 25]
 
 
 # Words a question uses to relate its concepts, not concepts themselves: a sentence sharing only these with

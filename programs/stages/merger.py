@@ -8,6 +8,7 @@ import dspy
 
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage, teach
+from deepresearch.programs.runtime.text import strip_label
 from deepresearch.programs.stages.lexical import key_terms
 from deepresearch.programs.stages.spec import StageSpec, Tuning
 from deepresearch.signatures.merge import MergeLearnings, NumberedLearning, SummarySentence
@@ -42,7 +43,7 @@ class Merger(Stage):
         out = await call_predictor(SPEC, self.merge_learnings, task=task, learnings=self.numbered(learnings))
         parts, unknown = [], 0
         for sentence in out.sentences or []:
-            text = sentence.text.strip().rstrip(".").strip()
+            text = strip_label(sentence.text.strip()).rstrip(".").strip()
             if not 1 <= sentence.learning <= len(learnings):
                 unknown += 1
                 continue

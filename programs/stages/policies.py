@@ -1,4 +1,4 @@
-"""The `parallel` strategy's own stages (spec 002): breadth and depth policies, and the progress scorer."""
+"""The `parallel` strategy's own stages (from ParallelResearch): breadth and depth policies, and the progress scorer."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from deepresearch.signatures.types import Source
 
 
 class BreadthPolicy(Stage):
-    """Query + the tree's findings -> 0..max_breadth subqueries (spec 002 π_b)."""
+    """Query + the tree's findings -> 0..max_breadth subqueries (the breadth policy π_b)."""
 
     def __init__(self):
         super().__init__()
@@ -41,7 +41,7 @@ class BreadthPolicy(Stage):
 
 
 class DepthPolicy(Stage):
-    """Query + its findings -> go one level deeper or not (spec 002 π_d, direct mode)."""
+    """Query + its findings -> go one level deeper or not (the depth policy π_d, direct mode)."""
 
     def __init__(self):
         super().__init__()
@@ -65,7 +65,7 @@ class DepthPolicy(Stage):
 
 
 class ProgressScorer(Stage):
-    """A running node's goal, sources and findings -> goal satisfaction and quality in [0, 1] (spec 002 π_o)."""
+    """A running node's goal, sources and findings -> goal satisfaction and quality in [0, 1] (the policy π_o)."""
 
     def __init__(self):
         super().__init__()

@@ -52,7 +52,7 @@ logger = logging.getLogger(__name__)
 POLICIES = VERIFY_POLICIES
 MARK = " *(unverified)*"
 MIN_CLAIM_CHARS = 50  # ScholarQABench's claim rule: shorter sentences (answers, transitions) carry no claim
-MAX_CITATIONS = 3  # the passages of a sentence's first three citations are checked (spec 001 §6.2)
+MAX_CITATIONS = 3  # the passages of a sentence's first three citations are checked, as in ScholarQABench
 _GRADE = {1.0: "supported", 0.5: "partially", 0.0: "unsupported"}
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 

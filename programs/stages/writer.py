@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 
 import dspy
 
 from deepresearch.programs.citing.entailment import LIST_MARK, citations_in, plain_sentence
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage, teach
+from deepresearch.programs.runtime.text import strip_label
 from deepresearch.programs.stages.clarifier import plain_brief, split_brief
 from deepresearch.programs.stages.lexical import CITED_SENTENCE, concepts, goal_for, mentioned
 from deepresearch.programs.stages.spec import StageSpec, Tuning
@@ -20,6 +22,7 @@ from deepresearch.signatures.write import WriteReport
 logger = logging.getLogger(__name__)
 
 _WORD = re.compile(r"\w+")
+_BRACKETS = re.compile(r"\[[^\]]*\]")  # citation markers, whatever their ids
 
 
 def drop_repeated_lines(markdown: str) -> tuple[str, int]:
@@ -80,6 +83,40 @@ def drop_repeated_sentences(markdown: str, min_chars: int = 25) -> tuple[str, in
     return "\n".join(kept), dropped
 
 
+def drop_labels_and_titles(markdown: str, titles: Iterable[str] = ()) -> tuple[str, int]:
+    """`markdown` without what no reader wants as a sentence, and how many were left out: the section label of
+    a structured abstract at a sentence's start ("AIMS", "RESULTS:"; the rest of the sentence stays), a
+    sentence that is only a label, and a sentence that only restates one of `titles` (the papers it may cite).
+    Headings, tables, quotes and code blocks are not touched."""
+    known = {k for t in titles if (k := _words(t))}
+    kept, dropped, fenced = [], 0, False
+    for line in markdown.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fenced = not fenced
+        if fenced or stripped.startswith("```") or not stripped or stripped.startswith(("|", ">", "#")):
+            kept.append(line)
+            continue
+        mark = LIST_MARK.match(line)
+        prefix = mark.group(0) if mark else ""
+        parts, fresh = split_sentences(line[len(prefix) :]), []
+        for part in parts:
+            bare = plain_sentence(part).strip("*_ ")
+            cleaned = strip_label(bare)
+            if not cleaned or _words(cleaned) in known or not _words(cleaned):
+                dropped += 1
+                continue
+            fresh.append(part if cleaned == bare else part.replace(bare[: len(bare) - len(cleaned)], "", 1).lstrip())
+        if fresh:
+            kept.append(prefix + " ".join(fresh))
+    return "\n".join(kept), dropped
+
+
+def _words(text: str) -> str:
+    """The words of `text`, lowercase, for comparing a sentence with a title (citations and punctuation aside)."""
+    return " ".join(_WORD.findall(_BRACKETS.sub(" ", plain_sentence(text)).casefold()))
+
+
 class Writer(Stage):
     """Question + findings -> Markdown report citing source ids (renumbered later by the program).
 
@@ -96,6 +133,7 @@ class Writer(Stage):
         out = await call_predictor(SPEC, self.write_report, question=question, findings=findings, config=config)
         report, lines = drop_repeated_lines(out.report.strip())
         report, sentences = drop_repeated_sentences(report)
+        report, _ = drop_labels_and_titles(report)  # the titles are the run's to check (finish)
         repeated = lines + sentences
         if repeated:
             logger.warning("writer: %d lines or sentences the draft repeated left out", repeated)

@@ -1,4 +1,4 @@
-"""TaxonomyBuilder: organise papers into a TaxoBench taxonomy tree (spec 003 §3).
+"""TaxonomyBuilder: organise papers into a TaxoBench taxonomy tree.
 
 Topic + papers -> tree (TaxoBench's bottom-up mode). Deep-research mode, where the research program
 finds the papers first, is `DeepResearch` with `taxonomy=True` (programs/research/deliverables.py),
@@ -109,7 +109,7 @@ def _resolver(keys: dict[str, str]) -> Callable[[Any], str | None]:
     """Maps what the LM wrote for an item (its id, or its title, possibly altered) to the item's key.
 
     Titles match when equal after normalisation, or when the best SequenceMatcher ratio is >= 0.6
-    and one normalised title contains the other (spec 003 §4.1's `paper` rule).
+    and one normalised title contains the other (TaxoBench's `paper` rule).
     """
     by_id = {k.lower(): k for k in keys}
     by_title = {norm_title(t): k for k, t in keys.items()}
@@ -140,7 +140,7 @@ def _resolver(keys: dict[str, str]) -> Callable[[Any], str | None]:
     return resolve
 
 
-# ---------------------------------------------------------------- parsing LM text (§3.2)
+# ---------------------------------------------------------------- parsing LM text
 
 
 def parse_tree_text(text: str) -> Any:
@@ -162,7 +162,7 @@ def parse_tree_text(text: str) -> Any:
     return parsed if parsed and is_tree else None  # prose with braces mends into strings, not a tree
 
 
-# ---------------------------------------------------------------- validation (§3.3)
+# ---------------------------------------------------------------- validation
 
 
 def clean_tree(raw: Any, topic: str, resolve: Callable[[Any], str | None], repairs: list[Repair]) -> dict:
@@ -502,7 +502,7 @@ class TaxonomyBuilder(dspy.Module):
         return list(by_id.values())
 
     async def _recover(self, text: str | None, run: _Run) -> Any:
-        """Parses an answer the adapter could not: JSON extraction, then one RepairJSON call (§3.2)."""
+        """Parses an answer the adapter could not: JSON extraction, then one RepairJSON call."""
         repairs = run.repairs
         parsed = parse_tree_text(text or "")
         if parsed is not None:

@@ -1,4 +1,4 @@
-"""A taxonomy without an LM: hierarchical clustering of paper embeddings (spec 003 §1.2 shape statistics).
+"""A taxonomy without an LM: hierarchical clustering of paper embeddings.
 
 Shape rule (stated, from TaxoBench's expert trees: 3.8 papers per category, branching 2.5):
     leaves = clamp(round(n / papers_per_leaf), 1, n); each coarser level has round(k / branching)

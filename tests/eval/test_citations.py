@@ -78,7 +78,7 @@ def test_citation_labels_include_source_ids_but_not_links():
     assert citations_in("A [5a7b0fd1_1][3, 4] b [see](https://x.org) [3].") == ["5a7b0fd1_1", "3", "4"]
 
 
-# Spec 001 §9 check 16 (precision part).
+# Graded citation precision: the mean of the 1 / 0.5 / 0 support grades; no other grade is accepted.
 def test_graded_precision_is_the_mean_grade():
     assert citation_precision([1, 0.5, 0]) == 0.5
     assert citation_precision([]) == 0.0
@@ -107,7 +107,7 @@ def test_grade_claims_scores_only_cited_claims_and_zero_for_unknown_sources():
     assert grade_claims(claims, passages) == [1.0, 0.0]
 
 
-# Spec 001 §9 check 13: Algorithm 1 on a hand-built case.
+# ScholarQABench's Algorithm 1 on a hand-built case.
 S1 = Sentence("s1 is a sentence of at least fifty characters, citing a and b.", ("a", "b"))
 S2 = Sentence("s2 is a sentence of at least fifty characters, citing c only.", ("c",))
 S3 = Sentence("s3 is a sentence of at least fifty characters, with no citation.", ())
@@ -142,7 +142,7 @@ def test_claim_sentences_apply_the_fifty_character_rule():
     assert [(c.text, c.citations) for c in claim_sentences(md)] == [(S1.text, ("1", "2"))]
 
 
-# Spec 001 §9 check 14.
+# The passages past a sentence's third citation are never shown to the judge.
 def test_only_the_first_three_citations_are_scored():
     s = Sentence("A sentence of at least fifty characters citing five passages.", ("a", "b", "c", "d", "e"))
     passages = {k: f"P{k}" for k in "abcde"}
@@ -174,7 +174,7 @@ def test_dataset_f1_is_the_f1_of_mean_precision_and_recall():
     assert dataset_citation_f1([]) == (0.0, 0.0, 0.0)
 
 
-# Spec 001 §9 check 15: the published F1 values recompute from recall and precision.
+# HERO's published F1 values recompute from recall and precision.
 @pytest.mark.parametrize(
     "recall,precision,f1",
     [

@@ -26,7 +26,7 @@ from deepresearch.eval.eco import (
 VAGUE = load_vocab()["temporal_vague"]
 
 
-# Spec 000 §8 check 11: each component saturates exactly at its cap.
+# Each component saturates exactly at its cap.
 @pytest.mark.parametrize(
     "fn,caps,weights",
     [
@@ -59,7 +59,7 @@ def test_every_component_is_one_at_its_caps_and_zero_without_signals():
     assert capped(20, 20) == 1.0 and capped(40, 20) == 1.0
 
 
-# Spec 000 §8 check 12.
+# The overall weights sum to 1, so the overall quality stays within [0, 1].
 def test_overall_weights_sum_to_one_and_bound_the_score():
     assert sum(OVERALL_WEIGHTS.values()) == pytest.approx(1.0)
     assert overall_quality({k: 1.0 for k in OVERALL_WEIGHTS}) == pytest.approx(1.0)

@@ -1,7 +1,7 @@
-"""Gathering metrics on hand-worked cases, and F1 against the published Table 3 of spec 004.
+"""Gathering metrics on hand-worked cases, and F1 against the published Table 3 of ScholarGym.
 
-Under both protocols (spec 004 §4.4): `official`, the released scorer's edge rules, is the default; `spec`
-tests name it. The official cases are worked out by hand from §4.4 in their comments, and were replayed
+Under both protocols: `official`, the released scorer's edge rules, is the default; `spec`
+tests name it. The official cases are worked out by hand from those rules in their comments, and were replayed
 through the released code (shenhao-stu/ScholarGym at f426fd1: metrics.py's distance and iteration metrics,
 eval.py's aggregation) with the same values.
 """
@@ -106,7 +106,7 @@ def test_bootstrap_interval_brackets_the_estimate_and_collapses_without_variance
 
 @pytest.mark.parametrize(
     "p,r,f1",
-    [  # spec 004 Table 3: every F1 is the harmonic mean of the reported P and R
+    [  # ScholarGym's Table 3: every F1 is the harmonic mean of the reported P and R
         (0.042, 0.185, 0.069),
         (0.152, 0.483, 0.231),
         (0.290, 0.482, 0.362),
@@ -148,7 +148,7 @@ def test_trace_from_a_result_reads_ranks_from_rankings_and_pages():
     assert t.stop_reason == "iterations" and not t.failed_under("official")
 
 
-# ---- the official protocol: the released scorer's edge rules (spec 004 §4.4), worked by hand ----
+# ---- the official protocol: the released scorer's edge rules, worked by hand ----
 
 
 def test_official_failure_rules_drop_empty_plans_at_any_round_and_completion_only_at_the_first():

@@ -45,7 +45,7 @@ def lm(make_lm, routed):
     return make_lm(routed(judge_routes()))
 
 
-# Spec 001 §9 check 16 (key-point part).
+# Key-point recall and contradiction: the shares of key points labelled Supported and Contradicted.
 def test_kpr_and_kpc_from_labels():
     labels = ["Supported", "Omitted", "Contradicted", "Supported"]
     assert key_point_recall(labels) == 0.5

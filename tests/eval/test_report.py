@@ -42,7 +42,7 @@ def test_doc_mentions_outside_the_reference_list_are_not_sources():
     assert source_stats("The doc 42 was read.\n\n[1] Not a list. doc 42").n_sources == 0
 
 
-# Spec 000 §8 check 10.
+# Source density saturates at 50 distinct sources per 1,000 words.
 def test_density_saturates_at_fifty_sources_per_thousand_words():
     many = words(1900) + "\n" + "\n".join(f"https://s.org/{i}" for i in range(100))
     stats = source_stats(many)
@@ -71,7 +71,7 @@ def test_report_names_give_the_configuration():
         parse_report_name("report.md")
 
 
-# Spec 000 §8 check 13, on the 196 published o3-mini reports.
+# Source statistics of DeepResearch-Eco's 196 published o3-mini reports.
 EXPECTED = {  # config: (mean, sd, min, max) of N_sources, mean W_count, mean S_density
     "d1_b1": ((9.31, 1.19, 4, 10), 1680.9, 0.1123),
     "d1_b4": ((23.94, 6.29, 9, 36), 1722.7, 0.2823),
@@ -107,7 +107,7 @@ def test_published_report_ten_d1_b1(data_dir):
     assert (stats.n_sources, stats.words) == (7, 1777)
 
 
-# Spec 000 §8 check 14: the paper's Table 1 arithmetic.
+# The arithmetic of DeepResearch-Eco's Table 1.
 def test_table_one_arithmetic():
     t = {"d1_b1": 9.1, "d1_b4": 28.7, "d4_b1": 29.3, "d4_b4": 192.9}
     assert round(t["d4_b4"] / t["d1_b1"], 1) == 21.2

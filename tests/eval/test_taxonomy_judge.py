@@ -1,4 +1,4 @@
-"""The taxonomy judge (spec 003 §4.8) with a scripted LM, and the Table 7 averages (spec 003 check 10)."""
+"""TaxoBench's taxonomy judge with a scripted LM, and the averages of TaxoBench's Table 7."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ ANSWER = {
     "structural_topology": {"reasoning": "Flat where the experts go two levels deep.", "score": 2},
 }
 
-# Spec 003 §5 Table 7: system -> (Cov., Org., Log., Topo., Avg.) as printed.
+# TaxoBench's Table 7: system -> (Cov., Org., Log., Topo., Avg.) as printed.
 TABLE_7 = {
     "o3": (2.14, 2.71, 3.06, 2.28, 2.55),
     "Doubao": (1.90, 2.57, 2.86, 2.03, 2.34),
@@ -101,7 +101,7 @@ def test_judge_sees_both_text_trees_without_paper_titles(lm):
     assert inputs["model_tree"] == "LLM alignment\n├── RLHF\n└── Evaluation"
     prompt = "\n".join(m["content"] for m in messages)
     assert not any(title in prompt for title in TITLES)
-    assert "rigour and objectivity of a specialist" in messages[0]["content"]  # spec 003 §4.8: the expert standard
+    assert "rigour and objectivity of a specialist" in messages[0]["content"]  # TaxoBench's expert standard
 
 
 def test_judge_returns_the_four_scores_and_their_average(lm):
@@ -161,7 +161,7 @@ def test_summarize_judgements_averages_each_dimension_over_trees(lm):
     assert summarize_judgements([]) == dict.fromkeys(DIMENSIONS, 0.0) | {"average": 0.0, "trees": 0}
 
 
-# Spec 003 check 10: Table 7's Avg column is the mean of the four dimensions to 0.01.
+# Table 7's Avg column is the mean of the four dimensions to 0.01.
 @pytest.mark.parametrize("system", list(TABLE_7))
 def test_table_7_average_is_the_mean_of_the_four_dimensions(system):
     *dims, printed = TABLE_7[system]

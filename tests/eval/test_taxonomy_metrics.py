@@ -1,4 +1,4 @@
-"""TaxoBench metrics against spec 003 §7: synthetic checks, scikit-learn parity, and the real instances."""
+"""TaxoBench metrics: synthetic checks, scikit-learn parity, and the real instances."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def shuffled(tree, rng):
     return {**tree, "subtopics": kids} if kids else tree
 
 
-# -------------------------------------------------------------- US-TED / US-NTED (§7.1-7.4)
+# -------------------------------------------------------------- US-TED / US-NTED
 
 
 def test_identical_trees_have_zero_distance_and_sibling_order_does_not_matter():
@@ -88,7 +88,7 @@ def test_unrelated_labels_on_the_same_shape_cost_at_most_half():
     assert us_ted(expert, model, exact_sim)[1] == pytest.approx(0.5)
 
 
-# -------------------------------------------------------------- SEM-PATH (§7.5)
+# -------------------------------------------------------------- SEM-PATH
 
 
 @pytest.mark.parametrize("sim", [one_sim, exact_sim])
@@ -110,7 +110,7 @@ def test_several_paths_take_the_best_pair():
     assert path_score([["R", "A"]], [["R", "B"], ["R", "A"]], exact_sim) == 1.0
 
 
-# -------------------------------------------------------------- NSR / NSP (§7.6)
+# -------------------------------------------------------------- NSR / NSP
 
 
 def test_soft_recall_precision_of_a_permutation_is_one():
@@ -128,7 +128,7 @@ def test_soft_recall_precision_counterexample():
     assert out["nsr"] == pytest.approx(5 / 3) and out["nsp"] == pytest.approx(5 / 6)
 
 
-# -------------------------------------------------------------- ARI / V (§7.7, §7.11)
+# -------------------------------------------------------------- ARI / V
 
 
 def test_ari_and_v_on_hand_made_labelings():
@@ -159,7 +159,7 @@ def test_end_to_end_and_intersection_views_of_a_survey():
     assert s.retrieval == pytest.approx({"recall": 2 / 6, "precision": 1.0, "f1": 0.5})
 
 
-# -------------------------------------------------------------- alignment (§7.8)
+# -------------------------------------------------------------- alignment
 
 
 def test_title_alignment_thresholds_and_one_to_one():
@@ -187,7 +187,7 @@ def test_public_scorer_profile_accepts_containment_and_high_ratio():
         align_titles(["a"], ["a"], profile="nope")
 
 
-# -------------------------------------------------------------- retrieval F1 from the tables (§7.9)
+# -------------------------------------------------------------- retrieval F1 from TaxoBench's tables
 
 
 TABLE2 = {
@@ -264,7 +264,7 @@ def test_retrieved_papers_override_tree_titles_for_retrieval():
     assert s.leaf_e2e["ari"] == 0.0  # p2 retrieved but not placed in the tree shares the ⊥ label with nobody
 
 
-# -------------------------------------------------------------- real instances (§7.12)
+# -------------------------------------------------------------- real instances
 
 
 REAL = {  # id: (model titles, aligned, cats GT/model, depth, leaves, ARI, HOM, COMP, V)

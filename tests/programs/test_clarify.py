@@ -1,4 +1,4 @@
-"""Clarifying questions (spec 000 §4.1, issue 14 item 5): the signature, the `Clarifier` stage, the research
+"""Clarifying questions (issue 14 item 5): the signature, the `Clarifier` stage, the research
 brief, the answers file, `DeepResearch.clarify` and the run on the brief, and `deepresearch run --clarify /
 --clarify-answers` end to end (a local HTTP server answers as the LM; the terminal is a pseudo-terminal)."""
 

@@ -282,7 +282,7 @@ def test_no_references_is_a_valid_empty_file():
         (
             ref(4, "", url="https://handsoffcain.info/Documento.php?id=16300509"),
             "[4] Documento.Php?Id=16300509. https://handsoffcain.info/Documento.php?id=16300509",
-        ),  # spec 001 §4.7
+        ),  # no title: the title-cased last segment of the URL's path
     ],
 )
 def test_reference_lines(reference, line):

@@ -1,4 +1,4 @@
-"""Adaptive browsing with --full-text (spec 004 §1.5-1.6, issue 16 item 5): the second look at an uncertain
+"""ScholarGym's adaptive browsing with --full-text (issue 16 item 5): the second look at an uncertain
 candidate reads its open-access PDF, served here by a local HTTP server from a PDF the test writes.
 
 The PDF holds one sentence that settles the paper's relevance (`SETTLING`) on its last page, after pages

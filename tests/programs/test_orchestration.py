@@ -205,7 +205,7 @@ def test_cost_is_priced_per_stage_from_litellm_prices_and_unknown_models_cost_no
 
 
 def test_spec_002_table_7_prices_reproduce_the_orchestration_cost():
-    # spec 002 §10.11: $1.10 / M input, $4.40 / M output (o3-mini)
+    # ParallelResearch's o3-mini prices: $1.10 / M input, $4.40 / M output (o3-mini)
     import litellm
 
     litellm.model_cost["openai/test-o3-mini-prices"] = {"input_cost_per_token": 1.1e-6, "output_cost_per_token": 4.4e-6}
@@ -252,7 +252,7 @@ def test_the_pool_waits_for_tasks_spawned_while_joining_and_cancels_cleanly():
 
 
 def figure_3_run(scifact_bm25, **config):
-    """Spec 002 §10 check 1's tree on a virtual clock: level-1 nodes A, B, C take 1, 1 and 5 s, A has
+    """The tree of ParallelResearch's Figure 3 on a virtual clock: level-1 nodes A, B, C take 1, 1 and 5 s, A has
     children D and E, B has F, each 1 s; the LM answers at once, so a node's time is its search's.
     Returns the run, its virtual seconds and when each query's search started."""
     from deepresearch.signatures import FindGaps

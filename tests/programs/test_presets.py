@@ -1,4 +1,4 @@
-"""The strategies as presets: `eco` (default), `hero` (spec 001) and `parallel` (spec 002)."""
+"""The strategies as presets: `eco` (default), `hero` (after HERO) and `parallel` (after ParallelResearch)."""
 
 import json
 from dataclasses import replace
@@ -41,7 +41,8 @@ def test_hero_named_predictors_list_each_stage_once(scifact_bm25):
 
 
 def test_hero_drg_budgets_and_isolation(scifact, scifact_bm25):
-    # spec 001 §9.5: 9 candidates asked per turn, 3 kept, 3 turns; FindGaps asked for 6, 2 kept; <= 76 LM calls
+    # HERO's DeepResearchGym budgets: 9 candidates asked per turn, 3 kept, 3 turns; FindGaps asked for 6, 2 kept;
+    # <= 76 LM calls
     lm = scripted_lm(hero_handler())
     config = preset("hero", hero=replace(preset("hero").hero, selection="first_k"))
     with dspy.context(lm=lm):

@@ -101,8 +101,8 @@ def test_every_citation_in_the_report_resolves_to_a_corpus_document(scifact, sci
 
 def test_a_failing_branch_is_recorded_and_the_run_goes_on(scifact_bm25):
     def extract(messages):
-        if "aspect 2" in inputs_of(messages)["task"]:
-            return {"learnings": "not a list"}  # unparseable, in both the chat and the JSON fallback
+        if "aspect 2" in inputs_of(messages)["task"]:  # a reply that does not parse is answered by the twin:
+            raise RuntimeError("the model server broke on this request")  # a failing request fails the branch
         passages = __import__("json").loads(inputs_of(messages)["passages"])
         return {
             "learnings": [{"passage": passages[0]["number"], "text": "A finding"}],
@@ -123,7 +123,10 @@ def test_a_failing_branch_is_recorded_and_the_run_goes_on(scifact_bm25):
 
 
 def test_the_run_stops_after_max_failures_and_still_writes_a_report(scifact_bm25):
-    lm = scripted_lm(research_handler({ExtractLearnings: {"learnings": "broken"}}))
+    def broken(messages):
+        raise RuntimeError("the model server broke on this request")
+
+    lm = scripted_lm(research_handler({ExtractLearnings: broken}))
     config = ResearchConfig(depth=2, breadth=4, max_failures=1, max_concurrency=1)
     with dspy.context(lm=lm):
         out = DeepResearch(retriever=scifact_bm25, config=config)(question="sleep and memory")
@@ -279,15 +282,13 @@ def test_a_short_root_plan_is_topped_up_with_the_question_itself(scifact_bm25):
 
 
 def test_a_failed_plan_searches_the_question_itself(scifact_bm25):
-    def broken(messages):
-        return {"tasks": "not a list"}
+    def broken(messages):  # a reply that does not parse is answered by the offline twin (test_twin_fallback.py)
+        raise RuntimeError("the model server broke on this request")
 
     with dspy.context(lm=scripted_lm(research_handler({PlanQueries: broken}))):
         out = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2)(question="omega-3 and heart disease")
     assert out.stats.plan_fallback and [n.query for n in out.tree] == ["omega-3 and heart disease"]
-    # the first reply and the one re-ask (parse_retries=1) both failed to parse
-    assert out.report.status == "done" and out.stats.parse_failures == 2 and out.stats.retries["parse"] == 1
-    assert sum("plan: no reply parsed" in n for n in out.stats.root_notes) == 2
+    assert out.report.status == "done" and out.stats.failed_requests == 1 and not out.stats.twin_answers
 
 
 def test_an_unparseable_reply_is_asked_again_as_a_new_sample(scifact_bm25):
@@ -307,11 +308,12 @@ def test_an_unparseable_reply_is_asked_again_as_a_new_sample(scifact_bm25):
     node = out.tree[0]
     assert node.learnings and out.stats.parse_failures == 1 and out.stats.retries["parse"] == 1
     assert any("extract: asked again for a new sample" in n for n in node.notes)
-    with dspy.context(lm=scripted_lm(handler)):  # no re-ask: parse_retries=0 fails the node as before
+    with dspy.context(lm=scripted_lm(handler)):  # no re-ask: parse_retries=0 leaves the call to the offline twin
         again = DeepResearch(scifact_bm25, ResearchConfig(depth=1, breadth=1, parse_retries=0))(
             question="omega-3 and heart disease"
         )
-    assert again.stats.failed_nodes == 1 and again.tree[0].error.stage == "extract"
+    assert again.stats.failed_nodes == 0 and again.stats.twin_answers == {"extract": 1}
+    assert again.stats.retries.get("parse", 0) == 0 and again.tree[0].learnings
 
 
 def test_a_request_is_never_counted_twice_by_the_budget():

@@ -1,4 +1,4 @@
-"""Facility-location selection against the worked cases of spec 001 §9 (checks 1-4)."""
+"""Facility-location selection against hand-worked cases."""
 
 import math
 
@@ -13,7 +13,7 @@ def unit(deg):
 
 
 def toy_two():
-    # A: cos 0.9 to the anchor, B: cos 0.3, cos(A, B) = 0.2 (spec 001 §3.3)
+    # A: cos 0.9 to the anchor, B: cos 0.3, cos(A, B) = 0.2
     similarity = np.array([[1.0, 0.2], [0.2, 1.0]])
     relevance = np.array([0.9, 0.3])
     return similarity, relevance

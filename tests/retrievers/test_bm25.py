@@ -12,7 +12,7 @@ from deepresearch.retrievers.tokenize import english_tokenize, get_tokenizer, sc
 from deepresearch.retrievers.types import passes_filters
 from tests.retrievers.test_index import is_mapped
 
-# Spec 004 §8, BM25 acceptance corpus.
+# The BM25 acceptance corpus: four papers, searched with ScholarGym's tokenizer.
 SPEC_DOCS = [
     (
         "Sparse attention for efficient transformers",

@@ -1,0 +1,73 @@
+"""Sentences worth reading: no report ships a structured abstract's section label, a sentence that is only a
+label or only a cited paper's title; and a question nothing found is about ends `partial`, saying so."""
+
+import pytest
+
+from deepresearch.programs.research.finish import NOTHING_RELEVANT
+from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.runtime.text import LABEL_WORDS, strip_label
+from deepresearch.programs.stages.writer import drop_labels_and_titles
+from deepresearch.retrievers.passages import split_sentences
+
+
+@pytest.mark.parametrize(
+    "sentence,expected",
+    [
+        ("INTRODUCTION Vitamin D deficiency is common.", "Vitamin D deficiency is common."),
+        ("METHODS AND RESULTS In 30 obese subjects, insulin fell.", "In 30 obese subjects, insulin fell."),
+        ("METHODOLOGY/PRINCIPAL FINDINGS We determined it.", "We determined it."),
+        ("Background: Obesity is rising.", "Obesity is rising."),
+        ("AIMS To analyse the long-term outcome.", "To analyse the long-term outcome."),
+        ("RESULTS", ""),
+        ("CONCLUSIONS.", ""),
+        # not labels: an acronym, a capitalised word that starts a sentence, a label word used as a word
+        ("VEGF regulates osteoclastic differentiation.", "VEGF regulates osteoclastic differentiation."),
+        ("HIV infection rates fell.", "HIV infection rates fell."),
+        ("Methods were robust in both cohorts.", "Methods were robust in both cohorts."),
+        ("Results.", "Results."),
+    ],
+)
+def test_a_section_label_at_a_sentences_start_is_left_out(sentence, expected):
+    assert strip_label(sentence) == expected
+
+
+def test_the_report_loses_labels_label_only_lines_and_title_only_sentences_and_nothing_else():
+    draft = (
+        "## Does obesity cause diabetes?\n\n"
+        "AIMS Obesity raised the risk of type 2 diabetes [ab12]. Obesity and type 2 diabetes in adults [ab12].\n\n"
+        "**RESULTS**\n\n"
+        "- Weight loss lowered the risk [cd34].\n\n"
+        "| column | AIMS |\n"
+        "> BACKGROUND quoted text stays"
+    )
+    cleaned, dropped = drop_labels_and_titles(draft, ["Obesity and Type 2 Diabetes in Adults."])
+    assert cleaned.splitlines() == [
+        "## Does obesity cause diabetes?",
+        "",
+        "Obesity raised the risk of type 2 diabetes [ab12].",
+        "",
+        "",
+        "- Weight loss lowered the risk [cd34].",
+        "",
+        "| column | AIMS |",
+        "> BACKGROUND quoted text stays",
+    ]
+    assert dropped == 2  # the title-only sentence and the label-only line
+
+
+def test_no_offline_report_sentence_starts_with_a_section_label(scifact_bm25):
+    for question in ("Does vitamin D reduce fracture risk?", "Does obesity increase the risk of type 2 diabetes?"):
+        out = DeepResearch(retriever=scifact_bm25, depth=1, breadth=3, offline=True)(question=question)
+        body = out.markdown.split("## References")[0]
+        quoted = [
+            s for line in body.splitlines() if not line.startswith(("#", "*", ">")) for s in split_sentences(line)
+        ]
+        assert quoted
+        assert not [s for s in quoted if s.split()[0].rstrip(":").lower() in LABEL_WORDS and s.split()[0].isupper()]
+
+
+def test_a_question_nothing_found_is_about_ends_partial_and_says_so(scifact_bm25):
+    out = DeepResearch(retriever=scifact_bm25, depth=2, breadth=3, offline=True)(question="x")
+    assert out.status == "partial" and out.error == NOTHING_RELEVANT
+    assert not out.references and "no relevant evidence" in out.markdown
+    assert "The writer failed" not in out.markdown
