@@ -1,0 +1,137 @@
+"""The research report end to end, against gold papers: cited-paper precision and recall, citation support, and
+the sentences no reader wants (a structured abstract's section label, a cited paper's title alone, a sentence
+said twice), for the offline program and, with `--lm`, a real model side by side on the same questions.
+
+Each question is a SciFact claim asked as a research question; its gold papers are the claim's qrels. The
+metrics are `dr.metrics.cited_precision`, `cited_recall` and `citation_support` (the lexical rule over the
+passages each sentence cites); precision and recall are also given over all questions' papers together.
+
+    python -m benchmarks.report_quality --split test --questions 20 --out benchmarks/report_quality_offline.json
+    python -m benchmarks.report_quality --split test --questions 10 --preset quick --lm openai/qwen05 \\
+        --api-base http://127.0.0.1:8091/v1 --out benchmarks/report_quality_qwen05.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+
+import dspy
+
+import deepresearch as dr
+from deepresearch.programs.lm.models import SchemaAdapter
+from deepresearch.programs.runtime.text import strip_label
+from deepresearch.programs.stages.writer import _words
+from deepresearch.retrievers.passages import split_sentences
+
+
+def unwanted(report) -> dict[str, int]:
+    """Sentences of the report's body that only name a cited paper's title, start with or are a section label,
+    or say again what an earlier sentence said."""
+    body = report.markdown.split("\n## References")[0]
+    titles = {_words(r.title) for r in report.references if r.title}
+    counts, seen = {"title": 0, "label": 0, "repeated": 0, "sentences": 0}, set()
+    for line in body.splitlines():
+        if not line.strip() or line.lstrip().startswith(("#", ">", "|", "*Extractive")):
+            continue
+        for sentence in split_sentences(line.lstrip("-* ")):
+            words = _words(sentence)
+            if not words:
+                continue
+            counts["sentences"] += 1
+            counts["title"] += words in titles
+            counts["label"] += strip_label(sentence.strip("*_ ")) != sentence.strip("*_ ")
+            counts["repeated"] += words in seen and len(words) >= 25
+            seen.add(words)
+    return counts
+
+
+def run(program: dr.DeepResearch, questions: list[dspy.Example]) -> dict:
+    started, rows = time.perf_counter(), []
+    for x in questions:
+        out = program(question=x.question)
+        cited = [r.doc_id for r in out.references]
+        rows.append(
+            {
+                "query_id": x.query_id,
+                "status": out.status,
+                "cited": cited,
+                "gold": list(x.relevant_ids),
+                "precision": dr.metrics.cited_precision(x, out),
+                "recall": dr.metrics.cited_recall(x, out),
+                "support": dr.metrics.citation_support(x, out) if cited else 0.0,
+                "lm_calls": out.stats.lm_calls,
+                "twin_answers": out.stats.twin_answers,
+                **unwanted(out.report),
+            }
+        )
+    n = len(rows)
+    cited = sum(len(r["cited"]) for r in rows)
+    hits = sum(len(set(r["cited"]) & set(r["gold"])) for r in rows)
+    gold = sum(len(r["gold"]) for r in rows)
+    return {
+        "precision": sum(r["precision"] for r in rows) / n,
+        "recall": sum(r["recall"] for r in rows) / n,
+        "pooled_precision": hits / cited if cited else 0.0,
+        "pooled_recall": hits / gold if gold else 0.0,
+        "citation_support": sum(r["support"] for r in rows) / n,
+        "cited_papers": cited,
+        "gold_papers_cited": hits,
+        **{k: sum(r[k] for r in rows) for k in ("sentences", "title", "label", "repeated", "lm_calls")},
+        "statuses": {s: sum(r["status"] == s for r in rows) for s in sorted({r["status"] for r in rows})},
+        "seconds": round(time.perf_counter() - started, 1),
+        "questions": rows,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--split", default="test", help="SciFact claims: test (held out) or train")
+    parser.add_argument("--questions", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--preset", default="standard")
+    parser.add_argument("--lm", default=None, help="also run with this model, on the same questions")
+    parser.add_argument("--api-base", default=None)
+    parser.add_argument("--lm-timeout", type=float, default=900.0)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args(argv)
+
+    questions = dr.examples("scifact", args.split)
+    random.Random(args.seed).shuffle(questions)
+    questions = questions[: args.questions]
+    retriever = dr.open_retriever("scifact").retriever
+    config = dr.preset(args.preset, lm_timeout_s=args.lm_timeout)
+    report = {
+        "benchmark": "report_quality",
+        "command": "python -m benchmarks.report_quality " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "split": f"{len(questions)} SciFact {args.split} claims asked as questions (seed {args.seed})",
+        "preset": args.preset,
+        "offline": run(dr.DeepResearch(retriever=retriever, config=config, offline=True), questions),
+    }
+    out = Path(args.out)
+    out.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    if args.lm:
+        lm = dspy.LM(args.lm, api_base=args.api_base, api_key=os.environ.get("DEEPRESEARCH_API_KEY", "local"))
+        with dspy.context(lm=lm, adapter=SchemaAdapter() if args.api_base else None):
+            report[args.lm] = run(dr.DeepResearch(retriever=retriever, config=config), questions)
+        out.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    for name in ("offline", args.lm):
+        if name in report:
+            r = report[name]
+            print(
+                f"{name}: precision {r['pooled_precision']:.3f} recall {r['pooled_recall']:.3f} (pooled), "
+                f"support {r['citation_support']:.3f}; sentences {r['sentences']}: title {r['title']}, "
+                f"label {r['label']}, repeated {r['repeated']}; {r['seconds']} s"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
