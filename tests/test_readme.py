@@ -45,6 +45,7 @@ NOT_RUN: dict[str, str] = {
     "make demo": "CI runs it",
     "make test": "CI runs it",
     "make lint": "make test runs it first; `make -n` checks the target",
+    "python -m build": "builds the wheel; tests/test_packaging.py builds and installs one",
     "make bench": "the benchmark suites take many minutes; `make -n` checks the target",
     'deepresearch run "Does vitamin D supplementation reduce fracture risk?" --lm openai/gpt-4.1-mini --depth 2 '
     "--breadth 3": HOSTED,
@@ -102,6 +103,8 @@ NOT_OURS: dict[str, str] = {
     "export OPENAI_API_KEY=sk-...": "sets the provider's key",
     "source .venv/bin/activate": "activates the environment `make demo` made",
     "pip install -e '.[docs]'": "installs the site's tools",
+    "pip install build": "installs the wheel builder",
+    "pip install dist/*.whl": "installs the wheel (tests/test_packaging.py installs one and runs it)",
     "mkdocs serve": "serves the site",
     'for q in "Does obesity increase the risk of type 2 diabetes?" "How does aspirin affect cancer risk?"; do': "the shell loop around a hosted run",
     "done": "the shell loop around a hosted run",
