@@ -43,19 +43,21 @@ def score(program: dspy.Module, devset: list[dspy.Example], workers: int, calls)
     """Per-claim F1 and failures of `program` on `devset`, with the LM calls and seconds it took."""
     started, before = time.perf_counter(), calls()
     result = dspy.Evaluate(devset=devset, metric=gather_f1, num_threads=workers, max_errors=len(devset) + 1)(program)
-    scores, failed, no_round = [], 0, 0
+    scores, failed, no_round = [], [], []
     for _, pred, value in result.results:
         scores.append(float(value))
         run = pred.get("result") if hasattr(pred, "get") else None
-        failed += run is None or run.is_failed
-        no_round += run is None or not run.rounds
+        failed.append(run is None or run.is_failed)
+        no_round.append(run is None or not run.rounds)
     return {
         "f1": sum(scores) / len(scores),
-        "failed_queries": failed,
-        "no_round_run": no_round,
+        "failed_queries": sum(failed),
+        "no_round_run": sum(no_round),
         "lm_calls": calls() - before,
         "seconds": round(time.perf_counter() - started, 1),
         "scores": scores,
+        "failed": failed,
+        "no_round": no_round,
     }
 
 
@@ -70,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="claims evaluated at once (the server's slots)")
     parser.add_argument("--lm-timeout", type=float, default=900.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--reuse",
+        default=None,
+        help="a results file of an earlier run on the same split: its offline floor and uncompiled scores are "
+        "taken for the first --dev claims, and only the compiled program runs",
+    )
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
 
@@ -105,11 +113,25 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(json.dumps(report, indent=2), encoding="utf-8")
 
     gatherer = dr.Gatherer(retriever, dr.GatherConfig(iterations=args.iterations, lm_timeout_s=args.lm_timeout))
-    report["offline_floor"] = score(gatherer.offline(), dev, 1, calls)
+    earlier = json.loads(Path(args.reuse).read_text(encoding="utf-8")) if args.reuse else None
+    if earlier is not None:  # the same seeded split: its first --dev claims are this run's dev claims
+        if earlier["split"]["dev_ids"][: len(dev)] != report["split"]["dev_ids"]:
+            raise SystemExit(f"{args.reuse} was measured on another split; rerun without --reuse")
+        for name in ("offline_floor", "uncompiled"):
+            kept = {k: earlier[name][k][: len(dev)] for k in ("scores", "failed", "no_round") if k in earlier[name]}
+            counts = {
+                k: sum(kept[f]) if f in kept else None
+                for k, f in (("failed_queries", "failed"), ("no_round_run", "no_round"))
+            }
+            f1 = sum(kept["scores"]) / len(dev)
+            report[name] = {**earlier[name], **kept, **counts, "f1": f1, "from": args.reuse}
+    else:
+        report["offline_floor"] = score(gatherer.offline(), dev, 1, calls)
     save()
     with dspy.context(lm=lm, adapter=SchemaAdapter() if args.api_base else None):
-        report["uncompiled"] = score(gatherer, dev, args.workers, calls)
-        save()
+        if earlier is None:
+            report["uncompiled"] = score(gatherer, dev, args.workers, calls)
+            save()
         before, started = calls(), time.perf_counter()
         teacher = dspy.BootstrapFewShot(
             metric=gather_f1, max_bootstrapped_demos=args.demos, max_labeled_demos=0, max_rounds=1
