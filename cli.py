@@ -18,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+from deepresearch.programs.cli_options import check_numbers
 from deepresearch.programs.formats.config_file import (
     ConfigFileError,
     command_defaults,
@@ -43,6 +44,10 @@ COMMANDS: dict[str, tuple[str, str] | dict[str, tuple[str, str]]] = {
         "open a run's report.html (the report, its evidence, tree and cost) in the browser",
     ),
     "index": ("deepresearch.retrievers.cli", "build a persistent BM25 / dense index of a corpus"),
+    "mcp": (
+        "deepresearch.programs.mcp_cli",
+        "serve search, research and read_run as tools of an MCP server over stdio, for agents",
+    ),
     "eval": {
         "retrieval": (
             "deepresearch.eval.run_retrieval",
@@ -234,7 +239,8 @@ def _main(argv: list[str] | None = None) -> int:
         path, settings = _settings(config)
         _register_settings_secrets(settings)
         if path is not None:
-            given = global_settings(settings, path, set(COMMANDS))
+            groups = {name: set(entry) for name, entry in COMMANDS.items() if isinstance(entry, dict)}
+            given = global_settings(settings, path, set(COMMANDS), groups)
             verbose, quiet = verbose or given.get("verbose", 0), quiet or given.get("quiet", False)
     except (UsageError, ConfigFileError) as err:
         print(f"deepresearch: error: {err}", file=sys.stderr)
@@ -276,6 +282,7 @@ def _main(argv: list[str] | None = None) -> int:
     from deepresearch.programs.lm.models import LMPreflightError  # lazy: start-up
 
     try:
+        check_numbers(parser, args)  # the settings file's values were checked as it was read
         return int(module.main(args) or 0)
     except (UsageError, ValueError, FileNotFoundError, PermissionError, LMPreflightError, MissingExtra) as err:
         # One line naming the problem; library errors are written to say what to do.

@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -43,12 +44,16 @@ from deepresearch.programs.cli_options import (
     add_output_arguments,
     add_quiet_alias,
     add_workers_arguments,
+    bound_numbers,
 )
 from deepresearch.programs.formats.jsonl import JsonlAppender, read_jsonl
 from deepresearch.programs.gather.artifacts import GatherResult
 from deepresearch.programs.gather.baselines import DirectQuery
 from deepresearch.programs.gather.loop import GatherConfig, Gatherer
 from deepresearch.programs.lm.lm_cli import add_lm_arguments, open_lm
+from deepresearch.programs.lm.models import server_of
+from deepresearch.programs.lm.replies import LMReplies
+from deepresearch.programs.lm.secrets import redact_url
 from deepresearch.programs.runtime.executor import JobFailed, open_executor, working_in
 from deepresearch.programs.runtime.outputs import atomic_write_text
 from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, describe, open_from_args
@@ -70,6 +75,7 @@ SETTINGS_CHECKED = (
 UNSET = {"full_text": False}  # the value of a setting a run recorded before it existed
 DAMAGED = "fix or remove the line, or pass --overwrite to start the run afresh"
 IN_PROCESS_QUERIES = 8  # queries run at once in this process (no --workers, no --ray)
+EXIT_FAILED = 3  # no query got an answer from the model (as `run` exits when its run failed; 2 is bad input)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -137,6 +143,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "queries",
     )
     add_lm_arguments(parser)
+    # 0 --workers, --iterations, --limit...: refused before any LM request, from a settings file too
+    bound_numbers(parser)
 
 
 def build_program(
@@ -304,6 +312,35 @@ def run_on_executor(executor, job_of, queries: list[GatherQuery], sink, on_done)
     return errors
 
 
+def silent_model(ran: list[dict[str, Any]]) -> int | None:
+    """The LM requests that failed when no query of `ran` got an answer from the model: each ended in an
+    error or sent requests that all failed (the loop then ends `plan_failed`, as if nothing was planned), and
+    some did send requests; None when a query got an answer (or none asked: an offline method, the cache)."""
+    failed = 0
+    for record in ran:
+        if record.get("status") != "done":
+            continue
+        usage = record.get("result", {}).get("usage", {}).values()
+        if any(int(u.get("calls", 0)) for u in usage) or not any(int(u.get("failed", 0)) for u in usage):
+            return None
+        failed += sum(int(u.get("failed", 0)) for u in usage)
+    return failed or None
+
+
+def take_back(out: Path, created: Path | None, results: Path, recorded: int, had_run_json: bool) -> None:
+    """Leaves --out as this command found it: the folder it created goes; else results.jsonl is cut back to
+    the `recorded` bytes earlier runs left (the queries run now are redone by the next run)."""
+    if created is not None:
+        shutil.rmtree(created, ignore_errors=True)
+        return
+    if recorded:
+        os.truncate(results, recorded)
+    else:
+        results.unlink(missing_ok=True)
+    if not had_run_json:
+        (out / "run.json").unlink(missing_ok=True)
+
+
 def usage_totals(records) -> dict[str, int]:
     totals = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
     for record in records:
@@ -391,8 +428,6 @@ def summary_markdown(summary: dict, settings: dict, usage: dict) -> str:
 def main(args: argparse.Namespace) -> int:
     import dspy
 
-    if args.iterations < 1 or (args.workers is not None and args.workers < 1):
-        raise ValueError(f"--iterations and --workers must be >= 1, got {args.iterations} and {args.workers}")
     if args.workers and getattr(args, "ray", None):
         raise ValueError("--workers sets the local pool and --ray a cluster; pass one of them")
     full_text = getattr(args, "full_text", False)
@@ -420,6 +455,7 @@ def main(args: argparse.Namespace) -> int:
     corpus = retrieval.corpus
     described = {k: retrieval.description.get(k) for k in ("retriever", "index", "bm25", "dense", "qdrant")}
     out = Path(args.out or Path("runs") / f"gather-{Path(args.data).name}-{args.method}")
+    created = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)  # the first folder made
     out.mkdir(parents=True, exist_ok=True)
     settings = {
         "queries": str(args.data),
@@ -444,6 +480,7 @@ def main(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"{out} holds a run with different {', '.join(changed)}; pass --overwrite or another --out"
             )
+    had_run_json = run_path.exists()
     atomic_write_text(run_path, json.dumps(settings, indent=2))
     records = read_records(results_path, DAMAGED)
     wanted = {q.query_id for q in queries}
@@ -483,7 +520,9 @@ def main(args: argparse.Namespace) -> int:
         bar.update(1)
 
     started = time.perf_counter()
+    replies = LMReplies()  # why the LM calls of the queries run here failed, when they all did
     with JsonlAppender(results_path) as sink:  # cuts the line a kill left unfinished
+        recorded = results_path.stat().st_size  # what earlier runs left
         if args.workers or getattr(args, "ray", None):
             cwd = os.getcwd()
             errors = run_on_executor(
@@ -494,9 +533,22 @@ def main(args: argparse.Namespace) -> int:
                 on_done,
             )
         else:
-            with session.context(), dspy.context(trace=None, disable_history=True):
+            with session.context(), dspy.context(trace=None, disable_history=True), replies.watching():
                 errors = asyncio.run(run_queries(program, todo, IN_PROCESS_QUERIES, sink, on_done))
     bar.close()
+    failed_requests = silent_model([records[q.query_id] for q in todo]) if lm is not None and todo else None
+    if failed_requests is not None:  # a dead or failing server: no metric of these queries means anything
+        take_back(out, created, results_path, recorded, had_run_json)
+        server = server_of(lm)
+        cause = replies.counts().cause() or f"every request to {redact_url(server) if server else model} failed"
+        queries_run = f"{len(todo)} quer{'y' if len(todo) == 1 else 'ies'}"
+        print(
+            f"deepresearch eval gather: error: no query got an answer from the model: {cause} ({queries_run}; "
+            f"{failed_requests} LM requests failed, none answered); nothing was recorded, rerun the same command "
+            f"once the server answers",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     done = [records[q.query_id] for q in queries if records.get(q.query_id, {}).get("status") == "done"]
     traces = [trace_for(r) for r in done]
     iterations = settings["iterations"]

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import shutil
 import sys
 import tempfile
 import threading
@@ -17,7 +18,7 @@ from dspy.utils.callback import BaseCallback
 from dspy.utils.exceptions import LMError
 
 from deepresearch.eval.querysets import find_queryset
-from deepresearch.optimize.compile import OPTIMIZERS, TEACHABLE, LMCallBudgetSpent, compile_program
+from deepresearch.optimize.compile import OPTIMIZERS, TEACHABLE, LMCallBudgetSpent, NoModelAnswer, compile_program
 from deepresearch.optimize.metrics import (
     METRICS,
     WRITING_METRICS,
@@ -57,6 +58,7 @@ from deepresearch.programs.cli_options import (
     add_output_arguments,
     add_tree_arguments,
     add_workers_arguments,
+    bound_numbers,
 )
 from deepresearch.programs.config import PRESETS, ResearchConfig, preset
 from deepresearch.programs.gather.loop import GatherConfig, Gatherer
@@ -71,6 +73,7 @@ from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, open_
 from deepresearch.retrievers.sources import find_local
 
 PROGRAMS = ("research", "gather", "taxonomy")
+EXIT_FAILED = 3  # nothing was tuned because of failures (as `run` exits when its run failed; 2 is bad input)
 # Stages of the research program whose output the research metrics (the papers the report cites) never see.
 UNSCORED_STAGES = STAGES.unscored()
 
@@ -193,6 +196,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "under $DEEPRESEARCH_DATA, hf:NAME (see `run`)",
     )
     add_lm_arguments(parser, default_offline=False)  # the task LM (--lm): offline cannot be tuned
+    # 0 or a negative --budget, --limit, --workers, --max-lm-calls... is refused before any LM request (a negative
+    # --limit ran unbounded: `[:-1]`); so is one a settings file gives
+    bound_numbers(parser)
 
 
 def resolve_stage(program: str, value: str, research_stages: dict[str, str]) -> str:
@@ -447,10 +453,11 @@ def _support(args: argparse.Namespace, session):
         ) from None
 
 
-def check_out(args: argparse.Namespace) -> None:
+def check_out(args: argparse.Namespace) -> list[Path]:
     """Makes sure the compiled file (and the recorded candidates) can be written, before any LM call.
 
-    Creates the missing parent folders. Raises ValueError (one line) otherwise.
+    Creates the missing parent folders, and returns the first one it created of each. Raises ValueError (one
+    line) otherwise.
     """
     out = Path(args.out).expanduser()
     if out.is_dir():
@@ -460,7 +467,9 @@ def check_out(args: argparse.Namespace) -> None:
     folders = [out.parent] + ([Path(args.record_candidates).expanduser().parent] if args.record_candidates else [])
     if args.judge_lm and args.judge_lm != OFFLINE:
         folders.append(judge_cache(args))
+    created = []
     for folder in dict.fromkeys(folders):
+        top = next((p for p in reversed((folder, *folder.parents)) if not p.exists()), None)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryFile(dir=folder):  # writable, not only present
@@ -470,6 +479,16 @@ def check_out(args: argparse.Namespace) -> None:
             raise ValueError(
                 f"cannot write to {folder} ({reason}); pass an --out (and --judge-cache) whose folder can be created"
             ) from None
+        if top is not None:
+            created.append(top)
+    return created
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Removes each of `folders` (made by `check_out`) that holds no file: a run that saved nothing leaves none."""
+    for folder in folders:
+        if folder.is_dir() and all(p.is_dir() for p in folder.rglob("*")):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -478,9 +497,6 @@ def main(args: argparse.Namespace) -> int:
         return 0
     if args.metric is None or args.out is None:
         raise ValueError("pass --metric and --out (the compiled program file), or --show COMPILED to read one")
-    for name in ("budget", "limit"):  # a negative one ran unbounded (`[:-1]`, a loop that never reached it)
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise ValueError(f"--{name} must be >= 1, got {getattr(args, name)}")
     model = args.lm or environment.default_lm()
     if not model or model == OFFLINE:
         raise ValueError("optimization tunes LM prompts; pass --lm (any DSPy/LiteLLM model string)")
@@ -514,7 +530,7 @@ def main(args: argparse.Namespace) -> int:
         )
     metric_target = {"program": args.program, "pool": args.stage}.get(kind, kind)
     metric_spec(metric_target, args.metric)  # a wrong name fails here, before anything is loaded
-    check_out(args)  # an optimization that cannot save its result fails now, not after its LM calls
+    made = check_out(args)  # an optimization that cannot save its result fails now, not after its LM calls
     # an interrupted run with these settings resumes; one with others is refused before any LM request
     work = RunFolder.open(args.out, settings_of(args), overwrite=getattr(args, "overwrite", False))
     # the LMs are checked before any dataset or corpus is loaded: a bad key or a dead server fails in seconds
@@ -550,24 +566,32 @@ def main(args: argparse.Namespace) -> int:
         with _dev_evaluator(args, kind, metric_target) as evaluator:
             if evaluator is not None and not quiet:
                 print(f"dev split scored on {evaluator.kind} ({evaluator.workers} at once)", file=sys.stderr)
-            result = _resumable(work)(compile_program)(
-                target.program,
-                optimizer=args.optimizer,
-                spec=spec,
-                trainset=trainset,
-                devset=devset,
-                budget=args.budget,
-                max_lm_calls=left,
-                prompt_lm=prompt_lm,
-                num_threads=args.workers,
-                seed=args.seed,
-                show_progress=sys.stderr.isatty() and not quiet,
-                on_progress=None if quiet else lambda line: print(line, file=sys.stderr, flush=True),
-                evaluator=evaluator,
-                journal=work,
-                teacher=target.program.offline() if args.teacher == "offline" else None,
-                choose=args.choose_stages,
-            )
+            try:
+                result = _resumable(work)(compile_program)(
+                    target.program,
+                    optimizer=args.optimizer,
+                    spec=spec,
+                    trainset=trainset,
+                    devset=devset,
+                    budget=args.budget,
+                    max_lm_calls=left,
+                    prompt_lm=prompt_lm,
+                    num_threads=args.workers,
+                    seed=args.seed,
+                    show_progress=sys.stderr.isatty() and not quiet,
+                    on_progress=None if quiet else lambda line: print(line, file=sys.stderr, flush=True),
+                    evaluator=evaluator,
+                    journal=work,
+                    teacher=target.program.offline() if args.teacher == "offline" else None,
+                    choose=args.choose_stages,
+                )
+            except NoModelAnswer as err:  # nothing to tune: no compiled file, and no working folder unless kept
+                kept = work.abandon(keep=args.keep_partial)
+                if not kept:
+                    remove_empty(made)
+                where = f" ({work.folder} is kept)" if kept else ""
+                print(f"deepresearch optimize: error: {err}; no compiled program was saved{where}", file=sys.stderr)
+                return EXIT_FAILED
         for role, n in (evaluator.calls if evaluator is not None else {}).items():  # made on the cluster
             counter.calls[role] = counter.calls.get(role, 0) + n
     if target.program is target.full:  # the whole program was tuned: the optimizer returned a tuned copy of it

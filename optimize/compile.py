@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import dspy
 
 from deepresearch.optimize.metrics import MetricSpec, as_gepa_metric, as_metric
+from deepresearch.programs.lm.replies import LMReplies, ReplyCounts
 from deepresearch.programs.lm.usage import UsageMeter, metered
 from deepresearch.programs.runtime.stage import Shared
 from deepresearch.programs.stages.choice import choose_twins
@@ -121,31 +122,109 @@ def frozen_like(teacher: dspy.Module, student: dspy.Module) -> dspy.Module:
     return teacher
 
 
+class NoModelAnswer(RuntimeError):
+    """No example of the dev evaluation before tuning got an answer from the model: every LM call it made
+    failed, or the program failed on every example. Nothing was tuned; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class WatchCounts:
+    """What a `DevWatch` saw, as plain data (a worker's evaluation sends it back: optimize/remote.py)."""
+
+    examples: int = 0
+    failures: tuple[str, ...] = ()
+    replies: ReplyCounts = ReplyCounts()
+
+
+class DevWatch:
+    """The program's runs on dev examples as `Guarded` saw them: the LM calls they made (`LMReplies`: replied
+    or failed, and why) and the examples the program failed on (the reason of each)."""
+
+    def __init__(self):
+        self.replies = LMReplies()
+        self._lock = threading.Lock()
+        self._examples = 0
+        self._failures: list[str] = []
+
+    def ran(self, failure: str | None = None) -> None:
+        """Counts one example run, and the reason when the program failed on it."""
+        with self._lock:
+            self._examples += 1
+            if failure is not None:
+                self._failures.append(failure)
+
+    def add(self, counts: WatchCounts) -> None:
+        """Adds what another watch saw (a worker's)."""
+        with self._lock:
+            self._examples += counts.examples
+            self._failures.extend(counts.failures)
+        self.replies.add(counts.replies)
+
+    def counts(self) -> WatchCounts:
+        with self._lock:
+            return WatchCounts(self._examples, tuple(self._failures), self.replies.counts())
+
+    def no_answer(self) -> str | None:
+        """Why no example got an answer from the model, when none did; None when one did, or when the
+        program made no LM call and failed on no example (an offline program)."""
+        seen = self.counts()
+        replies = seen.replies
+        if not seen.examples or replies.answered:
+            return None
+        examples = f"{seen.examples} example{'s' if seen.examples > 1 else ''}"
+        if replies.failed:
+            calls = f"{replies.failed} LM call{'s' if replies.failed > 1 else ''}"
+            return f"{replies.cause()} ({examples}; {calls} failed, none answered)"
+        if len(seen.failures) == seen.examples:
+            return f"the program failed on every example ({examples}; first: {seen.failures[0]})"
+        return None
+
+
 class Guarded(dspy.Module):
     """Runs `program`; an example it fails on logs one line (a short id of its inputs and the reason) and scores
-    as a failure, so no optimizer or evaluator logs the example itself (ten abstracts, several KB an error)."""
+    as a failure, so no optimizer or evaluator logs the example itself (ten abstracts, several KB an error).
+    With a `watch`, each run is counted there with the LM calls it made."""
 
-    def __init__(self, program: dspy.Module, progress: Progress | Gate | None = None):
+    def __init__(self, program: dspy.Module, progress: Progress | Gate | None = None, watch: DevWatch | None = None):
         super().__init__()
         self.program = program
         # when its budget is spent, examples score 0 without running the program; one counter for every copy
         self._progress = Shared(progress)
+        self._watch = Shared(watch)
+
+    def _is_spent(self) -> bool:
+        return self._progress.obj is not None and self._progress.obj.is_spent()
+
+    def _watching(self):
+        watch = self._watch.obj
+        return watch.replies.watching() if watch is not None else contextlib.nullcontext()
+
+    def _ran(self, inputs: dict, err: BaseException | None = None) -> dspy.Prediction | None:
+        if self._watch.obj is not None:
+            self._watch.obj.ran(None if err is None else reason_of(err))
+        return None if err is None else failed(inputs, err)
 
     def forward(self, **inputs):
-        if self._progress.obj is not None and self._progress.obj.is_spent():
+        if self._is_spent():
             return dspy.Prediction(failed=True, skipped=True)
-        try:
-            return self.program(**inputs)
-        except Exception as err:
-            return failed(inputs, err)
+        with self._watching():
+            try:
+                out = self.program(**inputs)
+            except Exception as err:
+                return self._ran(inputs, err)
+        self._ran(inputs)
+        return out
 
     async def aforward(self, **inputs):
-        if self._progress.obj is not None and self._progress.obj.is_spent():
+        if self._is_spent():
             return dspy.Prediction(failed=True, skipped=True)
-        try:
-            return await self.program.acall(**inputs)
-        except Exception as err:
-            return failed(inputs, err)
+        with self._watching():
+            try:
+                out = await self.program.acall(**inputs)
+            except Exception as err:
+                return self._ran(inputs, err)
+        self._ran(inputs)
+        return out
 
 
 def example_id(inputs: dict) -> str:
@@ -155,9 +234,14 @@ def example_id(inputs: dict) -> str:
     return f"{digest} ({text[:50]!r})" if text else digest
 
 
-def failed(inputs: dict, err: BaseException) -> dspy.Prediction:
+def reason_of(err: BaseException) -> str:
+    """The exception's type and the first line of its message (at most 200 characters)."""
     reason = (str(err).strip().splitlines() or [""])[0][:200]
-    logger.warning("example %s failed: %s%s", example_id(inputs), type(err).__name__, f": {reason}" if reason else "")
+    return f"{type(err).__name__}: {reason}" if reason else type(err).__name__
+
+
+def failed(inputs: dict, err: BaseException) -> dspy.Prediction:
+    logger.warning("example %s failed: %s", example_id(inputs), reason_of(err))
     return dspy.Prediction(failed=True)
 
 
@@ -288,8 +372,9 @@ class CompileResult:
         )
 
 
-# (program, devset) -> (the metric of each example in devset's order, LM calls made by role)
-DevEvaluator = Callable[[dspy.Module, list[dspy.Example]], tuple[list[float], dict[str, int]]]
+# (program, devset, watch) -> (the metric of each example in devset's order, LM calls made by role); the runs
+# are counted in the watch (`DevWatch`) when one is given
+DevEvaluator = Callable[..., tuple[list[float], dict[str, int]]]
 
 
 def evaluate(
@@ -311,13 +396,17 @@ def evaluate_scores(
     num_threads: int = 4,
     show_progress: bool = False,
     on_score: Callable[[int, float], None] | None = None,
+    watch: DevWatch | None = None,
 ) -> list[float]:
     """The metric of each example of `devset`, in its order (an example the program fails on scores 0 and
     logs one line). `on_score(i, score)` is told each score of an example the program did not fail on, as
-    it comes (from the evaluation's threads)."""
+    it comes (from the evaluation's threads). `watch` counts each run and the LM calls it made."""
     if not devset:
         raise ValueError("the dev split is empty; give more examples or a --dev file")
-    program = program if isinstance(program, Guarded) else Guarded(program)
+    if isinstance(program, Guarded):
+        program = program if watch is None else Guarded(program.program, program._progress.obj, watch)
+    else:
+        program = Guarded(program, watch=watch)
     metric = guarded_metric(spec)
     if on_score is not None:
         position = {id(ex): i for i, ex in enumerate(devset)}  # Evaluate hands the metric devset's own objects
@@ -501,6 +590,11 @@ def compile_program(
     those asked for). GEPA holds the budget itself; SIMBA's closing evaluation may pass it.
 
     An example the program fails on logs one line (its id and the reason; `Guarded`) and scores 0.
+
+    Raises:
+        NoModelAnswer: no example of the dev evaluation before tuning got an answer from the model (every LM
+            call failed, or the program failed on every example); nothing is tuned. A resumed run that
+            journaled dev scores before tuning is not checked again.
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of: {', '.join(OPTIMIZERS)}")
@@ -530,29 +624,36 @@ def compile_program(
         elsewhere += sum(calls.values())
         return scores
 
-    def scores_before() -> tuple[list[float], int]:
-        """The dev scores before tuning, and how many examples were scored now (the others were journaled)."""
+    def scores_before(watch: DevWatch) -> tuple[list[float], int]:
+        """The dev scores before tuning, and how many examples were scored now (the others were journaled);
+        the runs of those scored now are counted in `watch`."""
         nonlocal elsewhere
-        if journal is None:
-            return dev_scores(program), len(devset)
-        known = journal.known_before(devset)
+        known = journal.known_before(devset) if journal is not None else {}
         missing = [i for i in range(len(devset)) if i not in known]
         if missing:
             subset = [devset[i] for i in missing]
             if evaluator is None:
-                scores = evaluate_scores(
-                    program, subset, spec, num_threads, show_progress, lambda j, s: journal.record_before(missing[j], s)
-                )
+                record = None if journal is None else lambda j, s: journal.record_before(missing[j], s)
+                scores = evaluate_scores(program, subset, spec, num_threads, show_progress, record, watch=watch)
             else:
-                scores, calls = evaluator(program, subset)
+                scores, calls = evaluator(program, subset, watch=watch)
                 elsewhere += sum(calls.values())
-                for i, score in zip(missing, scores, strict=True):
-                    journal.record_before(i, score)
+                if journal is not None:
+                    for i, score in zip(missing, scores, strict=True):
+                        journal.record_before(i, score)
             known.update(zip(missing, scores, strict=True))
         return [known[i] for i in range(len(devset))], len(missing)
 
     with metered(meter):
-        before_scores, scored_now = scores_before()
+        watch = DevWatch()
+        before_scores, scored_now = scores_before(watch)
+        # no example answered by the model: a dead server, or a program that fails on everything; the scores
+        # (0, or whatever a program that catches its failures makes of nothing) say nothing of the program
+        reason = watch.no_answer() if scored_now == len(devset) else None
+        if reason is not None:
+            if journal is not None:
+                journal.forget_before()  # those scores stand for no answer: a rerun scores the examples again
+            raise NoModelAnswer(f"no dev example got an answer from the model before tuning: {reason}")
         cap = None
         if max_lm_calls is not None and journal is not None and journal.budget is not None:
             budget, allowed = journal.budget  # fixed by the start that finished the evaluation before tuning

@@ -16,7 +16,7 @@ from typing import Any
 
 import dspy
 
-from deepresearch.optimize.compile import evaluate_scores
+from deepresearch.optimize.compile import DevWatch, WatchCounts, evaluate_scores
 from deepresearch.programs.lm.lm_cli import open_lm
 from deepresearch.programs.runtime.executor import JobFailed, working_in
 
@@ -26,8 +26,11 @@ Setup = Callable[[argparse.Namespace, Any], tuple[dspy.Module, Any, Any]]
 _BUILT: dict[str, tuple] = {}  # per worker process: what `setup` built for one command's options
 
 
-def score_example(job: tuple[Setup, argparse.Namespace, str, dict, dspy.Example]) -> tuple[float, dict[str, int]]:
-    """The metric of one dev example under the program state `job` carries, and the LM calls it took by role."""
+def score_example(
+    job: tuple[Setup, argparse.Namespace, str, dict, dspy.Example],
+) -> tuple[float, dict[str, int], WatchCounts]:
+    """The metric of one dev example under the program state `job` carries, the LM calls it took by role, and
+    how its run went (`DevWatch`: its LM calls replied or failed, the program failed or not)."""
     setup, args, cwd, state, example = job
     with working_in(cwd):  # relative paths of the options, as the command saw them
         key = repr((getattr(setup, "func", setup).__qualname__, sorted(vars(args).items()), cwd))
@@ -40,9 +43,11 @@ def score_example(job: tuple[Setup, argparse.Namespace, str, dict, dspy.Example]
         candidate = program.deepcopy()
         candidate.load_state(state)
         before = dict(counter.calls)
+        watch = DevWatch()
         with session.context():
-            [score] = evaluate_scores(candidate, [example], spec, num_threads=1)
-    return score, {role: n - before.get(role, 0) for role, n in counter.calls.items() if n != before.get(role, 0)}
+            [score] = evaluate_scores(candidate, [example], spec, num_threads=1, watch=watch)
+    used = {role: n - before.get(role, 0) for role, n in counter.calls.items() if n != before.get(role, 0)}
+    return score, used, watch.counts()
 
 
 class ExecutorEvaluator:
@@ -64,7 +69,11 @@ class ExecutorEvaluator:
     def __exit__(self, *exc) -> None:
         self.executor.__exit__(*exc)
 
-    def __call__(self, program: dspy.Module, devset: list[dspy.Example]) -> tuple[list[float], dict[str, int]]:
+    def __call__(
+        self, program: dspy.Module, devset: list[dspy.Example], watch: DevWatch | None = None
+    ) -> tuple[list[float], dict[str, int]]:
+        """The metric of each example of `devset` (in its order) and the LM calls made by role; each
+        example's run is added to `watch` when one is given."""
         assert self._pool is not None, "use the evaluator in a with block"
         state = program.dump_state()
         scores: list[float] = [0.0] * len(devset)
@@ -75,7 +84,9 @@ class ExecutorEvaluator:
                 raise RuntimeError(
                     f"dev example {index + 1} of {len(devset)} could not be scored on {self._pool.kind}: {result.error}"
                 )
-            scores[index], used = result
+            scores[index], used, seen = result
+            if watch is not None:
+                watch.add(seen)
             for role, n in used.items():
                 calls[role] = calls.get(role, 0) + n
                 self.calls[role] = self.calls.get(role, 0) + n

@@ -13,9 +13,10 @@ While `optimize ... --out compiled.json` runs, `compiled.partial/` holds what it
 - `dev_before.jsonl`: the dev score of each example before tuning, one line as each is scored, and the metric
   budget `--max-lm-calls` left once that evaluation ended (so a rerun tunes under the same budget).
 
-On success the folder is removed (`--keep-partial` keeps it). Nothing in it holds an API key: the cache keys
-leave keys out, answers holding a configured secret are not stored (`ServerKeyedCache.put`), and the manifest
-records server URLs with their credentials redacted.
+On success the folder is removed (`--keep-partial` keeps it); so it is after a start in which no dev example
+got an answer from the model, unless it holds LM answers or dev scores a rerun resumes from. Nothing in it
+holds an API key: the cache keys leave keys out, answers holding a configured secret are not stored
+(`ServerKeyedCache.put`), and the manifest records server URLs with their credentials redacted.
 """
 
 from __future__ import annotations
@@ -255,6 +256,13 @@ class RunFolder:
         with self._lock, (self.folder / self.SCORES).open("a") as f:
             f.write(json.dumps(row) + "\n")
 
+    def forget_before(self) -> None:
+        """Drops the dev scores before tuning this start recorded: they stand for no answer from the model
+        (`compile.NoModelAnswer`), and a rerun scores those examples again."""
+        with self._lock:
+            (self.folder / self.SCORES).unlink(missing_ok=True)
+            self._known = {}
+
     def record_budget(self, budget: int, lm_calls: int) -> None:
         """The metric budget and the optimizer's LM requests once the dev evaluation before tuning fixed them
         (`--max-lm-calls`)."""
@@ -280,6 +288,21 @@ class RunFolder:
         """After the compiled program is saved: removes the folder unless `keep`."""
         if keep:
             return
+        self._remove()
+
+    def abandon(self, keep: bool = False) -> bool:
+        """After a start that saved nothing (no answer from the model): removes the folder unless `keep`
+        (`--keep-partial`) or it holds what a rerun resumes from (LM answers, dev scores before tuning).
+
+        Returns:
+            Whether the folder is kept.
+        """
+        if keep or _count_answers(self.folder / "lm") or (self.folder / self.SCORES).exists():
+            return True
+        self._remove()
+        return False
+
+    def _remove(self) -> None:
         cache = getattr(dspy, "cache", None)
         if isinstance(cache, RunCache):  # the command's own cache again, without the journal about to go
             cache.journal.close()

@@ -278,12 +278,15 @@ def source_failure_lines(retrieval) -> list[str]:
     ]
 
 
-def recording(events: list[Event], progress: Progress) -> EventHandler:
-    """An event handler that keeps every event (for the trace of a run that raised) and shows it."""
+def recording(events: list[Event], progress: Progress, also: EventHandler | None = None) -> EventHandler:
+    """An event handler that keeps every event (for the trace of a run that raised), shows it, and passes it
+    on to `also` (another watcher of the run, such as `deepresearch mcp`'s progress notifications)."""
 
     def on_event(event: Event) -> None:
         events.append(event)
         progress(event)
+        if also is not None:
+            also(event)
 
     return on_event
 
@@ -345,14 +348,16 @@ def run_research(
     retrieval,
     folder: RunFolder,
     answers: tuple[dict[str, str], ...] | None = None,
+    on_event: EventHandler | None = None,
 ) -> int:
     """Runs the program into a claimed folder: report.md and trace.json, also the trace of a run that raised.
 
     `answers` are clarifications given in advance (`--clarify-answers`); without them `--clarify` asks.
+    `on_event` is called with every event of the run, after the progress display.
     """
     progress = Progress(quiet=getattr(args, "quiet", False))  # -q is the dispatcher's option
     events: list[Event] = []
-    program, meta = build_program(args, retrieval.retriever, recording(events, progress), session)
+    program, meta = build_program(args, retrieval.retriever, recording(events, progress, on_event), session)
     meter = CostMeter()  # the run's usage: the clarifying questions are counted in it too
     clarifications = (
         answers if answers is not None else (ask_clarifications(args, program, session, meter) if args.clarify else ())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 # concept -> (canonical spelling, spellings no command may show; the deprecated ones still parse)
@@ -147,13 +148,90 @@ def add_overwrite_argument(parser, *, help: str, old: tuple[str, ...] = ()) -> N
         deprecated(parser, spelling, "--overwrite")
 
 
+@dataclass(frozen=True)
+class Bound:
+    """The values a numeric option takes: at least `minimum`, and at most `maximum` when there is one."""
+
+    minimum: int | float
+    maximum: int | float | None = None
+
+    def problem(self, value: Any) -> str | None:
+        """`must be >= 1, got 0` for a value out of bounds (NaN is); None for one within, or for None.
+
+        A list (a repeatable option) is checked item by item."""
+        for item in value if isinstance(value, list) else [value]:
+            if item is None:
+                continue
+            if not item >= self.minimum or (self.maximum is not None and not item <= self.maximum):
+                limits = f">= {self.minimum}" if self.maximum is None else f"from {self.minimum} to {self.maximum}"
+                return f"must be {limits}, got {item}"
+        return None
+
+
+# The bounds of numeric options, by option (its dest), where a value below makes no sense: 0 workers, rounds,
+# examples or LM calls. One table for the command line (`check_numbers`) and the settings file
+# (programs/formats/config_file.py), so both refuse the same values; a command opts in with `bound_numbers`.
+BOUNDS: dict[str, Bound] = {
+    "limit": Bound(1),
+    "budget": Bound(1),
+    "max_lm_calls": Bound(1),
+    "depth": Bound(1),
+    "breadth": Bound(1),
+    "hits": Bound(1),
+    "iterations": Bound(1),
+    "workers": Bound(1),
+    "max_output_tokens": Bound(1),
+    "ranking_depth": Bound(0),
+    "bootstrap": Bound(0),  # 0: no intervals
+    "min_relevance": Bound(0),
+    "k1": Bound(0),
+    "b": Bound(0, 1),
+}
+
+
+class _Bounded:
+    """Mixin of a bounded numeric option's action: remembers the spelling the value was given under, so that
+    a refusal names the option as typed (a deprecated alias too)."""
+
+    bound: Bound
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.__dict__.setdefault("_typed_as", {})[self.dest] = option_string
+        super().__call__(parser, namespace, values, option_string)  # type: ignore[misc]
+
+
+def bound_numbers(parser: argparse.ArgumentParser) -> None:
+    """Gives each numeric option of `parser` that `BOUNDS` names its bound, which `check_numbers` (the
+    command line) and the settings file check before the command runs. Call it once all options are added."""
+    for action in parser._actions:  # argparse has no public list of a parser's options
+        if action.dest in BOUNDS and action.type in (int, float) and not isinstance(action, _Bounded):
+            action.__class__ = type(f"Bounded{type(action).__name__}", (_Bounded, type(action)), {})
+            action.bound = BOUNDS[action.dest]
+
+
+def check_numbers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuses a bounded option's value out of its bounds (`bound_numbers`), naming the option as typed.
+
+    Raises:
+        ValueError: one line, `--workers must be >= 1, got 0`.
+    """
+    typed = parser.__dict__.get("_typed_as", {})
+    for action in parser._actions:
+        bound = getattr(action, "bound", None)
+        problem = bound.problem(getattr(args, action.dest, None)) if bound is not None else None
+        if problem is not None:
+            raise ValueError(f"{typed.get(action.dest, action.option_strings[0])} {problem}")
+
+
 def add_quiet_alias(parser) -> None:
     """--no-progress, the old spelling of the dispatcher's -q (which every command honours)."""
     deprecated(parser, "--no-progress", "-q", dest="quiet", action="store_true")
 
 
 __all__ = [
+    "BOUNDS",
     "VOCABULARY",
+    "Bound",
     "add_data_arguments",
     "add_judge_arguments",
     "add_output_arguments",
@@ -161,5 +239,7 @@ __all__ = [
     "add_quiet_alias",
     "add_tree_arguments",
     "add_workers_arguments",
+    "bound_numbers",
+    "check_numbers",
     "deprecated",
 ]

@@ -22,6 +22,7 @@ EXTRAS = {
     "pdf": ("pypdf", "reading PDFs"),
     "refs": ("bibtexparser", "reading BibTeX"),
     "ray": ("ray", "a Ray cluster (batch --ray)"),
+    "mcp": ("mcp", "the MCP server (deepresearch mcp)"),
 }
 
 # extra -> the modules that must import for it (checked without importing them: torch takes seconds)
@@ -32,6 +33,7 @@ MODULES = {
     "plots": ("matplotlib",),
     "pdf": ("pypdf",),
     "refs": ("bibtexparser",),
+    "mcp": ("mcp",),
 }
 
 

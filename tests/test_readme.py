@@ -94,6 +94,7 @@ NOT_RUN: dict[str, str] = {
     "deepresearch index hf:BeIR/nfcorpus --out idx/nfcorpus": "needs the network (a Hugging Face hub dataset)",
     "deepresearch index hf:owner/papers --hf-config abstracts --split train --field doc_id=paper_id --field "
     "text=abstract --out idx/papers": "needs the network (a Hugging Face hub dataset; owner/papers is an example)",
+    "deepresearch mcp --out runs/mcp --lm openai/gpt-4.1-mini": HOSTED,  # docs/how-to/mcp.md; tests/test_mcp.py serves
 }
 # Lines of the shell blocks that are not our commands: other programs, and the shell's loop words.
 NOT_OURS: dict[str, str] = {
@@ -103,6 +104,7 @@ NOT_OURS: dict[str, str] = {
     "export OPENAI_API_KEY=sk-...": "sets the provider's key",
     "source .venv/bin/activate": "activates the environment `make demo` made",
     "pip install -e '.[docs]'": "installs the site's tools",
+    "pip install -e '.[mcp]'": "installs the MCP SDK",
     "pip install build": "installs the wheel builder",
     "pip install dist/*.whl": "installs the wheel (tests/test_packaging.py installs one and runs it)",
     "mkdocs serve": "serves the site",

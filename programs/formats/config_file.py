@@ -27,9 +27,11 @@ reported in one line naming the file and the key.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 from deepresearch.programs.config import FLAT_NAMES, GROUPS
 
@@ -72,15 +74,28 @@ def read_config(path: Path) -> dict[str, Any]:
         raise ConfigFileError(f"{path}: not valid TOML ({err})") from err
 
 
-def global_settings(data: dict[str, Any], path: Path, commands: set[str]) -> dict[str, Any]:
+def global_settings(
+    data: dict[str, Any], path: Path, commands: set[str], groups: Mapping[str, set[str]] | None = None
+) -> dict[str, Any]:
     """The top-level `verbose` and `quiet` of a settings file, checked; other top-level keys must be tables
-    named after a command."""
+    named after a command. The table of a command group (`groups`: [eval]) holds only its commands' tables
+    ([eval.gather]): no command reads a key of its own."""
     plain = {k: v for k, v in data.items() if not isinstance(v, dict)}
     for key, value in data.items():
         if isinstance(value, dict) and key not in commands:
             raise ConfigFileError(
                 f"{path}: unknown table [{key}]; tables are named after a command: {', '.join(sorted(commands))}"
             )
+        if isinstance(value, dict) and key in (groups or {}):
+            for name, setting in value.items():
+                if not isinstance(setting, dict):
+                    tables = ", ".join(f"[{key}.{c}]" for c in sorted(groups[key]))
+                    raise ConfigFileError(
+                        f"{path}: [{key}] key {name!r}: no command reads it there; [{key}] holds the tables of "
+                        f"its commands ({tables}): set {name} in the table of the command it is for"
+                    )
+    if isinstance(plain.get("verbose"), bool):
+        raise _not_a_number(path, "", "verbose", plain["verbose"], int)
     from pydantic import ConfigDict, create_model  # here, not at the top: `deepresearch --help` stays fast
 
     model = create_model(
@@ -136,31 +151,55 @@ def command_defaults(data: dict[str, Any], path: Path, command: str, parser: arg
         for o in a.option_strings
         if o.startswith("--") and getattr(a, "replacement", None)
     }
+    where = f"[{command.replace(' ', '.')}] "
     values: dict[str, Any] = {}
+    written: dict[str, str] = {}  # dest -> the key as the file spells it
     for key, value in table.items():
         dest = key.replace("-", "_")
         dest = aliases.get(dest, spellings.get(dest, dest))
         if dest not in options:
             if isinstance(value, dict):  # a nested command's table, [eval.retrieval] inside [eval]
                 continue
-            raise ConfigFileError(
-                f"{path}: [{command.replace(' ', '.')}] unknown key {key!r}; known: {', '.join(sorted(options))}"
-            )
+            raise ConfigFileError(f"{path}: {where}unknown key {key!r}; known: {', '.join(sorted(options))}")
+        number = _number_type(options[dest][0])
+        if number is not None and any(isinstance(v, bool) for v in (value if isinstance(value, list) else [value])):
+            raise _not_a_number(path, where, key, value, number)  # pydantic would read true as 1
         values[dest] = value
+        written[dest] = key
     from pydantic import ConfigDict, create_model
 
     model = create_model(
         "Settings", __config__=ConfigDict(extra="forbid"), **{d: (options[d][0] | None, None) for d in values}
     )
-    checked = _validate(model, values, path, f"[{command.replace(' ', '.')}] ", allowed=sorted(options))
+    checked = _validate(model, values, path, where, allowed=sorted(options))
     for dest, value in checked.items():  # the option's own converter (e.g. --source's engine names)
         action = options[dest][1]
         if action.type not in (None, int, float, str) and value is not None:
             try:
                 checked[dest] = [action.type(v) for v in value] if isinstance(value, list) else action.type(value)
             except (argparse.ArgumentTypeError, ValueError, TypeError) as err:
-                raise ConfigFileError(f"{path}: [{command.replace(' ', '.')}] key {dest!r}: {err}") from err
+                raise ConfigFileError(f"{path}: {where}key {dest!r}: {err}") from err
+        bound = getattr(action, "bound", None)  # cli_options.bound_numbers: the command line's bounds
+        problem = bound.problem(checked[dest]) if bound is not None else None
+        if problem is not None:
+            raise ConfigFileError(f"{path}: {where}key {written[dest]!r} {problem}")
     return checked
+
+
+def _number_type(kind: Any) -> type | None:
+    """int or float when an option takes numbers (one or a list of them), else None."""
+    if get_origin(kind) is list:
+        kind = get_args(kind)[0]
+    return kind if kind in (int, float) else None
+
+
+def _not_a_number(path: Path, where: str, key: str, value: Any, number: type) -> ConfigFileError:
+    """The error for a boolean given to a numeric key, naming the file, the key and the type it takes."""
+    shown = json.dumps(value, default=str)  # as TOML writes it: true, [1, true]
+    expected = "an integer" if number is int else "a number"
+    return ConfigFileError(
+        f"{path}: {where}key {key!r}: expected {expected}, got {shown} (true and false are not numbers)"
+    )
 
 
 def ungroup_run_table(table: dict[str, Any], path: Path) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -332,3 +333,47 @@ def test_queries_on_worker_processes_give_the_in_process_results_and_resume_what
         assert len(server.requests) - before == 1 + usage_totals(here[q] for q in redone)["calls"]  # + preflight
         assert (pool / "results.jsonl").read_text().splitlines()[0] == lines[0]
         assert records_without_timing(pool) == here
+
+
+def test_a_dead_lm_fails_the_run_in_one_line_and_records_nothing(data_dir, tmp_path, capsys, monkeypatch):
+    # every query ended `plan_failed` with no reply from the model and the command exited 0 with a summary of
+    # nothing; a rerun then took those queries as done
+    monkeypatch.setenv("DEEPRESEARCH_API_KEY", "sk-dead-lm-0123456789abcdef")
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        base_url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    out = tmp_path / "new" / "run"
+    lm = ["--lm", "openai/scripted", "--api-base", base_url, "--no-preflight", "--no-cache"]
+    assert gather(data_dir, out, *lm, limit=2) == 3
+    err = capsys.readouterr().err
+    [line] = [x for x in err.splitlines() if "error" in x]
+    assert line.startswith("deepresearch eval gather: error: no query got an answer from the model: could not reach")
+    assert base_url in line and "none answered" in line and "rerun the same command" in line
+    assert "sk-dead-lm" not in err
+    assert not (tmp_path / "new").exists()  # the folder this command made, and nothing in it
+
+
+def test_queries_no_model_answered_are_taken_back_and_redone_by_the_next_run(data_dir, tmp_path, capsys):
+    from tests.integration.openai_server import Error, LocalOpenAIServer
+
+    out = tmp_path / "run"
+    with LocalOpenAIServer(gather_lm_handler()) as server:
+        lm = ["--lm", "openai/scripted", "--api-base", server.base_url, "--no-cache"]
+        assert gather(data_dir, out, *lm, limit=1) == 0
+    files = {name: (out / name).read_bytes() for name in ("results.jsonl", "run.json", "summary.json")}
+
+    def not_found(messages):  # the model is gone from the server
+        return "OK" if "Reply with the word OK" in messages[-1]["content"] else Error(404, "no such model")
+
+    capsys.readouterr()
+    with LocalOpenAIServer(not_found) as server:
+        lm = ["--lm", "openai/scripted", "--api-base", server.base_url, "--no-cache"]
+        assert gather(data_dir, out, *lm, limit=3) == 3
+    assert "no query got an answer from the model: model 'openai/scripted' not found at" in capsys.readouterr().err
+    assert {name: (out / name).read_bytes() for name in files} == files  # the first run's files, as they were
+
+    with LocalOpenAIServer(gather_lm_handler()) as server:
+        lm = ["--lm", "openai/scripted", "--api-base", server.base_url, "--no-cache"]
+        assert gather(data_dir, out, *lm, limit=3) == 0
+    assert "3 queries · 1 already done" in capsys.readouterr().err
+    assert json.loads((out / "summary.json").read_text())["evaluated"] == 3

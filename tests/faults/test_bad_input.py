@@ -12,6 +12,7 @@ import pytest
 from deepresearch.cli import main
 from deepresearch.programs.lm.models import make_lm, preflight
 from tests.integration.openai_server import Error, LocalOpenAIServer
+from tests.research_lm import research_handler
 
 
 def one_line(capfd) -> str:
@@ -193,3 +194,90 @@ def test_preflight_waits_out_a_429_with_retry_after(clean_lm_env):
     with LocalOpenAIServer(lambda messages: next(replies, "OK")) as server:
         preflight(make_lm("openai/x", api_base=server.base_url, cache=False, num_retries=0))
         assert len(server.requests) == 2
+
+
+OPTIMIZE = ["optimize", "--program", "research", "--metric", "recall", "--data", "scifact", "--out", "compiled.json"]
+GATHER = ["eval", "gather", "--data", "scifact", "--out", "gathered"]
+
+
+@pytest.mark.parametrize(
+    "command,option,value,message",
+    [
+        (OPTIMIZE, "--workers", "0", "--workers must be >= 1, got 0"),
+        (OPTIMIZE, "--threads", "0", "--threads must be >= 1, got 0"),  # a deprecated spelling, named as typed
+        (OPTIMIZE, "--max-lm-calls", "0", "--max-lm-calls must be >= 1, got 0"),  # it made 4 LM calls
+        (OPTIMIZE, "--budget", "0", "--budget must be >= 1, got 0"),
+        (OPTIMIZE, "--limit", "0", "--limit must be >= 1, got 0"),
+        (OPTIMIZE, "--iterations", "0", "--iterations must be >= 1, got 0"),
+        (OPTIMIZE, "--depth", "0", "--depth must be >= 1, got 0"),
+        (OPTIMIZE, "--breadth", "0", "--breadth must be >= 1, got 0"),
+        (OPTIMIZE, "--hits", "0", "--hits must be >= 1, got 0"),
+        (OPTIMIZE, "--max-output-tokens", "0", "--max-output-tokens must be >= 1, got 0"),
+        (OPTIMIZE, "--k1", "-1", "--k1 must be >= 0, got -1.0"),
+        (OPTIMIZE, "--b", "1.5", "--b must be from 0 to 1, got 1.5"),
+        (GATHER, "--workers", "0", "--workers must be >= 1, got 0"),
+        (GATHER, "--iterations", "0", "--iterations must be >= 1, got 0"),
+        (GATHER, "--limit", "0", "--limit must be >= 1, got 0"),
+        (GATHER, "--ranking-depth", "-1", "--ranking-depth must be >= 0, got -1"),
+        (GATHER, "--bootstrap", "-1", "--bootstrap must be >= 0, got -1"),
+        (GATHER, "--min-relevance", "-1", "--min-relevance must be >= 0, got -1"),
+    ],
+    ids=lambda v: v[0] if isinstance(v, list) else None,
+)
+def test_a_number_out_of_bounds_is_refused_in_one_line_before_any_lm_request(
+    command, option, value, message, capfd, clean_lm_env, tmp_path
+):
+    with LocalOpenAIServer(research_handler()) as server:
+        code = main([*command, "--lm", "openai/x", "--api-base", server.base_url, option, value])
+    assert code == 2 and server.requests == []  # not even the preflight
+    line = one_line(capfd)
+    words = " ".join(w for w in command[:2] if not w.startswith("-"))  # optimize, eval gather
+    assert line == f"deepresearch {words}: error: {message}"
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+@pytest.mark.parametrize(
+    "command,table,key,message",
+    [
+        (OPTIMIZE, "optimize", "max-lm-calls", "key 'max-lm-calls' must be >= 1, got 0"),
+        (OPTIMIZE, "optimize", "workers", "key 'workers' must be >= 1, got 0"),
+        (GATHER, "eval.gather", "workers", "key 'workers' must be >= 1, got 0"),
+        (GATHER, "eval.gather", "iterations", "key 'iterations' must be >= 1, got 0"),
+    ],
+)
+def test_a_settings_file_is_held_to_the_bounds_of_the_command_line(
+    command, table, key, message, capfd, clean_lm_env, tmp_path
+):
+    settings = tmp_path / "deepresearch.toml"
+    settings.write_text(f"[{table}]\n{key} = 0\n")
+    with LocalOpenAIServer(research_handler()) as server:
+        code = main([*command, "--lm", "openai/x", "--api-base", server.base_url])
+    assert code == 2 and server.requests == []
+    line = one_line(capfd)
+    assert f"{settings.name}: [{table}] {message}" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deepresearch.toml"]
+
+
+def test_a_boolean_in_a_settings_file_is_no_number(capfd, clean_lm_env, tmp_path):
+    # `deadline = true` became a 1-second deadline (true read as 1)
+    settings = tmp_path / "deepresearch.toml"
+    settings.write_text("[run]\ndeadline = true\n")
+    assert main(["run", "q", "--lm", "offline", "--out", str(tmp_path / "o")]) == 2
+    line = one_line(capfd)
+    assert f"{settings.name}: [run] key 'deadline': expected a number, got true" in line
+    assert not (tmp_path / "o").exists()
+    settings.write_text("[optimize]\nbudget = false\n")
+    assert main([*OPTIMIZE, "--lm", "openai/x", "--api-base", "http://127.0.0.1:9/v1"]) == 2
+    assert "[optimize] key 'budget': expected an integer, got false" in one_line(capfd)
+
+
+def test_a_key_of_a_command_group_table_is_refused_naming_its_commands_tables(capfd, clean_lm_env, tmp_path):
+    # `[eval] workers = 0` was read by no command, silently: eval gather then ran on its default
+    settings = tmp_path / "deepresearch.toml"
+    settings.write_text("[eval]\nworkers = 0\n")
+    with LocalOpenAIServer(research_handler()) as server:
+        code = main([*GATHER, "--lm", "openai/x", "--api-base", server.base_url])
+    assert code == 2 and server.requests == []
+    line = one_line(capfd)
+    assert f"{settings.name}: [eval] key 'workers'" in line and "[eval.gather]" in line
+    assert not (tmp_path / "gathered").exists()

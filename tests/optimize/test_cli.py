@@ -1,13 +1,17 @@
 """`deepresearch optimize` end to end over real HTTP, and the compiled file used by `deepresearch run`."""
 
+import contextlib
 import json
+import socket
 
 import pytest
 
 from deepresearch import cli
 from deepresearch.programs.research.program import DeepResearch
-from tests.integration.openai_server import LocalOpenAIServer
+from tests.integration.openai_server import Error, LocalOpenAIServer
 from tests.research_lm import research_handler
+
+SECRET = "sk-failed-means-failed-0123456789abcdef"
 
 
 def test_optimize_assessor_then_run_with_the_compiled_program(data_dir, scifact_bm25, tmp_path, monkeypatch, capsys):
@@ -392,3 +396,98 @@ def test_gepa_reflection_calls_are_counted_too(data_dir, tmp_path, capsys):
     assert proposals  # GEPA did ask for new instructions
     meta = json.loads(out.with_name("merge.meta.json").read_text())
     assert meta["lm_calls"] == len(server.requests) - 1  # all but the preflight
+
+
+def unused_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def failing_server(kind: str):
+    """A base URL (in a `with`) whose every LM request fails: a port nothing listens on, or a server that
+    answers an HTTP error (500, or 404: not retried) to all but the preflight; yields (base URL, server)."""
+    if kind == "nothing listens":
+        return contextlib.nullcontext((f"http://127.0.0.1:{unused_port()}/v1", None))
+    status = int(kind.split()[-1])
+
+    def handler(messages):
+        return "OK" if "Reply with the word OK" in messages[-1]["content"] else Error(status, "boom")
+
+    @contextlib.contextmanager
+    def serving():
+        with LocalOpenAIServer(handler) as server:
+            yield server.base_url, server
+
+    return serving()
+
+
+def optimize_all(out, base_url, corpus, *extra):
+    return cli.main(
+        [
+            "optimize",
+            "--program",
+            "research",
+            "--metric",
+            "recall",
+            "--optimizer",
+            "bootstrap-rs",
+            "--data",
+            "scifact",
+            "--corpus",
+            str(corpus),
+            "--limit",
+            "3",
+            "--budget",
+            "8",
+            "--out",
+            str(out),
+            "--lm",
+            "openai/local-model",
+            "--api-base",
+            base_url,
+            "--no-cache",
+            *extra,
+        ]
+    )
+
+
+@pytest.mark.parametrize("kind", ["nothing listens", "HTTP 500"])
+def test_with_every_lm_call_failing_nothing_is_tuned_or_saved_and_the_exit_is_non_zero(
+    kind, data_dir, scifact_head, tmp_path, monkeypatch, capsys
+):
+    # it saved a compiled program "scored 0.0 -> 0.0" and exited 0: the research program catches the failures
+    # of its stages, so every dev example "ran", and the tuning spent its budget on a server that never answered
+    monkeypatch.setenv("DEEPRESEARCH_DATA", str(data_dir))
+    monkeypatch.setenv("DEEPRESEARCH_API_KEY", SECRET)
+    out = tmp_path / "runs" / "compiled.json"
+    with failing_server(kind) as (base_url, server):
+        code = optimize_all(out, base_url, scifact_head(300), *(["--no-preflight"] if server is None else []))
+        sent = len(server.requests) if server is not None else None
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "error" in line]
+    assert code == 3 and len(lines) == 1, err
+    line = lines[0]
+    assert line.startswith("deepresearch optimize: error: no dev example got an answer from the model before tuning")
+    assert base_url in line and "none answered" in line and "no compiled program was saved" in line
+    assert ("could not reach" if server is None else "server error") in line
+    assert SECRET not in err
+    assert not (tmp_path / "runs").exists()  # no compiled file, no record, no working folder, no empty folder
+    if server is not None:
+        assert sent > 1  # the dev examples were run (the preflight was answered); nothing after them
+
+
+def test_keep_partial_keeps_the_working_folder_of_a_run_the_model_never_answered(
+    data_dir, scifact_head, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("DEEPRESEARCH_DATA", str(data_dir))
+    out = tmp_path / "compiled.json"
+    with failing_server("HTTP 404") as (base_url, _):
+        code = optimize_all(out, base_url, scifact_head(300), "--keep-partial")
+    err = capsys.readouterr().err
+    assert code == 3 and "not found at" in err and f"{tmp_path / 'compiled.partial'} is kept" in err
+    assert not out.exists() and not (tmp_path / "compiled.meta.json").exists()
+    kept = tmp_path / "compiled.partial"
+    assert (kept / "manifest.json").exists()
+    assert not (kept / "dev_before.jsonl").exists()  # those scores stood for no answer: a rerun scores again

@@ -13,7 +13,13 @@ import random
 import dspy
 import pytest
 
-from deepresearch.optimize.compile import compile_program, evaluate, evaluate_scores, paired_bootstrap
+from deepresearch.optimize.compile import (
+    NoModelAnswer,
+    compile_program,
+    evaluate,
+    evaluate_scores,
+    paired_bootstrap,
+)
 from deepresearch.optimize.metrics import metric_spec
 from deepresearch.optimize.saved import load_compiled, meta_path, save_compiled
 from deepresearch.programs.citing.citations import source_id_for
@@ -173,6 +179,42 @@ def test_random_search_scores_its_candidates_on_part_of_a_training_set_the_budge
     assert result.metric_calls <= 16
     assert result.before == pytest.approx(2 / 3) and result.after == pytest.approx(1.0)  # the demos were seen
     assert sum(len(p.demos) for _, p in result.program.named_predictors()) > 0
+
+
+def test_a_program_that_scores_zero_on_real_answers_is_still_tuned(scifact):
+    # a score of 0 is no failure: the model answered, every paper judged irrelevant (F1 0)
+    examples = pools(scifact)
+    nothing = {
+        AssessRelevance: lambda m: {
+            "relevance": {p["paper_id"]: "irrelevant" for p in json.loads(inputs_of(m)["papers"])}
+        }
+    }
+    with dspy.context(lm=scripted_lm(routed_handler(nothing))):
+        result = compile_program(
+            Assessor(),
+            optimizer="bootstrap-rs",
+            spec=metric_spec("assessor", "f1"),
+            trainset=examples[:4],
+            devset=examples[4:6],
+            budget=8,
+            num_threads=1,
+        )
+    assert result.before == result.after == 0.0 and result.metric_calls > 0
+
+
+def test_a_program_that_fails_on_every_dev_example_is_not_tuned(scifact):
+    # no LM configured: every example fails before any LM call, so no example got an answer from the model
+    examples = pools(scifact)
+    with pytest.raises(NoModelAnswer, match="the program failed on every example \\(2 examples; first: "):
+        compile_program(
+            Assessor(),
+            optimizer="bootstrap-rs",
+            spec=metric_spec("assessor", "f1"),
+            trainset=examples[:4],
+            devset=examples[4:6],
+            budget=8,
+            num_threads=1,
+        )
 
 
 def test_paired_bootstrap_interval_covers_the_mean_change():
