@@ -223,7 +223,10 @@ def test_a_failed_search_is_a_failure_of_the_run_recorded_on_its_subquery(retrie
 
 
 def test_a_failed_plan_is_recorded_and_the_question_itself_is_researched(retriever):
-    out = research(retriever, gather_lm(plan=lambda messages: {}))  # no field of the plan parses
+    def broken(messages):  # a plan that does not parse is the offline twin's to make: a broken request fails it
+        raise RuntimeError("the model server broke on this request")
+
+    out = research(retriever, gather_lm(plan=broken))
     result = GatherResult.from_dict(out.gathered)
     assert (result.stop_reason, result.is_failed, result.rounds) == ("plan_failed", True, ())
     assert any(e.kind == "failure" and e.stage == "gather_plan" and e.node_id == "gather:1" for e in out.events)
@@ -243,8 +246,8 @@ def test_a_resumed_run_neither_gathers_again_nor_redoes_finished_nodes(retriever
     journal = tmp_path / "journal.jsonl"
 
     def extract_fails_for_gamma(messages):
-        if "gamma" in inputs_of(messages)["task"]:
-            return {"learnings": "not a list"}
+        if "gamma" in inputs_of(messages)["task"]:  # a broken request fails the node (an unparseable reply
+            raise RuntimeError("the model server broke on this request")  # would be the twin's to answer)
         passages = json.loads(inputs_of(messages)["passages"])
         # each finding names its paper's title, so the verify stage's lexical floor finds it in the passage
         return {
