@@ -336,6 +336,12 @@ async def _draft(ctx: RunContext, findings: list[Finding], learnings: Sequence[L
         if _cites(body, ctx):
             return body
         ctx.count(uncited_drafts=1)
+        if ctx.has_twin(STAGES.write.name):  # two drafts the run cannot use: the extractive writer writes it
+            twin = await ctx.answer_offline(
+                STAGES.write.name, f"{message}, twice", question=ctx.question, findings=findings
+            )
+            if _cites(twin.report, ctx):
+                return twin.report
     raise UncitedReport(f"{message}, twice" if not offline else message)
 
 
