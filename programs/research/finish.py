@@ -84,8 +84,6 @@ async def finish(ctx: RunContext, *, offline: bool, prune_reasons: Sequence[str]
         error = f"the verify stage failed ({verify_failed}); the lexical-entailment rule judged the report instead"
     elif status == "done" and emptied:  # an answer left with no evidence is no finished report
         status, error = "partial", emptied
-    elif status == "done" and write_failed:  # a list of findings is no report
-        status, error = "partial", "the writer failed, so the report lists the merged findings as they are"
     if status == "interrupted":
         body = f"# Research interrupted: {error}\n\n{body}"
     taxonomy, answer = None, ""
