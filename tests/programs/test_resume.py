@@ -126,7 +126,7 @@ def test_a_node_cut_short_by_a_stopping_run_is_researched_again_on_resume(tmp_pa
 
     def extract(messages):
         if "aspect 1" in inputs_of(messages)["task"]:
-            return {"learnings": "not a list"}
+            raise RuntimeError("the model server broke on this request")  # unparseable would be the twin's
         return _extract(messages)
 
     def slow_merge_of_node_2(messages):
