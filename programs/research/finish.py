@@ -156,7 +156,7 @@ async def _body(
     try:
         body = await write_report(ctx, findings, learnings, offline)
     except UncitedReport as err:
-        if ctx.modules[STAGES.write.name].is_offline:  # it quotes only sentences about the question: none is
+        if offline:  # the extractive program quotes only sentences about the question: none of its findings is
             return f"## {ctx.title}\n\n{NO_EVIDENCE_ANSWER}", False, (), NOTHING_RELEVANT
         ctx.fail("root", STAGES.write.name, err)
         write_failed = True
