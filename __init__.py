@@ -9,7 +9,7 @@ The names users reach for first, all importable from the top:
     report = program(question="Does obesity increase the risk of type 2 diabetes?").report
 
 - The program: `DeepResearch`, its settings `ResearchConfig`, `preset(name, **overrides)` and `PRESETS`;
-  a run returns a `Report`.
+  a run returns a `Report`; `on_event=Progress()` shows its progress (a bar, in a notebook a widget).
 - Corpora: `open_corpus` (a name such as `scifact`, a file, a folder, `hf:NAME`), `load_corpus` (a JSONL
   file or BEIR folder), `Corpus`, `Doc`, `Hit`.
 - Retrievers: `open_retriever` (what the command line's `--corpus`, `--index` and `--retriever` open),
@@ -38,6 +38,7 @@ _EXPORTS = {
     "preset": "deepresearch.programs.config",
     "PRESETS": "deepresearch.programs.config",
     "Report": "deepresearch.programs.artifacts",
+    "Progress": "deepresearch.programs.runtime.progress",
     "open_corpus": "deepresearch.retrievers.sources",
     "load_corpus": "deepresearch.retrievers.corpus",
     "Corpus": "deepresearch.retrievers.corpus",
@@ -74,6 +75,7 @@ if TYPE_CHECKING:  # for type checkers, IDEs and the API reference; at run time 
     from deepresearch.programs.config import PRESETS, ResearchConfig, preset
     from deepresearch.programs.gather.loop import GatherConfig, Gatherer
     from deepresearch.programs.research.program import DeepResearch
+    from deepresearch.programs.runtime.progress import Progress
     from deepresearch.programs.stages.choice import choose_twins
     from deepresearch.retrievers.bm25 import BM25Retriever
     from deepresearch.retrievers.corpus import Corpus, load_corpus

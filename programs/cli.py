@@ -238,6 +238,7 @@ def config_overrides(args: argparse.Namespace) -> dict:
             "verify": args.verify,
             "full_text": args.full_text or None,
             "full_text_cache": args.full_text_cache,
+            "structured": getattr(args, "structured", None),
         }.items()
         if v is not None
     }

@@ -313,16 +313,16 @@ class LMConfig:
     """How replies are asked of the LM (`ResearchConfig.lm`).
 
     Args:
-        structured: How replies are formatted when no adapter is configured: `schema` (each predictor's
-            output schema sent as response_format), `off` (DSPy's text format), `auto` (schema for an
-            api_base server, native structured output where the model supports it, else text), or None
-            (leave DSPy's default).
+        structured: How replies are formatted when no adapter is configured: `auto` (the default, as on
+            the command line: the schema for an api_base server, native structured output where the model
+            supports it, else text), `schema` (each predictor's output schema sent as response_format),
+            `off` (DSPy's text format), or None (leave DSPy's default).
         parse_retries: Extra attempts of an LM call whose reply did not parse into the stage's fields;
             each draws a new sample (cache bypassed; a temperature-0 LM is sampled at 0.7), since asking
             a deterministic model the same prompt again returns the same unparseable reply.
     """
 
-    structured: str | None = None
+    structured: str | None = "auto"
     parse_retries: int = 1
 
     def __post_init__(self):

@@ -21,8 +21,10 @@ many read the full text and how many found none (`Search.rechecked`, `browsed`, 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 import dspy
@@ -39,6 +41,7 @@ from deepresearch.programs.gather.artifacts import (
     StopReason,
     Subquery,
 )
+from deepresearch.programs.lm.models import structured_adapter
 from deepresearch.programs.lm.secrets import redact
 from deepresearch.programs.lm.usage import UsageMeter, metered
 from deepresearch.programs.runtime.events import EventHandler, EventLog
@@ -521,6 +524,23 @@ class Gatherer(TwinChoice, dspy.Module):
         super().load_state(state, **options)
         return self
 
+    def load(self, path: str | Path, **options: Any) -> Gatherer:
+        """Loads a gatherer saved with `save` into this one and returns it: `Gatherer(retriever).load(path)`.
+
+        Raises:
+            ValueError: one line naming the file, when it is no saved gathering program.
+        """
+        try:
+            super().load(path, **options)
+        except (KeyError, TypeError, AttributeError, IndexError, UnicodeDecodeError) as err:
+            raise ValueError(
+                f"{path} is not a saved gathering program ({type(err).__name__} {err}); pass a file saved by "
+                "`Gatherer.save` or `deepresearch optimize --program gather`"
+            ) from None
+        except ValueError as err:  # not JSON, or an assessor compiled for an older signature
+            raise ValueError(f"{path}: {str(err).splitlines()[0] if str(err) else 'not a saved program'}") from None
+        return self
+
     def forward(self, question: str, date_constraint: str | None = None) -> dspy.Prediction:
         return run_sync(self.aforward(question=question, date_constraint=date_constraint))
 
@@ -530,7 +550,9 @@ class Gatherer(TwinChoice, dspy.Module):
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question is empty; pass the research question as a non-empty string")
         meter, events = UsageMeter(), EventLog(self.on_event)
-        with metered(meter):
+        # with no adapter configured, replies are formatted as on the command line (`--structured auto`)
+        adapter = None if self.is_offline or dspy.settings.adapter else structured_adapter("auto", dspy.settings.lm)
+        with metered(meter), dspy.context(adapter=adapter) if adapter else contextlib.nullcontext():
             sched = Scheduler(self.config.limits(), meter)
             loop = GatherLoop(
                 question.strip(),

@@ -138,8 +138,10 @@ class LMSession:
         if self.lm is None:
             yield
             return
-        overrides = {"lm": self.lm, **({"adapter": self.adapter} if self.adapter is not None else {})}
-        with dspy.context(**overrides), output_limits(every=self.max_output_tokens):
+        # always an adapter: with none set, a program would choose its own (`ResearchConfig.structured`), and
+        # `--structured off` would not be what it asks for. ChatAdapter is DSPy's own default (text format).
+        adapter = self.adapter if self.adapter is not None else dspy.ChatAdapter()
+        with dspy.context(lm=self.lm, adapter=adapter), output_limits(every=self.max_output_tokens):
             yield
 
 

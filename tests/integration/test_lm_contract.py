@@ -10,6 +10,7 @@ import time
 import dspy
 import pytest
 
+import deepresearch as dr
 from deepresearch import cli
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.lm.models import configure_lm_cache, make_lm
@@ -17,6 +18,7 @@ from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.stages.registry import STAGES
 from tests.integration.openai_server import Error, LocalOpenAIServer
 from tests.research_lm import research_handler
+from tests.scripted import universal_handler
 
 QUESTION = "omega-3 and heart disease"
 SECRET = "sk-proj-Zx81TestSecretValue0000aaaa"
@@ -283,3 +285,18 @@ def test_optimize_also_takes_the_key_from_the_provider_variable(monkeypatch, tmp
     assert code == 0 and len(server.headers) > 1
     assert all(h["Authorization"] == f"Bearer {SECRET}" for h in server.headers)
     assert SECRET not in (tmp_path / "compiled.json").read_text() + (tmp_path / "compiled.meta.json").read_text()
+
+
+def test_with_only_an_lm_configured_the_python_programs_send_the_schema_to_an_api_base_server(scifact_bm25):
+    """`dspy.configure(lm=dspy.LM(...))` alone: replies are asked for as `deepresearch run` asks for them."""
+    with LocalOpenAIServer(universal_handler()) as server:
+        lm = dspy.LM("openai/local", api_base=server.base_url, api_key="none", cache=False, num_retries=0)
+        with dspy.context(lm=lm):
+            dr.Gatherer(scifact_bm25, iterations=1)(question=QUESTION)
+            gathering = list(server.requests)
+            server.requests.clear()
+            dr.DeepResearch(retriever=scifact_bm25, config=dr.preset("quick"))(question=QUESTION)
+        research = list(server.requests)
+    for requests in (gathering, research):
+        assert requests and all(r["response_format"]["type"] == "json_schema" for r in requests)
+    assert any("searches" in r["response_format"]["json_schema"]["schema"]["properties"] for r in gathering)

@@ -34,7 +34,8 @@ def test_the_example_notebook_runs_against_the_real_model(llama_server, data_dir
     report = next(t for t in everything if "## References" in t)  # the report rendered as Markdown
     assert "**Tree**" in report and "**Cost** 0 LM calls" in report
     assert any(t.startswith("ResultPrediction(report=Report(") and "\n" not in t for t in everything)  # short
-    table = next(t for t in everything if "| before |" in t)
-    assert "| after (bootstrap-rs) |" in table
-    assert int(re.search(r"^(\d+) LM calls$", table, re.M).group(1)) > 0  # the stage really asked the model
-    assert "demos after loading" in "".join(shown[-1])
+    printed = "\n".join(everything)
+    assert "| before |" in printed and "| after (BootstrapFewShot) |" in printed
+    assert int(re.search(r"^(\d+) LM calls to compile$", printed, re.M).group(1)) == 0  # the offline twins taught
+    assert int(re.search(r"^(\d+) LM calls$", printed, re.M).group(1)) > 0  # the gatherer really asked the model
+    assert int(re.search(r"(\d+) demos after loading", "".join(shown[-1])).group(1)) > 0
