@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from deepresearch.programs.runtime.text import collapse_whitespace
+from deepresearch.programs.runtime.text import collapse_whitespace, inert_markdown
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,8 @@ class Reference:
 
         Where: the DOI link, else the URL, else the corpus id as `doc <id>` (which `deepresearch.eval.report` reads):
         "[2] A. Smith, B. Jones, C. Lee, et al. (2020). Title. Nature. https://doi.org/10.1038/x",
-        "[3] Title (2004). doc 388". Past `max_authors` names the list ends with "et al.".
+        "[3] Title (2004). doc 388". Past `max_authors` names the list ends with "et al.". What the record
+        says is Markdown text only (`inert_markdown`): a title adds no link, image, HTML or control character.
         """
         title = collapse_whitespace(self.title).rstrip(". ") or _title_from_url(self.url) or self.doc_id
         year = f" ({self.year})" if self.year else ""
@@ -53,7 +54,7 @@ class Reference:
         if self.venue:
             parts.append(collapse_whitespace(self.venue).rstrip(". "))
         where = f"https://doi.org/{self.doi}" if self.doi else self.url or f"doc {self.doc_id}"
-        return f"[{self.number}] " + ". ".join(parts) + f". {where}"
+        return inert_markdown(f"[{self.number}] " + ". ".join(parts) + f". {where}", one_line=True)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Reference:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
-from deepresearch.programs.runtime.text import shorten
+from deepresearch.programs.runtime.text import inert_markdown, shorten
 
 if TYPE_CHECKING:
     from deepresearch.programs.artifacts import Node, Reference, Report
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")  # [3] or [1, 4]
 REFERENCES_HEADING = "## References"
+_LINKABLE = re.compile(r"https?://[^\s<>\[\]\\`]+", re.IGNORECASE)  # a URL our own Markdown link may hold
 TREE_LINES = 40  # a tree longer than this shows its first nodes and a count of the rest
 FIELD_CHARS = 80  # a Prediction field's repr is cut to this many characters
 
@@ -32,7 +33,7 @@ def reference_url(ref: Reference) -> str | None:
 
 def linked_citations(body: str, references: tuple[Reference, ...]) -> str:
     """`body` with each citation number that has a URL made a Markdown link to it: [3] -> [[3](url)], shown [3]."""
-    urls = {ref.number: reference_url(ref) for ref in references}
+    urls = {ref.number: url for ref in references if (url := reference_url(ref)) and _LINKABLE.fullmatch(url)}
 
     def link(match: re.Match) -> str:
         numbers = [int(n) for n in re.split(r"\s*,\s*", match.group(1))]
@@ -44,10 +45,10 @@ def linked_citations(body: str, references: tuple[Reference, ...]) -> str:
 
 
 def reference_line(ref: Reference) -> str:
-    """A References entry with its title linked, when the reference has somewhere to open."""
+    """A References entry with its URL linked, when the reference has an http(s) URL to open."""
     line = ref.render()
     url = reference_url(ref)
-    if not url:
+    if not url or not _LINKABLE.fullmatch(url) or not line.endswith(f". {url}"):
         return line
     return line.removesuffix(f". {url}") + f". [{url}]({url})"
 
@@ -63,7 +64,7 @@ def tree_lines(nodes: tuple[Node, ...], limit: int = TREE_LINES) -> list[str]:
                 indent = "  " * (node.node_id.count("."))
                 lines.append(
                     f"{indent}- `{node.node_id}` {node.status} · {len(node.retrieved_ids)} hits · "
-                    f"{len(node.learnings)} learnings · {shorten(node.query, 70)}"
+                    f"{len(node.learnings)} learnings · {inert_markdown(shorten(node.query, 70))}"
                 )
     if total > limit:
         lines.append(f"- … and {total - limit} more nodes")
@@ -103,7 +104,7 @@ def report_markdown(report: Report) -> str:
     )
     parts.append(
         f"---\n**Run** {report.status}"
-        + (f" ({report.error})" if report.error else "")
+        + (f" ({inert_markdown(report.error, one_line=True)})" if report.error else "")
         + f" · {summary}  \n**Cost** {cost_line(report)}"
     )
     if report.tree:
@@ -122,7 +123,7 @@ def gather_repr(result: GatherResult) -> str:
 def gather_markdown(result: GatherResult) -> str:
     """The gathering loop in brief: the subquery tree, one line per round, the selected papers and the cost."""
     lines = [
-        f"### Gathering: {result.question}",
+        f"### Gathering: {inert_markdown(result.question, one_line=True)}",
         "",
         f"{len(result.rounds)} rounds · {len(result.tree)} subqueries · {len(result.selected)} papers "
         f"selected · stopped: {'failed' if result.is_failed else result.stop_reason}",
@@ -133,7 +134,7 @@ def gather_markdown(result: GatherResult) -> str:
     depth = {q.node_id: 0 for q in result.tree}
     for q in result.tree[:TREE_LINES]:
         depth[q.node_id] = depth.get(q.parent_id, -1) + 1 if q.parent_id is not None else 0
-        lines.append(f"{'  ' * depth[q.node_id]}- round {q.iteration}: {shorten(q.text, 80)}")
+        lines.append(f"{'  ' * depth[q.node_id]}- round {q.iteration}: {inert_markdown(shorten(q.text, 80))}")
     if len(result.tree) > TREE_LINES:
         lines.append(f"- … and {len(result.tree) - TREE_LINES} more")
     lines += ["", "**Rounds**", ""]
@@ -155,7 +156,7 @@ def taxonomy_lines(tree: dict[str, Any], depth: int = 0, limit: int = TREE_LINES
             return
         subtopics, papers = node.get("subtopics") or [], node.get("papers") or []
         count = f" ({len(papers)} papers)" if papers else ""
-        lines.append(f"{'  ' * level}- **{node.get('name', '')}**{count}")
+        lines.append(f"{'  ' * level}- **{inert_markdown(str(node.get('name', '')), one_line=True)}**{count}")
         for child in subtopics:
             visit(child, level + 1)
 

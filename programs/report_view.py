@@ -15,7 +15,10 @@ and its calls, tokens, cost and time per stage. A failed or interrupted run says
 Every string that came from a corpus, an engine or an LM is data: the Jinja2 template escapes it
 (autoescape), nothing of it is marked safe, and a link is made only of an http(s) URL or a DOI. The
 Markdown of the report is read here into blocks, sentences and inline segments (text, emphasis, code,
-citations) that the template writes out escaped; no Markdown renderer's HTML is trusted.
+citations) that the template writes out escaped; no Markdown renderer's HTML is trusted. A backslash escape
+(`\\#`, `\\[`, `\\<`: how report.md keeps corpus and model text inert) is read as the character it escapes,
+so that text shows as written and makes no heading, link or image here either; no string of the view keeps a
+control character.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from urllib.parse import quote, urlsplit
 
 from deepresearch.programs.citing.entailment import content_tokens
 from deepresearch.programs.citing.provenance import body_of, split_sentences
-from deepresearch.programs.runtime.text import collapse_whitespace
+from deepresearch.programs.runtime.text import collapse_whitespace, printable
 
 if TYPE_CHECKING:
     from deepresearch.programs.artifacts import Node, Reference, Report
@@ -42,10 +45,11 @@ __all__ = ["PASSAGE_CHARS", "cited_passages", "report_html", "report_view", "saf
 PASSAGE_CHARS = 6000  # a cited passage's text kept for the view (abstracts and full-text passages are shorter)
 _ASSETS = ("report_view.html.j2", "report_view.css", "report_view.js")
 
-# Inline Markdown the report uses: citation groups "[3]" / "[1, 4]" (not a link's text), links, bold,
-# italics, code. Anything else is text.
+# Inline Markdown the report uses: backslash escapes, citation groups "[3]" / "[1, 4]" (not a link's text),
+# links, bold, italics, code. Anything else is text.
 _INLINE = re.compile(
-    r"(?P<cite>\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\](?!\())"
+    r"\\(?P<esc>[!-/:-@\[-`{-~])"
+    r"|(?P<cite>\[\s*\d+(?:\s*[,;]\s*\d+)*\s*\](?!\())"
     r"|\[(?P<ltext>[^\]\n]+)\]\((?P<lurl>(?:[^()\s]|\([^()\s]*\))+)\)"
     r"|\*\*(?P<strong>[^*\n]+?)\*\*"
     r"|(?<![\w*])\*(?P<em>[^*\n]+?)\*(?![\w*])"
@@ -246,7 +250,9 @@ class _Builder:
         for m in _INLINE.finditer(text):
             if m.start() > at:
                 out.append({"kind": "text", "text": text[at : m.start()]})
-            if m.group("cite"):
+            if m.group("esc"):
+                out.append({"kind": "text", "text": m.group("esc")})
+            elif m.group("cite"):
                 out.append(
                     {
                         "kind": "cite",
@@ -479,31 +485,47 @@ def report_view(
         if shown:
             facts.append(("models", ", ".join(shown)))
     verification = s.verification or {}
-    return {
-        "prefix": builder.prefix,
-        "question": report.question,
-        "status": report.status,
-        "banner": _banner(report),
-        "body": body,
-        "answer": answer,
-        "references": [builder.reference(r) for r in report.references],
-        "tree": [builder.node(n) for n in report.tree],
-        "usage": usage,
-        "total": total,
-        "facts": facts,
-        "budget": _budget(config),
-        "stopped": s.stopped,
-        "verification": {
-            "policy": verification.get("policy"),
-            "verdicts": dict(verification.get("verdicts") or {}),
-            "actions": dict(verification.get("actions") or {}),
+    return _printable(
+        {
+            "prefix": builder.prefix,
+            "question": report.question,
+            "status": report.status,
+            "banner": _banner(report),
+            "body": body,
+            "answer": answer,
+            "references": [builder.reference(r) for r in report.references],
+            "tree": [builder.node(n) for n in report.tree],
+            "usage": usage,
+            "total": total,
+            "facts": facts,
+            "budget": _budget(config),
+            "stopped": s.stopped,
+            "verification": {
+                "policy": verification.get("policy"),
+                "verdicts": dict(verification.get("verdicts") or {}),
+                "actions": dict(verification.get("actions") or {}),
+            }
+            if verification
+            else None,
+            "has_taxonomy": report.taxonomy is not None,
+            "citations": builder.citations,
+            "node_count": len(report.nodes()),
         }
-        if verification
-        else None,
-        "has_taxonomy": report.taxonomy is not None,
-        "citations": builder.citations,
-        "node_count": len(report.nodes()),
-    }
+    )
+
+
+def _printable(value: Any) -> Any:
+    """`value` (the view's data) with every string's control characters and terminal escapes removed: a NUL, an
+    ESC or a BEL of a corpus record, a model's reply or an error message never reaches the page."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {k: _printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    if type(value) is tuple:
+        return tuple(_printable(v) for v in value)
+    return value
 
 
 @cache

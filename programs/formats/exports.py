@@ -9,8 +9,11 @@ runs over `doi` and `url` too (escaped underscores, a URL macro); pybtex 0.26's 
 backslashes as they are, escapes `_` in URLs and splits an organisation's name into given and family names.
 
 - Text fields are UTF-8 with LaTeX's special characters escaped, so the file reads as written under
-  BibTeX and biber; titles are braced twice (`title = {{...}}`) so styles keep their capitals.
-- `doi` and `url` are written verbatim (they are verbatim fields), braces and backslashes percent-encoded.
+  BibTeX and biber; titles are braced twice (`title = {{...}}`) so styles keep their capitals. A record's text
+  is data: its HTML tags (`<i>`, a `<script>` with its content) and control characters are dropped
+  (`strip_markup`), and a `<` or `>` left is written as LaTeX's `\textless{}`/`\textgreater{}`.
+- `doi` and `url` are written verbatim (they are verbatim fields), braces and backslashes percent-encoded,
+  control characters and script elements dropped.
 - Keys are `<family name><year><first title word>` in ASCII (`smith2020vitamin`; `vitamin2020` without
   authors), letters appended on a clash (`smith2020vitaminb`), so a report's keys are the same every
   time it is exported.
@@ -25,9 +28,10 @@ import unicodedata
 from collections.abc import Iterable
 
 from deepresearch.programs.artifacts import Reference
-from deepresearch.programs.runtime.text import collapse_whitespace
+from deepresearch.programs.runtime.text import collapse_whitespace, strip_markup
 
-# LaTeX's ten special characters; the backslash first, so the escapes it adds are not escaped again.
+# LaTeX's ten special characters and the angle brackets (not in every font encoding); the backslash first, so
+# the escapes it adds are not escaped again.
 _LATEX = {
     "\\": r"\textbackslash{}",
     "{": r"\{",
@@ -39,6 +43,8 @@ _LATEX = {
     "_": r"\_",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
 }
 _LATEX_CHARS = re.compile("|".join(re.escape(c) for c in _LATEX))
 _VERBATIM_UNSAFE = {"{": "%7B", "}": "%7D", "\\": "%5C"}
@@ -49,17 +55,17 @@ HEADER = "% References of report.md, in citation order. Encoding: UTF-8.\n"
 
 
 def latex_escape(text: str) -> str:
-    r"""`text` on one line with LaTeX's special characters escaped.
+    r"""`text` on one line, without HTML tags or control characters, with LaTeX's special characters escaped.
 
     Example:
         >>> latex_escape("R&D: 50% of $x_1$ {sic}")
         'R\\&D: 50\\% of \\$x\\_1\\$ \\{sic\\}'
     """
-    return _LATEX_CHARS.sub(lambda m: _LATEX[m.group(0)], collapse_whitespace(text))
+    return _LATEX_CHARS.sub(lambda m: _LATEX[m.group(0)], collapse_whitespace(strip_markup(text)))
 
 
 def _verbatim(text: str) -> str:
-    return "".join(_VERBATIM_UNSAFE.get(c, c) for c in "".join(text.split()))
+    return "".join(_VERBATIM_UNSAFE.get(c, c) for c in "".join(strip_markup(text, tags=False).split()))
 
 
 def _ascii_word(text: str) -> str:
@@ -110,7 +116,7 @@ def bibtex_entry(ref: Reference, key: str) -> str:
         if venue
         else ("misc", "")
     )
-    title = collapse_whitespace(ref.title).removesuffix(".") or ref.doc_id  # styles add their own period
+    title = collapse_whitespace(strip_markup(ref.title)).removesuffix(".") or ref.doc_id  # styles add their own period
     fields = [("title", f"{{{latex_escape(title)}}}")]
     if ref.authors:
         fields.append(("author", _author_field(ref.authors)))

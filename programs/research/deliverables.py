@@ -19,7 +19,7 @@ from deepresearch.programs.citing.citations import (
     renumber_citations,
 )
 from deepresearch.programs.runtime.context import RunContext
-from deepresearch.programs.runtime.text import collapse_whitespace
+from deepresearch.programs.runtime.text import collapse_whitespace, inert_markdown
 from deepresearch.programs.stages.answerer import OfflineAnswerer
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
@@ -56,7 +56,7 @@ def render_map(by_id: dict[str, Any], cite: dict[str, str]) -> str:
 
     def visit(node: dict[str, Any], depth: int) -> None:
         indent = "  " * depth
-        name = collapse_whitespace(str(node.get("name", ""))) or "Other"
+        name = inert_markdown(str(node.get("name", "")), one_line=True) or "Other"
         lines.append(f"{indent}- **{name}**")
         for child in node.get("subtopics", ()):
             visit(child, depth + 1)
@@ -98,7 +98,10 @@ async def literature_map(
     for r in out.repairs:
         if r.kind == "lm_failed":  # the builder fell back to clustering: a failure of the run's taxonomy stage
             ctx.events.emit("failure", stage=STAGES.taxonomy.name, message=r.detail)
-    cite = {d.doc_id: (ctx.registry.register(d), collapse_whitespace(d.title).rstrip(". ")) for d in docs}
+    cite = {
+        d.doc_id: (ctx.registry.register(d), inert_markdown(collapse_whitespace(d.title).rstrip(". "), one_line=True))
+        for d in docs
+    }
     record = {
         "topic": ctx.title,
         "hierarchy_tree": out.tree,
@@ -122,7 +125,7 @@ async def short_answer(ctx: RunContext, call, findings: list[Finding]) -> str:
     try:
         answer = (await call(STAGES.answer.name, question=ctx.question, findings=findings)).answer.strip()
         if cites_a_source(answer, ctx.registry):
-            return answer
+            return inert_markdown(answer)  # the model's sentences: no heading, link, image or HTML of theirs
         # an answer citing nothing (or only ids that name no document) is not shipped as if it were grounded
         why = "the answer stage's reply cited no source"
         ctx.events.emit("fallback", stage=STAGES.answer.name, message=f"{why}: {answer[:200]!r}")
@@ -130,7 +133,7 @@ async def short_answer(ctx: RunContext, call, findings: list[Finding]) -> str:
         ctx.fail("root", STAGES.answer.name, err)
 
     extractive = (await OfflineAnswerer().acall(question=ctx.title, findings=findings)).answer
-    return f"{extractive}\n\n> Note: {why}; these sentences are quoted from the findings."
+    return f"{inert_markdown(extractive)}\n\n> Note: {why}; these sentences are quoted from the findings."
 
 
 def cites_a_source(text: str, registry: CitationRegistry) -> bool:

@@ -42,6 +42,7 @@ from deepresearch.programs.research.deliverables import (
 )
 from deepresearch.programs.runtime.context import RunContext
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
+from deepresearch.programs.runtime.text import inert_markdown
 from deepresearch.programs.stages.merger import NO_INFORMATION
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.stages.verifier import LexicalVerifier, remove_injected
@@ -78,6 +79,9 @@ async def finish(ctx: RunContext, *, offline: bool, prune_reasons: Sequence[str]
     learnings = tuple({x.text: x for n in nodes for x in n.learnings}.values())  # first-seen order, exact dedup
     status, error = run_status(ctx, nodes)
     body, write_failed, verdicts, emptied = await _body(ctx, status, error, findings, learnings, offline)
+    # the draft is the writer's text (and the corpus's, quoted): its sections stay, its links, images, HTML,
+    # fences and control characters do not (the map, the answer and the references are made inert where written)
+    body = inert_markdown(body, headings=True)
     verify_failed = ctx.stats.verification.get("failed")  # then the report was checked by the fallback rule
     if status == "done" and verify_failed:
         status = "partial"
@@ -207,7 +211,8 @@ def _notes(ctx: RunContext, nodes: list[Node], status: RunStatus, error: str | N
         notes.insert(0, f"This report is partial: {error}.")
     if ctx.is_stopped and status != "interrupted":  # an interrupted report says so in its first line
         notes.append(f"The run stopped early ({ctx.stop_reason}); this report covers what was gathered before.")
-    return "\n\n" + "\n".join(f"> Note: {n}" for n in notes) if notes else ""
+    # an error may quote a server's or a model's words: one line of text in the note, no markup of theirs
+    return "\n\n" + "\n".join(f"> Note: {inert_markdown(n, one_line=True)}" for n in notes) if notes else ""
 
 
 def _stats(
@@ -350,7 +355,7 @@ def fallback_report(question: str, findings: list[Finding]) -> str:
     for f in findings:
         if f.summary not in shown:
             shown.add(f.summary)
-            parts.append(f"### {f.query}\n\n{f.summary}")
+            parts.append(f"### {inert_markdown(f.query, one_line=True)}\n\n{inert_markdown(f.summary)}")
     return "\n\n".join(parts)
 
 

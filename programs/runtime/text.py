@@ -48,7 +48,73 @@ def printable(text: str) -> str:
     return _ESCAPES.sub("", text)
 
 
-__all__ = ["collapse_whitespace", "norm_text", "norm_title", "printable", "shorten"]
+# Text from a corpus or a model is data in a deliverable (report.md, answer.md, report.html, references.bib): it
+# shows as the characters it holds and adds no structure. In Markdown, a backslash before ASCII punctuation shows
+# that character as text (CommonMark), so `<` and `>` (HTML, autolinks, quotes) and the brackets of links and
+# images are escaped. A bracket group that can only be a citation (`[3]`, `[1, 4]`, `[5a7b0fd1_1]`, not after
+# `!` nor followed by `(`, `[` or `:`, which would make it an image, a link or a link definition) stays, so the
+# program's citations keep working; a backslash pair already there stays too, so escaping twice changes nothing.
+# A line that would open a heading, a code fence, or a setext underline or rule starts with a backslash.
+_INLINE_UNSAFE = re.compile(r"(?P<keep>\\[!-/:-@\[-`{-~]|(?<!!)\[[\w ,;.\-]{1,200}\](?![(\[:]))|(?P<char>[<>\[\]])")
+_BLOCK_START = re.compile(r"^([ \t]*)(#|```|~~~|[=\-*_+](?:[ \t]*[=\-*_])*[ \t]*$)")
+_HEADING_START = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]")
+
+
+def inert_inline(text: str | None) -> str:
+    """`text` as Markdown that shows it as written, lines kept as they are: control characters and terminal
+    escapes removed (`printable`), and no link, image, autolink or HTML tag left live (see above).
+
+    Example:
+        >>> inert_inline("See [x](http://e.x) <script>alert(1)</script> [5a7b0fd1_1].")
+        'See \\\\[x\\\\](http://e.x) \\\\<script\\\\>alert(1)\\\\</script\\\\> [5a7b0fd1_1].'
+    """
+    return _INLINE_UNSAFE.sub(lambda m: m.group("keep") or "\\" + m.group("char"), printable(text or ""))
+
+
+def inert_markdown(text: str | None, *, one_line: bool = False, headings: bool = False) -> str:
+    """`text` from a corpus or a model as Markdown that adds no structure: `inert_inline`, and a line that would
+    start a heading (`# ...`), a code fence, or a setext underline or rule starts with a backslash. With
+    `one_line`, whitespace is collapsed first (a title, a query, a quoted sentence); with `headings`, ATX heading
+    lines stay (a writer's draft, asked for `###` sections). Applying it twice changes nothing.
+
+    Example:
+        >>> inert_markdown("# Heading\\n![img](http://e.x/p.png) text")
+        '\\\\# Heading\\n!\\\\[img\\\\](http://e.x/p.png) text'
+    """
+    text = inert_inline(collapse_whitespace(text) if one_line else text)
+    return "\n".join(
+        line if headings and _HEADING_START.match(line) else _BLOCK_START.sub(r"\1\\\2", line)
+        for line in text.split("\n")
+    )
+
+
+_SCRIPT = re.compile(r"<(script|style)\b[^>]*>.*?(?:</\1\s*>|$)", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9:-]*(?:\s[^<>]*)?/?>|<!--.*?(?:-->|$)", re.DOTALL)
+
+
+def strip_markup(text: str | None, *, tags: bool = True) -> str:
+    """`text` without control characters, HTML tags and the content of script and style elements (what a
+    corpus record's title may carry: `<i>`, `<sub>`, a `<script>`), for a field that is not HTML (BibTeX).
+    Without `tags`, other tags stay (a DOI may hold `<` and `>`: `10.1002/(SICI)...30:1<1::AID-JBM1>3.0.CO;2-Z`).
+
+    Example:
+        >>> strip_markup("The <i>p53</i> gene<script>alert(1)</script>\\x07")
+        'The p53 gene'
+    """
+    text = _SCRIPT.sub("", printable(text or ""))
+    return _TAG.sub("", text) if tags else text
+
+
+__all__ = [
+    "collapse_whitespace",
+    "inert_inline",
+    "inert_markdown",
+    "norm_text",
+    "norm_title",
+    "printable",
+    "shorten",
+    "strip_markup",
+]
 
 
 # The words structured abstracts head their parts with ("BACKGROUND", "METHODS AND RESULTS", "Aims:"). A run of

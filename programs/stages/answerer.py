@@ -6,6 +6,7 @@ import dspy
 
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage, teach
+from deepresearch.programs.runtime.text import collapse_whitespace
 from deepresearch.programs.stages.clarifier import plain_brief
 from deepresearch.programs.stages.lexical import CITED_SENTENCE, concepts, key_terms, mentioned
 from deepresearch.programs.stages.spec import StageSpec
@@ -50,7 +51,7 @@ class OfflineAnswerer(Answerer):
         best = sorted(scored, key=lambda x: (-scored[x][0], -scored[x][1]))[
             : self.max_sentences
         ]  # stable: ties keep tree order
-        answer = " ".join(best) if best else NO_ANSWER
+        answer = " ".join(collapse_whitespace(s) for s in best) if best else NO_ANSWER  # quoted sentences, one line
         teach(self.write_answer, {"question": question, "findings": findings}, answer=answer)
         return dspy.Prediction(answer=answer)
 

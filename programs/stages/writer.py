@@ -11,7 +11,7 @@ import dspy
 from deepresearch.programs.citing.entailment import LIST_MARK, citations_in, plain_sentence
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage, teach
-from deepresearch.programs.runtime.text import strip_label
+from deepresearch.programs.runtime.text import inert_markdown, strip_label
 from deepresearch.programs.stages.clarifier import plain_brief, split_brief
 from deepresearch.programs.stages.lexical import CITED_SENTENCE, concepts, goal_for, mentioned
 from deepresearch.programs.stages.spec import StageSpec, Tuning
@@ -165,7 +165,12 @@ class OfflineWriter(Writer):
                 "is quoted from the abstract it cites.*"
             ),
         ]
-        parts += [f"### {goal}\n\n" + " ".join(quoted) for goal, quoted in sections.items()]
+        # a quoted sentence is the corpus's text: on one line, adding no heading, link or HTML to the report
+        parts += [
+            f"### {inert_markdown(goal, one_line=True)}\n\n"
+            + " ".join(inert_markdown(q, one_line=True) for q in quoted)
+            for goal, quoted in sections.items()
+        ]
         report = "\n\n".join(parts)
         teach(self.write_report, {"question": question, "findings": findings}, report=report)
         return dspy.Prediction(report=report, repeated=0)
