@@ -61,6 +61,13 @@ NOTHING_RELEVANT = (
 )
 
 
+# why a run whose searches ran but kept no learning is partial
+NOTHING_FOUND = (
+    "the run found nothing about the question: no search hit was kept as evidence; ask again with the words "
+    "a paper on it would use, or search a corpus that covers it"
+)
+
+
 class UncitedReport(RuntimeError):
     """The writer's report cited no source, twice, although the learnings it was given cite sources."""
 
@@ -88,6 +95,8 @@ async def finish(ctx: RunContext, *, offline: bool, prune_reasons: Sequence[str]
         error = f"the verify stage failed ({verify_failed}); the lexical-entailment rule judged the report instead"
     elif status == "done" and emptied:  # an answer left with no evidence is no finished report
         status, error = "partial", emptied
+    elif status == "done" and not findings:  # searches that ran and kept nothing: no answer, and not a success
+        status, error = "partial", NOTHING_FOUND
     if status == "interrupted":
         body = f"# Research interrupted: {error}\n\n{body}"
     taxonomy, answer = None, ""

@@ -1,9 +1,13 @@
 """Sentences worth reading: no report ships a structured abstract's section label, a sentence that is only a
 label or only a cited paper's title; and a question nothing found is about ends `partial`, saying so."""
 
+import json
+
 import pytest
 
-from deepresearch.programs.research.finish import NOTHING_RELEVANT
+from deepresearch import cli
+from deepresearch.programs.research.deliverables import NO_EVIDENCE_ANSWER
+from deepresearch.programs.research.finish import NOTHING_FOUND, NOTHING_RELEVANT
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.runtime.text import LABEL_WORDS, strip_label
 from deepresearch.programs.stages.writer import drop_labels_and_titles
@@ -71,3 +75,14 @@ def test_a_question_nothing_found_is_about_ends_partial_and_says_so(scifact_bm25
     assert out.status == "partial" and out.error == NOTHING_RELEVANT
     assert not out.references and "no relevant evidence" in out.markdown
     assert "The writer failed" not in out.markdown
+
+
+def test_searches_that_keep_no_evidence_end_partial_and_the_command_exits_3(scifact_bm25, tmp_path, capsys):
+    question = "Does quantum chromodynamics explain the spin of the proton?"  # SciFact is biomedicine
+    out = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2, offline=True)(question=question)
+    assert out.stats.searches == 2 and not out.learnings
+    assert out.status == "partial" and out.error == NOTHING_FOUND
+    assert NO_EVIDENCE_ANSWER in out.markdown and f"> Note: This report is partial: {NOTHING_FOUND}." in out.markdown
+    code = cli.main(["run", question, "--corpus", "scifact", "--preset", "quick", "-q", "--out", str(tmp_path / "r")])
+    assert code == 3 and f"partial: {NOTHING_FOUND}" in capsys.readouterr().err
+    assert json.loads((tmp_path / "r" / "trace.json").read_text())["status"] == "partial"

@@ -189,7 +189,7 @@ def test_a_rerun_without_bibtex_removes_the_stale_file(tmp_path, data_dir):
     assert run(out, data_dir / "scifact", QUESTION) == 0
     assert not (out / "references.bib").exists()
     assert run(out, data_dir / "scifact", QUESTION, "--bibtex") == 0
-    assert run(out, data_dir / "scifact", "Another question about vitamin D?", "--overwrite") == 0
+    assert run(out, data_dir / "scifact", "Is vitamin D deficiency linked to depression?", "--overwrite") == 0
     assert not (out / "references.bib").exists()
 
 

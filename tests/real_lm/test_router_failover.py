@@ -11,7 +11,7 @@ import sys
 import time
 
 from tests.real_lm.server import LlamaServer
-from tests.real_lm.test_pipelines import QUESTION, SMALL
+from tests.real_lm.test_pipelines import QUESTION, SMALL, kept_evidence
 
 
 def test_a_run_survives_a_killed_server_and_the_trace_names_the_failover(tmp_path, data_dir):
@@ -61,13 +61,12 @@ def test_a_run_survives_a_killed_server_and_the_trace_names_the_failover(tmp_pat
         second.process.kill()
         second.process.wait()
         stdout, stderr = run.communicate(timeout=900)
-    assert run.returncode == 0, stderr[-3000:]
     trace = json.loads((out / "trace.json").read_text())
+    kept_evidence(run.returncode, trace, stderr[-3000:])  # done, or honestly partial when nothing was kept
     routing = trace["lm_routing"]
     assert routing["servers"] == [first.base_url, second.base_url]
     assert routing["answered"][second.base_url] >= 1  # it served before it died
     assert routing["answered"][first.base_url] >= 1
     failed = {f["server"] for f in routing["failovers"]}
     assert second.base_url in failed and first.base_url not in failed
-    assert trace["status"] == "done", trace.get("error")
     assert (out / "report.md").read_text().strip()
