@@ -8,6 +8,10 @@ extra). A question whose folder holds a finished run is not run again, and an un
 from its journal, so running the same batch again finishes what an interrupted one left. As each
 question ends a line reports it; `--out/summary.jsonl` (one record per question, in the file's order)
 and `--out/summary.md` (the same as a table) are rewritten as results come in.
+
+SIGINT or SIGTERM (or the batch's death) stops every question at once: no question starts after it, the
+running ones stop as a stopped `run` does, the summary marks the unfinished ones `interrupted`, and the
+batch exits 130 / 143; running it again finishes them. One batch at a time writes into an --out folder.
 """
 
 from __future__ import annotations
@@ -18,20 +22,25 @@ import io
 import json
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from deepresearch import cli
-from deepresearch.programs.cli_options import add_output_arguments, add_workers_arguments
-from deepresearch.programs.lm.secrets import redact
+from deepresearch.programs.cli_options import add_output_arguments, add_workers_arguments, check_numbers
+from deepresearch.programs.formats.config_file import command_defaults
+from deepresearch.programs.lm.secrets import redact, redact_json
 from deepresearch.programs.runtime.executor import JobFailed, open_executor
-from deepresearch.programs.runtime.outputs import RUN_RECORD, atomic_write_json, atomic_write_text
+from deepresearch.programs.runtime.outputs import LOCK_FILE, RUN_RECORD, atomic_write_text, out_folder_lock
 from deepresearch.programs.runtime.text import shorten
 
 EXIT_FAILED = 3  # some question did not finish (as `run` exits when its run failed)
 SUMMARY_COLUMNS = ("id", "status", "seconds", "lm_calls", "references", "folder", "error")
+SIGNALS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # the batch's exit code when a signal stopped it
+OWN_FILES = ("batch.json", "summary.jsonl", "summary.md", LOCK_FILE)  # what batch writes in --out itself
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,6 +95,8 @@ def read_questions(path: str | Path) -> list[dict[str, str]]:
         qid = re.sub(r"[^A-Za-z0-9._-]+", "-", raw).strip("-.")[:64] or f"{number:04d}"
         if qid in seen:
             raise ValueError(f"{path}:{number}: id {qid!r} is used twice; give each question its own id")
+        if qid.lower() in OWN_FILES:
+            raise ValueError(f"{path}:{number}: id {qid!r} is the name of a file batch writes; give another id")
         seen.add(qid)
         out.append({"id": qid, "question": question.strip()})
     if not out:
@@ -158,13 +169,20 @@ def write_summary(out: Path, records: list[dict[str, Any] | None], jobs: list[di
         r or {"id": j["id"], "question": j["question"], "status": "pending", "folder": j["folder"]}
         for r, j in zip(records, jobs)
     ]
-    atomic_write_text(out / "summary.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    _write(out / "summary.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     lines = ["| " + " | ".join(SUMMARY_COLUMNS) + " |", "|" + "---|" * len(SUMMARY_COLUMNS)]
     for r in rows:
         cells = [str(r.get(c, "") if r.get(c) is not None else "") for c in SUMMARY_COLUMNS]
         cells[SUMMARY_COLUMNS.index("folder")] = Path(cells[SUMMARY_COLUMNS.index("folder")]).name
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
-    atomic_write_text(out / "summary.md", "\n".join(lines) + "\n")
+    _write(out / "summary.md", "\n".join(lines) + "\n")
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        atomic_write_text(path, text)
+    except OSError as err:  # a full disk's error names no file: the one-line message names it
+        raise OSError(err.errno, err.strerror, str(path)) from None
 
 
 def run_batch(
@@ -176,44 +194,124 @@ def run_batch(
     ray: str | None = None,
     quiet: bool = False,
 ) -> list[dict[str, Any]]:
-    """Runs every question into `out/<id>`; their summary records, in the questions' order."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Runs every question into `out/<id>`; their summary records, in the questions' order.
+
+    A record that a signal left unfinished has status `interrupted` and names the signal in `stopped_by`.
+    """
+    with out_folder_lock(out, what="batch"):  # a second batch into `out` is refused here
+        for q in questions:  # a file where a question's folder goes: said before anything runs
+            if (out / q["id"]).exists() and not (out / q["id"]).is_dir():
+                raise ValueError(f"{out / q['id']} is a file, not the folder of question {q['id']!r}; move it away")
+        return _run_locked(questions, out, run_options, workers=workers, ray=ray, quiet=quiet)
+
+
+def _run_locked(questions, out, run_options, *, workers, ray, quiet) -> list[dict[str, Any]]:
     jobs = [
         {**q, "folder": str((out / q["id"]).resolve()), "run_options": list(run_options), "cwd": os.getcwd()}
         for q in questions
     ]
     records: list[dict[str, Any] | None] = [None] * len(jobs)
-    atomic_write_json(
-        out / "batch.json",
-        {
-            "questions": len(jobs),
-            "run_options": _shown(run_options),
-            "executor": "ray" if ray else "local",
-            "started": time.time(),
-        },
-    )
-    write_summary(out, records, jobs)
-    started = time.time()
-    with open_executor(workers=workers, ray=ray) as pool:
-        if not quiet:
-            print(f"batch: {len(jobs)} questions on {pool.kind} ({pool.workers} at once)", file=sys.stderr, flush=True)
-        for finished, (index, result) in enumerate(pool.map_unordered(run_question, jobs), 1):
-            if isinstance(result, JobFailed):
-                result = {**_record(jobs[index], Path(jobs[index]["folder"])), "error": result.error, "exit": 1}
-                if result["status"] == "done":  # the worker died after the run had finished
-                    result.pop("error")
-            records[index] = result
-            write_summary(out, records, jobs)
-            if not quiet:
-                mark = "skipped (done before)" if result.get("skipped") else result["status"]
+    received: list[signal.Signals] = []
+    pool = None
+
+    def on_signal(signum, frame) -> None:
+        received.append(signal.Signals(signum))
+        if pool is not None:
+            pool.stop(signum)
+        with contextlib.suppress(Exception):  # a print the signal cut into may refuse a second one
+            again = "; stopping them at once" if len(received) > 1 else " (send it again to stop them at once)"
+            print(f"batch: {received[-1].name} received; stopping the running questions{again}", file=sys.stderr)
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, on_signal) for sig in SIGNALS} if main_thread else {}
+    try:
+        _write(
+            out / "batch.json",
+            redact_json(
+                {
+                    "questions": len(jobs),
+                    "run_options": _shown(run_options),
+                    "executor": "ray" if ray else "local",
+                    "started": time.time(),
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+            + "\n",
+        )
+        write_summary(out, records, jobs)
+        started = time.time()
+        with open_executor(workers=workers, ray=ray) as pool:
+            if received:  # stopped before the pool was up
+                pool.stop(received[0])
+            elif not quiet:
                 print(
-                    f"[{finished}/{len(jobs)}] {jobs[index]['id']}: {mark}"
-                    f"{' - ' + result['error'] if result.get('error') and result['status'] != 'done' else ''}"
-                    f" ({time.time() - started:.0f} s)",
-                    file=sys.stderr,
-                    flush=True,
+                    f"batch: {len(jobs)} questions on {pool.kind} ({pool.workers} at once)", file=sys.stderr, flush=True
                 )
+            for finished, (index, result) in enumerate(pool.map_unordered(run_question, jobs), 1):
+                if isinstance(result, JobFailed):
+                    result = {**_record(jobs[index], Path(jobs[index]["folder"])), "error": result.error, "exit": 1}
+                    if result["status"] == "done":  # the worker died after the run had finished
+                        result.pop("error")
+                if received and result["status"] != "done":
+                    result.update(_stopped(received[0]))
+                records[index] = result
+                write_summary(out, records, jobs)
+                if not quiet:
+                    mark = "skipped (done before)" if result.get("skipped") else result["status"]
+                    print(
+                        f"[{finished}/{len(jobs)}] {jobs[index]['id']}: {mark}"
+                        f"{' - ' + result['error'] if result.get('error') and result['status'] != 'done' else ''}"
+                        f" ({time.time() - started:.0f} s)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+        if received:  # the questions never started
+            for index, job in enumerate(jobs):
+                if records[index] is None:
+                    records[index] = {**_record(job, Path(job["folder"])), **_stopped(received[0])}
+            write_summary(out, records, jobs)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return [r for r in records if r is not None]
+
+
+def _stopped(sig: signal.Signals) -> dict[str, Any]:
+    return {"status": "interrupted", "stopped_by": sig.name, "error": f"interrupted by {sig.name}; run the batch again"}
+
+
+def check_run_options(run_options: list[str]) -> None:
+    """Parses the options after -- as `deepresearch run` will, with ./deepresearch.toml's [run] defaults, and
+    checks their values, once for all the questions.
+
+    Raises:
+        ValueError: one line naming the bad option.
+    """
+    from deepresearch.programs import cli as run_cli  # lazy: start-up
+
+    class Checking(cli.Parser):
+        def print_help(self, file=None) -> None:  # `-- --help` is refused below, not answered
+            pass
+
+        def exit(self, status=0, message=None):
+            problem = (message or "").strip().removeprefix(f"{self.prog}: error: ")
+            raise ValueError(f"bad run option after --: {problem or '--help; see deepresearch run --help'}")
+
+    parser = Checking(prog="deepresearch run")
+    run_cli.add_arguments(parser)
+    path, settings = cli._settings(None)  # what every question's `run` reads
+    if path is not None:
+        parser.set_defaults(**command_defaults(settings, path, "run", parser))
+    args = parser.parse_args(["question", *run_options])
+    try:
+        check_numbers(parser, args)
+        run_cli.parse_stage_lms(args.stage_lm or [])
+        run_cli.run_config(args)
+    except ValueError as err:
+        raise ValueError(f"bad run option after --: {err}") from None
+    if args.overwrite:
+        raise ValueError("bad run option after --: batch resumes each question's run; leave --overwrite out")
 
 
 def _shown(options: list[str]) -> list[str]:
@@ -229,17 +327,22 @@ def main(args: argparse.Namespace) -> int:
     if "--out" in run_options or any(o.startswith("--out=") for o in run_options):
         raise ValueError("--out after -- would send every question to one folder; give --out before --")
     questions = read_questions(args.questions)
+    check_run_options(run_options)
     records = run_batch(
         questions, Path(args.out), run_options, workers=args.workers, ray=args.ray, quiet=getattr(args, "quiet", False)
     )
     print((Path(args.out) / "summary.md").read_text(), end="")
     failed = [r for r in records if r["status"] != "done"]
+    stopped = next((r["stopped_by"] for r in records if r.get("stopped_by")), None)
     print(
         f"batch: {len(records) - len(failed)} of {len(records)} questions done; summary: "
-        f"{Path(args.out) / 'summary.jsonl'}",
+        f"{Path(args.out) / 'summary.jsonl'}"
+        f"{'; run the same batch again to finish the interrupted ones' if stopped else ''}",
         file=sys.stderr,
     )
+    if stopped:
+        return SIGNALS[signal.Signals[stopped]]
     return EXIT_FAILED if failed else 0
 
 
-__all__ = ["add_arguments", "main", "read_questions", "run_batch", "run_question"]
+__all__ = ["add_arguments", "check_run_options", "main", "read_questions", "run_batch", "run_question"]

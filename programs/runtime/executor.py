@@ -11,6 +11,10 @@ with no coordination beyond collecting the results. One interface covers both pl
 back as soon as its job ends, as (index of the job, value), or (index, JobFailed) when the job raised or
 its process died. On Ray a job whose worker process dies is run again (`max_retries`); a job must
 therefore be safe to run twice (the batch's runs are: each resumes from its folder's journal).
+
+`pool.stop(signal)` stops a pool: no job starts after it, and the running ones get the signal (a local
+worker still running after `STOP_GRACE` seconds, or after a second stop, is killed). A local worker whose
+parent process died stops its job the same way and ends.
 """
 
 from __future__ import annotations
@@ -18,8 +22,11 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import signal
+import threading
+import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,34 +46,133 @@ def _failed(err: BaseException) -> JobFailed:
     return JobFailed(redact(f"{type(err).__name__}: {first}" if first else type(err).__name__))
 
 
+STOP_GRACE = 10.0  # seconds a stopped local worker has to end its job before it is killed
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_worker = {"running": False, "stopped": False}  # the state of this process when it is a local worker
+
+
+def _worker_start(parent: int) -> None:
+    """A local worker's start: its own process group, so a terminal's Ctrl-C reaches only the parent (which
+    passes it on once), its stop signals, and a watch that ends it when the parent dies."""
+    with contextlib.suppress(OSError):
+        os.setpgrp()
+    _worker_signals()
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+
+
+def _worker_signals() -> None:
+    # again after each job: a run installs its own handlers and leaves the defaults behind
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, _on_stop)
+
+
+def _on_stop(signum, frame) -> None:
+    _worker["stopped"] = True  # a job handed over after the stop is not started
+    if _worker["running"]:
+        raise KeyboardInterrupt
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.2)
+    if _worker["running"]:  # the job stops as on the parent's stop, keeping what it has
+        os.kill(os.getpid(), signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE
+        while _worker["running"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+    os._exit(1)
+
+
+def _run_job(fn: Callable[[Any], Any], job: Any) -> Any:
+    if _worker["stopped"]:
+        raise KeyboardInterrupt("stopped before it started")
+    _worker["running"] = True
+    try:
+        return fn(job)
+    finally:
+        _worker["running"] = False
+        _worker_signals()
+
+
 class LocalExecutor:
-    """`workers` processes of this machine (spawned: no thread or lock state is inherited)."""
+    """`workers` processes of this machine (spawned: no thread or lock state is inherited).
+
+    A job is handed to a worker only when one is free, so a stop leaves no job queued to start later.
+    """
 
     kind = "local"
 
     def __init__(self, workers: int | None = None):
         self.workers = max(1, workers or min(2, os.cpu_count() or 1))
         self._pool: ProcessPoolExecutor | None = None
+        self._stopped = False
 
     def __enter__(self) -> LocalExecutor:
-        self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+        self._pool = ProcessPoolExecutor(
+            self.workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_worker_start,
+            initargs=(os.getpid(),),
+        )
         return self
 
     def __exit__(self, *exc) -> None:
         if self._pool is not None:
+            if exc[0] is not None:  # the caller failed: the running jobs stop (and keep what they have)
+                self.stop()
             self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _processes(self) -> list:
+        return list((getattr(self._pool, "_processes", None) or {}).values())  # no public list of its workers
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        """Starts no further job and sends `sig` to the workers; kills them after STOP_GRACE s, or at once
+        when called again."""
+        if self._stopped:
+            self._kill()
+            return
+        self._stopped = True
+        for process in self._processes():
+            with contextlib.suppress(OSError):
+                os.kill(process.pid, sig)
+        timer = threading.Timer(STOP_GRACE, self._kill)
+        timer.daemon = True
+        timer.start()
+
+    def _kill(self) -> None:
+        for process in self._processes():
+            with contextlib.suppress(OSError, ValueError):
+                if process.is_alive():
+                    os.kill(process.pid, signal.SIGKILL)
 
     def map_unordered(self, fn: Callable[[Any], Any], jobs: list[Any]) -> Iterator[tuple[int, Any]]:
         assert self._pool is not None, "use the executor in a with block"
-        futures = {self._pool.submit(fn, job): i for i, job in enumerate(jobs)}
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
+        waiting = iter(enumerate(jobs))
+        futures: dict[Future, int] = {}
+
+        def hand_out() -> None:
+            while not self._stopped and len(futures) < self.workers:
+                index, job = next(waiting, (None, None))
+                if index is None:
+                    return
                 try:
-                    yield futures[future], future.result()
+                    future = self._pool.submit(_run_job, fn, job)
+                except BaseException as err:  # the pool broke (a worker died): the job fails as its own would
+                    future = Future()
+                    future.set_exception(err)
+                futures[future] = index
+
+        hand_out()
+        while futures:
+            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for future in done:
+                index = futures.pop(future)
+                try:
+                    result = future.result()
                 except BaseException as err:  # the job raised, or its process died (BrokenProcessPool)
-                    yield futures[future], _failed(err)
+                    result = _failed(err)
+                yield index, result
+            hand_out()
 
 
 class RayExecutor:
@@ -82,6 +188,8 @@ class RayExecutor:
         self.ray = require("ray", "ray", "a Ray cluster (--ray)")
         self.address, self.cpus_per_job, self.max_retries = address, cpus_per_job, max_retries
         self.workers = 0
+        self._pending: list = []
+        self._stops = 0
 
     def __enter__(self) -> RayExecutor:
         ray = self.ray
@@ -93,13 +201,21 @@ class RayExecutor:
     def __exit__(self, *exc) -> None:
         self.ray.shutdown()
 
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        """Cancels the tasks: a running one gets a KeyboardInterrupt, a second stop ends its worker."""
+        self._stops += 1
+        for ref in list(self._pending):
+            with contextlib.suppress(Exception):
+                self.ray.cancel(ref, force=self._stops > 1)
+
     def map_unordered(self, fn: Callable[[Any], Any], jobs: list[Any]) -> Iterator[tuple[int, Any]]:
         ray = self.ray
         task = ray.remote(num_cpus=self.cpus_per_job, max_retries=self.max_retries)(fn)
         refs = {task.remote(job): i for i, job in enumerate(jobs)}
-        pending = list(refs)
+        self._pending = pending = list(refs)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
+            self._pending = pending
             for ref in done:
                 try:
                     yield refs[ref], ray.get(ref)
@@ -125,4 +241,4 @@ def open_executor(workers: int | None = None, ray: str | None = None) -> LocalEx
     return RayExecutor(ray) if ray else LocalExecutor(workers)
 
 
-__all__ = ["JobFailed", "LocalExecutor", "RayExecutor", "open_executor", "working_in"]
+__all__ = ["STOP_GRACE", "JobFailed", "LocalExecutor", "RayExecutor", "open_executor", "working_in"]
