@@ -68,6 +68,11 @@ NOTHING_FOUND = (
 )
 
 
+def stopped_empty(reason: str) -> str:
+    """Why a run that a budget or the deadline stopped before it kept any evidence is partial."""
+    return f"the run stopped early ({reason}) before it kept any evidence; give it a larger budget or more time"
+
+
 class UncitedReport(RuntimeError):
     """The writer's report cited no source, twice, although the learnings it was given cite sources."""
 
@@ -96,7 +101,7 @@ async def finish(ctx: RunContext, *, offline: bool, prune_reasons: Sequence[str]
     elif status == "done" and emptied:  # an answer left with no evidence is no finished report
         status, error = "partial", emptied
     elif status == "done" and not findings:  # searches that ran and kept nothing: no answer, and not a success
-        status, error = "partial", NOTHING_FOUND
+        status, error = "partial", stopped_empty(ctx.stop_reason) if ctx.is_stopped else NOTHING_FOUND
     if status == "interrupted":
         body = f"# Research interrupted: {error}\n\n{body}"
     taxonomy, answer = None, ""

@@ -17,6 +17,7 @@ from deepresearch.programs.artifacts import Report
 from deepresearch.programs.cli import parse_stage_lms
 from deepresearch.programs.config import PRESETS, GatherLoopConfig, ResearchConfig, preset
 from deepresearch.programs.gather.artifacts import GatherResult
+from deepresearch.programs.research.finish import stopped_empty
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.retrievers import BM25Retriever, Corpus, Doc
 from deepresearch.signatures import ExtractLearnings
@@ -203,7 +204,8 @@ def test_the_loop_spends_the_run_budget_and_the_run_stops_with_what_it_has(retri
     first = out.report.nodes()[0]  # its extraction never ran, but what the loop gave it is recorded
     assert first.status == "skipped" and list(first.retrieved_ids) == candidates_of(result, 1)
     assert first.relevant_ids == ("a01",)
-    assert "extract" not in out.usage and out.status == "done"
+    assert "extract" not in out.usage  # nothing was kept: partial, for the reason the run stopped
+    assert out.status == "partial" and out.error == stopped_empty(out.stats.stopped)
 
 
 def test_a_failed_search_is_a_failure_of_the_run_recorded_on_its_subquery(retriever):
@@ -239,7 +241,8 @@ def test_the_deadline_cuts_the_loop_and_its_finished_rounds_stand(retriever):
     out = research(retriever, lm, preset("gather", deadline_s=1.0, gather=GatherLoopConfig(iterations=50)))
     result = GatherResult.from_dict(out.gathered)
     assert result.stop_reason == "deadline" and 1 <= len(result.rounds) < 50
-    assert "deadline" in out.stats.stopped and out.status == "done"
+    assert "deadline" in out.stats.stopped
+    assert out.status == "partial" and out.error == stopped_empty(out.stats.stopped)  # its extraction never ran
 
 
 def test_a_resumed_run_neither_gathers_again_nor_redoes_finished_nodes(retriever, tmp_path):
