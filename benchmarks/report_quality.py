@@ -8,7 +8,13 @@ passages each sentence cites); precision and recall are also given over all ques
 
     python -m benchmarks.report_quality --split test --questions 20 --out benchmarks/report_quality_offline.json
     python -m benchmarks.report_quality --split test --questions 10 --preset quick --lm openai/qwen05 \\
-        --api-base http://127.0.0.1:8091/v1 --out benchmarks/report_quality_qwen05.json
+        --api-base http://127.0.0.1:8091/v1 --compile-train 8 --out benchmarks/report_quality_qwen05.json
+
+With `--compile-train N`, the LM program is also compiled by DSPy's BootstrapFewShot on N SciFact *train*
+claims (disjoint from the questions reported), the offline program teaching (`teacher=program.offline()`: no LM
+call), with `dr.metrics.cited_recall`; every stage is the model's (no per-stage choice of the offline twin), and
+the compiled program runs on the same questions, with paired bootstrap 95 % intervals against the uncompiled
+program and the offline floor.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 import dspy
 
 import deepresearch as dr
+from deepresearch.optimize.compile import paired_bootstrap
 from deepresearch.programs.lm.models import SchemaAdapter
 from deepresearch.programs.runtime.text import strip_label
 from deepresearch.programs.stages.writer import _words
@@ -90,6 +97,27 @@ def run(program: dr.DeepResearch, questions: list[dspy.Example]) -> dict:
     }
 
 
+def compile_on_train(program: dr.DeepResearch, args: argparse.Namespace, report: dict) -> dr.DeepResearch:
+    """`program` compiled by BootstrapFewShot on `--compile-train` SciFact train claims, the offline program
+    teaching; what it took is recorded in `report["compile"]`."""
+    train = dr.examples("scifact", "train")
+    random.Random(args.seed).shuffle(train)
+    train = train[: args.compile_train]
+    calls, started = len(dspy.settings.lm.history), time.perf_counter()
+    optimizer = dspy.BootstrapFewShot(
+        metric=dr.metrics.cited_recall, max_bootstrapped_demos=args.demos, max_labeled_demos=0, max_rounds=1
+    )
+    compiled = optimizer.compile(program, teacher=program.offline(), trainset=train)
+    report["compile"] = {
+        "train": f"{len(train)} SciFact train claims (seed {args.seed}), disjoint from the questions",
+        "train_ids": [x.query_id for x in train],
+        "lm_calls": len(dspy.settings.lm.history) - calls,
+        "seconds": round(time.perf_counter() - started, 1),
+        "demos": {n: len(p.demos) for n, p in compiled.named_predictors() if p.demos},
+    }
+    return compiled
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", default="test", help="SciFact claims: test (held out) or train")
@@ -99,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lm", default=None, help="also run with this model, on the same questions")
     parser.add_argument("--api-base", default=None)
     parser.add_argument("--lm-timeout", type=float, default=900.0)
+    parser.add_argument("--compile-train", type=int, default=0, help="also compile on this many train claims")
+    parser.add_argument("--demos", type=int, default=1, help="bootstrapped demonstrations per predictor")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
 
@@ -117,12 +147,32 @@ def main(argv: list[str] | None = None) -> int:
     }
     out = Path(args.out)
     out.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    names = ["offline"]
     if args.lm:
-        lm = dspy.LM(args.lm, api_base=args.api_base, api_key=os.environ.get("DEEPRESEARCH_API_KEY", "local"))
+        lm = dspy.LM(
+            args.lm,
+            api_base=args.api_base,
+            api_key=os.environ.get("DEEPRESEARCH_API_KEY", "local"),
+            temperature=0.0,
+            timeout=args.lm_timeout,
+            cache=False,
+        )
+        program = dr.DeepResearch(retriever=retriever, config=config)
         with dspy.context(lm=lm, adapter=SchemaAdapter() if args.api_base else None):
-            report[args.lm] = run(dr.DeepResearch(retriever=retriever, config=config), questions)
-        out.write_text(json.dumps(report, indent=2), encoding="utf-8")
-    for name in ("offline", args.lm):
+            report[args.lm] = run(program, questions)
+            names.append(args.lm)
+            out.write_text(json.dumps(report, indent=2), encoding="utf-8")
+            if args.compile_train:
+                compiled = compile_on_train(program, args, report)
+                report[f"{args.lm} compiled"] = run(compiled, questions)
+                names.append(f"{args.lm} compiled")
+                for metric in ("precision", "recall"):
+                    tuned = [r[metric] for r in report[f"{args.lm} compiled"]["questions"]]
+                    for base in ("offline", args.lm):
+                        before = [r[metric] for r in report[base]["questions"]]
+                        report.setdefault("compiled_ci95", {})[f"{metric} vs {base}"] = paired_bootstrap(before, tuned)
+                out.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    for name in names:
         if name in report:
             r = report[name]
             print(
