@@ -39,9 +39,9 @@ def small_corpus_file(scifact_head):
     return scifact_head(SMALL)
 
 
-def run(out, *extra, question=QUESTION) -> dict:
+def run(out, *extra, question=QUESTION, code=0) -> dict:
     argv = ["run", question, "--depth", "1", "--breadth", "2", "--lm", "offline", "--out", str(out), "-q"]
-    assert cli.main([*argv, *extra]) == 0
+    assert cli.main([*argv, *extra]) == code
     return json.loads((out / "trace.json").read_text())
 
 
@@ -73,8 +73,10 @@ def test_an_index_serves_with_its_own_tokenizer(tmp_path, data_dir, scifact_inde
     assert default["corpus"]["bm25"]["tokenizer"] == "english"
     assert retrieved(default) and set(retrieved(default)) <= holds  # the default keeps tokens with digits
     assert cli.main(["index", "scifact", "--out", str(tmp_path / "sg"), "--bm25-preset", "scholargym"]) == 0
-    spec004 = run(tmp_path / "spec004", "--index", str(tmp_path / "sg"), "--breadth", "1", question="p53")
-    assert spec004["corpus"]["bm25"]["tokenizer"] == "scholargym" and retrieved(spec004) == []  # p53 is dropped
+    # p53 is dropped: nothing is retrieved, so the run keeps no evidence and ends partial (exit 3)
+    spec004 = run(tmp_path / "spec004", "--index", str(tmp_path / "sg"), "--breadth", "1", question="p53", code=3)
+    assert spec004["corpus"]["bm25"]["tokenizer"] == "scholargym" and retrieved(spec004) == []
+    assert spec004["status"] == "partial"
     capsys.readouterr()
     assert (
         cli.main(
