@@ -119,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{args.reuse} was measured on another split; rerun without --reuse")
         for name in ("offline_floor", "uncompiled"):
             kept = {k: earlier[name][k][: len(dev)] for k in ("scores", "failed", "no_round") if k in earlier[name]}
+            whole = len(earlier[name]["scores"]) == len(dev)  # its own counts hold for these claims
             counts = {
-                k: sum(kept[f]) if f in kept else None
+                k: sum(kept[f]) if f in kept else (earlier[name].get(k) if whole else None)
                 for k, f in (("failed_queries", "failed"), ("no_round_run", "no_round"))
             }
             f1 = sum(kept["scores"]) / len(dev)
