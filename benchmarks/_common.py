@@ -81,3 +81,12 @@ def machine_line() -> str:
         f"machine: {os.cpu_count()} cores, load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min), "
         f"{platform.machine()} {platform.python_implementation()} {platform.python_version()}"
     )
+
+
+def server_lm(model: str, api_base: str | None, timeout_s: float, **kwargs):
+    """A dspy.LM for a benchmark: greedy, uncached (every request reaches the server), its key from
+    $DEEPRESEARCH_API_KEY (a local server needs none, LiteLLM's OpenAI client wants one)."""
+    import dspy
+
+    key = os.environ.get("DEEPRESEARCH_API_KEY", "local")
+    return dspy.LM(model, api_base=api_base, api_key=key, temperature=0.0, timeout=timeout_s, cache=False, **kwargs)

@@ -26,6 +26,7 @@ from pathlib import Path
 import dspy
 
 import deepresearch as dr
+from benchmarks._common import server_lm
 from deepresearch.optimize.compile import paired_bootstrap
 from deepresearch.optimize.metrics import gather_f1
 from deepresearch.programs.lm.models import SchemaAdapter
@@ -84,15 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     train, dev = split(args.train, args.dev, args.seed)
     retriever = dr.open_retriever("scifact").retriever
-    lm = dspy.LM(
-        args.lm,
-        api_base=args.api_base,
-        api_key=os.environ.get("DEEPRESEARCH_API_KEY", "local"),
-        temperature=0.0,
-        timeout=args.lm_timeout,
-        num_retries=1,
-        cache=False,
-    )
+    lm = server_lm(args.lm, args.api_base, args.lm_timeout, num_retries=1)
     calls = lambda: len(lm.history)  # noqa: E731
     report = {
         "benchmark": "gather_teacher",

@@ -31,6 +31,7 @@ from pathlib import Path
 import dspy
 
 import deepresearch as dr
+from benchmarks._common import server_lm
 from deepresearch.optimize.compile import paired_bootstrap
 from deepresearch.programs.lm.models import SchemaAdapter
 from deepresearch.programs.runtime.text import strip_label
@@ -149,14 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(report, indent=2), encoding="utf-8")
     names = ["offline"]
     if args.lm:
-        lm = dspy.LM(
-            args.lm,
-            api_base=args.api_base,
-            api_key=os.environ.get("DEEPRESEARCH_API_KEY", "local"),
-            temperature=0.0,
-            timeout=args.lm_timeout,
-            cache=False,
-        )
+        lm = server_lm(args.lm, args.api_base, args.lm_timeout)
         program = dr.DeepResearch(retriever=retriever, config=config)
         with dspy.context(lm=lm, adapter=SchemaAdapter() if args.api_base else None):
             report[args.lm] = run(program, questions)
