@@ -134,7 +134,7 @@ def cached_corpus_and_index(data: Path, n_docs: int) -> tuple[Path, Path, str]:
     ):
         started = time.perf_counter()
         subprocess.run(
-            [sys.executable, str(ROOT / "cli.py"), "index", str(corpus), "--out", str(index)], check=True, cwd=ROOT
+            [sys.executable, "-m", "deepresearch.cli", "index", str(corpus), "--out", str(index)], check=True, cwd=ROOT
         )
         built.append(f"index built in {time.perf_counter() - started:.0f}s")
     return corpus, index, "; ".join(built) or "cached"
@@ -180,7 +180,11 @@ def command(argv: list[str]) -> dict:
     env.pop("DEEPRESEARCH_LM", None)
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "cli.py"), *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-m", "deepresearch.cli", *argv],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started

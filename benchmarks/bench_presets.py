@@ -42,7 +42,8 @@ def measure(name: str, corpus: str, out: Path, extra: tuple[str, ...] = ()) -> d
     env.pop("DEEPRESEARCH_LM", None)
     argv = [
         sys.executable,
-        str(ROOT / "cli.py"),
+        "-m",
+        "deepresearch.cli",
         "run",
         QUESTION,
         "--lm",

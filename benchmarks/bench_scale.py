@@ -1,6 +1,6 @@
 """Scale-out: questions per minute with 1 vs 2 batch workers, and with 1 vs 2 LM servers behind the router.
 
-* workers: `deepresearch batch`'s local process pool (programs/batch.py) over QUESTIONS offline runs
+* workers: `deepresearch batch`'s local process pool (cli/batch.py) over QUESTIONS offline runs
   (the extractive baseline over SciFact, preset quick), 1 worker then 2. Offline runs compute (BM25,
   sentence scoring), so the figure is bounded by free cores as well as by the schedule. The bound is
   the critical path of the batch: with 2 workers the makespan is at least max(sum / 2, the longest
@@ -46,7 +46,7 @@ RUN = ["--corpus", "scifact", "--lm", "offline", "--preset", "quick"]
 
 
 def workers() -> list[dict]:
-    from deepresearch.programs.batch import run_batch
+    from deepresearch.cli.batch import run_batch
 
     qs = [{"id": f"q{i}", "question": q} for i, q in enumerate(QUESTIONS)]
     rows, per_question = [], {}

@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="results JSON")
     args = parser.parse_args(argv)
 
-    from deepresearch.optimize.cli import LMCalls
+    from deepresearch.cli.optimize_run import LMCalls
     from deepresearch.optimize.compile import compile_program, evaluate_scores, paired_bootstrap
     from deepresearch.programs.lm.models import SchemaAdapter
 

@@ -1,4 +1,5 @@
-"""MkDocs hook: lets the API reference (mkdocstrings) find the `deepresearch` package.
+"""MkDocs hooks: lets the API reference (mkdocstrings) find the `deepresearch` package, and renders the
+command line's option reference into docs/reference/cli.md from the parsers (`deepresearch.cli.reference`).
 
 The repository root is the package (pyproject.toml maps `deepresearch` to `.`), so no folder named
 `deepresearch` exists for griffe to find by name. A temporary folder holding a link of that name to the
@@ -25,3 +26,11 @@ def on_config(config):
     sys.path.insert(0, str(folder))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return config
+
+
+def on_page_markdown(markdown, page, config, files):
+    if page.file.src_uri != "reference/cli.md":
+        return markdown
+    from deepresearch.cli.reference import render  # found through the folder on_config put on sys.path
+
+    return render(markdown)

@@ -35,12 +35,10 @@ from typing import Any
 import numpy as np
 
 from deepresearch.eval.f1 import harmonic_mean
+from deepresearch.eval.protocols import DISTANCE_VARIANTS, FAILED_POLICIES, PROTOCOLS
 from deepresearch.programs.gather.artifacts import GatherResult
 
 DISTANCE_K = 100
-DISTANCE_VARIANTS = ("per_iteration", "cumulative")
-FAILED_POLICIES = ("excluded", "included")
-PROTOCOLS = ("official", "spec")
 # What each protocol's numbers match, written into every summary.
 PROTOCOL_SOURCES = {
     "official": "ScholarGym's released scorer (shenhao-stu/ScholarGym@f426fd1 code/deeprag.py, code/eval.py, "

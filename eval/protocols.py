@@ -29,6 +29,10 @@ class MetricProtocol:
     note: str
 
 
+# the gathering scorer's choices (`deepresearch.eval.gather`; `eval gather --protocol/--distance/--failed`)
+PROTOCOLS = ("official", "spec")
+DISTANCE_VARIANTS = ("per_iteration", "cumulative")
+FAILED_POLICIES = ("excluded", "included")
 DRG = "cxcscmu/deepresearch_benchmarking@d5fa708b"
 SQA = "AkariAsai/ScholarQABench@95e6fc5 scripts/citation_correctness_eval.py compute_autoais"
 ECO = "sciknoworg/deep-research@64293cd scripts/paper_research_analyzer.py"

@@ -1,4 +1,5 @@
-"""`deepresearch eval gather`: run the gathering loop or a baseline over a query set and score it.
+"""The runner of `deepresearch eval gather` (its options: deepresearch.cli.eval_gather): run the gathering loop
+or a baseline over a query set and score it.
 
 Writes, under --out: `results.jsonl` (one record per query: the whole GatherResult, which keeps every
 subquery's candidates for replay, plus the ground truth's ranks per round), `run.json` (settings, checked
@@ -7,7 +8,7 @@ the code its numbers match). Each record is fsynced as its query finishes, and t
 files are written whole at the end. Running the same command into the same --out again (after a kill, say)
 resumes from `results.jsonl`, redoing only the queries that have no finished record; --overwrite starts afresh.
 
-Where the queries run: by default in this process, `IN_PROCESS_QUERIES` at once; with --workers N on a pool
+Where the queries run: by default in this process, several at once (`IN_PROCESS_QUERIES` of the command); with --workers N on a pool
 of N processes of this machine, with --ray on a Ray cluster (programs/runtime/executor.py). Each worker opens
 the LM, the corpus and the program from the command's options once, runs one query per job and sends its
 record back; this process appends the records and scores them, so resume and the summary do not change.
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import sys
@@ -30,37 +30,18 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from deepresearch.eval.gather import (
-    DISTANCE_VARIANTS,
-    FAILED_POLICIES,
-    PROTOCOLS,
-    QueryTrace,
-    gt_ranks,
-    summarize,
-)
-from deepresearch.eval.querysets import GatherQuery, find_queryset, load_queryset
-from deepresearch.programs.cli_options import (
-    add_data_arguments,
-    add_output_arguments,
-    add_quiet_alias,
-    add_workers_arguments,
-    bound_numbers,
-)
-from deepresearch.programs.formats.jsonl import JsonlAppender, read_jsonl
+from deepresearch.eval.gather import QueryTrace, gt_ranks
+from deepresearch.eval.querysets import GatherQuery
+from deepresearch.programs.formats.jsonl import read_jsonl
 from deepresearch.programs.gather.artifacts import GatherResult
 from deepresearch.programs.gather.baselines import DirectQuery
 from deepresearch.programs.gather.loop import GatherConfig, Gatherer
-from deepresearch.programs.lm.lm_cli import add_lm_arguments, open_lm
-from deepresearch.programs.lm.models import server_of
-from deepresearch.programs.lm.replies import LMReplies
-from deepresearch.programs.lm.secrets import redact_url
-from deepresearch.programs.runtime.executor import JobFailed, open_executor, working_in
-from deepresearch.programs.runtime.outputs import atomic_write_text
-from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, describe, open_from_args
+from deepresearch.programs.lm.session import open_lm
+from deepresearch.programs.retrieval import open_from_args
+from deepresearch.programs.runtime.executor import JobFailed, working_in
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
 from deepresearch.retrievers.types import Hit
 
-METHODS = ("loop", "direct", "raw")
 SETTINGS_CHECKED = (
     "queries",
     "split",
@@ -74,77 +55,6 @@ SETTINGS_CHECKED = (
 )
 UNSET = {"full_text": False}  # the value of a setting a run recorded before it existed
 DAMAGED = "fix or remove the line, or pass --overwrite to start the run afresh"
-IN_PROCESS_QUERIES = 8  # queries run at once in this process (no --workers, no --ray)
-EXIT_FAILED = 3  # no query got an answer from the model (as `run` exits when its run failed; 2 is bad input)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_data_arguments(
-        parser,
-        required=True,
-        old=("--queries",),
-        limit_help="only the first N queries",
-        help="the queries: a BEIR folder with qrels or a ScholarGym JSONL file, or a name found under "
-        "$DEEPRESEARCH_DATA (scifact, csfcube, scholargym; shenhao/ScholarGym finds the local copy)",
-    )
-    parser.add_argument("--qrels", default=None, help="BEIR qrels split to evaluate (default test)")
-    parser.add_argument("--split", default=None, help="ScholarGym split: all, test or dev (default all)")
-    parser.add_argument("--min-relevance", type=int, default=1, help="lowest qrels grade counted as ground truth")
-    parser.add_argument(
-        "--method",
-        default="loop",
-        choices=METHODS,
-        help="loop: plan-retrieve-assess; direct: one LM-written query, no assessment; raw: the question itself, no LM",
-    )
-    parser.add_argument("--iterations", type=int, default=5, help="rounds of the loop (T)")
-    add_workers_arguments(
-        parser,
-        help=f"run the queries on this many processes of this machine, one query each at "
-        f"a time (each loads the corpus; default: {IN_PROCESS_QUERIES} at once in this "
-        f"process)",
-        ray_help="run the queries as tasks on a Ray cluster: auto or its HOST:PORT (the [ray] extra)",
-    )
-    parser.add_argument("--ranking-depth", type=int, default=100, help="ranks recorded per search for Avg.Distance")
-    parser.add_argument("--distance", default="per_iteration", choices=DISTANCE_VARIANTS)
-    parser.add_argument("--failed", default="excluded", choices=FAILED_POLICIES, help="failed queries in the means")
-    parser.add_argument(
-        "--protocol",
-        default="official",
-        choices=PROTOCOLS,
-        help="edge rules of the scoring: official (ScholarGym's released scorer, comparable to the "
-        "paper's tables) or spec (the paper's prose as read before); docs/reference/protocols.md",
-    )
-    parser.add_argument("--bootstrap", type=int, default=1000, help="resamples for the 95%% intervals")
-    parser.add_argument("--program", default=None, help="a compiled Gatherer (DSPy JSON state) to load")
-    parser.add_argument(
-        "--full-text",
-        action="store_true",
-        help="the second look at an uncertain candidate reads its open-access PDF (fetched once, "
-        "cached) instead of its abstract (--method loop only)",
-    )
-    parser.add_argument(
-        "--full-text-cache",
-        default=None,
-        metavar="DIR",
-        help="folder of fetched PDFs (default ~/.cache/dspy-deepresearch/fulltext)",
-    )
-    add_output_arguments(
-        parser,
-        out_help="output folder (default runs/gather-<data>-<method>)",
-        overwrite_help="discard earlier results in --out",
-        old=("--restart",),
-    )
-    add_quiet_alias(parser)
-    add_retriever_arguments(
-        parser,
-        corpus_help="the corpus to search (default: the --data BEIR folder): "
-        "a path, a name under $DEEPRESEARCH_DATA, hf:NAME; BM25 defaults "
-        "to ScholarGym's settings (--bm25-preset scholargym) for ScholarGym "
-        "queries",
-    )
-    add_lm_arguments(parser)
-    # 0 --workers, --iterations, --limit...: refused before any LM request, from a settings file too
-    bound_numbers(parser)
 
 
 def build_program(
@@ -423,163 +333,3 @@ def summary_markdown(summary: dict, settings: dict, usage: dict) -> str:
             "",
         ]
     return "\n".join(lines)
-
-
-def main(args: argparse.Namespace) -> int:
-    import dspy
-
-    if args.workers and getattr(args, "ray", None):
-        raise ValueError("--workers sets the local pool and --ray a cluster; pass one of them")
-    full_text = getattr(args, "full_text", False)
-    if full_text and args.method != "loop":
-        raise ValueError(
-            f"--full-text is read by the loop's second look, which --method {args.method} does not "
-            f"have; drop --full-text or use --method loop"
-        )
-    # the LM is checked before the queries and the corpus are loaded: a bad key or a dead server fails in seconds
-    session = open_lm(args)
-    lm, model = session.lm, session.model
-    kind, found = find_queryset(args.data, data_dir())
-    queries = load_queryset(found, args.qrels or args.split, args.min_relevance)
-    split = args.qrels or args.split or ("test" if kind == "beir" else "all")
-    if args.limit is not None:
-        queries = queries[: args.limit]
-    if not queries:
-        raise ValueError(f"no queries in {args.data} (split {split}); check --qrels/--split")
-    corpus_spec = args.corpus or (str(found) if kind == "beir" else None)
-    if corpus_spec is None and args.index is None:
-        raise ValueError("a ScholarGym query set needs --corpus or --index (its 570K-paper corpus is not bundled)")
-    # ScholarGym's own BM25 for its queries, unless an index or --bm25-preset says otherwise
-    bm25_preset = "default" if kind == "beir" else "scholargym"
-    retrieval = open_from_args(args, corpus_spec, default_preset=bm25_preset)
-    corpus = retrieval.corpus
-    described = {k: retrieval.description.get(k) for k in ("retriever", "index", "bm25", "dense", "qdrant")}
-    out = Path(args.out or Path("runs") / f"gather-{Path(args.data).name}-{args.method}")
-    created = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)  # the first folder made
-    out.mkdir(parents=True, exist_ok=True)
-    settings = {
-        "queries": str(args.data),
-        "split": split,
-        "corpus": f"{corpus.name}:{corpus.fingerprint()[:12]}",
-        "method": args.method,
-        "lm": model,
-        "iterations": args.iterations if args.method == "loop" else 1,
-        "ranking_depth": args.ranking_depth,
-        "retriever": described,
-        "program": args.program,
-        "full_text": bool(full_text),
-        "protocol": args.protocol,
-    }
-    results_path, run_path = out / "results.jsonl", out / "run.json"
-    if args.overwrite:
-        results_path.unlink(missing_ok=True)
-    elif results_path.exists() and run_path.exists():
-        before = json.loads(run_path.read_text())
-        changed = [k for k in SETTINGS_CHECKED if before.get(k, UNSET.get(k)) != settings[k]]
-        if changed:
-            raise ValueError(
-                f"{out} holds a run with different {', '.join(changed)}; pass --overwrite or another --out"
-            )
-    had_run_json = run_path.exists()
-    atomic_write_text(run_path, json.dumps(settings, indent=2))
-    records = read_records(results_path, DAMAGED)
-    wanted = {q.query_id for q in queries}
-    todo = [q for q in queries if records.get(q.query_id, {}).get("status") != "done"]
-    print(
-        f"{len(queries)} queries · {len(queries) - len(todo)} already done · {describe(retrieval)} · "
-        f"{args.method} · {model}",
-        file=sys.stderr,
-    )
-
-    program = build_program(
-        args.method,
-        retrieval.retriever,
-        lm,
-        args.iterations,
-        args.ranking_depth,
-        full_text,
-        getattr(args, "full_text_cache", None),
-    )
-    if args.program:
-        if lm is None:
-            raise ValueError("--program needs an LM: a compiled program tunes LM prompts; pass --lm")
-        program.load(args.program)
-    from tqdm import tqdm
-
-    bar = tqdm(
-        total=len(todo),
-        unit="query",
-        desc=args.method,
-        file=sys.stderr,
-        disable=getattr(args, "quiet", False) or not todo,
-        dynamic_ncols=True,
-    )
-
-    def on_done(record):
-        records[record["query_id"]] = record
-        bar.update(1)
-
-    started = time.perf_counter()
-    replies = LMReplies()  # why the LM calls of the queries run here failed, when they all did
-    with JsonlAppender(results_path) as sink:  # cuts the line a kill left unfinished
-        recorded = results_path.stat().st_size  # what earlier runs left
-        if args.workers or getattr(args, "ray", None):
-            cwd = os.getcwd()
-            errors = run_on_executor(
-                open_executor(workers=args.workers, ray=getattr(args, "ray", None)),
-                lambda q: (args, corpus_spec, bm25_preset, cwd, q),
-                todo,
-                sink,
-                on_done,
-            )
-        else:
-            with session.context(), dspy.context(trace=None, disable_history=True), replies.watching():
-                errors = asyncio.run(run_queries(program, todo, IN_PROCESS_QUERIES, sink, on_done))
-    bar.close()
-    failed_requests = silent_model([records[q.query_id] for q in todo]) if lm is not None and todo else None
-    if failed_requests is not None:  # a dead or failing server: no metric of these queries means anything
-        take_back(out, created, results_path, recorded, had_run_json)
-        server = server_of(lm)
-        cause = replies.counts().cause() or f"every request to {redact_url(server) if server else model} failed"
-        queries_run = f"{len(todo)} quer{'y' if len(todo) == 1 else 'ies'}"
-        print(
-            f"deepresearch eval gather: error: no query got an answer from the model: {cause} ({queries_run}; "
-            f"{failed_requests} LM requests failed, none answered); nothing was recorded, rerun the same command "
-            f"once the server answers",
-            file=sys.stderr,
-        )
-        return EXIT_FAILED
-    done = [records[q.query_id] for q in queries if records.get(q.query_id, {}).get("status") == "done"]
-    traces = [trace_for(r) for r in done]
-    iterations = settings["iterations"]
-    summary = summarize(
-        traces, iterations, variant=args.distance, failed=args.failed, bootstrap=args.bootstrap, protocol=args.protocol
-    )
-    usage = usage_totals(done)
-    summary.update(
-        settings=settings,
-        usage=usage,
-        second_looks=second_look_totals(done),
-        errors=len(wanted) - len(done),
-        seconds=round(time.perf_counter() - started, 2),
-    )
-    if not summary["evaluated"] and summary["failed"]:
-        stops = ", ".join(f"{reason} {n}" for reason, n in summary["failed_by_stop"].items())
-        print(
-            f"every query with ground truth failed under --protocol {args.protocol} ({stops}), so no metric is "
-            f"left; --failed included scores them as they stand",
-            file=sys.stderr,
-        )
-    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
-    markdown = summary_markdown(summary, settings, usage)
-    atomic_write_text(out / "summary.md", markdown)
-    print(markdown)
-    print(f"results: {results_path}\nsummary: {out / 'summary.md'}")
-    if errors or len(done) < len(queries):
-        print(
-            f"{len(queries) - len(done)} queries did not finish (errors are in results.jsonl); "
-            f"run the same command again to retry them",
-            file=sys.stderr,
-        )
-        return 1
-    return 0

@@ -1,4 +1,5 @@
-"""`deepresearch eval report`: run DeepResearch over a question set and score every report.
+"""The runner of `deepresearch eval report` (its options: deepresearch.cli.eval_report): run DeepResearch over
+a question set and score every report.
 
 Scores per report: DeepResearch-Eco's source integration and eco heuristics; DeepResearchGym's citation
 recall and precision; ScholarQABench citation P/R/F1 under the released scorer's citation
@@ -11,11 +12,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import statistics
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import dspy
@@ -31,24 +30,13 @@ from deepresearch.eval.citations import (
     scholarqa_official_scores,
 )
 from deepresearch.eval.eco import eco_scores
-from deepresearch.eval.judges import CitationSupportJudge, CriteriaJudge, JudgeCache, KeyPointJudge, judge_lm
-from deepresearch.eval.protocols import protocol_lines, protocols_of
-from deepresearch.eval.questions import Question, load_questions
+from deepresearch.eval.judges import CitationSupportJudge, CriteriaJudge, JudgeCache, KeyPointJudge
+from deepresearch.eval.questions import Question
 from deepresearch.eval.report import source_stats, unique_urls
-from deepresearch.programs import environment
 from deepresearch.programs.artifacts import Report
-from deepresearch.programs.cli_options import (
-    add_data_arguments,
-    add_judge_arguments,
-    add_output_arguments,
-    add_tree_arguments,
-    add_workers_arguments,
-)
-from deepresearch.programs.config import PRESETS, preset
-from deepresearch.programs.lm.lm_cli import add_lm_arguments, open_lm
-from deepresearch.programs.lm.models import preflight
-from deepresearch.programs.runtime.outputs import atomic_write_text
-from deepresearch.retrievers.cli import add_retriever_arguments, open_from_args
+from deepresearch.programs.config import preset
+from deepresearch.programs.lm.session import open_lm
+from deepresearch.programs.retrieval import open_from_args
 
 logger = logging.getLogger(__name__)
 
@@ -181,102 +169,3 @@ def mean_table(rows: list[dict[str, Any]]) -> dict[str, float]:
     keys = [k for k in rows[0] if isinstance(rows[0][k], (int, float)) and not isinstance(rows[0][k], bool)]
     keys += [k for r in rows for k in r if k not in keys and isinstance(r[k], (int, float))]
     return {k: statistics.fmean(float(r[k]) for r in rows if k in r) for k in dict.fromkeys(keys)}
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_data_arguments(
-        parser,
-        required=True,
-        old=("--questions",),
-        limit_help="use the first N questions",
-        help="the questions: a question file (.csv ecology form, .jsonl, .json, .txt), or eco, "
-        "researchy, scholarqa (local files under $DEEPRESEARCH_DATA, else the Hugging Face hub), "
-        "or hf:owner/name[:split]",
-    )
-    add_judge_arguments(
-        parser,
-        lm_help="the judge LM (temperature 0, on the --api-base server when one is given); "
-        "without it only offline metrics are computed",
-        cache_help="judge verdict cache folder (default OUT/judge_cache)",
-    )
-    add_tree_arguments(
-        parser,
-        preset_default="quick",
-        presets=tuple(sorted(PRESETS)),
-        preset_help="tree shape preset of the program (default quick)",
-    )
-    add_output_arguments(parser, out_default="runs/eval_report", out_help="folder for the reports and scores.jsonl")
-    add_workers_arguments(
-        parser,
-        help="research the questions in this many processes (default: one after another here)",
-        ray_help="research the questions as tasks on a Ray cluster (the [ray] extra)",
-    )
-    add_retriever_arguments(
-        parser,
-        corpus_help="corpus to research (default scifact, or the --index's): a path, a "
-        "name under $DEEPRESEARCH_DATA, hf:NAME (see `run`)",
-    )
-    add_lm_arguments(parser)  # the program's LM (--lm), and the server and settings both LMs share
-
-
-def main(args: argparse.Namespace) -> int:
-    from deepresearch.programs.research.program import DeepResearch  # lazy: start-up
-
-    if args.limit is not None and args.limit < 1:
-        raise ValueError(f"--limit must be >= 1, got {args.limit}")
-    overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None}
-    config = preset(args.preset, **overrides, lm_timeout_s=args.lm_timeout)
-    # both LMs are checked before the questions and the corpus are loaded: a bad key or a dead server fails
-    # in seconds, not after the program ran over every question
-    session = open_lm(args, num_retries=0)  # the program's scheduler retries, and counts each request
-    judges = None
-    out = Path(args.out)
-    if args.judge_lm and args.judge_lm != "offline":
-        judge = judge_lm(args.judge_lm, args.api_base, environment.api_key(), timeout_s=args.lm_timeout)
-        if not args.no_preflight and args.judge_lm != session.model:  # that one was checked already
-            preflight(judge, timeout_s=min(args.lm_timeout, 60.0))
-        judges = Judges.build(judge, JudgeCache(args.judge_cache or out / "judge_cache"))
-    questions = load_questions(args.data, data_dir=environment.data_dir(), limit=args.limit)
-    retrieval = open_from_args(args, args.corpus or (None if args.index else "scifact"))
-    corpus = retrieval.corpus
-    program = DeepResearch(retriever=retrieval.retriever, config=config, offline=session.is_offline)
-    reports_dir = out / "reports"
-    reports_dir.mkdir(parents=True, exist_ok=True)
-
-    def save(q: Question, report: Report) -> None:
-        (reports_dir / f"{q.qid}.md").write_text(report.markdown, encoding="utf-8")
-
-    def text_of(doc_id: str) -> str | None:
-        doc = corpus.get(doc_id)
-        return doc.text if doc is not None else None
-
-    if args.workers or args.ray:
-        from deepresearch.programs.runtime.executor import open_executor  # lazy: start-up
-
-        with session.context():  # the judges' LM
-            rows = evaluate_on(
-                open_executor(workers=args.workers, ray=args.ray), args, questions, text_of, judges, on_report=save
-            )
-    else:
-        with session.context():
-            rows = asyncio.run(evaluate(questions, program, text_of, judges, on_report=save))
-    with (out / "scores.jsonl").open("w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    print(
-        f"{len(rows)} questions from {args.data} · program LM {session.model} · judge "
-        f"{args.judge_lm or 'none (offline metrics only)'}"
-    )
-    means = mean_table(rows)
-    for key, value in means.items():
-        print(f"  {key:<34} {value:10.4f}")
-    # every figure names the released scorer it was checked against and how ours differs
-    protocols = protocols_of(means)
-    atomic_write_text(out / "protocols.json", json.dumps(protocols, indent=2))
-    print("what each metric matches (docs/reference/protocols.md):")
-    for line in protocol_lines(means):
-        print(f"  {line}")
-    print(f"reports: {reports_dir}")
-    print(f"scores:  {out / 'scores.jsonl'}")
-    print(f"protocols: {out / 'protocols.json'}")
-    return 0

@@ -1,4 +1,5 @@
-"""`deepresearch eval reports DIR`: source-integration and quality metrics of a folder of Markdown reports.
+"""The scoring behind `deepresearch eval reports DIR` (its options: deepresearch.cli.eval_reports):
+source-integration and quality metrics of a folder of Markdown reports.
 
 Reports are grouped by the configuration in their file names (`12_o3-mini_orkg_d4_b4.md`); the command
 prints mean, sample sd, min and max per group, writes every report's scores to `scores.csv` and a
@@ -7,7 +8,6 @@ depth x breadth heatmap of one metric to `heatmap.png`.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import logging
 import math
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deepresearch.eval.eco import OVERALL_WEIGHTS, eco_scores
-from deepresearch.eval.protocols import protocol_lines
 from deepresearch.eval.report import parse_report_name, source_stats
 from deepresearch.retrievers.extras import require
 
@@ -170,22 +169,3 @@ def write_scores(rows: list[dict], path: str | Path) -> Path:
         writer.writeheader()
         writer.writerows(rows)
     return path
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("folder", help="folder of Markdown reports named <index>_<model>_<engine>_d<d>_b<b>.md")
-    parser.add_argument("--out", default="runs/eval_reports", help="folder for scores.csv and heatmap.png")
-    parser.add_argument("--metric", default="n_sources", choices=METRICS, help="metric shown in the heatmap")
-
-
-def main(args: argparse.Namespace) -> int:
-    rows = score_folder(args.folder)
-    print(f"{len(rows)} reports in {args.folder}")
-    print(format_table(group_summaries(rows)))
-    print("what each metric matches (docs/reference/protocols.md):")
-    for line in protocol_lines(TABLE_METRICS_PROTOCOL):
-        print(f"  {line}")
-    out = Path(args.out)
-    print(f"scores:  {write_scores(rows, out / 'scores.csv')}")
-    print(f"heatmap: {write_heatmap(rows, args.metric, out / 'heatmap.png')}")
-    return 0

@@ -1,4 +1,5 @@
-"""`deepresearch eval taxonomy`: build a taxonomy per TaxoBench survey and score it against the expert tree.
+"""The runner of `deepresearch eval taxonomy` (deepresearch.cli.eval_taxonomy): build a taxonomy per TaxoBench
+survey and score it against the expert tree.
 
 Writes to --out: predictions.jsonl (TaxoBench's scorer format plus the repairs made; one line per survey,
 fsynced as the survey finishes), run.json (the settings, checked on resume), and at the end, from every
@@ -12,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,9 +20,8 @@ from typing import Any
 import dspy
 
 from deepresearch.eval.protocols import TAXONOMY_METRICS
-from deepresearch.eval.taxobench import HF_DATASET, Prediction, Survey, load_taxobench
+from deepresearch.eval.taxobench import HF_DATASET, Prediction, Survey
 from deepresearch.eval.taxonomy import (
-    PROFILES,
     EmbeddingSim,
     SurveyScore,
     exact_sim,
@@ -30,26 +29,17 @@ from deepresearch.eval.taxonomy import (
     summarize,
 )
 from deepresearch.programs import environment
-from deepresearch.programs.cli_options import (
-    add_data_arguments,
-    add_judge_arguments,
-    add_output_arguments,
-    add_overwrite_argument,
-    add_tree_arguments,
-)
 from deepresearch.programs.config import ResearchConfig
-from deepresearch.programs.formats.jsonl import JsonlAppender, read_jsonl, write_jsonl_atomic
-from deepresearch.programs.lm.lm_cli import LMSession, add_lm_arguments, open_lm
+from deepresearch.programs.formats.jsonl import write_jsonl_atomic
 from deepresearch.programs.lm.models import preflight
+from deepresearch.programs.lm.session import LMSession, open_lm
+from deepresearch.programs.retrieval import open_from_args
 from deepresearch.programs.runtime.outputs import atomic_write_text
-from deepresearch.retrievers.cli import add_retriever_arguments, open_from_args
 from deepresearch.retrievers.corpus import Corpus
 from deepresearch.retrievers.types import Doc
 
 logger = logging.getLogger(__name__)
 
-MODES = ("bottom-up", "deep-research")
-SIMS = ("embedding", "exact")
 TABLE = (
     ("R", "recall"),
     ("P", "precision"),
@@ -68,57 +58,6 @@ TABLE = (
 # --judge-lm may change: they pick the surveys scored and how)
 SETTINGS_CHECKED = ("data", "mode", "lm", "max_papers_per_call", "corpus", "depth", "breadth")
 DAMAGED = "fix or remove the line, or pass --overwrite to start the run afresh"
-
-
-def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    add_data_arguments(
-        parser,
-        limit_help="score only the first N surveys",
-        help=f"TaxoBench JSONL, a folder with data.jsonl, or {HF_DATASET} "
-        "(default: $DEEPRESEARCH_DATA/taxobench_examples)",
-    )
-    parser.add_argument("--profile", default="paper", choices=PROFILES, help="title alignment profile")
-    parser.add_argument(
-        "--sim",
-        default="embedding",
-        choices=SIMS,
-        help="label similarity: all-MiniLM-L6-v2 cosine (the benchmark's) or exact match",
-    )
-    add_output_arguments(parser, out_help="output folder")
-    add_judge_arguments(
-        parser,
-        lm_help="also score each tree with TaxoBench's LLM judge (four 1-5 dimensions) "
-        "using this DSPy/LiteLLM model, e.g. openai/gpt-4o; verdicts are cached "
-        "under --out",
-    )
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_scoring_arguments(parser)
-    parser.add_argument(
-        "--mode",
-        default="bottom-up",
-        choices=MODES,
-        help="bottom-up: organise the expert papers; deep-research: find papers first",
-    )
-    add_tree_arguments(
-        parser,
-        depth_default=2,
-        depth_help="deep-research mode: research depth",
-        breadth_default=3,
-        breadth_help="deep-research mode: research breadth",
-    )
-    parser.add_argument(
-        "--max-papers-per-call", type=int, default=60, help="larger paper sets are organised in groups and merged"
-    )
-    add_overwrite_argument(parser, help="discard earlier predictions in --out", old=("--restart",))
-    add_retriever_arguments(
-        parser,
-        corpus_help="deep-research mode: the corpus to search (default: the benchmark's "
-        "own papers, pooled over all loaded surveys): a path, a name under "
-        "$DEEPRESEARCH_DATA, hf:NAME (see `run`)",
-    )
-    add_lm_arguments(parser)  # --lm offline: the clustering baseline; --judge-lm shares --api-base, --lm-timeout
 
 
 def resolve_data(spec: str | None, root: str | None = None) -> str:
@@ -361,56 +300,3 @@ def prediction_row(survey: Survey, result, mode: str, model: str) -> dict[str, A
         "model": model,
         "repairs": [vars(r) for r in result.repairs],
     }
-
-
-def main(args: argparse.Namespace) -> int:
-    if args.limit is not None and args.limit < 1:
-        raise ValueError(f"--limit must be >= 1 (the number of surveys to score), got {args.limit}")
-    # the LMs are checked before the benchmark is loaded: a bad key or a dead server fails in seconds
-    session = open_lm(args)
-    judge = open_judge(args, session)
-    data = resolve_data(args.data, environment.data_dir())
-    surveys = load_taxobench(data, limit=args.limit)
-    retrieval = research_retrieval(args, surveys) if args.mode == "deep-research" else None
-    out = Path(args.out or Path("runs") / f"taxonomy-{args.mode}")
-    check_resume(out, run_settings(args, data, session.model, retrieval.corpus if retrieval else None), args.overwrite)
-    predictions_path = out / "predictions.jsonl"
-    done = {int(row["id"]) for row in read_jsonl(predictions_path, hint=DAMAGED)}
-    todo = [s for s in surveys if s.survey_id not in done]
-    print(
-        f"{len(surveys)} surveys · {len(surveys) - len(todo)} already done · {args.mode} · {session.model}",
-        file=sys.stderr,
-    )
-    if todo:
-        builder, _, model = build_builder(args, surveys, session, retrieval=retrieval)
-        with JsonlAppender(predictions_path) as sink:  # cuts the line a kill left unfinished
-            for s in todo:
-                papers = list(s.papers) if args.mode == "bottom-up" else None
-                with session.context():
-                    result = builder(s.topic, papers)
-                sink.append(prediction_row(s, result, args.mode, model))  # fsynced: never built again
-                if not getattr(args, "quiet", False):  # a progress line, which -q leaves out
-                    print(
-                        f"survey {s.survey_id}: {len(result.retrieved_papers)} papers, {len(result.repairs)} repairs",
-                        file=sys.stderr,
-                    )
-    # every score comes from the file, so a resumed run scores exactly what an uninterrupted one would
-    rows = {int(row["id"]): row for row in read_jsonl(predictions_path, hint=DAMAGED)}
-    by_id = {
-        s.survey_id: Prediction(
-            s.survey_id,
-            rows[s.survey_id]["hierarchy_tree"],
-            tuple(rows[s.survey_id]["retrieved_papers"]) if args.mode == "deep-research" else None,
-        )
-        for s in surveys
-        if s.survey_id in rows
-    }
-    scores = score_all(surveys, by_id, profile=args.profile, sim=similarity(args.sim))
-    judgements = (
-        judge_all(surveys, by_id, args.judge_lm, api_base=args.api_base, cache_dir=out / "judge_cache", lm=judge)
-        if judge is not None
-        else None
-    )
-    summary = write_results(out, scores, judgements=judgements, profile=args.profile)
-    print_report(scores, summary, out)
-    return 0

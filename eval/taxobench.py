@@ -13,6 +13,7 @@ from deepresearch.retrievers.extras import require
 logger = logging.getLogger(__name__)
 
 HF_DATASET = "konglongge/TaxoBench"
+PROFILES = ("paper", "public_scorer")  # how predicted titles are aligned with the expert papers (eval/taxonomy.py)
 LOCAL_FILES = ("data.jsonl", "data_subset.jsonl")
 
 

@@ -21,6 +21,7 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import adjusted_rand_score, homogeneity_completeness_v_measure
 
 from deepresearch.eval.f1 import harmonic_mean
+from deepresearch.eval.taxobench import PROFILES
 from deepresearch.eval.taxonomy_tree import (
     Tree,
     category_labels,
@@ -38,7 +39,6 @@ from deepresearch.retrievers.embed import encode
 logger = logging.getLogger(__name__)
 
 LabelSim = Callable[[Sequence[str], Sequence[str]], np.ndarray]
-PROFILES = ("paper", "public_scorer")
 UNRETRIEVED = "\u22a5"  # the one label all unretrieved expert papers share in the end-to-end view
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import dspy
 
 from deepresearch.optimize.metrics import MetricSpec, as_gepa_metric, as_metric
+from deepresearch.optimize.names import OPTIMIZERS
 from deepresearch.programs.lm.replies import LMReplies, ReplyCounts
 from deepresearch.programs.lm.usage import UsageMeter, metered
 from deepresearch.programs.runtime.stage import Shared
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-OPTIMIZERS = ("gepa", "miprov2", "bootstrap-rs", "simba")
 GATED = ("bootstrap-rs", "miprov2")  # whose extra candidates and bootstrapping would pass the budget
 TEACHABLE = ("bootstrap-rs", "miprov2")  # whose compile takes a teacher program (GEPA's refuses one, SIMBA has none)
 

@@ -3,7 +3,7 @@
 Only the two dev evaluations are spread (each example is a whole run of the program); the optimizer's own
 loop stays in the command's process on DSPy's threads, where its candidates and budget counter live. Each
 dev example is one job: the worker builds the program and the metric from the command's options once
-(`setup`, optimize/cli.py), loads the state of the program being scored, and scores the example as
+(`setup`, cli/optimize_run.py), loads the state of the program being scored, and scores the example as
 `evaluate_scores` does in the command's process; the LM calls it made come back with the score.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import dspy
 
 from deepresearch.optimize.compile import DevWatch, WatchCounts, evaluate_scores
-from deepresearch.programs.lm.lm_cli import open_lm
+from deepresearch.programs.lm.session import open_lm
 from deepresearch.programs.runtime.executor import JobFailed, working_in
 
 # (options, LM session) -> (the program being tuned, its MetricSpec, a counter with .calls: role -> LM calls)

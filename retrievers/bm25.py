@@ -38,6 +38,7 @@ from deepresearch.retrievers.ranking import (
     top_k,
 )
 from deepresearch.retrievers.scoring import IDF, tf_saturation
+from deepresearch.retrievers.settings import TEXT_FORMATS
 from deepresearch.retrievers.store import StringTable
 from deepresearch.retrievers.tokenize import Tokenizer, get_tokenizer, tokenizer_name
 from deepresearch.retrievers.types import Hit, SyncSearchMixin
@@ -45,7 +46,6 @@ from deepresearch.retrievers.types import Hit, SyncSearchMixin
 logger = logging.getLogger(__name__)
 
 # How a document becomes the text BM25 indexes. "scholargym" is ScholarGym's own form.
-TEXT_FORMATS = {"scholargym": "title: {title} abstract: {text}", "plain": "{title} {text}"}
 # Version of the files `save` writes (2: one memory-mappable .npy per array, the vocabulary as a string table;
 # 3: postings hold a (tf, length) code instead of a weight).
 STORE_FORMAT = 3

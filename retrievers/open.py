@@ -1,7 +1,7 @@
 """One opener for every command: a corpus spec or an index folder in, a ready retriever out.
 
 `open_retriever` is what `deepresearch run`, every `eval` runner and `optimize` call (through
-`deepresearch.retrievers.cli.open_from_args`), and what Python users call. With an index the settings are the index's
+`deepresearch.programs.retrieval.open_from_args`), and what Python users call. With an index the settings are the index's
 own (a conflicting explicit setting is refused); without one, BM25 is built in memory with the same
 defaults `deepresearch index` uses, and dense embeddings are encoded in memory (slow on a big corpus).
 """
@@ -21,37 +21,11 @@ from deepresearch.retrievers.dense import DenseRetriever
 from deepresearch.retrievers.hybrid import HybridRetriever
 from deepresearch.retrievers.index import Index, IndexMismatchError, open_index, rebuild_command
 from deepresearch.retrievers.qdrant import QdrantRetriever
+from deepresearch.retrievers.settings import BM25_KEYS, BM25_PRESETS, KINDS, QDRANT_MODES
 from deepresearch.retrievers.sources import load_source, resolve_source, same_source
 from deepresearch.retrievers.types import Retriever
 
 logger = logging.getLogger(__name__)
-
-KINDS = ("bm25", "dense", "hybrid", "qdrant")
-QDRANT_MODES = ("bm25", "dense", "hybrid")
-
-# Named BM25 settings. "default" is every command's: BEIR's Elasticsearch setup (English analyzer with Porter
-# stemming, which keeps tokens with digits such as p53, brca1, h1n1 and covid + 19; Lucene IDF; k1 = 1.2),
-# SciFact test nDCG@10 0.683 here against 0.662 for `words` and 0.607 for `scholargym`. "scholargym" is
-# ScholarGym's own (rank-bm25's BM25Okapi over whole ASCII-letter words), for its gathering evaluation.
-BM25_PRESETS: dict[str, dict[str, Any]] = {
-    "default": {
-        "tokenizer": "english",
-        "k1": 1.2,
-        "b": 0.75,
-        "epsilon": 0.25,
-        "method": "lucene",
-        "text_format": "plain",
-    },
-    "scholargym": {
-        "tokenizer": "scholargym",
-        "k1": 1.5,
-        "b": 0.75,
-        "epsilon": 0.25,
-        "method": "okapi",
-        "text_format": "scholargym",
-    },
-}
-BM25_KEYS = tuple(BM25_PRESETS["default"])
 
 
 def bm25_settings(preset: str = "default", overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import pytest
 
 import deepresearch as dr
 from deepresearch import cli
-from deepresearch.programs import cli as run_cli
+from deepresearch.cli import run as run_cli
 
 QUESTION = "Does vitamin D supplementation reduce fracture risk?"
 HEAVY = ("dspy", "litellm", "numpy", "pydantic", "torch", "openai")

@@ -12,7 +12,7 @@ from collections import defaultdict
 import pytest
 
 from deepresearch import cli
-from deepresearch.programs.cli_options import VOCABULARY
+from deepresearch.cli.options import VOCABULARY
 
 
 def commands(table=cli.COMMANDS, prefix=()):

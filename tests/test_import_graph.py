@@ -27,7 +27,7 @@ def modules() -> dict[str, Path]:
     settings = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     found = {
         name: ROOT / (name.removeprefix(PACKAGE).lstrip(".").replace(".", "/") + ".py")
-        for name in settings["py-modules"]
+        for name in settings.get("py-modules", [])
     }
     for package in settings["packages"]:
         folder = ROOT / package.removeprefix(PACKAGE).lstrip(".").replace(".", "/")
@@ -209,3 +209,18 @@ def test_function_local_imports_of_our_modules_say_why():
     assert unexplained == [], "function-local imports of our modules without `# lazy: <reason>`:\n" + "\n".join(
         unexplained
     )
+
+
+def test_nothing_below_the_command_line_imports_it():
+    """The command line sits on top: no module outside `deepresearch.cli` imports it, at import or inside a
+    function (a library module that needs an LM session or a retriever opens it through
+    `programs.lm.session` and `programs.retrieval`, not through a command's module)."""
+    cli = f"{PACKAGE}.cli"
+    upward = [
+        f"{name}:{line} imports {target}{' inside a function' if local else ''}"
+        for name, found in graph().items()
+        if name != cli and not name.startswith(cli + ".")
+        for target, local, line in found
+        if target == cli or target.startswith(cli + ".")
+    ]
+    assert upward == [], "modules below the command line that import it:\n" + "\n".join(upward)

@@ -21,8 +21,8 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("signatures", "retrievers", "programs", "eval", "optimize")
-OURS = {*FOLDERS, "cli"}
+FOLDERS = ("signatures", "retrievers", "programs", "eval", "optimize", "cli")
+OURS = set(FOLDERS)
 
 
 def _packages_on_disk() -> set[str]:
@@ -38,7 +38,7 @@ def test_every_package_folder_is_listed_for_the_install():
     # left out of pyproject.toml would be missing from a real install and nowhere else
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert set(setuptools["packages"]) == _packages_on_disk()
-    assert setuptools["package-dir"] == {"deepresearch": "."} and setuptools["py-modules"] == ["deepresearch.cli"]
+    assert setuptools["package-dir"] == {"deepresearch": "."} and "py-modules" not in setuptools
 
 
 def _imports(source: str) -> list[str]:
@@ -55,7 +55,6 @@ def _imports(source: str) -> list[str]:
 def test_nothing_imports_our_folders_by_their_bare_names():
     # from the repository root `import programs` would still work and load a second copy of every module
     files = [p for folder in (*FOLDERS, "tests", "benchmarks") for p in (ROOT / folder).rglob("*.py")]
-    files.append(ROOT / "cli.py")
     bare = {str(p.relative_to(ROOT)): sorted(set(_imports(p.read_text())) & OURS) for p in files}
     for notebook in (ROOT / "examples").glob("*.ipynb"):
         cells = json.loads(notebook.read_text())["cells"]
@@ -98,12 +97,12 @@ def test_the_wheel_installs_everything_under_deepresearch(dist):
     names = zipfile.ZipFile(wheel).namelist()
     code = [n for n in names if not n.startswith("dspy_deepresearch-")]
     assert code and all(n.startswith("deepresearch/") for n in code), sorted({n.split("/")[0] for n in code})
-    assert {"deepresearch/cli.py", "deepresearch/programs/research/program.py"} <= set(names)
+    assert {"deepresearch/cli/__init__.py", "deepresearch/programs/research/program.py"} <= set(names)
     # the data the package reads and nothing else: no tests, docs, benchmarks, examples, runs or environment
     assert {n for n in code if not n.endswith(".py")} == DATA
     assert {n.removeprefix("deepresearch/") for n in code if n.endswith(".py")} == {
         str(p.relative_to(ROOT)) for folder in FOLDERS for p in (ROOT / folder).rglob("*.py")
-    } | {"__init__.py", "cli.py"}
+    } | {"__init__.py"}
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "deepresearch = deepresearch.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
 

@@ -179,7 +179,7 @@ def command_defaults(data: dict[str, Any], path: Path, command: str, parser: arg
                 checked[dest] = [action.type(v) for v in value] if isinstance(value, list) else action.type(value)
             except (argparse.ArgumentTypeError, ValueError, TypeError) as err:
                 raise ConfigFileError(f"{path}: {where}key {dest!r}: {err}") from err
-        bound = getattr(action, "bound", None)  # cli_options.bound_numbers: the command line's bounds
+        bound = getattr(action, "bound", None)  # cli/options.py bound_numbers: the command line's bounds
         problem = bound.problem(checked[dest]) if bound is not None else None
         if problem is not None:
             raise ConfigFileError(f"{path}: {where}key {written[dest]!r} {problem}")

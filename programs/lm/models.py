@@ -24,6 +24,7 @@ import dspy
 from dspy.clients.cache import Cache
 
 from deepresearch.programs.environment import provider_base_url
+from deepresearch.programs.lm.defaults import DEFAULT_TIMEOUT_S, OFFLINE, SERVER_KEY_ENV, STRUCTURED_MODES
 from deepresearch.programs.lm.secrets import (
     env_secrets,
     redact,
@@ -34,10 +35,6 @@ from deepresearch.programs.lm.secrets import (
     strip_url_credentials,
 )
 
-OFFLINE = "offline"
-SERVER_KEY_ENV = "DEEPRESEARCH_API_KEY"  # the key sent to an --api-base server
-STRUCTURED_MODES = ("auto", "schema", "off")
-DEFAULT_TIMEOUT_S = 120.0
 PREFLIGHT_TIMEOUT_S = 30.0
 PREFLIGHT_RATE_RETRIES = 2  # a 429 with Retry-After of at most PREFLIGHT_RETRY_AFTER_CAP_S is waited out this often
 PREFLIGHT_RETRY_AFTER_CAP_S = 10.0

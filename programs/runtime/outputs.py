@@ -27,6 +27,7 @@ from filelock import FileLock, Timeout
 
 from deepresearch.programs.artifacts import FOLDER_STATUSES, RAISED, RUNNING, FolderStatus
 from deepresearch.programs.lm.secrets import redact, redact_json
+from deepresearch.programs.runtime.files import LOCK_FILE, RUN_FILES, RUN_RECORD
 from deepresearch.programs.runtime.text import shorten
 
 logger = logging.getLogger(__name__)
@@ -51,18 +52,6 @@ __all__ = [
     "out_folder_lock",
 ]
 
-RUN_RECORD = "run.json"
-RUN_FILES = (
-    "report.md",
-    "report.html",
-    "trace.json",
-    "journal.jsonl",
-    "stages.jsonl",
-    "answer.md",
-    "taxonomy.json",
-    "references.bib",
-    RUN_RECORD,
-)  # a run's own files; --overwrite removes these
 STALE_FILES = (
     "report.md",
     "report.html",
@@ -71,7 +60,6 @@ STALE_FILES = (
     "taxonomy.json",
     "references.bib",
 )  # outputs of an earlier run of the same question; the journal is resume's
-LOCK_FILE = ".deepresearch.lock"
 
 
 class OutFolderError(ValueError):

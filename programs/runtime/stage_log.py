@@ -29,8 +29,8 @@ from pydantic_core import to_jsonable_python
 
 from deepresearch.programs.formats.jsonl import read_jsonl
 from deepresearch.programs.lm.secrets import redact_json
+from deepresearch.programs.runtime.files import STAGE_LOG
 
-STAGE_LOG = "stages.jsonl"
 PASSAGE_REF = "passage_ref"
 _SOURCE_KEYS = {"source_id", "title", "text"}  # a `deepresearch.signatures.types.Source` as JSON
 

@@ -20,12 +20,12 @@ from dspy.utils.exceptions import AdapterParseError
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage, teach
 from deepresearch.programs.runtime.text import collapse_whitespace, norm_text
+from deepresearch.programs.stages.names import MAX_QUESTIONS
 from deepresearch.programs.stages.spec import StageSpec
 from deepresearch.signatures.clarify import ClarifyQuestion
 
 logger = logging.getLogger(__name__)
 
-MAX_QUESTIONS = 3  # DeepResearch-Eco asks at most three
 _HEAD, _PAIRS = "Initial Query: ", "\nFollow-up Questions and Answers:\n"  # the brief's labels (DeepResearch-Eco's)
 _LIST_MARKER = re.compile(r"^(?:[-*•]|\(?\d{1,2}[.)])\s+")  # "- ", "2. ", "(3) " before a question
 

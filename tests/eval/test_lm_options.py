@@ -84,10 +84,10 @@ def test_the_judge_lm_is_checked_before_any_data_is_loaded(command, tmp_path, ca
 @pytest.mark.parametrize(
     "module",
     [
-        "deepresearch.eval.run_gather",
-        "deepresearch.eval.run_report",
-        "deepresearch.eval.run_taxonomy",
-        "deepresearch.optimize.cli",
+        "deepresearch.cli.eval_gather",
+        "deepresearch.cli.eval_report",
+        "deepresearch.cli.eval_taxonomy",
+        "deepresearch.cli.optimize",
     ],
 )
 def test_every_command_takes_the_shared_lm_options(module):

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from deepresearch import cli
-from deepresearch.optimize.cli import UNSCORED_STAGES
+from deepresearch.cli.optimize_run import UNSCORED_STAGES
 from deepresearch.optimize.compile import OPTIMIZERS
 from deepresearch.optimize.pools import POOL_STAGES
 from deepresearch.programs.config import preset

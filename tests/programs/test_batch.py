@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from deepresearch import cli
-from deepresearch.programs.batch import read_questions
+from deepresearch.cli.batch import read_questions
 
 QUESTIONS = [
     {"id": "obesity", "question": "Does obesity increase the risk of type 2 diabetes?"},

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from deepresearch import cli
-from deepresearch.programs import cli as run_cli
+from deepresearch.cli import run as run_cli
 from deepresearch.programs.config import (
     FLAT_NAMES,
     GROUPS,

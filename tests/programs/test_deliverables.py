@@ -179,7 +179,7 @@ def test_a_taxonomy_lm_that_fails_still_gives_every_paper_a_place(surveys):
 
 
 def test_a_failed_run_writes_no_answer_and_no_map_and_answer_md_says_why(scifact_bm25):
-    from deepresearch.programs.cli import answer_markdown
+    from deepresearch.cli.research_run import answer_markdown
 
     def down(messages):
         raise RuntimeError("the server is down")

@@ -11,10 +11,10 @@ import dspy
 import pytest
 
 from deepresearch import cli
+from deepresearch.cli.research_run import parse_stage_lms
 from deepresearch.eval.gather import QueryTrace, metrics_from_trace, summarize
 from deepresearch.eval.querysets import load_beir_queryset
 from deepresearch.programs.artifacts import Report
-from deepresearch.programs.cli import parse_stage_lms
 from deepresearch.programs.config import PRESETS, GatherLoopConfig, ResearchConfig, preset
 from deepresearch.programs.gather.artifacts import GatherResult
 from deepresearch.programs.research.finish import stopped_empty

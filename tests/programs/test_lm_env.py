@@ -6,8 +6,9 @@ import argparse
 
 import pytest
 
-from deepresearch.programs.lm.lm_cli import add_lm_arguments, make_session_lm
+from deepresearch.cli.lm_options import add_lm_arguments
 from deepresearch.programs.lm.models import LMConfigError
+from deepresearch.programs.lm.session import make_session_lm
 
 
 def _args(*argv: str) -> argparse.Namespace:

@@ -13,7 +13,7 @@ import socket
 import pytest
 
 from deepresearch import cli
-from deepresearch.programs import cli as run_cli
+from deepresearch.cli import run as run_cli
 from deepresearch.programs.environment import server_keys
 from deepresearch.programs.formats.config_file import command_defaults, read_config
 from deepresearch.programs.lm.models import (

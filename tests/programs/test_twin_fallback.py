@@ -3,8 +3,8 @@ after the retry, is answered by its offline twin for that call, counted per stag
 
 import dspy
 
+from deepresearch.cli.research_run import summary_line
 from deepresearch.programs.artifacts import RunStats
-from deepresearch.programs.cli import summary_line
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.stages.planner import OfflinePlanner
 from deepresearch.signatures import PlanQueries, WriteReport

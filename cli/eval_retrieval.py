@@ -14,16 +14,13 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from deepresearch.eval.retrieval import evaluate_run
-from deepresearch.programs.cli_options import deprecated
-from deepresearch.retrievers import embed
-from deepresearch.retrievers.beir import load_qrels, load_queries
-from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, open_from_args
-from deepresearch.retrievers.hybrid import rrf_fuse
-from deepresearch.retrievers.index import read_manifest
-from deepresearch.retrievers.sources import find_local, not_found_message
-from deepresearch.retrievers.types import Hit
+from deepresearch.cli.corpus_options import add_retriever_arguments
+from deepresearch.cli.options import deprecated
+
+if TYPE_CHECKING:
+    from deepresearch.retrievers.types import Hit
 
 # nDCG@10 published for BEIR SciFact test; shown beside our numbers when the corpus folder is scifact.
 PUBLISHED = {"scifact": {"bm25": 0.665, "dense": 0.645}}
@@ -52,6 +49,14 @@ def rank_all(retriever, queries: dict[str, str], hits: int) -> dict[str, list[Hi
 
 
 def main(args: argparse.Namespace) -> int:
+    from deepresearch.eval.retrieval import evaluate_run  # lazy: start-up
+    from deepresearch.programs.retrieval import data_dir, open_from_args  # lazy: start-up
+    from deepresearch.retrievers import embed  # lazy: start-up
+    from deepresearch.retrievers.beir import load_qrels, load_queries  # lazy: start-up
+    from deepresearch.retrievers.hybrid import rrf_fuse  # lazy: start-up
+    from deepresearch.retrievers.index import read_manifest  # lazy: start-up
+    from deepresearch.retrievers.sources import find_local, not_found_message  # lazy: start-up
+
     if not args.corpus:
         raise ValueError("pass --corpus: the BEIR folder whose queries and qrels are scored")
     if args.json:  # checked before the evaluation, not after it ran

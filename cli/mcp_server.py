@@ -29,16 +29,16 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
-from deepresearch.programs import cli as run_cli
+from deepresearch.cli import run as run_cli
 from deepresearch.programs.artifacts import Event
 from deepresearch.programs.config import preset
-from deepresearch.programs.lm.lm_cli import LMSession
 from deepresearch.programs.lm.models import LMPreflightError
 from deepresearch.programs.lm.secrets import redact
+from deepresearch.programs.lm.session import LMSession
+from deepresearch.programs.retrieval import data_dir
 from deepresearch.programs.runtime.events import EventHandler
 from deepresearch.programs.runtime.outputs import RUN_RECORD, open_run, os_error_line, out_folder_lock
 from deepresearch.programs.runtime.text import printable, shorten
-from deepresearch.retrievers.cli import data_dir
 from deepresearch.retrievers.extras import MissingExtra, check_extras
 from deepresearch.retrievers.open import Retrieval, open_retriever
 from deepresearch.retrievers.sources import DEFAULT_CORPUS

@@ -1,7 +1,7 @@
 """`deepresearch mcp`: serve the research program to agents, as the tools of an MCP server over stdio.
 
 An MCP client (an agent, an editor, a desktop assistant) starts the command and talks to it over its stdin
-and stdout; the tools are `search`, `research` and `read_run` (`deepresearch.programs.mcp_server`). Every
+and stdout; the tools are `search`, `research` and `read_run` (`deepresearch.cli.mcp_server`). Every
 `research` call writes a run folder under `--out`, as `deepresearch run` does. Without `--lm` (and
 $DEEPRESEARCH_LM) the research is offline; with it, the LM options are those of `run`, checked once when
 the server starts. Needs the [mcp] extra.
@@ -13,9 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from deepresearch.programs.cli_options import add_output_arguments
-from deepresearch.programs.lm.lm_cli import add_lm_arguments, open_lm
-from deepresearch.programs.runtime.outputs import check_writable
+from deepresearch.cli.lm_options import add_lm_arguments
+from deepresearch.cli.options import add_output_arguments
 from deepresearch.retrievers.extras import require
 
 DEFAULT_OUT = "runs/mcp"
@@ -36,9 +35,12 @@ def main(args: argparse.Namespace) -> int:
     require("mcp.server.mcpserver", "mcp", "deepresearch mcp (an MCP server)")  # a missing SDK: one line, at once
     if not str(args.out).strip():
         raise ValueError(f"--out is empty; pass a folder, or leave --out out for {DEFAULT_OUT}")
+    from deepresearch.programs.lm.session import open_lm  # lazy: start-up
+    from deepresearch.programs.runtime.outputs import check_writable  # lazy: start-up
+
     out = check_writable(Path(args.out).expanduser().resolve())
     session = open_lm(args, num_retries=0)  # as `run` opens it: checked here, once, before any client calls
-    from deepresearch.programs.mcp_server import ResearchTools, build_server  # lazy: optional extra
+    from deepresearch.cli.mcp_server import ResearchTools, build_server  # lazy: optional extra
 
     server = build_server(ResearchTools(session=session, options=args, out=out))
     if not args.quiet:

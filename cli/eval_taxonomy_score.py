@@ -8,17 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from deepresearch.eval.run_taxonomy import (
-    add_scoring_arguments,
-    judge_all,
-    print_report,
-    resolve_data,
-    score_all,
-    similarity,
-    write_results,
-)
-from deepresearch.eval.taxobench import load_predictions, load_taxobench
-from deepresearch.programs import environment
+from deepresearch.cli.eval_taxonomy import add_scoring_arguments
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +17,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from deepresearch.eval.run_taxonomy import (  # lazy: start-up
+        judge_all,
+        print_report,
+        resolve_data,
+        score_all,
+        similarity,
+        write_results,
+    )
+    from deepresearch.eval.taxobench import load_predictions, load_taxobench  # lazy: start-up
+    from deepresearch.programs import environment  # lazy: start-up
+
     surveys = load_taxobench(resolve_data(args.data, environment.data_dir()), limit=args.limit)
     predictions = load_predictions(args.predictions)
     unknown = sorted(set(predictions) - {s.survey_id for s in surveys})

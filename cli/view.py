@@ -12,9 +12,6 @@ import json
 import webbrowser
 from pathlib import Path
 
-from deepresearch.programs.artifacts import Report
-from deepresearch.programs.runtime.outputs import atomic_write_text
-
 VIEW = "report.html"
 
 
@@ -47,7 +44,9 @@ def view_file(run_dir: str | Path) -> Path:
             f"{trace_path} has no report yet (the run is working, or raised before "
             f"writing one); wait for it, or continue it with deepresearch run --resume"
         )
+    from deepresearch.programs.artifacts import Report  # lazy: start-up
     from deepresearch.programs.report_view import report_html  # lazy: start-up
+    from deepresearch.programs.runtime.outputs import atomic_write_text  # lazy: start-up
 
     return atomic_write_text(path, report_html(Report.from_dict(trace), config=trace.get("config"), run=trace))
 

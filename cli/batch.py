@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from deepresearch import cli
-from deepresearch.programs.cli_options import add_output_arguments, add_workers_arguments, check_numbers
+from deepresearch.cli.options import add_output_arguments, add_workers_arguments, check_numbers
 from deepresearch.programs.formats.config_file import command_defaults
 from deepresearch.programs.lm.secrets import redact, redact_json
 from deepresearch.programs.runtime.executor import JobFailed, open_executor
-from deepresearch.programs.runtime.outputs import LOCK_FILE, RUN_RECORD, atomic_write_text, out_folder_lock
+from deepresearch.programs.runtime.files import LOCK_FILE, RUN_RECORD
 from deepresearch.programs.runtime.text import shorten
 
 EXIT_FAILED = 3  # some question did not finish (as `run` exits when its run failed)
@@ -179,6 +179,8 @@ def write_summary(out: Path, records: list[dict[str, Any] | None], jobs: list[di
 
 
 def _write(path: Path, text: str) -> None:
+    from deepresearch.programs.runtime.outputs import atomic_write_text  # lazy: start-up
+
     try:
         atomic_write_text(path, text)
     except OSError as err:  # a full disk's error names no file: the one-line message names it
@@ -198,6 +200,8 @@ def run_batch(
 
     A record that a signal left unfinished has status `interrupted` and names the signal in `stopped_by`.
     """
+    from deepresearch.programs.runtime.outputs import out_folder_lock  # lazy: start-up
+
     with out_folder_lock(out, what="batch"):  # a second batch into `out` is refused here
         for q in questions:  # a file where a question's folder goes: said before anything runs
             if (out / q["id"]).exists() and not (out / q["id"]).is_dir():
@@ -288,7 +292,8 @@ def check_run_options(run_options: list[str]) -> None:
     Raises:
         ValueError: one line naming the bad option.
     """
-    from deepresearch.programs import cli as run_cli  # lazy: start-up
+    from deepresearch.cli import run as run_cli  # lazy: start-up
+    from deepresearch.cli.research_run import parse_stage_lms, run_config  # lazy: start-up
 
     class Checking(cli.Parser):
         def print_help(self, file=None) -> None:  # `-- --help` is refused below, not answered
@@ -306,8 +311,8 @@ def check_run_options(run_options: list[str]) -> None:
     args = parser.parse_args(["question", *run_options])
     try:
         check_numbers(parser, args)
-        run_cli.parse_stage_lms(args.stage_lm or [])
-        run_cli.run_config(args)
+        parse_stage_lms(args.stage_lm or [])
+        run_config(args)
     except ValueError as err:
         raise ValueError(f"bad run option after --: {err}") from None
     if args.overwrite:

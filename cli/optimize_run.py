@@ -1,4 +1,6 @@
-"""`deepresearch optimize`: compile a program (or one stage) against a benchmark metric and save it."""
+"""What `deepresearch optimize` does once its options are parsed (`deepresearch.cli.optimize`): compile a
+program (or one stage) against a benchmark metric and save it. DSPy and the programs load here, not in the
+command's parser, so `deepresearch optimize --help` answers at once."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from dspy.utils.callback import BaseCallback
 from dspy.utils.exceptions import LMError
 
 from deepresearch.eval.querysets import find_queryset
-from deepresearch.optimize.compile import OPTIMIZERS, TEACHABLE, LMCallBudgetSpent, NoModelAnswer, compile_program
+from deepresearch.optimize.compile import TEACHABLE, LMCallBudgetSpent, NoModelAnswer, compile_program
 from deepresearch.optimize.metrics import (
     METRICS,
     WRITING_METRICS,
@@ -52,153 +54,21 @@ from deepresearch.optimize.trainsets import (
     split_dev,
 )
 from deepresearch.programs import environment
-from deepresearch.programs.cli_options import (
-    add_data_arguments,
-    add_judge_arguments,
-    add_output_arguments,
-    add_tree_arguments,
-    add_workers_arguments,
-    bound_numbers,
-)
-from deepresearch.programs.config import PRESETS, ResearchConfig, preset
+from deepresearch.programs.config import ResearchConfig, preset
 from deepresearch.programs.gather.loop import GatherConfig, Gatherer
-from deepresearch.programs.lm.lm_cli import add_lm_arguments, make_session_lm, open_lm
 from deepresearch.programs.lm.models import OFFLINE, preflight
+from deepresearch.programs.lm.session import make_session_lm, open_lm
 from deepresearch.programs.lm.usage import UsageMeter, metered
 from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.retrieval import data_dir, open_from_args
 from deepresearch.programs.runtime.executor import open_executor
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
-from deepresearch.retrievers.cli import add_retriever_arguments, data_dir, open_from_args
 from deepresearch.retrievers.sources import find_local
 
-PROGRAMS = ("research", "gather", "taxonomy")
 EXIT_FAILED = 3  # nothing was tuned because of failures (as `run` exits when its run failed; 2 is bad input)
 # Stages of the research program whose output the research metrics (the papers the report cites) never see.
 UNSCORED_STAGES = STAGES.unscored()
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--program", default="research", choices=PROGRAMS, help="the program to compile")
-    parser.add_argument(
-        "--stage",
-        default="all",
-        help="tune one stage or all: "
-        + ", ".join(dict.fromkeys((*STAGES.research(), *STAGES.gather())))
-        + " (or the module's name: planner, writer...). The assessors run on frozen candidates, "
-        "the research planner on planning + retrieval only, and with --from-runs "
-        f"{', '.join(POOL_STAGES)} on the inputs recorded runs gave them",
-    )
-    parser.add_argument(
-        "--show",
-        default=None,
-        metavar="COMPILED",
-        help="print what a compiled program file records (model, optimizer, metric, data and split, "
-        "dev figures before and after) and exit",
-    )
-    parser.add_argument(
-        "--metric",
-        default=None,
-        help="; ".join(
-            f"{t}: {', '.join(metric_names(t))}" for t in (*METRICS, *(t for t in WRITING_METRICS if t not in METRICS))
-        ),
-    )
-    parser.add_argument("--optimizer", default="gepa", choices=OPTIMIZERS)
-    parser.add_argument(
-        "--choose-stages",
-        action="store_true",
-        help="after tuning, answer each stage with the LM or its offline twin, whichever scores higher end to end "
-        "on the training split (never below the offline floor there); saved with the program; whole programs only",
-    )
-    parser.add_argument(
-        "--teacher",
-        choices=("offline",),
-        default=None,
-        help="offline: the demonstrations come from the program's offline twins (no LM call), which record their "
-        "answers under the LM predictors' names; with --optimizer bootstrap-rs or miprov2, whole programs only",
-    )
-    add_data_arguments(
-        parser,
-        old=("--train",),
-        limit_help="use at most this many training examples",
-        help="the training examples: research: a BEIR folder or a JSONL of questions (with optional "
-        "key_points); gather: a ScholarGym file or BEIR folder; taxonomy: TaxoBench data (not "
-        "with --from-runs)",
-    )
-    parser.add_argument(
-        "--from-runs",
-        default=None,
-        metavar="DIR",
-        help="tune --stage on the inputs the runs recorded under DIR gave it (each run folder's "
-        "stages.jsonl): no retrieval, no earlier stage",
-    )
-    parser.add_argument("--split", default=None, help="split of --data (qrels file of a BEIR folder; ScholarGym split)")
-    parser.add_argument("--dev", default=None, help="dev examples (same forms as --data); default: 30%% of --data")
-    parser.add_argument("--dev-split", default=None, help="split of --dev (default: --split)")
-    parser.add_argument(
-        "--candidates",
-        default=None,
-        help="frozen assessor inputs: research: a recorded candidates file; gather: the "
-        "results.jsonl of a `deepresearch eval gather` run",
-    )
-    parser.add_argument(
-        "--record-candidates",
-        default=None,
-        help="research assessor: where to write the candidates recorded from --data",
-    )
-    parser.add_argument("--budget", type=int, default=100, help="metric calls the optimizer may spend")
-    parser.add_argument("--max-lm-calls", type=int, default=None, help="LM calls the whole run may spend")
-    add_judge_arguments(
-        parser,
-        lm_help="the judge of the writing metrics (citation support, key points), kept "
-        "apart from --lm; on the --api-base server when one is given. Default: the "
-        "offline lexical rule",
-        api_base_help="the judge's OpenAI-compatible server, when it is not --api-base's (e.g. a "
-        "hosted judge for a model served locally); its key is read from "
-        "DEEPRESEARCH_JUDGE_API_KEY",
-        cache_help="judge verdict cache folder (default: ~/.cache/dspy-deepresearch/judge)",
-    )
-    parser.add_argument(
-        "--prompt-lm", default=None, help="LM that proposes instructions (default: --lm; same server and settings)"
-    )
-    add_tree_arguments(
-        parser,
-        preset_default="quick",
-        presets=tuple(sorted(PRESETS)),
-        preset_help="research tree preset (default quick)",
-    )
-    parser.add_argument("--hits", type=int, default=None, help="documents retrieved per search (research)")
-    parser.add_argument("--iterations", type=int, default=5, help="gathering rounds")
-    add_workers_arguments(
-        parser,
-        default=4,
-        help="examples evaluated at once (the optimizer's threads)",
-        ray_help="score the dev split before and after on a Ray cluster, one task per example "
-        "(the [ray] extra); the optimizer itself runs here on --workers",
-        old=("--threads",),
-    )
-    parser.add_argument("--seed", type=int, default=0)
-    add_output_arguments(
-        parser,
-        out_help="compiled program file (JSON); required unless --show. Until it is written, OUT's working "
-        "folder (compiled.json: compiled.partial/) keeps the run's LM answers and dev scores, so the same "
-        "command resumes an interrupted run",
-        overwrite_help="discard the working folder an interrupted run left beside --out and start over",
-    )
-    parser.add_argument(
-        "--keep-partial",
-        action="store_true",
-        help="keep the working folder (LM answers, dev scores) after a run that succeeded",
-    )
-    add_retriever_arguments(
-        parser,
-        corpus_help="corpus to search (default: the --data BEIR folder): a path, a name "
-        "under $DEEPRESEARCH_DATA, hf:NAME (see `run`)",
-    )
-    add_lm_arguments(parser, default_offline=False)  # the task LM (--lm): offline cannot be tuned
-    # 0 or a negative --budget, --limit, --workers, --max-lm-calls... is refused before any LM request (a negative
-    # --limit ran unbounded: `[:-1]`); so is one a settings file gives
-    bound_numbers(parser)
 
 
 def resolve_stage(program: str, value: str, research_stages: dict[str, str]) -> str:
@@ -491,7 +361,7 @@ def remove_empty(folders: list[Path]) -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def main(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.show:
         print(describe(compile_record(args.show)))
         return 0

@@ -1,8 +1,10 @@
-"""The `deepresearch` command: a thin dispatcher over subcommands owned by each package.
+"""The `deepresearch` command: a thin dispatcher over its subcommands, one module each in this package.
 
-A subcommand module is imported only when it is used, so `deepresearch --help` stays instant and a
-failing optional dependency breaks only its own command. Each module provides
-`add_arguments(parser)` and `main(args) -> int`. Options every command takes (-v, -q, --config) are taken
+The command line sits on top of the library: nothing below `deepresearch.cli` imports it. A subcommand
+module is imported only when it is used, so `deepresearch --help` stays instant and a failing optional
+dependency breaks only its own command. Each module provides `add_arguments(parser)` and
+`main(args) -> int`; building the parser imports no DSPy, LiteLLM, numpy or torch (`main` loads what the
+command needs), so `deepresearch COMMAND --help` is instant too. Options every command takes (-v, -q, --config) are taken
 here, wherever they stand before `--`.
 """
 
@@ -18,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from deepresearch.programs.cli_options import check_numbers
+from deepresearch.cli.options import check_numbers
 from deepresearch.programs.formats.config_file import (
     ConfigFileError,
     command_defaults,
@@ -36,35 +38,35 @@ from deepresearch.programs.lm.secrets import (
 
 # name -> (module, one-line help); nested dicts are command groups (`deepresearch eval retrieval`).
 COMMANDS: dict[str, tuple[str, str] | dict[str, tuple[str, str]]] = {
-    "run": ("deepresearch.programs.cli", "research a question and write report.md and trace.json"),
-    "batch": ("deepresearch.programs.batch", "research every question of a JSONL file, one resumable run folder each"),
-    "optimize": ("deepresearch.optimize.cli", "compile a program against a benchmark metric and save it"),
+    "run": ("deepresearch.cli.run", "research a question and write report.md and trace.json"),
+    "batch": ("deepresearch.cli.batch", "research every question of a JSONL file, one resumable run folder each"),
+    "optimize": ("deepresearch.cli.optimize", "compile a program against a benchmark metric and save it"),
     "view": (
-        "deepresearch.programs.view_cli",
+        "deepresearch.cli.view",
         "open a run's report.html (the report, its evidence, tree and cost) in the browser",
     ),
-    "index": ("deepresearch.retrievers.cli", "build a persistent BM25 / dense index of a corpus"),
+    "index": ("deepresearch.cli.index", "build a persistent BM25 / dense index of a corpus"),
     "mcp": (
-        "deepresearch.programs.mcp_cli",
+        "deepresearch.cli.mcp",
         "serve search, research and read_run as tools of an MCP server over stdio, for agents",
     ),
     "eval": {
         "retrieval": (
-            "deepresearch.eval.run_retrieval",
+            "deepresearch.cli.eval_retrieval",
             "nDCG@10, Recall@100, MRR, MAP of BM25, dense and hybrid on BEIR qrels",
         ),
         "reports": (
-            "deepresearch.eval.run_reports",
+            "deepresearch.cli.eval_reports",
             "source-integration and quality metrics of a folder of reports, by configuration",
         ),
-        "report": ("deepresearch.eval.run_report", "run the program over a question set and score its reports"),
+        "report": ("deepresearch.cli.eval_report", "run the program over a question set and score its reports"),
         "gather": (
-            "deepresearch.eval.run_gather",
+            "deepresearch.cli.eval_gather",
             "run the gathering loop or a baseline over a query set and score it (ScholarGym)",
         ),
-        "taxonomy": ("deepresearch.eval.run_taxonomy", "build taxonomies for TaxoBench surveys and score them"),
+        "taxonomy": ("deepresearch.cli.eval_taxonomy", "build taxonomies for TaxoBench surveys and score them"),
         "taxonomy-score": (
-            "deepresearch.eval.score_taxonomy",
+            "deepresearch.cli.eval_taxonomy_score",
             "score a TaxoBench prediction file against the expert trees",
         ),
     },
@@ -111,7 +113,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         hint = ""
         one = message.removeprefix("one of the arguments ").removesuffix(" is required")
-        if one != message and " " not in one:  # a required option with deprecated spellings (cli_options.py)
+        if one != message and " " not in one:  # a required option with deprecated spellings (options.py)
             message = f"the following arguments are required: {one}"
         if message.startswith("unrecognized arguments: "):
             options = [
@@ -176,6 +178,30 @@ def _resolve(argv: list[str], prog: str, table: dict) -> tuple[str, str, list[st
     if isinstance(entry, dict):
         return _resolve(rest, f"{prog} {name}", entry)
     return f"{prog} {name}", entry[0], rest, entry[1]
+
+
+def commands(table: dict | None = None, prog: str = "deepresearch") -> list[tuple[str, str, str]]:
+    """(prog, module, one-line help) of every command, the groups' commands included
+    (`deepresearch eval retrieval`), in the table's order."""
+    out: list[tuple[str, str, str]] = []
+    for name, entry in (COMMANDS if table is None else table).items():
+        if isinstance(entry, dict):
+            out += commands(entry, f"{prog} {name}")
+        else:
+            out.append((f"{prog} {name}", *entry))
+    return out
+
+
+def command_parser(prog: str, module, summary: str) -> Parser:
+    """The parser of one command: its module's `add_arguments` under the command's one-line help."""
+    parser = Parser(
+        prog=prog,
+        description=summary[:1].upper() + summary[1:] + ".",
+        epilog="-v/-vv (more detail), -q (no progress) and --config FILE (settings, "
+        "default ./deepresearch.toml) work here too; see deepresearch --help",
+    )
+    module.add_arguments(parser)
+    return parser
 
 
 def _take_global_options(argv: list[str]) -> tuple[int, bool, str | None, list[str]]:
@@ -263,13 +289,7 @@ def _main(argv: list[str] | None = None) -> int:
     except MissingExtra as err:
         print(f"{prog}: error: {err}", file=sys.stderr)
         return 2
-    parser = Parser(
-        prog=prog,
-        description=summary[:1].upper() + summary[1:] + ".",
-        epilog="-v/-vv (more detail), -q (no progress) and --config FILE (settings, "
-        "default ./deepresearch.toml) work here too; see deepresearch --help",
-    )
-    module.add_arguments(parser)
+    parser = command_parser(prog, module, summary)
     if path is not None:  # the settings file's table for this command: defaults the command line overrides
         try:
             parser.set_defaults(**command_defaults(settings, path, prog.removeprefix("deepresearch "), parser))
@@ -299,7 +319,3 @@ def _main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())
