@@ -113,7 +113,7 @@ async def finish(ctx: RunContext, *, offline: bool, prune_reasons: Sequence[str]
     if ctx.config.answer and status != "failed":
         answer = await short_answer(ctx, lambda stage, **inputs: _late_call(ctx, stage, **inputs), findings)
         # the answer ships no sentence repeating a paper's instruction-like text either
-        answer, removed = remove_injected(answer, _sources(ctx, answer, learnings))
+        answer, removed = remove_injected(answer, _sources(ctx, answer, learnings), ctx.question)
         verdicts += tuple(c.to_dict() for c in removed)
     (body, answer), references, dropped = renumber_together([body, answer], ctx.registry)
     markdown = body + _notes(ctx, nodes, status, error, write_failed)
@@ -386,7 +386,7 @@ async def verify_report(ctx: RunContext, body: str, learnings: Sequence[Learning
     policy = ctx.config.verify
     sources = _sources(ctx, body, learnings)
     if policy == "off":  # no check of support; a sentence repeating a paper's instruction-like text still goes
-        body, removed = remove_injected(body, sources)
+        body, removed = remove_injected(body, sources, ctx.question)
         if removed:
             ctx.count(
                 verification={
