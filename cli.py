@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from deepresearch.programs.cli_options import check_numbers
+from deepresearch.programs.cli_options import bound_numbers, check_numbers
 from deepresearch.programs.formats.config_file import (
     ConfigFileError,
     command_defaults,
@@ -270,6 +270,7 @@ def _main(argv: list[str] | None = None) -> int:
         "default ./deepresearch.toml) work here too; see deepresearch --help",
     )
     module.add_arguments(parser)
+    bound_numbers(parser)  # every numeric option, on the command line and in the settings file alike
     if path is not None:  # the settings file's table for this command: defaults the command line overrides
         try:
             parser.set_defaults(**command_defaults(settings, path, prog.removeprefix("deepresearch "), parser))

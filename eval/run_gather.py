@@ -44,7 +44,6 @@ from deepresearch.programs.cli_options import (
     add_output_arguments,
     add_quiet_alias,
     add_workers_arguments,
-    bound_numbers,
 )
 from deepresearch.programs.formats.jsonl import JsonlAppender, read_jsonl
 from deepresearch.programs.gather.artifacts import GatherResult
@@ -144,7 +143,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_lm_arguments(parser)
     # 0 --workers, --iterations, --limit...: refused before any LM request, from a settings file too
-    bound_numbers(parser)
 
 
 def build_program(

@@ -58,7 +58,6 @@ from deepresearch.programs.cli_options import (
     add_output_arguments,
     add_tree_arguments,
     add_workers_arguments,
-    bound_numbers,
 )
 from deepresearch.programs.config import PRESETS, ResearchConfig, preset
 from deepresearch.programs.gather.loop import GatherConfig, Gatherer
@@ -198,7 +197,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_lm_arguments(parser, default_offline=False)  # the task LM (--lm): offline cannot be tuned
     # 0 or a negative --budget, --limit, --workers, --max-lm-calls... is refused before any LM request (a negative
     # --limit ran unbounded: `[:-1]`); so is one a settings file gives
-    bound_numbers(parser)
 
 
 def resolve_stage(program: str, value: str, research_stages: dict[str, str]) -> str:
