@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from deepresearch.cli.options import check_numbers
+from deepresearch.cli.options import bound_numbers, check_numbers
 from deepresearch.programs.formats.config_file import (
     ConfigFileError,
     command_defaults,
@@ -201,6 +201,7 @@ def command_parser(prog: str, module, summary: str) -> Parser:
         "default ./deepresearch.toml) work here too; see deepresearch --help",
     )
     module.add_arguments(parser)
+    bound_numbers(parser)  # every numeric option, on the command line and in the settings file alike
     return parser
 
 

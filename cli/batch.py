@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from deepresearch import cli
-from deepresearch.cli.options import add_output_arguments, add_workers_arguments, check_numbers
+from deepresearch.cli.options import add_output_arguments, add_workers_arguments, bound_numbers, check_numbers
 from deepresearch.programs.formats.config_file import command_defaults
 from deepresearch.programs.lm.secrets import redact, redact_json
 from deepresearch.programs.runtime.executor import JobFailed, open_executor
@@ -305,6 +305,7 @@ def check_run_options(run_options: list[str]) -> None:
 
     parser = Checking(prog="deepresearch run")
     run_cli.add_arguments(parser)
+    bound_numbers(parser)  # as the dispatcher bounds every command's numbers
     path, settings = cli._settings(None)  # what every question's `run` reads
     if path is not None:
         parser.set_defaults(**command_defaults(settings, path, "run", parser))

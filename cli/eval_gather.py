@@ -21,7 +21,6 @@ from deepresearch.cli.options import (
     add_output_arguments,
     add_quiet_alias,
     add_workers_arguments,
-    bound_numbers,
 )
 from deepresearch.eval.protocols import DISTANCE_VARIANTS, FAILED_POLICIES, PROTOCOLS
 
@@ -96,7 +95,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_lm_arguments(parser)
     # 0 --workers, --iterations, --limit...: refused before any LM request, from a settings file too
-    bound_numbers(parser)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -15,7 +15,6 @@ from deepresearch.cli.options import (
     add_output_arguments,
     add_tree_arguments,
     add_workers_arguments,
-    bound_numbers,
 )
 from deepresearch.optimize.names import OPTIMIZERS
 from deepresearch.programs.config import PRESETS
@@ -143,7 +142,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_lm_arguments(parser, default_offline=False)  # the task LM (--lm): offline cannot be tuned
     # 0 or a negative --budget, --limit, --workers, --max-lm-calls... is refused before any LM request (a negative
     # --limit ran unbounded: `[:-1]`); so is one a settings file gives
-    bound_numbers(parser)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -154,6 +154,7 @@ class Bound:
 
     minimum: int | float
     maximum: int | float | None = None
+    above: bool = False  # the minimum itself is out too: a time limit of 0 s
 
     def problem(self, value: Any) -> str | None:
         """`must be >= 1, got 0` for a value out of bounds (NaN is); None for one within, or for None.
@@ -162,15 +163,18 @@ class Bound:
         for item in value if isinstance(value, list) else [value]:
             if item is None:
                 continue
-            if not item >= self.minimum or (self.maximum is not None and not item <= self.maximum):
-                limits = f">= {self.minimum}" if self.maximum is None else f"from {self.minimum} to {self.maximum}"
+            low = item > self.minimum if self.above else item >= self.minimum
+            if not low or (self.maximum is not None and not item <= self.maximum):
+                limits = f"{'>' if self.above else '>='} {self.minimum}"
+                limits = limits if self.maximum is None else f"from {self.minimum} to {self.maximum}"
                 return f"must be {limits}, got {item}"
         return None
 
 
-# The bounds of numeric options, by option (its dest), where a value below makes no sense: 0 workers, rounds,
-# examples or LM calls. One table for the command line (`check_numbers`) and the settings file
-# (programs/formats/config_file.py), so both refuse the same values; a command opts in with `bound_numbers`.
+# The bounds of numeric options, by option (its dest): 0 workers, rounds, examples or LM calls, a time limit of
+# 0 s, a negative temperature make no sense. One table for every command (the dispatcher bounds each parser with
+# `bound_numbers`), checked on the command line (`check_numbers`) and in the settings file
+# (programs/formats/config_file.py) alike; an option left out must be in FREE_NUMBERS, saying why.
 BOUNDS: dict[str, Bound] = {
     "limit": Bound(1),
     "budget": Bound(1),
@@ -186,7 +190,16 @@ BOUNDS: dict[str, Bound] = {
     "min_relevance": Bound(0),
     "k1": Bound(0),
     "b": Bound(0, 1),
+    "epsilon": Bound(0),
+    "temperature": Bound(0, 2),
+    "lm_timeout": Bound(0, above=True),
+    "deadline": Bound(0, above=True),
+    "max_tokens": Bound(1),
+    "batch_size": Bound(1),
+    "rrf_k": Bound(0),
+    "max_papers_per_call": Bound(2),  # a call groups papers: one alone is no grouping
 }
+FREE_NUMBERS = {"seed": "any integer seeds the random choices"}
 
 
 class _Bounded:
@@ -230,6 +243,7 @@ def add_quiet_alias(parser) -> None:
 
 __all__ = [
     "BOUNDS",
+    "FREE_NUMBERS",
     "VOCABULARY",
     "Bound",
     "add_data_arguments",

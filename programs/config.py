@@ -511,8 +511,9 @@ PRESETS: dict[str, ResearchConfig] = {
     "quick": ResearchConfig(depth=1, breadth=2),
     "standard": ResearchConfig(),
     "deep": ResearchConfig(depth=4, breadth=4),
-    # DeepResearch-Eco: the depth x breadth recursion with halving breadth (what `standard` runs, named)
-    "eco": ResearchConfig(strategy="eco"),
+    # DeepResearch-Eco's reference setup: its command line's breadth of 4 at depth 2 (`standard` runs the same
+    # recursion at the paper's breadth of 3)
+    "eco": ResearchConfig(strategy="eco", depth=2, breadth=4),
     # HERO's settings for DeepResearchGym: T=3, k=3, k'=2, m=3, depths 24/8, 76 LM calls at most
     "hero": ResearchConfig(strategy="hero", depth=2, breadth=3, max_lm_calls=76, hero=HeroConfig()),
     # ParallelResearch's setup: max depth 10, breadth 4 (adaptive up to 6), a 10-minute budget

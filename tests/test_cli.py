@@ -48,7 +48,7 @@ def test_run_offline_writes_report_and_trace(tmp_path, data_dir, monkeypatch, ca
     [
         (["run", " ", "--corpus", "scifact"], "question is empty"),
         (["run", QUESTION, "--corpus", "/no/such/corpus.jsonl"], "corpus not found"),
-        (["run", QUESTION, "--corpus", "scifact", "--depth", "0"], "depth and breadth must be >= 1"),
+        (["run", QUESTION, "--corpus", "scifact", "--depth", "0"], "--depth must be >= 1, got 0"),
         (["run", QUESTION, "--corpus", "scifact", "--lm", "nosuchprovider/model"], "unknown LM provider"),
         (["run", QUESTION, "--corpus", "scifact", "--lm", "openai/gpt-4.1-mini"], "needs OPENAI_API_KEY"),
         (["run", QUESTION, "--corpus", "scifact", "--stage-lm", "judge=openai/x"], "--stage-lm"),

@@ -1,4 +1,5 @@
-"""Exports of a report's references: BibTeX (`deepresearch run --bibtex` writes references.bib).
+"""Exports of a report's references: BibTeX (`deepresearch run --bibtex` writes references.bib) and RIS
+(`--ris`, references.ris), the two formats every reference manager imports.
 
 A small writer rather than a library: the entries are flat (title, authors, year, venue, DOI, URL, a note)
 and what matters is escaping and keys, which fit in a few lines here; the tests read the file back
@@ -142,4 +143,33 @@ def to_bibtex(references: Iterable[Reference]) -> str:
     return HEADER + "\n" + "\n".join(entries)
 
 
-__all__ = ["bibtex_entry", "citation_key", "citation_keys", "latex_escape", "to_bibtex"]
+def _ris_text(text: str) -> str:
+    # a record is one value per line: no markup, no control character, no line break
+    return collapse_whitespace(strip_markup(text))
+
+
+def ris_entry(ref: Reference) -> str:
+    """One RIS record: `JOUR` or `CONF` when the record names a venue (as `@article`/`@inproceedings` above),
+    else `GEN`; one `AU` line per author; `ID` the corpus id, `N1` where report.md cites it."""
+    venue = _ris_text(ref.venue or "")
+    kind = ("CONF" if _PROCEEDINGS.search(venue) else "JOUR") if venue else "GEN"
+    lines = [("TY", kind), ("TI", _ris_text(ref.title).removesuffix(".") or ref.doc_id)]
+    lines += [("AU", _ris_text(name)) for name in ref.authors if _ris_text(name)]
+    if ref.year:
+        lines.append(("PY", str(ref.year)))
+    if venue:
+        lines.append(("T2", venue))
+    if ref.doi:
+        lines.append(("DO", "".join(strip_markup(ref.doi, tags=False).split())))
+    if ref.url:
+        lines.append(("UR", "".join(strip_markup(ref.url, tags=False).split())))
+    lines += [("ID", _ris_text(ref.doc_id)), ("N1", f"cited as [{ref.number}] in report.md"), ("ER", "")]
+    return "".join(f"{tag}  - {value}".rstrip() + "\n" for tag, value in lines)
+
+
+def to_ris(references: Iterable[Reference]) -> str:
+    """The references as an RIS file, one record each in citation order (empty when nothing was cited)."""
+    return "\n".join(ris_entry(ref) for ref in references)
+
+
+__all__ = ["bibtex_entry", "citation_key", "citation_keys", "latex_escape", "ris_entry", "to_bibtex", "to_ris"]

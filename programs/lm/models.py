@@ -545,6 +545,9 @@ def explain(err: BaseException, lm: Any | None = None) -> str:
     model = getattr(lm, "model", None) or getattr(err, "model", None) or "the model"
     server = server_of(lm) if lm is not None else None
     where = redact_url(server) if server else provider
+    address = "--api-base"
+    if getattr(lm, "servers", None):  # a RouterLM: the request went to whichever server was free
+        where, address = f"the LM servers ({', '.join(s.shown for s in lm.servers)})", "--lm-server"
     status = getattr(err, "status", None)
     if isinstance(err, x.LMAuthError) or status in (401, 403):
         var = SERVER_KEY_ENV if server else " or ".join(key_variables(model))
@@ -564,8 +567,10 @@ def explain(err: BaseException, lm: Any | None = None) -> str:
             f"the reply from {where} was cut off (the connection closed before the whole body arrived); "
             f"check the server and any proxy in between, or try again"
         )
-    elif isinstance(err, x.LMTransportError):
-        text = f"could not reach {where}; check that the server is running and the address (--api-base) is right"
+    elif isinstance(err, x.LMTransportError) or (
+        isinstance(err, x.LMServerError) and "connection error" in str(err).lower()  # LiteLLM's Router says so
+    ):
+        text = f"could not reach {where}; check that the server is running and the address ({address}) is right"
     elif isinstance(err, x.AdapterParseError) and isinstance(dspy.settings.adapter, SchemaAdapter):
         text = (
             f"{model}'s replies did not parse into the expected fields even with the output schema (cut "

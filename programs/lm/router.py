@@ -20,6 +20,7 @@ an error message.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import os
 import threading
@@ -31,7 +32,7 @@ from typing import Any
 import dspy
 
 from deepresearch.programs.lm.models import LMConfigError, check_lm, check_temperature
-from deepresearch.programs.lm.secrets import redact, redact_url
+from deepresearch.programs.lm.secrets import redact, redact_url, strip_url_credentials
 
 SERVER_OPTIONS = ("max_parallel", "rpm", "weight", "key_env")
 DEFAULT_KEY_ENV = "DEEPRESEARCH_API_KEY"
@@ -72,7 +73,8 @@ class Server:
 
     @property
     def shown(self) -> str:
-        return redact_url(self.url)
+        """The URL as logs and the trace show it: without the credentials it may carry."""
+        return redact_url(strip_url_credentials(self.url)[0].rstrip("/"))
 
 
 def parse_server(spec: str) -> Server:
@@ -111,14 +113,14 @@ class RoutingLog:
 
     def answer(self, api_base: str | None) -> None:
         with self._lock:
-            key = redact_url(api_base.rstrip("/")) if api_base else "?"
+            key = redact_url(strip_url_credentials(api_base)[0].rstrip("/")) if api_base else "?"
             self.answered[key] = self.answered.get(key, 0) + 1
 
     def failure(self, api_base: str | None, error: BaseException | str) -> None:
         with self._lock:
             self.failovers.append(
                 {
-                    "server": redact_url(api_base.rstrip("/")) if api_base else "?",
+                    "server": redact_url(strip_url_credentials(api_base)[0].rstrip("/")) if api_base else "?",
                     "error": redact(
                         f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
                         if isinstance(error, BaseException)
@@ -193,12 +195,17 @@ def make_router(
     group = f"deepresearch-{os.getpid()}-{next(_GROUPS)}"
     deployments = []
     for server in servers:
+        # `http://user:pass@host` goes as an HTTP client expects it: the host in the URL, Basic auth in a header
+        api_base, credentials = strip_url_credentials(server.url)
         params: dict[str, Any] = {
             "model": model,
-            "api_base": server.url,
+            "api_base": api_base,
             "api_key": (keys or {}).get(server.key_env) or "local",
             "weight": server.weight,
         }
+        if credentials is not None:  # registered as secrets by strip_url_credentials, the header's form too
+            token = base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
+            params["extra_headers"] = {"Authorization": f"Basic {token}"}
         if server.max_parallel is not None:
             params["max_parallel_requests"] = server.max_parallel
         if server.rpm is not None:
@@ -310,7 +317,7 @@ def router_lm(
     servers: list[Server | str],
     *,
     timeout_s: float | None = 120.0,
-    num_retries: int = 2,
+    failovers: int | None = None,
     cooldown_s: float = 30.0,
     routing: str = "simple-shuffle",
     keys: Mapping[str, str] | None = None,
@@ -322,7 +329,9 @@ def router_lm(
         model: The model string the servers answer to (`openai/NAME`, `hosted_vllm/NAME`).
         servers: The endpoints; each with its own limits (see `Server`).
         timeout_s: Seconds one request may take on one server before another is tried.
-        num_retries: Other servers one request may go to after a failure (the Router's retries).
+        failovers: Other servers one request may go to after a failure (the Router's retries); default every
+            other server once. DSPy's own `num_retries` (in `kwargs`, which a run sets to 0 because its scheduler
+            retries and counts each request) is a different thing and never turns failover off.
         cooldown_s: Seconds a server that failed is left out.
         routing: LiteLLM's routing strategy: simple-shuffle (default; weighted by `weight`), least-busy, usage-based-routing-v2,
             latency-based-routing.
@@ -333,8 +342,9 @@ def router_lm(
     check_temperature(kwargs.get("temperature"))
     check_lm(model, api_base=servers and "router")  # a server list needs no provider key
     parsed = [s if isinstance(s, Server) else parse_server(s) for s in servers]
+    failovers = len(parsed) - 1 if failovers is None else failovers
     router, group = make_router(
-        model, parsed, timeout_s=timeout_s, num_retries=num_retries, cooldown_s=cooldown_s, routing=routing, keys=keys
+        model, parsed, timeout_s=timeout_s, num_retries=failovers, cooldown_s=cooldown_s, routing=routing, keys=keys
     )
     log = RoutingLog(parsed)
     _LOGS[group] = log

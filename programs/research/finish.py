@@ -95,7 +95,9 @@ async def finish(ctx: RunContext, *, offline: bool, prune_reasons: Sequence[str]
     # fences and control characters do not (the map, the answer and the references are made inert where written)
     body = inert_markdown(body, headings=True)
     verify_failed = ctx.stats.verification.get("failed")  # then the report was checked by the fallback rule
-    if status == "done" and verify_failed:
+    if status == "done" and write_failed:  # a list of findings is no written report
+        status, error = "partial", f"{write_failed}, so the report lists the merged findings as they are"
+    elif status == "done" and verify_failed:
         status = "partial"
         error = f"the verify stage failed ({verify_failed}); the lexical-entailment rule judged the report instead"
     elif status == "done" and emptied:  # an answer left with no evidence is no finished report
@@ -111,7 +113,7 @@ async def finish(ctx: RunContext, *, offline: bool, prune_reasons: Sequence[str]
     if ctx.config.answer and status != "failed":
         answer = await short_answer(ctx, lambda stage, **inputs: _late_call(ctx, stage, **inputs), findings)
         # the answer ships no sentence repeating a paper's instruction-like text either
-        answer, removed = remove_injected(answer, _sources(ctx, answer, learnings))
+        answer, removed = remove_injected(answer, _sources(ctx, answer, learnings), ctx.question)
         verdicts += tuple(c.to_dict() for c in removed)
     (body, answer), references, dropped = renumber_together([body, answer], ctx.registry)
     markdown = body + _notes(ctx, nodes, status, error, write_failed)
@@ -159,29 +161,29 @@ async def _body(
     findings: list[Finding],
     learnings: Sequence[Learning],
     offline: bool,
-) -> tuple[str, bool, Verdicts, str]:
-    """The report's body, whether the writer failed, the verify stage's verdicts, and, when the checks left
-    a draft that cited sources citing none, one line saying so (else "")."""
+) -> tuple[str, str, Verdicts, str]:
+    """The report's body, why the writer failed (else ""), the verify stage's verdicts, and, when the
+    checks left a draft that cited sources citing none, one line saying so (else "")."""
     if status == "failed":
         body = (
             f"# Research failed: {error}\n\nNo report was written for: {ctx.title}\n\n"
             f"Every error is recorded in the trace (trace.json), node by node."
         )
-        return body, False, (), ""
+        return body, "", (), ""
     if not findings:
-        return f"## {ctx.title}\n\n{NO_EVIDENCE_ANSWER}", False, (), ""
-    write_failed = False
+        return f"## {ctx.title}\n\n{NO_EVIDENCE_ANSWER}", "", (), ""
+    write_failed = ""
     try:
         body = await write_report(ctx, findings, learnings, offline)
     except UncitedReport as err:
         if offline:  # the extractive program quotes only sentences about the question: none of its findings is
-            return f"## {ctx.title}\n\n{NO_EVIDENCE_ANSWER}", False, (), NOTHING_RELEVANT
+            return f"## {ctx.title}\n\n{NO_EVIDENCE_ANSWER}", "", (), NOTHING_RELEVANT
         ctx.fail("root", STAGES.write.name, err)
-        write_failed = True
+        write_failed = str(err)
         body = fallback_report(ctx.title, findings)
     except Exception as err:
-        ctx.fail("root", STAGES.write.name, err)
-        write_failed = True
+        failure = ctx.fail("root", STAGES.write.name, err)
+        write_failed = f"the writer failed ({failure.cause or failure.error_type})"
         body = fallback_report(ctx.title, findings)
     # a sentence that only restates a cited paper's title is no finding, and verification would find it
     # "supported" by the paper it names
@@ -213,14 +215,16 @@ def _emptied(verdicts: Verdicts) -> str:
     )
 
 
-def _notes(ctx: RunContext, nodes: list[Node], status: RunStatus, error: str | None, write_failed: bool) -> str:
+def _notes(ctx: RunContext, nodes: list[Node], status: RunStatus, error: str | None, write_failed: str) -> str:
     """The notes under the report's body (empty when there is nothing to note)."""
     failed = sum(n.status == "failed" for n in nodes)
     notes = []
     if failed:
         notes.append(f"{failed} of {len(nodes)} research branches failed; their errors are recorded in the trace.")
-    if write_failed:
-        notes.append("The writer failed, so this report lists the merged findings as they are.")
+    if write_failed and (error is None or write_failed not in error):  # else the partial line says it
+        notes.append(
+            f"{write_failed[0].upper()}{write_failed[1:]}, so this report lists the merged findings as they are."
+        )
     if status == "partial":
         notes.insert(0, f"This report is partial: {error}.")
     if ctx.is_stopped and status != "interrupted":  # an interrupted report says so in its first line
@@ -382,7 +386,7 @@ async def verify_report(ctx: RunContext, body: str, learnings: Sequence[Learning
     policy = ctx.config.verify
     sources = _sources(ctx, body, learnings)
     if policy == "off":  # no check of support; a sentence repeating a paper's instruction-like text still goes
-        body, removed = remove_injected(body, sources)
+        body, removed = remove_injected(body, sources, ctx.question)
         if removed:
             ctx.count(
                 verification={

@@ -148,7 +148,7 @@ class _Checker(Stage):
         Returns:
             `report`: the draft with the policy applied; `checks`: a `SentenceCheck` per judged sentence.
         """
-        lines, checks = guarded_lines(report, sources)
+        lines, checks = guarded_lines(report, sources, question)
         sources = [_cleaned(s) for s in sources]
         by_id = {s.source_id: s for s in sources}
         units: dict[tuple[int, int], _Unit] = {}
@@ -245,10 +245,11 @@ def _grounded(sentence: str, passages: Sequence[Source]) -> bool:
     )
 
 
-def guarded_lines(report: str, sources: Sequence[Source]) -> tuple[list, list[SentenceCheck]]:
+def guarded_lines(report: str, sources: Sequence[Source], question: str = "") -> tuple[list, list[SentenceCheck]]:
     """The report's lines (a raw line, or [prefix, [sentence parts]] for a prose block), with every sentence
-    that repeats instruction-like text of `sources` (or is instruction-like itself) emptied, and a check
-    for each one emptied (verdict `injected`, action `removed`, judge `guard`)."""
+    that repeats instruction-like text of `sources` (or is instruction-like itself) emptied, unless `question`
+    is about what it says, and a check for each one emptied (verdict `injected`, action `removed`, judge
+    `guard`)."""
     lines: list[str | list] = []
     is_open = False
     for line in report.splitlines():
@@ -271,7 +272,7 @@ def guarded_lines(report: str, sources: Sequence[Source]) -> tuple[list, list[Se
         item[1] = split_block(item[1][0])
         for j, part in enumerate(item[1]):
             text = plain_sentence(part)
-            if text and carries_injection(text, premises):
+            if text and carries_injection(text, premises, question):
                 item[1][j] = ""
                 checks.append(
                     SentenceCheck(
@@ -297,10 +298,10 @@ def _joined(lines: list) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
 
 
-def remove_injected(text: str, sources: Sequence[Source]) -> tuple[str, list[SentenceCheck]]:
+def remove_injected(text: str, sources: Sequence[Source], question: str = "") -> tuple[str, list[SentenceCheck]]:
     """`text` (a report with verify `off`, a short answer) without the sentences that repeat instruction-like
-    text of `sources`, and a check for each one removed."""
-    lines, checks = guarded_lines(text, sources)
+    text of `sources` (unless `question` is about it), and a check for each one removed."""
+    lines, checks = guarded_lines(text, sources, question)
     return (_joined(lines) if checks else text), checks
 
 

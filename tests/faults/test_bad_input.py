@@ -48,7 +48,7 @@ def test_optimize_refuses_a_negative_budget_or_limit(capfd, clean_lm_env, option
 
 def test_a_nan_deadline_is_bad_input_not_a_research_failure(tmp_path, capfd, clean_lm_env):
     assert main(["run", "q", "--lm", "offline", "--deadline", "nan", "--out", str(tmp_path / "o")]) == 2
-    assert "deadline_s must be > 0" in one_line(capfd)
+    assert "--deadline must be > 0, got nan" in one_line(capfd)
     assert not (tmp_path / "o").exists()  # refused before anything was written
 
 
@@ -281,3 +281,73 @@ def test_a_key_of_a_command_group_table_is_refused_naming_its_commands_tables(ca
     line = one_line(capfd)
     assert f"{settings.name}: [eval] key 'workers'" in line and "[eval.gather]" in line
     assert not (tmp_path / "gathered").exists()
+
+
+def _commands():
+    """(words, parser) of every command, its parser as the dispatcher builds it."""
+    import importlib
+
+    from deepresearch import cli
+
+    for prog, module, summary in cli.commands():
+        yield tuple(prog.split()[1:]), cli.command_parser(prog, importlib.import_module(module), summary)
+
+
+def _numbers():
+    """(command words, the arguments it requires, the option, a value out of its bounds, the bound) for every
+    numeric option of every command."""
+    from deepresearch.cli.options import BOUNDS, FREE_NUMBERS
+
+    out = []
+    for words, parser in _commands():
+        required = []
+        for action in parser._actions:
+            if action.required or (not action.option_strings and action.nargs not in ("?", "*")):
+                required += [action.option_strings[0], "x"] if action.option_strings else ["x"]
+        for group in parser._mutually_exclusive_groups:  # a required option with a deprecated spelling
+            if group.required:
+                required += [group._group_actions[0].option_strings[0], "x"]
+        seen = set()
+        for action in parser._actions:
+            if action.type not in (int, float) or action.dest in FREE_NUMBERS or action.dest in seen:
+                continue
+            seen.add(action.dest)
+            bound = BOUNDS.get(action.dest)
+            value = None if bound is None else action.type(bound.minimum if bound.above else bound.minimum - 1)
+            out.append((words, required, action.option_strings[0], value, bound))
+    return out
+
+
+NUMBERS = _numbers()
+
+
+def test_every_numeric_option_of_every_command_has_bounds():
+    unbounded = sorted({(" ".join(w), o) for w, _, o, _, bound in NUMBERS if bound is None})
+    assert not unbounded, f"give these a bound in BOUNDS (or a reason in FREE_NUMBERS): {unbounded}"
+    commands = {" ".join(w) for w, *_ in NUMBERS}
+    assert {"run", "batch", "optimize", "index", "mcp", "eval gather", "eval report", "eval taxonomy"} <= commands
+
+
+@pytest.mark.parametrize("words,required,option,value,bound", NUMBERS, ids=lambda v: None)
+def test_every_number_out_of_bounds_is_refused_in_one_line_by_every_command(
+    words, required, option, value, bound, capfd, clean_lm_env, tmp_path
+):
+    code = main([*words, *required, option, str(value)])
+    assert code == 2
+    expected = f"deepresearch {' '.join(words)}: error: {option} {bound.problem(value)}"
+    assert one_line(capfd) == expected
+    assert list(tmp_path.iterdir()) == []  # refused before anything was written
+
+
+@pytest.mark.parametrize("words,required,option,value,bound", NUMBERS, ids=lambda v: None)
+def test_every_number_out_of_bounds_in_a_settings_file_is_refused_the_same_way(
+    words, required, option, value, bound, capfd, clean_lm_env, tmp_path
+):
+    key = option.removeprefix("--")
+    table = ".".join(words)
+    (tmp_path / "deepresearch.toml").write_text(f"[{table}]\n{key} = {value}\n")
+    code = main([*words, *required])
+    assert code == 2
+    line = one_line(capfd)
+    assert f"deepresearch.toml: [{table}] key '{key}' {bound.problem(value)}" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deepresearch.toml"]

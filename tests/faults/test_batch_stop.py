@@ -193,7 +193,7 @@ def test_a_file_where_a_question_folder_goes_is_refused_before_anything_runs(tmp
     [
         (["--depht", "2"], "did you mean --depth?"),
         (["--preset", "nope"], "invalid choice: 'nope'"),
-        (["--depth", "0"], "depth and breadth must be >= 1"),
+        (["--depth", "0"], "--depth must be >= 1, got 0"),
         (["--overwrite"], "--overwrite"),
         (["--stage-lm", "nostage=x"], "--stage-lm"),
         (["--help"], "--help"),

@@ -117,5 +117,5 @@ def test_the_lock_file_goes_when_a_run_ends_and_a_stale_one_does_not_block(tmp_p
     assert run(out, "--depth", "1", corpus=scifact_head(300)) == 0, capfd.readouterr().err
     assert (out / "report.md").exists() and not (out / LOCK_FILE).exists()
     assert run(out, "--depth", "1", "--deadline", "nan", corpus=scifact_head(300)) == 2  # a failed start too
-    assert "deadline_s must be > 0" in one_error_line(capfd.readouterr().err)
+    assert "--deadline must be > 0, got nan" in one_error_line(capfd.readouterr().err)
     assert not (out / LOCK_FILE).exists()

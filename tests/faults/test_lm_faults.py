@@ -9,6 +9,7 @@ import json
 from deepresearch.cli import main
 from tests.integration.openai_server import Error, LocalOpenAIServer
 from tests.research_lm import research_handler
+from tests.scripted import input_fields, is_signature_prompt, output_fields
 
 
 def run(tmp_path, scifact_head, server, *options):
@@ -75,3 +76,27 @@ def test_a_server_error_on_every_request_fails_the_run(tmp_path, capfd, scifact_
     trace = trace_of(tmp_path)
     assert code == 3 and trace["status"] == "failed" and "no LM reply was received" in trace["error"]
     assert trace["stats"]["lm_calls"] == received - 1  # all but the preflight
+
+
+def test_a_writer_that_fails_makes_the_run_partial_with_the_reason(tmp_path, capfd, scifact_head, clean_lm_env):
+    # every stage answers but the writer, whose every request is a server error: the report can only list the
+    # findings as they are, which is no finished report
+    routed = research_handler()
+    writer = []
+
+    def handler(messages):
+        if is_signature_prompt(messages) and "findings" in input_fields(messages):
+            if "report" in [name for name, _ in output_fields(messages)]:
+                writer.append(1)
+                return Error(500, "the writer's model crashed")
+        return routed(messages)
+
+    with LocalOpenAIServer(handler) as server:
+        code = run(tmp_path, scifact_head, server, "--depth", "1", "--breadth", "2", "--deadline", "60")
+    trace = trace_of(tmp_path)
+    assert writer and code == 3 and trace["status"] == "partial", trace["error"]
+    assert trace["error"].startswith("the writer failed") and "merged findings" in trace["error"]
+    assert "the writer failed" in capfd.readouterr().err
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "> Note: This report is partial: the writer failed" in report
+    assert report.count("the writer failed") + report.count("The writer failed") == 1  # said once, not twice

@@ -4,11 +4,12 @@ import json
 
 import bibtexparser
 import pytest
+import rispy
 from bibtexparser.middlewares import LatexDecodingMiddleware, SeparateCoAuthors
 
 from deepresearch import cli
 from deepresearch.programs.artifacts import Reference
-from deepresearch.programs.formats.exports import citation_keys, to_bibtex
+from deepresearch.programs.formats.exports import citation_keys, to_bibtex, to_ris
 from deepresearch.retrievers.bibliographic import bibliographic
 from deepresearch.retrievers.corpus import load_corpus
 
@@ -293,3 +294,30 @@ def test_references_of_older_traces_still_load():
     old = {"number": 1, "source_id": "aaaaaaaa_1", "doc_id": "7", "title": "T", "year": None, "url": None}
     assert Reference.from_dict(old) == Reference(1, "aaaaaaaa_1", "7", "T")
     assert Reference.from_dict({**old, "authors": ["A", "B"]}).authors == ("A", "B")
+
+
+def test_ris_is_read_back_by_an_independent_parser_with_what_the_corpus_has(tmp_path):
+    corpus = tmp_path / "papers.jsonl"
+    corpus.write_text("\n".join(json.dumps(p, ensure_ascii=False) for p in PAPERS) + "\n", encoding="utf-8")
+    docs = list(load_corpus(corpus))
+    refs = []
+    for number, doc in enumerate(docs, start=1):
+        bib = bibliographic(doc)
+        refs.append(
+            Reference(number, f"s{number}", doc.doc_id, doc.title, bib.year, bib.url, bib.authors, bib.venue, bib.doi)
+        )
+    refs.append(Reference(4, "s4", "bare", "A <i>bare</i> record\x07 with\nno metadata."))
+    records = rispy.loads(to_ris(refs))
+    assert len(records) == 4
+    for ref, record in zip(refs, records):
+        assert record["title"] == ref.title.removesuffix(".") or ref is refs[-1]
+        assert record.get("authors", []) == list(ref.authors) and record["id"] == ref.doc_id
+        assert record.get("year") == (str(ref.year) if ref.year else None)
+        assert (record.get("doi"), record.get("urls", [None])[0]) == (ref.doi, ref.url)
+        assert record.get("secondary_title") == ref.venue and record["notes"] == [
+            f"cited as [{ref.number}] in report.md"
+        ]
+    assert [r["type_of_reference"] for r in records] == ["JOUR", "CONF", "JOUR", "GEN"]
+    assert records[0]["authors"][6] == "Łukasz Kaiser" and records[1]["doi"] == "10.18653/v1/N19-1423"
+    assert records[-1]["title"] == "A bare record with no metadata"  # markup, control bytes and line breaks gone
+    assert to_ris([]) == ""

@@ -166,7 +166,7 @@ def test_every_strategy_plans_announces_and_ends_every_node(scifact_bm25, name, 
     if name == "hero":  # 3 turns x 3 pipelines x (1 + 2 enrichments)
         assert program.planned_nodes() == 27 == len(planned)
     if name == "eco":
-        assert program.planned_nodes() == len(planned) == 3 + 3 * 2
+        assert program.planned_nodes() == len(planned) == 4 + 4 * 2  # the eco preset's 2 x 4: 4 roots, 2 children each
     # one stage vocabulary: usage, failures and lms= all speak the program's stage names
     assert set(out.usage) <= set(program.stage_table())
     assert isinstance(out.stats, RunStats) and Report.from_dict(out.report.to_dict()).stats == out.stats

@@ -27,7 +27,9 @@ def hero_handler(**overrides):
 
 def test_presets_exist_and_the_default_is_eco():
     assert {"eco", "hero", "parallel"} <= set(PRESETS)
-    assert ResearchConfig().strategy == "eco" and preset("eco") == ResearchConfig(strategy="eco")
+    assert ResearchConfig().strategy == "eco" and preset("eco") == ResearchConfig(strategy="eco", breadth=4)
+    # every preset is a different configuration: none is another's second name
+    assert len({repr(c) for c in PRESETS.values()}) == len(PRESETS)
     assert preset("hero").hero == HeroConfig(
         turns=3, tasks_per_turn=3, enrichments=2, multiplier=3, deep_depth=24, shallow_depth=8
     )

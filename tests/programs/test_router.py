@@ -107,7 +107,7 @@ def test_when_every_server_is_down_the_error_says_so_without_the_key(monkeypatch
         [f"{dead_url()} key_env=GPU_KEY", dead_url()],
         cache=False,
         timeout_s=2,
-        num_retries=1,
+        failovers=1,
         keys=server_keys(["GPU_KEY"]),
     )  # the command line reads the variable
     with pytest.raises(LMPreflightError) as err:
@@ -123,7 +123,7 @@ def test_a_server_that_refuses_the_key_is_reported_without_it(monkeypatch):
             "openai/m",
             [f"{server.base_url} key_env=GPU_KEY"],
             cache=False,
-            num_retries=0,
+            failovers=0,
             keys=server_keys(["GPU_KEY"]),
         )
         with pytest.raises(Exception) as err:
@@ -193,3 +193,56 @@ def test_a_run_through_the_router_records_the_failover_in_its_trace(tmp_path, da
     assert routing["answered"][live.base_url] == len(live.requests) and routing["answered"][dead] == 0
     assert {f["server"] for f in routing["failovers"]} == {dead}
     assert trace["status"] == "done" and trace["stats"]["lm_calls"] >= 3
+
+
+def test_the_preflight_fails_over_as_the_run_does():
+    # a run builds its LMs with DSPy's num_retries=0 (its scheduler retries and counts each request); that once
+    # also switched the Router's failover off, and the preflight failed whenever the shuffle picked the dead server
+    with LocalOpenAIServer(lambda m: "OK") as live:
+        for _ in range(6):  # each server is first about half the time: six passes leave no doubt
+            lm = router_lm("openai/m", [dead_url(), live.base_url], cache=False, timeout_s=5, num_retries=0)
+            preflight(lm)
+            assert lm.routing()["answered"][live.base_url] == 1
+
+
+def test_a_server_url_with_credentials_is_sent_basic_auth_and_shown_without_them(tmp_path, data_dir, monkeypatch):
+    import base64
+
+    from tests.research_lm import research_handler
+
+    monkeypatch.setenv("DEEPRESEARCH_DATA", str(data_dir))
+    monkeypatch.delenv("DEEPRESEARCH_API_KEY", raising=False)
+    out = tmp_path / "run"
+    with LocalOpenAIServer(research_handler()) as server:
+        url = server.base_url.replace("http://", "http://alice:s3cret-pw-77@")
+        code = cli.main(
+            ["-q", "run", "Does obesity increase the risk of type 2 diabetes?", "--corpus", "scifact", "--depth", "1"]
+            + ["--breadth", "1", "--lm", "openai/local", "--lm-server", url, "--no-cache", "--out", str(out)]
+        )
+        sent = {h.get("Authorization") for h in server.headers}
+    assert code == 0
+    assert sent == {"Basic " + base64.b64encode(b"alice:s3cret-pw-77").decode()}  # every request, the preflight too
+    trace = json.loads((out / "trace.json").read_text())
+    assert trace["lm_routing"]["servers"] == [server.base_url] and trace["lm_routing"]["failovers"] == []
+    written = "".join(p.read_text(errors="ignore") for p in out.rglob("*") if p.is_file())
+    assert "s3cret-pw-77" not in written and "YWxpY2U6czNjcmV0LXB3LTc3" not in written
+
+
+def test_every_server_down_is_named_as_unreachable_with_the_option_that_lists_them():
+    first, second = dead_url(), dead_url()
+    lm = router_lm("openai/m", [first, second], cache=False, timeout_s=2, num_retries=0)
+    with pytest.raises(LMPreflightError) as err:
+        preflight(lm)
+    text = str(err.value)
+    assert f"could not reach the LM servers ({first}, {second})" in text and "(--lm-server)" in text
+    assert "rate limit" not in text and "--api-base" not in text and "--concurrency" not in text
+
+
+def test_a_hanging_server_times_out_into_a_counted_failover():
+    with LocalOpenAIServer(lambda m: "late", delay=30) as hanging, LocalOpenAIServer(lambda m: "alive") as live:
+        lm = router_lm("openai/m", [hanging.base_url, live.base_url], cache=False, timeout_s=1, num_retries=0)
+        answers = [lm(f"q{i}")[0] for i in range(4)]
+    assert answers == ["alive"] * 4
+    failovers = lm.routing()["failovers"]
+    assert failovers and {f["server"] for f in failovers} == {hanging.base_url}
+    assert all("Timeout" in f["error"] for f in failovers)
