@@ -87,7 +87,7 @@ presets (run --preset NAME; `standard` is the default):
   quick     depth 1 x breadth 2: a first look, the fewest LM calls
   standard  depth 2 x breadth 3, the eco recursion (the default)
   deep      depth 4 x breadth 4, the eco recursion
-  eco       the depth x breadth recursion, halving the breadth at each level (2 x 3)
+  eco       DeepResearch-Eco's reference setup: the recursion at breadth 4, halving it at each level (2 x 4)
   hero      submodular query selection, batched extraction with early stopping (2 x 3, at most 76 LM calls)
   parallel  adaptive breadth and depth with a pruning monitor (depth up to 10, a 10-minute budget)
   gather    ScholarGym's planner-assessor loop, then extraction from the papers it selected

@@ -16,7 +16,7 @@ import time
 
 from deepresearch.programs.artifacts import RAISED
 from deepresearch.programs.config import ResearchConfig, preset
-from deepresearch.programs.formats.exports import to_bibtex
+from deepresearch.programs.formats.exports import to_bibtex, to_ris
 from deepresearch.programs.lm.secrets import redact
 from deepresearch.programs.lm.session import LMSession
 from deepresearch.programs.report_view import report_html
@@ -271,6 +271,8 @@ def run_research(
         folder.write_json("trace.json", trace)
         if args.bibtex:
             folder.write_text("references.bib", to_bibtex(report.references))
+        if getattr(args, "ris", False):
+            folder.write_text("references.ris", to_ris(report.references))
         if args.answer:
             folder.write_text("answer.md", answer_markdown(report))
         if report.taxonomy is not None:
@@ -280,7 +282,7 @@ def run_research(
         folder.write_text("report.md", report.markdown)
         folder.finish(report.status, error=report.error or "")
     except OSError:  # open_run records the error in run.json; what this run wrote of its outputs goes
-        for name in ("report.md", "report.html", "answer.md", "references.bib", "taxonomy.json"):
+        for name in ("report.md", "report.html", "answer.md", "references.bib", "references.ris", "taxonomy.json"):
             with contextlib.suppress(OSError):
                 (folder.path / name).unlink(missing_ok=True)
         raise
@@ -289,6 +291,8 @@ def run_research(
     print(f"view:   {folder.path / 'report.html'}")
     if args.bibtex:
         print(f"bibtex: {folder.path / 'references.bib'}")
+    if getattr(args, "ris", False):
+        print(f"ris:    {folder.path / 'references.ris'}")
     if args.answer:
         print(f"answer: {folder.path / 'answer.md'}")
     if report.taxonomy is not None:

@@ -110,6 +110,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "venue, DOI or URL where the corpus has them)",
     )
     output.add_argument(
+        "--ris",
+        action="store_true",
+        help="also write references.ris: the same references as RIS, for Zotero, EndNote or Mendeley",
+    )
+    output.add_argument(
         "--verify",
         default=None,
         choices=VERIFY_POLICIES,

@@ -100,11 +100,16 @@ def run(out, corpus, question, *extra):
 
 def test_bibtex_of_a_scifact_run_holds_what_the_corpus_has(tmp_path, data_dir, scifact, capsys):
     out = tmp_path / "vitd"
-    assert run(out, data_dir / "scifact", QUESTION, "--bibtex") == 0
-    assert f"bibtex: {out / 'references.bib'}" in capsys.readouterr().out
+    assert run(out, data_dir / "scifact", QUESTION, "--bibtex", "--ris") == 0
+    printed = capsys.readouterr().out
+    assert f"bibtex: {out / 'references.bib'}" in printed and f"ris:    {out / 'references.ris'}" in printed
     trace = json.loads((out / "trace.json").read_text())
     entries = parse((out / "references.bib").read_text(encoding="utf-8"))
     assert len(entries) == len(trace["references"]) >= 3
+    records = rispy.loads((out / "references.ris").read_text(encoding="utf-8"))
+    assert [(r["id"], r["title"]) for r in records] == [
+        (ref["doc_id"], fields(e)["title"]) for ref, e in zip(trace["references"], entries)
+    ]
     assert len({e.key for e in entries}) == len(entries)
     for entry, ref in zip(entries, trace["references"]):
         doc = scifact.get(ref["doc_id"])
