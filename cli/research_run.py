@@ -121,7 +121,7 @@ def answer_markdown(report) -> str:
     lead = f"> {report.error}\n\n" if report.status != "done" and report.error else ""
     parts = [f"# {report.question}", lead + (report.answer or "No answer was written.")]
     if refs:
-        parts.append("## References\n\n" + "\n".join(refs))
+        parts.append("## References\n\n" + "\n\n".join(refs))
     return "\n\n".join(parts) + "\n"
 
 

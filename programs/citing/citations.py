@@ -180,4 +180,5 @@ def reference_for(number: int, source_id: str, doc: Doc, passages: tuple[str, ..
 def render_references(references: tuple[Reference, ...]) -> str:
     if not references:
         return "## References\n\nNo sources were cited."
-    return "## References\n\n" + "\n".join(r.render() for r in references)
+    # one paragraph each: Markdown joins lines that no blank line separates into one paragraph
+    return "## References\n\n" + "\n\n".join(r.render() for r in references)

@@ -39,4 +39,5 @@ def test_unknown_citations_are_removed_and_counted_and_links_kept():
 def test_reference_list_renders_title_year_and_location():
     reg, (a, b) = registry("a", "b")
     out = renumber_citations(f"x [{a}] y [{b}]", reg)
-    assert render_references(out.references).splitlines()[2:] == ["[1] Title a (2020). doc a", "[2] Title b. doc b"]
+    # one paragraph per reference, so that Markdown does not run them together
+    assert render_references(out.references).split("\n\n")[1:] == ["[1] Title a (2020). doc a", "[2] Title b. doc b"]
