@@ -205,6 +205,26 @@ def command_parser(prog: str, module, summary: str) -> Parser:
     return parser
 
 
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM stops a command as Ctrl-C does (KeyboardInterrupt, so that its pools stop their workers and its
+    files are closed), then exits 143; a command with handlers of its own (run, batch) installs them inside."""
+    import signal
+
+    def terminated(signum, frame):
+        raise KeyboardInterrupt("SIGTERM")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, terminated)
+    except ValueError:  # not the main thread (a test, an embedding program): signals stay as they are
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _take_global_options(argv: list[str]) -> tuple[int, bool, str | None, list[str]]:
     """(verbosity, quiet, --config, the other arguments): -v/-vv/--verbose, -q/--quiet and --config FILE,
     wherever they stand before `--`."""
@@ -304,7 +324,8 @@ def _main(argv: list[str] | None = None) -> int:
 
     try:
         check_numbers(parser, args)  # the settings file's values were checked as it was read
-        return int(module.main(args) or 0)
+        with _terminate_as_interrupt():
+            return int(module.main(args) or 0)
     except (UsageError, ValueError, FileNotFoundError, PermissionError, LMPreflightError, MissingExtra) as err:
         # One line naming the problem; library errors are written to say what to do.
         print(f"{prog}: error: {redact(str(err).splitlines()[0] if str(err) else type(err).__name__)}", file=sys.stderr)
@@ -317,6 +338,7 @@ def _main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 3 if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO) else 2
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        terminated = str(err) == "SIGTERM"
+        print(f"{prog}: interrupted{' (SIGTERM)' if terminated else ''}", file=sys.stderr)
+        return 143 if terminated else 130

@@ -22,6 +22,8 @@ from tests.integration.openai_server import LocalOpenAIServer
 from tests.research_lm import research_handler
 
 ROOT = Path(__file__).resolve().parents[2]
+# the child processes import the package as this process does (a PYTHONPATH given to the tests comes first)
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))}
 QUESTIONS = [
     {"id": "q1", "question": "Does obesity increase the risk of type 2 diabetes?"},
     {"id": "q2", "question": "Do statins reduce cardiovascular mortality?"},
@@ -55,7 +57,7 @@ def start_batch(tmp_path: Path, server, corpus: Path, out: Path) -> subprocess.P
     return subprocess.Popen(
         [sys.executable, "-m", "deepresearch.cli", *command, "--", *run_options(server, corpus)],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=ENV,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -221,3 +223,38 @@ def test_a_disk_filling_up_mid_batch_is_one_line_naming_the_file(tmp_path, tmpfs
     assert code == 3 and err.strip().splitlines()[-1].endswith(
         f"cannot use {out / 'summary.jsonl'}: no space left on the device"
     )
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_eval_gather_on_workers_stops_at_a_signal_and_a_rerun_runs_only_the_rest(tmp_path, data_dir, sig, code):
+    # the same pool as batch's: a signal ends every worker within seconds, what finished stays recorded
+    out, limit = tmp_path / "gathered", 80
+    command = ["eval", "gather", "--data", str(data_dir / "scifact"), "--limit", str(limit), "--workers", "2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "deepresearch.cli", "-q", *command, "--out", str(out)],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 180
+    while proc.poll() is None and time.monotonic() < deadline and not (results.exists() and results.stat().st_size):
+        time.sleep(0.05)
+    assert proc.poll() is None, f"eval gather ended before the signal: {proc.stderr.read()[-2000:]}"
+    workers = children(proc.pid)
+    assert workers, "eval gather runs no worker process"
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == code and time.monotonic() - sent < 15, stderr[-2000:]
+    deadline = time.monotonic() + 5 + 10  # a worker's grace, then it is killed
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in workers), "a worker outlived eval gather"
+    first = [json.loads(line)["query_id"] for line in results.read_text().splitlines()]  # every line whole
+    assert 0 < len(first) < limit
+    assert cli.main(["-q", *command, "--out", str(out)]) == 0  # the rerun: only the queries still missing
+    again = [json.loads(line)["query_id"] for line in results.read_text().splitlines()]
+    assert again[: len(first)] == first and len(again) == len(set(again)) == limit
