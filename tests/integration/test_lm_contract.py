@@ -198,7 +198,7 @@ def test_a_bad_temperature_is_refused_before_any_request(tmp_path, capsys):
         )
         == 2
     )
-    assert "temperature must be a number from 0 to 2" in capsys.readouterr().err
+    assert "--temperature must be from 0 to 2, got nan" in capsys.readouterr().err
 
 
 def test_credentials_in_the_api_base_and_keys_echoed_by_the_server_are_redacted(tmp_path, capsys, monkeypatch):
