@@ -29,6 +29,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
+from deepresearch.cli import research_run
 from deepresearch.cli import run as run_cli
 from deepresearch.programs.artifacts import Event
 from deepresearch.programs.config import preset
@@ -227,7 +228,7 @@ class ResearchTools:
 
     def new_folder(self, question: str) -> Path:
         """A new folder under `out` for one run: `YYYYmmdd-HHMMSS-<question-slug>`, `-2`... if taken."""
-        stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{run_cli.slug(question)}"
+        stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{research_run.slug(question)}"
         for n in range(1, 1000):
             folder = self.out / (stem if n == 1 else f"{stem}-{n}")
             try:
@@ -265,13 +266,13 @@ class ResearchTools:
             verify=verify,
             corpus=DEFAULT_CORPUS if corpus is None else corpus,
         )
-        config = preset(args.preset, **run_cli.config_overrides(args))  # depth 0, an unknown preset...
-        check_extras(run_cli.needed_extras(args, config))
+        config = preset(args.preset, **research_run.config_overrides(args))  # depth 0, an unknown preset...
+        check_extras(research_run.needed_extras(args, config))
         retrieval = self.retrieval(args.corpus)
         folder = self.new_folder(question)
         args.out = str(folder)
         with out_folder_lock(folder), open_run(folder, question) as run:
-            run_cli.run_research(args, self.session, retrieval, run, answers=(), on_event=on_event)
+            research_run.run_research(args, self.session, retrieval, run, answers=(), on_event=on_event)
         return read_run(folder)
 
 
