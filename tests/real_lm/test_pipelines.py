@@ -75,12 +75,22 @@ def check_run(out, scifact) -> dict:
     return trace
 
 
+def writer_failed(status: str, error: str | None) -> bool:
+    """Whether the run is `partial` because its writer failed (the small model's drafts cited nothing, or its
+    requests failed): the report then lists the merged findings, and the run says so instead of `done`."""
+    return status == "partial" and (error or "").startswith("the writer")
+
+
 def kept_evidence(code: int, trace: dict, err: str = "") -> bool:
-    """Whether the run kept evidence. When it did, it is `done` and exits 0; when the small model kept none, the
-    run is `partial` with the line saying so and exits 3: no success over an empty run."""
+    """Whether the run kept evidence. When it did, it is `done` and exits 0, or `partial` with exit 3 when the
+    small model's writer failed; when the model kept none, the run is `partial` with the line saying so and
+    exits 3: no success over an empty run."""
     if NO_EVIDENCE_ANSWER in trace["markdown"]:
         assert code == 3 and trace["status"] == "partial" and trace["error"] == NOTHING_FOUND, err[-2000:]
         return False
+    if writer_failed(trace["status"], trace.get("error")):
+        assert code == 3, err[-2000:]
+        return True
     assert code == 0 and trace["status"] == "done", err[-2000:] or trace.get("error")
     return True
 
@@ -104,9 +114,8 @@ def test_run_depth_1_breadth_2_researches_and_cites(llama_server, scifact, tmp_p
         ]
     )
     printed = capsys.readouterr()
-    assert code == 0, printed.err[-2000:]
     trace = check_run(out, scifact)
-    assert trace["status"] == "done" and trace["stats"]["searches"] >= 2
+    assert kept_evidence(code, trace, printed.err) and trace["stats"]["searches"] >= 2
     learnings = [x for node in nodes_of(trace) for x in node["learnings"]]
     assert learnings and all(x["source_ids"] for x in learnings)
     # every request carried the cap: no stage got more completion tokens than that per answered request
@@ -137,7 +146,7 @@ def test_hero_preset_completes_with_the_real_model(llama_server, scifact_bm25):
         out = DeepResearch(retriever=scifact_bm25, config=config)(question=QUESTION)
     assert out.stats.strategy == "hero" and out.stats.searches >= 1 and out.stats.lm_calls <= 16
     nothing_kept = (out.report.status, out.report.error) == ("partial", NOTHING_FOUND)
-    assert out.report.status in ("done", "failed") or nothing_kept
+    assert out.report.status in ("done", "failed") or nothing_kept or writer_failed(out.report.status, out.report.error)
     if out.report.status == "failed":  # a failed run says why, in its first line
         assert out.report.error and out.markdown.startswith("# Research failed")
     for node in out.report.nodes():
