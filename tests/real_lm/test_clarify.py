@@ -15,7 +15,6 @@ from deepresearch.programs.lm.usage import output_limits
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.runtime.scheduler import CostMeter
 from deepresearch.programs.stages.clarifier import research_brief
-from tests.real_lm.test_pipelines import writer_failed
 
 QUESTION = "Does omega-3 fatty acid supplementation reduce cardiovascular events?"
 CAP = 256  # questions are short; a reply cut here is a parse failure the step must survive
@@ -52,7 +51,9 @@ def test_clarify_then_research_on_the_brief(llama_server, scifact_bm25):
     report = out.report
     assert report.question == QUESTION and report.clarifications == tuple(answers)
     assert out.brief == research_brief(QUESTION, answers) and "Anything else?" not in out.brief
-    assert report.status in ("done", "failed") or writer_failed(report.status, report.error), report.error
+    # the 135M model's report may end partial, saying why (it kept nothing, its writer failed, or its one cited
+    # sentence was removed as instruction-like): this test is about the clarify plumbing, not the report
+    assert report.status in ("done", "failed") or (report.status == "partial" and report.error), report.error
     assert "clarify" in report.usage
     assert report.stats.lm_calls == sum(u.calls + u.failed for u in report.usage.values())
     assert report.usage["clarify"] == meter.snapshot()["clarify"]
