@@ -240,9 +240,13 @@ def test_every_server_down_is_named_as_unreachable_with_the_option_that_lists_th
 
 def test_a_hanging_server_times_out_into_a_counted_failover():
     with LocalOpenAIServer(lambda m: "late", delay=30) as hanging, LocalOpenAIServer(lambda m: "alive") as live:
-        lm = router_lm("openai/m", [hanging.base_url, live.base_url], cache=False, timeout_s=1, num_retries=0)
+        # the shuffle is weighted: the hanging server is all but sure to be tried first, then it cools down
+        servers = [f"{hanging.base_url} weight=1000", live.base_url]
+        lm = router_lm("openai/m", servers, cache=False, timeout_s=1, num_retries=0)
         answers = [lm(f"q{i}")[0] for i in range(4)]
+        tried_hanging = len(hanging.requests)
     assert answers == ["alive"] * 4
     failovers = lm.routing()["failovers"]
-    assert failovers and {f["server"] for f in failovers} == {hanging.base_url}
+    assert tried_hanging >= 1 and len(failovers) == tried_hanging
+    assert {f["server"] for f in failovers} == {hanging.base_url}
     assert all("Timeout" in f["error"] for f in failovers)
