@@ -13,15 +13,20 @@ set -euo pipefail
 LLAMA_VERSION=11434.0.0
 LLAMA_SHA256=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
 MODEL_VERSION=0.1.2
+# Built for the machine's CPU, but without AMX: ggml's AMX kernels crash (general protection fault at the
+# first matrix product) where the kernel or a sandbox does not grant the AMX tile state, as on some cloud VMs.
+# GCC lets an explicit -mno-* win over -march=native whatever their order.
+NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+BUILD_TAG=$LLAMA_VERSION-noamx
 
 CACHE=${DEEPRESEARCH_LLAMA_CACHE:-$HOME/.cache/dspy-deepresearch/llama}
 PYTHON=${PYTHON:-python3}
 JOBS=${JOBS:-$(nproc)}
-SERVER_DIR=$CACHE/llama-server-$LLAMA_VERSION
+SERVER_DIR=$CACHE/llama-server-$BUILD_TAG
 SERVER=$SERVER_DIR/llama-server
 MODEL_DIR=$CACHE/smollm2-$MODEL_VERSION
 MODEL=$MODEL_DIR/SmolLM2-135M-Instruct.gguf
-LOG=$CACHE/build-$LLAMA_VERSION.log
+LOG=$CACHE/build-$BUILD_TAG.log
 mkdir -p "$CACHE"
 
 # One build at a time per machine: a second caller waits for the first.
@@ -54,7 +59,8 @@ PY
     {
         cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
             -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF \
-            -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=ON
+            -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=ON \
+            -DCMAKE_C_FLAGS="$NO_AMX" -DCMAKE_CXX_FLAGS="$NO_AMX"
         cmake --build "$work/build" --target llama-server -j "$JOBS"
     } >"$LOG" 2>&1 || { echo "llama-server build failed; see $LOG" >&2; tail -20 "$LOG" >&2; exit 1; }
     mkdir -p "$SERVER_DIR"
