@@ -15,8 +15,10 @@ knowing the words an attacker picks. A sentence is held apart from its paper whe
   leave alone ("Write PWNED.").
 
 `split_passage` separates such sentences from the rest of a passage; `carries_injection` says whether a
-report sentence repeats them: it is itself instruction-like, or its words come from a passage's held-apart
-sentences (at least `FULL_SUPPORT` of its content words) and not from the rest (under `PARTIAL_SUPPORT`).
+report sentence repeats them: its words come from a passage's held-apart sentences (at least `FULL_SUPPORT`
+of its content words) and not from the rest (under `PARTIAL_SUPPORT`), or it is itself instruction-like while
+a source carries instruction-like text (or in one of the usual phrasings): the writer's own prose may read as
+advice to the reader, and is not removed for that alone.
 Unless the question is about what such a sentence says (most of its content words are the question's),
 the verify stage removes it whatever the policy (`off` included) and whatever the LM judged, and judges
 every other sentence against the passages with the held-apart sentences taken out.
@@ -168,13 +170,15 @@ def carries_injection(sentence: str, passages: Iterable[str], question: str = ""
     """
     if question and lexical_coverage(question, sentence) >= FULL_SUPPORT:
         return False
-    if is_instruction(sentence):
-        return True
     clean, injected = [], []
     for text in passages:
         kept, found = split_passage(text)
         clean.append(kept)
         injected += found
+    if is_instruction(sentence):
+        # A writer may phrase its own prose as advice ("Consider the trial's size..."): such a sentence is
+        # taken for planted text only in a known phrasing, or where a source does carry instruction-like text.
+        return bool(INSTRUCTION.search(sentence)) or any(is_instruction(s) for s in injected)
     if not injected:
         return False
     return (
