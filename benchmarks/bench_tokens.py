@@ -321,11 +321,11 @@ def print_rows(rows: list[dict]) -> None:
         "shares of the run's prompt tokens; cached: share of them the server read from its prompt cache"
     )
     print(
-        "spec 002 Table 7 (ParallelResearch): orchestration takes "
+        "ParallelResearch paper, Table 7: orchestration takes "
         + ", ".join(f"{v:.1%} of input tokens at {k}" for k, v in TABLE_7_ORCHESTRATION.items())
     )
     print(
-        "spec 002 Table 7 per question: "
+        "ParallelResearch paper, Table 7, per question: "
         + "; ".join(
             f"{k}: {i / n:,.0f} input tokens per node, output / input {o / i:.1%}"
             for k, (n, i, o) in TABLE_7_RUNS.items()
