@@ -101,3 +101,16 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(__all__)  # the public API only: not the names this module uses to import it
+
+
+def _show_in_notebooks() -> None:
+    """Inside IPython (a notebook, a console), results show through our views (`programs/notebook.py`)."""
+    import sys
+
+    if "IPython" in sys.modules:
+        from deepresearch.programs.notebook import register  # lazy: start-up
+
+        register()
+
+
+_show_in_notebooks()

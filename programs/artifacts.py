@@ -7,7 +7,7 @@ from typing import Any, Literal, get_args
 
 from deepresearch.programs.citing.provenance import SentenceProvenance, sentence_provenance
 from deepresearch.programs.reference import Reference, _reference_dict
-from deepresearch.programs.render import report_markdown, report_repr
+from deepresearch.programs.runtime.text import shorten
 from deepresearch.retrievers.types import Hit
 from deepresearch.signatures.types import Learning, Source, Task
 
@@ -323,17 +323,10 @@ class Report:
         return [n for root in self.tree for n in root.walk()]
 
     def __repr__(self) -> str:  # one line of counts (the dataclass repr of a run ran to 80 KB)
-        return report_repr(self)
-
-    def _repr_markdown_(self) -> str:
-        """Jupyter's view: the report with clickable citations and references, the tree and the cost."""
-        return report_markdown(self)
-
-    def _repr_html_(self) -> str:
-        """Jupyter's view: the report as `report.html` shows it, sized for a notebook cell."""
-        from deepresearch.programs.report_view import report_html  # lazy: start-up
-
-        return report_html(self, embedded=True)
+        return (
+            f"Report({shorten(self.question, 60)!r}, status={self.status}, {len(self.references)} references, "
+            f"{len(self.learnings)} learnings, {len(self.nodes())} nodes, {self.stats.lm_calls} LM calls)"
+        )
 
     def provenance(self) -> tuple[SentenceProvenance, ...]:
         """Each sentence of the report body with the references, source ids and learnings behind its citations."""

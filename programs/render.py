@@ -1,9 +1,8 @@
-"""How results show in a notebook and at a prompt: a short `repr`, and Markdown Jupyter renders.
+"""The Markdown views of results, as a notebook shows them (see `programs/notebook.py`).
 
-`Report`, `GatherResult` and the taxonomy's tree are large (a report's `repr` ran to 80 KB). Their `repr` is
-one line of counts; `_repr_markdown_` shows the report with clickable citations and references, then a compact
-summary of the research tree and of what the run cost. `ResultPrediction` is the `dspy.Prediction` the
-programs return: its `repr` shortens every field and it renders like the result it carries.
+The report with clickable citations and references, then a compact summary of the research tree and of what
+the run cost; the gathering loop in brief; a taxonomy tree as an indented list; a program's prediction as the
+result it carries.
 """
 
 from __future__ import annotations
@@ -11,19 +10,19 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-import dspy
-
+from deepresearch.programs.artifacts import Node, Report
+from deepresearch.programs.gather.artifacts import GatherResult
+from deepresearch.programs.prediction import FIELD_CHARS
+from deepresearch.programs.reference import Reference
 from deepresearch.programs.runtime.text import inert_markdown, shorten
 
 if TYPE_CHECKING:
-    from deepresearch.programs.artifacts import Node, Reference, Report
-    from deepresearch.programs.gather.artifacts import GatherResult
+    import dspy
 
 CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")  # [3] or [1, 4]
 REFERENCES_HEADING = "## References"
 _LINKABLE = re.compile(r"https?://[^\s<>\[\]\\`]+", re.IGNORECASE)  # a URL our own Markdown link may hold
 TREE_LINES = 40  # a tree longer than this shows its first nodes and a count of the rest
-FIELD_CHARS = 80  # a Prediction field's repr is cut to this many characters
 
 
 def reference_url(ref: Reference) -> str | None:
@@ -84,13 +83,6 @@ def cost_line(report: Report) -> str:
     return " · ".join(parts)
 
 
-def report_repr(report: Report) -> str:
-    return (
-        f"Report({shorten(report.question, 60)!r}, status={report.status}, {len(report.references)} references, "
-        f"{len(report.learnings)} learnings, {len(report.nodes())} nodes, {report.stats.lm_calls} LM calls)"
-    )
-
-
 def report_markdown(report: Report) -> str:
     """The report with clickable citations and references, then the tree and the run's cost, folded."""
     body, _, _ = report.markdown.partition(REFERENCES_HEADING)
@@ -110,14 +102,6 @@ def report_markdown(report: Report) -> str:
     if report.tree:
         parts.append("**Tree**\n\n" + "\n".join(tree_lines(report.tree)))
     return "\n\n".join(parts) + "\n"
-
-
-def gather_repr(result: GatherResult) -> str:
-    state = "failed" if result.is_failed else result.stop_reason
-    return (
-        f"GatherResult({shorten(result.question, 60)!r}, {len(result.rounds)} rounds, "
-        f"{len(result.tree)} subqueries, {len(result.selected)} selected, stopped: {state})"
-    )
 
 
 def gather_markdown(result: GatherResult) -> str:
@@ -164,43 +148,24 @@ def taxonomy_lines(tree: dict[str, Any], depth: int = 0, limit: int = TREE_LINES
     return lines
 
 
-class ResultPrediction(dspy.Prediction):
-    """A `dspy.Prediction` with a short `repr` (each field cut to a line) that renders as the result it carries.
-
-    It behaves as a Prediction everywhere DSPy takes one (`dspy.Evaluate`, optimizers, `Parallel`); `report`
-    (or `tree`, for a taxonomy) is the full result.
-    """
-
-    def __repr__(self) -> str:
-        fields = ", ".join(f"{k}={shorten(repr(v), FIELD_CHARS)}" for k, v in self._store.items())
-        return f"{type(self).__name__}({fields})"
-
-    __str__ = __repr__
-
-    def _repr_html_(self) -> str | None:
-        """The report's HTML view when the prediction carries a report; None (Markdown only) otherwise."""
-        report = self._store.get("report")
-        return report._repr_html_() if hasattr(report, "_repr_html_") else None
-
-    def _repr_markdown_(self) -> str:
-        report = self._store.get("report")
-        if report is not None and hasattr(report, "_repr_markdown_"):
-            return report._repr_markdown_()
-        tree = self._store.get("tree")
-        if isinstance(tree, dict):
-            return "\n".join(taxonomy_lines(tree)) + "\n"
-        return "\n".join(f"- **{k}**: {shorten(repr(v), FIELD_CHARS)}" for k, v in self._store.items()) + "\n"
+def prediction_markdown(prediction: dspy.Prediction) -> str:
+    """A program's prediction as the result it carries: its report, else its taxonomy tree, else its fields."""
+    store = prediction.toDict()
+    report, tree = store.get("report"), store.get("tree")
+    if isinstance(report, Report):
+        return report_markdown(report)
+    if isinstance(tree, dict):
+        return "\n".join(taxonomy_lines(tree)) + "\n"
+    return "\n".join(f"- **{k}**: {shorten(repr(v), FIELD_CHARS)}" for k, v in store.items()) + "\n"
 
 
 __all__ = [
-    "ResultPrediction",
     "cost_line",
     "gather_markdown",
-    "gather_repr",
     "linked_citations",
+    "prediction_markdown",
     "reference_line",
     "report_markdown",
-    "report_repr",
     "taxonomy_lines",
     "tree_lines",
 ]

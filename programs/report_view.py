@@ -3,7 +3,7 @@
 A pure function from the run's artifacts (the `Report`: its Markdown, references, cited passages, verdicts,
 tree and usage) to one HTML string. The page needs nothing else: its CSS and a small script are inlined,
 nothing is fetched (a Content-Security-Policy forbids it), and it works from `file://`. The same function
-writes `report.html` beside report.md, renders the report in Jupyter (`Report._repr_html_`, embedded in a
+writes `report.html` beside report.md, renders the report in Jupyter (`programs/notebook.py`, embedded in a
 notebook cell) and feeds `deepresearch view`.
 
 What it shows: the report with every citation a link (hovering or focusing one shows the cited passage with

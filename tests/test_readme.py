@@ -31,6 +31,7 @@ import yaml
 
 from deepresearch import cli
 from tests.conftest import data_root
+from tests.notebook_views import shown
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -456,9 +457,9 @@ def test_the_python_example_researches_offline_and_renders(workspace, monkeypatc
     assert cited == {ref.number for ref in report.references}  # numbered [1]..[n], every one used
     assert 1 <= len(report.tree) <= 3 and max(n.node_id.count(".") for n in report.nodes()) <= 1  # depth 2, breadth 3
     assert "\n" not in repr(report) and len(repr(report)) < 300  # "its repr is one line"
-    shown = report._repr_markdown_()
-    assert "## References" in shown and "**Tree**" in shown and "**Cost**" in shown
-    assert all(" ".join(ref.title.split()).rstrip(". ") in shown for ref in report.references)
+    view = shown(report)
+    assert "## References" in view and "**Tree**" in view and "**Cost**" in view
+    assert all(" ".join(ref.title.split()).rstrip(". ") in view for ref in report.references)
 
 
 def test_the_demo_report_begins_as_the_readme_quotes(workspace):

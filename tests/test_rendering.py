@@ -4,6 +4,7 @@ the notebook progress bar; one-line errors for a missing extra."""
 import dataclasses
 import io
 import re
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -14,11 +15,13 @@ import pytest
 from deepresearch.programs.artifacts import Reference, Report
 from deepresearch.programs.config import preset
 from deepresearch.programs.gather.artifacts import GatherResult
-from deepresearch.programs.render import ResultPrediction, linked_citations
+from deepresearch.programs.prediction import ResultPrediction
+from deepresearch.programs.render import linked_citations
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.runtime import progress
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from deepresearch.retrievers.extras import MissingExtra, install_hint, require
+from tests.notebook_views import shown
 
 QUESTION = "Does obesity increase the risk of type 2 diabetes?"
 
@@ -43,8 +46,8 @@ def test_the_prediction_and_report_reprs_are_short(offline_run):
 
 def test_the_report_renders_with_its_tree_and_cost(offline_run):
     report = offline_run.report
-    md = report._repr_markdown_()
-    assert offline_run._repr_markdown_() == md
+    md = shown(report)
+    assert shown(offline_run) == md
     body = report.markdown.partition("## References")[0].rstrip()
     assert md.startswith(body)  # SciFact has no links: the body is unchanged
     for ref in report.references:
@@ -62,7 +65,7 @@ def test_citations_and_references_with_a_link_are_clickable(offline_run):
     report = dataclasses.replace(
         offline_run.report, references=(with_doi, with_url, *offline_run.report.references[2:])
     )
-    md = report._repr_markdown_()
+    md = shown(report)
     assert "[[1](https://doi.org/10.1000/xyz)]" in md and "[[2](https://example.org/p)]" in md
     assert "[https://doi.org/10.1000/xyz](https://doi.org/10.1000/xyz)" in md
     assert "[[3](" not in md and "[3]" in md  # a corpus document without a link stays plain
@@ -79,7 +82,7 @@ def test_the_gathering_result_renders(scifact_bm25):
     text = repr(result)
     assert text.startswith("GatherResult(") and len(text) < 300
     assert f"{len(result.rounds)} rounds" in text and f"{len(result.selected)} selected" in text
-    md = result._repr_markdown_()
+    md = shown(result)
     assert md.count("- round ") == len(result.tree) + len(result.rounds)
     assert f"{len(result.selected)} papers selected" in md
 
@@ -91,7 +94,7 @@ def test_the_taxonomy_renders_as_a_tree(data_dir):
         survey = json.loads(f.readline())
     out = TaxonomyBuilder(offline=True)(topic="Test topic", papers=survey["pdfs"][:12])
     assert isinstance(out, ResultPrediction) and len(repr(out)) < 2_000
-    md = out._repr_markdown_()
+    md = shown(out)
     assert md.startswith("- **Test topic**")
     leaves = []
 
@@ -182,3 +185,18 @@ def test_the_stop_words_are_scikit_learns():
 def test_report_round_trips_through_json_unchanged_by_rendering(offline_run):
     report = offline_run.report
     assert Report.from_dict(report.to_dict()).markdown == report.markdown
+
+
+def test_import_inside_ipython_registers_the_views():
+    # a fresh interpreter, as a notebook kernel is: IPython runs first, then the user imports the package
+    code = (
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "shell = InteractiveShell.instance()\n"
+        "import deepresearch\n"
+        "f = shell.display_formatter.formatters\n"
+        "print(sorted(name for mime in ('text/html', 'text/markdown') for _, name in f[mime].deferred_printers))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split("\n")[0] == str(
+        sorted(["Report", "ResultPrediction", "GatherResult", "Report", "ResultPrediction"])
+    ), out.stdout

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, get_args
 
 from deepresearch.programs.artifacts import StageUsage
-from deepresearch.programs.render import gather_markdown, gather_repr
+from deepresearch.programs.runtime.text import shorten
 from deepresearch.signatures.gather import Feedback
 
 StopReason = Literal[
@@ -109,11 +109,11 @@ class GatherResult:
     usage: dict[str, StageUsage] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # one line of counts
-        return gather_repr(self)
-
-    def _repr_markdown_(self) -> str:
-        """Jupyter's view: the subquery tree, the rounds, the selected papers and the cost."""
-        return gather_markdown(self)
+        state = "failed" if self.is_failed else self.stop_reason
+        return (
+            f"GatherResult({shorten(self.question, 60)!r}, {len(self.rounds)} rounds, "
+            f"{len(self.tree)} subqueries, {len(self.selected)} selected, stopped: {state})"
+        )
 
     def retrieved_in(self, iteration: int) -> set[str]:
         return {c.doc_id for r in self.rounds if r.iteration == iteration for s in r.searches for c in s.candidates}

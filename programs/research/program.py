@@ -29,7 +29,7 @@ from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.gather.loop import check_retired
 from deepresearch.programs.lm.models import OFFLINE, structured_adapter
 from deepresearch.programs.lm.usage import metered
-from deepresearch.programs.render import ResultPrediction
+from deepresearch.programs.prediction import ResultPrediction
 from deepresearch.programs.research.finish import UncitedReport, fallback_report, finish
 from deepresearch.programs.research.strategies import STRATEGIES, tree_size
 from deepresearch.programs.runtime.context import RunContext, Snapshot

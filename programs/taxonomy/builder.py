@@ -27,7 +27,7 @@ import numpy as np
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.lm.secrets import redact
 from deepresearch.programs.lm.usage import UsageMeter, call_predictor, metered
-from deepresearch.programs.render import ResultPrediction
+from deepresearch.programs.prediction import ResultPrediction
 from deepresearch.programs.runtime.events import EventHandler, EventLog
 from deepresearch.programs.runtime.scheduler import BudgetExceeded, Scheduler
 from deepresearch.programs.runtime.stage import run_sync

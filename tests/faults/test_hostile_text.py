@@ -19,6 +19,7 @@ from deepresearch.programs.runtime.text import inert_markdown, strip_markup
 from deepresearch.signatures import ExtractLearnings, WriteReport
 from deepresearch.signatures.answer import WriteAnswer
 from tests.integration.openai_server import LocalOpenAIServer
+from tests.notebook_views import shown
 from tests.research_lm import research_handler
 from tests.scripted import inputs_of
 
@@ -136,7 +137,7 @@ def test_the_notebook_view_of_a_hostile_run_adds_no_structure(tmp_path, capfd, c
     code, files = run_offline(tmp_path)
     assert code == 0, capfd.readouterr().err[-2000:]
     report = Report.from_dict(json.loads(files["trace.json"]))
-    view = report._repr_markdown_()  # the report, its references and the research tree, as Jupyter shows it
+    view = shown(report)  # the report, its references and the research tree, as Jupyter shows it
     headings, links, images, html = structure(view)
     assert "heading injected" not in " ".join(headings) and not images and not html, (headings, images, html)
     assert not any(EVIL in link for link in links), links
@@ -202,7 +203,7 @@ def test_a_model_s_markup_and_control_bytes_never_reach_the_deliverables(tmp_pat
     assert headings == [QUESTION, "References"] and not links and not images and not html, (headings, links, html)
     # the learnings shown in the page's research tree are escaped text
     assert "Omega-3 lowered coronary risk &lt;script&gt;alert(3)&lt;/script&gt;" in page
-    view = Report.from_dict(json.loads((out / "trace.json").read_text()))._repr_markdown_()
+    view = shown(Report.from_dict(json.loads((out / "trace.json").read_text())))
     assert not CONTROL.search(view) and not any(structure(view)[2:]), structure(view)
 
 

@@ -16,6 +16,7 @@ from deepresearch.programs.artifacts import Report
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.report_view import report_html, report_view, safe_url
 from deepresearch.programs.research.program import DeepResearch
+from tests.notebook_views import shown
 from tests.research_lm import research_handler
 from tests.scripted import scripted_lm
 from tests.view_checks import PAYLOAD_QUESTION, Page, check_page, write_payload_corpus
@@ -167,7 +168,7 @@ def test_a_failed_or_interrupted_run_says_so_at_the_top(offline_report, status, 
 
 
 def test_the_notebook_shows_the_same_view_in_a_box_of_its_own(offline_report, scifact_bm25):
-    fragment = offline_report._repr_html_()
+    fragment = shown(offline_report, "text/html")
     assert fragment == report_html(offline_report, embedded=True)
     assert "<html" not in fragment and "<body" not in fragment and "dr-embedded" in fragment
     page = Page(fragment)
@@ -186,7 +187,7 @@ def test_the_notebook_shows_the_same_view_in_a_box_of_its_own(offline_report, sc
         s for s in selectors if not s.startswith(".dr-view")
     ]
     prediction = DeepResearch(retriever=scifact_bm25, depth=1, breadth=1, offline=True)(QUESTION)
-    assert prediction._repr_html_() == prediction.report._repr_html_()
+    assert shown(prediction, "text/html") == shown(prediction.report, "text/html")
 
 
 def test_run_writes_report_html_and_view_prints_it(tmp_path, data_dir, monkeypatch, capsys):

@@ -33,6 +33,11 @@ def test_the_example_notebook_runs_against_the_real_model(llama_server, data_dir
     everything = [text for texts in shown for text in texts]
     report = next(t for t in everything if "## References" in t)  # the report rendered as Markdown
     assert "**Tree**" in report and "**Cost** 0 LM calls" in report
+    # `import deepresearch` in the kernel registered the views: the report also shows as its HTML page
+    html = [
+        o["data"]["text/html"] for c in notebook.cells for o in c.get("outputs", []) if "text/html" in o.get("data", {})
+    ]
+    assert any("dr-embedded" in h and "dr-cite" in h for h in html)
     assert any(t.startswith("ResultPrediction(report=Report(") and "\n" not in t for t in everything)  # short
     printed = "\n".join(everything)
     assert "| before |" in printed and "| after (BootstrapFewShot) |" in printed
