@@ -33,7 +33,7 @@ from deepresearch import cli
 from deepresearch.cli.options import add_output_arguments, add_workers_arguments, bound_numbers, check_numbers
 from deepresearch.programs.formats.config_file import command_defaults
 from deepresearch.programs.lm.secrets import redact, redact_json
-from deepresearch.programs.runtime.executor import JobFailed, open_executor
+from deepresearch.programs.runtime.executor import JobFailed, check_ray_address, open_executor
 from deepresearch.programs.runtime.files import LOCK_FILE, RUN_RECORD
 from deepresearch.programs.runtime.text import shorten
 
@@ -78,7 +78,8 @@ def read_questions(path: str | Path) -> list[dict[str, str]]:
     """The questions of a JSONL file, each with a unique folder-safe `id`; a bad line fails naming its number."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f'{path}: no such file; pass a JSONL file of {{"question": ...}} lines')
+        what = "a folder" if path.is_dir() else "no such file"
+        raise ValueError(f'{path}: {what}; pass a JSONL file of {{"question": ...}} lines')
     out: list[dict[str, str]] = []
     seen: set[str] = set()
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -334,6 +335,8 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError("--out after -- would send every question to one folder; give --out before --")
     questions = read_questions(args.questions)
     check_run_options(run_options)
+    if args.ray:  # before --out is made
+        check_ray_address(args.ray)
     records = run_batch(
         questions, Path(args.out), run_options, workers=args.workers, ray=args.ray, quiet=getattr(args, "quiet", False)
     )

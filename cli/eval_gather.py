@@ -124,11 +124,13 @@ def main(args: argparse.Namespace) -> int:
     from deepresearch.programs.lm.secrets import redact_url  # lazy: start-up
     from deepresearch.programs.lm.session import open_lm  # lazy: start-up
     from deepresearch.programs.retrieval import data_dir, describe, open_from_args  # lazy: start-up
-    from deepresearch.programs.runtime.executor import open_executor  # lazy: start-up
+    from deepresearch.programs.runtime.executor import check_ray_address, open_executor  # lazy: start-up
     from deepresearch.programs.runtime.outputs import atomic_write_text  # lazy: start-up
 
     if args.workers and getattr(args, "ray", None):
         raise ValueError("--workers sets the local pool and --ray a cluster; pass one of them")
+    if getattr(args, "ray", None):  # before --out is made
+        check_ray_address(args.ray)
     full_text = getattr(args, "full_text", False)
     if full_text and args.method != "loop":
         raise ValueError(
@@ -153,6 +155,30 @@ def main(args: argparse.Namespace) -> int:
     retrieval = open_from_args(args, corpus_spec, default_preset=bm25_preset)
     corpus = retrieval.corpus
     described = {k: retrieval.description.get(k) for k in ("retriever", "index", "bm25", "dense", "qdrant")}
+    program = build_program(
+        args.method,
+        retrieval.retriever,
+        lm,
+        args.iterations,
+        args.ranking_depth,
+        full_text,
+        getattr(args, "full_text_cache", None),
+    )
+    if args.program:  # loaded before --out is made: a bad file leaves nothing behind
+        if lm is None:
+            raise ValueError("--program needs an LM: a compiled program tunes LM prompts; pass --lm")
+        if not Path(args.program).is_file():
+            raise ValueError(
+                f"--program {args.program}: no such file; pass the .json file `deepresearch optimize` wrote"
+            )
+        try:
+            program.load(args.program)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise ValueError(
+                f"--program {args.program} is not a saved gathering program ({reason}); pass the .json file "
+                f"`deepresearch optimize --program gather` wrote"
+            ) from None
     out = Path(args.out or Path("runs") / f"gather-{Path(args.data).name}-{args.method}")
     created = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)  # the first folder made
     out.mkdir(parents=True, exist_ok=True)
@@ -190,19 +216,6 @@ def main(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
 
-    program = build_program(
-        args.method,
-        retrieval.retriever,
-        lm,
-        args.iterations,
-        args.ranking_depth,
-        full_text,
-        getattr(args, "full_text_cache", None),
-    )
-    if args.program:
-        if lm is None:
-            raise ValueError("--program needs an LM: a compiled program tunes LM prompts; pass --lm")
-        program.load(args.program)
     bar = tqdm(
         total=len(todo),
         unit="query",

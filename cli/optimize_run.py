@@ -61,7 +61,7 @@ from deepresearch.programs.lm.session import make_session_lm, open_lm
 from deepresearch.programs.lm.usage import UsageMeter, metered
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.retrieval import data_dir, open_from_args
-from deepresearch.programs.runtime.executor import open_executor
+from deepresearch.programs.runtime.executor import check_ray_address, open_executor
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from deepresearch.retrievers.sources import find_local
@@ -288,6 +288,7 @@ def _resumable(work: RunFolder):
                     f"may be given)"
                 ) from None
             except KeyboardInterrupt:
+                work.stop()  # the optimizer's threads send nothing more and what they are cut short of is not kept
                 print(f"deepresearch optimize: rerun the same command to resume from {work.folder}", file=sys.stderr)
                 raise
 
@@ -334,6 +335,11 @@ def check_out(args: argparse.Namespace) -> list[Path]:
         raise ValueError(f"--out {args.out} is a folder; pass a file path such as {out / 'compiled.json'}")
     if out.suffix != ".json":
         raise ValueError(f"--out {args.out} should be a .json file (the compiled program's state)")
+    if args.record_candidates and Path(args.record_candidates).expanduser().is_dir():
+        raise ValueError(
+            f"--record-candidates {args.record_candidates} is a folder; pass a file path such as "
+            f"{Path(args.record_candidates) / 'candidates.jsonl'}"
+        )
     folders = [out.parent] + ([Path(args.record_candidates).expanduser().parent] if args.record_candidates else [])
     if args.judge_lm and args.judge_lm != OFFLINE:
         folders.append(judge_cache(args))
@@ -379,6 +385,11 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("pass --from-runs or --data, not both: the recorded runs are the training examples")
     elif args.data is None:
         raise ValueError("pass --data (the training questions) or --from-runs DIR (recorded runs)")
+    elif args.program == "research" and find_local(args.data, data_dir()) is None:
+        raise ValueError(
+            f"--data {args.data}: no such file, folder or dataset under $DEEPRESEARCH_DATA; pass a BEIR folder or a "
+            f"JSONL file of questions"
+        )
     # The assessors have stage-level metrics of their own; the research planner too (Ret.R, Avg.Distance).
     kind = STAGES.frozen_target(args.program, args.stage) or "program"
     kind = kind if kind != "program" and args.metric in METRICS[kind] else "program"
@@ -400,9 +411,24 @@ def run(args: argparse.Namespace) -> int:
         )
     metric_target = {"program": args.program, "pool": args.stage}.get(kind, kind)
     metric_spec(metric_target, args.metric)  # a wrong name fails here, before anything is loaded
+    if args.ray:  # a cluster that is not there fails now, not once the LMs and the data are loaded
+        check_ray_address(args.ray)
     made = check_out(args)  # an optimization that cannot save its result fails now, not after its LM calls
     # an interrupted run with these settings resumes; one with others is refused before any LM request
     work = RunFolder.open(args.out, settings_of(args), overwrite=getattr(args, "overwrite", False))
+    try:
+        return _tune(args, work, made, kind, metric_target)
+    except BaseException:
+        # bad input found once the working folder was open (a missing --data file, a bad --corpus or --lm...), or
+        # a stop before anything was paid for: no folder is left behind unless it holds what a rerun resumes from
+        if not work.abandon():
+            remove_empty(made)
+        raise
+
+
+def _tune(args: argparse.Namespace, work: RunFolder, made: list[Path], kind: str, metric_target: str) -> int:
+    """`run` once its options are checked and its working folder is open: loads the LMs, the data and the
+    program, tunes it and saves it."""
     # the LMs are checked before any dataset or corpus is loaded: a bad key or a dead server fails in seconds
     session = open_lm(args, default_offline=False)
     work.install_cache(enabled=not args.no_cache, cache_dir=args.cache_dir or environment.lm_cache_dir())

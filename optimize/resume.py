@@ -13,6 +13,10 @@ While `optimize ... --out compiled.json` runs, `compiled.partial/` holds what it
 - `dev_before.jsonl`: the dev score of each example before tuning, one line as each is scored, and the metric
   budget `--max-lm-calls` left once that evaluation ended (so a rerun tunes under the same budget).
 
+A stopped run (Ctrl-C, SIGTERM: `RunFolder.stop`) records nothing more and sends no further LM request: the
+optimizer's worker threads may still be running an example when the stop comes, and what the stop cuts short
+is no score of the program (a rerun scores those examples again).
+
 On success the folder is removed (`--keep-partial` keeps it); so it is after a start in which no dev example
 got an answer from the model, unless it holds LM answers or dev scores a rerun resumes from. Nothing in it
 holds an API key: the cache keys leave keys out, answers holding a configured secret are not stored
@@ -76,6 +80,10 @@ class ResumeError(ValueError):
     """A working folder that cannot be resumed with these settings (the message names --overwrite)."""
 
 
+class RunStopped(RuntimeError):
+    """An LM request of a run that was stopped (`RunFolder.stop`); it was not sent."""
+
+
 def partial_folder(out: str | Path) -> Path:
     """The working folder of an optimize run writing `out`: `compiled.json` -> `compiled.partial/`."""
     return Path(out).expanduser().with_suffix(".partial")
@@ -135,6 +143,7 @@ class RunCache(ServerKeyedCache, _JournalTail):
         self.journal = diskcache.Cache(str(journal_dir), eviction_policy="none", size_limit=2**40)
         self.generation = generation
         self.replayed = 0
+        self.stopped = False  # set by RunFolder.stop: no request leaves after it
         self._count = threading.Lock()
         # charged for each answer replayed while an LM-call budget holds (compile.capped): a replayed answer
         # stands for the request an earlier start sent, so a resumed run spends its budget as the whole one did
@@ -146,6 +155,8 @@ class RunCache(ServerKeyedCache, _JournalTail):
         return super().cache_key(request, ignored)
 
     def get(self, request: dict[str, Any], ignored_args_for_cache_key: list[str] | None = None) -> Any:
+        if self.stopped:  # DSPy asks the cache before every request, from every thread
+            raise RunStopped("the run was stopped; this LM request was not sent")
         answer = super().get(request, ignored_args_for_cache_key)
         if answer is not None:
             return answer
@@ -179,6 +190,8 @@ class RunFolder:
         self._lock = threading.Lock()
         self._known: dict[int, float] = {}
         self._keys: list[str] = []
+        self._cache: RunCache | None = None
+        self.stopped = False
         self.budget: tuple[int, int] | None = None  # (metric budget, optimizer LM requests) of --max-lm-calls
         self._read_budget()
 
@@ -227,9 +240,20 @@ class RunFolder:
     def install_cache(self, *, enabled: bool, cache_dir: str | Path | None) -> RunCache:
         """Makes the run's cache DSPy's (after the command's own preflight, which is never cached)."""
         cache = RunCache(self.folder / "lm", self.generation, enabled=enabled, cache_dir=cache_dir)
+        cache.stopped = self.stopped
+        self._cache = cache
         with dspy._cache_lock:
             dspy.cache = cache
         return cache
+
+    def stop(self) -> None:
+        """The run was stopped (Ctrl-C, SIGTERM): from now on no LM request is sent (each raises `RunStopped`)
+        and no dev score is recorded, so that the examples the optimizer's threads were running when the stop
+        came, cut short by it, are scored again by a rerun instead of keeping the score of a broken run."""
+        with self._lock:
+            self.stopped = True
+        if self._cache is not None:
+            self._cache.stopped = True
 
     # ---- dev scores before tuning --------------------------------------------------------------------
 
@@ -253,8 +277,11 @@ class RunFolder:
     def record_before(self, index: int, score: float) -> None:
         """Appends one dev score before tuning (flushed at once: a kill loses at most the line being written)."""
         row = {"index": index, "example": self._keys[index] if index < len(self._keys) else None, "score": score}
-        with self._lock, (self.folder / self.SCORES).open("a") as f:
-            f.write(json.dumps(row) + "\n")
+        with self._lock:
+            if self.stopped:  # a score that came after the stop may be that of a run it cut short
+                return
+            with (self.folder / self.SCORES).open("a") as f:
+                f.write(json.dumps(row) + "\n")
 
     def forget_before(self) -> None:
         """Drops the dev scores before tuning this start recorded: they stand for no answer from the model
@@ -319,4 +346,4 @@ def _count_answers(folder: Path) -> int:
         return len(journal)
 
 
-__all__ = ["RunCache", "RunFolder", "ResumeError", "partial_folder", "settings_of", "example_key"]
+__all__ = ["RunCache", "RunFolder", "RunStopped", "ResumeError", "partial_folder", "settings_of", "example_key"]

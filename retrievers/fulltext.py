@@ -70,6 +70,8 @@ class FullTextCache:
         size_limit: int = CACHE_BYTES,
     ):
         self.folder = Path(folder or DEFAULT_CACHE).expanduser()
+        if self.folder.exists() and not self.folder.is_dir():  # found now, not at the first fetch, mid-run
+            raise ValueError(f"full-text cache {self.folder} is a file; pass a folder (--full-text-cache)")
         self.max_bytes, self.timeout_s, self.user_agent = max_bytes, timeout_s, user_agent
         self.size_limit = size_limit
         self._disk: diskcache.Cache | None = None

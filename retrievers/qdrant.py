@@ -105,14 +105,19 @@ class QdrantRetriever:
             "tokenizer": tokenizer_name(tokenizer),
         }
         if url is not None:
-            self.client = QdrantClient(url=url)
+            # reached first without the client's version check: for a server that is not there, that check
+            # warns from a thread of its own after the one line below; a server that answers gets it
+            probe = QdrantClient(url=url, check_compatibility=False)
             try:
-                self.client.get_collections()
+                probe.get_collections()
             except Exception as err:
                 raise ConnectionError(
                     f"cannot reach Qdrant at {url} ({type(err).__name__}); check the server "
                     f"is running and the URL and port are right"
                 ) from err
+            finally:
+                probe.close()
+            self.client = QdrantClient(url=url)
         elif str(path) == MEMORY:
             self.client = QdrantClient(location=MEMORY)
         else:

@@ -97,6 +97,23 @@ def check_lm(model: str, api_base: str | None = None, api_key: str | None = None
         )
 
 
+def check_server_url(url: str) -> None:
+    """Raises LMConfigError unless `url` is an http(s) URL with a host: a server URL without its scheme
+    (`localhost:8000/v1`) would otherwise fail every request of a run instead of the command at once."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        is_url = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # a bad port or bracketed host
+        is_url = False
+    if not is_url:
+        raise LMConfigError(
+            f"server URL {redact_url(url)!r} is not an http(s) URL; write it as http://HOST:PORT/v1 "
+            f"(e.g. http://localhost:8000/v1)"
+        )
+
+
 def check_temperature(temperature: float | None) -> None:
     if temperature is not None and (not math.isfinite(temperature) or not 0.0 <= temperature <= 2.0):
         raise LMConfigError(f"temperature must be a number from 0 to 2, got {temperature}")
@@ -130,6 +147,8 @@ def make_lm(
     if timeout_s is not None and (not math.isfinite(timeout_s) or timeout_s <= 0):
         raise LMConfigError(f"LM timeout must be a positive number of seconds, got {timeout_s}")
     check_lm(model, api_base, api_key)
+    if api_base:
+        check_server_url(api_base)
     client: dict[str, Any] = {}  # only what is set: an explicit None switches off LiteLLM's lookup of the env
     register_secret(api_key)
     if api_base:
@@ -471,12 +490,15 @@ def configure_lm_cache(enabled: bool = True, cache_dir: str | os.PathLike | None
         cache_dir: Folder of the disk cache (`--cache-dir`); default ~/.cache/dspy-deepresearch/lm.
     """
     folder = Path(cache_dir or DEFAULT_CACHE_DIR).expanduser()
-    cache = ServerKeyedCache(
-        enable_disk_cache=enabled,
-        enable_memory_cache=enabled,
-        disk_cache_dir=str(folder) if enabled else None,
-        disk_size_limit_bytes=1024**3,
-    )
+    try:
+        cache = ServerKeyedCache(
+            enable_disk_cache=enabled,
+            enable_memory_cache=enabled,
+            disk_cache_dir=str(folder) if enabled else None,
+            disk_size_limit_bytes=1024**3,
+        )
+    except OSError as err:  # the folder is a file, or cannot be made: name it (the error names no path)
+        raise OSError(err.errno, err.strerror, str(folder)) from err
     with dspy._cache_lock:
         dspy.cache = cache
 

@@ -23,6 +23,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -186,6 +187,7 @@ class RayExecutor:
 
     def __init__(self, address: str = "auto", cpus_per_job: float = 1.0, max_retries: int = 3):
         self.ray = require("ray", "ray", "a Ray cluster (--ray)")
+        check_ray_address(address)
         self.address, self.cpus_per_job, self.max_retries = address, cpus_per_job, max_retries
         self.workers = 0
         self._pending: list = []
@@ -223,6 +225,40 @@ class RayExecutor:
                     yield refs[ref], _failed(err)
 
 
+def _ray_host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of a `--ray` HOST:PORT (or ray://HOST:PORT), None for auto or local.
+
+    Raises:
+        ValueError: for anything else, naming the forms it takes.
+    """
+    if address in ("auto", "local"):
+        return None
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--ray {address!r} is no Ray cluster address; pass auto or the HOST:PORT of its head node")
+    return host.strip("[]"), int(port)
+
+
+def check_ray_address(address: str) -> None:
+    """Checks a `--ray` address before any work: auto, local, or the HOST:PORT of a head node that answers
+    (`ray.init` would retry an absent one for minutes).
+
+    Raises:
+        ValueError: one line naming the address and what to pass.
+    """
+    where = _ray_host_port(address)
+    if where is None:
+        return
+    try:
+        socket.create_connection(where, timeout=5).close()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise ValueError(
+            f"cannot reach the Ray cluster at --ray {address} ({reason}); start it (`ray start --head`) or pass the "
+            f"HOST:PORT of its head node (or auto)"
+        ) from None
+
+
 @contextlib.contextmanager
 def working_in(folder: str | None) -> Iterator[None]:
     """Runs a job in `folder` (the folder its command was started in, so relative paths resolve as there),
@@ -241,4 +277,12 @@ def open_executor(workers: int | None = None, ray: str | None = None) -> LocalEx
     return RayExecutor(ray) if ray else LocalExecutor(workers)
 
 
-__all__ = ["STOP_GRACE", "JobFailed", "LocalExecutor", "RayExecutor", "open_executor", "working_in"]
+__all__ = [
+    "STOP_GRACE",
+    "JobFailed",
+    "LocalExecutor",
+    "RayExecutor",
+    "check_ray_address",
+    "open_executor",
+    "working_in",
+]

@@ -3,6 +3,7 @@ right."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import threading
@@ -350,4 +351,282 @@ def test_every_number_out_of_bounds_in_a_settings_file_is_refused_the_same_way(
     assert code == 2
     line = one_line(capfd)
     assert f"deepresearch.toml: [{table}] key '{key}' {bound.problem(value)}" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["deepresearch.toml"]
+
+
+# ---- every option of batch, view, optimize and eval gather that takes a value, given a bad one ----------------
+
+DEAD_SERVER = "http://127.0.0.1:9/v1"  # nothing listens: an LM request that slipped through fails, never answers
+OPTIMIZE_BASE = [
+    *("optimize", "--program", "research", "--metric", "recall", "--data", "scifact", "--limit", "4"),
+    *("--out", "compiled.json", "--lm", "openai/x", "--api-base", DEAD_SERVER, "--no-preflight"),
+]
+GATHER_BASE = [
+    *("eval", "gather", "--data", "scifact", "--limit", "2", "--out", "gathered"),
+    *("--lm", "openai/x", "--api-base", DEAD_SERVER, "--no-preflight"),
+]
+BATCH_RUN = ["--", "--lm", "offline"]
+
+
+def _batch(*args: str) -> list[str]:
+    return ["batch", *args, *BATCH_RUN]
+
+
+# (command, option (a positional's name), the command line, what its one line says). The working folder holds
+# q.jsonl (one question), bad.json and bad.jsonl (not JSON), folder/ (empty) and file.txt.
+_SHARED = [  # the retriever and LM options optimize and eval gather share: each is fed to both
+    ("--corpus", ["--corpus", "missing"], "corpus not found: missing"),
+    ("--corpus", ["--corpus", "bad.jsonl"], "bad.jsonl:1: line is not valid JSON"),
+    ("--source", ["--source", "nope"], "unknown source 'nope'"),
+    ("--index", ["--index", "missing"], "no index at missing"),
+    ("--index", ["--index", "folder"], "no index at folder"),
+    ("--retriever", ["--retriever", "nope"], "argument --retriever: invalid choice: 'nope'"),
+    ("--qdrant-url", ["--retriever", "qdrant", "--qdrant-url", "notaurl"], "cannot reach Qdrant at notaurl"),
+    ("--qdrant-mode", ["--qdrant-mode", "nope"], "argument --qdrant-mode: invalid choice: 'nope'"),
+    (
+        "--dense-model",
+        ["--retriever", "dense", "--dense-model", "no-such-model-anywhere"],
+        "cannot load embedding model 'no-such-model-anywhere'",
+    ),
+    ("--bm25-preset", ["--bm25-preset", "nope"], "argument --bm25-preset: invalid choice: 'nope'"),
+    ("--tokenizer", ["--tokenizer", "nope"], "argument --tokenizer: invalid choice: 'nope'"),
+    ("--idf", ["--idf", "nope"], "argument --idf: invalid choice: 'nope'"),
+    ("--text-format", ["--text-format", "nope"], "argument --text-format: invalid choice: 'nope'"),
+    ("--lm", ["--lm", "nonsense"], "LM 'nonsense' has no provider"),
+    ("--api-base", ["--api-base", "notaurl"], "server URL 'notaurl' is not an http(s) URL"),
+    ("--structured", ["--structured", "nope"], "argument --structured: invalid choice: 'nope'"),
+    ("--cache-dir", ["--cache-dir", "file.txt"], "cannot use file.txt"),
+    ("--ray", ["--ray", "nohost:99999"], "--ray 'nohost:99999' is no Ray cluster address"),
+    ("--ray", ["--ray", "127.0.0.1:9"], "cannot reach the Ray cluster at --ray 127.0.0.1:9"),
+]
+BAD_VALUES = [
+    ("batch", "questions", _batch("missing.jsonl", "--out", "runs"), "missing.jsonl: no such file"),
+    ("batch", "questions", _batch("folder", "--out", "runs"), "folder: a folder; pass a JSONL file"),
+    ("batch", "questions", _batch("bad.jsonl", "--out", "runs"), "bad.jsonl:1: not JSON"),
+    ("batch", "--out", _batch("q.jsonl", "--out", "file.txt"), "--out file.txt is a file"),
+    ("batch", "--ray", _batch("q.jsonl", "--out", "runs", "--ray", "nohost:99999"), "is no Ray cluster address"),
+    ("batch", "--ray", _batch("q.jsonl", "--out", "runs", "--ray", "127.0.0.1:9"), "cannot reach the Ray cluster"),
+    ("view", "run_dir", ["view", "missing", "--no-browser"], "missing is not a folder"),
+    ("view", "run_dir", ["view", "file.txt", "--no-browser"], "file.txt is not a folder"),
+    ("view", "run_dir", ["view", "folder", "--no-browser"], "folder holds no report.html and no trace.json"),
+    ("optimize", "--program", [*OPTIMIZE_BASE, "--program", "nope"], "argument --program: invalid choice: 'nope'"),
+    ("optimize", "--stage", [*OPTIMIZE_BASE, "--stage", "nope"], "--stage nope is not a stage of the research"),
+    ("optimize", "--show", ["optimize", "--show", "missing.json"], "compiled program not found: missing.json"),
+    ("optimize", "--show", ["optimize", "--show", "bad.json"], "bad.json is not a compiled program"),
+    ("optimize", "--show", ["optimize", "--show", "folder"], "cannot use folder: it is a folder"),
+    ("optimize", "--metric", [*OPTIMIZE_BASE, "--metric", "nope"], "unknown metric 'nope' for research"),
+    ("optimize", "--optimizer", [*OPTIMIZE_BASE, "--optimizer", "nope"], "argument --optimizer: invalid choice"),
+    ("optimize", "--teacher", [*OPTIMIZE_BASE, "--teacher", "nope"], "argument --teacher: invalid choice: 'nope'"),
+    ("optimize", "--data", [*OPTIMIZE_BASE, "--data", "missing"], "--data missing: no such file, folder or dataset"),
+    ("optimize", "--data", [*OPTIMIZE_BASE, "--data", "bad.jsonl", "--corpus", "scifact"], "bad.jsonl:1:"),
+    (
+        "optimize",
+        "--from-runs",
+        [*OPTIMIZE_BASE[:3], "--stage", "write", "--metric", "citation_f1", *OPTIMIZE_BASE[9:], "--from-runs", "x"],
+        "no stages.jsonl under x",
+    ),
+    ("optimize", "--split", [*OPTIMIZE_BASE, "--split", "nosplit"], "qrels split 'nosplit' not found"),
+    ("optimize", "--dev", [*OPTIMIZE_BASE, "--dev", "missing.jsonl"], "training file not found: missing.jsonl"),
+    ("optimize", "--dev", [*OPTIMIZE_BASE, "--dev", "bad.jsonl"], "bad.jsonl:1:"),
+    (
+        "optimize",
+        "--dev-split",
+        [*OPTIMIZE_BASE, "--dev", "scifact", "--dev-split", "nosplit"],
+        "qrels split 'nosplit' not found",
+    ),
+    (
+        "optimize",
+        "--candidates",
+        [*OPTIMIZE_BASE, "--stage", "assess", "--metric", "f1", "--candidates", "missing.jsonl"],
+        "candidates file not found: missing.jsonl",
+    ),
+    (
+        "optimize",
+        "--candidates",
+        [*OPTIMIZE_BASE, "--stage", "assess", "--metric", "f1", "--candidates", "bad.jsonl"],
+        "bad.jsonl:1: not a recorded candidate pool",
+    ),
+    (
+        "optimize",
+        "--record-candidates",
+        [*OPTIMIZE_BASE, "--stage", "assess", "--metric", "f1", "--record-candidates", "folder"],
+        "--record-candidates folder is a folder",
+    ),
+    ("optimize", "--judge-lm", [*OPTIMIZE_BASE, "--judge-lm", "nonsense"], "LM 'nonsense' has no provider"),
+    (
+        "optimize",
+        "--judge-api-base",
+        [*OPTIMIZE_BASE, "--judge-lm", "openai/j", "--judge-api-base", "notaurl"],
+        "server URL 'notaurl' is not an http(s) URL",
+    ),
+    (
+        "optimize",
+        "--judge-cache",
+        [*OPTIMIZE_BASE, "--judge-lm", "openai/j", "--judge-cache", "file.txt"],
+        "cannot write to file.txt",
+    ),
+    ("optimize", "--prompt-lm", [*OPTIMIZE_BASE, "--prompt-lm", "nonsense"], "LM 'nonsense' has no provider"),
+    ("optimize", "--preset", [*OPTIMIZE_BASE, "--preset", "nope"], "argument --preset: invalid choice: 'nope'"),
+    ("optimize", "--seed", [*OPTIMIZE_BASE, "--seed", "x"], "argument --seed: invalid int value: 'x'"),
+    ("optimize", "--out", [*OPTIMIZE_BASE, "--out", "folder"], "--out folder is a folder"),
+    ("optimize", "--out", [*OPTIMIZE_BASE, "--out", "compiled.txt"], "should be a .json file"),
+    (
+        "optimize",
+        "--lm-server",
+        [*OPTIMIZE_BASE[:-3], "--no-preflight", "--lm-server", "notaurl"],  # without --api-base
+        "LM server 'notaurl': the URL must start with http:// or https://",
+    ),
+    ("eval gather", "--data", [*GATHER_BASE, "--data", "missing"], "query file not found: missing"),
+    ("eval gather", "--data", [*GATHER_BASE, "--data", "bad.jsonl"], "bad.jsonl:1: line is not valid JSON"),
+    ("eval gather", "--data", [*GATHER_BASE, "--data", "folder"], "folder holds no queries.jsonl"),
+    ("eval gather", "--qrels", [*GATHER_BASE, "--qrels", "nosplit"], "qrels split 'nosplit' not found"),
+    ("eval gather", "--split", [*GATHER_BASE, "--split", "nosplit"], "qrels split 'nosplit' not found"),
+    ("eval gather", "--method", [*GATHER_BASE, "--method", "nope"], "argument --method: invalid choice: 'nope'"),
+    ("eval gather", "--distance", [*GATHER_BASE, "--distance", "nope"], "argument --distance: invalid choice"),
+    ("eval gather", "--failed", [*GATHER_BASE, "--failed", "nope"], "argument --failed: invalid choice: 'nope'"),
+    ("eval gather", "--protocol", [*GATHER_BASE, "--protocol", "nope"], "argument --protocol: invalid choice"),
+    ("eval gather", "--program", [*GATHER_BASE, "--program", "missing.json"], "--program missing.json: no such"),
+    ("eval gather", "--program", [*GATHER_BASE, "--program", "bad.json"], "--program bad.json is not a saved"),
+    (
+        "eval gather",
+        "--full-text-cache",
+        [*GATHER_BASE, "--full-text", "--full-text-cache", "file.txt"],
+        "full-text cache file.txt is a file",
+    ),
+    ("eval gather", "--out", [*GATHER_BASE, "--out", "file.txt"], "cannot use file.txt: it exists"),
+    ("eval gather", "--lm-server", [*GATHER_BASE[:-3], "--lm-server", "notaurl"], "LM server 'notaurl'"),
+    *(("optimize", option, [*OPTIMIZE_BASE, *args], said) for option, args, said in _SHARED),
+    *(("eval gather", option, [*GATHER_BASE, *args], said) for option, args, said in _SHARED),
+]
+# options that take a value but have no bad value of their own to try, and why
+EXEMPT = {
+    ("optimize", "--train"): "a deprecated spelling of --data",
+    ("eval gather", "--queries"): "a deprecated spelling of --data",
+    ("optimize", "--source-cache"): "read only with --source, whose searches need the network",
+    ("eval gather", "--source-cache"): "read only with --source, whose searches need the network",
+}
+WALKED = ("batch", "view", "optimize", "eval gather")
+
+
+def _valued_options() -> set[tuple[str, str]]:
+    """(command, option or positional) of every option of the walked commands that takes a value, numbers
+    (walked above, against BOUNDS) and the run options batch passes on (checked by run's own walk) aside."""
+    found = set()
+    for words, parser in _commands():
+        if " ".join(words) not in WALKED:
+            continue
+        for action in parser._actions:
+            if action.nargs == 0 or action.dest in ("help", "run_options"):
+                continue
+            if action.type in (int, float) and action.dest != "seed":  # seed: free, and no number is bad
+                continue
+            out = action.option_strings[0] if action.option_strings else action.dest
+            found.add((" ".join(words), out))
+    return found
+
+
+def test_every_option_taking_a_value_has_a_bad_value_or_a_reason():
+    walked = _valued_options()
+    covered = {(command, option) for command, option, *_ in BAD_VALUES}
+    missing = sorted(walked - covered - set(EXEMPT))
+    assert not missing, f"give these a case in BAD_VALUES (or a reason in EXEMPT): {missing}"
+    assert not (covered | set(EXEMPT)) - walked, "a case names an option the commands no longer have"
+
+
+def _working_folder(path):
+    (path / "q.jsonl").write_text('{"id": "q1", "question": "Does obesity increase the risk of diabetes?"}\n')
+    (path / "bad.json").write_text("{not json")
+    (path / "bad.jsonl").write_text("{not json\n")
+    (path / "folder").mkdir()
+    (path / "file.txt").write_text("notes")
+
+
+def _exit_code(argv: list[str]) -> int:
+    """The exit code of the command (argparse's own refusals exit from inside `main`)."""
+    try:
+        return main(argv)
+    except SystemExit as done:
+        return done.code
+
+
+def _listing(path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+@pytest.mark.parametrize("command,option,argv,said", BAD_VALUES, ids=[f"{c}:{o}:{a[-1]}" for c, o, a, _ in BAD_VALUES])
+def test_every_bad_value_is_refused_in_one_line_leaving_nothing(
+    command, option, argv, said, capfd, clean_lm_env, tmp_path
+):
+    _working_folder(tmp_path)
+    before = _listing(tmp_path)
+    code = _exit_code(argv)
+    err = capfd.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and "Traceback" not in err
+    assert len(lines) == 1, err  # nothing but the one line
+    assert lines[0].startswith(f"deepresearch {command}: error: ") and said in lines[0], lines[0]
+    assert _listing(tmp_path) == before  # nothing created
+
+
+@pytest.mark.parametrize(
+    "argv,settings,said",
+    [
+        (["view", "folder"], "[view\n", "deepresearch.toml: not valid TOML"),
+        (["view", "folder"], "[nosuchcommand]\nx = 1\n", "deepresearch.toml: unknown table [nosuchcommand]"),
+        (["view", "folder"], "[view]\nnobrowser = true\n", "deepresearch.toml: [view] unknown key 'nobrowser'"),
+        (["batch", "q.jsonl"], '[batch]\nout = ["a"]\n', "[batch] key 'out': Input should be a valid string"),
+        (OPTIMIZE_BASE, '[optimize]\noptimizer = "nope"\n', "[optimize] key 'optimizer': Input should be 'gepa'"),
+        (OPTIMIZE_BASE, "[optimize]\ndata = 3\n", "[optimize] key 'data': Input should be a valid string"),
+        (GATHER_BASE, '[eval.gather]\nmethod = "nope"\n', "[eval.gather] key 'method': Input should be 'loop'"),
+        (["--config", "missing.toml", "view", "folder"], None, "--config missing.toml: no such file"),
+        (["--config", "folder", "view", "folder"], None, "--config folder: no such file"),
+        (["--config", "bad.json", "view", "folder"], None, "bad.json: not valid TOML"),
+    ],
+)
+def test_a_bad_settings_file_is_refused_in_one_line_naming_it(argv, settings, said, capfd, clean_lm_env, tmp_path):
+    _working_folder(tmp_path)
+    if settings is not None:
+        (tmp_path / "deepresearch.toml").write_text(settings)
+    before = _listing(tmp_path)
+    code = _exit_code(argv)
+    err = capfd.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and "Traceback" not in err and len(lines) == 1, err
+    assert said in lines[0], lines[0]
+    assert _listing(tmp_path) == before
+
+
+def _settable():
+    """(command words, table, key) of every option of the walked commands that takes a value and that a
+    settings file may hold (a positional is given on the command line only)."""
+    out = []
+    for words, parser in _commands():
+        command = " ".join(words)
+        if command not in WALKED:
+            continue
+        seen = set()
+        for action in parser._actions:
+            if not action.option_strings or action.nargs == 0 or action.dest in ("help", "run_options"):
+                continue
+            option = action.option_strings[0]
+            if (command, option) in EXEMPT or action.help == argparse.SUPPRESS or action.dest in seen:
+                continue
+            if action.type in (int, float) and action.dest != "seed":  # numbers: the walk above
+                continue
+            seen.add(action.dest)
+            out.append((words, ".".join(words), action.dest, action.type is int))
+    return out
+
+
+@pytest.mark.parametrize("words,table,key,is_int", _settable(), ids=lambda v: v if isinstance(v, str) else None)
+def test_every_option_a_settings_file_gives_a_value_of_the_wrong_kind_is_refused_in_one_line(
+    words, table, key, is_int, capfd, clean_lm_env, tmp_path
+):
+    settings = tmp_path / "deepresearch.toml"
+    settings.write_text(f"[{table}]\n{key} = {'true' if is_int else '3'}\n")  # a number for a name, a flag for a seed
+    code = _exit_code(list(words))  # the file is read before the command line: nothing else is needed
+    err = capfd.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and "Traceback" not in err and len(lines) == 1, err
+    assert f"deepresearch.toml: [{table}] key '{key}'" in lines[0], lines[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["deepresearch.toml"]
