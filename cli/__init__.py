@@ -18,6 +18,7 @@ import importlib
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 
 from deepresearch.cli.options import bound_numbers, check_numbers
@@ -251,6 +252,22 @@ def _settings(config: str | None) -> tuple[Path | None, dict]:
     """The settings file (--config, else ./deepresearch.toml when it exists) and what it holds."""
     path = find_config(config)
     return path, (read_config(path) if path else {})
+
+
+def run_command() -> None:
+    """The `deepresearch` console command: `main`, then exit with its code.
+
+    A stopped command (exit 130 or 143) leaves at once: worker threads still waiting on an LM reply would
+    otherwise hold the interpreter up to --lm-timeout, and whatever they brought back would be discarded (a
+    stopped run records nothing more; its files are already written)."""
+    code = main()
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if code in (130, 143) and any(t.is_alive() for t in others):
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:

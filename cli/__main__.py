@@ -1,7 +1,5 @@
 """`python -m deepresearch.cli`: the `deepresearch` command."""
 
-import sys
+from deepresearch.cli import run_command
 
-from deepresearch.cli import main
-
-sys.exit(main())
+run_command()

@@ -289,7 +289,6 @@ def _resumable(work: RunFolder):
                 ) from None
             except KeyboardInterrupt:
                 work.stop()  # the optimizer's threads send nothing more and what they are cut short of is not kept
-                print(f"deepresearch optimize: rerun the same command to resume from {work.folder}", file=sys.stderr)
                 raise
 
         return call
@@ -418,11 +417,16 @@ def run(args: argparse.Namespace) -> int:
     work = RunFolder.open(args.out, settings_of(args), overwrite=getattr(args, "overwrite", False))
     try:
         return _tune(args, work, made, kind, metric_target)
-    except BaseException:
+    except BaseException as err:
         # bad input found once the working folder was open (a missing --data file, a bad --corpus or --lm...), or
         # a stop before anything was paid for: no folder is left behind unless it holds what a rerun resumes from
+        stopped = isinstance(err, KeyboardInterrupt)
+        if stopped:
+            work.stop()
         if not work.abandon():
             remove_empty(made)
+        elif stopped:
+            print(f"deepresearch optimize: rerun the same command to resume from {work.folder}", file=sys.stderr)
         raise
 
 

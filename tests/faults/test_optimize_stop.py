@@ -111,3 +111,34 @@ def test_a_signal_stops_optimize_on_workers_at_once_and_the_rerun_ends_as_an_uni
         assert cli.main(["-q", *command(data_dir, out, server.base_url)]) == 0  # the same command again
     assert program_and_figures(out) == uninterrupted
     assert not work.exists()
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stop_does_not_wait_for_the_replies_in_flight(tmp_path, data_dir, sig, code):
+    # a model that takes its time (here: no reply within the 120 s a request may take): the command still
+    # ends within seconds of the signal, not when its worker threads' requests time out
+    out = tmp_path / "cut" / "compiled.json"
+    env = {k: v for k, v in ENV.items() if k not in LM_VARIABLES}
+    with LocalOpenAIServer(research_handler(), delay=lambda body: 600) as server:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "deepresearch.cli", *command(data_dir, out, server.base_url), "--lm-timeout", "120"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 120
+        while server.in_flight < WORKERS and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert proc.poll() is None and server.in_flight >= WORKERS, "optimize never had its requests in flight"
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=150)
+        took = time.monotonic() - sent
+    assert proc.returncode == code, stderr[-2000:]
+    assert took < 15, f"optimize took {took:.0f} s to stop: it waited for the replies in flight"
+    assert "Traceback" not in stderr, stderr[-2000:]
+    # no reply came, so nothing is left to resume from: no folder, and no word of resuming
+    assert not out.with_suffix(".partial").exists() and not out.exists(), stderr[-2000:]
+    assert "resume from" not in stderr, stderr[-2000:]
