@@ -18,6 +18,16 @@ figure is deterministic and no other load on the machine changes it.
 * overhead: a stage call through the scheduler against a bare dspy.Predict loop, zero-latency LM, in
   CPU time of this process (min of 5 repeats), which other load on the machine barely changes. It is
   what the virtual clock leaves out: the computing between waits.
+* every simulated call answered: a DSPy callback counts the LM calls the program makes (through any LM)
+  and the scripted engine counts the ones it answers on the virtual clock; a scenario whose counts differ
+  prints MISSED. The scripted answers depend only on what a request asks (as the latencies do), so the
+  tree is the same under every schedule; the block says so, with the nodes and LM calls of each schedule.
+  A node's notes are left out of that comparison: its `tokens:` line lists the calls finished when the
+  node ended, in the order they finished, which is the schedule's. Where the parallel strategy adapts,
+  the block says so: its monitor scores each running node every `interval_s` of the clock (a schedule
+  that keeps subtrees running longer makes more evaluation calls on the same tree), and its speculative
+  children, started alongside their parent and pruned when it does not deepen, get as far as the
+  schedule lets them (the full strategy's tree differs by schedule).
 
 Targets (issue 18): wall / critical path <= 1.05 for every tree, the async schedule never slower than
 any baseline; (issue 7) overhead <= 1.3x.
@@ -26,6 +36,7 @@ any baseline; (issue 7) overhead <= 1.3x.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -38,10 +49,12 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import dspy
+from dspy.utils.callback import BaseCallback
 
 from benchmarks._common import machine_line, table
 from deepresearch.programs.config import ParallelConfig, ResearchConfig, preset
 from deepresearch.programs.research.program import DeepResearch
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.types import Doc, Hit
 from deepresearch.signatures.enrich import WriteEnrichment
 from deepresearch.signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
@@ -112,12 +125,10 @@ class Clock:
 
     def __init__(self):
         self.total = 0.0
-        self.calls = 0
 
     async def spend(self, latency: float) -> None:
         await asyncio.sleep(latency)
         self.total += latency
-        self.calls += 1
 
 
 def handler(strategy: str, ablation: str):
@@ -146,15 +157,31 @@ def handler(strategy: str, ablation: str):
 
 
 class SimEngine:
+    """The scripted LM on the virtual clock; `answered` counts the requests it answered."""
+
     def __init__(self, clock: Clock, latency: Latency, script=None):
         self.sync = ScriptedEngine(script or handler("eco", "full"))
         self.clock, self.latency = clock, latency
+        self.answered = 0
 
     async def complete(self, request):
         response = self.sync.complete(request)
+        self.answered += 1
         tokens = len(response.message.text or "") // CHARS_PER_TOKEN
         await self.clock.spend(self.latency(request_to_chat(request)[-1]["content"], tokens))
         return response
+
+
+class CallCounter(BaseCallback):
+    """Counts the LM calls the program makes, at DSPy's LM boundary: through the configured LM or any other."""
+
+    def __init__(self):
+        self.made = 0
+        self.models: set[str] = set()
+
+    def on_lm_start(self, call_id, instance, inputs):
+        self.made += 1
+        self.models.add(str(getattr(instance, "model", instance)))
 
 
 class SimRetriever:
@@ -162,8 +189,10 @@ class SimRetriever:
 
     def __init__(self, clock: Clock, latency: float):
         self.clock, self.latency = clock, latency
+        self.searches = 0
 
     async def asearch(self, query, k=10, **kw):
+        self.searches += 1
         await self.clock.spend(self.latency)
         key = hashlib.sha1(query.encode()).hexdigest()[:6]
         return [
@@ -185,27 +214,37 @@ class SimRetriever:
 
 def run_once(config: ResearchConfig, latency: Latency, ablation: str = "full") -> dict:
     """One research run on the simulated LM, on a virtual clock (only the simulated waits take time)."""
-    clock = Clock()
-    lm = dspy.LM(
-        "sim/latency",
-        engine=ScriptedEngine(lambda m: ""),
-        async_engine=SimEngine(clock, latency, handler(config.strategy, ablation)),
-        cache=False,
-    )
-    program = DeepResearch(retriever=SimRetriever(clock, SEARCH_S if latency.base else 0.0), config=config)
+    clock, counter = Clock(), CallCounter()
+    script = handler(config.strategy, ablation)
+    off_clock = ScriptedEngine(script)  # the sync path: the program is async, so nothing should come here
+    engine = SimEngine(clock, latency, script)
+    lm = dspy.LM("sim/latency", engine=off_clock, async_engine=engine, cache=False)
+    retriever = SimRetriever(clock, SEARCH_S if latency.base else 0.0)
+    program = DeepResearch(retriever=retriever, config=config)
 
     async def go():
-        with dspy.context(lm=lm, trace=None, disable_history=True):
+        with dspy.context(lm=lm, trace=None, disable_history=True, callbacks=[counter]):
             return await program.acall(question="Does vitamin D supplementation reduce fracture risk?")
 
     out, wall = run_virtual(go())
     return {
         "wall": wall,
         "sequential": clock.total,
-        "calls": clock.calls,
+        "made": counter.made,
+        "answered": engine.answered,
+        "off_clock": off_clock.calls,
+        "models": counter.models,
+        "searches": retriever.searches,
+        "by_stage": {stage: u.calls + u.failed for stage, u in out.usage.items()},
         "nodes": out.stats.nodes,
         "tree": out.report.tree,
     }
+
+
+def shape(tree: tuple) -> tuple:
+    """The research tree without the nodes' notes (a node's `tokens:` line lists the calls finished when it
+    ended, in the order they finished: the schedule's order, not the tree's)."""
+    return tuple(dataclasses.replace(n, notes=(), children=shape(n.children)) for n in tree)
 
 
 def scenario(name: str, config: ResearchConfig, latency: Latency, ablation: str = "full") -> dict:
@@ -217,14 +256,52 @@ def scenario(name: str, config: ResearchConfig, latency: Latency, ablation: str 
     if config.strategy == "eco":
         baselines["gptr"] = "GPT-Researcher's layer-synchronous deep research (gptr)"
     runs = {s: run_once(replace(config, schedule=s), latency, ablation) for s in baselines}
-    same = all(r["tree"] == fast["tree"] for r in [critical, *runs.values()])
+    every = {"async": fast, "critical": critical, **runs}
+    made, answered = sum(r["made"] for r in every.values()), sum(r["answered"] for r in every.values())
+    trees: list[tuple[tuple, list[str]]] = []  # the distinct trees, each with the schedules that built it
+    for s, r in every.items():
+        tree = shape(r["tree"])
+        match = next((names for t, names in trees if t == tree), None)
+        match.append(s) if match is not None else trees.append((tree, [s]))
+    is_same = len(trees) == 1
+    p = config.parallel
+    is_speculative = config.strategy == "parallel" and p.adaptive_depth and p.speculation != "none"
     ratio = fast["wall"] / critical["wall"]
     slowest_ratio = min(r["wall"] / fast["wall"] for r in runs.values())
     print(
-        f"{name}: {fast['nodes']} nodes, {fast['calls']} LM calls + searches, caps nodes/lm/search = "
-        f"{config.max_concurrency}/{config.lm_concurrency}/{config.search_concurrency}; same tree in every "
-        f"schedule: {same}"
+        f"{name}: {fast['nodes']} nodes, {fast['made']} LM calls + {fast['searches']} searches, caps "
+        f"nodes/lm/search = {config.max_concurrency}/{config.lm_concurrency}/{config.search_concurrency}"
     )
+    print(
+        f"  LM calls answered by the scripted engine / made, {len(every)} runs: {answered}/{made}: "
+        + ("all answered" if answered == made else f"MISSED {made - answered}")
+        + "".join(
+            f"; {s}: {r['off_clock']} answered off the clock, models called {sorted(r['models'])}"
+            for s, r in every.items()
+            if r["answered"] != r["made"]
+        )
+    )
+    per_schedule = ", ".join(f"{s} {r['nodes']}/{r['made']}" for s, r in every.items())
+    print(f"  same tree under every schedule: {is_same} (nodes/LM calls: {per_schedule})")
+    if not is_same:
+        print(f"  trees built: {' | '.join(', '.join(names) for _, names in trees)}")
+    if not is_same and is_speculative:
+        print(
+            "  adaptivity is the point here: children are planned and started alongside their parent "
+            f"(speculation {p.speculation}) and pruned when the depth policy does not deepen; how far they got "
+            "is the schedule's (async: part of their research; level: none, held behind their level; "
+            "sequential: all of it, and their own children, run before the parent decides)"
+        )
+    stages = {k for r in every.values() for k in r["by_stage"]}
+    varying = sorted(k for k in stages if len({r["by_stage"].get(k, 0) for r in every.values()}) > 1)
+    if varying == [STAGES.orchestrate.name]:
+        print(
+            f"  the LM calls differ in stage {varying[0]} only: the monitor scores each running node every "
+            f"{p.interval_s:g}s of the clock, and a slower schedule keeps subtrees running longer "
+            "(adaptive orchestration, by design)"
+        )
+    elif varying:
+        print(f"  the LM calls differ by schedule in stages {', '.join(varying)}")
     print(
         f"  async {fast['wall']:.2f}s  critical path {critical['wall']:.2f}s  wall / critical path = "
         f"{ratio:.3f}  (target <= {TARGET_RATIO}): {'MET' if ratio <= TARGET_RATIO else 'MISSED'}"
@@ -242,6 +319,10 @@ def scenario(name: str, config: ResearchConfig, latency: Latency, ablation: str 
         "name": name,
         "latency": latency.model,
         "nodes": fast["nodes"],
+        "made": made,
+        "answered": answered,
+        "is_same": is_same,
+        "is_explained": is_same or is_speculative,
         "ratio": ratio,
         "min_speedup": slowest_ratio,
         **{f"x_{s}": runs[s]["wall"] / fast["wall"] for s in runs},
@@ -348,6 +429,9 @@ def main() -> None:
                 ("latency", "latency", ""),
                 ("short", "tree", ""),
                 ("nodes", "nodes", "d"),
+                ("answered", "answered", "d"),
+                ("made", "LM calls", "d"),
+                ("is_same", "same tree", ""),
                 ("ratio", "wall/critical", ".3f"),
                 ("x_level", "level/async", ".2f"),
                 ("x_gptr", "gptr/async", ".2f"),
@@ -357,12 +441,21 @@ def main() -> None:
     )
     worst = max(results, key=lambda r: r["ratio"])
     slowest = min(results, key=lambda r: r["min_speedup"])
+    made, answered = sum(r["made"] for r in results), sum(r["answered"] for r in results)
+    differing = [f"{r['latency']} {r['short']}" for r in results if not r["is_explained"]]
+    adaptive = sorted({r["short"] for r in results if not r["is_same"] and r["is_explained"]})
     print(
         f"verdict, {len(results)} trees x latency models on the virtual clock: worst wall / critical path "
         f"{worst['ratio']:.3f} ({worst['name']}; target <= {TARGET_RATIO}): "
         f"{'MET' if worst['ratio'] <= TARGET_RATIO else 'MISSED'}; smallest baseline / async "
         f"{slowest['min_speedup']:.2f}x ({slowest['name']}; target >= 1): "
         f"{'MET' if slowest['min_speedup'] >= 1 else 'MISSED'}"
+    )
+    print(
+        f"verdict, simulated calls: {answered} of {made} LM calls answered by the scripted engine: "
+        f"{'MET' if answered == made else 'MISSED'}; same tree under every schedule: "
+        + ("MET" if not differing else f"MISSED ({', '.join(differing)})")
+        + (f", except where adaptivity is the point ({', '.join(adaptive)}: speculative children)" if adaptive else "")
     )
     overhead()
 

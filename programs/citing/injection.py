@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from deepresearch.programs.citing.entailment import FULL_SUPPORT, PARTIAL_SUPPORT, content_tokens, lexical_coverage
 from deepresearch.retrievers.passages import split_sentences
@@ -150,13 +151,20 @@ def instruction_sentences(text: str) -> list[str]:
 
 def split_passage(text: str) -> tuple[str, list[str]]:
     """(the passage without its instruction-like and foreign sentences, those sentences)."""
+    kept, injected = _split(text)
+    return kept, list(injected)
+
+
+@lru_cache(maxsize=4096)
+def _split(text: str) -> tuple[str, tuple[str, ...]]:
+    """`split_passage`, remembered: the verify stage checks every report sentence against the same passages."""
     parts = _sentences(text)
     kept, injected = [], []
     for i, part in enumerate(parts):
         rest = " ".join(parts[:i] + parts[i + 1 :])
         held = is_instruction(part) or (len(parts) >= 3 and is_foreign(part, rest))
         (injected if held else kept).append(part)
-    return " ".join(kept), injected
+    return " ".join(kept), tuple(injected)
 
 
 def carries_injection(sentence: str, passages: Iterable[str], question: str = "") -> bool:
@@ -172,7 +180,7 @@ def carries_injection(sentence: str, passages: Iterable[str], question: str = ""
         return False
     clean, injected = [], []
     for text in passages:
-        kept, found = split_passage(text)
+        kept, found = _split(text)
         clean.append(kept)
         injected += found
     if is_instruction(sentence):

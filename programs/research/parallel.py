@@ -190,5 +190,7 @@ class Parallel:
                     if reason and node_id not in ctx.pruned:
                         ctx.prune(node_id, reason)
                         return
-            # the next tick after now: a tick that passed while the evaluation ran is skipped
-            ticks = int((loop.time() - start) // p.interval_s) + 1
+            # the next tick after now: a tick that passed while the evaluation ran is skipped. At least the next
+            # one: (due - start) // interval may round down to the tick just handled, and a monitor that waited
+            # for it again would not wait at all (on a virtual clock, forever)
+            ticks = max(ticks + 1, int((loop.time() - start) // p.interval_s) + 1)

@@ -94,9 +94,14 @@ def provider_of(module: dspy.Module) -> str | None:
 
 def model_cost(model: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float | None:
     """US dollars by LiteLLM's `cost_per_token` over its local price map, or None for a model it does not price.
-    Of the prompt tokens, `cached_tokens` (read from the provider's prompt cache) cost the cache-read price."""
+    Of the prompt tokens, `cached_tokens` (read from the provider's prompt cache) cost the cache-read price.
+    A model whose provider prefix LiteLLM does not know (`fake/scripted`, a custom engine's name) costs None
+    without asking LiteLLM, which would print its "Provider List" banner to stdout first."""
     import litellm
 
+    prefix = model.split("/", 1)[0]
+    if "/" in model and prefix not in litellm.provider_list and model not in litellm.model_cost:
+        return None
     try:
         prompt, completion = litellm.cost_per_token(
             model=model,
@@ -233,8 +238,10 @@ class Scheduler:
         node and `parent` the node that submits it (None at the root); only `gptr` needs them.
         """
         if self.config.schedule == "sequential":
+            # a task of its own, as in the other schedules: the node's context (the node its LM calls are
+            # metered for) must not leak into its parent's, which goes on after it
             fut = asyncio.get_running_loop().create_future()
-            fut.set_result(await factory(lambda: None))
+            fut.set_result(await asyncio.ensure_future(factory(lambda: None)))
             return fut
         fut = asyncio.get_running_loop().create_future()
         if self.config.schedule == "gptr":

@@ -7,9 +7,10 @@ import dspy
 import pytest
 from dspy.lm15 import RateLimitError
 
-from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.config import HeroConfig, ResearchConfig
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.runtime.scheduler import TaskPool, model_cost
+from deepresearch.signatures.enrich import WriteEnrichment
 from tests.research_lm import research_handler
 from tests.scripted import ScriptedEngine, inputs_of
 
@@ -96,6 +97,21 @@ def test_sequential_schedule_runs_one_node_at_a_time_depth_first(scifact_bm25):
     starts = [e.node_id for e in out.events if e.kind == "node_start"]
     assert starts == ["1", "1.1", "2", "2.1"]
     assert lm.timed.peak == 1
+
+
+def test_the_sequential_schedule_notes_a_nodes_later_calls_on_that_node(scifact_bm25):
+    # it once ran a child in its parent's task, so the child stayed the node the meter noted calls under: hero's
+    # closing enrichment paragraph (written after the node's children) was noted on the node's last child
+    hero = HeroConfig(turns=1, tasks_per_turn=2, multiplier=1, enrichments=1, deep_depth=3, shallow_depth=3)
+    handler = research_handler({WriteEnrichment: {"paragraph": "More [x]."}})
+    outs = {
+        s: run(scifact_bm25, timed_lm(handler=handler), strategy="hero", hero=hero, schedule=s)
+        for s in ("async", "sequential")
+    }
+    tree = outs["sequential"].report.tree
+    assert tree == outs["async"].report.tree
+    assert len(tree) == 2 and all("enrich_write 1 calls" in node.notes[-1] for node in tree)
+    assert not any("enrich_write" in note for node in tree for child in node.children for note in child.notes)
 
 
 def test_lm_calls_and_searches_stay_under_their_global_caps(scifact_bm25):
@@ -202,6 +218,15 @@ def test_cost_is_priced_per_stage_from_litellm_prices_and_unknown_models_cost_no
     unknown = run(scifact_bm25, timed_lm(model="fake/timed"), depth=1, breadth=2)
     assert unknown.stats.cost["total"] is None and unknown.stats.cost["stages"]["plan"] is None
     assert model_cost("fake/timed", 10, 5) is None
+
+
+def test_a_model_of_a_provider_litellm_does_not_know_costs_none_and_prints_nothing(capsys):
+    # LiteLLM prints a "Provider List" banner to stdout before raising for such a model; every run on a custom
+    # engine (the scripted test LMs, the orchestration benchmark's simulated LM) priced its stages that way
+    assert model_cost("sim/latency", 10, 5) is None
+    assert model_cost("fake/scripted", 10, 5, cached_tokens=3) is None
+    assert "Provider List" not in capsys.readouterr().out
+    assert model_cost("openai/gpt-4.1-mini", 10, 5) == pytest.approx(model_cost("gpt-4.1-mini", 10, 5))
 
 
 def test_spec_002_table_7_prices_reproduce_the_orchestration_cost():

@@ -196,6 +196,43 @@ def test_parallel_monitor_prunes_a_satisfied_subtree_and_records_why(scifact_bm2
     assert "pruned" in {n.status for n in out.report.nodes()}
 
 
+def test_the_parallel_monitor_waits_for_its_next_tick_when_the_clock_rounds_down(scifact_bm25):
+    # a node starting at t0 = 0.2 s: its first tick is due at t0 + 8, and (t0 + 8 - t0) // 8 rounds down to 0, so the
+    # monitor, with nothing to judge yet, computed that same tick again and never waited: on the virtual clock the
+    # run hung for good (the orchestration benchmark's fitted latency model met it)
+    import asyncio
+    import threading
+
+    from tests.virtual_clock import run_virtual
+
+    t0 = 0.2
+    assert (t0 + 8.0 - t0) // 8.0 == 0
+
+    class SlowRetriever:
+        async def asearch(self, query, k=10, **kw):
+            await asyncio.sleep(20)  # the node has found nothing when its monitor's first tick comes
+            return scifact_bm25.search(query, k)
+
+        def search(self, query, k=10, **kw):
+            raise AssertionError("the run must search asynchronously")
+
+    lm = scripted_lm(parallel_handler(breadth=1), delay=lambda m: t0 if "max_breadth" in inputs_of(m) else 0.0)
+    config = preset("parallel", depth=1, deadline_s=None, parallel=ParallelConfig(interval_s=8.0))
+    program = DeepResearch(retriever=SlowRetriever(), config=config)
+    ran = {}
+
+    async def go():
+        with dspy.context(lm=lm):
+            return await program.acall(question=QUESTION)
+
+    worker = threading.Thread(target=lambda: ran.update(out=run_virtual(go())), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert "out" in ran, "the run did not end: the monitor spun on one tick"
+    out, elapsed = ran["out"]
+    assert [n.status for n in out.report.nodes()] == ["done"] and elapsed >= t0 + 20
+
+
 def test_offline_presets_run_without_an_lm(scifact_bm25):
     for name, kw in [
         ("hero", dict(hero=HeroConfig(turns=1, tasks_per_turn=2, enrichments=1, selection="first_k"))),
