@@ -44,15 +44,24 @@ def drop_repeated_lines(markdown: str) -> tuple[str, int]:
     return "\n".join(kept), dropped
 
 
-def drop_repeated_sentences(markdown: str, min_chars: int = 25) -> tuple[str, int]:
+def _cite_also(sentence: str, labels: Iterable[str]) -> str:
+    """`sentence` citing `labels` too, their markers after its own, before its closing punctuation."""
+    end = re.search(r"[.!?]+$", sentence.rstrip())
+    body, stop = (sentence.rstrip()[: end.start()], end.group(0)) if end else (sentence.rstrip(), "")
+    space = "" if body.endswith("]") else " "
+    return body + space + "".join(f"[{label}]" for label in labels) + stop
+
+
+def drop_repeated_sentences(markdown: str, min_chars: int = 16) -> tuple[str, int]:
     """`markdown` with each prose sentence that repeats an earlier one of its section left out, and how many
     were. Seen with the 0.5B model: a paragraph that ends by saying its second sentence again, citation and
-    all. Sentences are compared by their words (no citations, emphasis, case or punctuation), and a repeat
-    that cites a source the earlier one did not stays, so no citation is lost. Short sentences (answers
-    such as "Yes.") and headings, tables, quotes and code blocks are not touched. A heading starts a new
-    section."""
-    kept, dropped, fenced = [], 0, False
-    seen: dict[str, set[str]] = {}  # a sentence's words -> the citations it has carried so far
+    all, or the same sentence once per source it read. Sentences are compared by their words (no citations,
+    emphasis, case or punctuation); a repeat that cites a source the earlier one did not gives that citation
+    to the earlier one, so no citation is lost. Short sentences (answers such as "Yes.") and headings,
+    tables, quotes and code blocks are not touched. A heading starts a new section."""
+    kept: list[str | tuple] = []  # a line, or (a prose line, its sentences, its list mark, those it keeps)
+    dropped, fenced = 0, False
+    seen: dict[str, tuple[list[str], int, set[str]]] = {}  # words -> (the sentences holding it, where, its cites)
     for line in markdown.splitlines():
         stripped = line.strip()
         if stripped.startswith("```"):
@@ -67,20 +76,64 @@ def drop_repeated_sentences(markdown: str, min_chars: int = 25) -> tuple[str, in
         mark = LIST_MARK.match(line)
         prefix = mark.group(0) if mark else ""
         parts = split_sentences(line[len(prefix) :])
-        fresh = []
+        fresh: list[str] = []
         for part in parts:
             key = " ".join(_WORD.findall(plain_sentence(part).casefold()))
-            cites = set(citations_in(part))
-            if len(key) >= min_chars and key in seen and cites <= seen[key]:
+            cites = citations_in(part)
+            if len(key) >= min_chars and key in seen:
+                holder, at, known = seen[key]
+                new = [c for c in cites if c not in known]
+                if new:
+                    holder[at] = _cite_also(holder[at], new)
+                    known.update(new)
                 dropped += 1
                 continue
-            seen.setdefault(key, set()).update(cites)
             fresh.append(part)
-        if len(fresh) == len(parts):
-            kept.append(line)
-        elif fresh:  # a line wholly repeated goes
-            kept.append(prefix + " ".join(fresh))
-    return "\n".join(kept), dropped
+            seen[key] = (fresh, len(fresh) - 1, set(cites))
+        if fresh:  # a line wholly repeated goes
+            kept.append((line, parts, prefix, fresh))
+    # a prose line is written as it was unless it lost a sentence or a later repeat gave one more citations
+    out = [
+        item if isinstance(item, str) else item[0] if item[3] == item[1] else item[2] + " ".join(item[3])
+        for item in kept
+    ]
+    return "\n".join(out), dropped
+
+
+# How a small model quotes its material instead of stating it: "The passage states that X", "It also
+# mentions that X". The frame names the prompt's material, not a study, so X alone says the same.
+_FRAME = re.compile(
+    r"^(?:(?:the|this|that|each|both|these|those)\s+(?:(?:given|provided|above|second|first|other)\s+)?"
+    r"(?:passages?|texts?|abstracts?|documents?|sources?|excerpts?)|it|they)\s+(?:also\s+)?"
+    r"(?:states?|mentions?|says?|notes?|explains?|indicates?|describes?|highlights?|discusses?)\s+(?:that\s+)?",
+    re.IGNORECASE,
+)
+
+
+def drop_reporting_frames(markdown: str) -> tuple[str, int]:
+    """`markdown` with the reporting frame of each prose sentence that has one left out ("The passage states
+    that obesity is a risk factor [1]." -> "Obesity is a risk factor [1]."), and how many were. Headings,
+    tables, quotes and code blocks are not touched."""
+    out, changed, fenced = [], 0, False
+    for line in markdown.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fenced = not fenced
+        if fenced or stripped.startswith("```") or not stripped or stripped.startswith(("|", ">", "#")):
+            out.append(line)
+            continue
+        mark = LIST_MARK.match(line)
+        prefix = mark.group(0) if mark else ""
+        parts, before = [], changed
+        for part in split_sentences(line[len(prefix) :]):
+            frame = _FRAME.match(part)
+            rest = part[frame.end() :] if frame else ""
+            if frame and len(_WORD.findall(rest)) >= 3:
+                part = rest[0].upper() + rest[1:]
+                changed += 1
+            parts.append(part)
+        out.append(prefix + " ".join(parts) if changed > before else line)
+    return "\n".join(out), changed
 
 
 def drop_labels_and_titles(markdown: str, titles: Iterable[str] = ()) -> tuple[str, int]:
@@ -131,7 +184,8 @@ class Writer(Stage):
         # a second attempt (the first draft cited nothing) samples anew: cached and greedy, it would repeat the first
         config = {"rollout_id": attempt, "temperature": 1.0} if attempt else {}
         out = await call_predictor(SPEC, self.write_report, question=question, findings=findings, config=config)
-        report, lines = drop_repeated_lines(out.report.strip())
+        report, _ = drop_reporting_frames(out.report.strip())
+        report, lines = drop_repeated_lines(report)
         report, sentences = drop_repeated_sentences(report)
         report, _ = drop_labels_and_titles(report)  # the titles are the run's to check (finish)
         repeated = lines + sentences

@@ -281,12 +281,44 @@ def test_a_sentence_the_draft_already_said_in_its_section_is_left_out_once_and_n
     out, dropped = drop_repeated_sentences(draft)
     assert out == (
         "## Answer\n\nYes. Obesity is associated with diabetes mellitus [ab12cd34_1]. "
-        f"{said} The epidemic results from genetic susceptibility [ab12cd34_1]. Yes.\n\n"
-        "- Another point that is long enough [ef56ab78_1].\n"
-        f"- {said[:-13]}[ef56ab78_1].\n\n"
+        f"{said[:-1]}[ef56ab78_1]. The epidemic results from genetic susceptibility [ab12cd34_1]. Yes.\n\n"
+        "- Another point that is long enough [ef56ab78_1].\n\n"
         f"### Elsewhere\n\n{said}\n\n| a | {said} |\n\n```\n{said}\n{said}\n```"
     )
-    # the emphasised copy and the first list item go; the repeat citing another source, short answers,
-    # tables and code stay
-    assert dropped == 2
+    # the emphasised copy and both list items go, the one citing another source giving that citation to the
+    # sentence it repeats; short answers, tables, code and another section's sentence stay
+    assert dropped == 3
     assert drop_repeated_sentences(out) == (out, 0)
+
+
+def test_the_same_sentence_once_per_source_becomes_one_sentence_citing_them_all():
+    from deepresearch.programs.stages.writer import drop_repeated_sentences
+
+    # the 0.5B model's gallery report said one thing once per passage it read
+    draft = "Obesity is a risk factor [aa11bb22_1]. Obesity is a risk factor [cc33dd44_1]. It is common. Obesity is a risk factor."
+    assert drop_repeated_sentences(draft) == ("Obesity is a risk factor [aa11bb22_1][cc33dd44_1]. It is common.", 2)
+    assert drop_repeated_sentences("Obesity is a risk factor. Obesity is a risk factor [cc33dd44_1].") == (
+        "Obesity is a risk factor [cc33dd44_1].",
+        1,
+    )
+
+
+def test_a_sentence_framed_as_what_the_passage_says_states_it_directly():
+    from deepresearch.programs.stages.writer import drop_reporting_frames
+
+    draft = (
+        "## Findings\n\nThe passage states that obesity increases the risk of type 2 diabetes [a_1]. "
+        "It also mentions that obesity is common in adults [b_1]. The study shows that weight loss helps [c_1].\n"
+        "- The abstract notes waist size predicts risk [d_1].\n"
+        "- It says so.\n\n"
+        "> The passage states that quotes stay as written."
+    )
+    out, changed = drop_reporting_frames(draft)
+    assert out == (
+        "## Findings\n\nObesity increases the risk of type 2 diabetes [a_1]. "
+        "Obesity is common in adults [b_1]. The study shows that weight loss helps [c_1].\n"
+        "- Waist size predicts risk [d_1].\n"
+        "- It says so.\n\n"
+        "> The passage states that quotes stay as written."
+    )
+    assert changed == 3  # a study's finding keeps its frame; a frame with too little after it stays
