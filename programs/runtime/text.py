@@ -52,10 +52,12 @@ def printable(text: str) -> str:
 # shows as the characters it holds and adds no structure. In Markdown, a backslash before ASCII punctuation shows
 # that character as text (CommonMark), so `<` and `>` (HTML, autolinks, quotes) and the brackets of links and
 # images are escaped. A bracket group that can only be a citation (`[3]`, `[1, 4]`, `[5a7b0fd1_1]`, not after
-# `!` nor followed by `(`, `[` or `:`, which would make it an image, a link or a link definition) stays, so the
-# program's citations keep working; a backslash pair already there stays too, so escaping twice changes nothing.
+# `!` nor followed by `(` or `:`, which would make it an image, a link or a link definition) stays, so the
+# program's citations keep working, side by side too (`[3][4]`: a reference link only where a definition
+# `[4]: url` exists, and a definition is always escaped); a backslash pair already there stays too, so escaping
+# twice changes nothing.
 # A line that would open a heading, a code fence, or a setext underline or rule starts with a backslash.
-_INLINE_UNSAFE = re.compile(r"(?P<keep>\\[!-/:-@\[-`{-~]|(?<!!)\[[\w ,;.\-]{1,200}\](?![(\[:]))|(?P<char>[<>\[\]])")
+_INLINE_UNSAFE = re.compile(r"(?P<keep>\\[!-/:-@\[-`{-~]|(?<!!)\[[\w ,;.\-]{1,200}\](?![(:]))|(?P<char>[<>\[\]])")
 _BLOCK_START = re.compile(r"^([ \t]*)(#|```|~~~|[=\-*_+](?:[ \t]*[=\-*_])*[ \t]*$)")
 _HEADING_START = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]")
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 import dspy
 
+from deepresearch.programs.citing.citations import CITATION
 from deepresearch.programs.citing.entailment import LIST_MARK, citations_in, plain_sentence
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage, teach
@@ -23,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 _WORD = re.compile(r"\w+")
 _BRACKETS = re.compile(r"\[[^\]]*\]")  # citation markers, whatever their ids
+_LAST_GROUP = re.compile(CITATION.pattern + r"$", re.IGNORECASE)  # a sentence body that ends with a citation
 
 
 def drop_repeated_lines(markdown: str) -> tuple[str, int]:
@@ -48,8 +50,10 @@ def _cite_also(sentence: str, labels: Iterable[str]) -> str:
     """`sentence` citing `labels` too, their markers after its own, before its closing punctuation."""
     end = re.search(r"[.!?]+$", sentence.rstrip())
     body, stop = (sentence.rstrip()[: end.start()], end.group(0)) if end else (sentence.rstrip(), "")
-    space = "" if body.endswith("]") else " "
-    return body + space + "".join(f"[{label}]" for label in labels) + stop
+    labels = ", ".join(labels)
+    if _LAST_GROUP.search(body):  # one group: "[a][b]" would read as a Markdown reference link, not citations
+        return f"{body[:-1]}, {labels}]{stop}"
+    return f"{body} [{labels}]{stop}"
 
 
 def drop_repeated_sentences(markdown: str, min_chars: int = 16) -> tuple[str, int]:

@@ -210,14 +210,15 @@ def test_a_model_s_markup_and_control_bytes_never_reach_the_deliverables(tmp_pat
 def test_inert_markdown_keeps_citations_shows_the_text_and_changes_nothing_twice():
     text = (
         "# Heading\n> quote\n=====\n```\n![i](http://evil.example/p) [x](http://evil.example) [x][y] [y]: "
-        "http://evil.example <a href=x>a</a> [3] [1, 4] [5a7b0fd1_1; 2]\x00\x1b[2J\x07\x7f\x85"
+        "http://evil.example <a href=x>a</a> [3] [1, 4] [5a7b0fd1_1; 2] [5a7b0fd1_1][6][7]\x00\x1b[2J\x07\x7f\x85"
     )
     once = inert_markdown(text)
     assert inert_markdown(once) == once
     headings, links, images, html = structure(once)
     assert headings == links == images == html == []
     assert not any(t.type in ("blockquote_open", "fence", "hr") for t in tokens(once))
-    assert "[3] [1, 4] [5a7b0fd1_1; 2]" in once and not CONTROL.search(once)
+    # citations side by side stay citations (the definition that could make one a link is escaped)
+    assert "[3] [1, 4] [5a7b0fd1_1; 2] [5a7b0fd1_1][6][7]" in once and not CONTROL.search(once)
     rendered = MarkdownIt("commonmark").render(once)
     assert "# Heading" in rendered and "![i](http://evil.example/p)" in rendered and "&lt;a href=x&gt;" in rendered
     kept = inert_markdown("## Section\n\n### Theme\n\nText [3].", headings=True)

@@ -281,7 +281,7 @@ def test_a_sentence_the_draft_already_said_in_its_section_is_left_out_once_and_n
     out, dropped = drop_repeated_sentences(draft)
     assert out == (
         "## Answer\n\nYes. Obesity is associated with diabetes mellitus [ab12cd34_1]. "
-        f"{said[:-1]}[ef56ab78_1]. The epidemic results from genetic susceptibility [ab12cd34_1]. Yes.\n\n"
+        f"{said[:-2]}, ef56ab78_1]. The epidemic results from genetic susceptibility [ab12cd34_1]. Yes.\n\n"
         "- Another point that is long enough [ef56ab78_1].\n\n"
         f"### Elsewhere\n\n{said}\n\n| a | {said} |\n\n```\n{said}\n{said}\n```"
     )
@@ -296,7 +296,7 @@ def test_the_same_sentence_once_per_source_becomes_one_sentence_citing_them_all(
 
     # the 0.5B model's gallery report said one thing once per passage it read
     draft = "Obesity is a risk factor [aa11bb22_1]. Obesity is a risk factor [cc33dd44_1]. It is common. Obesity is a risk factor."
-    assert drop_repeated_sentences(draft) == ("Obesity is a risk factor [aa11bb22_1][cc33dd44_1]. It is common.", 2)
+    assert drop_repeated_sentences(draft) == ("Obesity is a risk factor [aa11bb22_1, cc33dd44_1]. It is common.", 2)
     assert drop_repeated_sentences("Obesity is a risk factor. Obesity is a risk factor [cc33dd44_1].") == (
         "Obesity is a risk factor [cc33dd44_1].",
         1,
