@@ -14,6 +14,7 @@ from deepresearch.programs.runtime.text import strip_label
 from deepresearch.programs.stages.clarifier import plain_brief
 from deepresearch.programs.stages.lexical import about, concepts, feedback_terms, key_terms, sentences
 from deepresearch.programs.stages.spec import StageSpec, Tuning
+from deepresearch.programs.stages.writer import drop_repeated_sentences, drop_reporting_frames
 from deepresearch.signatures.extract import ExtractLearnings, NumberedPassage, PassageLearning
 from deepresearch.signatures.types import Learning, Source, Task
 
@@ -37,7 +38,9 @@ def holding_passage(text: str, named: int, sources: list[Source]) -> int:
 def keep_cited(learnings: list[PassageLearning], sources: list[Source], limit: int) -> tuple[list[Learning], int, int]:
     """Cites each learning with the source of the passage that states it; drops learnings naming no shown passage.
 
-    A learning whose text repeats an earlier one (same words, any case) is kept once. Returns the kept
+    A learning's reporting frames and repeated sentences are left out (`drop_reporting_frames`,
+    `drop_repeated_sentences`), and a learning whose text repeats an earlier one (same words, any case) is kept
+    once. Returns the kept
     learnings (at most `limit`), the number of learnings that named a passage not shown, and the number cited
     with another passage than the one named (`holding_passage`).
     """
@@ -47,6 +50,8 @@ def keep_cited(learnings: list[PassageLearning], sources: list[Source], limit: i
             invented += 1
             continue
         text = strip_label(x.text.strip())  # a small model copies an abstract's "BACKGROUND" with its sentence
+        # ...and frames what it read ("The passage states that X. The passage also mentions that X.")
+        text = drop_repeated_sentences(drop_reporting_frames(text)[0])[0]
         if text and text.casefold() not in seen:
             seen.add(text.casefold())
             number = holding_passage(text, x.passage, sources)

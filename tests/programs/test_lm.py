@@ -322,3 +322,25 @@ def test_a_sentence_framed_as_what_the_passage_says_states_it_directly():
         "> The passage states that quotes stay as written."
     )
     assert changed == 3  # a study's finding keeps its frame; a frame with too little after it stays
+
+
+def test_a_learning_framed_and_repeated_by_a_small_model_is_kept_as_its_statements():
+    from deepresearch.programs.stages.extractor import keep_cited
+    from deepresearch.signatures.extract import PassageLearning
+    from deepresearch.signatures.types import Source
+
+    # the 0.5B model's learning from the gallery's obesity run, as it wrote it
+    said = (
+        "obesity is a risk factor for type 2 diabetes, and that obesity is a significant risk factor for breast cancer"
+    )
+    text = (
+        f"The passage states that obesity increases the risk of type 2 diabetes. It also mentions that {said}. "
+        f"The passage also mentions that {said}. The passage also mentions that {said}."
+    )
+    source = Source(source_id="aa11bb22_1", title="Obesity and diabetes", text=f"Obesity increases the risk. {said}.")
+    (learning,), invented, moved = keep_cited([PassageLearning(passage=1, text=text)], [source], limit=5)
+    assert learning.text == (
+        "Obesity increases the risk of type 2 diabetes. Obesity is a risk factor for type 2 diabetes, and that "
+        "obesity is a significant risk factor for breast cancer."
+    )
+    assert learning.source_ids == ["aa11bb22_1"] and invented == moved == 0
