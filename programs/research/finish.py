@@ -46,7 +46,7 @@ from deepresearch.programs.runtime.text import inert_markdown
 from deepresearch.programs.stages.merger import NO_INFORMATION
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.stages.verifier import LexicalVerifier, remove_injected
-from deepresearch.programs.stages.writer import drop_labels_and_titles
+from deepresearch.programs.stages.writer import drop_labels_and_titles, drop_repeated_sentences
 from deepresearch.signatures.types import Finding, Learning, Source
 
 logger = logging.getLogger(__name__)
@@ -373,7 +373,8 @@ def fallback_report(question: str, findings: list[Finding]) -> str:
     for f in findings:
         if f.summary not in shown:
             shown.add(f.summary)
-            parts.append(f"### {inert_markdown(f.query, one_line=True)}\n\n{inert_markdown(f.summary)}")
+            summary = drop_repeated_sentences(f.summary)[0]  # a merge that said one finding twice says it once
+            parts.append(f"### {inert_markdown(f.query, one_line=True)}\n\n{inert_markdown(summary)}")
     return "\n\n".join(parts)
 
 

@@ -344,3 +344,14 @@ def test_a_learning_framed_and_repeated_by_a_small_model_is_kept_as_its_statemen
         "obesity is a significant risk factor for breast cancer."
     )
     assert learning.source_ids == ["aa11bb22_1"] and invented == moved == 0
+
+
+def test_the_findings_shown_when_the_writer_fails_say_each_thing_once():
+    from deepresearch.programs.research.finish import fallback_report
+    from deepresearch.signatures.types import Finding
+
+    said = "Obesity is a significant risk factor for type 2 diabetes [aa11bb22_1]."
+    finding = Finding(query="Is obesity a risk factor?", summary=f"{said} Waist size predicts it [cc33dd44_1]. {said}")
+    assert fallback_report("Q?", [finding]) == (
+        f"## Q?\n\n### Is obesity a risk factor?\n\n{said} Waist size predicts it [cc33dd44_1]."
+    )
