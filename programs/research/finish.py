@@ -46,7 +46,12 @@ from deepresearch.programs.runtime.text import inert_markdown
 from deepresearch.programs.stages.merger import NO_INFORMATION
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.stages.verifier import LexicalVerifier, remove_injected
-from deepresearch.programs.stages.writer import drop_labels_and_titles, drop_repeated_sentences
+from deepresearch.programs.stages.writer import (
+    OFFLINE_HEADER,
+    TWIN_HEADER,
+    drop_labels_and_titles,
+    drop_repeated_sentences,
+)
 from deepresearch.signatures.types import Finding, Learning, Source
 
 logger = logging.getLogger(__name__)
@@ -330,6 +335,8 @@ async def write_report(ctx: RunContext, findings: list[Finding], learnings: Sequ
         )
         return saved["report"]
     body = await _draft(ctx, findings, learnings, offline)
+    if not offline:  # the extractive writer answered for the model: its findings are the model's, not quotes
+        body = body.replace(OFFLINE_HEADER, TWIN_HEADER)
     if ctx.journal is not None:
         try:
             ctx.journal.append(key, STAGES.write.name, report=body)

@@ -198,6 +198,17 @@ class Writer(Stage):
         return dspy.Prediction(report=report, repeated=repeated)
 
 
+OFFLINE_HEADER = (
+    "*Extractive synthesis by the offline baseline (no language model): every sentence below is quoted from the "
+    "abstract it cites.*"
+)
+# the same writer in a run whose findings a model stated (its drafts were unusable): what it lists is theirs
+TWIN_HEADER = (
+    "*The model's drafts cited no source, so this report lists the findings the research stages stated, "
+    "extractively and without a language model, each with the source it cites.*"
+)
+
+
 class OfflineWriter(Writer):
     """An extractive synthesis: the merged, cited findings, each section headed by its task's goal (`goal_for`);
     sentences that mention none of the question's key concepts (the offline extractor already asks for two)
@@ -218,10 +229,7 @@ class OfflineWriter(Writer):
                 sections.setdefault(goal_for(question, f.query), []).extend(fresh)
         parts = [
             f"## {split_brief(question)[0]}",
-            (
-                "*Extractive synthesis by the offline baseline (no language model): every sentence below "
-                "is quoted from the abstract it cites.*"
-            ),
+            OFFLINE_HEADER,
         ]
         # a quoted sentence is the corpus's text: on one line, adding no heading, link or HTML to the report
         parts += [

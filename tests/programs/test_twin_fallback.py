@@ -7,6 +7,7 @@ from deepresearch.cli.research_run import summary_line
 from deepresearch.programs.artifacts import RunStats
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.stages.planner import OfflinePlanner
+from deepresearch.programs.stages.writer import OFFLINE_HEADER, TWIN_HEADER
 from deepresearch.signatures import PlanQueries, WriteReport
 from tests.research_lm import research_handler
 
@@ -34,7 +35,8 @@ def test_a_writer_whose_draft_never_parses_gets_the_extractive_report_not_a_list
     with dspy.context(lm=lm):
         out = DeepResearch(retriever=scifact_bm25, depth=1, breadth=2)(question=QUESTION)
     assert out.stats.twin_answers == {"write": 1}
-    assert "Extractive synthesis by the offline baseline" in out.markdown
+    # extractive, and honest about whose findings it lists: the model's, not quotes of the abstracts
+    assert TWIN_HEADER in out.markdown and OFFLINE_HEADER not in out.markdown
     assert "The writer failed" not in out.markdown
 
 
