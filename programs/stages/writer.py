@@ -27,6 +27,23 @@ _BRACKETS = re.compile(r"\[[^\]]*\]")  # citation markers, whatever their ids
 _LAST_GROUP = re.compile(CITATION.pattern + r"$", re.IGNORECASE)  # a sentence body that ends with a citation
 
 
+def _lines(markdown: str):
+    """Each line of `markdown` with what it is: ("prose", its list mark or ""), ("heading", None), or
+    ("other", None) for a blank line, a table row, a quote, a code fence or the code inside one."""
+    fenced = False
+    for line in markdown.splitlines():
+        stripped = line.strip()
+        fence = stripped.startswith("```")
+        fenced ^= fence
+        if fenced or fence or not stripped or stripped.startswith(("|", ">")):
+            yield line, "other", None
+        elif stripped.startswith("#"):
+            yield line, "heading", None
+        else:
+            mark = LIST_MARK.match(line)
+            yield line, "prose", mark.group(0) if mark else ""
+
+
 def drop_repeated_lines(markdown: str) -> tuple[str, int]:
     """`markdown` with each line that repeats the line before it (blank lines between do not count) left out,
     and how many were. A small model that loops writes one sentence again and again until the token cap, often
@@ -64,21 +81,13 @@ def drop_repeated_sentences(markdown: str, min_chars: int = 16) -> tuple[str, in
     to the earlier one, so no citation is lost. Short sentences (answers such as "Yes.") and headings,
     tables, quotes and code blocks are not touched. A heading starts a new section."""
     kept: list[str | tuple] = []  # a line, or (a prose line, its sentences, its list mark, those it keeps)
-    dropped, fenced = 0, False
+    dropped = 0
     seen: dict[str, tuple[list[str], int, set[str]]] = {}  # words -> (the sentences holding it, where, its cites)
-    for line in markdown.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            fenced = not fenced
-        if fenced or stripped.startswith("```") or not stripped or stripped.startswith(("|", ">")):
+    for line, kind, prefix in _lines(markdown):
+        if kind != "prose":
+            seen = {} if kind == "heading" else seen
             kept.append(line)
             continue
-        if stripped.startswith("#"):
-            seen = {}
-            kept.append(line)
-            continue
-        mark = LIST_MARK.match(line)
-        prefix = mark.group(0) if mark else ""
         parts = split_sentences(line[len(prefix) :])
         fresh: list[str] = []
         for part in parts:
@@ -118,16 +127,11 @@ def drop_reporting_frames(markdown: str) -> tuple[str, int]:
     """`markdown` with the reporting frame of each prose sentence that has one left out ("The passage states
     that obesity is a risk factor [1]." -> "Obesity is a risk factor [1]."), and how many were. Headings,
     tables, quotes and code blocks are not touched."""
-    out, changed, fenced = [], 0, False
-    for line in markdown.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            fenced = not fenced
-        if fenced or stripped.startswith("```") or not stripped or stripped.startswith(("|", ">", "#")):
+    out, changed = [], 0
+    for line, kind, prefix in _lines(markdown):
+        if kind != "prose":
             out.append(line)
             continue
-        mark = LIST_MARK.match(line)
-        prefix = mark.group(0) if mark else ""
         parts, before = [], changed
         for part in split_sentences(line[len(prefix) :]):
             frame = _FRAME.match(part)
@@ -146,16 +150,11 @@ def drop_labels_and_titles(markdown: str, titles: Iterable[str] = ()) -> tuple[s
     sentence that is only a label, and a sentence that only restates one of `titles` (the papers it may cite).
     Headings, tables, quotes and code blocks are not touched."""
     known = {k for t in titles if (k := _words(t))}
-    kept, dropped, fenced = [], 0, False
-    for line in markdown.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            fenced = not fenced
-        if fenced or stripped.startswith("```") or not stripped or stripped.startswith(("|", ">", "#")):
+    kept, dropped = [], 0
+    for line, kind, prefix in _lines(markdown):
+        if kind != "prose":
             kept.append(line)
             continue
-        mark = LIST_MARK.match(line)
-        prefix = mark.group(0) if mark else ""
         parts, fresh = split_sentences(line[len(prefix) :]), []
         for part in parts:
             bare = plain_sentence(part).strip("*_ ")
