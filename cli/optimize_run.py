@@ -384,11 +384,6 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("pass --from-runs or --data, not both: the recorded runs are the training examples")
     elif args.data is None:
         raise ValueError("pass --data (the training questions) or --from-runs DIR (recorded runs)")
-    elif args.program == "research" and find_local(args.data, data_dir()) is None:
-        raise ValueError(
-            f"--data {args.data}: no such file, folder or dataset under $DEEPRESEARCH_DATA; pass a BEIR folder or a "
-            f"JSONL file of questions"
-        )
     # The assessors have stage-level metrics of their own; the research planner too (Ret.R, Avg.Distance).
     kind = STAGES.frozen_target(args.program, args.stage) or "program"
     kind = kind if kind != "program" and args.metric in METRICS[kind] else "program"
@@ -435,6 +430,11 @@ def _tune(args: argparse.Namespace, work: RunFolder, made: list[Path], kind: str
     program, tunes it and saves it."""
     # the LMs are checked before any dataset or corpus is loaded: a bad key or a dead server fails in seconds
     session = open_lm(args, default_offline=False)
+    if args.program == "research" and args.data is not None and find_local(args.data, data_dir()) is None:
+        raise ValueError(
+            f"--data {args.data}: no such file, folder or dataset under $DEEPRESEARCH_DATA; pass a BEIR folder or a "
+            f"JSONL file of questions"
+        )
     work.install_cache(enabled=not args.no_cache, cache_dir=args.cache_dir or environment.lm_cache_dir())
     prompt_lm = session.lm
     if args.prompt_lm and args.prompt_lm != session.model:

@@ -21,7 +21,7 @@ COMMANDS = {
         "unknown question set",
     ),
     "taxonomy": (["eval", "taxonomy", "--data", "/no/such/taxobench"], "TaxoBench data not found"),
-    "optimize": (["optimize", "--metric", "recall", "--data", "/no/such/train"], "pass --corpus"),
+    "optimize": (["optimize", "--metric", "recall", "--data", "/no/such/train"], "no such file, folder or dataset"),
 }
 
 
