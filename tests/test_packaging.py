@@ -104,7 +104,7 @@ def test_the_wheel_installs_everything_under_deepresearch(dist):
         str(p.relative_to(ROOT)) for folder in FOLDERS for p in (ROOT / folder).rglob("*.py")
     } | {"__init__.py"}
     entry = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "deepresearch = deepresearch.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+    assert "deepresearch = deepresearch.cli:run_command" in zipfile.ZipFile(wheel).read(entry).decode()
 
 
 CHECK_IMPORT = """
