@@ -27,11 +27,15 @@ from deepresearch.programs.lm.models import (
 from deepresearch.programs.lm.router import RouterConfigError, Server, parse_server, router_lm
 from tests.integration.openai_server import Error, LocalOpenAIServer
 
+_HELD: list[socket.socket] = []  # bound and never listening: connections are refused, and no other server can
+# take the port while the tests run (a port closed after it was found free could be)
+
 
 def dead_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    _HELD.append(sock)
+    return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
 
 
 def test_server_specs_parse_with_their_limits_and_bad_ones_name_the_fix():
