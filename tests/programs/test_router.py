@@ -95,7 +95,8 @@ def test_requests_are_spread_over_the_servers_and_each_keeps_its_parallel_limit(
 def test_a_dead_server_fails_over_and_the_log_names_it():
     dead = dead_url()
     with LocalOpenAIServer(lambda m: "alive") as live:
-        lm = router_lm("openai/m", [dead, live.base_url], cache=False, timeout_s=5)
+        # weighted so the shuffle is all but sure to try the dead server (it then cools down)
+        lm = router_lm("openai/m", [f"{dead} weight=1000", live.base_url], cache=False, timeout_s=5)
         preflight(lm)
         answers = [lm(f"q{i}")[0] for i in range(8)]
     assert answers == ["alive"] * 8
