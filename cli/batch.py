@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parsed.run_options = args[cut + 1 :]
         return parsed
 
-    parser.parse_args = parse_args
+    parser.parse_args = parse_args  # type: ignore[method-assign]  # this parser's own parse_args, on purpose
 
 
 def read_questions(path: str | Path) -> list[dict[str, str]]:

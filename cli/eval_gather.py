@@ -154,6 +154,7 @@ def main(args: argparse.Namespace) -> int:
     bm25_preset = "default" if kind == "beir" else "scholargym"
     retrieval = open_from_args(args, corpus_spec, default_preset=bm25_preset)
     corpus = retrieval.corpus
+    assert corpus is not None  # a corpus or an index was given (checked above): a local corpus is searched
     described = {k: retrieval.description.get(k) for k in ("retriever", "index", "bm25", "dense", "qdrant")}
     program = build_program(
         args.method,

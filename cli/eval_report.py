@@ -93,6 +93,7 @@ def main(args: argparse.Namespace) -> int:
     questions = load_questions(args.data, data_dir=environment.data_dir(), limit=args.limit)
     retrieval = open_from_args(args, args.corpus or (None if args.index else "scifact"))
     corpus = retrieval.corpus
+    assert corpus is not None  # a corpus (scifact by default) or an index: a local corpus is searched
     program = DeepResearch(retriever=retrieval.retriever, config=config, offline=session.is_offline)
     reports_dir = out / "reports"
     reports_dir.mkdir(parents=True, exist_ok=True)

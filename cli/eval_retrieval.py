@@ -53,6 +53,8 @@ def main(args: argparse.Namespace) -> int:
     from deepresearch.programs.retrieval import data_dir, open_from_args  # lazy: start-up
     from deepresearch.retrievers import embed  # lazy: start-up
     from deepresearch.retrievers.beir import load_qrels, load_queries  # lazy: start-up
+    from deepresearch.retrievers.bm25 import BM25Retriever  # lazy: start-up
+    from deepresearch.retrievers.dense import DenseRetriever  # lazy: start-up
     from deepresearch.retrievers.hybrid import rrf_fuse  # lazy: start-up
     from deepresearch.retrievers.index import read_manifest  # lazy: start-up
     from deepresearch.retrievers.sources import find_local, not_found_message  # lazy: start-up
@@ -88,7 +90,10 @@ def main(args: argparse.Namespace) -> int:
     timings = {"open_s": round(time.perf_counter() - started, 3)}
     qids = list(queries)
     rankings: dict[str, dict[str, list]] = {}
+    # open_retriever keeps a BM25Retriever under `bm25` and a DenseRetriever under `dense`
     bm25, dense = retrieval.parts.get("bm25"), retrieval.parts.get("dense")
+    bm25 = bm25 if isinstance(bm25, BM25Retriever) else None
+    dense = dense if isinstance(dense, DenseRetriever) else None
     if bm25 is not None:
         rankings["bm25"] = rank_all(bm25, queries, args.hits)
     if dense is not None:

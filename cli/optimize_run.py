@@ -147,7 +147,7 @@ def _research(args: argparse.Namespace, kind: str):
             from_beir(found, split or "train", corpus) if found is not None and found.is_dir() else from_jsonl(source)
         )
 
-    if kind == STAGES.assess.tuning.target:
+    if kind == STAGES.assess.tuning_target:
         if args.candidates:
             examples = candidates_from_jsonl(args.candidates)
         else:
@@ -167,7 +167,7 @@ def _research(args: argparse.Namespace, kind: str):
         return target, *split_dev(examples, seed=args.seed), _text_of(corpus)
     target = research_target(full, args.stage, kind)
     trainset, devset = _split(args, load(args.data, args.split), load)
-    if kind == STAGES.plan.tuning.target:  # the offline planner's plans, shown as demonstrations
+    if kind == STAGES.plan.tuning_target:  # the offline planner's plans, shown as demonstrations
         trainset = asyncio.run(with_reference_plans(trainset, target.program))
     return target, trainset, devset, _text_of(corpus)
 
@@ -179,7 +179,7 @@ def _gather(args: argparse.Namespace, kind: str):
     preset = "default" if find_queryset(args.data, data_dir())[0] == "beir" else "scholargym"
     corpus, retriever = _retriever(args, preset)
     full = Gatherer(retriever, GatherConfig(iterations=args.iterations, lm_timeout_s=args.lm_timeout))
-    if kind == STAGES.assess.tuning.target:
+    if kind == STAGES.assess.tuning_target:
         if not args.candidates:
             raise ValueError(
                 "the gathering assessor is tuned on frozen candidates: run `deepresearch eval gather "
@@ -227,7 +227,7 @@ def _dev_evaluator(args: argparse.Namespace, kind: str, metric_target: str):
         return contextlib.nullcontext()
     remote = argparse.Namespace(**vars(args))
     # the research assessor's candidates are recorded once, here, and read by every worker
-    if args.program == "research" and kind == STAGES.assess.tuning.target and not args.candidates:
+    if args.program == "research" and kind == STAGES.assess.tuning_target and not args.candidates:
         remote.candidates = str(args.record_candidates or Path(args.out).with_suffix(".candidates.jsonl"))
     setup = functools.partial(dev_setup, kind=kind, metric_target=metric_target)
     return ExecutorEvaluator(open_executor(ray=args.ray), setup, remote)
@@ -499,7 +499,8 @@ def _tune(args: argparse.Namespace, work: RunFolder, made: list[Path], kind: str
     target.program = result.program
     final = target.finish()
     config = getattr(target.full, "config", None)
-    saved_config = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else None
+    is_settings = dataclasses.is_dataclass(config) and not isinstance(config, type)  # an instance, not a class
+    saved_config = dataclasses.asdict(config) if is_settings and config is not None else None
     if isinstance(config, ResearchConfig):  # its saved form: flat names, as run.json's
         saved_config = config.to_dict()
     meta = {

@@ -16,7 +16,7 @@ import argparse
 import copy
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 # concept -> (canonical spelling, spellings no command may show; the deprecated ones still parse)
 VOCABULARY: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -207,6 +207,7 @@ class _Bounded:
     a refusal names the option as typed (a deprecated alias too)."""
 
     bound: Bound
+    dest: str  # argparse.Action's
 
     def __call__(self, parser, namespace, values, option_string=None):
         parser.__dict__.setdefault("_typed_as", {})[self.dest] = option_string
@@ -219,7 +220,7 @@ def bound_numbers(parser: argparse.ArgumentParser) -> None:
     for action in parser._actions:  # argparse has no public list of a parser's options
         if action.dest in BOUNDS and action.type in (int, float) and not isinstance(action, _Bounded):
             action.__class__ = type(f"Bounded{type(action).__name__}", (_Bounded, type(action)), {})
-            action.bound = BOUNDS[action.dest]
+            cast(_Bounded, action).bound = BOUNDS[action.dest]  # its class is a _Bounded one now
 
 
 def check_numbers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -174,9 +174,10 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError("--out is empty; pass a folder, or leave --out out for runs/<question-slug>")
     if args.corpus is None and args.index is None and not args.source:
         args.corpus = DEFAULT_CORPUS  # said in one line, as the offline notice is: the report's sources depend on it
+        local = find_local(DEFAULT_CORPUS, data_dir())
         where = (
             "the embedded SciFact demo corpus"
-            if EMBEDDED in find_local(DEFAULT_CORPUS, data_dir()).parents
+            if local is not None and EMBEDDED in local.parents
             else "the SciFact corpus under $DEEPRESEARCH_DATA"
         )
         print(

@@ -64,15 +64,15 @@ class QueryTrace:
     stop_reason: str = ""
 
     @classmethod
-    def from_result(cls, query_id: str, gt: Sequence[str], result: GatherResult) -> QueryTrace:
-        gt = frozenset(gt)
+    def from_result(cls, query_id: str, gt: Iterable[str], result: GatherResult) -> QueryTrace:
+        truth = frozenset(gt)
         iterations = [r.iteration for r in result.rounds]
         return cls(
             query_id=query_id,
-            gt=gt,
+            gt=truth,
             retrieved=tuple(frozenset(result.retrieved_in(t)) for t in iterations),
             selected=tuple(frozenset(result.selected_in(t)) for t in iterations),
-            ranks=tuple(gt_ranks(result, gt)),
+            ranks=tuple(gt_ranks(result, truth)),
             is_failed=result.is_failed,
             stop_reason=result.stop_reason,
         )
@@ -216,14 +216,16 @@ def _mean_or_none(values: np.ndarray) -> float | None:
     return float(kept.mean()) if kept.size else None
 
 
-def _aggregate(m: dict[str, np.ndarray], hits: dict[str, np.ndarray]) -> dict[str, float]:
-    """Final-iteration summary from per-query arrays of shape (queries, iterations)."""
-    final: dict[str, float | None] = {
+def _aggregate(m: dict[str, np.ndarray], hits: dict[str, np.ndarray]) -> dict[str, float | None]:
+    """Final-iteration summary from per-query arrays of shape (queries, iterations); None where no query has a
+    value (`avg_distance`, `gt_discard_rate`)."""
+    last = {
         name: float(m[name][:, -1].mean())
         for name in ("recall", "precision", "ret_recall", "ret_precision", "selected_size")
     }
-    final["f1"] = harmonic_mean(final["precision"], final["recall"])
-    final["ret_f1"] = harmonic_mean(final["ret_precision"], final["ret_recall"])
+    final: dict[str, float | None] = dict(last)
+    final["f1"] = harmonic_mean(last["precision"], last["recall"])
+    final["ret_f1"] = harmonic_mean(last["ret_precision"], last["ret_recall"])
     per_query_f1 = [harmonic_mean(p, r) for p, r in zip(m["precision"][:, -1], m["recall"][:, -1])]
     per_query_ret_f1 = [harmonic_mean(p, r) for p, r in zip(m["ret_precision"][:, -1], m["ret_recall"][:, -1])]
     final["mean_query_f1"] = float(np.mean(per_query_f1))
@@ -236,8 +238,8 @@ def _aggregate(m: dict[str, np.ndarray], hits: dict[str, np.ndarray]) -> dict[st
     final["micro_precision"] = float(hits["gt_selected"].sum() / s) if s else 0.0
     final["micro_ret_recall"] = float(hits["gt_retrieved"].sum() / g)
     final["micro_ret_precision"] = float(hits["gt_retrieved"].sum() / r) if r else 0.0
-    final["gt_retention"] = final["recall"] / final["ret_recall"] if final["ret_recall"] else 0.0
-    final["gt_loss"] = final["ret_recall"] - final["recall"]
+    final["gt_retention"] = last["recall"] / last["ret_recall"] if last["ret_recall"] else 0.0
+    final["gt_loss"] = last["ret_recall"] - last["recall"]
     return final
 
 
@@ -310,11 +312,12 @@ def summarize(
         "gt_selected": np.array([len(t.gt & frozenset().union(*t.selected)) for t in scored]),
         "gt_retrieved": np.array([len(t.gt & frozenset().union(*t.retrieved)) for t in scored]),
     }
-    per_iteration = {
+    means = {
         name: [float(x) for x in m[name].mean(axis=0)]
         for name in ("recall", "precision", "ret_recall", "ret_precision")
     }
-    per_iteration["f1"] = [harmonic_mean(p, r) for p, r in zip(per_iteration["precision"], per_iteration["recall"])]
+    per_iteration: dict[str, Sequence[float | None]] = dict(means)
+    per_iteration["f1"] = [harmonic_mean(p, r) for p, r in zip(means["precision"], means["recall"])]
     for name in ("avg_distance", "gt_discard_rate"):
         per_iteration[name] = [None if np.isnan(x) else float(x) for x in _iteration_means(m[name])]
     return {

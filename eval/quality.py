@@ -119,8 +119,9 @@ class Quality:
     @property
     def composite(self) -> float:
         parts = {"citation_f1": self.citation_f1, "kpr": self.kpr, "integration": self.integration}
+        present = {k: v for k, v in parts.items() if v is not None}
         weights = {k: w for k, w in COMPOSITE_WEIGHTS.items() if parts[k] is not None}
-        score = sum(w * parts[k] for k, w in weights.items()) / sum(weights.values())
+        score = sum(w * present[k] for k, w in weights.items()) / sum(weights.values())
         return score * self.retention if self.retention is not None else score
 
     def feedback(self, limit: int = 4) -> str:

@@ -235,7 +235,8 @@ def research_retrieval(args: argparse.Namespace, surveys: Sequence[Survey]):
 
 def pooled_corpus(surveys: Sequence[Survey]):
     """The benchmark's own papers over `surveys`, each title once."""
-    docs, seen = [], set()
+    docs: list[Doc] = []
+    seen: set[str] = set()
     for s in surveys:
         for p in s.papers:
             if p["title"] not in seen:

@@ -78,13 +78,14 @@ def parse_judgement(answer: Mapping[str, Any]) -> TaxonomyJudgement:
     scores, reasoning = {}, {}
     for dim in DIMENSIONS:
         verdict = answer.get(dim)
-        score = verdict.get("score") if isinstance(verdict, Mapping) else None
+        given: Mapping[str, Any] = verdict if isinstance(verdict, Mapping) else {}
+        score = given.get("score")
         if isinstance(score, bool) or not isinstance(score, int):
             raise JudgeAnswerError(f"the judge gave no integer score for {dim}: {verdict!r}")
         if not low <= score <= high:
             logger.warning("judge gave %s a score of %s, outside %s-%s; clamped", dim, score, low, high)
             score = min(max(score, low), high)
-        scores[dim], reasoning[dim] = score, str(verdict.get("reasoning", ""))
+        scores[dim], reasoning[dim] = score, str(given.get("reasoning", ""))
     return TaxonomyJudgement(scores=scores, reasoning=reasoning)
 
 

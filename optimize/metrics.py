@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import dspy
 
@@ -17,6 +18,9 @@ from deepresearch.eval.citations import citations_in, lexical_coverage
 from deepresearch.eval.f1 import harmonic_mean
 from deepresearch.eval.gather import precision_recall
 from deepresearch.programs.stages.registry import STAGES
+
+if TYPE_CHECKING:
+    from deepresearch.eval.quality import Support
 
 Score = Callable[[dspy.Example, dspy.Prediction], float]
 Feedback = Callable[[dspy.Example, dspy.Prediction], str]
@@ -296,11 +300,11 @@ METRICS: dict[str, dict[str, MetricSpec]] = {
             "retrieved_recall", retrieved_recall, research_feedback, "relevant papers retrieved anywhere in the tree"
         ),
     },
-    STAGES.assess.tuning.target: {
+    STAGES.assess.tuning_target: {
         "f1": MetricSpec("f1", assess_f1, assess_feedback, "F1 of kept vs relevant candidates"),
         "discard": MetricSpec("discard", assess_keep_rate, assess_feedback, "1 - GT discard rate"),
     },
-    STAGES.plan.tuning.target: {
+    STAGES.plan.tuning_target: {
         "recall": MetricSpec("recall", plan_recall, plan_feedback, "Ret.R of the planned queries"),
         "avg_distance": MetricSpec(
             "avg_distance", plan_avg_distance, plan_feedback, "Avg.Distance of the relevant papers' best ranks"
@@ -335,7 +339,7 @@ class Judging:
         text_of: doc id -> text, to read the papers a research report cites (its references hold ids only).
     """
 
-    support: object = None
+    support: Support | None = None  # None: `__post_init__` sets the offline lexical rule
     text_of: Callable[[str], str | None] | None = None
 
     def __post_init__(self):
@@ -370,6 +374,7 @@ def _quality(judging: Judging, target: str, example, pred):
     if id(judging) in cache:
         return cache[id(judging)]
     support, key_points = judging.support, tuple(example.get("key_points") or ())
+    assert support is not None  # Judging.__post_init__ sets it
     question = example.get("question") or ""
     if target == "research":
         if judging.text_of is None:
@@ -467,7 +472,9 @@ def writing_spec(target: str, name: str, judging: Judging) -> MetricSpec:
     def feedback(example, pred) -> str:
         return _quality(judging, target, example, pred).feedback()
 
-    return MetricSpec(name, score, feedback, f"{name} of the {target} output, judged by {judging.support.name}")
+    judge = judging.support
+    assert judge is not None  # Judging.__post_init__ sets it
+    return MetricSpec(name, score, feedback, f"{name} of the {target} output, judged by {judge.name}")
 
 
 def metric_names(target: str) -> tuple[str, ...]:

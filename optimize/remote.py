@@ -18,7 +18,7 @@ import dspy
 
 from deepresearch.optimize.compile import DevWatch, WatchCounts, evaluate_scores
 from deepresearch.programs.lm.session import open_lm
-from deepresearch.programs.runtime.executor import JobFailed, working_in
+from deepresearch.programs.runtime.executor import JobFailed, LocalExecutor, RayExecutor, working_in
 
 # (options, LM session) -> (the program being tuned, its MetricSpec, a counter with .calls: role -> LM calls)
 Setup = Callable[[argparse.Namespace, Any], tuple[dspy.Module, Any, Any]]
@@ -56,10 +56,10 @@ class ExecutorEvaluator:
     `calls` adds up the LM calls of every evaluation by role (task, judge).
     """
 
-    def __init__(self, executor, setup: Setup, args: argparse.Namespace):
+    def __init__(self, executor: LocalExecutor | RayExecutor, setup: Setup, args: argparse.Namespace):
         self.executor, self.setup, self.args, self.cwd = executor, setup, args, os.getcwd()
         self.calls: dict[str, int] = {}
-        self._pool = None
+        self._pool: LocalExecutor | RayExecutor | None = None
 
     def __enter__(self) -> ExecutorEvaluator:
         self._pool = self.executor.__enter__()

@@ -19,7 +19,7 @@ from deepresearch.programs.runtime.stage import Shared, Stage
 from deepresearch.programs.stages.assessor import Assessor
 from deepresearch.programs.stages.planner import OfflinePlanner, Planner
 from deepresearch.programs.stages.registry import STAGES
-from deepresearch.retrievers.types import Retriever, search_async
+from deepresearch.retrievers.types import Hit, Retriever, search_async
 from deepresearch.signatures.types import Task
 
 
@@ -123,10 +123,10 @@ class Target:
 
 def research_target(full: DeepResearch, stage: str, kind: str) -> Target:
     """`kind` is `program` (tune the whole program, or one stage inside it), `planner` or `assessor`."""
-    if kind == STAGES.plan.tuning.target:
+    if kind == STAGES.plan.tuning_target:
         planner = PlanAndSearch(full.retriever, breadth=full.config.breadth, read_k=full.config.hits_per_query)
         return Target(planner, full, STAGES.plan.name)
-    if kind == STAGES.assess.tuning.target:
+    if kind == STAGES.assess.tuning_target:
         return Target(Assessor(keep_uncertain=full.config.keep_uncertain), full, STAGES.assess.name)
     stages = full.stage_table()  # the shared, output and strategy stages: every module of the program
     if stage == "all":
@@ -140,8 +140,11 @@ class RecordedOnly:
     """The retriever of a program tuned on recorded stage inputs (`--from-runs`): it holds no documents,
     and a search through it is a mistake worth an error, not an empty result."""
 
-    def search(self, query: str, k: int = 10, **filters) -> list:
+    def search(self, query: str, k: int = 10, **filters) -> list[Hit]:
         raise RuntimeError("this program was built to tune one stage on recorded inputs; it cannot search")
+
+    async def asearch(self, query: str, k: int = 10, **filters) -> list[Hit]:
+        return self.search(query, k, **filters)
 
 
 def stage_target(full: DeepResearch, stage: str) -> Target:
@@ -164,7 +167,7 @@ def with_gold_labels(examples: list[dspy.Example], assessor: CandidateAssessor |
     field = "papers" if research else "candidates"
     labelled = []
     for ex in examples:
-        if research:
+        if isinstance(assessor, Assessor):  # the research assessor (`research`)
             sources, gold = list(ex.sources), set(ex.relevant_ids)
             shown = assessor.shown(ex.task, sources, ex.get("sentences", 0))
             wanted = [s.source_id in gold for s in sources]
@@ -206,7 +209,7 @@ async def with_reference_plans(examples: list[dspy.Example], target: PlanAndSear
 
 def gather_target(full: dspy.Module, stage: str, kind: str) -> Target:
     """The gathering loop, or its assessor alone on frozen candidates (`kind == "assessor"`)."""
-    if kind == STAGES.gather_assess.tuning.target:
+    if kind == STAGES.gather_assess.tuning_target:
         assessor = CandidateAssessor(second_look=full.config.second_look, preview_chars=full.config.preview_chars)
         return Target(assessor, full, STAGES.gather_assess.name, GATHER_STAGES)
     if stage != "all":

@@ -32,7 +32,7 @@ def from_beir(folder: str | Path, split: str = "train", corpus: Corpus | None = 
         relevant = sorted(d for d, grade in qrels[qid].items() if grade > 0)
         if qid not in queries or not relevant:
             continue
-        titles = {d: corpus.get(d).title for d in relevant if corpus is not None and corpus.get(d)}
+        titles = {d: doc.title for d in relevant if corpus is not None and (doc := corpus.get(d))}
         examples.append(
             dspy.Example(question=queries[qid], relevant_ids=relevant, titles=titles, query_id=qid).with_inputs(
                 "question"

@@ -1,20 +1,22 @@
 """Run configuration and named presets. Holds no secrets, so it is always safe to print or save.
 
-`ResearchConfig` groups its settings by concern: `tree` (how the tree grows), `retrieval` (what a node
-reads), `budgets` (what the run may spend, and how fast), `lm` (how replies are asked for) and `outputs`
-(what is written), beside each strategy's own settings (`hero`, `parallel`, `gather`). Every field of the
-five groups is also a setting of its own under its flat name: `ResearchConfig(depth=2, max_lm_calls=50)`,
-`config.depth` and `dataclasses.replace(config, depth=3)` read and write `config.tree.depth`.
+`ResearchConfig` is one frozen dataclass: every setting under its own name (`config.depth`,
+`config.max_lm_calls`), beside each strategy's own settings (`hero`, `parallel`, `gather`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import logging
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+from deepresearch.programs.lm.defaults import STRUCTURED_MODES
+
+logger = logging.getLogger(__name__)
 
 BREADTH_RULES = ("ceil_half", "floor_half", "fixed")
 STRATEGIES = ("eco", "hero", "parallel", "gather")
@@ -171,9 +173,32 @@ class GatherLoopConfig:
         check_minimum(self, ("ranking_depth",), 0, prefix="gather.")
 
 
+# The tables older runs and settings files grouped the settings in (`{"tree": {"depth": 2}}`, `[run.tree]`);
+# still read, each setting under its own name, with one deprecation line
+OLD_GROUPS = ("tree", "retrieval", "budgets", "lm", "outputs")
+# Each strategy's own settings, kept whole: read as `config.hero.turns`
+STRATEGY_SETTINGS: dict[str, type] = {"hero": HeroConfig, "parallel": ParallelConfig, "gather": GatherLoopConfig}
+
+
+def check_names(names: Iterable[str], kind: type, prefix: str = "") -> None:
+    """Raises TypeError for the first of `names` that is not a field of the dataclass `kind`, naming the closest."""
+    known = [f.name for f in fields(kind)]
+    for name in names:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"settings are: {', '.join(known)}"
+            raise TypeError(f"unknown {kind.__name__} setting {prefix + name!r}; {hint}")
+
+
 @dataclass(frozen=True)
-class TreeConfig:
-    """How the research tree grows and is scheduled (`ResearchConfig.tree`).
+class ResearchConfig:
+    """How large the research tree grows, how each node works, how it is scheduled and what it may spend.
+
+    Every setting has one name, `ResearchConfig(depth=2, max_lm_calls=50)`, and `dataclasses.replace(config,
+    depth=3)` changes it; each strategy's own settings are a table of their own (`config.hero.turns`). The
+    arguments below go by concern: the tree (`depth` to `schedule`), what a node reads (`hits_per_query` to
+    `full_text_cache`), what the run may spend (`max_lm_calls` to `retry_after_cap_s`), how replies are asked
+    for (`structured`, `parse_retries`) and what is written (`answer` to `verify_chars`).
 
     Args:
         depth: Levels of search along any root-to-leaf path (1 = only the planned tasks); the maximum
@@ -189,36 +214,6 @@ class TreeConfig:
             `level` (a level starts when the whole level above is done), `gptr` (GPT-Researcher's deep
             research: the children of one node run two at a time, wait for each other, then recurse one
             after another; eco only) or `sequential` (one node at a time, depth first).
-    """
-
-    depth: int = 2
-    breadth: int = 3
-    breadth_rule: str = "ceil_half"
-    max_learnings: int = 5
-    strategy: str = "eco"
-    schedule: str = "async"
-
-    def __post_init__(self):
-        if self.depth < 1 or self.breadth < 1:
-            raise ValueError(f"depth and breadth must be >= 1, got depth={self.depth}, breadth={self.breadth}")
-        if self.breadth_rule not in BREADTH_RULES:
-            raise ValueError(f"unknown breadth_rule {self.breadth_rule!r}; choose one of: {', '.join(BREADTH_RULES)}")
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"unknown strategy {self.strategy!r}; choose one of: {', '.join(STRATEGIES)}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"unknown schedule {self.schedule!r}; choose one of: {', '.join(SCHEDULES)}")
-        if self.schedule == "gptr" and self.strategy != "eco":
-            raise ValueError(
-                f"schedule 'gptr' models the eco recursion; use it with strategy 'eco', not {self.strategy!r}"
-            )
-        check_minimum(self, ("max_learnings",), 1)
-
-
-@dataclass(frozen=True)
-class RetrievalConfig:
-    """What each node retrieves and reads (`ResearchConfig.retrieval`).
-
-    Args:
         hits_per_query: Documents retrieved per search.
         max_passages: Passages (relevant hits) given to the extractor per node.
         keep_uncertain: Pass papers judged `uncertain` on to extraction.
@@ -239,30 +234,6 @@ class RetrievalConfig:
             papers; its second look at an uncertain paper and its extraction read the passages.
         full_text_passages: Passages of one paper given in its place with `full_text`.
         full_text_cache: Folder of fetched PDFs (None: ~/.cache/dspy-deepresearch/fulltext).
-    """
-
-    hits_per_query: int = 10
-    max_passages: int = 8
-    keep_uncertain: bool = True
-    passage_chars: int = 2000
-    assess_sentences: int = 3
-    skip_seen: str = "node"
-    full_text: bool = False
-    full_text_passages: int = 3
-    full_text_cache: str | None = None
-
-    def __post_init__(self):
-        check_minimum(self, ("hits_per_query", "max_passages", "passage_chars", "full_text_passages"), 1)
-        check_minimum(self, ("assess_sentences",), 0)
-        if self.skip_seen not in SKIP_SEEN:
-            raise ValueError(f"unknown skip_seen {self.skip_seen!r}; choose one of: {', '.join(SKIP_SEEN)}")
-
-
-@dataclass(frozen=True)
-class BudgetConfig:
-    """What the run may spend, how much of it at once, and how long it waits (`ResearchConfig.budgets`).
-
-    Args:
         max_lm_calls: LM calls the run may make, the writer's included (None: no cap).
         max_tokens: Tokens (prompt + completion) after which research stops (None: no cap).
         deadline_s: Wall-clock seconds for the research; on expiry running work is cancelled and the
@@ -279,8 +250,51 @@ class BudgetConfig:
         search_retries: Extra attempts of a search that timed out or lost its connection.
         backoff_s: First backoff; doubles with each attempt.
         retry_after_cap_s: Longest wait a server's Retry-After may impose before a retry.
+        structured: How replies are formatted when no adapter is configured: `auto` (the default, as on
+            the command line: the schema for an api_base server, native structured output where the model
+            supports it, else text), `schema` (each predictor's output schema sent as response_format),
+            `off` (DSPy's text format), or None (leave DSPy's default).
+        parse_retries: Extra attempts of an LM call whose reply did not parse into the stage's fields;
+            each draws a new sample (cache bypassed; a temperature-0 LM is sampled at 0.7), since asking
+            a deterministic model the same prompt again returns the same unparseable reply.
+        answer: Also write a short answer (a few cited sentences) from the same findings.
+        taxonomy: Also organise the papers the run judged relevant into a TaxoBench tree
+            and add it to the report as a map of the literature.
+        verify: What the verify stage does with a sentence of the draft that its cited passages do not
+            fully support (or a factual sentence citing nothing that no passage supports): `rewrite` it to
+            what the passages state (the default: the reader gets only checked text and keeps the supported
+            part of a half-right sentence; removed when nothing is supported), `remove` it, `mark` it
+            "(unverified)" and keep it, or `off` (no check).
+        verify_batch: Sentences judged per LM call of the verify stage.
+        verify_chars: The most characters of sentences and passages one verify call sends (about 6,000
+            tokens, within an 8K context with the instructions): a runaway draft is judged in more, smaller
+            calls; a call the server still finds too long is split in two.
+        hero: Settings of the `hero` strategy.
+        parallel: Settings of the `parallel` strategy.
+        gather: Settings of the `gather` strategy's loop.
+
+    Raises:
+        ValueError: for a value out of range, naming the field.
     """
 
+    # The tree: how it grows and is scheduled
+    depth: int = 2
+    breadth: int = 3
+    breadth_rule: str = "ceil_half"
+    max_learnings: int = 5
+    strategy: str = "eco"
+    schedule: str = "async"
+    # Retrieval: what each node reads
+    hits_per_query: int = 10
+    max_passages: int = 8
+    keep_uncertain: bool = True
+    passage_chars: int = 2000
+    assess_sentences: int = 3
+    skip_seen: str = "node"
+    full_text: bool = False
+    full_text_passages: int = 3
+    full_text_cache: str | None = None
+    # Budgets: what the run may spend, how much of it at once, and how long it waits
     max_lm_calls: int | None = None
     max_tokens: int | None = None
     deadline_s: float | None = None
@@ -295,10 +309,43 @@ class BudgetConfig:
     search_retries: int = 2
     backoff_s: float = 1.0
     retry_after_cap_s: float = 60.0
+    # LM: how replies are asked for
+    structured: str | None = "auto"
+    parse_retries: int = 1
+    # Outputs: what is written besides the report, and how the report is checked
+    answer: bool = False
+    taxonomy: bool = False
+    verify: str = "rewrite"
+    verify_batch: int = 6
+    verify_chars: int = 24000
+    # Each strategy's own settings
+    hero: HeroConfig = field(default_factory=HeroConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    gather: GatherLoopConfig = field(default_factory=GatherLoopConfig)
 
     def __post_init__(self):
-        check_minimum(self, ("max_concurrency", "lm_concurrency", "search_concurrency"), 1)
-        check_minimum(self, ("max_failures", "lm_retries", "search_retries", "backoff_s", "retry_after_cap_s"), 0)
+        if self.depth < 1 or self.breadth < 1:
+            raise ValueError(f"depth and breadth must be >= 1, got depth={self.depth}, breadth={self.breadth}")
+        for name, what, choices in (
+            ("breadth_rule", "breadth_rule", BREADTH_RULES),
+            ("strategy", "strategy", STRATEGIES),
+            ("schedule", "schedule", SCHEDULES),
+            ("skip_seen", "skip_seen", SKIP_SEEN),
+            ("structured", "structured mode", (None, *STRUCTURED_MODES)),
+            ("verify", "verify policy", VERIFY_POLICIES),
+        ):
+            if getattr(self, name) not in choices:
+                shown = ", ".join(c for c in choices if c is not None)
+                raise ValueError(f"unknown {what} {getattr(self, name)!r}; choose one of: {shown}")
+        if self.schedule == "gptr" and self.strategy != "eco":
+            raise ValueError(
+                f"schedule 'gptr' models the eco recursion; use it with strategy 'eco', not {self.strategy!r}"
+            )
+        check_minimum(self, ("max_learnings", "hits_per_query", "max_passages", "passage_chars", "verify_batch"), 1)
+        check_minimum(self, ("full_text_passages", "max_concurrency", "lm_concurrency", "search_concurrency"), 1)
+        check_minimum(self, ("assess_sentences", "max_failures", "lm_retries", "search_retries", "parse_retries"), 0)
+        check_minimum(self, ("backoff_s", "retry_after_cap_s"), 0)
+        check_minimum(self, ("verify_chars",), 1000)
         for name in ("deadline_s", "max_lm_calls", "max_tokens", "lm_timeout_s", "search_timeout_s"):
             value = getattr(self, name)
             if value is not None and not value > 0:  # `not >` so that nan is refused too
@@ -307,159 +354,6 @@ class BudgetConfig:
             if rps <= 0:
                 raise ValueError(f"rate limit of {provider!r} must be > 0 requests per second, got {rps}")
 
-
-@dataclass(frozen=True)
-class LMConfig:
-    """How replies are asked of the LM (`ResearchConfig.lm`).
-
-    Args:
-        structured: How replies are formatted when no adapter is configured: `auto` (the default, as on
-            the command line: the schema for an api_base server, native structured output where the model
-            supports it, else text), `schema` (each predictor's output schema sent as response_format),
-            `off` (DSPy's text format), or None (leave DSPy's default).
-        parse_retries: Extra attempts of an LM call whose reply did not parse into the stage's fields;
-            each draws a new sample (cache bypassed; a temperature-0 LM is sampled at 0.7), since asking
-            a deterministic model the same prompt again returns the same unparseable reply.
-    """
-
-    structured: str | None = "auto"
-    parse_retries: int = 1
-
-    def __post_init__(self):
-        check_minimum(self, ("parse_retries",), 0)
-        if self.structured not in (None, "auto", "schema", "off"):
-            raise ValueError(f"unknown structured mode {self.structured!r}; choose one of: auto, schema, off")
-
-
-@dataclass(frozen=True)
-class OutputConfig:
-    """What the run writes besides the report, and how the report is checked (`ResearchConfig.outputs`).
-
-    Args:
-        answer: Also write a short answer (a few cited sentences) from the same findings.
-        taxonomy: Also organise the papers the run judged relevant into a TaxoBench tree
-            and add it to the report as a map of the literature.
-        verify: What the verify stage does with a sentence of the draft that its cited passages do not
-            fully support (or a factual sentence citing nothing that no passage supports): `rewrite` it to
-            what the passages state (the default: the reader gets only checked text and keeps the supported
-            part of a half-right sentence; removed when nothing is supported), `remove` it, `mark` it
-            "(unverified)" and keep it, or `off` (no check).
-        verify_batch: Sentences judged per LM call of the verify stage.
-        verify_chars: The most characters of sentences and passages one verify call sends (about 6,000
-            tokens, within an 8K context with the instructions): a runaway draft is judged in more, smaller
-            calls; a call the server still finds too long is split in two.
-    """
-
-    answer: bool = False
-    taxonomy: bool = False
-    verify: str = "rewrite"
-    verify_batch: int = 6
-    verify_chars: int = 24000
-
-    def __post_init__(self):
-        check_minimum(self, ("verify_batch",), 1)
-        check_minimum(self, ("verify_chars",), 1000)
-        if self.verify not in VERIFY_POLICIES:
-            raise ValueError(f"unknown verify policy {self.verify!r}; choose one of: {', '.join(VERIFY_POLICIES)}")
-
-
-# The settings groups of ResearchConfig; each field of a group is also a flat setting of ResearchConfig
-GROUPS: dict[str, type] = {
-    "tree": TreeConfig,
-    "retrieval": RetrievalConfig,
-    "budgets": BudgetConfig,
-    "lm": LMConfig,
-    "outputs": OutputConfig,
-}
-# Each strategy's own settings, kept whole: read as `config.hero.turns`, with no flat names
-STRATEGY_SETTINGS: dict[str, type] = {"hero": HeroConfig, "parallel": ParallelConfig, "gather": GatherLoopConfig}
-# The one table of flat names: flat name -> its group, read from the groups' fields (a name is written once)
-FLAT_NAMES: dict[str, str] = {f.name: group for group, kind in GROUPS.items() for f in fields(kind)}
-
-
-def _unknown_setting(name: str) -> TypeError:
-    close = difflib.get_close_matches(name, [*FLAT_NAMES, *GROUPS, *STRATEGY_SETTINGS], n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return TypeError(
-        f"unknown ResearchConfig setting {name!r}{hint}; settings are the groups {', '.join(GROUPS)} "
-        f"(or any of their fields by name, e.g. depth=2) and {', '.join(STRATEGY_SETTINGS)}"
-    )
-
-
-def _rate_limits(pairs: Iterable[Iterable[Any]]) -> tuple[tuple[str, float], ...]:
-    """Rate limits as read back from JSON (lists) in the tuple form the config holds."""
-    return tuple((str(provider), float(rps)) for provider, rps in pairs)
-
-
-@dataclass(frozen=True, init=False)
-class ResearchConfig:
-    """How large the research tree grows, how each node works, how it is scheduled and what it may spend.
-
-    The settings are grouped by concern, each group a frozen dataclass; every field of the five groups is
-    also taken and read under its own (flat) name, so the two spellings below are the same config:
-
-        ResearchConfig(depth=2, max_lm_calls=50)
-        ResearchConfig(tree=TreeConfig(depth=2), budgets=BudgetConfig(max_lm_calls=50))
-
-    `config.depth` reads `config.tree.depth`, and `dataclasses.replace(config, depth=3)` changes it. A flat
-    name given beside its group is applied over that group (`tree=TreeConfig(depth=4), breadth=2`).
-
-    Args:
-        tree: How the tree grows and is scheduled (`TreeConfig`).
-        retrieval: What each node retrieves and reads (`RetrievalConfig`).
-        budgets: What the run may spend, how much at once and how long it waits (`BudgetConfig`).
-        lm: How replies are asked of the LM (`LMConfig`).
-        outputs: What is written besides the report and how it is checked (`OutputConfig`).
-        hero: Settings of the `hero` strategy.
-        parallel: Settings of the `parallel` strategy.
-        gather: Settings of the `gather` strategy's loop.
-        **flat: Any field of the five groups by its own name.
-
-    Raises:
-        TypeError: for a name that is neither a group nor a field of one (the message lists the groups).
-        ValueError: for a value out of range (raised by its group, naming the field).
-    """
-
-    tree: TreeConfig = field(default_factory=TreeConfig)
-    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
-    budgets: BudgetConfig = field(default_factory=BudgetConfig)
-    lm: LMConfig = field(default_factory=LMConfig)
-    outputs: OutputConfig = field(default_factory=OutputConfig)
-    hero: HeroConfig = field(default_factory=HeroConfig)
-    parallel: ParallelConfig = field(default_factory=ParallelConfig)
-    gather: GatherLoopConfig = field(default_factory=GatherLoopConfig)
-
-    def __init__(
-        self,
-        *,
-        tree: TreeConfig | None = None,
-        retrieval: RetrievalConfig | None = None,
-        budgets: BudgetConfig | None = None,
-        lm: LMConfig | None = None,
-        outputs: OutputConfig | None = None,
-        hero: HeroConfig | None = None,
-        parallel: ParallelConfig | None = None,
-        gather: GatherLoopConfig | None = None,
-        **flat: Any,
-    ) -> None:
-        given = {"tree": tree, "retrieval": retrieval, "budgets": budgets, "lm": lm, "outputs": outputs}
-        given |= {"hero": hero, "parallel": parallel, "gather": gather}
-        unknown = [name for name in flat if name not in FLAT_NAMES]
-        if unknown:
-            raise _unknown_setting(unknown[0])
-        by_group: dict[str, dict[str, Any]] = {}
-        for name, value in flat.items():
-            by_group.setdefault(FLAT_NAMES[name], {})[name] = value
-        for f in fields(self):
-            kind, value = f.default_factory, given[f.name]
-            if value is None:
-                value = kind(**by_group.get(f.name, {}))
-            elif not isinstance(value, kind):
-                raise TypeError(f"ResearchConfig {f.name}= takes a {kind.__name__}, got {type(value).__name__}")
-            elif f.name in by_group:
-                value = dataclasses.replace(value, **by_group[f.name])
-            object.__setattr__(self, f.name, value)
-
     def next_breadth(self, breadth: int) -> int:
         """Breadth of the level below one with `breadth` tasks."""
         if self.breadth_rule == "fixed":
@@ -467,44 +361,40 @@ class ResearchConfig:
         return math.ceil(breadth / 2) if self.breadth_rule == "ceil_half" else breadth // 2
 
     def to_dict(self) -> dict[str, Any]:
-        """The config as JSON-ready data in its saved form (run.json and trace.json's `config`): every field
-        of the groups by its flat name, and each strategy's settings as a table of their own."""
-        data: dict[str, Any] = {name: getattr(self, name) for name in FLAT_NAMES}
+        """The config as JSON-ready data in its saved form (run.json and trace.json's `config`): every
+        setting by its name, each strategy's settings as a table of their own."""
+        data = dataclasses.asdict(self)
         data["rate_limits"] = [list(pair) for pair in self.rate_limits]
-        return data | {name: dataclasses.asdict(getattr(self, name)) for name in STRATEGY_SETTINGS}
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ResearchConfig:
-        """The config a saved dict describes: `to_dict`'s flat form (what every run.json and trace.json
-        holds), the grouped form (`{"tree": {"depth": 2}, ...}`, as `dataclasses.asdict` gives), or a mix.
+        """The config a saved dict describes (`to_dict`'s form, what every run.json and trace.json holds).
+
+        The grouped form older runs saved (`{"tree": {"depth": 2}, ...}`) still loads, with one deprecation
+        line naming the settings to write at the top level.
 
         Raises:
-            TypeError: for a name that is neither a group nor a field of one (the message lists the groups).
+            TypeError: for an unknown name, naming the closest setting.
         """
-        settings: dict[str, Any] = {}
-        for name, value in data.items():
-            kind = GROUPS.get(name) or STRATEGY_SETTINGS.get(name)
-            if kind is not None and isinstance(value, Mapping):
-                value = dict(value)
-                unknown = [key for key in value if key not in kind.__dataclass_fields__]
-                if unknown:
-                    raise _unknown_setting(f"{name}.{unknown[0]}")
-                if "rate_limits" in value:
-                    value["rate_limits"] = _rate_limits(value["rate_limits"])
-                value = kind(**value)
-            elif name == "rate_limits":
-                value = _rate_limits(value)
-            settings[name] = value
+        settings = dict(data)
+        old = [name for name in OLD_GROUPS if isinstance(settings.get(name), Mapping)]
+        if old:
+            moved = {key: value for name in old for key, value in settings.pop(name).items()}
+            logger.warning(
+                "ResearchConfig's grouped settings (%s) are deprecated; write %s at the top level",
+                ", ".join(old),
+                ", ".join(moved),
+            )
+            settings = moved | settings
+        check_names(settings, cls)
+        for name, kind in STRATEGY_SETTINGS.items():
+            if isinstance(settings.get(name), Mapping):
+                check_names(settings[name], kind, prefix=f"{name}.")
+                settings[name] = kind(**settings[name])
+        if "rate_limits" in settings:  # JSON lists back to the tuple pairs the config holds
+            settings["rate_limits"] = tuple((str(provider), float(rps)) for provider, rps in settings["rate_limits"])
         return cls(**settings)
-
-
-def _flat_property(group: str, name: str) -> property:
-    return property(lambda self: getattr(getattr(self, group), name), doc=f"`{group}.{name}`")
-
-
-for _name, _group in FLAT_NAMES.items():
-    setattr(ResearchConfig, _name, _flat_property(_group, _name))
-del _name, _group
 
 
 PRESETS: dict[str, ResearchConfig] = {
@@ -542,13 +432,15 @@ def preset(name: str, **overrides) -> ResearchConfig:
 
     Raises:
         ValueError: for an unknown preset name (the message lists the known ones).
+        TypeError: for an unknown setting, naming the closest one.
     """
     if name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of: {', '.join(PRESETS)}")
+    check_names(overrides, ResearchConfig)
     config = dataclasses.replace(PRESETS[name], **overrides)
-    if "breadth" in overrides and "parallel" not in overrides and config.parallel is not None:
+    if "breadth" in overrides and "parallel" not in overrides:
         config = dataclasses.replace(config, parallel=dataclasses.replace(config.parallel, max_breadth=config.breadth))
-    if "breadth" in overrides and "hero" not in overrides and config.strategy == "hero" and config.hero is not None:
+    if "breadth" in overrides and "hero" not in overrides and config.strategy == "hero":
         # hero's breadth is the tasks it keeps per turn (k); its tree's `breadth` field is otherwise unused
         config = dataclasses.replace(config, hero=dataclasses.replace(config.hero, tasks_per_turn=config.breadth))
     return config

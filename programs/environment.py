@@ -77,8 +77,9 @@ def server_keys(names: Sequence[str]) -> dict[str, str]:
 
 def engine_cache_dir() -> Path | None:
     """$DEEPRESEARCH_ENGINE_CACHE, else $XDG_CACHE_HOME/dspy-deepresearch/engines, else None (the default)."""
-    if value(ENGINE_CACHE):
-        return Path(value(ENGINE_CACHE)).expanduser()
+    cache = value(ENGINE_CACHE)
+    if cache:
+        return Path(cache).expanduser()
     xdg = value("XDG_CACHE_HOME")
     return Path(xdg).expanduser() / "dspy-deepresearch" / "engines" if xdg else None
 

@@ -209,7 +209,7 @@ class _Builder:
                 continue
             elif _LIST_ITEM.match(line):
                 flush()
-                items = []
+                items: list[list[Any]] = []  # [indent, text]
                 while i < len(lines) and lines[i].strip():
                     item = _LIST_ITEM.match(lines[i])
                     if item:
@@ -380,7 +380,7 @@ def _verdict(v: Mapping[str, Any] | None) -> dict[str, str] | None:
 
 def _usage_rows(report: Report) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     costs = (report.stats.cost or {}).get("stages") or {}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for stage, u in sorted(report.usage.items()):
         rows.append(
             {

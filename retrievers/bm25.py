@@ -20,6 +20,7 @@ import tempfile
 from array import array
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from scipy import sparse
@@ -75,8 +76,8 @@ class _Column:
 
     def __init__(self, path: Path | None, dtype, size: int):
         self.path, self.dtype, self.size, self.at = path, np.dtype(dtype), size, 0
-        self.array = np.empty(size, dtype=self.dtype) if path is None else None
-        self.file = None
+        self.array: np.ndarray | None = np.empty(size, dtype=self.dtype) if path is None else None
+        self.file: BinaryIO | None = None
         if path is not None:
             self.file = path.open("wb")
             np.lib.format.write_array_header_1_0(
@@ -86,6 +87,7 @@ class _Column:
     def write(self, values: np.ndarray) -> None:
         values = np.ascontiguousarray(values, dtype=self.dtype)
         if self.file is None:
+            assert self.array is not None  # no file: the column is in memory
             self.array[self.at : self.at + values.size] = values
         else:
             self.file.write(values.tobytes())
@@ -94,7 +96,8 @@ class _Column:
     def result(self) -> np.ndarray:
         if self.at != self.size:
             raise RuntimeError(f"BM25 build wrote {self.at} of {self.size} values of {self.path or 'an array'}")
-        if self.file is None:
+        if self.file is None or self.path is None:
+            assert self.array is not None  # no file: the column is in memory
             return self.array
         self.file.close()
         return np.load(self.path, mmap_mode="r")
@@ -133,7 +136,9 @@ class _Spill:
 
     def block(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Terms, documents and tfs of the postings of terms lo..hi-1, by term then document."""
-        terms, docs, tfs = [], [], []
+        terms: list[np.ndarray] = []
+        docs: list[np.ndarray] = []
+        tfs: list[np.ndarray] = []
         for base, offsets in self.batches:
             top = offsets.size - 1
             a, z = min(lo, top), min(hi, top)
@@ -147,9 +152,9 @@ class _Spill:
         if not terms:
             empty = np.zeros(0, dtype=np.int32)
             return empty, empty, empty
-        terms, docs, tfs = np.concatenate(terms), np.concatenate(docs), np.concatenate(tfs)
-        order = np.argsort(terms, kind="stable")  # batches come in document order, so documents stay sorted
-        return terms[order], docs[order], tfs[order]
+        all_terms, all_docs, all_tfs = np.concatenate(terms), np.concatenate(docs), np.concatenate(tfs)
+        order = np.argsort(all_terms, kind="stable")  # batches come in document order, so documents stay sorted
+        return all_terms[order], all_docs[order], all_tfs[order]
 
     def close(self) -> None:
         self.docs.close()
@@ -442,8 +447,10 @@ class BM25Retriever(SyncSearchMixin):
         self._dense_row = {row: i for i, row in enumerate(self.dense_ids.tolist())}
         self.has_negative_weights = has_negative_weights
         # per-term reads in `_query_terms` as plain Python numbers, without numpy scalars
-        self._indptr, self._max_weight = memoryview(self.indptr), memoryview(self.max_weight)
-        self._idf = memoryview(self.idf)
+        # numpy's stubs give ndarray `__buffer__` for Python 3.12+ only
+        self._indptr = memoryview(self.indptr)  # type: ignore[arg-type]
+        self._max_weight = memoryview(self.max_weight)  # type: ignore[arg-type]
+        self._idf = memoryview(self.idf)  # type: ignore[arg-type]
         self._long = max(1.0, self.doc_len.size / LONG)
 
     @property
@@ -592,7 +599,7 @@ class BM25Retriever(SyncSearchMixin):
                 if dense >= 0:
                     weights = dense_weights[dense, lo:hi]
                     np.add(acc, weights * repeat if repeat > 1 else weights, out=acc)
-                elif cut[b + 1] > cut[b]:
+                elif cut is not None and cut[b + 1] > cut[b]:  # a sparse term: its cuts are known
                     self._add_postings(acc, idf, repeat, cut[b], cut[b + 1], first=lo)
             index, scores = best_positive(acc, need, None if mask is None else mask[lo:hi])
             found.append(index + lo)
@@ -630,7 +637,7 @@ class BM25Retriever(SyncSearchMixin):
             rest_bound[j] = rest_bound[j + 1] + bound
             rest_cost[j] = rest_cost[j + 1] + (n_docs * DENSE_COST if dense >= 0 else end - start)
             rest_lookup[j] = rest_lookup[j + 1] + (DENSE_LOOKUP if dense >= 0 else lookup)
-        candidates = None
+        leaders = None
         for j in range(max(done, 1), n_terms):
             # a check is worth it while enough work remains and the remaining terms could be outweighed
             if rest_cost[j] <= n_docs + CHECK_COST:
@@ -639,15 +646,13 @@ class BM25Retriever(SyncSearchMixin):
                 continue
             self._add(acc, terms[done:j])
             done = j
-            candidates = _leaders(
-                acc, rest_bound[j], need, mask, (rest_cost[j] - n_docs) / rest_lookup[j], seen, repeats
-            )
-            if candidates is not None:
+            leaders = _leaders(acc, rest_bound[j], need, mask, (rest_cost[j] - n_docs) / rest_lookup[j], seen, repeats)
+            if leaders is not None:
                 break
-        if candidates is None:
+        if leaders is None:
             self._add(acc, terms[done:])
             return best_positive(acc, need, mask)
-        candidates, threshold = candidates
+        candidates, threshold = leaders
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "BM25 search: %d candidates after %d of %d terms; %d postings of the other terms "

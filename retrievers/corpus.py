@@ -53,7 +53,7 @@ class Corpus(Sequence[Doc]):
     def __len__(self) -> int:
         return len(self.docs)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         return self.docs[i]
 
     def __iter__(self) -> Iterator[Doc]:

@@ -87,8 +87,11 @@ class Index:
                 f"{rebuild_command(self.folder, self.manifest, hint)}"
             )
         if kind == "hybrid":
+            assert self.bm25 is not None and self.dense is not None  # neither is missing (checked above)
             return HybridRetriever({"bm25": self.bm25, "dense": self.dense}, weights)
-        return parts[kind]
+        part = parts[kind]
+        assert part is not None  # not missing (checked above)
+        return part
 
 
 def build_index(

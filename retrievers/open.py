@@ -147,6 +147,7 @@ def open_retriever(
         if isinstance(corpus, Corpus):
             loaded = corpus
         else:
+            assert corpus is not None  # no index: a corpus, or search engines alone (returned above)
             loaded, _ = load_source(resolve_source(corpus, data_dir=data_dir))
         local = _in_memory(
             loaded,

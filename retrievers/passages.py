@@ -100,7 +100,8 @@ def _pieces(sentence: str, width: int) -> list[str]:
 
 def _tail(units: list[str], overlap: int) -> list[str]:
     """The last units of a passage that fit in `overlap` characters; else the end of the last one, cut at a word."""
-    kept, size = [], -1
+    kept: list[str] = []
+    size = -1
     for unit in reversed(units):
         if size + 1 + len(unit) > overlap:
             break

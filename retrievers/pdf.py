@@ -10,8 +10,10 @@ from __future__ import annotations
 import io
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from deepresearch.retrievers.corpus import CorpusError
 from deepresearch.retrievers.extras import require
@@ -78,7 +80,7 @@ def read_pdf(source: str | Path | bytes, name: str = "") -> Paper:
         if reader.is_encrypted and not reader.decrypt(""):
             raise CorpusError(f"{name}: the PDF is encrypted; save a copy without a password")
         pages = [page.extract_text() or "" for page in reader.pages]
-        info = reader.metadata or {}
+        info: Mapping[str, Any] = reader.metadata or {}
         title, author, created = (str(info.get(k) or "").strip() for k in ("/Title", "/Author", "/CreationDate"))
     except CorpusError:
         raise

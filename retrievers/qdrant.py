@@ -121,6 +121,7 @@ class QdrantRetriever:
         elif str(path) == MEMORY:
             self.client = QdrantClient(location=MEMORY)
         else:
+            assert path is not None  # exactly one of path and url (checked above)
             Path(path).mkdir(parents=True, exist_ok=True)
             self.client = QdrantClient(path=str(path))
         self._ensure_collection(embeddings, recreate, batch_size)
@@ -180,7 +181,7 @@ class QdrantRetriever:
                 "published_month": month_key(doc.published),
                 "categories": cats.split() if isinstance(cats, str) else list(cats),
             }
-            vector = {"bm25": models.SparseVector(indices=ids, values=values.tolist())}
+            vector: dict[str, models.Vector] = {"bm25": models.SparseVector(indices=ids, values=values.tolist())}
             if embeddings is not None:
                 vector["dense"] = np.asarray(embeddings[i], dtype=np.float32).tolist()
             points.append(models.PointStruct(id=i, payload=payload, vector=vector))
@@ -193,7 +194,8 @@ class QdrantRetriever:
     def _filter(self, exclude: Collection[str], before: str | None, categories: Collection[str]):
         from qdrant_client import models
 
-        must, must_not = [], []
+        must: list[models.Condition] = []
+        must_not: list[models.Condition] = []
         if before:
             must.append(
                 models.Filter(
@@ -205,7 +207,7 @@ class QdrantRetriever:
             )
         if categories:
             must.append(models.FieldCondition(key="categories", match=models.MatchAny(any=list(categories))))
-        known = [self.corpus.index_of(d) for d in exclude if d in self.corpus]
+        known: list[models.ExtendedPointId] = [self.corpus.index_of(d) for d in exclude if d in self.corpus]
         if known:
             must_not.append(models.HasIdCondition(has_id=known))
         return models.Filter(must=must or None, must_not=must_not or None) if must or must_not else None

@@ -16,6 +16,7 @@ import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from deepresearch.retrievers.corpus import CorpusError
 from deepresearch.retrievers.extras import require
@@ -75,10 +76,12 @@ def _doc(fields: dict, line: int, fallback_id: str) -> Doc:
     )
 
 
-def _ris_entries(path: Path) -> Iterator[tuple[int, dict]]:
+def _ris_entries(path: Path) -> Iterator[tuple[int, dict[str, list[str]] | None]]:
     """(line of `TY`, {tag: [values]}) per RIS record; a record cut short by another `TY` or the file's end
     yields its line with `None`."""
-    start, tags, last = 0, None, None
+    start = 0
+    tags: dict[str, list[str]] | None = None
+    last: str | None = None
     with path.open(encoding="utf-8-sig") as f:
         for n, raw in enumerate(f, start=1):
             line = raw.rstrip("\r\n")
@@ -109,7 +112,7 @@ def read_ris(path: Path) -> tuple[list[Doc], list[BadEntry]]:
         try:
             if tags is None:
                 raise BadEntry(line, "record has no ER end tag")
-            first = {k: next((tags[t][0] for t in ts if tags.get(t)), None) for k, ts in _RIS.items()}
+            first: dict[str, Any] = {k: next((tags[t][0] for t in ts if tags.get(t)), None) for k, ts in _RIS.items()}
             first["authors"] = [a for t in _RIS["authors"] for a in tags.get(t, ()) if a]
             first["abstract"] = " ".join(tags.get("AB") or tags.get("N2") or ())
             docs.append(_doc(first, line, f"{path.stem}-{i}"))
@@ -120,7 +123,8 @@ def read_ris(path: Path) -> tuple[list[Doc], list[BadEntry]]:
 
 def read_csv(path: Path) -> tuple[list[Doc], list[BadEntry]]:
     """Columns (case-insensitive): title, abstract, year, authors (`;`-separated), doi, id, url, venue/journal."""
-    docs, bad = [], []
+    docs: list[Doc] = []
+    bad: list[BadEntry] = []
     with path.open(encoding="utf-8-sig", newline="") as f:
         reader = csv.DictReader(f, strict=True)  # an unterminated quote is an error, not one garbage record
         try:

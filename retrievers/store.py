@@ -145,8 +145,8 @@ class StoredCorpus(Corpus):
         if self._n == 0:
             raise CorpusError(f"the document store in {self.folder} is empty; rebuild the index")
 
-    @property
-    def docs(self) -> StoredCorpus:  # `Corpus.docs` is the list of documents; this sequence stands in for it
+    @property  # `Corpus.docs` is the list of documents; this read-only sequence stands in for it
+    def docs(self) -> StoredCorpus:  # type: ignore[override]  # a Doc sequence, not a list (the override is deliberate)
         return self
 
     def _doc(self, i: int) -> Doc:
@@ -156,7 +156,7 @@ class StoredCorpus(Corpus):
     def __len__(self) -> int:
         return self._n
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         if isinstance(i, slice):
             return [self._doc(j) for j in range(*i.indices(self._n))]
         i = int(i)

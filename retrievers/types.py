@@ -67,7 +67,16 @@ class Retriever(Protocol):
         categories: Collection[str] = (),
     ) -> list[Hit]: ...
 
-    async def asearch(self, query: str, k: int = 10, **filters: Any) -> list[Hit]: ...
+    async def asearch(
+        self,
+        query: str,
+        k: int = 10,
+        *,
+        offset: int = 0,
+        exclude: Collection[str] = (),
+        before: str | None = None,
+        categories: Collection[str] = (),
+    ) -> list[Hit]: ...
 
 
 class SyncSearchMixin:

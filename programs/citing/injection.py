@@ -159,7 +159,8 @@ def split_passage(text: str) -> tuple[str, list[str]]:
 def _split(text: str) -> tuple[str, tuple[str, ...]]:
     """`split_passage`, remembered: the verify stage checks every report sentence against the same passages."""
     parts = _sentences(text)
-    kept, injected = [], []
+    kept: list[str] = []
+    injected: list[str] = []
     for i, part in enumerate(parts):
         rest = " ".join(parts[:i] + parts[i + 1 :])
         held = is_instruction(part) or (len(parts) >= 3 and is_foreign(part, rest))
@@ -178,7 +179,8 @@ def carries_injection(sentence: str, passages: Iterable[str], question: str = ""
     """
     if question and lexical_coverage(question, sentence) >= FULL_SUPPORT:
         return False
-    clean, injected = [], []
+    clean: list[str] = []
+    injected: list[str] = []
     for text in passages:
         kept, found = _split(text)
         clean.append(kept)

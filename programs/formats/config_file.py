@@ -2,9 +2,10 @@
 
 A table per command holds that command's options under their long names (`--max-lm-calls` is `max_lm_calls`
 or `max-lm-calls`); `run` also takes `ResearchConfig`'s names for the options that set its fields
-(`hits_per_query` for `--hits`), in `[run]` itself or in the table of their group (`[run.budgets]`; the
-groups are `ResearchConfig`'s). Options given on the command line win over the file; the file wins over
-the defaults. Top-level keys: `verbose` (0, 1 or 2) and `quiet` (true or false), for every command.
+(`hits_per_query` for `--hits`). The group tables of older files (`[run.budgets]`) still load, their keys
+read as if written in `[run]`, with one deprecation line. Options given on the command line win over the
+file; the file wins over the defaults. Top-level keys: `verbose` (0, 1 or 2) and `quiet` (true or false),
+for every command.
 
     verbose = 1
 
@@ -13,8 +14,6 @@ the defaults. Top-level keys: `verbose` (0, 1 or 2) and `quiet` (true or false),
     corpus = "scifact"
     lm = "openai/gpt-4.1-mini"
     max_lm_calls = 200
-
-    [run.retrieval]
     hits_per_query = 5
 
     [eval.retrieval]
@@ -28,20 +27,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from types import GenericAlias
 from typing import Any, Literal, get_args, get_origin
 
-from deepresearch.programs.config import FLAT_NAMES, GROUPS
+from deepresearch.programs.config import OLD_GROUPS
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+logger = logging.getLogger(__name__)
+
 CONFIG_FILE = "deepresearch.toml"
-GLOBAL_KEYS = {"verbose": (Literal[0, 1, 2], 0), "quiet": (bool, False)}
+GLOBAL_KEYS: dict[str, Any] = {"verbose": (Literal[0, 1, 2], 0), "quiet": (bool, False)}
 # ResearchConfig's field -> the `run` option that sets it, where the names differ
 RESEARCH_CONFIG_NAMES = {
     "hits_per_query": "hits",
@@ -81,12 +84,13 @@ def global_settings(
     named after a command. The table of a command group (`groups`: [eval]) holds only its commands' tables
     ([eval.gather]): no command reads a key of its own."""
     plain = {k: v for k, v in data.items() if not isinstance(v, dict)}
+    groups = groups or {}
     for key, value in data.items():
         if isinstance(value, dict) and key not in commands:
             raise ConfigFileError(
                 f"{path}: unknown table [{key}]; tables are named after a command: {', '.join(sorted(commands))}"
             )
-        if isinstance(value, dict) and key in (groups or {}):
+        if isinstance(value, dict) and key in groups:
             for name, setting in value.items():
                 if not isinstance(setting, dict):
                     tables = ", ".join(f"[{key}.{c}]" for c in sorted(groups[key]))
@@ -98,9 +102,7 @@ def global_settings(
         raise _not_a_number(path, "", "verbose", plain["verbose"], int)
     from pydantic import ConfigDict, create_model  # here, not at the top: `deepresearch --help` stays fast
 
-    model = create_model(
-        "GlobalSettings", __config__=ConfigDict(extra="forbid"), **{k: (t, d) for k, (t, d) in GLOBAL_KEYS.items()}
-    )
+    model = create_model("GlobalSettings", __config__=ConfigDict(extra="forbid"), **GLOBAL_KEYS)
     return _validate(model, plain, path, "", allowed=sorted(GLOBAL_KEYS))
 
 
@@ -123,10 +125,11 @@ def option_types(parser: argparse.ArgumentParser) -> dict[str, tuple[Any, argpar
         elif isinstance(action, argparse._CountAction):
             kind = int
         else:
-            base = action.type if action.type in (int, float) else str
+            base: Any = action.type if action.type in (int, float) else str
             if action.choices is not None:
                 base = Literal[tuple(action.choices)]
-            kind = list[base] if isinstance(action, argparse._AppendAction) or action.nargs in ("*", "+") else base
+            is_list = isinstance(action, argparse._AppendAction) or action.nargs in ("*", "+")
+            kind = GenericAlias(list, (base,)) if is_list else base  # list[base]
         out[action.dest] = (kind, action)
     return out
 
@@ -168,15 +171,15 @@ def command_defaults(data: dict[str, Any], path: Path, command: str, parser: arg
         written[dest] = key
     from pydantic import ConfigDict, create_model
 
-    model = create_model(
-        "Settings", __config__=ConfigDict(extra="forbid"), **{d: (options[d][0] | None, None) for d in values}
-    )
+    definitions: dict[str, Any] = {d: (options[d][0] | None, None) for d in values}
+    model = create_model("Settings", __config__=ConfigDict(extra="forbid"), **definitions)
     checked = _validate(model, values, path, where, allowed=sorted(options))
     for dest, value in checked.items():  # the option's own converter (e.g. --source's engine names)
         action = options[dest][1]
-        if action.type not in (None, int, float, str) and value is not None:
+        convert = action.type
+        if callable(convert) and convert not in (int, float, str) and value is not None:
             try:
-                checked[dest] = [action.type(v) for v in value] if isinstance(value, list) else action.type(value)
+                checked[dest] = [convert(v) for v in value] if isinstance(value, list) else convert(value)
             except (argparse.ArgumentTypeError, ValueError, TypeError) as err:
                 raise ConfigFileError(f"{path}: {where}key {dest!r}: {err}") from err
         bound = getattr(action, "bound", None)  # cli/options.py bound_numbers: the command line's bounds
@@ -203,28 +206,27 @@ def _not_a_number(path: Path, where: str, key: str, value: Any, number: type) ->
 
 
 def ungroup_run_table(table: dict[str, Any], path: Path) -> dict[str, Any]:
-    """`[run]` with its group tables (`[run.budgets]`) folded in: each of their keys under its flat name.
+    """`[run]` with the group tables of older files (`[run.budgets]`) folded in, with one deprecation line.
 
     Raises:
-        ConfigFileError: for a table that is not a group, a key not of its group, or one set twice.
+        ConfigFileError: for a table that is not an old group, or a key set both in [run] and in a group.
     """
     flat = {k: v for k, v in table.items() if not isinstance(v, dict)}
     given = {RESEARCH_CONFIG_NAMES.get(k.replace("-", "_"), k.replace("-", "_")): k for k in flat}
-    for group, entries in table.items():
-        if not isinstance(entries, dict):
-            continue
-        if group not in GROUPS:
-            raise ConfigFileError(f"{path}: unknown table [run.{group}]; the settings' groups are: {', '.join(GROUPS)}")
+    groups = {k: v for k, v in table.items() if isinstance(v, dict)}
+    for group, entries in groups.items():
+        if group not in OLD_GROUPS:
+            raise ConfigFileError(f"{path}: unknown table [run.{group}]; write the run's settings in [run] itself")
         for key, value in entries.items():
             name = key.replace("-", "_")
-            if FLAT_NAMES.get(name) != group:
-                known = ", ".join(n for n, g in FLAT_NAMES.items() if g == group)
-                raise ConfigFileError(f"{path}: [run.{group}] unknown key {key!r}; {group} holds: {known}")
             dest = RESEARCH_CONFIG_NAMES.get(name, name)
             if dest in given:
                 raise ConfigFileError(f"{path}: [run.{group}] {key!r} is also set as {given[dest]!r}; keep one")
             given[dest] = f"[run.{group}] {key}"
             flat[name] = value
+    if groups:
+        tables = ", ".join(f"[run.{g}]" for g in groups)
+        logger.warning("%s: the tables %s are deprecated; write their keys in [run] itself", path, tables)
     return flat
 
 

@@ -25,7 +25,7 @@ import contextlib
 import logging
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, cast
 
 import dspy
 from pydantic import TypeAdapter, ValidationError
@@ -56,6 +56,8 @@ from deepresearch.retrievers.types import Hit, Retriever
 from deepresearch.signatures.gather import PlannedSearch, RoundResult, SubqueryNode
 
 logger = logging.getLogger(__name__)
+# the links of the loop's subquery tree, as `SubqueryNode.link` takes them
+SubqueryLink = Literal["root", "derive", "expand"]
 
 __all__ = [
     "GATHER_STAGES",
@@ -183,7 +185,9 @@ def validate_plan(
     nodes = {n.node_id for n in tree}
     texts = {norm_text(n.text) for n in tree}
     continued: set[int] = set()
-    kept, dropped, repaired = [], [], 0
+    kept: list[PlannedSearch] = []
+    dropped: list[str] = []
+    repaired = 0
     for s in searches:
         if s.source_id not in nodes:
             reason = f"unknown source {s.source_id}"
@@ -298,7 +302,7 @@ class GatherLoop:
             SubqueryNode(
                 node_id=n.node_id,
                 parent_id=n.parent_id,
-                link=n.link,
+                link=cast(SubqueryLink, n.link),  # the loop's tree holds these links only
                 iteration=n.iteration,
                 text=n.text,
                 pages=self.pages.get(n.node_id, 0),
@@ -330,7 +334,7 @@ class GatherLoop:
                 host.events.emit("budget", message=str(err))
                 return "budget", not self.selected
             except Exception as err:  # the rounds before stand; the failure is recorded by the host
-                host.failed(f"{self.tag}{t}", STAGES.gather_plan.loop_step, err)
+                host.failed(f"{self.tag}{t}", STAGES.gather_plan.loop_step_name, err)
                 return "plan_failed", not self.selected
             actions, dropped, repaired = validate_plan(plan.searches, self.tree, self.pages, config)
             if t == 1 and (plan.is_complete or not actions):  # a first plan that would fail the query
@@ -391,7 +395,7 @@ class GatherLoop:
                 source = self.tree[a.source_id]
                 parent = source.node_id if a.action == "derive" or source.parent_id is None else source.parent_id
                 node = Subquery(
-                    node_id=len(self.tree), parent_id=parent, link=a.action, text=a.text.strip(), iteration=t
+                    node_id=len(self.tree), parent_id=parent, link=a.action, text=(a.text or "").strip(), iteration=t
                 )
                 self.tree.append(node)
                 calls.append((node.node_id, a.action, node.text, a.target_k, 0))
@@ -399,11 +403,11 @@ class GatherLoop:
         async def one(node_id: int, action: str, text: str, k: int, offset: int) -> Search:
             """One search and its assessment; a failure of either is recorded on the search, not raised."""
             search = Search(node_id=node_id, action=action, text=text, k=k, offset=offset, candidates=())
-            stage = STAGES.search.loop_step
+            stage = STAGES.search.loop_step_name
             try:
                 hits, ranking = await self._retrieve(text, k, offset, exclude)
                 search = replace(search, ranking=ranking)
-                stage = STAGES.gather_assess.loop_step
+                stage = STAGES.gather_assess.loop_step_name
                 with reading_full_text(self.full_text):
                     assessed = await self.host.assess(
                         question=self.question,
@@ -425,7 +429,9 @@ class GatherLoop:
                 search,
                 candidates=candidates,
                 feedback=assessed.feedback,
-                **{k: int(getattr(assessed, k, 0) or 0) for k in ("rechecked", "browsed", "unread")},
+                rechecked=int(getattr(assessed, "rechecked", 0) or 0),
+                browsed=int(getattr(assessed, "browsed", 0) or 0),
+                unread=int(getattr(assessed, "unread", 0) or 0),
             )
 
         searches = list(await asyncio.gather(*[one(*c) for c in calls]))

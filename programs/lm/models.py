@@ -204,7 +204,7 @@ def output_schema(signature: type[dspy.Signature]) -> dict[str, Any]:
     """
     import pydantic
 
-    fields = {name: (f.annotation, ...) for name, f in signature.output_fields.items()}
+    fields: dict[str, Any] = {name: (f.annotation, ...) for name, f in signature.output_fields.items()}
     model = pydantic.create_model(
         f"{signature.__name__}Output", __config__=pydantic.ConfigDict(extra="forbid"), **fields
     )
@@ -471,8 +471,9 @@ class ServerKeyedCache(Cache):
             value = copy.deepcopy(value)
             for choice in getattr(value, "choices", None) or ():
                 message = getattr(choice, "message", None)
-                if isinstance(getattr(message, "content", None), str):
-                    message.content = redact(message.content)
+                content = getattr(message, "content", None)
+                if message is not None and isinstance(content, str):
+                    message.content = redact(content)
         try:
             data = pickle.dumps(value)
         except Exception:  # what cannot be checked is not stored
@@ -516,7 +517,8 @@ def preflight(lm: dspy.LM, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
 
     from dspy.clients.lm import _is_openai_reasoning_model
 
-    limit = {} if _is_openai_reasoning_model(lm.model) else {"max_tokens": 8}  # those need 16000 or none
+    reasoning = _is_openai_reasoning_model(lm.model)
+    limit: dict[str, float] = {} if reasoning else {"max_tokens": 8}  # reasoning models need 16000 or none
     if isinstance(lm.engine, str):  # a custom engine (the LM router) owns its timeout
         limit["timeout"] = timeout_s
     for attempt in range(PREFLIGHT_RATE_RETRIES + 1):
@@ -547,7 +549,7 @@ _CUT_REPLY = re.compile(
 )
 
 
-def _provider(err: Exception, lm: Any) -> str:
+def _provider(err: BaseException, lm: Any) -> str:
     model = getattr(err, "model", None) or getattr(lm, "model", None) or ""
     return getattr(err, "provider", None) or (model.split("/", 1)[0] if "/" in model else model) or "the provider"
 
@@ -568,8 +570,9 @@ def explain(err: BaseException, lm: Any | None = None) -> str:
     server = server_of(lm) if lm is not None else None
     where = redact_url(server) if server else provider
     address = "--api-base"
-    if getattr(lm, "servers", None):  # a RouterLM: the request went to whichever server was free
-        where, address = f"the LM servers ({', '.join(s.shown for s in lm.servers)})", "--lm-server"
+    servers = getattr(lm, "servers", None)
+    if servers:  # a RouterLM: the request went to whichever server was free
+        where, address = f"the LM servers ({', '.join(s.shown for s in servers)})", "--lm-server"
     status = getattr(err, "status", None)
     if isinstance(err, x.LMAuthError) or status in (401, 403):
         var = SERVER_KEY_ENV if server else " or ".join(key_variables(model))
@@ -616,7 +619,7 @@ def summarize_failures(causes: Iterable[str]) -> str | None:
     counts: dict[str, int] = {}
     for cause in causes:
         counts[cause] = counts.get(cause, 0) + 1
-    return max(counts, key=counts.get) if counts else None
+    return max(counts, key=lambda cause: counts[cause]) if counts else None
 
 
 __all__ = [

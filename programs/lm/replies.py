@@ -79,7 +79,7 @@ class LMReplies(BaseCallback):
                 self._answered += 1
                 return
             self._failed += 1
-            if len(self._causes) < KEPT_CAUSES:
+            if len(self._causes) < KEPT_CAUSES and cause is not None:  # a failure: it has a cause
                 self._causes.append(cause)
 
     def add(self, counts: ReplyCounts) -> None:

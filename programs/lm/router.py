@@ -82,7 +82,8 @@ def parse_server(spec: str) -> Server:
     parts = spec.replace(",", " ").split()
     if not parts:
         raise RouterConfigError("empty --lm-server entry; give a URL such as http://127.0.0.1:8080/v1")
-    url, options = parts[0], {}
+    url = parts[0]
+    options: dict[str, Any] = {}
     for part in parts[1:]:
         name, eq, value = part.partition("=")
         if not eq or name not in SERVER_OPTIONS:
@@ -340,7 +341,7 @@ def router_lm(
         kwargs: Passed to `dspy.LM` (temperature, max_tokens, cache, num_retries of DSPy itself...).
     """
     check_temperature(kwargs.get("temperature"))
-    check_lm(model, api_base=servers and "router")  # a server list needs no provider key
+    check_lm(model, api_base="router" if servers else None)  # a server list needs no provider key
     parsed = [s if isinstance(s, Server) else parse_server(s) for s in servers]
     failovers = len(parsed) - 1 if failovers is None else failovers
     router, group = make_router(

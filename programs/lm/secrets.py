@@ -25,6 +25,7 @@ unchanged, and redacting twice gives the same text as redacting once.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import urllib.parse
@@ -235,10 +236,10 @@ def _redact_exact(text: str, values: list[str]) -> str:
         The text with each occurrence replaced by `REDACTED`.
     """
     forms = set(values) | {urllib.parse.quote(v, safe="") for v in values}
-    forms = [f for f in _usable(forms) if f in text]
-    if not forms:
+    found = [f for f in _usable(forms) if f in text]
+    if not found:
         return text
-    return re.sub("|".join(re.escape(f) for f in forms), REDACTED, text)
+    return re.sub("|".join(re.escape(f) for f in found), REDACTED, text)
 
 
 def _sub_value(pattern: re.Pattern[str], text: str, keep=lambda value: False) -> str:
@@ -339,7 +340,7 @@ def _redact_shapes(text: str) -> str:
 
     for (pattern, check), prefixes in zip(_KEY_SHAPES, _SHAPE_PREFIXES):
         if any(p in text for p in prefixes):
-            text = pattern.sub(lambda m, c=check: replace(m, c), text)
+            text = pattern.sub(functools.partial(replace, check=check), text)
     return text
 
 

@@ -285,7 +285,7 @@ class metered:
 
     def __init__(self, meter: UsageMeter):
         self.meter = meter
-        self._ctx = None
+        self._ctx: Any = None  # dspy.context(usage_tracker=meter) while inside
 
     def __enter__(self) -> UsageMeter:
         self._parent = self.meter.parent

@@ -43,15 +43,15 @@ def relevant_docs(roots: Sequence[Node], registry: CitationRegistry, corpus: Any
     docs = [by_id[i] for i in ids if i in by_id]
     if corpus is not None and hasattr(corpus, "get"):  # a resumed node's documents were journaled without text
         docs = [corpus.get(d.doc_id) or d for d in docs]
-    first = {}  # a paper read as passages counts once: its first relevant passage stands for it
+    first: dict[str, Doc] = {}  # a paper read as passages counts once: its first relevant passage stands for it
     for d in docs:
         first.setdefault(paper_id(d), d)
     return list(first.values())
 
 
-def render_map(by_id: dict[str, Any], cite: dict[str, str]) -> str:
+def render_map(by_id: dict[str, Any], cite: dict[str, tuple[str, str]]) -> str:
     """The taxonomy as a nested Markdown list under `MAP_HEADING`: categories in bold, and in each leaf
-    its papers by title, each cited with its source id `cite[doc_id]` (renumbered later)."""
+    its papers by title, each cited with its source id (`cite[doc_id]` is (source id, title); renumbered later)."""
     lines = [MAP_HEADING, ""]
 
     def visit(node: dict[str, Any], depth: int) -> None:

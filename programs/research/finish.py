@@ -239,7 +239,7 @@ def _notes(ctx: RunContext, nodes: list[Node], status: RunStatus, error: str | N
 
 
 def _stats(
-    ctx: RunContext, nodes: list[Node], usage: dict[str, Any], offline: bool, prune_reasons: Sequence[str], **found: int
+    ctx: RunContext, nodes: list[Node], usage: dict[str, Any], offline: bool, prune_reasons: Sequence[str], **found: Any
 ) -> RunStats:
     """The run's statistics: its nodes by status, LM calls, costs, limits, retries and time."""
     costs = ctx.meter.costs()
@@ -271,7 +271,7 @@ def _stats(
         retries=dict(ctx.sched.retries),
         total_s=round(ctx.sched.elapsed(), 4),
         pruned=pruned,
-        wasted_speculative=pruned.get(STAGES.deepen.research_attr, 0),
+        wasted_speculative=pruned.get(STAGES.deepen.research_attr_name, 0),
     )
 
 
@@ -459,7 +459,7 @@ def _text(ctx: RunContext, doc) -> str:
     if doc.text:
         return doc.text
     corpus = getattr(ctx.retriever, "corpus", None)
-    found = corpus.get(doc.doc_id) if hasattr(corpus, "get") else None
+    found = corpus.get(doc.doc_id) if corpus is not None and hasattr(corpus, "get") else None
     return found.text if found is not None else ""
 
 

@@ -32,7 +32,7 @@ import dspy
 
 from deepresearch.programs.citing.citation_guard import check_node_citations
 from deepresearch.programs.config import ResearchConfig
-from deepresearch.programs.gather.artifacts import GatherResult, StopReason, Subquery
+from deepresearch.programs.gather.artifacts import Candidate, GatherResult, StopReason, Subquery
 from deepresearch.programs.gather.loop import GatherLoop, papers_and_reader
 from deepresearch.programs.research.strategy import question_task, research_task
 from deepresearch.programs.runtime.context import NodeLife, RunContext
@@ -201,7 +201,7 @@ async def research_selected(
     ctx = life.ctx
     if not life.node.relevant_ids:
         return
-    first = {}  # doc id -> the candidate record of its first appearance under this subquery
+    first: dict[str, Candidate] = {}  # doc id -> the candidate record of its first appearance under this subquery
     for s in (s for r in result.rounds for s in r.searches if s.node_id == sub.node_id):
         for c in s.candidates:
             first.setdefault(c.doc_id, c)

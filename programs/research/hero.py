@@ -11,6 +11,7 @@ A pipeline sees its own documents only; its siblings reach it as query strings.
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from deepresearch.programs.citing.citation_guard import check_node_citations
 from deepresearch.programs.citing.citations import CITATION, citation_labels
@@ -21,7 +22,8 @@ from deepresearch.programs.runtime.context import NodeLife, RunContext
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
 from deepresearch.programs.stages.merger import NO_INFORMATION
 from deepresearch.programs.stages.registry import STAGES
-from deepresearch.signatures.types import Finding, Learning, Task
+from deepresearch.retrievers.types import Hit
+from deepresearch.signatures.types import Finding, Learning, Source, Task
 
 
 def is_low_yield(
@@ -54,7 +56,7 @@ class Hero:
             if ctx.is_stopped:
                 break
             chosen = await ctx.once(
-                f"plan:turn:{turn}", lambda t=turn, q=queries, f=findings: self._plan_turn(ctx, t, q, f)
+                f"plan:turn:{turn}", functools.partial(self._plan_turn, ctx, turn, queries, findings)
             )
             if not chosen:
                 ctx.count(turns_stop=f"the planner proposed no new task in turn {turn}")
@@ -182,7 +184,8 @@ async def extract_in_batches(life: NodeLife, task: Task, depth: int) -> tuple[li
     low, batches, examined = 0, 0, 0
     pending = list(hits)
     while pending:
-        batch, sources = [], []  # the next `batch_size` hits whose passages were not sent before (`skip_seen`)
+        batch: list[Hit] = []  # the next `batch_size` hits whose passages were not sent before (`skip_seen`)
+        sources: list[Source] = []
         while pending and len(sources) < h.batch_size:
             hit = pending.pop(0)
             fresh = unseen(life, life.sources([hit]))

@@ -23,7 +23,7 @@ from deepresearch.signatures.types import Task
 logger = logging.getLogger(__name__)
 
 MAX_FINDINGS_SHOWN = 40
-PRUNE_REASONS = ("satisfied", "low_value", STAGES.deepen.research_attr)
+PRUNE_REASONS = ("satisfied", "low_value", STAGES.deepen.research_attr_name)
 
 
 class Parallel:
@@ -109,7 +109,7 @@ class Parallel:
                 deepen = can_deepen and await self._deepen(ctx, life, task, level)
                 if not deepen and children:
                     for child in children:
-                        ctx.prune(child, STAGES.deepen.research_attr)
+                        ctx.prune(child, STAGES.deepen.research_attr_name)
                 elif deepen and p.speculation == "none":
                     life.stage = STAGES.plan.name
                     life.spawned = await self._plan(ctx, task.query, child_breadth)

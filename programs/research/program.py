@@ -101,7 +101,7 @@ class DeepResearch(TwinChoice, dspy.Module):
         if not hasattr(retriever, "search"):
             raise TypeError(f"retriever must have a search(query, k) method, got {type(retriever).__name__}")
         config = config or ResearchConfig()
-        overrides = {k: v for k, v in {"depth": depth, "breadth": breadth}.items() if v is not None}
+        overrides: dict[str, Any] = {k: v for k, v in {"depth": depth, "breadth": breadth}.items() if v is not None}
         self.config = replace(config, **overrides) if overrides else config
         if self.config.full_text and not isinstance(retriever, FullTextRetriever):  # hits with a PDF read as passages
             retriever = FullTextRetriever(

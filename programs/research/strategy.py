@@ -73,7 +73,7 @@ def unseen(life: NodeLife, sources: list[Source], limit: int | None = None) -> l
         while parent:
             known |= sent.get(parent, set())
             parent = life.ctx.store.parents.get(parent)
-    out = []
+    out: list[Source] = []
     for s in sources:
         if limit is not None and len(out) >= limit:
             break

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -257,6 +258,7 @@ class RunContext:
     def _log_call(
         self, stage: str, node_id: str | None, inputs: dict, out: Any, seconds: float, error: str | None = None
     ) -> None:
+        assert self.stage_log is not None  # called only with a stage log (`_call` checks)
         try:
             self.stage_log.record(stage, node_id, inputs, out, seconds=seconds, error=error)
         except OSError as err:
@@ -316,9 +318,7 @@ class RunContext:
         out = []
         for task in tasks:
             node_id = self.plan_node(task, parent_id, depth=level, breadth=breadth)
-            fut = await self.sched.submit(
-                level, lambda release, n=node_id, t=task: run(n, t, release), key=node_id, parent=parent_id
-            )
+            fut = await self.sched.submit(level, functools.partial(run, node_id, task), key=node_id, parent=parent_id)
             out.append((node_id, fut))
         return out
 
@@ -368,7 +368,7 @@ class RunContext:
         """
         self.sched.pool.spawn(self._guarded(research))
         joined = asyncio.ensure_future(self.sched.pool.join())
-        waiters = {joined}
+        waiters: set[asyncio.Future[Any]] = {joined}
         interrupted = asyncio.ensure_future(self.interrupt.wait()) if self.interrupt is not None else None
         if interrupted is not None:
             waiters.add(interrupted)
@@ -448,7 +448,9 @@ class NodeLife:
 
     async def __aenter__(self) -> NodeLife:
         set_node(self.node_id)
-        self.ctx._running[self.node_id] = asyncio.current_task()
+        task = asyncio.current_task()
+        assert task is not None  # awaited inside the node's task
+        self.ctx._running[self.node_id] = task
         if self.saved is not None:
             self._restore(self.saved)
         return self

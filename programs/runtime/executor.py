@@ -148,6 +148,7 @@ class LocalExecutor:
 
     def map_unordered(self, fn: Callable[[Any], Any], jobs: list[Any]) -> Iterator[tuple[int, Any]]:
         assert self._pool is not None, "use the executor in a with block"
+        pool = self._pool
         waiting = iter(enumerate(jobs))
         futures: dict[Future, int] = {}
 
@@ -157,7 +158,7 @@ class LocalExecutor:
                 if index is None:
                     return
                 try:
-                    future = self._pool.submit(_run_job, fn, job)
+                    future = pool.submit(_run_job, fn, job)
                 except BaseException as err:  # the pool broke (a worker died): the job fails as its own would
                     future = Future()
                     future.set_exception(err)

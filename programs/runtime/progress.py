@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, TextIO, cast
 
 from deepresearch.programs.artifacts import Event
 from deepresearch.programs.runtime.text import shorten
@@ -112,7 +112,8 @@ class Progress:
         if display not in DISPLAYS:
             raise ValueError(f"unknown progress display {display!r}; choose one of: {', '.join(DISPLAYS)}")
         self.stream = stream if stream is not None else sys.stderr
-        self.display: Display = "off" if quiet else (choose_display(self.stream) if display == "auto" else display)
+        given = cast(Display, display)  # one of DISPLAYS (checked above); "auto" is resolved here
+        self.display: Display = "off" if quiet else (choose_display(self.stream) if display == "auto" else given)
         self._out = _GuardedStream(self.stream)
         self.bar: Any = None  # a tqdm bar, made at the first event that needs one
         self.planned: set[str] = set()  # node ids planned (or started) so far: the bar's total

@@ -122,7 +122,8 @@ class CostMeter(UsageMeter):
         out: dict[str, float | None] = {}
         for stage, models in sorted(self.tokens_by_model().items()):
             prices = [model_cost(m, p, c, cached) for m, (p, c, cached) in models.items()]
-            out[stage] = None if any(x is None for x in prices) else round(sum(prices), 8)
+            known = [x for x in prices if x is not None]
+            out[stage] = None if len(known) < len(prices) else round(sum(known), 8)
         return out
 
 
@@ -170,14 +171,15 @@ class GptrSchedule:
 
     def ended(self, key: str) -> None:
         self._ended.add(key)
+        node: str | None = key
         while (
-            key is not None
-            and key not in self._done
-            and key in self._ended
-            and all(c in self._done for c in self._families.get(key, ()))
+            node is not None
+            and node not in self._done
+            and node in self._ended
+            and all(c in self._done for c in self._families.get(node, ()))
         ):
-            self._done.add(key)
-            key = self._parent[key]
+            self._done.add(node)
+            node = self._parent[node]
         self._pump()
 
     def cancel(self) -> None:
@@ -193,7 +195,8 @@ class GptrSchedule:
         return all(s in self._released for s in siblings) and all(s in self._done for s in earlier)
 
     def _pump(self) -> None:
-        for node in [n for n, starts in self._waiting.items() if starts and n not in self._started]:
+        # the roots' parent, None, is started from the beginning
+        for node in [n for n, starts in self._waiting.items() if starts and n is not None and n not in self._started]:
             if self._may_start(node):
                 self._started.add(node)
                 gate = self._gates[node]

@@ -14,7 +14,7 @@ from deepresearch.programs.stages.spec import StageSpec, Tuning
 from deepresearch.retrievers.passages import sentences as split_sentences
 from deepresearch.signatures.assess import AssessRelevance
 from deepresearch.signatures.gather import PaperPreview
-from deepresearch.signatures.types import Judgement, Source, Task
+from deepresearch.signatures.types import Judgement, Label, Source, Task
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class OfflineAssessor(Assessor):
         for s, score in zip(sources, scores):
             ratio, coverage = evidence(wanted, s.title, s.text, score, best)
             covered = coverage >= self.min_coverage
-            label = (
+            label: Label = (
                 "relevant"
                 if covered and ratio >= self.relevant_ratio
                 else "uncertain"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dspy
 
@@ -20,8 +20,13 @@ logger = logging.getLogger(__name__)
 
 TWINS_KEY = "offline_stages"  # in a saved program's state: the stages its offline twins answer
 
+if TYPE_CHECKING:  # the type checker reads the mixin as the dspy.Module it is combined with (its super())
+    from dspy import Module as _Program
+else:
+    _Program = object
 
-class TwinChoice:
+
+class TwinChoice(_Program):
     """Per-stage choice between a stage's LM module and its offline twin, for a program with a stage table.
 
     The program provides `stage_table()` (stage name -> attribute), `config`, `retriever` and `is_offline`.

@@ -143,7 +143,8 @@ def read_clarifications(path: str | Path) -> tuple[dict[str, str], ...]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise ClarificationsError(f"cannot read clarifying answers {path}: {err.strerror or err}") from None
+        reason = getattr(err, "strerror", None) or err  # a UnicodeDecodeError has no strerror
+        raise ClarificationsError(f"cannot read clarifying answers {path}: {reason}") from None
     if text.lstrip().startswith(("[", "{")):
         try:
             data = json.loads(text)
@@ -168,16 +169,16 @@ def read_clarifications(path: str | Path) -> tuple[dict[str, str], ...]:
 
 def _read_pairs(path: Path, text: str) -> tuple[dict[str, str], ...]:
     """The text form of `read_clarifications`: `Q:` lines, each followed by at most one `A:` line."""
-    pairs: list[list[str | None]] = []  # [question, answer or None while unanswered]
+    pairs: list[tuple[str, str | None]] = []  # (question, answer or None while unanswered)
     for n, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         tag, value = line[:2].upper(), line[2:].strip()
         if tag == "Q:" and value:
-            pairs.append([value, None])
+            pairs.append((value, None))
         elif tag == "A:" and pairs and pairs[-1][1] is None:
-            pairs[-1][1] = value
+            pairs[-1] = (pairs[-1][0], value)
         else:
             expected = "the next 'Q:' line" if tag == "A:" and pairs else "a 'Q: <question>' line"
             raise ClarificationsError(

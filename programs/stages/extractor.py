@@ -121,7 +121,8 @@ class OfflineExtractor(Extractor):
                 if overlap >= min(self.min_overlap, len(wanted)) and about(asked, sent):
                     scored.append((-overlap, order, pos, sent))
         scored.sort()
-        quoted, per_source = [], {}
+        quoted: list[PassageLearning] = []
+        per_source: dict[str, int] = {}
         for _, order, _, sent in scored:
             sid = sources[order].source_id
             if per_source.get(sid, 0) < 2 and len(quoted) < self.max_learnings:

@@ -327,6 +327,7 @@ class OfflineSubqueryPlanner(SubqueryPlanner):
         if len(subquery_tree) == 1:
             searches = [PlannedSearch(action="derive", source_id=0, text=base)]
             if self.expansions:
+                assert retriever is not None  # expansions need one (checked above)
                 hits = await search_async(
                     retriever, question, self.feedback_docs + self.background_docs, before=date_constraint or None
                 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 from deepresearch.programs.runtime.text import strip_label
 from deepresearch.programs.stages.clarifier import plain_brief
@@ -171,7 +172,7 @@ def goal_for(question: str, query: str) -> str:
     return f"Evidence that also mentions {listed}"
 
 
-def feedback_terms(sources: list[Source], exclude: set[str], n: int, background: list[Source] = ()) -> list[str]:
+def feedback_terms(sources: list[Source], exclude: set[str], n: int, background: Sequence[Source] = ()) -> list[str]:
     """Pseudo-relevance feedback: terms of the top documents, weighted by reciprocal rank and by how
     much rarer they are in the `background` (lower-ranked) documents, so generic words sink.
 

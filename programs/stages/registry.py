@@ -139,8 +139,9 @@ class Stages:
     def frozen_target(self, program: str, stage: str) -> str | None:
         """The metric target of `stage` tuned alone on frozen inputs in `program`, None where it has none."""
         tuning = self[stage].tuning if stage in self else None
-        is_frozen = tuning is not None and tuning.inputs == "frozen" and tuning.program == program
-        return tuning.target if is_frozen else None
+        if tuning is not None and tuning.inputs == "frozen" and tuning.program == program:
+            return tuning.target
+        return None
 
     def max_output_tokens(self) -> dict[str, int]:
         """Stage name -> the output tokens one of its predictor calls may write (every LM stage)."""

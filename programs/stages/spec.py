@@ -9,12 +9,13 @@ programs build their stages by walking it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import dspy
 
 if TYPE_CHECKING:
     from deepresearch.programs.config import ResearchConfig
+    from deepresearch.programs.gather.loop import GatherConfig
     from deepresearch.retrievers.types import Retriever
 
 StageKind = Literal[
@@ -90,8 +91,11 @@ class StageSpec:
     max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS
     reserve: int = 1
 
-    def build(self, config: ResearchConfig, retriever: Retriever | None, *, offline: bool = False) -> Any:
-        """The stage's module for a run of `config` over `retriever`: its offline twin when `offline`.
+    def build(
+        self, config: ResearchConfig | GatherConfig, retriever: Retriever | None, *, offline: bool = False
+    ) -> Any:
+        """The stage's module for a run of `config` (a research run's, or the standalone `Gatherer`'s) over
+        `retriever`: its offline twin when `offline`.
 
         Raises:
             ValueError: for a step without a module, or `offline` for a stage without a twin.
@@ -99,7 +103,40 @@ class StageSpec:
         cls = self.offline if offline else self.module
         if cls is None:
             raise ValueError(f"stage {self.name!r} has no {'offline twin' if offline else 'module'}")
-        return cls.from_config(config, retriever)
+        return cast(Any, cls).from_config(config, retriever)  # every stage module has this classmethod
+
+    @property
+    def tuning_target(self) -> str:
+        """The metric target of the stage tuned alone (`tuning.target`).
+
+        Raises:
+            ValueError: for a stage tuned only inside its program (no `tuning`).
+        """
+        if self.tuning is None:
+            raise ValueError(f"stage {self.name!r} is tuned only inside its program: it has no tuning target")
+        return self.tuning.target
+
+    @property
+    def research_attr_name(self) -> str:
+        """The attribute of `DeepResearch` holding the stage's module (`research_attr`).
+
+        Raises:
+            ValueError: for a stage that is not part of the research program.
+        """
+        if self.research_attr is None:
+            raise ValueError(f"stage {self.name!r} is not part of the research program")
+        return self.research_attr
+
+    @property
+    def loop_step_name(self) -> str:
+        """The stage's step name inside the gathering loop (`loop_step`).
+
+        Raises:
+            ValueError: for a stage the gathering loop does not run.
+        """
+        if self.loop_step is None:
+            raise ValueError(f"stage {self.name!r} is not a step of the gathering loop")
+        return self.loop_step
 
 
 __all__ = ["DEFAULT_MAX_OUTPUT_TOKENS", "StageKind", "StageSpec", "Tuning"]

@@ -45,7 +45,7 @@ from deepresearch.programs.runtime.scheduler import BudgetExceeded
 from deepresearch.programs.runtime.stage import Stage, teach
 from deepresearch.programs.stages.spec import StageSpec
 from deepresearch.signatures.types import Source
-from deepresearch.signatures.verify import ClaimToCheck, ClaimVerdict, VerifyClaims
+from deepresearch.signatures.verify import ClaimToCheck, ClaimVerdict, Support, VerifyClaims
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ POLICIES = VERIFY_POLICIES
 MARK = " *(unverified)*"
 MIN_CLAIM_CHARS = 50  # ScholarQABench's claim rule: shorter sentences (answers, transitions) carry no claim
 MAX_CITATIONS = 3  # the passages of a sentence's first three citations are checked, as in ScholarQABench
-_GRADE = {1.0: "supported", 0.5: "partially", 0.0: "unsupported"}
+_GRADE: dict[float, Support] = {1.0: "supported", 0.5: "partially", 0.0: "unsupported"}
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -263,7 +263,9 @@ def guarded_lines(report: str, sources: Sequence[Source], question: str = "") ->
             lines.append([mark.group(0) if mark else "", [LIST_MARK.sub("", line).strip()]])
             is_open = True
         else:
-            lines[-1][1][0] += " " + stripped
+            block = lines[-1]
+            assert isinstance(block, list)  # is_open: the last line is the open prose block
+            block[1][0] += " " + stripped
     premises = [_premise(s) for s in sources]
     checks: list[SentenceCheck] = []
     for item in lines:

@@ -179,7 +179,8 @@ def clean_tree(raw: Any, topic: str, resolve: Callable[[Any], str | None], repai
     def clean(node: dict) -> dict | None:
         name = str(node.get("name") or "").strip() or "Untitled"
         keys = []
-        entries = node.get("papers") if isinstance(node.get("papers"), list) else []
+        papers = node.get("papers")
+        entries = papers if isinstance(papers, list) else []
         for entry in entries:
             key = resolve(entry)
             if key is None:
@@ -189,7 +190,8 @@ def clean_tree(raw: Any, topic: str, resolve: Callable[[Any], str | None], repai
             else:
                 seen.add(key)
                 keys.append(key)
-        subs = node.get("subtopics") if isinstance(node.get("subtopics"), list) else []
+        subtopics = node.get("subtopics")
+        subs = subtopics if isinstance(subtopics, list) else []
         children = [c for c in (clean(s) for s in subs if isinstance(s, dict)) if c is not None]
         if keys and children:
             repairs.append(Repair("split_mixed", f"{len(keys)} items of {name!r} moved into a new leaf of that name"))

@@ -53,7 +53,7 @@ def _terms(text: str, stop: frozenset[str]) -> list[str]:
 
 def distinctive_terms(groups: Sequence[Counter], top: int = 3) -> list[list[str]]:
     """Per group, the `top` terms by class-based TF-IDF: tf in the group x log(1 + mean group size / total tf)."""
-    total = Counter()
+    total: Counter[str] = Counter()
     for g in groups:
         total.update(g)
     mean_size = sum(sum(g.values()) for g in groups) / max(len(groups), 1)

@@ -25,7 +25,7 @@ import os
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from deepresearch.retrievers.engines.client import (
     DEFAULT_BACKOFF_S,
@@ -88,6 +88,19 @@ def check_before(before: str | None) -> str | None:
 class AsyncSearch:
     """`search` for a retriever whose work is asynchronous (HTTP): `asearch` run to completion."""
 
+    if TYPE_CHECKING:  # what the class it is mixed into defines
+
+        async def asearch(
+            self,
+            query: str,
+            k: int = 10,
+            *,
+            offset: int = 0,
+            exclude: Collection[str] = (),
+            before: str | None = None,
+            categories: Collection[str] = (),
+        ) -> list[Hit]: ...
+
     def search(
         self,
         query: str,
@@ -103,7 +116,7 @@ class AsyncSearch:
                 query,
                 k,
                 offset=offset,
-                exclude=exclude,  # type: ignore[attr-defined]
+                exclude=exclude,
                 before=before,
                 categories=categories,
             )
@@ -263,6 +276,11 @@ def first_text(value: Any) -> str:
     return " ".join(value.split()) if isinstance(value, str) else ""
 
 
+def mapping_of(value: Any) -> Mapping[str, Any]:
+    """A mapping field as it is; {} for anything else."""
+    return value if isinstance(value, Mapping) else {}
+
+
 def year_of(date: str | None) -> int | None:
     if date and len(date) >= 4 and date[:4].isdigit():
         return int(date[:4])
@@ -281,6 +299,7 @@ __all__ = [
     "check_before",
     "clean_meta",
     "first_text",
+    "mapping_of",
     "month_end",
     "or_words",
     "run_sync",

@@ -30,6 +30,7 @@ import errno
 import hashlib
 import json
 import logging
+import os
 import re
 import socket
 import sqlite3
@@ -201,7 +202,7 @@ class ResponseCache:
 
     def __init__(
         self,
-        folder: str | Path | None = None,
+        folder: str | os.PathLike[str] | None = None,
         ttl_s: float | None = DEFAULT_CACHE_TTL_S,
         size_limit: int = DEFAULT_CACHE_BYTES,
     ):
@@ -255,11 +256,13 @@ def _ssl_context() -> ssl.SSLContext:
 
 def _causes(err: BaseException) -> list[BaseException]:
     """The error and the errors it was raised from (httpx wraps the socket's OSError)."""
-    chain, seen = [], set()
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
-        chain.append(err)
-        err = err.__cause__ or err.__context__
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
     return chain
 
 

@@ -24,7 +24,7 @@ from deepresearch.retrievers.engines.client import EngineError
 from deepresearch.retrievers.engines.dedup import ID_PREFIXES, dedup_keys, excluded_keys, group_docs, merge_docs
 from deepresearch.retrievers.hybrid import rrf_fuse
 from deepresearch.retrievers.ranking import check_page
-from deepresearch.retrievers.types import Hit, Retriever, search_async
+from deepresearch.retrievers.types import Doc, Hit, Retriever, search_async
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ class SourcesRetriever(AsyncSearch):
         flat = [(name, hit) for name, hits in rankings.items() for hit in hits]
         groups = group_docs([hit.doc for _, hit in flat])
         canonical: dict[int, str] = {}
-        merged = {}
+        merged: dict[str, Doc] = {}
         for group in groups:
             members = sorted(group, key=lambda i: (flat[i][1].rank, order[flat[i][0]]))
             local_ids = [flat[i][1].doc.doc_id for i in members if flat[i][0] == self.local]

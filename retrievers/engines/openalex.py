@@ -22,6 +22,7 @@ from deepresearch.retrievers.engines.base import (
     SearchEngine,
     clean_meta,
     first_text,
+    mapping_of,
     month_end,
     or_words,
     year_of,
@@ -60,11 +61,11 @@ def _short_id(url: str | None) -> str | None:
 def work_to_doc(work: Mapping[str, Any]) -> Doc:
     """A `Doc` from one OpenAlex work: id = its DOI, else `arxiv:<id>`, else `openalex:W...`."""
     openalex = _short_id(work.get("id"))
-    ids = work.get("ids") if isinstance(work.get("ids"), Mapping) else {}
+    ids = mapping_of(work.get("ids"))
     raw_doi = normalize_doi(work.get("doi") or ids.get("doi"))
     locations = [loc for loc in (work.get("locations") or []) if isinstance(loc, Mapping)]
-    best = work.get("best_oa_location") if isinstance(work.get("best_oa_location"), Mapping) else {}
-    primary = work.get("primary_location") if isinstance(work.get("primary_location"), Mapping) else {}
+    best = mapping_of(work.get("best_oa_location"))
+    primary = mapping_of(work.get("primary_location"))
     arxiv = arxiv_id(raw_doi) or next(
         (a for loc in locations for a in (arxiv_id(loc.get("landing_page_url")), arxiv_id(loc.get("pdf_url"))) if a),
         None,
@@ -72,7 +73,7 @@ def work_to_doc(work: Mapping[str, Any]) -> Doc:
     doi = raw_doi if raw_doi and not arxiv_id(raw_doi) else None
     pdf_url = best.get("pdf_url") or next((loc["pdf_url"] for loc in locations if loc.get("pdf_url")), None)
     pmid = _short_id(ids.get("pmid"))
-    source = primary.get("source") if isinstance(primary.get("source"), Mapping) else {}
+    source = mapping_of(primary.get("source"))
     authors = [
         first_text((a.get("author") or {}).get("display_name")) or first_text(a.get("raw_author_name"))
         for a in (work.get("authorships") or [])

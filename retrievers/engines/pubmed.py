@@ -49,7 +49,7 @@ def _date(article: ET.Element) -> str | None:
     if alt is not None and (alt.findtext("Year") or "").strip().isdigit():
         month = _month(alt.findtext("Month") or "")
         day = (alt.findtext("Day") or "").strip()
-        year = alt.findtext("Year").strip()
+        year = (alt.findtext("Year") or "").strip()
         electronic = (
             f"{year}-{month:02d}-{int(day):02d}"
             if month and day.isdigit()

@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from deepresearch.retrievers.bibliographic import normalize_doi
-from deepresearch.retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, year_of
+from deepresearch.retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, mapping_of, year_of
 from deepresearch.retrievers.engines.dedup import arxiv_id
 from deepresearch.retrievers.types import Doc
 
@@ -24,14 +24,14 @@ FIELDS = "paperId,externalIds,title,abstract,year,publicationDate,venue,authors,
 
 def paper_to_doc(paper: Mapping[str, Any]) -> Doc:
     """A `Doc` from one paper: id = its DOI, else `arxiv:<id>`, else `pmid:<n>`, else `s2:<paperId>`."""
-    ids = paper.get("externalIds") if isinstance(paper.get("externalIds"), Mapping) else {}
+    ids = mapping_of(paper.get("externalIds"))
     arxiv = arxiv_id(f"arxiv:{ids['ArXiv']}") if ids.get("ArXiv") else None
     raw_doi = normalize_doi(ids.get("DOI"))
     arxiv = arxiv or arxiv_id(raw_doi)
     doi = raw_doi if raw_doi and not arxiv_id(raw_doi) else None
     pmid = str(ids["PubMed"]) if ids.get("PubMed") is not None and str(ids["PubMed"]).isdigit() else None
     paper_id = first_text(paper.get("paperId"))
-    pdf = paper.get("openAccessPdf") if isinstance(paper.get("openAccessPdf"), Mapping) else {}
+    pdf = mapping_of(paper.get("openAccessPdf"))
     published = paper.get("publicationDate") if isinstance(paper.get("publicationDate"), str) else None
     year = paper.get("year") if isinstance(paper.get("year"), int) else year_of(published)
     doc_id = doi or (f"arxiv:{arxiv}" if arxiv else f"pmid:{pmid}" if pmid else f"s2:{paper_id}")

@@ -157,6 +157,14 @@ def test_a_bad_answers_file_is_named_with_its_line(tmp_path, content, message):
         read_clarifications(tmp_path / "missing.txt")
 
 
+def test_an_answers_file_that_is_not_utf8_is_refused_with_the_reason(tmp_path):
+    # a UnicodeDecodeError has no `strerror`: the message once raised AttributeError instead
+    path = tmp_path / "answers.txt"
+    path.write_bytes(b"Q: Which population?\nA: adults \xff\xfe\n")
+    with pytest.raises(ClarificationsError, match="cannot read clarifying answers .*answers.txt: 'utf-8' codec"):
+        read_clarifications(path)
+
+
 # ---- the Clarifier stage -----------------------------------------------------------------------------------
 
 

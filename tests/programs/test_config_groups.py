@@ -1,29 +1,19 @@
-"""ResearchConfig grouped by concern (tree, retrieval, budgets, lm, outputs), its flat names still accepted."""
+"""ResearchConfig has one spelling per setting; the grouped form of older runs and settings files still loads."""
 
 import dataclasses
+import itertools
 import json
+import logging
 from dataclasses import replace
 
 import pytest
 
 from deepresearch import cli
 from deepresearch.cli import run as run_cli
-from deepresearch.programs.config import (
-    FLAT_NAMES,
-    GROUPS,
-    STRATEGY_SETTINGS,
-    BudgetConfig,
-    HeroConfig,
-    LMConfig,
-    OutputConfig,
-    ResearchConfig,
-    RetrievalConfig,
-    TreeConfig,
-    preset,
-)
+from deepresearch.programs.config import PRESETS, STRATEGY_SETTINGS, HeroConfig, ResearchConfig, preset
 from deepresearch.programs.formats.config_file import ConfigFileError, command_defaults, read_config
 
-# A value other than the default for every flat name, each valid on its own and together
+# A value other than the default for every setting, each valid on its own and together
 CHANGED = {
     "depth": 3,
     "breadth": 5,
@@ -84,54 +74,74 @@ OLD_TRACE_CONFIG = json.loads(
 )
 
 
-def grouped(flat: dict) -> dict:
-    """The same settings as group objects: {"tree": TreeConfig(depth=...), ...}."""
-    by_group: dict[str, dict] = {}
-    for name, value in flat.items():
-        by_group.setdefault(FLAT_NAMES[name], {})[name] = value
-    return {group: GROUPS[group](**values) for group, values in by_group.items()}
+# The groups older runs saved the settings in, each with the settings it held
+OLD_GROUPED = {
+    "tree": ("depth", "breadth", "breadth_rule", "max_learnings", "strategy", "schedule"),
+    "retrieval": (
+        "hits_per_query",
+        "max_passages",
+        "keep_uncertain",
+        "passage_chars",
+        "assess_sentences",
+        "skip_seen",
+        "full_text",
+        "full_text_passages",
+        "full_text_cache",
+    ),
+    "budgets": (
+        "max_lm_calls",
+        "max_tokens",
+        "deadline_s",
+        "max_failures",
+        "max_concurrency",
+        "lm_concurrency",
+        "search_concurrency",
+        "rate_limits",
+        "lm_timeout_s",
+        "search_timeout_s",
+        "lm_retries",
+        "search_retries",
+        "backoff_s",
+        "retry_after_cap_s",
+    ),
+    "lm": ("structured", "parse_retries"),
+    "outputs": ("answer", "taxonomy", "verify", "verify_batch", "verify_chars"),
+}
 
 
-def test_every_flat_name_belongs_to_exactly_one_group():
-    counts = {group: len(dataclasses.fields(kind)) for group, kind in GROUPS.items()}
-    assert sum(counts.values()) == len(FLAT_NAMES)  # a name in two groups would be counted twice
-    assert counts == {"tree": 6, "retrieval": 9, "budgets": 14, "lm": 2, "outputs": 5}
-    for name, group in FLAT_NAMES.items():
-        assert [g for g, kind in GROUPS.items() if name in kind.__dataclass_fields__] == [group]
-    fields = [f.name for f in dataclasses.fields(ResearchConfig)]
-    assert fields == [*GROUPS, *STRATEGY_SETTINGS]  # the groups are the top level; no flat name is a field
-    assert not set(FLAT_NAMES) & set(fields)
+def deprecations(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
 
 
-def test_flat_and_grouped_construction_give_equal_configs():
-    assert set(CHANGED) == set(FLAT_NAMES)  # every flat name is exercised
-    flat, by_group = ResearchConfig(**CHANGED), ResearchConfig(**grouped(CHANGED))
-    assert flat == by_group and hash(flat) == hash(by_group) and flat != ResearchConfig()
-    for name, value in CHANGED.items():
-        assert getattr(flat, name) == getattr(getattr(flat, FLAT_NAMES[name]), name) == value
-    assert ResearchConfig(depth=2, max_lm_calls=50) == ResearchConfig(
-        tree=TreeConfig(depth=2), budgets=BudgetConfig(max_lm_calls=50)
-    )
+def test_every_setting_is_a_typed_field_of_its_own():
+    fields = {f.name: f for f in dataclasses.fields(ResearchConfig)}
+    assert set(fields) == set(CHANGED) | set(STRATEGY_SETTINGS)
+    assert all(f.type not in ("Any", "object") for f in fields.values())
+    assert sorted(n for names in OLD_GROUPED.values() for n in names) == sorted(CHANGED)
+    config = ResearchConfig(**CHANGED)
+    assert all(getattr(config, name) == value for name, value in CHANGED.items()) and config != ResearchConfig()
 
 
-def test_replace_takes_flat_names_and_groups():
+def test_replace_changes_one_setting_and_leaves_the_original():
     config = preset("quick", max_lm_calls=50)
     deeper = replace(config, depth=3, verify="off")
-    assert (deeper.depth, deeper.tree.depth, deeper.breadth, deeper.max_lm_calls) == (3, 3, 2, 50)
-    assert deeper.outputs == OutputConfig(verify="off") and config.depth == 1  # the original is untouched
-    assert replace(config, lm=LMConfig(structured="off")).structured == "off"
+    assert (deeper.depth, deeper.breadth, deeper.max_lm_calls, deeper.verify) == (3, 2, 50, "off")
+    assert config.depth == 1 and config.verify == "rewrite"
     assert replace(config, hero=HeroConfig(turns=1)).hero.turns == 1
-    # a flat name given beside its group is applied over that group
-    both = ResearchConfig(tree=TreeConfig(depth=4, strategy="parallel"), breadth=2)
-    assert (both.depth, both.breadth, both.strategy) == (4, 2, "parallel")
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.depth = 3
 
 
-def test_presets_and_their_breadth_rules_still_work_with_flat_overrides():
+def test_presets_and_their_breadth_rules_work_with_overrides():
     assert preset("parallel", breadth=2).parallel.max_breadth == 2
     assert preset("hero", breadth=2).hero.tasks_per_turn == 2
-    assert preset("quick", hits_per_query=5).retrieval == RetrievalConfig(hits_per_query=5)
+    assert preset("quick", hits_per_query=5).hits_per_query == 5
+
+
+def test_no_two_presets_are_the_same():
+    for (a, one), (b, other) in itertools.combinations(PRESETS.items(), 2):
+        assert one != other, f"presets {a} and {b} are the same configuration"
+    assert (PRESETS["standard"].breadth, PRESETS["eco"].breadth) == (3, 4)
 
 
 @pytest.mark.parametrize(
@@ -147,39 +157,30 @@ def test_presets_and_their_breadth_rules_still_work_with_flat_overrides():
         ({"structured": "json"}, "unknown structured mode 'json'; choose one of: auto, schema, off"),
         ({"verify_chars": 999}, "verify_chars must be >= 1000, got 999"),
         ({"verify": "fix"}, "unknown verify policy 'fix'; choose one of: rewrite, remove, mark, off"),
+        ({"lm_retries": -1}, "lm_retries must be >= 0, got -1"),
     ],
 )
-def test_validation_keeps_its_one_line_messages(settings, message):
-    with pytest.raises(ValueError) as flat:
+def test_a_bad_value_is_one_line_naming_the_field(settings, message):
+    with pytest.raises(ValueError) as err:
         ResearchConfig(**settings)
-    with pytest.raises(ValueError) as by_group:
-        ResearchConfig(**grouped(settings))
-    assert message in str(flat.value) and str(flat.value) == str(by_group.value) and "\n" not in str(flat.value)
+    assert message in str(err.value) and "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize(
-    "build",
+    "build, message",
     [
-        lambda: ResearchConfig(dept=2),
-        lambda: preset("quick", dept=2),
-        lambda: replace(ResearchConfig(), dept=2),
-        lambda: ResearchConfig.from_dict({"dept": 2}),
+        (lambda: preset("quick", dept=2), "unknown ResearchConfig setting 'dept'; did you mean 'depth'?"),
+        (lambda: ResearchConfig.from_dict({"dept": 2}), "unknown ResearchConfig setting 'dept'; did you mean 'depth'?"),
+        (lambda: ResearchConfig.from_dict({"hero": {"turn": 2}}), "setting 'hero.turn'; did you mean 'turns'?"),
+        (lambda: ResearchConfig.from_dict({"zzz": 1}), "settings are: depth, breadth, breadth_rule"),
+        (lambda: ResearchConfig(dept=2), "unexpected keyword argument 'dept'"),
+        (lambda: replace(ResearchConfig(), dept=2), "unexpected keyword argument 'dept'"),
     ],
 )
-def test_an_unknown_name_is_refused_with_the_groups_listed(build):
+def test_an_unknown_name_is_a_type_error_naming_it(build, message):
     with pytest.raises(TypeError) as err:
         build()
-    assert str(err.value) == (
-        "unknown ResearchConfig setting 'dept' (did you mean 'depth'?); settings are the groups tree, retrieval, "
-        "budgets, lm, outputs (or any of their fields by name, e.g. depth=2) and hero, parallel, gather"
-    )
-
-
-def test_a_group_takes_only_its_own_class():
-    with pytest.raises(TypeError, match="ResearchConfig tree= takes a TreeConfig, got dict"):
-        ResearchConfig(tree={"depth": 2})
-    with pytest.raises(TypeError, match="unknown ResearchConfig setting 'tree.hits_per_query'"):
-        ResearchConfig.from_dict({"tree": {"hits_per_query": 5}})  # a field of another group
+    assert message in str(err.value)
 
 
 def test_an_old_flat_trace_config_loads_and_is_saved_in_the_same_form():
@@ -190,12 +191,24 @@ def test_an_old_flat_trace_config_loads_and_is_saved_in_the_same_form():
     assert json.loads(json.dumps(config.to_dict())) == OLD_TRACE_CONFIG
 
 
-def test_saved_rate_limits_and_the_grouped_form_load():
-    config = ResearchConfig(**CHANGED)
+def test_to_dict_and_from_dict_round_trip_without_a_warning(caplog):
+    config = ResearchConfig(**CHANGED, hero=HeroConfig(turns=1))
     saved = json.loads(json.dumps(config.to_dict()))
-    assert saved["rate_limits"] == [["openai", 5.0]] and ResearchConfig.from_dict(saved) == config
-    by_group = json.loads(json.dumps(dataclasses.asdict(config)))
-    assert set(by_group) == {*GROUPS, *STRATEGY_SETTINGS} and ResearchConfig.from_dict(by_group) == config
+    assert saved["rate_limits"] == [["openai", 5.0]] and saved["hero"]["turns"] == 1
+    with caplog.at_level(logging.WARNING):
+        assert ResearchConfig.from_dict(saved) == config
+    assert deprecations(caplog) == []
+
+
+def test_the_grouped_form_of_older_runs_loads_with_one_deprecation_line(caplog):
+    config = ResearchConfig(**CHANGED)
+    saved = config.to_dict()
+    old = {group: {name: saved[name] for name in names} for group, names in OLD_GROUPED.items()}
+    old |= {name: saved[name] for name in STRATEGY_SETTINGS}
+    with caplog.at_level(logging.WARNING):
+        assert ResearchConfig.from_dict(json.loads(json.dumps(old))) == config
+    (line,) = deprecations(caplog)
+    assert "tree, retrieval, budgets, lm, outputs" in line and "write depth, breadth," in line
 
 
 def run_parser():
@@ -204,7 +217,7 @@ def run_parser():
     return parser
 
 
-def test_a_grouped_settings_file_sets_the_same_options_as_a_flat_one(tmp_path):
+def test_a_grouped_settings_file_sets_the_same_options_with_one_deprecation_line(tmp_path, caplog):
     flat, by_group = tmp_path / "flat.toml", tmp_path / "grouped.toml"
     flat.write_text("[run]\ndepth = 1\nhits_per_query = 4\nmax_lm_calls = 20\nverify = 'mark'\n")
     by_group.write_text(
@@ -212,15 +225,21 @@ def test_a_grouped_settings_file_sets_the_same_options_as_a_flat_one(tmp_path):
         "[run.outputs]\nverify = 'mark'\n"
     )
     expected = {"depth": 1, "hits": 4, "max_lm_calls": 20, "verify": "mark"}
-    for path in (flat, by_group):
-        assert command_defaults(read_config(path), path, "run", run_parser()) == expected
+    with caplog.at_level(logging.WARNING):
+        assert command_defaults(read_config(flat), flat, "run", run_parser()) == expected
+        assert deprecations(caplog) == []
+        assert command_defaults(read_config(by_group), by_group, "run", run_parser()) == expected
+    (line,) = deprecations(caplog)
+    assert line == f"{by_group}: the tables [run.retrieval], [run.budgets], [run.outputs] are deprecated; " + (
+        "write their keys in [run] itself"
+    )
 
 
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("[run.hero]\nturns = 1\n", "unknown table [run.hero]; the settings' groups are: tree, retrieval, budgets"),
-        ("[run.tree]\nmax_lm_calls = 5\n", "[run.tree] unknown key 'max_lm_calls'; tree holds: depth, breadth"),
+        ("[run.hero]\nturns = 1\n", "unknown table [run.hero]; write the run's settings in [run] itself"),
+        ("[run.tree]\ndepth_max = 5\n", "unknown key 'depth_max'"),
         ("[run]\nhits = 3\n[run.retrieval]\nhits_per_query = 4\n", "'hits_per_query' is also set as 'hits'"),
     ],
 )
@@ -232,7 +251,7 @@ def test_a_bad_group_table_is_one_line_naming_the_file(tmp_path, text, message):
     assert str(err.value).startswith(f"{path}: ") and message in str(err.value) and "\n" not in str(err.value)
 
 
-def test_a_run_from_a_grouped_settings_file_saves_a_config_that_loads(tmp_path, monkeypatch, data_dir):
+def test_a_run_from_a_grouped_settings_file_saves_a_flat_config_that_loads(tmp_path, monkeypatch, data_dir):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DEEPRESEARCH_LM", raising=False)
     (tmp_path / "deepresearch.toml").write_text(
@@ -241,5 +260,5 @@ def test_a_run_from_a_grouped_settings_file_saves_a_config_that_loads(tmp_path, 
     )
     assert cli.main(["run", "vitamin D and bone fractures", "--out", str(tmp_path / "o")]) == 0
     saved = json.loads((tmp_path / "o" / "trace.json").read_text())["config"]
-    assert (saved["depth"], saved["breadth"], saved["max_lm_calls"], saved["answer"]) == (1, 1, 30, True)
+    assert set(saved) == {f.name for f in dataclasses.fields(ResearchConfig)}  # the flat form
     assert ResearchConfig.from_dict(saved) == preset("standard", depth=1, breadth=1, max_lm_calls=30, answer=True)
