@@ -63,10 +63,10 @@ llama:
 browser:
 	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
-# Lint first: ruff (in the test extra) with the rules of [tool.ruff] in pyproject.toml, then mypy with [tool.mypy];
-# seconds (mypy's first run, with no cache, about a minute), before 25 minutes of tests. mypy checks the library as the package it installs as (`-p deepresearch`,
-# named in [tool.mypy]): from a temporary folder holding a `deepresearch` link to this repository, whatever the
-# clone's own folder is called. Its cache stays in .cache/mypy.
+# Lint first, before 40 minutes of tests: ruff with the rules of [tool.ruff], then mypy with [tool.mypy] (both in
+# the test extra); seconds, or about a minute for mypy's first run with no cache (.cache/mypy). mypy checks the
+# library as the package it installs as (`-p deepresearch`), from a temporary folder holding a `deepresearch`
+# link to this repository, whatever the clone's own folder is called.
 lint: $(FULL_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
