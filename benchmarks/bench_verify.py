@@ -9,9 +9,9 @@ calls the stage added.
 
 Pipelines:
 * `scripted`: scripted LMs at DSPy's LM boundary. The extractor quotes the first sentence of each
-  passage, the merger joins the quotes with their ids, and the writer adds to each finding a cited
-  sentence its source does not state (alternately wholly, and as a quote with an overreaching
-  clause), and one factual sentence citing nothing to the report. The verify
+  passage, the merger joins the quotes with their ids, and the writer states every learning and adds to
+  each topic a sentence naming a learning that does not state it (alternately wholly, and as a quote
+  with an overreaching clause), and one factual sentence naming no learning to the report. The verify
   stage's LM judges with the lexical rule too, so these rows show the mechanics, not a judge's skill.
 * `offline`: the extractive offline baseline with its lexical verifier.
 * `smollm2` (`--real`): the offline research (its findings), then SmolLM2-135M-Instruct on llama-server
@@ -85,18 +85,17 @@ def _merge(messages):
 
 
 def _write(messages):
-    findings = json.loads(inputs_of(messages)["findings"])
-    parts = ["## Answer", UNCITED]
-    for i, f in enumerate(findings):
-        first = re.match(r"(.+?) \[([0-9a-f]{8}_\d+)\]\.", f["summary"])
-        if first is None:
-            extra = ""
-        elif i % 2:  # half right: a quote of the source with a claim it does not make
-            extra = f" {first.group(1)}, and {OVERREACH} [{first.group(2)}]."
+    learnings = json.loads(inputs_of(messages)["learnings"])
+    sections = [{"heading": "Answer", "sentences": [{"text": UNCITED, "learnings": []}]}]
+    for i, topic in enumerate(dict.fromkeys(x["topic"] for x in learnings)):
+        said = [{"text": x["text"], "learnings": [x["number"]]} for x in learnings if x["topic"] == topic]
+        first = said[0]
+        if i % 2:  # half right: a quote of the source with a claim it does not make
+            extra = f"{first['text'].rstrip('.')}, and {OVERREACH}."
         else:
-            extra = f" {UNSTATED} [{first.group(2)}]."
-        parts.append(f"### {f['query']}\n\n{f['summary']}{extra}")
-    return {"report": "\n\n".join(parts)}
+            extra = f"{UNSTATED}."
+        sections.append({"heading": topic, "sentences": [*said, {"text": extra, "learnings": first["learnings"]}]})
+    return {"sections": sections}
 
 
 def _verify(messages):

@@ -2,9 +2,9 @@
 
 It reads what each stage was asked (the rendered inputs) and answers deterministically from it:
 the planner and the enricher return exactly `max_tasks` tasks, the assessor judges every paper
-relevant, the extractor cites the first two passages, the merger and the writer cite what they read, and the
-verifier finds every sentence supported.
-The writer also cites one id that names no retrieved document, which the program must drop.
+relevant, the extractor cites the first two passages, the merger and the writer name every learning they read, and
+the verifier finds every sentence supported.
+The writer also types an id that names no retrieved document into a sentence, which must not become a citation.
 """
 
 from __future__ import annotations
@@ -56,9 +56,16 @@ def _merge(messages):
 
 
 def _write(messages):
-    findings = json.loads(inputs_of(messages)["findings"])
-    body = "\n\n".join(f"### {f['query']}\n\n{f['summary']}" for f in findings)
-    return {"report": f"## Answer\n\nThe evidence is mixed [{INVENTED_ID}].\n\n{body}"}
+    learnings = json.loads(inputs_of(messages)["learnings"])
+    answer = {"heading": "Answer", "sentences": [{"text": f"The evidence is mixed [{INVENTED_ID}].", "learnings": []}]}
+    themes = [
+        {
+            "heading": topic,
+            "sentences": [{"text": x["text"], "learnings": [x["number"]]} for x in learnings if x["topic"] == topic],
+        }
+        for topic in dict.fromkeys(x["topic"] for x in learnings)
+    ]
+    return {"sections": [answer, *themes]}
 
 
 def _verify(messages):

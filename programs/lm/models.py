@@ -244,6 +244,9 @@ GRAMMAR_LIMITS: dict[str, dict[str, int]] = {
     "relevant": {"maxLength": 300},
     "irrelevant": {"maxLength": 300},
     "suggestions": {"maxLength": 400},
+    "heading": {"maxLength": 150},  # a report section's
+    "sections": {"maxItems": 5},
+    "ReportSection.sentences": {"maxItems": 6},  # a model's name: only the sentences of a report's section
     "tasks": {"maxItems": 6},
     "learnings": {"maxItems": 5},
     "follow_up_questions": {"maxItems": 3, "items": 200},
@@ -260,11 +263,13 @@ GRAMMAR_LIMITS: dict[str, dict[str, int]] = {
 
 
 def _bound(part: Any) -> None:
-    """Adds GRAMMAR_LIMITS to every property they name, at any depth of the schema."""
+    """Adds GRAMMAR_LIMITS to every property they name, at any depth of the schema ("Model.field" before
+    "field")."""
     if isinstance(part, dict):
         for name, prop in (part.get("properties") or {}).items():
-            if isinstance(prop, dict) and name in GRAMMAR_LIMITS:
-                _limit(prop, GRAMMAR_LIMITS[name])
+            limits = GRAMMAR_LIMITS.get(f"{part.get('title')}.{name}") or GRAMMAR_LIMITS.get(name)
+            if isinstance(prop, dict) and limits:
+                _limit(prop, limits)
         for value in part.values():
             _bound(value)
     elif isinstance(part, list):
@@ -368,17 +373,23 @@ def _key_by_ids(schema: dict[str, Any], ids: list[str]) -> None:
 
 
 # Output integers that name an item of an input list by its number (1..n): the merger's sentence names the
-# learning it restates, the extractor's learning the passage that states it. Under the schema the decoder can
-# write only a number that was shown.
-NUMBERED_BY = {"learning": "learnings", "passage": "passages"}
+# learning it restates, the extractor's learning the passage that states it, the writer's sentence the
+# learnings it states (a list of numbers). Under the schema the decoder can write only a number that was shown.
+NUMBERED_BY = {"learning": "learnings", "passage": "passages", "learnings": "learnings"}
 
 
 def _number_by_inputs(part: Any, inputs: dict[str, Any]) -> None:
     if isinstance(part, dict):
         for name, prop in (part.get("properties") or {}).items():
             shown = inputs.get(NUMBERED_BY.get(name, ""))
-            if isinstance(prop, dict) and prop.get("type") == "integer" and isinstance(shown, list | tuple) and shown:
-                prop.update(minimum=1, maximum=len(shown))
+            number = prop.get("items") if isinstance(prop, dict) and prop.get("type") == "array" else prop
+            if (
+                isinstance(number, dict)
+                and number.get("type") == "integer"
+                and isinstance(shown, list | tuple)
+                and shown
+            ):
+                number.update(minimum=1, maximum=len(shown))
         for value in part.values():
             _number_by_inputs(value, inputs)
     elif isinstance(part, list):

@@ -8,17 +8,17 @@ from collections.abc import Iterable
 
 import dspy
 
-from deepresearch.programs.citing.citations import CITATION
-from deepresearch.programs.citing.entailment import LIST_MARK, citations_in, plain_sentence
+from deepresearch.programs.citing.citations import CITATION, DRAFT_CITATION
+from deepresearch.programs.citing.entailment import LIST_MARK, citations_in, plain_sentence, strip_citations
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage, teach
-from deepresearch.programs.runtime.text import inert_markdown, strip_label
+from deepresearch.programs.runtime.text import collapse_whitespace, inert_markdown, strip_label
 from deepresearch.programs.stages.clarifier import plain_brief, split_brief
 from deepresearch.programs.stages.lexical import CITED_SENTENCE, concepts, goal_for, mentioned
 from deepresearch.programs.stages.spec import StageSpec, Tuning
 from deepresearch.retrievers.passages import split_sentences
 from deepresearch.signatures.types import Finding
-from deepresearch.signatures.write import WriteReport
+from deepresearch.signatures.write import ReportSection, ReportSentence, TopicLearning, WriteReport
 
 logger = logging.getLogger(__name__)
 
@@ -173,21 +173,77 @@ def _words(text: str) -> str:
     return " ".join(_WORD.findall(_BRACKETS.sub(" ", plain_sentence(text)).casefold()))
 
 
+def numbered_learnings(findings: list[Finding]) -> tuple[list[TopicLearning], list[list[str]]]:
+    """The findings' cited sentences as the writer reads them, numbered 1, 2, ... in their order, each under
+    its finding's query and without its citations; and the source ids of each, in the same order. A sentence
+    two findings state is one learning citing the sources of both."""
+    sources: dict[str, list[str]] = {}
+    topics: dict[str, str] = {}
+    for f in findings:
+        for unit in CITED_SENTENCE.findall(f.summary):
+            text = strip_citations(collapse_whitespace(unit))
+            if _WORD.search(text):
+                topics.setdefault(text, f.query)
+                sources.setdefault(text, []).extend(citations_in(unit))
+    learnings = [TopicLearning(number=n, topic=topics[t], text=t) for n, t in enumerate(sources, start=1)]
+    return learnings, [list(dict.fromkeys(ids)) for ids in sources.values()]
+
+
+def _inert(text: str) -> str:
+    """Model or corpus text as one line of Markdown that shows as written and cites nothing of its own: a
+    bracket group that reads as a citation goes, any other bracket is escaped (the code alone cites)."""
+    text = DRAFT_CITATION.sub("", text).replace("[", r"\[").replace("]", r"\]")
+    return inert_markdown(text, one_line=True)
+
+
+def _sentence(sentence: ReportSentence, sources: list[list[str]]) -> str:
+    """One written sentence citing, before its closing punctuation, the sources of the learnings it names
+    (a number not shown names none; a sentence naming none is not cited)."""
+    text = _inert(sentence.text)
+    if not _WORD.search(text):
+        return ""
+    named = [n for n in sentence.learnings if 1 <= n <= len(sources)]
+    ids = list(dict.fromkeys(i for n in named for i in sources[n - 1]))
+    end = re.search(r"[.!?]+$", text)
+    # a text the grammar's length bound cut ends mid-clause ("... fatty acids,"): the mark follows its last word
+    body, stop = (text[: end.start()], end.group(0)) if end else (text, ".")
+    body = body.rstrip(" ,;:")
+    return f"{body} [{', '.join(ids)}]{stop}" if ids else f"{body}{stop}"
+
+
+def render_report(question: str, sections: list[ReportSection], sources: list[list[str]], note: str = "") -> str:
+    """The report in Markdown: the question as its title, `note` under it, then each section under its heading
+    as one paragraph of cited sentences (`_sentence`); a section left with no sentence is left out."""
+    parts = [f"## {split_brief(question)[0]}", *([note] if note else [])]
+    for section in sections:
+        sentences = [s for x in section.sentences if (s := _sentence(x, sources))]
+        if sentences:
+            heading = _inert(section.heading)
+            parts.append((f"### {heading}\n\n" if _WORD.search(heading) else "") + " ".join(sentences))
+    return "\n\n".join(parts)
+
+
 class Writer(Stage):
     """Question + findings -> Markdown report citing source ids (renumbered later by the program).
 
-    A line the draft repeats back to back, and a sentence its section already said, are kept once
-    (`drop_repeated_lines`, `drop_repeated_sentences`; the count of both is `repeated`)."""
+    The LM reads the findings' cited sentences as learnings numbered 1, 2, ... (`numbered_learnings`) and
+    writes sections of sentences, each naming the learnings it states; the code cites each sentence with
+    those learnings' sources, so the LM never types a source id. A line the draft repeats back to back, and a
+    sentence its section already said, are kept once (`drop_repeated_lines`, `drop_repeated_sentences`; the
+    count of both is `repeated`). No LM call without learnings."""
 
     def __init__(self):
         super().__init__()
         self.write_report = dspy.Predict(WriteReport)
 
     async def aforward(self, question: str, findings: list[Finding], attempt: int = 0) -> dspy.Prediction:
+        learnings, sources = numbered_learnings(findings)
+        if not learnings:
+            return dspy.Prediction(report=render_report(question, [], sources), repeated=0)
         # a second attempt (the first draft cited nothing) samples anew: cached and greedy, it would repeat the first
         config = {"rollout_id": attempt, "temperature": 1.0} if attempt else {}
-        out = await call_predictor(SPEC, self.write_report, question=question, findings=findings, config=config)
-        report, _ = drop_reporting_frames(out.report.strip())
+        out = await call_predictor(SPEC, self.write_report, question=question, learnings=learnings, config=config)
+        report, _ = drop_reporting_frames(render_report(question, out.sections or [], sources))
         report, lines = drop_repeated_lines(report)
         report, sentences = drop_repeated_sentences(report)
         report, _ = drop_labels_and_titles(report)  # the titles are the run's to check (finish)
@@ -209,36 +265,25 @@ TWIN_HEADER = (
 
 
 class OfflineWriter(Writer):
-    """An extractive synthesis: the merged, cited findings, each section headed by its task's goal (`goal_for`);
-    sentences that mention none of the question's key concepts (the offline extractor already asks for two)
-    or were shown already are left out, and sections with the same goal are one section."""
+    """An extractive synthesis: each learning once, as written, citing its sources; sections headed by their
+    task's goal (`goal_for`), learnings that mention none of the question's key concepts (the offline
+    extractor already asks for two) left out, and sections with the same goal one section."""
 
     is_offline = True
 
     async def aforward(self, question: str, findings: list[Finding], attempt: int = 0) -> dspy.Prediction:
         asked = concepts(plain_brief(question))
-        sections: dict[str, list[str]] = {}
-        shown: set[str] = set()
-        for f in findings:
-            fresh = [
-                c.strip() for c in CITED_SENTENCE.findall(f.summary) if c.strip() not in shown and mentioned(asked, c)
-            ]
-            shown.update(fresh)
-            if fresh:
-                sections.setdefault(goal_for(question, f.query), []).extend(fresh)
-        parts = [
-            f"## {split_brief(question)[0]}",
-            OFFLINE_HEADER,
-        ]
-        # a quoted sentence is the corpus's text: on one line, adding no heading, link or HTML to the report
-        parts += [
-            f"### {inert_markdown(goal, one_line=True)}\n\n"
-            + " ".join(inert_markdown(q, one_line=True) for q in quoted)
-            for goal, quoted in sections.items()
-        ]
-        report = "\n\n".join(parts)
-        teach(self.write_report, {"question": question, "findings": findings}, report=report)
-        return dspy.Prediction(report=report, repeated=0)
+        learnings, sources = numbered_learnings(findings)
+        by_goal: dict[str, list[ReportSentence]] = {}
+        for x in learnings:
+            if mentioned(asked, x.text):
+                by_goal.setdefault(goal_for(question, x.topic), []).append(
+                    ReportSentence(text=x.text, learnings=[x.number])
+                )
+        sections = [ReportSection(heading=goal, sentences=said) for goal, said in by_goal.items()]
+        if learnings:  # what the LM module would have been asked, and this answer
+            teach(self.write_report, {"question": question, "learnings": learnings}, sections=sections)
+        return dspy.Prediction(report=render_report(question, sections, sources, OFFLINE_HEADER), repeated=0)
 
 
 SPEC = StageSpec(

@@ -40,8 +40,9 @@ def _obedient_extract(messages):
 
 
 def _obedient_write(messages):
-    findings = json.loads(inputs_of(messages)["findings"])
-    return {"report": "## Answer\n\n" + "\n\n".join(f["summary"] for f in findings)}
+    learnings = json.loads(inputs_of(messages)["learnings"])
+    said = [{"text": x["text"], "learnings": [x["number"]]} for x in learnings]
+    return {"sections": [{"heading": "Answer", "sentences": said}]}
 
 
 def _ids(text: str) -> list[str]:

@@ -161,13 +161,12 @@ def _hostile_extract(messages):  # learnings carrying markup and control bytes (
     return {"learnings": learnings, "follow_up_questions": []}
 
 
-def _hostile_write(messages):  # a draft with our kind of sections, and markup a model may copy from a paper
-    findings = json.loads(inputs_of(messages)["findings"])
-    ids = re.findall(r"\[([0-9a-f]{8}_\d+)\]", " ".join(f["summary"] for f in findings))
-    return {
-        "report": f"## Omega-3 and the heart\n\n<script>alert(1)</script>\n\n### Evidence\n\n"
-        f"Omega-3 fatty acids lowered coronary heart disease risk [{ids[0]}]. {HOSTILE_MARKUP}\n=====\n"
-    }
+def _hostile_write(messages):  # a draft whose text carries markup a model may copy from a paper
+    said = [
+        {"text": "Omega-3 fatty acids lowered coronary heart disease risk.", "learnings": [1]},
+        {"text": f"<script>alert(1)</script> {HOSTILE_MARKUP}\n=====\n# Heading", "learnings": [1]},
+    ]
+    return {"sections": [{"heading": "Evidence\n=====", "sentences": said}]}
 
 
 def _hostile_answer(messages):
@@ -196,7 +195,7 @@ def test_a_model_s_markup_and_control_bytes_never_reach_the_deliverables(tmp_pat
     assert "<img" not in page and page.count("<script") == 1  # the page's one script is ours
     assert "Omega-3 fatty acids lowered coronary heart disease risk [1]" in report
     headings, links, images, html = structure(report)
-    assert headings == ["Omega-3 and the heart", "Evidence", "References"], headings  # the writer's sections stay
+    assert headings == [QUESTION, "Evidence =====", "References"], headings  # the writer's sections stay
     assert links == [] and images == [] and html == [], (links, images, html)
     assert "Omega-3 fatty acids lower coronary heart disease risk [1]" in answer
     headings, links, images, html = structure(answer)

@@ -86,6 +86,10 @@ def test_the_offline_research_program_teaches_every_stage_a_run_calls(refusing_l
     numbers = {p.number for p in extract.passages}
     assert extract.learnings and all(x.passage in numbers for x in extract.learnings)
     assert all(any(x.text in p.text for p in extract.passages) for x in extract.learnings)  # quoted, not made up
+    write = demos["writer.write_report"][0]  # sentences naming the numbered learnings they quote
+    shown = {x.number: x.text for x in write.learnings}
+    said = [x for section in write.sections for x in section.sentences]
+    assert said and all(len(x.learnings) == 1 and shown[x.learnings[0]] == x.text for x in said)
 
 
 def test_the_compiled_program_shows_the_teachers_demonstrations_to_the_lm(refusing_lm, scifact_bm25, train):

@@ -51,14 +51,14 @@ def _unbounded_strings(part, path=""):
 
 def test_every_string_a_model_writes_is_bounded_but_the_free_form_outputs():
     # a small model that runs on inside one string (a source id, a follow-up question) hits the token cap
-    # and the whole reply is lost; only the report and a repaired JSON text may be long
+    # and the whole reply is lost; only a repaired JSON text may be long
     import importlib
     import inspect
     import pkgutil
 
     from deepresearch import signatures
 
-    free_form = {"WriteReport": ["/properties/report"], "RepairJSON": ["/properties/json_text"]}
+    free_form = {"RepairJSON": ["/properties/json_text"]}
     seen = 0
     for info in pkgutil.iter_modules(signatures.__path__):
         module = importlib.import_module(f"signatures.{info.name}")
@@ -250,18 +250,22 @@ def test_explain_names_the_cause_and_the_fix_without_secrets(err, lm_kind, expec
     assert expected in text and SECRET not in text
 
 
-def test_a_draft_that_loops_keeps_each_repeated_line_once(make_lm):
+def test_a_draft_that_loops_keeps_each_repeated_sentence_once(make_lm):
     from deepresearch.programs.stages.writer import Writer
     from deepresearch.signatures.types import Finding
 
-    looped = "## Answer\n\n" + "\n".join(f"{n}. Obesity raises diabetes risk [ab12cd34_1]." for n in range(1, 40))
-    looped += "\n\n### Sources\n\n- Obesity raises diabetes risk [ab12cd34_1].\n- Another point [ef56ab78_1]."
-    lm = make_lm(lambda messages: json.dumps({"report": looped}))
+    risk = {"text": "Obesity raises diabetes risk.", "learnings": [1]}
+    looped = [
+        {"heading": "Answer", "sentences": [risk] * 39},
+        {"heading": "Sources", "sentences": [risk, {"text": "Another point.", "learnings": [2]}]},
+    ]
+    lm = make_lm(lambda messages: json.dumps({"sections": looped}))
+    summary = "Obesity raises diabetes risk [ab12cd34_1]. Another point [ef56ab78_1]."
     with dspy.context(lm=lm, adapter=SchemaAdapter()):
-        out = asyncio.run(Writer().acall(question="q", findings=[Finding(query="q", summary="s [ab12cd34_1].")]))
-    assert out.report == (  # the loop is cut; the same line under another heading is another section's
-        "## Answer\n\n1. Obesity raises diabetes risk [ab12cd34_1].\n\n### Sources\n\n"
-        "- Obesity raises diabetes risk [ab12cd34_1].\n- Another point [ef56ab78_1]."
+        out = asyncio.run(Writer().acall(question="q", findings=[Finding(query="q", summary=summary)]))
+    assert out.report == (  # the loop is cut; the same sentence under another heading is another section's
+        "## q\n\n### Answer\n\nObesity raises diabetes risk [ab12cd34_1].\n\n### Sources\n\n"
+        "Obesity raises diabetes risk [ab12cd34_1]. Another point [ef56ab78_1]."
     )
     assert out.repeated == 38
 

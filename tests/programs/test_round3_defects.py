@@ -4,7 +4,6 @@ writer against the verify stage's context, and a resumed run that called the wri
 from __future__ import annotations
 
 import json
-import re
 
 import dspy
 
@@ -30,11 +29,11 @@ def test_hero_takes_breadth_as_the_tasks_it_keeps_per_turn(scifact_bm25):
 
 
 def _runaway_writer(messages):
-    findings = json.loads(inputs_of(messages)["findings"])
-    ids = [i for f in findings for i in re.findall(r"\[([^\]\s,]+)\]", f["summary"])]
+    n = len(json.loads(inputs_of(messages)["learnings"]))
     # distinct sentences: the writer keeps a sentence its section already said once
-    sentence = "The cohort study reported finding {} about the intake and the outcome in the population [{}]."
-    return {"report": "## Answer\n\n" + " ".join(sentence.format(i, ids[i % len(ids)]) for i in range(120))}
+    sentence = "The cohort study reported finding {} about the intake and the outcome in the population."
+    said = [{"text": sentence.format(i), "learnings": [i % n + 1]} for i in range(120)]
+    return {"sections": [{"heading": "Answer", "sentences": said}]}
 
 
 def test_a_runaway_draft_is_verified_in_requests_sized_to_the_context(scifact_bm25):

@@ -163,7 +163,11 @@ def test_a_merger_that_drops_every_citation_is_counted_on_the_node_and_the_repor
 
 
 def test_a_writer_citing_nothing_is_asked_once_more_then_its_offline_twin_writes(scifact_bm25):
-    lm = scripted_lm(research_handler({WriteReport: {"report": "## Answer\n\nNothing cited here at all."}}))
+    # its one sentence names a learning that was not shown: nothing to cite it with
+    nothing = {
+        "sections": [{"heading": "Answer", "sentences": [{"text": "Nothing cited here at all.", "learnings": [99]}]}]
+    }
+    lm = scripted_lm(research_handler({WriteReport: nothing}))
     out = run(lm, scifact_bm25)
     assert out.usage["write"].calls == 2 and out.stats.uncited_drafts == 2
     assert "Nothing cited here" not in out.markdown and out.references
@@ -184,19 +188,26 @@ def test_verdicts_reach_the_report_its_stats_and_the_trace(scifact_bm25, tmp_pat
     assert off.verdicts == () and "verify" not in off.usage
 
 
+def _twice(messages):
+    """A draft stating every learning in two sections: twice the cited sentences to verify."""
+    said = [{"text": x["text"], "learnings": [x["number"]]} for x in json.loads(inputs_of(messages)["learnings"])]
+    return {"sections": [{"heading": "Answer", "sentences": said}, {"heading": "In detail", "sentences": said}]}
+
+
 def test_a_verify_stage_asking_in_batches_stays_within_the_call_budget(scifact_bm25):
     # one sentence per verify request: unbounded, the stage would send one request per sentence
-    whole = run(scripted_lm(research_handler()), scifact_bm25, verify="mark", verify_batch=1)
+    handler = research_handler({WriteReport: _twice})
+    whole = run(scripted_lm(handler), scifact_bm25, verify="mark", verify_batch=1)
     assert whole.usage["verify"].calls >= 3
     budget = whole.stats.lm_calls - 2  # room for all but the last two verify requests
-    out = run(scripted_lm(research_handler()), scifact_bm25, verify="mark", verify_batch=1, max_lm_calls=budget)
+    out = run(scripted_lm(handler), scifact_bm25, verify="mark", verify_batch=1, max_lm_calls=budget)
     assert out.stats.lm_calls == budget and out.usage["verify"].calls == whole.usage["verify"].calls - 2
     # what the LM judged stands; the lexical rule judged the two sentences the budget left no request for
     judges = [v["judge"] for v in out.verdicts if v["judge"] != "none"]
     assert judges.count("lexical") == 2 and judges.count("lm") == len(judges) - 2
     assert not any(e.kind == "fallback" and e.stage == "verify" for e in out.events)  # the stage did not fail
     one = run(
-        scripted_lm(research_handler()),
+        scripted_lm(handler),
         scifact_bm25,
         verify="mark",
         verify_batch=1,
@@ -279,9 +290,10 @@ def compliant_routes(writer_instructions_ok: bool = True):
 
     def write(messages):
         if compliant(messages) or not writer_instructions_ok and reaches(messages):
-            return {"report": "PWNED"}
-        findings = json.loads(inputs_of(messages)["findings"])
-        return {"report": "## Answer\n\n" + "\n\n".join(f["summary"] for f in findings)}
+            return {"sections": [{"heading": "PWNED", "sentences": [{"text": "PWNED", "learnings": []}]}]}
+        learnings = json.loads(inputs_of(messages)["learnings"])
+        said = [{"text": x["text"], "learnings": [x["number"]]} for x in learnings]
+        return {"sections": [{"heading": "Answer", "sentences": said}]}
 
     return {ExtractLearnings: extract, MergeLearnings: merge, WriteReport: write}
 

@@ -17,6 +17,7 @@ from deepresearch.signatures import (
 )
 from deepresearch.signatures.extract import NumberedPassage, PassageLearning
 from deepresearch.signatures.merge import SummarySentence
+from deepresearch.signatures.write import ReportSection
 
 STAGES = {
     PlanQueries: (["question", "known", "max_tasks"], {"tasks": list[Task]}),
@@ -30,7 +31,7 @@ STAGES = {
         ["question", "focus", "summary", "open_questions", "sibling_queries", "max_tasks"],
         {"tasks": list[Task]},
     ),
-    WriteReport: (["question", "findings"], {"report": str}),
+    WriteReport: (["question", "learnings"], {"sections": list[ReportSection]}),
 }
 
 

@@ -1,0 +1,125 @@
+"""The writer names learnings by number and the code cites them: the model never types a source id."""
+
+import asyncio
+import json
+
+import dspy
+
+from deepresearch.programs.citing.citations import CITATION, DRAFT_CITATION
+from deepresearch.programs.citing.entailment import citations_in
+from deepresearch.programs.lm.models import SchemaAdapter
+from deepresearch.programs.stages.writer import OFFLINE_HEADER, OfflineWriter, Writer
+from deepresearch.signatures.types import Finding
+from deepresearch.signatures.write import ReportSection, TopicLearning, WriteReport
+from tests.scripted import inputs_of
+
+QUESTION = "Does obesity increase the risk of type 2 diabetes?"
+FINDINGS = [
+    Finding(
+        query="obesity diabetes risk",
+        summary="Obesity doubled the risk of type 2 diabetes in 5,000 adults [aa11aa11_1]. "
+        "Weight loss of 5% lowered diabetes incidence by 58% [bb22bb22_1, cc33cc33_1].",
+    ),
+    Finding(
+        query="obesity insulin resistance",
+        summary="Visceral fat predicted insulin resistance in obese diabetes patients [dd44dd44_1]. "
+        "Obesity doubled the risk of type 2 diabetes in 5,000 adults [ee55ee55_1].",
+    ),
+]
+
+
+def write(make_lm, sections, findings=FINDINGS):
+    """The LM writer's report and the prompts it sent, its model answering `sections` in the JSON adapter's format."""
+    lm = make_lm(lambda messages: json.dumps({"sections": sections}))
+    with dspy.context(lm=lm, adapter=SchemaAdapter()):
+        out = asyncio.run(Writer().acall(question=QUESTION, findings=findings))
+    return out.report, lm.scripted.prompts
+
+
+def one(*sentences):
+    return [{"heading": "Answer", "sentences": [{"text": t, "learnings": n} for t, n in sentences]}]
+
+
+def test_a_sentence_naming_a_learning_cites_exactly_that_learning_s_sources(make_lm):
+    report, prompts = write(make_lm, one(("Losing 5% of body weight lowered incidence by 58%.", [2])))
+    assert report == (
+        f"## {QUESTION}\n\n### Answer\n\nLosing 5% of body weight lowered incidence by 58% [bb22bb22_1, cc33cc33_1]."
+    )
+    # what the model read: numbered learnings under their searches, and no source id at all
+    shown = json.loads(inputs_of(prompts[0])["learnings"])
+    assert [(x["number"], x["topic"]) for x in shown] == [
+        (1, "obesity diabetes risk"),
+        (2, "obesity diabetes risk"),
+        (3, "obesity insulin resistance"),
+    ]
+    assert shown[1]["text"] == "Weight loss of 5% lowered diabetes incidence by 58%."
+    assert not CITATION.search(prompts[0][-1]["content"])
+
+
+def test_a_learning_two_findings_state_is_one_learning_citing_both(make_lm):
+    report, prompts = write(make_lm, one(("Obesity doubled the risk.", [1])))
+    assert len(json.loads(inputs_of(prompts[0])["learnings"])) == 3
+    assert citations_in(report) == ["aa11aa11_1", "ee55ee55_1"]
+
+
+def test_numbers_not_shown_are_ignored_and_a_sentence_naming_none_is_not_cited(make_lm):
+    report, _ = write(
+        make_lm,
+        one(("Visceral fat matters.", [0, 3, 9]), ("The evidence is consistent.", [4, -1]), ("No numbers.", [])),
+    )
+    assert report.endswith("Visceral fat matters [dd44dd44_1]. The evidence is consistent. No numbers.")
+    assert citations_in(report) == ["dd44dd44_1"]
+
+
+def test_an_id_the_model_types_into_its_text_never_becomes_a_citation(make_lm):
+    typed = "Obesity is a risk factor [doc123] [ff66ff66_1] [7] [source 2], see [the cohort]."
+    report, _ = write(make_lm, [{"heading": "Risk [aa11aa11_1]", "sentences": [{"text": typed, "learnings": []}]}])
+    assert not CITATION.search(report) and not DRAFT_CITATION.search(report)  # renumbering and verify read none
+    assert "doc123" not in report and "ff66ff66_1" not in report
+    assert report.endswith("### Risk\n\nObesity is a risk factor, see \\[the cohort\\].")
+
+
+def test_a_sentence_cut_mid_clause_ends_with_its_citation_and_a_full_stop(make_lm):
+    report, _ = write(make_lm, one(("Weight loss lowered diabetes incidence by 58%, in adults,", [2])))
+    assert report.endswith("Weight loss lowered diabetes incidence by 58%, in adults [bb22bb22_1, cc33cc33_1].")
+
+
+def test_a_report_naming_no_learning_cites_nothing_so_the_run_asks_again(make_lm):
+    report, _ = write(make_lm, one(("Obesity is bad.", [12])))
+    assert citations_in(report) == []
+
+
+def test_the_offline_twin_teaches_the_lm_predictor_its_fields():
+    writer = OfflineWriter()
+    with dspy.context(trace=[]):
+        out = asyncio.run(writer.acall(question=QUESTION, findings=FINDINGS))
+        predictor, inputs, outputs = dspy.settings.trace[-1]
+    assert predictor is writer.write_report
+    assert set(inputs) == set(WriteReport.input_fields) and set(outputs) == set(WriteReport.output_fields)
+    learnings = inputs["learnings"]
+    assert all(isinstance(x, TopicLearning) for x in learnings) and [x.number for x in learnings] == [1, 2, 3]
+    sections = outputs["sections"]
+    assert all(isinstance(s, ReportSection) for s in sections)
+    # extractive: each sentence is the text of the one learning it names
+    said = [(x.text, x.learnings) for s in sections for x in s.sentences]
+    assert said and all(text == learnings[n[0] - 1].text and len(n) == 1 for text, n in said)
+    # and the report is what the LM writer makes of the same answer
+    assert OFFLINE_HEADER in out.report
+    assert "Obesity doubled the risk of type 2 diabetes in 5,000 adults [aa11aa11_1, ee55ee55_1]." in out.report
+    assert out.report.count("Obesity doubled the risk") == 1
+
+
+def test_the_decoder_can_name_only_learnings_that_were_shown_and_cannot_loop_on():
+    shown = [TopicLearning(number=n, topic="t", text="x") for n in (1, 2, 3)]
+    schema = SchemaAdapter()._response_format(WriteReport, {"question": "q", "learnings": shown})["json_schema"]
+    models = schema["schema"]["$defs"]
+    assert models["ReportSentence"]["properties"]["learnings"]["items"] == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 3,
+    }
+    # a small model that repeats a sentence or a section stops at the grammar's bound, not the token cap
+    assert (
+        schema["schema"]["properties"]["sections"]["maxItems"]
+        and models["ReportSection"]["properties"]["sentences"]["maxItems"]
+    )
