@@ -85,8 +85,8 @@ def test_a_writer_that_fails_makes_the_run_partial_with_the_reason(tmp_path, cap
     writer = []
 
     def handler(messages):
-        if is_signature_prompt(messages) and "findings" in input_fields(messages):
-            if "report" in [name for name, _ in output_fields(messages)]:
+        if is_signature_prompt(messages) and "learnings" in input_fields(messages):
+            if "sections" in [name for name, _ in output_fields(messages)]:
                 writer.append(1)
                 return Error(500, "the writer's model crashed")
         return routed(messages)

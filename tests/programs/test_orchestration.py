@@ -187,8 +187,15 @@ def test_the_deadline_cancels_running_work_and_the_report_uses_what_exists(scifa
     assert "deadline" in out.stats.stopped and "stopped early" in out.markdown
     assert any(e.kind == "budget" and "deadline" in e.message for e in out.events)
     assert out.usage["write"].calls == 1 and out.stats.cancelled_nodes == 2
-    findings = json.loads(inputs_of(next(p for p in lm.timed.sync.prompts if "findings" in inputs_of(p)))["findings"])
-    assert [f["query"] for f in findings] == [out.report.tree[0].query, out.report.tree[1].query]
+    # the writer reads the finished nodes' learnings, each under its node's query
+    learnings = next(
+        json.loads(inputs_of(p)["learnings"])
+        for p in lm.timed.sync.prompts
+        if "learnings" in inputs_of(p) and '"topic"' in inputs_of(p)["learnings"]
+    )
+    done = out.report.tree[:2]
+    assert {x["topic"] for x in learnings} <= {n.query for n in done}  # nothing of a cancelled node
+    assert all(any(x["text"].rstrip(".") in n.summary for x in learnings) for n in done)  # what each found
 
 
 def test_the_lm_call_budget_stops_research_and_keeps_a_call_for_the_writer(scifact_bm25):
