@@ -72,7 +72,11 @@ def test_hero_drg_budgets_and_isolation(scifact, scifact_bm25):
         mine = next(g for g in gaps if g["focus"] == root.query)
         assert all(s in mine["sibling_queries"] for s in siblings)
     # enrichment is append-only
-    merges = {inputs_of(p)["task"]: p for p in prompts if "learnings" in inputs_of(p) and "summary" not in inputs_of(p)}
+    merges = {
+        inputs_of(p)["task"]: p
+        for p in prompts
+        if "task" in inputs_of(p) and "learnings" in inputs_of(p) and "summary" not in inputs_of(p)
+    }
     for root in roots:
         enrich_inputs = [
             inputs_of(p) for p in prompts if inputs_of(p).get("focus") == root.query and "learnings" in inputs_of(p)
