@@ -20,12 +20,14 @@ program and the offline floor.
 from __future__ import annotations
 
 import argparse
+import contextvars
 import json
 import os
 import platform
 import random
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import dspy
@@ -60,25 +62,31 @@ def unwanted(report) -> dict[str, int]:
     return counts
 
 
-def run(program: dr.DeepResearch, questions: list[dspy.Example]) -> dict:
-    started, rows = time.perf_counter(), []
-    for x in questions:
-        out = program(question=x.question)
-        cited = [r.doc_id for r in out.references]
-        rows.append(
-            {
-                "query_id": x.query_id,
-                "status": out.status,
-                "cited": cited,
-                "gold": list(x.relevant_ids),
-                "precision": dr.metrics.cited_precision(x, out),
-                "recall": dr.metrics.cited_recall(x, out),
-                "support": dr.metrics.citation_support(x, out) if cited else 0.0,
-                "lm_calls": out.stats.lm_calls,
-                "twin_answers": out.stats.twin_answers,
-                **unwanted(out.report),
-            }
-        )
+def score(program: dr.DeepResearch, x: dspy.Example) -> dict:
+    out = program(question=x.question)
+    cited = [r.doc_id for r in out.references]
+    return {
+        "query_id": x.query_id,
+        "status": out.status,
+        "cited": cited,
+        "gold": list(x.relevant_ids),
+        "precision": dr.metrics.cited_precision(x, out),
+        "recall": dr.metrics.cited_recall(x, out),
+        "support": dr.metrics.citation_support(x, out) if cited else 0.0,
+        "lm_calls": out.stats.lm_calls,
+        "twin_answers": out.stats.twin_answers,
+        **unwanted(out.report),
+    }
+
+
+def run(program: dr.DeepResearch, questions: list[dspy.Example], jobs: int = 1) -> dict:
+    """Each question researched and scored; `jobs` questions at a time (a program serves concurrent runs, and a
+    local server with several slots batches their requests), the rows in the questions' order."""
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        # each worker starts from this thread's context, so dspy.context's LM and adapter reach it
+        futures = [pool.submit(contextvars.copy_context().run, score, program, x) for x in questions]
+        rows = [f.result() for f in futures]
     n = len(rows)
     cited = sum(len(r["cited"]) for r in rows)
     hits = sum(len(set(r["cited"]) & set(r["gold"])) for r in rows)
@@ -130,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lm-timeout", type=float, default=900.0)
     parser.add_argument("--compile-train", type=int, default=0, help="also compile on this many train claims")
     parser.add_argument("--demos", type=int, default=1, help="bootstrapped demonstrations per predictor")
+    parser.add_argument("--jobs", type=int, default=1, help="questions researched at a time")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
 
@@ -144,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "split": f"{len(questions)} SciFact {args.split} claims asked as questions (seed {args.seed})",
         "preset": args.preset,
-        "offline": run(dr.DeepResearch(retriever=retriever, config=config, offline=True), questions),
+        "offline": run(dr.DeepResearch(retriever=retriever, config=config, offline=True), questions, args.jobs),
     }
     out = Path(args.out)
     out.write_text(json.dumps(report, indent=2), encoding="utf-8")
@@ -153,12 +162,12 @@ def main(argv: list[str] | None = None) -> int:
         lm = server_lm(args.lm, args.api_base, args.lm_timeout)
         program = dr.DeepResearch(retriever=retriever, config=config)
         with dspy.context(lm=lm, adapter=SchemaAdapter() if args.api_base else None):
-            report[args.lm] = run(program, questions)
+            report[args.lm] = run(program, questions, args.jobs)
             names.append(args.lm)
             out.write_text(json.dumps(report, indent=2), encoding="utf-8")
             if args.compile_train:
                 compiled = compile_on_train(program, args, report)
-                report[f"{args.lm} compiled"] = run(compiled, questions)
+                report[f"{args.lm} compiled"] = run(compiled, questions, args.jobs)
                 names.append(f"{args.lm} compiled")
                 for metric in ("precision", "recall"):
                     tuned = [r[metric] for r in report[f"{args.lm} compiled"]["questions"]]
