@@ -174,15 +174,6 @@ def paper_id(doc: Doc) -> str:
     return str(pid) if pid not in (None, "") else doc.doc_id
 
 
-def passage_number(doc: Doc) -> int | None:
-    """The 1-based passage number of a passage Doc, None for a whole document."""
-    n = doc.metadata.get("passage") if doc.metadata and "paper_id" in doc.metadata else None
-    try:
-        return int(n) if n is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
 def best_passages(query: str, passages: Sequence[Doc], k: int = 3) -> list[Doc]:
     """The `k` passages of one paper that best match `query` (BM25 over the paper's own passages), best first.
 

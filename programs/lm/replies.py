@@ -32,11 +32,6 @@ class ReplyCounts:
     failed: int = 0
     causes: tuple[str, ...] = ()
 
-    @property
-    def is_silent(self) -> bool:
-        """Whether calls were made and none got a reply."""
-        return self.failed > 0 and self.answered == 0
-
     def cause(self) -> str | None:
         """The most frequent cause of the failed calls (one line, naming the server), or None."""
         return summarize_failures(self.causes)
@@ -50,7 +45,7 @@ class LMReplies(BaseCallback):
         >>> replies = LMReplies()                                          # doctest: +SKIP
         >>> with replies.watching():                                       # doctest: +SKIP
         ...     program(question="...")
-        >>> replies.counts().is_silent                                     # doctest: +SKIP
+        >>> replies.counts().cause()                                       # doctest: +SKIP
     """
 
     def __init__(self):

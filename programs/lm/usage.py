@@ -234,11 +234,6 @@ class UsageMeter(UsageTracker):
         parts = ", ".join(f"{s} {c} calls {p}+{o}" for s, (c, p, o) in stages.items())
         return (*notes, f"tokens: {prompt} prompt + {completion} completion ({parts})")
 
-    def tokens_by_node(self) -> dict[str, dict[str, tuple[int, int, int]]]:
-        """node id (`root` for calls outside any node) -> stage -> (calls, prompt tokens, completion tokens)."""
-        with self._lock:
-            return {n: {s: (c, p, o) for s, (c, p, o) in stages.items()} for n, stages in self._by_node.items()}
-
     def tokens_by_model(self) -> dict[str, dict[str, tuple[int, int, int]]]:
         """stage -> model -> (prompt tokens, completion tokens, cached prompt tokens)."""
         with self._lock:

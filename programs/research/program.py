@@ -53,11 +53,6 @@ logger = logging.getLogger(__name__)
 OUTPUT_STAGES: dict[str, str] = STAGES.outputs()
 
 
-def stage_names() -> tuple[str, ...]:
-    """Every stage name any research program may have: the shared, output and strategies' stages."""
-    return tuple(STAGES.research())
-
-
 class DeepResearch(TwinChoice, dspy.Module):
     """Plans tasks, researches each as a node of a recursive tree, and writes a cited report.
 

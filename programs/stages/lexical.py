@@ -162,8 +162,7 @@ def about(concept_list: list[str], text: str) -> bool:
 
 def goal_for(question: str, query: str) -> str:
     """A task's goal, in words, from its query: the main evidence when the query holds only the question's
-    terms, else evidence that also mentions the terms it adds. The offline writer heads each finding's
-    section with it."""
+    terms, else evidence that also mentions the terms it adds."""
     asked = set(key_terms(plain_brief(question), min_len=1))
     extra = [t for t in key_terms(query, min_len=1) if t not in asked]
     if not extra:

@@ -14,7 +14,14 @@ from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage, teach
 from deepresearch.programs.runtime.text import collapse_whitespace, inert_markdown, strip_label
 from deepresearch.programs.stages.clarifier import plain_brief, split_brief
-from deepresearch.programs.stages.lexical import CITED_SENTENCE, concepts, goal_for, mentioned
+from deepresearch.programs.stages.lexical import (
+    CITED_SENTENCE,
+    GENERIC_TERMS,
+    STOP_WORDS,
+    concepts,
+    mentioned,
+    stem,
+)
 from deepresearch.programs.stages.spec import StageSpec, Tuning
 from deepresearch.retrievers.passages import split_sentences
 from deepresearch.signatures.types import Finding
@@ -264,23 +271,66 @@ TWIN_HEADER = (
 )
 
 
+MAIN_HEADING = "Main evidence on the question"
+_CLAUSE = re.compile(r"[^,;:.()\[\]]+")  # a two-word phrase never spans punctuation
+_PHRASE_WORD = re.compile(r"[A-Za-z][A-Za-z-]*[A-Za-z]")
+
+
+def _phrases(text: str, asked: set[str]) -> dict[str, str]:
+    """The two-word phrases of `text` that name something the question does not ("breast cancer" in a finding
+    on obesity and diabetes): adjacent content words, neither a stop word, a generic term or a question
+    concept. Lowercase phrase -> its first spelling."""
+    found: dict[str, str] = {}
+    for clause in _CLAUSE.findall(text):
+        words = clause.split()
+        for a, b in zip(words, words[1:]):
+            if not (_PHRASE_WORD.fullmatch(a) and _PHRASE_WORD.fullmatch(b)):
+                continue
+            pair = (a.lower(), b.lower())
+            if any(w in STOP_WORDS or w in GENERIC_TERMS or stem(w) in asked or len(w) < 3 for w in pair):
+                continue
+            found.setdefault(" ".join(pair), f"{a} {b}")
+    return found
+
+
+def themed_sections(question: str, learnings: list[TopicLearning], max_themes: int = 4) -> list[ReportSection]:
+    """The learnings that mention the question's key concepts, as sections: a theme is a two-word phrase beyond
+    the question that at least two learnings share (the most shared first), and it heads those learnings;
+    the rest, first, under `MAIN_HEADING`. Each learning is said once, in its number's order."""
+    asked = concepts(plain_brief(question))
+    stems = {stem(w) for c in asked for w in c.split()}
+    kept = [x for x in learnings if mentioned(asked, x.text)]
+    phrases = {x.number: _phrases(x.text, stems) for x in kept}
+    themes: list[tuple[str, list[TopicLearning]]] = []
+    left = list(kept)
+    while len(themes) < max_themes:
+        shared: dict[str, list[TopicLearning]] = {}
+        for x in left:
+            for p in phrases[x.number]:
+                shared.setdefault(p, []).append(x)
+        best = max(shared, key=lambda p: (len(shared[p]), -shared[p][0].number), default=None)
+        if best is None or len(shared[best]) < 2:
+            break
+        spelled = phrases[shared[best][0].number][best]
+        themes.append((spelled[0].upper() + spelled[1:], shared[best]))
+        left = [x for x in left if x not in shared[best]]
+    groups = ([(MAIN_HEADING, left)] if left else []) + themes
+    return [
+        ReportSection(heading=h, sentences=[ReportSentence(text=x.text, learnings=[x.number]) for x in xs])
+        for h, xs in groups
+    ]
+
+
 class OfflineWriter(Writer):
-    """An extractive synthesis: each learning once, as written, citing its sources; sections headed by their
-    task's goal (`goal_for`), learnings that mention none of the question's key concepts (the offline
-    extractor already asks for two) left out, and sections with the same goal one section."""
+    """An extractive synthesis: each learning once, as written, citing its sources; learnings that mention none
+    of the question's key concepts (the offline extractor already asks for two) left out, and the rest grouped
+    by the themes they share (`themed_sections`)."""
 
     is_offline = True
 
     async def aforward(self, question: str, findings: list[Finding], attempt: int = 0) -> dspy.Prediction:
-        asked = concepts(plain_brief(question))
         learnings, sources = numbered_learnings(findings)
-        by_goal: dict[str, list[ReportSentence]] = {}
-        for x in learnings:
-            if mentioned(asked, x.text):
-                by_goal.setdefault(goal_for(question, x.topic), []).append(
-                    ReportSentence(text=x.text, learnings=[x.number])
-                )
-        sections = [ReportSection(heading=goal, sentences=said) for goal, said in by_goal.items()]
+        sections = themed_sections(question, learnings)
         if learnings:  # what the LM module would have been asked, and this answer
             teach(self.write_report, {"question": question, "learnings": learnings}, sections=sections)
         return dspy.Prediction(report=render_report(question, sections, sources, OFFLINE_HEADER), repeated=0)

@@ -44,12 +44,18 @@ def test_offline_learnings_quote_their_sources(scifact, scifact_bm25):
         assert registry.get(sid, doc_id) == doc_id
 
 
-def test_report_sections_are_headed_by_task_goals_and_quote_only_sentences_about_the_question(scifact_bm25):
+def test_report_sections_are_headed_by_what_their_sentences_share_and_quote_only_sentences_about_the_question(
+    scifact_bm25,
+):
     out = run(scifact_bm25, depth=2, breadth=3)
-    headings = re.findall(r"^### (.+)$", out.markdown, re.MULTILINE)
-    goals = {n.goal for n in out.report.nodes()}
-    assert headings and set(headings) <= goals and len(set(headings)) == len(headings)
-    assert not set(headings) & {n.query for n in out.report.nodes()}  # not the bag of query terms
+    sections = re.findall(r"^### (.+)\n\n(.+)$", out.markdown, re.MULTILINE)
+    headings = [h for h, _ in sections]
+    assert headings[0] == "Main evidence on the question" and len(set(headings)) == len(headings) > 1
+    assert not set(headings[1:]) & ({n.query for n in out.report.nodes()} | {n.goal for n in out.report.nodes()})
+    for heading, text in sections[1:]:  # a theme: a phrase two or more of its quoted sentences say
+        said = re.split(r"(?<=\]\.)\s+", text)
+        assert len(said) >= 2 and all(heading.lower() in s.lower() for s in said), (heading, said)
+        assert len(heading.split()) == 2 and not mentioned(concepts(QUESTION), heading)
     asked = concepts(QUESTION)
     assert asked == ["obesity", "diabetes"]  # "increase", "risk" and "type" relate concepts, they are none
     body = out.markdown.split("## References")[0]
