@@ -18,7 +18,7 @@ class ReportSentence(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    learnings: list[int] = Field(description="the numbers of the learnings this sentence states")
+    learnings: list[int] = Field(description="the numbers of the one or two learnings this sentence states")
     text: str = Field(description="one sentence")
 
 
@@ -27,7 +27,7 @@ class ReportSection(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    heading: str = Field(description="a few words naming the theme")
+    heading: str = Field(description="two to five words naming the theme, never a learning's text")
     sentences: list[ReportSentence]
 
 
@@ -37,7 +37,7 @@ class ReportSection(BaseModel):
 class WriteReport(dspy.Signature):
     """Write a research report that answers the question from the numbered learnings, as sections of
     sentences. The first section answers the question directly; the others are organised by theme, and
-    weigh learnings that agree or conflict. Each sentence states what the learnings it names say, keeping
+    weigh learnings that agree or conflict. Each sentence states what one or two learnings say, keeping
     their names, numbers and units, and names them by their numbers; add nothing they do not say. Never
     write a paper's title or a label such as "Results" as a sentence, and never write the same sentence
     twice.

@@ -244,9 +244,13 @@ GRAMMAR_LIMITS: dict[str, dict[str, int]] = {
     "relevant": {"maxLength": 300},
     "irrelevant": {"maxLength": 300},
     "suggestions": {"maxLength": 400},
-    "heading": {"maxLength": 150},  # a report section's
+    # a report section's heading names a theme in a few words: a learning copied into it is cut short
+    "heading": {"maxLength": 60},
     "sections": {"maxItems": 5},
     "ReportSection.sentences": {"maxItems": 6},  # a model's name: only the sentences of a report's section
+    # a sentence states one or two learnings: a small model asked for more names every learning it read, and
+    # one free to name none writes sentences nothing supports
+    "ReportSentence.learnings": {"minItems": 1, "maxItems": 2},
     "tasks": {"maxItems": 6},
     "learnings": {"maxItems": 5},
     "follow_up_questions": {"maxItems": 3, "items": 200},
@@ -278,15 +282,14 @@ def _bound(part: Any) -> None:
 
 
 def _limit(prop: dict[str, Any], limits: dict[str, int]) -> None:
-    """Bounds one property: a string's length, an array's items and each string item's length."""
+    """Bounds one property: a string's length, an array's number of items and each string item's length."""
     for option in prop.get("anyOf", []):  # an optional field: `str | None`
         if isinstance(option, dict):
             _limit(option, limits)
     if prop.get("type") == "string" and "maxLength" in limits:
         prop["maxLength"] = limits["maxLength"]
     elif prop.get("type") == "array":
-        if "maxItems" in limits:
-            prop["maxItems"] = limits["maxItems"]
+        prop.update({k: limits[k] for k in ("minItems", "maxItems") if k in limits})
         items = prop.get("items")
         if "items" in limits and isinstance(items, dict) and items.get("type") == "string":
             items["maxLength"] = limits["items"]

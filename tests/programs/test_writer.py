@@ -123,3 +123,7 @@ def test_the_decoder_can_name_only_learnings_that_were_shown_and_cannot_loop_on(
         schema["schema"]["properties"]["sections"]["maxItems"]
         and models["ReportSection"]["properties"]["sentences"]["maxItems"]
     )
+    # each sentence names one or two learnings, and a heading is too short to hold a copied learning
+    named = models["ReportSentence"]["properties"]["learnings"]
+    assert (named["minItems"], named["maxItems"]) == (1, 2)
+    assert models["ReportSection"]["properties"]["heading"]["maxLength"] <= 60
