@@ -293,16 +293,19 @@ def _phrases(text: str, asked: set[str]) -> dict[str, str]:
     return found
 
 
-def themed_sections(question: str, learnings: list[TopicLearning], max_themes: int = 4) -> list[ReportSection]:
-    """The learnings that mention the question's key concepts, as sections: a theme is a two-word phrase beyond
-    the question that at least two learnings share (the most shared first), and it heads those learnings;
-    the rest, first, under `MAIN_HEADING`. Each learning is said once, in its number's order."""
+def themed_sections(
+    question: str, learnings: list[TopicLearning], max_themes: int = 4, lead: int = 2
+) -> list[ReportSection]:
+    """The learnings that mention the question's key concepts, as sections: the first `lead` of them (the best
+    ranked evidence of the first searches) and those no theme takes come first, under `MAIN_HEADING`; a theme
+    is a two-word phrase beyond the question that at least two of the others share (the most shared first),
+    and it heads them. Each learning is said once, in its number's order."""
     asked = concepts(plain_brief(question))
     stems = {stem(w) for c in asked for w in c.split()}
     kept = [x for x in learnings if mentioned(asked, x.text)]
     phrases = {x.number: _phrases(x.text, stems) for x in kept}
     themes: list[tuple[str, list[TopicLearning]]] = []
-    left = list(kept)
+    left = kept[lead:]
     while len(themes) < max_themes:
         shared: dict[str, list[TopicLearning]] = {}
         for x in left:
@@ -314,7 +317,8 @@ def themed_sections(question: str, learnings: list[TopicLearning], max_themes: i
         spelled = phrases[shared[best][0].number][best]
         themes.append((spelled[0].upper() + spelled[1:], shared[best]))
         left = [x for x in left if x not in shared[best]]
-    groups = ([(MAIN_HEADING, left)] if left else []) + themes
+    main = kept[:lead] + left
+    groups = ([(MAIN_HEADING, main)] if main else []) + themes
     return [
         ReportSection(heading=h, sentences=[ReportSentence(text=x.text, learnings=[x.number]) for x in xs])
         for h, xs in groups
