@@ -218,6 +218,30 @@ def _sentence(sentence: ReportSentence, sources: list[list[str]]) -> str:
     return f"{body} [{', '.join(ids)}]{stop}" if ids else f"{body}{stop}"
 
 
+def say_once(sections: list[ReportSection], min_chars: int = 16) -> tuple[list[ReportSection], int]:
+    """`sections` with each sentence that an earlier one of the report already said (the same words, whatever
+    the case, punctuation or brackets) left out, the learnings it named given to the earlier one, and how many
+    were; a section left with no sentence goes. The 0.5B model wrote one finding under several headings."""
+    kept: list[tuple[str, list[ReportSentence]]] = []
+    first: dict[str, tuple[list[ReportSentence], int]] = {}  # words -> (the list holding it, where)
+    dropped = 0
+    for section in sections:
+        said: list[ReportSentence] = []
+        for sentence in section.sentences:
+            key = " ".join(_WORD.findall(_inert(sentence.text).casefold()))
+            if len(key) >= min_chars and key in first:
+                holder, at = first[key]
+                named = list(dict.fromkeys([*holder[at].learnings, *sentence.learnings]))
+                holder[at] = holder[at].model_copy(update={"learnings": named})
+                dropped += 1
+                continue
+            first.setdefault(key, (said, len(said)))
+            said.append(sentence)
+        if said:
+            kept.append((section.heading, said))
+    return [ReportSection(heading=h, sentences=said) for h, said in kept], dropped
+
+
 def render_report(question: str, sections: list[ReportSection], sources: list[list[str]], note: str = "") -> str:
     """The report in Markdown: the question as its title, `note` under it, then each section under its heading
     as one paragraph of cited sentences (`_sentence`); a section left with no sentence is left out."""
@@ -235,9 +259,9 @@ class Writer(Stage):
 
     The LM reads the findings' cited sentences as learnings numbered 1, 2, ... (`numbered_learnings`) and
     writes sections of sentences, each naming the learnings it states; the code cites each sentence with
-    those learnings' sources, so the LM never types a source id. A line the draft repeats back to back, and a
-    sentence its section already said, are kept once (`drop_repeated_lines`, `drop_repeated_sentences`; the
-    count of both is `repeated`). No LM call without learnings."""
+    those learnings' sources, so the LM never types a source id. A sentence the report already said, under any
+    heading, and a line the draft repeats back to back are kept once (`say_once`, `drop_repeated_lines`,
+    `drop_repeated_sentences`; the count of all is `repeated`). No LM call without learnings."""
 
     def __init__(self):
         super().__init__()
@@ -250,11 +274,12 @@ class Writer(Stage):
         # a second attempt (the first draft cited nothing) samples anew: cached and greedy, it would repeat the first
         config = {"rollout_id": attempt, "temperature": 1.0} if attempt else {}
         out = await call_predictor(SPEC, self.write_report, question=question, learnings=learnings, config=config)
-        report, _ = drop_reporting_frames(render_report(question, out.sections or [], sources))
+        sections, said_again = say_once(out.sections or [])
+        report, _ = drop_reporting_frames(render_report(question, sections, sources))
         report, lines = drop_repeated_lines(report)
         report, sentences = drop_repeated_sentences(report)
         report, _ = drop_labels_and_titles(report)  # the titles are the run's to check (finish)
-        repeated = lines + sentences
+        repeated = said_again + lines + sentences
         if repeated:
             logger.warning("writer: %d lines or sentences the draft repeated left out", repeated)
         return dspy.Prediction(report=report, repeated=repeated)

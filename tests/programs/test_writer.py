@@ -62,6 +62,21 @@ def test_a_learning_two_findings_state_is_one_learning_citing_both(make_lm):
     assert citations_in(report) == ["aa11aa11_1", "ee55ee55_1"]
 
 
+def test_a_finding_said_again_under_another_heading_is_said_once_citing_both(make_lm):
+    said = "Obesity doubled the risk of type 2 diabetes in adults."
+    sections = [
+        {"heading": "Answer", "sentences": [{"text": said, "learnings": [1]}]},
+        {"heading": "Weight", "sentences": [{"text": "Weight loss lowered incidence.", "learnings": [2]}]},
+        {
+            "heading": "Again",
+            "sentences": [{"text": "OBESITY doubled the risk of type-2 diabetes in adults!", "learnings": [3]}],
+        },
+    ]
+    report, _ = write(make_lm, sections)
+    assert report.count("doubled the risk") == 1 and "### Again" not in report
+    assert "Obesity doubled the risk of type 2 diabetes in adults [aa11aa11_1, ee55ee55_1, dd44dd44_1]." in report
+
+
 def test_numbers_not_shown_are_ignored_and_a_sentence_naming_none_is_not_cited(make_lm):
     report, _ = write(
         make_lm,
