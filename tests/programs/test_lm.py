@@ -264,8 +264,7 @@ def test_a_draft_that_loops_keeps_each_repeated_sentence_once(make_lm):
     with dspy.context(lm=lm, adapter=SchemaAdapter()):
         out = asyncio.run(Writer().acall(question="q", findings=[Finding(query="q", summary=summary)]))
     assert out.report == (  # the loop is cut, and the report says a sentence once, under its first heading
-        "## q\n\n### Answer\n\nObesity raises diabetes risk [ab12cd34_1].\n\n### Sources\n\n"
-        "Another point [ef56ab78_1]."
+        "## q\n\n### Answer\n\nObesity raises diabetes risk [ab12cd34_1].\n\n### Sources\n\nAnother point [ef56ab78_1]."
     )
     assert out.repeated == 39
 
