@@ -99,6 +99,10 @@ class Stages:
     def names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self)
 
+    def calls_of(self, name: str) -> tuple[StageSpec, ...]:
+        """The stages accounted apart that stage `name`'s module calls (`gather_assess`: `gather_recheck`)."""
+        return tuple(s for s in self if s.part_of == name)
+
     def research(self, strategy: str | None = None) -> dict[str, str]:
         """Stage name -> attribute of the research program's modules: the shared and output stages, and those
         of `strategy` (None: of every strategy)."""

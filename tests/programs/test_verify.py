@@ -189,9 +189,12 @@ def test_verdicts_reach_the_report_its_stats_and_the_trace(scifact_bm25, tmp_pat
 
 
 def _twice(messages):
-    """A draft stating every learning in two sections: twice the cited sentences to verify."""
-    said = [{"text": x["text"], "learnings": [x["number"]]} for x in json.loads(inputs_of(messages)["learnings"])]
-    return {"sections": [{"heading": "Answer", "sentences": said}, {"heading": "In detail", "sentences": said}]}
+    """A draft stating every learning in two sections, in other words the second time: twice the cited sentences
+    to verify (a sentence said again word for word would be said once)."""
+    learnings = json.loads(inputs_of(messages)["learnings"])
+    said = [{"text": x["text"], "learnings": [x["number"]]} for x in learnings]
+    again = [{"text": f"In detail, {x['text']}", "learnings": [x["number"]]} for x in learnings]
+    return {"sections": [{"heading": "Answer", "sentences": said}, {"heading": "In detail", "sentences": again}]}
 
 
 def test_a_verify_stage_asking_in_batches_stays_within_the_call_budget(scifact_bm25):
