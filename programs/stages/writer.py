@@ -51,25 +51,6 @@ def _lines(markdown: str):
             yield line, "prose", mark.group(0) if mark else ""
 
 
-def drop_repeated_lines(markdown: str) -> tuple[str, int]:
-    """`markdown` with each line that repeats the line before it (blank lines between do not count) left out,
-    and how many were. A small model that loops writes one sentence again and again until the token cap, often
-    as a numbered list; lines are compared without their list mark, case or surrounding space. Headings and
-    blank lines always stay, and a paragraph that two sections share is not touched."""
-    kept, dropped, previous = [], 0, None
-    for line in markdown.splitlines():
-        key = LIST_MARK.sub("", line).strip().lower()
-        if key and not key.startswith("#"):
-            if key == previous:
-                dropped += 1
-                continue
-            previous = key
-        elif key:
-            previous = None  # a heading starts a new section
-        kept.append(line)
-    return "\n".join(kept), dropped
-
-
 def _cite_also(sentence: str, labels: Iterable[str]) -> str:
     """`sentence` citing `labels` too, their markers after its own, before its closing punctuation."""
     end = re.search(r"[.!?]+$", sentence.rstrip())
@@ -260,8 +241,8 @@ class Writer(Stage):
     The LM reads the findings' cited sentences as learnings numbered 1, 2, ... (`numbered_learnings`) and
     writes sections of sentences, each naming the learnings it states; the code cites each sentence with
     those learnings' sources, so the LM never types a source id. A sentence the report already said, under any
-    heading, and a line the draft repeats back to back are kept once (`say_once`, `drop_repeated_lines`,
-    `drop_repeated_sentences`; the count of all is `repeated`). No LM call without learnings."""
+    heading, and one a sentence's own text repeats are kept once (`say_once`, `drop_repeated_sentences`; the
+    count of both is `repeated`). No LM call without learnings."""
 
     def __init__(self):
         super().__init__()
@@ -276,10 +257,9 @@ class Writer(Stage):
         out = await call_predictor(SPEC, self.write_report, question=question, learnings=learnings, config=config)
         sections, said_again = say_once(out.sections or [])
         report, _ = drop_reporting_frames(render_report(question, sections, sources))
-        report, lines = drop_repeated_lines(report)
         report, sentences = drop_repeated_sentences(report)
         report, _ = drop_labels_and_titles(report)  # the titles are the run's to check (finish)
-        repeated = said_again + lines + sentences
+        repeated = said_again + sentences
         if repeated:
             logger.warning("writer: %d lines or sentences the draft repeated left out", repeated)
         return dspy.Prediction(report=report, repeated=repeated)
