@@ -19,6 +19,7 @@ from deepresearch.programs.stages.lexical import (
     GENERIC_TERMS,
     STOP_WORDS,
     concepts,
+    key_terms,
     mentioned,
     stem,
 )
@@ -199,6 +200,87 @@ def _sentence(sentence: ReportSentence, sources: list[list[str]]) -> str:
     return f"{body} [{', '.join(ids)}]{stop}" if ids else f"{body}{stop}"
 
 
+def _stems(text: str) -> set[str]:
+    return {stem(w) for w in key_terms(text)}
+
+
+def attribute(sentence: ReportSentence, learnings: list[TopicLearning]) -> ReportSentence:
+    """`sentence` naming the learnings whose words it states, and shown whole where it copies part of one.
+
+    The 0.5B model copies a learning and names it with its neighbour, or cuts a copy short (a heading took
+    the start, or the length bound the end). So a named learning is kept for what it adds: the one holding
+    most of the sentence's content words, if it holds at least half, then another only if it holds at least a
+    quarter of the words the first did not. A sentence none it named holds is given the learning that holds
+    at least half of its words, or none (it is not cited). A sentence whose words run inside one learning, in
+    its order, is that learning's text."""
+    words = _stems(_inert(sentence.text))
+    by_number = {x.number: x for x in learnings}
+    named = [by_number[n] for n in dict.fromkeys(sentence.learnings) if n in by_number]
+    chosen = named  # too few words to weigh: as named
+    if len(words) >= 3:
+        holds = {x.number: words & _stems(x.text) for x in learnings}
+        chosen = []
+        for pool in (named, learnings):
+            first = max(pool, key=lambda x: len(holds[x.number]), default=None)
+            if first is not None and 2 * len(holds[first.number]) >= len(words):
+                left = words - holds[first.number]
+                second = max(
+                    (x for x in named if x is not first), key=lambda x: len(left & holds[x.number]), default=None
+                )
+                add = second is not None and 4 * len(left & holds[second.number]) >= max(len(left), 4)
+                chosen = [first, second] if add and second is not None else [first]
+                chosen.sort(key=lambda x: named.index(x) if x in named else -1)  # in the order the model named them
+                break
+    text = sentence.text
+    if len(chosen) == 1:
+        said = " ".join(_WORD.findall(_inert(text).casefold()))
+        if f" {said} " in f" {' '.join(_WORD.findall(chosen[0].text.casefold()))} ":
+            text = chosen[0].text
+    return ReportSentence(text=text, learnings=[x.number for x in chosen])
+
+
+def _copied_heading(heading: str, learnings: list[TopicLearning]) -> bool:
+    """Whether `heading` is the start of a learning's text (five words or more), not a theme's name."""
+    said = " ".join(_WORD.findall(heading.casefold()))
+    return len(said.split()) >= 5 and any(
+        f"{' '.join(_WORD.findall(x.text.casefold()))} ".startswith(f"{said} ") for x in learnings
+    )
+
+
+FURTHER_HEADING = "Further evidence"
+
+
+def attributed(
+    question: str, sections: list[ReportSection], learnings: list[TopicLearning], sources: list[list[str]]
+) -> list[ReportSection]:
+    """`sections` with each sentence `attribute`d and a heading that copies a learning's start left blank; a
+    learning citing a source no sentence cites, of those the offline writer keeps (they mention the question's
+    key concepts), follows as written under `FURTHER_HEADING`: a model's draft drops no source the extractive
+    one reports."""
+    out = [
+        ReportSection(
+            heading="" if _copied_heading(s.heading, learnings) else s.heading,
+            sentences=[attribute(x, learnings) for x in s.sentences],
+        )
+        for s in sections
+    ]
+    stated = [n for s in out for x in s.sentences for n in x.learnings if 0 < n <= len(sources)]
+    cited = {i for n in stated for i in sources[n - 1]}
+    asked = concepts(plain_brief(question))
+    missed = []
+    for x in learnings:
+        if not cited.issuperset(sources[x.number - 1]) and mentioned(asked, x.text):
+            missed.append(x)
+            cited.update(sources[x.number - 1])
+    if missed and stated:  # a draft that states no learning stays uncited: the run asks again
+        out.append(
+            ReportSection(
+                heading=FURTHER_HEADING, sentences=[ReportSentence(text=x.text, learnings=[x.number]) for x in missed]
+            )
+        )
+    return out
+
+
 def say_once(sections: list[ReportSection], min_chars: int = 16) -> tuple[list[ReportSection], int]:
     """`sections` with each sentence that an earlier one of the report already said (the same words, whatever
     the case, punctuation or brackets) left out, the learnings it named given to the earlier one, and how many
@@ -239,8 +321,9 @@ class Writer(Stage):
     """Question + findings -> Markdown report citing source ids (renumbered later by the program).
 
     The LM reads the findings' cited sentences as learnings numbered 1, 2, ... (`numbered_learnings`) and
-    writes sections of sentences, each naming the learnings it states; the code cites each sentence with
-    those learnings' sources, so the LM never types a source id. A sentence the report already said, under any
+    writes sections of sentences, each naming the learnings it states; the code cites each sentence with the
+    sources of those whose words it holds (`attributed`), so the LM never types a source id. A sentence the
+    report already said, under any
     heading, and one a sentence's own text repeats are kept once (`say_once`, `drop_repeated_sentences`; the
     count of both is `repeated`). No LM call without learnings."""
 
@@ -255,7 +338,7 @@ class Writer(Stage):
         # a second attempt (the first draft cited nothing) samples anew: cached and greedy, it would repeat the first
         config = {"rollout_id": attempt, "temperature": 1.0} if attempt else {}
         out = await call_predictor(SPEC, self.write_report, question=question, learnings=learnings, config=config)
-        sections, said_again = say_once(out.sections or [])
+        sections, said_again = say_once(attributed(question, out.sections or [], learnings, sources))
         report, _ = drop_reporting_frames(render_report(question, sections, sources))
         report, sentences = drop_repeated_sentences(report)
         report, _ = drop_labels_and_titles(report)  # the titles are the run's to check (finish)

@@ -29,10 +29,14 @@ def test_hero_takes_breadth_as_the_tasks_it_keeps_per_turn(scifact_bm25):
 
 
 def _runaway_writer(messages):
-    n = len(json.loads(inputs_of(messages)["learnings"]))
-    # distinct sentences: the writer keeps a sentence its section already said once
-    sentence = "The cohort study reported finding {} about the intake and the outcome in the population."
-    said = [{"text": sentence.format(i), "learnings": [i % n + 1]} for i in range(120)]
+    learnings = json.loads(inputs_of(messages)["learnings"])
+    # distinct sentences, each restating a learning: the writer keeps a sentence the report already said once,
+    # and cites a sentence by the learning whose words it states
+    said = [
+        {"text": f"{x['text'].rstrip('.')}, as finding {i} of the cohort put it.", "learnings": [x["number"]]}
+        for i in range(120)
+        for x in [learnings[i % len(learnings)]]
+    ]
     return {"sections": [{"heading": "Answer", "sentences": said}]}
 
 

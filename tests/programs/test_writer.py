@@ -8,7 +8,7 @@ import dspy
 from deepresearch.programs.citing.citations import CITATION, DRAFT_CITATION
 from deepresearch.programs.citing.entailment import citations_in
 from deepresearch.programs.lm.models import SchemaAdapter
-from deepresearch.programs.stages.writer import OFFLINE_HEADER, OfflineWriter, Writer
+from deepresearch.programs.stages.writer import FURTHER_HEADING, OFFLINE_HEADER, OfflineWriter, Writer
 from deepresearch.signatures.types import Finding
 from deepresearch.signatures.write import ReportSection, TopicLearning, WriteReport
 from tests.scripted import inputs_of
@@ -42,7 +42,7 @@ def one(*sentences):
 
 def test_a_sentence_naming_a_learning_cites_exactly_that_learning_s_sources(make_lm):
     report, prompts = write(make_lm, one(("Losing 5% of body weight lowered incidence by 58%.", [2])))
-    assert report == (
+    assert report.startswith(
         f"## {QUESTION}\n\n### Answer\n\nLosing 5% of body weight lowered incidence by 58% [bb22bb22_1, cc33cc33_1]."
     )
     # what the model read: numbered learnings under their searches, and no source id at all
@@ -56,25 +56,66 @@ def test_a_sentence_naming_a_learning_cites_exactly_that_learning_s_sources(make
     assert not CITATION.search(prompts[0][-1]["content"])
 
 
+def test_a_copy_naming_its_neighbour_too_cites_only_the_learning_it_copies(make_lm):
+    # seen with the 0.5B model: learning n copied, learnings n and n + 1 named
+    report, _ = write(make_lm, one(("Weight loss of 5% lowered diabetes incidence by 58%.", [2, 3])))
+    assert "by 58% [bb22bb22_1, cc33cc33_1]." in report
+
+
+def test_a_sentence_naming_a_learning_it_does_not_state_cites_the_one_it_states(make_lm):
+    report, _ = write(make_lm, one(("Visceral fat predicted insulin resistance in obese patients.", [1])))
+    assert "in obese patients [dd44dd44_1]." in report
+
+
+def test_a_sentence_stating_two_learnings_cites_both(make_lm):
+    both = "Obesity doubled diabetes risk, while visceral fat predicted insulin resistance."
+    report, _ = write(make_lm, one((both, [1, 3])))
+    assert "predicted insulin resistance [aa11aa11_1, ee55ee55_1, dd44dd44_1]." in report
+
+
+def test_a_heading_that_copies_a_learning_s_start_is_left_out_and_the_copy_cut_short_shown_whole(make_lm):
+    sections = [
+        {
+            "heading": "Weight loss of 5% lowered diabetes",  # the grammar's bound cut the copy here
+            "sentences": [{"text": "incidence by 58%", "learnings": [2]}],
+        }
+    ]
+    report, _ = write(make_lm, sections)
+    assert "### Weight" not in report
+    assert "\n\nWeight loss of 5% lowered diabetes incidence by 58% [bb22bb22_1, cc33cc33_1]." in report
+
+
+def test_learnings_whose_sources_the_draft_leaves_uncited_follow_under_further_evidence(make_lm):
+    report, _ = write(make_lm, one(("Visceral fat predicted insulin resistance in obese diabetes patients.", [3])))
+    main, further = report.split(f"### {FURTHER_HEADING}\n\n")
+    assert citations_in(main) == ["dd44dd44_1"]
+    # each left-out source once, in the learnings' order, quoted as the learning says it
+    assert further == (
+        "Obesity doubled the risk of type 2 diabetes in 5,000 adults [aa11aa11_1, ee55ee55_1]. "
+        "Weight loss of 5% lowered diabetes incidence by 58% [bb22bb22_1, cc33cc33_1]."
+    )
+
+
 def test_a_learning_two_findings_state_is_one_learning_citing_both(make_lm):
     report, prompts = write(make_lm, one(("Obesity doubled the risk.", [1])))
     assert len(json.loads(inputs_of(prompts[0])["learnings"])) == 3
-    assert citations_in(report) == ["aa11aa11_1", "ee55ee55_1"]
+    # the model's words run inside learning 1: the sentence is that learning, whole
+    assert "Obesity doubled the risk of type 2 diabetes in 5,000 adults [aa11aa11_1, ee55ee55_1]." in report
 
 
-def test_a_finding_said_again_under_another_heading_is_said_once_citing_both(make_lm):
+def test_a_finding_said_again_under_another_heading_is_said_once(make_lm):
     said = "Obesity doubled the risk of type 2 diabetes in adults."
     sections = [
         {"heading": "Answer", "sentences": [{"text": said, "learnings": [1]}]},
         {"heading": "Weight", "sentences": [{"text": "Weight loss lowered incidence.", "learnings": [2]}]},
         {
             "heading": "Again",
-            "sentences": [{"text": "OBESITY doubled the risk of type-2 diabetes in adults!", "learnings": [3]}],
+            "sentences": [{"text": "OBESITY doubled the risk of type-2 diabetes in adults!", "learnings": [1, 3]}],
         },
     ]
     report, _ = write(make_lm, sections)
     assert report.count("doubled the risk") == 1 and "### Again" not in report
-    assert "Obesity doubled the risk of type 2 diabetes in adults [aa11aa11_1, ee55ee55_1, dd44dd44_1]." in report
+    assert "Obesity doubled the risk of type 2 diabetes in adults [aa11aa11_1, ee55ee55_1]." in report
 
 
 def test_numbers_not_shown_are_ignored_and_a_sentence_naming_none_is_not_cited(make_lm):
@@ -82,21 +123,20 @@ def test_numbers_not_shown_are_ignored_and_a_sentence_naming_none_is_not_cited(m
         make_lm,
         one(("Visceral fat matters.", [0, 3, 9]), ("The evidence is consistent.", [4, -1]), ("No numbers.", [])),
     )
-    assert report.endswith("Visceral fat matters [dd44dd44_1]. The evidence is consistent. No numbers.")
-    assert citations_in(report) == ["dd44dd44_1"]
+    assert "### Answer\n\nVisceral fat matters [dd44dd44_1]. The evidence is consistent. No numbers.\n" in report
 
 
 def test_an_id_the_model_types_into_its_text_never_becomes_a_citation(make_lm):
-    typed = "Obesity is a risk factor [doc123] [ff66ff66_1] [7] [source 2], see [the cohort]."
+    typed = "Smoking is a risk factor [doc123] [ff66ff66_1] [7] [source 2], see [the cohort]."
     report, _ = write(make_lm, [{"heading": "Risk [aa11aa11_1]", "sentences": [{"text": typed, "learnings": []}]}])
     assert not CITATION.search(report) and not DRAFT_CITATION.search(report)  # renumbering and verify read none
     assert "doc123" not in report and "ff66ff66_1" not in report
-    assert report.endswith("### Risk\n\nObesity is a risk factor, see \\[the cohort\\].")
+    assert report.endswith("### Risk\n\nSmoking is a risk factor, see \\[the cohort\\].")
 
 
 def test_a_sentence_cut_mid_clause_ends_with_its_citation_and_a_full_stop(make_lm):
     report, _ = write(make_lm, one(("Weight loss lowered diabetes incidence by 58%, in adults,", [2])))
-    assert report.endswith("Weight loss lowered diabetes incidence by 58%, in adults [bb22bb22_1, cc33cc33_1].")
+    assert "Weight loss lowered diabetes incidence by 58%, in adults [bb22bb22_1, cc33cc33_1]." in report
 
 
 def test_a_report_naming_no_learning_cites_nothing_so_the_run_asks_again(make_lm):
