@@ -54,7 +54,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import dspy
@@ -148,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=None, help="LM answer cache (default: DSPy's)")
     parser.add_argument("--pool", default=None, help="pool folder (default: beside --out)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--unused", action="store_true", help="write: also score the uncompiled stage on the pool's other claims"
+    )
     parser.add_argument("--out", required=True, help="results JSON")
     args = parser.parse_args(argv)
 
@@ -214,6 +217,21 @@ def main(argv: list[str] | None = None) -> int:
         }
         print(f"uncompiled: dev {setup.spec.name} {report['uncompiled']['dev']:.3f}; LM calls {counter.total}")
         names.remove("none")
+    if args.unused and setup.unused:  # a check held out from whatever was tuned on train and dev
+        with dspy.context(lm=lm, adapter=adapter):
+            scores = evaluate_scores(setup.program(), setup.unused, setup.spec, num_threads=args.workers)
+        base = evaluate_scores(setup.floor, setup.unused, setup.spec, num_threads=1)
+        report["uncompiled_unused"] = {
+            "examples": len(scores),
+            "floor": sum(base) / len(base),
+            "uncompiled": sum(scores) / len(scores),
+            "vs_floor_ci95": paired_bootstrap(base, scores),
+            "floor_scores": base,
+            "scores": scores,
+        }
+        print(
+            f"uncompiled on {len(scores)} unused examples: {sum(scores) / len(scores):.3f}, floor {sum(base) / len(base):.3f}"
+        )
     if "teacher" in names:  # BootstrapFewShot with the offline stage teaching: its demos cost no LM call
         names.remove("teacher")
         started, calls = time.perf_counter(), counter.total
@@ -295,6 +313,7 @@ class Setup:
     max_tokens: int
     # a trivial reference beside the floor, where the stage has one: the assessors' "keep the first paper"
     rule: Callable[[dspy.Example], dspy.Prediction] | None = None
+    unused: list = field(default_factory=list)  # the pool's examples of claims neither split holds
 
 
 def assess_setup(args: argparse.Namespace, out: Path) -> Setup:
@@ -418,6 +437,7 @@ def recorded_setup(args: argparse.Namespace, out: Path) -> Setup:
     attr = full.stage_table()[args.stage]
     examples = stage_pool(folder, args.stage, getattr(full, attr))
     trainset, devset = split_by_claim(examples, args.train, args.dev, args.seed, key="run")
+    split = {x["run"] for x in trainset + devset}
     floor = getattr(DeepResearch(retriever=RecordedOnly(), config=config, offline=True), attr)
     return Setup(
         program=lambda: getattr(full, attr).deepcopy(),
@@ -429,6 +449,7 @@ def recorded_setup(args: argparse.Namespace, out: Path) -> Setup:
         f"1-{args.claims}; train and dev from disjoint runs; citation support by the lexical rule",
         pool_note=f"pool {folder}: {len(examples)} recorded {args.stage} calls",
         max_tokens=STAGES[args.stage].max_output_tokens,
+        unused=[x for x in examples if x["run"] not in split],
     )
 
 
