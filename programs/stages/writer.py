@@ -283,7 +283,7 @@ def attributed(
 
 def say_once(sections: list[ReportSection], min_chars: int = 16) -> tuple[list[ReportSection], int]:
     """`sections` with each sentence that an earlier one of the report already said (the same words, whatever
-    the case, punctuation or brackets) left out, the learnings it named given to the earlier one, and how many
+    the case, punctuation, brackets, section label or reporting frame: what the report will show) left out, the learnings it named given to the earlier one, and how many
     were; a section left with no sentence goes. The 0.5B model wrote one finding under several headings."""
     kept: list[tuple[str, list[ReportSentence]]] = []
     first: dict[str, tuple[list[ReportSentence], int]] = {}  # words -> (the list holding it, where)
@@ -291,7 +291,8 @@ def say_once(sections: list[ReportSection], min_chars: int = 16) -> tuple[list[R
     for section in sections:
         said: list[ReportSentence] = []
         for sentence in section.sentences:
-            key = " ".join(_WORD.findall(_inert(sentence.text).casefold()))
+            text = strip_label(_inert(sentence.text))
+            key = " ".join(_WORD.findall(_FRAME.sub("", text, count=1).casefold()))
             if len(key) >= min_chars and key in first:
                 holder, at = first[key]
                 named = list(dict.fromkeys([*holder[at].learnings, *sentence.learnings]))

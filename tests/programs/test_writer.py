@@ -118,6 +118,17 @@ def test_a_finding_said_again_under_another_heading_is_said_once(make_lm):
     assert "Obesity doubled the risk of type 2 diabetes in adults [aa11aa11_1, ee55ee55_1]." in report
 
 
+def test_a_sentence_said_again_behind_a_label_or_a_reporting_frame_is_said_once(make_lm):
+    said = "Visceral fat predicted insulin resistance in obese diabetes patients."
+    sections = [
+        {"heading": "Answer", "sentences": [{"text": said, "learnings": [3]}]},
+        {"heading": "Fat", "sentences": [{"text": f"RESULTS: {said}", "learnings": [3]}]},
+        {"heading": "Again", "sentences": [{"text": f"The passage states that {said.lower()}", "learnings": [3]}]},
+    ]
+    report, _ = write(make_lm, sections)
+    assert report.count("predicted insulin resistance") == 1 and "### Fat" not in report and "### Again" not in report
+
+
 def test_numbers_not_shown_are_ignored_and_a_sentence_naming_none_is_not_cited(make_lm):
     report, _ = write(
         make_lm,
