@@ -76,6 +76,7 @@ def score(program: dr.DeepResearch, x: dspy.Example) -> dict:
         "lm_calls": out.stats.lm_calls,
         "twin_answers": out.stats.twin_answers,
         **unwanted(out.report),
+        "markdown": out.markdown,  # to read what the counts count
     }
 
 
