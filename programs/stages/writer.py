@@ -208,11 +208,10 @@ def attribute(sentence: ReportSentence, learnings: list[TopicLearning]) -> Repor
     """`sentence` naming the learnings whose words it states, and shown whole where it copies part of one.
 
     The 0.5B model copies a learning and names it with its neighbour, or cuts a copy short (a heading took
-    the start, or the length bound the end). So a named learning is kept for what it adds: the one holding
-    most of the sentence's content words, if it holds at least half, then another only if it holds at least a
-    quarter of the words the first did not. A sentence none it named holds is given the learning that holds
-    at least half of its words, or none (it is not cited). A sentence whose words run inside one learning, in
-    its order, is that learning's text."""
+    the start, or the length bound the end). So a sentence cites the learning holding most of its content
+    words (a named one on a tie), if it holds at least half of them, and a second learning it named only if
+    that one holds at least a quarter of the words the first did not; one no learning holds is not cited. A
+    sentence whose words run inside one learning, in its order, is that learning's text."""
     words = _stems(_inert(sentence.text))
     by_number = {x.number: x for x in learnings}
     named = [by_number[n] for n in dict.fromkeys(sentence.learnings) if n in by_number]
@@ -220,17 +219,13 @@ def attribute(sentence: ReportSentence, learnings: list[TopicLearning]) -> Repor
     if len(words) >= 3:
         holds = {x.number: words & _stems(x.text) for x in learnings}
         chosen = []
-        for pool in (named, learnings):
-            first = max(pool, key=lambda x: len(holds[x.number]), default=None)
-            if first is not None and 2 * len(holds[first.number]) >= len(words):
-                left = words - holds[first.number]
-                second = max(
-                    (x for x in named if x is not first), key=lambda x: len(left & holds[x.number]), default=None
-                )
-                add = second is not None and 4 * len(left & holds[second.number]) >= max(len(left), 4)
-                chosen = [first, second] if add and second is not None else [first]
-                chosen.sort(key=lambda x: named.index(x) if x in named else -1)  # in the order the model named them
-                break
+        first = max(learnings, key=lambda x: (len(holds[x.number]), x in named))  # a named one on a tie
+        if 2 * len(holds[first.number]) >= len(words):
+            left = words - holds[first.number]
+            second = max((x for x in named if x is not first), key=lambda x: len(left & holds[x.number]), default=None)
+            add = second is not None and 4 * len(left & holds[second.number]) >= max(len(left), 4)
+            chosen = [first, second] if add and second is not None else [first]
+            chosen.sort(key=lambda x: named.index(x) if x in named else -1)  # in the order the model named them
     text = sentence.text
     if len(chosen) == 1:
         said = " ".join(_WORD.findall(_inert(text).casefold()))

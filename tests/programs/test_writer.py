@@ -67,6 +67,24 @@ def test_a_sentence_naming_a_learning_it_does_not_state_cites_the_one_it_states(
     assert "in obese patients [dd44dd44_1]." in report
 
 
+def test_a_copy_naming_a_similar_learning_cites_the_one_it_copies(make_lm):
+    findings = [
+        Finding(
+            query="metformin", summary="Metformin lowered cancer risk in diabetes patients by a third [aa11aa11_1]."
+        ),
+        Finding(
+            query="metformin cohort",
+            summary="Metformin lowered cancer risk in diabetes patients in a second cohort of older adults [bb22bb22_1].",
+        ),
+    ]
+    copy = "Metformin lowered cancer risk in diabetes patients in a second cohort of older adults."
+    report, _ = write(make_lm, one((copy, [1])), findings=findings)  # learning 1 holds over half its words
+    assert (
+        "### Answer\n\nMetformin lowered cancer risk in diabetes patients in a second cohort of older adults [bb22bb22_1]."
+        in report
+    )
+
+
 def test_a_sentence_stating_two_learnings_cites_both(make_lm):
     both = "Obesity doubled diabetes risk, while visceral fat predicted insulin resistance."
     report, _ = write(make_lm, one((both, [1, 3])))
