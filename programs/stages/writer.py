@@ -259,7 +259,7 @@ def attributed(
         )
         for s in sections
     ]
-    stated = [n for s in out for x in s.sentences for n in x.learnings if 0 < n <= len(sources)]
+    stated = [n for s in out for x in s.sentences for n in x.learnings]  # `attribute` names shown ones only
     cited = {i for n in stated for i in sources[n - 1]}
     asked = concepts(plain_brief(question))
     missed = []
@@ -278,8 +278,9 @@ def attributed(
 
 def say_once(sections: list[ReportSection], min_chars: int = 16) -> tuple[list[ReportSection], int]:
     """`sections` with each sentence that an earlier one of the report already said (the same words, whatever
-    the case, punctuation, brackets, section label or reporting frame: what the report will show) left out, the learnings it named given to the earlier one, and how many
-    were; a section left with no sentence goes. The 0.5B model wrote one finding under several headings."""
+    the case, punctuation, brackets, section label or reporting frame: what the report will show) left out,
+    the learnings it named given to the earlier one, and how many were; a section left with no sentence goes.
+    The 0.5B model wrote one finding under several headings."""
     kept: list[tuple[str, list[ReportSentence]]] = []
     first: dict[str, tuple[list[ReportSentence], int]] = {}  # words -> (the list holding it, where)
     dropped = 0
@@ -319,9 +320,8 @@ class Writer(Stage):
     The LM reads the findings' cited sentences as learnings numbered 1, 2, ... (`numbered_learnings`) and
     writes sections of sentences, each naming the learnings it states; the code cites each sentence with the
     sources of those whose words it holds (`attributed`), so the LM never types a source id. A sentence the
-    report already said, under any
-    heading, and one a sentence's own text repeats are kept once (`say_once`, `drop_repeated_sentences`; the
-    count of both is `repeated`). No LM call without learnings."""
+    report already said, under any heading, and one a sentence's own text repeats are kept once (`say_once`,
+    `drop_repeated_sentences`; the count of both is `repeated`). No LM call without learnings."""
 
     def __init__(self):
         super().__init__()
