@@ -73,7 +73,9 @@ import re
 import sys
 import time
 from collections import defaultdict
+from contextlib import nullcontext
 from pathlib import Path
+from types import SimpleNamespace
 
 import dspy
 from dspy.lm15 import Usage
@@ -221,6 +223,7 @@ def run(
     stages: dict[str, list[int]] = defaultdict(lambda: [0] * 8)
     trouble: dict[str, int] = defaultdict(int)
     scores, seconds, nodes, refs = [], 0.0, 0, 0
+    busy = wall = 0.0  # seconds with an LM request in flight, of the runs' own wall time
     support = Support()
     for q in questions:
         program = DeepResearch(retriever=retriever, config=config_of(name, depth, breadth, hits, CUTS[cuts], extra))
@@ -245,6 +248,7 @@ def run(
             ):
                 stages[stage][i] += v
         st = report.stats
+        busy, wall = busy + (st.lm_busy_s or 0.0), wall + (st.total_s or 0.0)
         for k, v in (
             ("parse_failures", st.parse_failures),
             ("parse_retries", st.retries.get("parse", 0)),
@@ -281,6 +285,7 @@ def run(
         "claims": sum(s.n_claims for s in scores),
         "references": refs,
         "seconds": seconds,
+        "lm_busy": busy / wall if wall else None,
         "trouble": dict(trouble),
         "status": report.status,
     }
@@ -290,7 +295,7 @@ def print_rows(rows: list[dict]) -> None:
     print(
         f"{'preset':<9} {'cuts':<6} {'nodes':>5} {'calls':>5} {'prompt':>9} {'ratio':>6} {'compl.':>7} "
         f"{'assess':>7} {'extract':>7} {'orch.':>6} {'other':>6} {'cached':>6} {'claims':>6} {'refs':>5} {'cit. P':>6} "
-        f"{'cit. R':>6} {'s':>7}"
+        f"{'cit. R':>6} {'s':>7} {'busy':>5}"
     )
     ref = {r["preset"]: r for r in rows if r["cuts"] == "off"}
     for r in rows:
@@ -302,11 +307,12 @@ def print_rows(rows: list[dict]) -> None:
         ratio = r["prompt"] / base["prompt"] if base and base["prompt"] else float("nan")
         # rows saved before the cached count was kept have no "cached"
         cached = f"{r['cached'] / r['prompt']:.0%}" if "cached" in r and r["prompt"] else "-"
+        busy = f"{r['lm_busy']:.0%}" if r.get("lm_busy") is not None else "-"  # kept since 2026-11-28
         print(
             f"{r['preset']:<9} {r['cuts']:<6} {r['nodes']:>5} {r['calls']:>5} {r['prompt']:>9} {ratio:>6.2f} "
             f"{r['completion']:>7} {share['assess']:>7.0%} {share['extract']:>7.0%} {share['orchestrate']:>6.1%} "
             f"{1 - sum(share.values()):>6.0%} {cached:>6} {r['claims']:>6} {r['references']:>5} {r['P']:>6.2f} "
-            f"{r['R']:>6.2f} {r['seconds']:>7.1f}"
+            f"{r['R']:>6.2f} {r['seconds']:>7.1f} {busy:>5}"
         )
     print(
         "cuts: off = assess_sentences=0, skip_seen=off (the reference); assess = the assessor's cut alone; "
@@ -318,7 +324,8 @@ def print_rows(rows: list[dict]) -> None:
     )
     print(
         "ratio: prompt tokens / the same preset's reference (cuts off) in this run; assess, extract, orch., other: "
-        "shares of the run's prompt tokens; cached: share of them the server read from its prompt cache"
+        "shares of the run's prompt tokens; cached: share of them the server read from its prompt cache; "
+        "busy: share of the runs' wall time with an LM request in flight"
     )
     print(
         "ParallelResearch paper, Table 7: orchestration takes "
@@ -363,6 +370,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=os.environ.get("DEEPRESEARCH_DATA"))
     parser.add_argument("--real", action="store_true", help="SmolLM2-135M on llama-server instead of the scripted LM")
+    parser.add_argument("--lm", default=None, help="--real: this model on --api-base instead (e.g. openai/qwen05)")
+    parser.add_argument("--api-base", default=None, help="--real: the running server --lm names")
     parser.add_argument("--presets", default=",".join(PRESETS))
     parser.add_argument("--depth", type=int, default=2)
     parser.add_argument("--breadth", type=int, default=3)
@@ -425,10 +434,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
             ),
             "gather": GatherLoopConfig(iterations=1, max_actions=args.breadth, max_k=hits, ranking_depth=100),
         }
-        with LlamaServer() as server, output_limits(every=args.max_output_tokens):
+        if bool(args.lm) != bool(args.api_base):
+            parser.error("--lm and --api-base go together")
+        model = args.lm or "openai/smollm2"
+        server = nullcontext(SimpleNamespace(base_url=args.api_base)) if args.api_base else LlamaServer()
+        with server as serving, output_limits(every=args.max_output_tokens):
 
             def factory():
-                return make_lm("openai/smollm2", api_base=server.base_url, num_retries=0, cache=False, timeout_s=900)
+                return make_lm(model, api_base=serving.base_url, num_retries=0, cache=False, timeout_s=900)
 
             for name in presets:
                 for cuts in (args.cuts or "off,on,lineage").split(","):
@@ -451,7 +464,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     if args.json:  # kept row by row: a run cut short still leaves the rows it finished
                         Path(args.json).write_text(json.dumps(rows, indent=2))
         print(
-            f"model: SmolLM2-135M-Instruct on llama-server (usage as the server counts it); "
+            f"model: {args.lm or 'SmolLM2-135M-Instruct'} on llama-server (usage as the server counts it); "
             f"passage_chars={args.passage_chars}, "
             f"output caps: {args.max_output_tokens or 'each stage its own'}; hero: 1 turn of {args.breadth} pipelines, 1 enrichment "
             f"each, {hits} passages per search; gather: 1 round"

@@ -200,6 +200,8 @@ class RunStats:
         root_notes: Notes of LM calls made outside any node (planning, writing).
         retries: Retried LM requests and searches.
         tree_s, total_s: Seconds of research, and of the whole run.
+        lm_busy_s: Seconds of the run in which at least one LM request was in flight; over `total_s`,
+            the share of the run the LM worked.
         turns, turns_stop, passages_examined, extraction_batches: `hero` only.
         pruned, wasted_speculative, evaluations: `parallel` only (pruned nodes by reason).
         restored_citations, lost_citations, stray_citations: Citations of learnings a merge or enrichment
@@ -244,6 +246,7 @@ class RunStats:
     retries: dict[str, int] = field(default_factory=dict)
     tree_s: float | None = None
     total_s: float | None = None
+    lm_busy_s: float | None = None
     turns: int = 0
     turns_stop: str | None = None
     passages_examined: int = 0

@@ -240,7 +240,9 @@ class ResearchConfig:
             report is written from what exists (the writer runs after the deadline).
         max_failures: Failed nodes tolerated before the run stops and writes what it has.
         max_concurrency: Nodes doing their own work at the same time, across the whole tree.
-        lm_concurrency: LM calls in flight at once, across the run.
+        lm_concurrency: LM calls in flight at once, across the run (None: the parallel slots the LM's
+            server reports, as llama-server does, else 16). More than the server's slots would only queue
+            there, where the wait counts against `lm_timeout_s`.
         search_concurrency: Searches in flight at once, across the run.
         rate_limits: (provider, requests per second) pairs, e.g. (("openai", 5.0),).
         lm_timeout_s: Seconds before an LM call is abandoned and retried (None: no limit).
@@ -300,7 +302,7 @@ class ResearchConfig:
     deadline_s: float | None = None
     max_failures: int = 5
     max_concurrency: int = 8
-    lm_concurrency: int = 16
+    lm_concurrency: int | None = None
     search_concurrency: int = 8
     rate_limits: tuple[tuple[str, float], ...] = ()
     lm_timeout_s: float | None = 120.0
@@ -342,7 +344,7 @@ class ResearchConfig:
                 f"schedule 'gptr' models the eco recursion; use it with strategy 'eco', not {self.strategy!r}"
             )
         check_minimum(self, ("max_learnings", "hits_per_query", "max_passages", "passage_chars", "verify_batch"), 1)
-        check_minimum(self, ("full_text_passages", "max_concurrency", "lm_concurrency", "search_concurrency"), 1)
+        check_minimum(self, ("full_text_passages", "max_concurrency", "search_concurrency"), 1)
         check_minimum(self, ("assess_sentences", "max_failures", "lm_retries", "search_retries", "parse_retries"), 0)
         check_minimum(self, ("backoff_s", "retry_after_cap_s"), 0)
         check_minimum(self, ("verify_chars",), 1000)
@@ -350,6 +352,8 @@ class ResearchConfig:
             value = getattr(self, name)
             if value is not None and not value > 0:  # `not >` so that nan is refused too
                 raise ValueError(f"{name} must be > 0 or None, got {value}")
+        if self.lm_concurrency is not None and not self.lm_concurrency >= 1:
+            raise ValueError(f"lm_concurrency must be >= 1 or None, got {self.lm_concurrency}")
         for provider, rps in self.rate_limits:
             if rps <= 0:
                 raise ValueError(f"rate limit of {provider!r} must be > 0 requests per second, got {rps}")

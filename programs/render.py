@@ -79,6 +79,8 @@ def cost_line(report: Report) -> str:
         parts.append(f"${dollars:.4f}")
     if s.total_s is not None:
         parts.append(f"{s.total_s:.1f} s")
+        if s.lm_calls and s.lm_busy_s is not None and s.total_s > 0:
+            parts.append(f"LM busy {min(1.0, s.lm_busy_s / s.total_s):.0%}")
     parts.append("offline" if s.offline else f"strategy {s.strategy}")
     return " · ".join(parts)
 

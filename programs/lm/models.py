@@ -13,9 +13,12 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import os
 import re
+import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -39,6 +42,8 @@ PREFLIGHT_TIMEOUT_S = 30.0
 PREFLIGHT_RATE_RETRIES = 2  # a 429 with Retry-After of at most PREFLIGHT_RETRY_AFTER_CAP_S is waited out this often
 PREFLIGHT_RETRY_AFTER_CAP_S = 10.0
 DEFAULT_CACHE_DIR = Path("~/.cache/dspy-deepresearch/lm")
+DEFAULT_LM_CONCURRENCY = 16  # LM calls in flight when the server does not say how many it answers at once
+SLOTS_TIMEOUT_S = 1.0
 
 
 class LMConfigError(ValueError):
@@ -186,6 +191,33 @@ def server_of(lm: Any) -> str | None:
     if url:
         return url
     return env_base_url(getattr(lm, "model", "") or "")
+
+
+@functools.lru_cache(maxsize=32)
+def reported_slots(url: str) -> int | None:
+    """The requests `url`'s server answers at once, where it says: llama-server's `total_slots` on its
+    /props page. None for any other server, or one that does not answer within a second."""
+    root, _ = strip_url_credentials(url)  # the page is public: no credentials travel with the question
+    root = root.rstrip("/").removesuffix("/v1")
+    if not root.startswith(("http://", "https://")):
+        return None
+    try:
+        with urllib.request.urlopen(root + "/props", timeout=SLOTS_TIMEOUT_S) as reply:
+            slots = json.load(reply).get("total_slots")
+    except (OSError, ValueError, AttributeError):  # no such page, not JSON, not an object
+        return None
+    return slots if isinstance(slots, int) and slots >= 1 else None
+
+
+def lm_concurrency(lm: Any, configured: int | None) -> int:
+    """LM calls a run keeps in flight: `configured`, else the slots `lm`'s server reports, else 16.
+
+    Requests beyond a server's slots only wait in its queue, where the wait counts against the run's
+    request timeout. A router (lm/router.py) holds each of its servers to its own `max_parallel`."""
+    if configured is not None:
+        return configured
+    url = None if lm is None or getattr(lm, "servers", None) else server_of(lm)
+    return (reported_slots(url) if url else None) or DEFAULT_LM_CONCURRENCY
 
 
 def env_base_url(model: str) -> str | None:

@@ -132,6 +132,9 @@ class UsageMeter(UsageTracker):
         self.parent: UsageTracker | None = None  # the tracker this meter was installed inside, if any
         self.reserved = 0  # requests of stage calls under way that the meter has not counted yet
         self.replies = 0  # predictor calls that returned a parsed reply (cache hits included)
+        self.busy_s = 0.0  # seconds in which at least one predictor call was waiting on the LM
+        self._in_flight = 0
+        self._busy_from = 0.0
 
     @contextmanager
     def reserving(self) -> Iterator[None]:
@@ -208,6 +211,20 @@ class UsageMeter(UsageTracker):
             self._seconds[stage] += seconds
             if note:
                 self._notes[_node.get()].append(note)
+
+    def sending(self, now: float) -> None:
+        """A predictor call goes to the LM at `now` (the event loop's clock)."""
+        with self._lock:
+            if not self._in_flight:
+                self._busy_from = now
+            self._in_flight += 1
+
+    def received(self, now: float) -> None:
+        """A predictor call came back (answered or not) at `now`."""
+        with self._lock:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self.busy_s += now - self._busy_from
 
     def replied(self) -> None:
         """Counts a predictor call that returned a reply (from the server or the cache)."""
@@ -367,8 +384,15 @@ async def call_predictor(spec: StageSpec, predictor: dspy.Module, **inputs) -> d
                     note=f"{stage}: asked again for a new sample (attempt {attempt + 1}) "
                     "after a reply that did not parse",
                 )
+        clock = asyncio.get_running_loop().time
         with _budgeted(meter):
-            out = await predictor.acall(**inputs)
+            if meter is not None:
+                meter.sending(clock())
+            try:
+                out = await predictor.acall(**inputs)
+            finally:
+                if meter is not None:
+                    meter.received(clock())
         if meter is not None:
             meter.replied()
         return out

@@ -262,7 +262,7 @@ def _stats(
             "stages": costs,
             "total": None if any(v is None for v in costs.values()) else round(sum(costs.values()), 8),
         },
-        limits={"nodes": c.max_concurrency, "lm": c.lm_concurrency, "search": c.search_concurrency},
+        limits={"nodes": c.max_concurrency, "lm": ctx.sched.lm_cap, "search": c.search_concurrency},
         failed_requests=sum(u.failed for u in usage.values()),
         parse_failures=sum(u.parse_failures for u in usage.values()),
         format_fallbacks=sum(u.fallbacks for u in usage.values()),
@@ -270,6 +270,7 @@ def _stats(
         root_notes=ctx.meter.notes("root"),  # notes of calls made outside any node (planning, writing)
         retries=dict(ctx.sched.retries),
         total_s=round(ctx.sched.elapsed(), 4),
+        lm_busy_s=round(ctx.meter.busy_s, 4),
         pruned=pruned,
         wasted_speculative=pruned.get(STAGES.deepen.research_attr_name, 0),
     )

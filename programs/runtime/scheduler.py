@@ -28,6 +28,7 @@ import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.lm.models import lm_concurrency
 from deepresearch.programs.lm.usage import UsageMeter, budget_check, resampling
 from deepresearch.retrievers.engines.client import RateLimiter
 from deepresearch.retrievers.types import Hit, Retriever, search_async
@@ -218,7 +219,8 @@ class Scheduler:
         sequential = config.schedule == "sequential"
         self.pool = TaskPool()
         self.node_slots = asyncio.Semaphore(1 if sequential else config.max_concurrency)
-        self.lm_slots = asyncio.Semaphore(1 if sequential else config.lm_concurrency)
+        self.lm_cap = 1 if sequential else lm_concurrency(dspy.settings.lm, config.lm_concurrency)
+        self.lm_slots = asyncio.Semaphore(self.lm_cap)
         self.search_slots = asyncio.Semaphore(1 if sequential else config.search_concurrency)
         rates = dict(config.rate_limits)
         self._limiters: dict[str, RateLimiter] = defaultdict(lambda: RateLimiter(0.0))

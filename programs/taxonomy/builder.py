@@ -25,6 +25,7 @@ import json_repair
 import numpy as np
 
 from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.lm.models import lm_concurrency
 from deepresearch.programs.lm.secrets import redact
 from deepresearch.programs.lm.usage import UsageMeter, call_predictor, metered
 from deepresearch.programs.prediction import ResultPrediction
@@ -334,7 +335,9 @@ class TaxonomyBuilder(dspy.Module):
     @classmethod
     def from_config(cls, config: ResearchConfig, retriever: Any = None) -> TaxonomyBuilder:
         """The taxonomy stage of a research run: under the run's request timeout and LM concurrency."""
-        return cls(lm_timeout_s=config.lm_timeout_s, max_concurrency=config.lm_concurrency)
+        return cls(
+            lm_timeout_s=config.lm_timeout_s, max_concurrency=lm_concurrency(dspy.settings.lm, config.lm_concurrency)
+        )
 
     def forward(self, topic: str, papers: Sequence[Any] | None = None) -> dspy.Prediction:
         return run_sync(self.aforward(topic=topic, papers=papers))
@@ -530,7 +533,9 @@ class OfflineTaxonomyBuilder(TaxonomyBuilder):
 
     @classmethod
     def from_config(cls, config: ResearchConfig, retriever: Any = None) -> OfflineTaxonomyBuilder:
-        return cls(lm_timeout_s=config.lm_timeout_s, max_concurrency=config.lm_concurrency)
+        return cls(
+            lm_timeout_s=config.lm_timeout_s, max_concurrency=lm_concurrency(dspy.settings.lm, config.lm_concurrency)
+        )
 
 
 SPEC = StageSpec(

@@ -185,8 +185,9 @@ def test_an_unknown_name_is_a_type_error_naming_it(build, message):
 
 def test_an_old_flat_trace_config_loads_and_is_saved_in_the_same_form():
     config = ResearchConfig.from_dict(OLD_TRACE_CONFIG)
-    # saved when `structured` defaulted to None (the command line set the adapter): it loads as saved
-    assert config == preset("quick", max_lm_calls=50, verify="mark", structured=None)
+    # saved when `structured` defaulted to None (the command line set the adapter) and `lm_concurrency` to 16
+    # (not yet the server's slots): it loads as saved
+    assert config == preset("quick", max_lm_calls=50, verify="mark", structured=None, lm_concurrency=16)
     assert config.to_dict() == OLD_TRACE_CONFIG  # the saved form is unchanged
     assert json.loads(json.dumps(config.to_dict())) == OLD_TRACE_CONFIG
 

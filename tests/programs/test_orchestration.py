@@ -2,14 +2,19 @@
 
 import asyncio
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import dspy
 import pytest
 from dspy.lm15 import RateLimitError
 
 from deepresearch.programs.config import HeroConfig, ResearchConfig
+from deepresearch.programs.lm.models import DEFAULT_LM_CONCURRENCY, lm_concurrency
+from deepresearch.programs.lm.usage import UsageMeter
+from deepresearch.programs.render import cost_line
 from deepresearch.programs.research.program import DeepResearch
-from deepresearch.programs.runtime.scheduler import TaskPool, model_cost
+from deepresearch.programs.runtime.scheduler import Scheduler, TaskPool, model_cost
 from deepresearch.signatures.enrich import WriteEnrichment
 from tests.research_lm import research_handler
 from tests.scripted import ScriptedEngine, inputs_of
@@ -134,6 +139,71 @@ def test_lm_calls_and_searches_stay_under_their_global_caps(scifact_bm25):
     assert out.stats.searches == 4 + 8
     assert 1 < lm.timed.peak <= 3 and 1 < peak_search <= 2
     assert out.stats.limits == {"nodes": 16, "lm": 3, "search": 2}
+
+
+@pytest.fixture
+def props_server():
+    """An HTTP server on 127.0.0.1 serving the JSON pages the test puts in `pages` (404 for any other)."""
+    pages: dict[str, dict] = {}
+
+    class Pages(BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path not in pages:
+                self.send_error(404)
+                return
+            body = json.dumps(pages[self.path]).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield pages, f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def test_lm_calls_in_flight_are_the_slots_the_server_reports_unless_set(props_server):
+    pages, url = props_server
+    pages["/props"] = {"total_slots": 2}  # what llama-server says of a server started with --parallel 2
+
+    async def cap(**config):
+        return Scheduler(ResearchConfig(**config), UsageMeter()).lm_cap
+
+    with dspy.context(lm=dspy.LM("openai/local", api_base=url)):
+        assert asyncio.run(cap()) == 2
+        assert asyncio.run(cap(lm_concurrency=3)) == 3
+        assert asyncio.run(cap(schedule="sequential")) == 1
+
+
+def test_a_server_that_does_not_report_its_slots_gets_the_default(props_server):
+    _, url = props_server  # no /props page: a vLLM or hosted server
+    assert lm_concurrency(dspy.LM("openai/local", api_base=url), None) == DEFAULT_LM_CONCURRENCY
+    assert lm_concurrency(dspy.LM("openai/local", api_base="http://127.0.0.1:9/v1"), None) == DEFAULT_LM_CONCURRENCY
+    assert lm_concurrency(None, None) == DEFAULT_LM_CONCURRENCY
+
+
+def test_the_run_counts_the_seconds_its_lm_was_busy(scifact_bm25):
+    class SlowRetriever:
+        async def asearch(self, query, k=10, **kw):
+            await asyncio.sleep(0.1)
+            return scifact_bm25.search(query, k)
+
+        def search(self, query, k=10, **kw):
+            return scifact_bm25.search(query, k)
+
+    # one node at a time: no search overlaps an LM call, and no LM call another
+    out = run(SlowRetriever(), timed_lm(lambda m: 0.02), depth=1, breadth=2, schedule="sequential")
+    s = out.stats
+    assert s.searches >= 2 and s.lm_calls >= 4
+    assert s.lm_busy_s >= 0.02 * s.lm_calls
+    assert s.lm_busy_s <= s.total_s - 0.1 * s.searches
+    assert f"LM busy {s.lm_busy_s / s.total_s:.0%}" in cost_line(out.report)
 
 
 def test_a_rate_limit_pauses_the_provider_and_the_call_is_retried(scifact_bm25):

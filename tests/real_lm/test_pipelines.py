@@ -120,6 +120,10 @@ def test_run_depth_1_breadth_2_researches_and_cites(llama_server, scifact, tmp_p
     assert learnings and all(x["source_ids"] for x in learnings)
     # every request carried the cap: no stage got more completion tokens than that per answered request
     assert all(u["completion_tokens"] <= CAP * u["calls"] for u in trace["usage"].values())
+    # the server says it answers one request at a time (--parallel 1), so the run sent one at a time
+    stats = trace["stats"]
+    assert stats["limits"]["lm"] == 1
+    assert 0 < stats["lm_busy_s"] <= stats["total_s"]
 
 
 def test_a_run_with_the_offline_planner_and_the_real_model_for_the_rest(llama_server, scifact, tmp_path, capsys):
