@@ -62,8 +62,9 @@ def _cite_also(sentence: str, labels: Iterable[str]) -> str:
     return f"{body} [{labels}]{stop}"
 
 
-def drop_repeated_sentences(markdown: str, min_chars: int = 16) -> tuple[str, int]:
-    """`markdown` with each prose sentence that repeats an earlier one of its section left out, and how many
+def drop_repeated_sentences(markdown: str, min_chars: int = 16, per_section: bool = True) -> tuple[str, int]:
+    """`markdown` with each prose sentence that repeats an earlier one of its section (of the whole report
+    when not `per_section`) left out, and how many
     were. Seen with the 0.5B model: a paragraph that ends by saying its second sentence again, citation and
     all, or the same sentence once per source it read. Sentences are compared by their words (no citations,
     emphasis, case or punctuation); a repeat that cites a source the earlier one did not gives that citation
@@ -74,7 +75,7 @@ def drop_repeated_sentences(markdown: str, min_chars: int = 16) -> tuple[str, in
     seen: dict[str, tuple[list[str], int, set[str]]] = {}  # words -> (the sentences holding it, where, its cites)
     for line, kind, prefix in _lines(markdown):
         if kind != "prose":
-            seen = {} if kind == "heading" else seen
+            seen = {} if kind == "heading" and per_section else seen
             kept.append(line)
             continue
         parts = split_sentences(line[len(prefix) :])
@@ -276,30 +277,44 @@ def attributed(
     return out
 
 
+def _said(text: str) -> str:
+    """A sentence as the report will show it, reduced to its words: no case, punctuation, brackets, section
+    label or reporting frame."""
+    return " ".join(_WORD.findall(_FRAME.sub("", strip_label(_inert(text)), count=1).casefold()))
+
+
 def say_once(sections: list[ReportSection], min_chars: int = 16) -> tuple[list[ReportSection], int]:
-    """`sections` with each sentence that an earlier one of the report already said (the same words, whatever
-    the case, punctuation, brackets, section label or reporting frame: what the report will show) left out,
-    the learnings it named given to the earlier one, and how many were; a section left with no sentence goes.
-    The 0.5B model wrote one finding under several headings."""
-    kept: list[tuple[str, list[ReportSentence]]] = []
-    first: dict[str, tuple[list[ReportSentence], int]] = {}  # words -> (the list holding it, where)
+    """`sections` with each sentence an earlier one of the report already said left out, and how many were.
+
+    Sentences are compared one by one, also inside a drafted sentence that holds several (a learning copied
+    whole), by `_said`. A drafted sentence left with nothing to say goes; when it was one sentence, the
+    learnings it named are given to the one that said it first, so no citation is lost (of several, each was
+    said by a sentence citing its own). Sections under the same heading become one, and a section left with
+    no sentence goes. The 0.5B model wrote one finding under several headings, and the
+    same heading over several sections."""
+    kept: dict[str, tuple[str, list[ReportSentence]]] = {}  # heading's words -> (the heading, its sentences)
+    first: dict[str, tuple[list[ReportSentence], int]] = {}  # a sentence's words -> (the list holding it, where)
     dropped = 0
-    for section in sections:
-        said: list[ReportSentence] = []
+    for n, section in enumerate(sections):
+        heading = " ".join(_WORD.findall(_inert(section.heading).casefold())) or f"untitled {n}"
+        said = kept.setdefault(heading, (section.heading, []))[1]
         for sentence in section.sentences:
-            text = strip_label(_inert(sentence.text))
-            key = " ".join(_WORD.findall(_FRAME.sub("", text, count=1).casefold()))
-            if len(key) >= min_chars and key in first:
-                holder, at = first[key]
-                named = list(dict.fromkeys([*holder[at].learnings, *sentence.learnings]))
-                holder[at] = holder[at].model_copy(update={"learnings": named})
-                dropped += 1
+            parts = [(part, _said(part)) for part in split_sentences(sentence.text) or [sentence.text]]
+            again = [key for _, key in parts if len(key) >= min_chars and key in first]
+            dropped += len(again)
+            new = [(part, key) for part, key in parts if key not in again]
+            if not new:
+                if len(parts) == 1:  # the same sentence: what it named supports the one said first too
+                    holder, at = first[again[0]]
+                    named = list(dict.fromkeys([*holder[at].learnings, *sentence.learnings]))
+                    holder[at] = holder[at].model_copy(update={"learnings": named})
                 continue
-            first.setdefault(key, (said, len(said)))
+            if again:
+                sentence = sentence.model_copy(update={"text": " ".join(part for part, _ in new)})
+            for _, key in new:
+                first.setdefault(key, (said, len(said)))
             said.append(sentence)
-        if said:
-            kept.append((section.heading, said))
-    return [ReportSection(heading=h, sentences=said) for h, said in kept], dropped
+    return [ReportSection(heading=h, sentences=said) for h, said in kept.values() if said], dropped
 
 
 def render_report(question: str, sections: list[ReportSection], sources: list[list[str]], note: str = "") -> str:

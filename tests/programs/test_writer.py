@@ -147,6 +147,26 @@ def test_a_sentence_said_again_behind_a_label_or_a_reporting_frame_is_said_once(
     assert report.count("predicted insulin resistance") == 1 and "### Fat" not in report and "### Again" not in report
 
 
+def test_a_sentence_said_again_inside_a_longer_draft_sentence_and_a_heading_said_again_are_said_once(make_lm):
+    # seen with the 0.5B model: three sections under one heading, the third restating two sentences of the
+    # second inside a drafted "sentence" of three
+    heading = "What is the distribution of risk"
+    obesity = "Obesity doubled the risk of type 2 diabetes in 5,000 adults."
+    weight = "Weight loss of 5% lowered diabetes incidence by 58%."
+    fat = "Visceral fat predicted insulin resistance in obese diabetes patients."
+    sections = [
+        {"heading": heading, "sentences": [{"text": obesity, "learnings": [1]}]},
+        {"heading": heading, "sentences": [{"text": weight, "learnings": [2]}, {"text": fat, "learnings": [3]}]},
+        {"heading": heading, "sentences": [{"text": f"{fat} {weight}", "learnings": [3, 2]}]},
+    ]
+    report, _ = write(make_lm, sections)
+    assert report.count(f"### {heading}") == 1
+    for said in (obesity, weight, fat):
+        assert report.count(said.rstrip(".")) == 1, report
+    assert {"aa11aa11_1", "bb22bb22_1", "cc33cc33_1", "dd44dd44_1"} <= set(citations_in(report))
+    assert f"{fat.rstrip('.')} [dd44dd44_1]." in report  # not the weight-loss sources of the dropped copy
+
+
 def test_numbers_not_shown_are_ignored_and_a_sentence_naming_none_is_not_cited(make_lm):
     report, _ = write(
         make_lm,
