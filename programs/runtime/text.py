@@ -133,12 +133,12 @@ LABEL_WORDS = frozenset(
     summary synthesis trial unlabelled""".split()
 )
 _HEAD_LABELS = LABEL_WORDS - {"and", "of", "main", "key", "recent", "case", "clinical", "experimental", "data"}
-_LABEL_TOKEN = re.compile(r"[A-Za-z']+(?=[ /:.]|$)")
+_LABEL_TOKEN = re.compile(r"[A-Za-z']+(?=[ /:.,]|$)")
 
 
 def strip_label(sentence: str) -> str:
     """`sentence` without the section label of a structured abstract at its start ("RESULTS", "METHODS AND
-    FINDINGS", "Background:"); '' when the sentence is only a label. A label is a run of at most five
+    FINDINGS", "DESIGN, SETTING, AND PATIENTS", "Background:"); '' when the sentence is only a label. A label is a run of at most five
     `LABEL_WORDS`, at least one of which heads a part, written in capitals, or in any case when a colon ends it.
 
     Example:
@@ -160,7 +160,7 @@ def strip_label(sentence: str) -> str:
             after = pos + 1 if colon else pos
             if after >= len(text.rstrip(". ")) or text[after] in " \t":  # the label ends the sentence or a word does
                 cut = after
-        while pos < len(text) and text[pos] in " /":
+        while pos < len(text) and text[pos] in " /,":  # "DESIGN, SETTING, AND PATIENTS"
             pos += 1
     if cut is None:
         return sentence

@@ -22,6 +22,12 @@ from deepresearch.retrievers.passages import split_sentences
         ("METHODOLOGY/PRINCIPAL FINDINGS We determined it.", "We determined it."),
         ("Background: Obesity is rising.", "Obesity is rising."),
         ("AIMS To analyse the long-term outcome.", "To analyse the long-term outcome."),
+        # seen in a report of the 0.5B model: a label of three parts, commas between them
+        (
+            "DESIGN, SETTING, AND PATIENTS One hundred fifty-nine patients were enrolled.",
+            "One hundred fifty-nine patients were enrolled.",
+        ),
+        ("Design, setting, and participants: A cohort of 400 adults.", "A cohort of 400 adults."),
         ("RESULTS", ""),
         ("CONCLUSIONS.", ""),
         # not labels: an acronym, a capitalised word that starts a sentence, a label word used as a word
@@ -29,6 +35,10 @@ from deepresearch.retrievers.passages import split_sentences
         ("HIV infection rates fell.", "HIV infection rates fell."),
         ("Methods were robust in both cohorts.", "Methods were robust in both cohorts."),
         ("Results.", "Results."),
+        (
+            "Design, methods and results differed between the trials.",
+            "Design, methods and results differed between the trials.",
+        ),
     ],
 )
 def test_a_section_label_at_a_sentences_start_is_left_out(sentence, expected):
