@@ -197,6 +197,11 @@ async def _body(
     if left_out:
         logger.info("report: %d sentences that only restate a title or a section label left out", left_out)
     verified, verdicts = await verify_report(ctx, body, learnings)
+    if verified != body:  # a corrected sentence can say again what another does, or copy its passage's label
+        verified, said_again = drop_repeated_sentences(verified, per_section=False)
+        verified, relabelled = drop_labels_and_titles(verified, titles)
+        if said_again or relabelled:
+            logger.info("report: %d corrected sentences said again or left out as labels", said_again + relabelled)
     emptied = _emptied(verdicts) if _cites(body, ctx) and not _cites(verified, ctx) else ""
     return verified, write_failed, verdicts, emptied
 

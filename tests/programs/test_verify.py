@@ -18,7 +18,7 @@ from deepresearch.programs.citing.entailment import lexical_support
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.stages.verifier import MARK, LexicalVerifier, Verifier
-from deepresearch.programs.stages.writer import OFFLINE_HEADER, TWIN_HEADER
+from deepresearch.programs.stages.writer import OFFLINE_HEADER, TWIN_HEADER, drop_repeated_sentences
 from deepresearch.retrievers import BM25Retriever, Corpus
 from deepresearch.retrievers.types import Doc
 from deepresearch.signatures import ExtractLearnings, MergeLearnings, WriteReport
@@ -385,3 +385,42 @@ def test_a_report_whose_every_cited_sentence_the_verify_stage_removes_is_partial
     assert "This report is partial" in out.markdown
     kept = run(scripted_lm(research_handler()), scifact_bm25, verify="remove")
     assert kept.status == "done" and kept.references
+
+
+def test_a_corrected_sentence_that_says_another_again_or_copies_a_label_is_left_out(scifact_bm25):
+    """Seen with the 0.5B model: the verify stage's corrections brought back a sentence the report already said
+    and a structured abstract's label, after the writer had left both out."""
+    said = {}
+
+    def restate_the_first(messages):
+        claims = json.loads(inputs_of(messages)["claims"])
+        said.setdefault("first", claims[0]["sentence"])
+        return {
+            "verdicts": [
+                {
+                    "claim_id": c["claim_id"],
+                    "verdict": "partially",
+                    "corrected": f"DESIGN, SETTING, AND PATIENTS {said['first']}",
+                }
+                for c in claims
+            ]
+        }
+
+    out = run(scripted_lm(research_handler({VerifyClaims: restate_the_first})), scifact_bm25, verify="rewrite")
+    body = out.markdown.split("## References")[0]
+    assert body.count(said["first"].rstrip(".")) == 1, body
+    assert "DESIGN, SETTING" not in body
+    assert any(v["action"] == "rewritten" and v["shipped"].startswith("DESIGN") for v in out.verdicts)
+
+
+def test_after_the_verify_stage_a_sentence_said_under_an_earlier_heading_is_left_out():
+    report = "## Q\n\n### One\n\nAspirin lowered adenoma incidence by 21 percent [aaaaaaaa_1].\n\n### Two\n\n" + (
+        "Aspirin lowered adenoma incidence by 21 percent [bbbbbbbb_1]. Bleeding was more frequent [aaaaaaaa_1]."
+    )
+    assert drop_repeated_sentences(report)[1] == 0  # the writer's rule: each section on its own
+    cleaned, dropped = drop_repeated_sentences(report, per_section=False)
+    assert dropped == 1 and cleaned.count("Aspirin lowered") == 1
+    assert (
+        "21 percent [aaaaaaaa_1, bbbbbbbb_1]." in cleaned
+        and "### Two\n\nBleeding was more frequent [aaaaaaaa_1]." in cleaned
+    )
