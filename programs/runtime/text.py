@@ -138,8 +138,9 @@ _LABEL_TOKEN = re.compile(r"[A-Za-z']+(?=[ /:.,]|$)")
 
 def strip_label(sentence: str) -> str:
     """`sentence` without the section label of a structured abstract at its start ("RESULTS", "METHODS AND
-    FINDINGS", "DESIGN, SETTING, AND PATIENTS", "Background:"); '' when the sentence is only a label. A label is a run of at most five
-    `LABEL_WORDS`, at least one of which heads a part, written in capitals, or in any case when a colon ends it.
+    FINDINGS", "DESIGN, SETTING, AND PATIENTS", "Background:"); '' when the sentence is only a label. A label
+    is a run of at most five `LABEL_WORDS` (spaces, slashes or commas between them), at least one of which
+    heads a part, written in capitals, or in any case when a colon ends it.
 
     Example:
         >>> strip_label("INTRODUCTION Vitamin D deficiency is common."), strip_label("VEGF regulates bone.")

@@ -64,12 +64,11 @@ def _cite_also(sentence: str, labels: Iterable[str]) -> str:
 
 def drop_repeated_sentences(markdown: str, min_chars: int = 16, per_section: bool = True) -> tuple[str, int]:
     """`markdown` with each prose sentence that repeats an earlier one of its section (of the whole report
-    when not `per_section`) left out, and how many
-    were. Seen with the 0.5B model: a paragraph that ends by saying its second sentence again, citation and
-    all, or the same sentence once per source it read. Sentences are compared by their words (no citations,
-    emphasis, case or punctuation); a repeat that cites a source the earlier one did not gives that citation
-    to the earlier one, so no citation is lost. Short sentences (answers such as "Yes.") and headings,
-    tables, quotes and code blocks are not touched. A heading starts a new section."""
+    when not `per_section`) left out, and how many were. Seen with the 0.5B model: a paragraph that ends by
+    saying its second sentence again, citation and all, or the same sentence once per source it read.
+    Sentences are compared by their words (no citations, emphasis, case or punctuation); a repeat that cites
+    a source the earlier one did not gives that citation to the earlier one, so no citation is lost. Short
+    sentences (answers such as "Yes.") and headings, tables, quotes and code blocks are not touched."""
     kept: list[str | tuple] = []  # a line, or (a prose line, its sentences, its list mark, those it keeps)
     dropped = 0
     seen: dict[str, tuple[list[str], int, set[str]]] = {}  # words -> (the sentences holding it, where, its cites)
