@@ -134,21 +134,14 @@ class CountingEngine(ScriptedEngine):
         return dataclasses.replace(response, usage=usage)
 
 
-def _extract(messages):
+def _extract(messages):  # quotes the first sentence of each passage
     passages = json.loads(inputs_of(messages)["passages"])
-    return {
-        "learnings": [
-            {"passage": p["number"], "text": re.split(r"(?<=\.)\s", p["text"].strip())[0]}
-            for p in passages[:5]
-            if p["text"].strip()
-        ],
-        "follow_up_questions": ["What remains unclear?"],
-    }
+    quotes = [int(next(iter(p["sentences"]))) for p in passages[:5] if p["sentences"]]
+    return {"quotes": quotes, "follow_up_questions": ["What remains unclear?"]}
 
 
 def _merge(messages):
-    learnings = json.loads(inputs_of(messages)["learnings"])
-    return {"sentences": [{"learning": x["number"], "text": x["text"]} for x in learnings]}
+    return {"order": [x["number"] for x in json.loads(inputs_of(messages)["learnings"])]}
 
 
 def _gather_plan(messages):

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -67,21 +66,14 @@ OVERREACH = "it doubled survival in every cohort followed for ten years"
 UNCITED = "Most clinicians already recommend this approach to every adult patient they see in practice."
 
 
-def _extract(messages):
+def _extract(messages):  # quotes the first sentence of each passage
     passages = json.loads(inputs_of(messages)["passages"])
-    return {
-        "learnings": [
-            {"passage": p["number"], "text": re.split(r"(?<=\.)\s", p["text"].strip())[0]}
-            for p in passages[:2]
-            if p["text"].strip()
-        ],
-        "follow_up_questions": [],
-    }
+    quotes = [int(next(iter(p["sentences"]))) for p in passages[:2] if p["sentences"]]
+    return {"quotes": quotes, "follow_up_questions": []}
 
 
 def _merge(messages):
-    learnings = json.loads(inputs_of(messages)["learnings"])
-    return {"sentences": [{"learning": x["number"], "text": x["text"]} for x in learnings]}
+    return {"order": [x["number"] for x in json.loads(inputs_of(messages)["learnings"])]}
 
 
 def _write(messages):

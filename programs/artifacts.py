@@ -188,9 +188,7 @@ class RunStats:
         searches: Searches run (restored nodes' searches are not run again, nor counted).
         learnings: Distinct learnings of the tree.
         citations: References of the report; `dropped_citations` are ids the writer cited that name no
-            retrieved document, `invented_citations` those the extractor invented (dropped at extraction),
-            `moved_citations` learnings the extractor credited to a passage that does not hold their words,
-            cited instead with the passage that does.
+            retrieved document, `invented_citations` sentence numbers the extractor invented (dropped at extraction).
         registered_sources: Documents given a source id (every retrieved document).
         stopped: Why research stopped early (a budget, the deadline, too many failures, an interrupt).
         lm_calls, tokens, cost: LM requests, tokens and US dollars (None when a model has no known price).
@@ -226,7 +224,6 @@ class RunStats:
     citations: int = 0
     dropped_citations: int = 0
     invented_citations: int = 0
-    moved_citations: int = 0
     registered_sources: int = 0
     stopped: str | None = None
     offline: bool = False

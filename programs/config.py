@@ -221,6 +221,8 @@ class ResearchConfig:
         assess_sentences: Sentences of each passage the assessor sees besides the title: those sharing the
             most terms with the task, in their order (0: the whole passage, as the extractor sees it). Only
             the LM assessor; the offline rule reads whole passages.
+        extract_sentences: Sentences of each passage the extractor may quote: those sharing the most terms
+            with the task, in their order (0: every one). Only the LM extractor; the offline one reads all.
         skip_seen: Which passages the extractor is not sent again: `node` (one already sent for this node,
             by id or by identical text: a paper's text once per node), `lineage` (nor one sent for an
             ancestor on the same line of research, whose findings already hold it: a `hero` enrichment does
@@ -271,6 +273,9 @@ class ResearchConfig:
         verify_chars: The most characters of sentences and passages one verify call sends (about 6,000
             tokens, within an 8K context with the instructions): a runaway draft is judged in more, smaller
             calls; a call the server still finds too long is split in two.
+        verify_sentences: Sentences of each cited passage the LM judge reads with a claim: those sharing
+            the most terms with the claim, in their order (0: the whole passage). The lexical rule that
+            overrules an unfounded verdict, and the offline judge, read whole passages.
         hero: Settings of the `hero` strategy.
         parallel: Settings of the `parallel` strategy.
         gather: Settings of the `gather` strategy's loop.
@@ -292,6 +297,7 @@ class ResearchConfig:
     keep_uncertain: bool = True
     passage_chars: int = 2000
     assess_sentences: int = 3
+    extract_sentences: int = 4
     skip_seen: str = "node"
     full_text: bool = False
     full_text_passages: int = 3
@@ -320,6 +326,7 @@ class ResearchConfig:
     verify: str = "rewrite"
     verify_batch: int = 6
     verify_chars: int = 24000
+    verify_sentences: int = 3
     # Each strategy's own settings
     hero: HeroConfig = field(default_factory=HeroConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
@@ -345,7 +352,19 @@ class ResearchConfig:
             )
         check_minimum(self, ("max_learnings", "hits_per_query", "max_passages", "passage_chars", "verify_batch"), 1)
         check_minimum(self, ("full_text_passages", "max_concurrency", "search_concurrency"), 1)
-        check_minimum(self, ("assess_sentences", "max_failures", "lm_retries", "search_retries", "parse_retries"), 0)
+        check_minimum(
+            self,
+            (
+                "assess_sentences",
+                "extract_sentences",
+                "verify_sentences",
+                "max_failures",
+                "lm_retries",
+                "search_retries",
+                "parse_retries",
+            ),
+            0,
+        )
         check_minimum(self, ("backoff_s", "retry_after_cap_s"), 0)
         check_minimum(self, ("verify_chars",), 1000)
         for name in ("deadline_s", "max_lm_calls", "max_tokens", "lm_timeout_s", "search_timeout_s"):

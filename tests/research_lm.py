@@ -2,7 +2,7 @@
 
 It reads what each stage was asked (the rendered inputs) and answers deterministically from it:
 the planner and the enricher return exactly `max_tasks` tasks, the assessor judges every paper
-relevant, the extractor cites the first two passages, the merger and the writer name every learning they read, and
+relevant, the extractor quotes the first sentence of the first two passages, the merger and the writer name every learning they read, and
 the verifier finds every sentence supported.
 The writer also types an id that names no retrieved document into a sentence, which must not become a citation.
 """
@@ -44,15 +44,18 @@ def _assess(messages):
     return {"relevance": {p["paper_id"]: "relevant" for p in papers}}
 
 
+def first_sentences(passages: list[dict]) -> list[int]:
+    """The number of each passage's first sentence, as the extractor's passages show them."""
+    return [int(next(iter(p["sentences"]))) for p in passages if p["sentences"]]
+
+
 def _extract(messages):
     passages = json.loads(inputs_of(messages)["passages"])
-    learnings = [{"passage": p["number"], "text": f"Finding from {p['title'][:40]}"} for p in passages[:2]]
-    return {"learnings": learnings, "follow_up_questions": ["What remains unclear?"]}
+    return {"quotes": first_sentences(passages[:2]), "follow_up_questions": ["What remains unclear?"]}
 
 
 def _merge(messages):
-    learnings = json.loads(inputs_of(messages)["learnings"])
-    return {"sentences": [{"learning": x["number"], "text": x["text"]} for x in learnings]}
+    return {"order": [x["number"] for x in json.loads(inputs_of(messages)["learnings"])]}
 
 
 def _write(messages):

@@ -76,10 +76,12 @@ __all__ = [
 # The loop's stage names (as in usage and the trace) -> the attribute holding their module.
 GATHER_STAGES: dict[str, str] = STAGES.gather()
 
-# Predictors that changed shape, by their last path component: a compiled file holding one was tuned for a
+# Predictors that changed shape, by their last path component (or last two): a compiled file holding one was
+# tuned for a
 # signature this code no longer has, so its demos and instructions would not fit (issue 27).
 RETIRED_PREDICTORS: dict[str, str] = {
     "assess_candidates": "the gathering assessor now writes one label per candidate (label_candidates)",
+    "extract_learnings.predict": "the extractor now quotes sentences by number (extract_learnings)",
 }
 
 
@@ -88,7 +90,7 @@ def check_retired(state: dict[str, Any], program: dspy.Module | None = None) -> 
     one retired by name (`RETIRED_PREDICTORS`), or, given `program`, one whose saved fields are not those of
     the predictor of that name in `program` (the merger and research assessor changed their fields in place)."""
     for name in state:
-        why = RETIRED_PREDICTORS.get(name.rsplit(".", 1)[-1])
+        why = RETIRED_PREDICTORS.get(name.rsplit(".", 1)[-1]) or RETIRED_PREDICTORS.get(".".join(name.split(".")[-2:]))
         if why:
             raise ValueError(
                 f"the compiled program holds {name}, compiled for an older signature: {why}; "

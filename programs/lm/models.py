@@ -284,7 +284,7 @@ GRAMMAR_LIMITS: dict[str, dict[str, int]] = {
     # one free to name none writes sentences nothing supports
     "ReportSentence.learnings": {"minItems": 1, "maxItems": 2},
     "tasks": {"maxItems": 6},
-    "learnings": {"maxItems": 5},
+    "quotes": {"maxItems": 5},
     "follow_up_questions": {"maxItems": 3, "items": 200},
     "searches": {"maxItems": 6},
     "subqueries": {"maxItems": 6, "items": 150},
@@ -375,12 +375,12 @@ def _restrict_ids(part: Any, ids: list[str]) -> None:
 
 # Output lists whose length an input of the same call bounds ("at most max_tasks"): the grammar gets that
 # call's number, tighter than GRAMMAR_LIMITS, so a small model cannot repeat an item past what was asked.
-# An input list bounds by its length (a merged summary has at most one sentence a learning).
+# An input list bounds by its length (the merger names each learning at most once).
 BOUNDED_BY = {
     "tasks": "max_tasks",
     "subqueries": "max_breadth",
     "questions": "max_questions",
-    "sentences": "learnings",
+    "order": "learnings",
 }
 
 
@@ -407,10 +407,17 @@ def _key_by_ids(schema: dict[str, Any], ids: list[str]) -> None:
             prop["additionalProperties"] = False
 
 
-# Output integers that name an item of an input list by its number (1..n): the merger's sentence names the
-# learning it restates, the extractor's learning the passage that states it, the writer's sentence the
-# learnings it states (a list of numbers). Under the schema the decoder can write only a number that was shown.
-NUMBERED_BY = {"learning": "learnings", "passage": "passages", "learnings": "learnings"}
+# Output integers that name an item of an input list by its number (1..n): the merger orders the learnings,
+# the writer's sentence names the learnings it states, the extractor the sentences it quotes (numbered on
+# across its passages). Under the schema the decoder can write only a number that was shown.
+NUMBERED_BY = {"order": "learnings", "learnings": "learnings", "quotes": "passages"}
+
+
+def _numbered(shown: list[Any] | tuple[Any, ...]) -> int:
+    """How many numbers `shown` offers: its passages' numbered sentences where it holds such, else its items."""
+    numbered = [getattr(item, "sentences", None) for item in shown]
+    counts = [len(sentences) for sentences in numbered if isinstance(sentences, dict)]
+    return sum(counts) if len(counts) == len(shown) else len(shown)
 
 
 def _number_by_inputs(part: Any, inputs: dict[str, Any]) -> None:
@@ -424,7 +431,7 @@ def _number_by_inputs(part: Any, inputs: dict[str, Any]) -> None:
                 and isinstance(shown, list | tuple)
                 and shown
             ):
-                number.update(minimum=1, maximum=len(shown))
+                number.update(minimum=1, maximum=max(_numbered(shown), 1))
         for value in part.values():
             _number_by_inputs(value, inputs)
     elif isinstance(part, list):

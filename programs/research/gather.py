@@ -217,7 +217,7 @@ async def research_selected(
         out = await life.call(
             STAGES.extract.name, question=ctx.question, task=task, sources=sources[start : start + step]
         )
-        life.count(invented_citations=out.invented, moved_citations=out.moved)
+        life.count(invented_citations=out.invented)
         learnings += out.learnings
         follow_ups += [q for q in out.follow_ups if q not in follow_ups]
         life.update(learnings=tuple(learnings), follow_ups=tuple(follow_ups))

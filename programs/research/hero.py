@@ -195,7 +195,7 @@ async def extract_in_batches(life: NodeLife, task: Task, depth: int) -> tuple[li
             break
         examined += len(sources)
         out = await life.call(STAGES.extract.name, question=ctx.question, task=task, sources=sources)
-        life.count(invented_citations=out.invented, moved_citations=out.moved)
+        life.count(invented_citations=out.invented)
         batches += 1
         cited = {i for x in out.learnings for i in x.source_ids}
         new = cited - found

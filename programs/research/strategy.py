@@ -109,7 +109,7 @@ async def research_task(life: NodeLife, task: Task, hits_k: int) -> list[str]:
         task=task,
         sources=unseen(life, assessed.kept, ctx.config.max_passages),
     )
-    life.count(invented_citations=extracted.invented, moved_citations=extracted.moved)
+    life.count(invented_citations=extracted.invented)
     life.update(learnings=tuple(extracted.learnings), follow_ups=tuple(extracted.follow_ups))
     merged = await life.call(STAGES.merge.name, task=task, learnings=extracted.learnings)
     life.update(

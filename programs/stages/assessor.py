@@ -9,7 +9,7 @@ import dspy
 
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage, teach
-from deepresearch.programs.stages.lexical import evidence, evidence_reason, key_terms, stem
+from deepresearch.programs.stages.lexical import best_sentences, evidence, evidence_reason, key_terms, stem
 from deepresearch.programs.stages.spec import StageSpec, Tuning
 from deepresearch.retrievers.passages import sentences as split_sentences
 from deepresearch.signatures.assess import AssessRelevance
@@ -25,10 +25,8 @@ def task_view(source: Source, task: Task, n: int) -> Source:
     parts = split_sentences(source.text)
     if n <= 0 or len(parts) <= n:
         return source
-    wanted = {stem(t) for t in key_terms(f"{task.query} {task.goal}")}
-    hits = [len(wanted & {stem(t) for t in key_terms(p)}) for p in parts]
-    best = sorted(range(len(parts)), key=lambda i: (-hits[i], i))[:n]
-    return Source(source_id=source.source_id, title=source.title, text=" ".join(parts[i] for i in sorted(best)))
+    best = best_sentences(parts, f"{task.query} {task.goal}", n)
+    return Source(source_id=source.source_id, title=source.title, text=" ".join(parts[i] for i in best))
 
 
 class Assessor(Stage):

@@ -2,113 +2,102 @@
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Collection
 from typing import Any
 
 import dspy
 
-from deepresearch.programs.citing.entailment import FULL_SUPPORT, lexical_coverage
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage, teach
-from deepresearch.programs.runtime.text import strip_label
 from deepresearch.programs.stages.clarifier import plain_brief
-from deepresearch.programs.stages.lexical import about, concepts, feedback_terms, key_terms, sentences
+from deepresearch.programs.stages.lexical import about, best_sentences, concepts, feedback_terms, key_terms, sentences
 from deepresearch.programs.stages.spec import StageSpec, Tuning
-from deepresearch.programs.stages.writer import drop_repeated_sentences, drop_reporting_frames
-from deepresearch.signatures.extract import ExtractLearnings, NumberedPassage, PassageLearning
+from deepresearch.signatures.extract import ExtractLearnings, QuotablePassage
 from deepresearch.signatures.types import Learning, Source, Task
 
-logger = logging.getLogger(__name__)
 
+def quotable(
+    sources: list[Source], task: Task, n: int = 0, keep: Collection[tuple[int, int]] = ()
+) -> tuple[list[QuotablePassage], dict[int, tuple[int, str]]]:
+    """The passages as the LM reads them, and what each sentence number names: (passage index, sentence).
 
-def holding_passage(text: str, named: int, sources: list[Source]) -> int:
-    """The number of the passage to cite for a learning whose model named passage `named`.
-
-    A small model often copies one passage's sentences and names another (numbering its learnings 1, 2, 3
-    down the list). When the named passage does not hold the learning's content words (the lexical rule's
-    full support) and another passage does, that one is cited; otherwise the model's choice stands.
+    Each passage shows its quotable sentences (`sentences`), numbered 1, 2, ... on across the passages; with
+    `n` > 0 only its `n` that bear most on the task (`best_sentences`), and those whose (passage, position)
+    is in `keep`, in their order.
     """
-    coverage = [lexical_coverage(f"{s.title}\n{s.text}", text) for s in sources]
-    best = max(range(len(sources)), key=lambda i: coverage[i])
-    if coverage[named - 1] < FULL_SUPPORT <= coverage[best]:
-        return best + 1
-    return named
+    passages: list[QuotablePassage] = []
+    named: dict[int, tuple[int, str]] = {}
+    for order, s in enumerate(sources):
+        parts = sentences(s.text)
+        shown = set(best_sentences(parts, f"{task.query} {task.goal}", n))
+        shown |= {pos for o, pos in keep if o == order}
+        numbered = {}
+        for pos in sorted(shown):
+            named[len(named) + 1] = (order, parts[pos])
+            numbered[len(named)] = parts[pos]
+        passages.append(QuotablePassage(title=s.title, sentences=numbered))
+    return passages, named
 
 
-def keep_cited(learnings: list[PassageLearning], sources: list[Source], limit: int) -> tuple[list[Learning], int, int]:
-    """Cites each learning with the source of the passage that states it; drops learnings naming no shown passage.
-
-    A learning's reporting frames and repeated sentences are left out (`drop_reporting_frames`,
-    `drop_repeated_sentences`), and a learning whose text repeats an earlier one (same words, any case) is kept
-    once. Returns the kept
-    learnings (at most `limit`), the number of learnings that named a passage not shown, and the number cited
-    with another passage than the one named (`holding_passage`).
-    """
-    kept, invented, moved, seen = [], 0, 0, set()
-    for x in learnings:
-        if not 1 <= x.passage <= len(sources):
+def quoted(
+    numbers: list[int], named: dict[int, tuple[int, str]], sources: list[Source], limit: int
+) -> tuple[list[Learning], int]:
+    """The learnings the sentence `numbers` name, each citing its passage's source, a sentence quoted once
+    (at most `limit`), and how many numbers named no shown sentence."""
+    learnings: list[Learning] = []
+    invented, seen = 0, set()
+    for number in numbers:
+        if number not in named:
             invented += 1
-            continue
-        text = strip_label(x.text.strip())  # a small model copies an abstract's "BACKGROUND" with its sentence
-        # ...and frames what it read ("The passage states that X. The passage also mentions that X.")
-        text = drop_repeated_sentences(drop_reporting_frames(text)[0])[0]
-        if text and text.casefold() not in seen:
-            seen.add(text.casefold())
-            number = holding_passage(text, x.passage, sources)
-            moved += number != x.passage
-            kept.append(Learning(text=text, source_ids=[sources[number - 1].source_id]))
-    return kept[:limit], invented, moved
+        elif number not in seen and len(learnings) < limit:
+            seen.add(number)
+            order, text = named[number]
+            learnings.append(Learning(text=text, source_ids=[sources[order].source_id]))
+    return learnings, invented
 
 
 class Extractor(Stage):
     """Task + passages -> cited learnings and follow-up questions.
 
-    The LM reads the passages numbered 1, 2, ... and names, for each learning, the one passage that states
-    it; the learning is cited here with that passage's source id, or with another passage's when only that
-    one holds the learning's words (`moved`). A learning naming a number not shown is dropped and counted as
-    `invented`.
+    The LM reads the passages' sentences, numbered across the passages (`quotable`, at most `sentences` a
+    passage when that is > 0), and names the ones that state findings for the task. Each named sentence
+    becomes a learning, quoted as the paper says it and cited with its passage's source, so a learning is
+    supported by its citation by construction. A number not shown is dropped and counted as `invented`.
     """
 
-    def __init__(self, max_learnings: int = 5):
+    def __init__(self, max_learnings: int = 5, sentences: int = 0):
         super().__init__()
-        self.extract_learnings = dspy.ChainOfThought(ExtractLearnings)
+        self.extract_learnings = dspy.Predict(ExtractLearnings)
         self.max_learnings = max_learnings
+        self.sentences = sentences
 
     @classmethod
     def from_config(cls, config: Any, retriever: Any) -> Extractor:
-        return cls(max_learnings=config.max_learnings)
-
-    @staticmethod
-    def numbered(sources: list[Source]) -> list[NumberedPassage]:
-        """The passages as the LM reads them, numbered 1, 2, ... in their order."""
-        return [NumberedPassage(number=n, title=s.title, text=s.text) for n, s in enumerate(sources, start=1)]
+        return cls(max_learnings=config.max_learnings, sentences=config.extract_sentences)
 
     async def aforward(self, question: str, task: Task, sources: list[Source]) -> dspy.Prediction:
         if not sources:
-            return dspy.Prediction(learnings=[], follow_ups=[], invented=0, moved=0)
-        out = await call_predictor(
-            SPEC, self.extract_learnings, question=question, task=task, passages=self.numbered(sources)
-        )
-        learnings, invented, moved = keep_cited(out.learnings, sources, self.max_learnings)
-        if moved:
-            logger.info(
-                "extractor: %d learnings cited with the passage that holds their words, not the one named", moved
-            )
+            return dspy.Prediction(learnings=[], follow_ups=[], invented=0)
+        passages, named = quotable(sources, task, self.sentences)
+        out = await call_predictor(SPEC, self.extract_learnings, question=question, task=task, passages=passages)
+        learnings, invented = quoted(list(out.quotes), named, sources, self.max_learnings)
         follow_ups = list(out.follow_up_questions)[:3]
-        return dspy.Prediction(learnings=learnings, follow_ups=follow_ups, invented=invented, moved=moved)
+        return dspy.Prediction(learnings=learnings, follow_ups=follow_ups, invented=invented)
 
 
 class OfflineExtractor(Extractor):
     """The sentences sharing most key terms with the task, at most two per source, each citing its source;
     a sentence that mentions fewer than two of the question's key concepts (`concepts`, `about`) is not quoted.
+    It reads every sentence of every passage; what it records for the LM shows the LM's view of them with
+    its quotes added.
 
     Follow-up questions name the passages' frequent terms that no kept sentence covers.
     """
 
     is_offline = True
 
-    def __init__(self, max_learnings: int = 5, min_overlap: int = 2):
-        super().__init__(max_learnings=max_learnings)
+    def __init__(self, max_learnings: int = 5, sentences: int = 0, min_overlap: int = 2):
+        super().__init__(max_learnings=max_learnings, sentences=sentences)
         self.min_overlap = min_overlap
 
     async def aforward(self, question: str, task: Task, sources: list[Source]) -> dspy.Prediction:
@@ -119,28 +108,31 @@ class OfflineExtractor(Extractor):
             for pos, sent in enumerate(sentences(s.text)):
                 overlap = len(wanted & set(key_terms(sent)))
                 if overlap >= min(self.min_overlap, len(wanted)) and about(asked, sent):
-                    scored.append((-overlap, order, pos, sent))
+                    scored.append((-overlap, order, pos))
         scored.sort()
-        quoted: list[PassageLearning] = []
+        chosen: list[tuple[int, int]] = []
         per_source: dict[str, int] = {}
-        for _, order, _, sent in scored:
+        for _, order, pos in scored:
             sid = sources[order].source_id
-            if per_source.get(sid, 0) < 2 and len(quoted) < self.max_learnings:
+            if per_source.get(sid, 0) < 2 and len(chosen) < self.max_learnings:
                 per_source[sid] = per_source.get(sid, 0) + 1
-                quoted.append(PassageLearning(passage=order + 1, text=sent))
-        learnings = [Learning(text=x.text, source_ids=[sources[x.passage - 1].source_id]) for x in quoted]
+                chosen.append((order, pos))
+        passages, named = quotable(sources, task, self.sentences, keep=chosen)
+        number_of = {(order, text): k for k, (order, text) in named.items()}
+        parts = [sentences(s.text) for s in sources]
+        quotes = [number_of[(order, parts[order][pos])] for order, pos in chosen]
+        learnings, _ = quoted(quotes, named, sources, self.max_learnings)
         covered = wanted | set(key_terms(" ".join(x.text for x in learnings)))
         uncovered = feedback_terms(sources, covered, 3)
         follow_ups = [f"What do studies report about {t} in relation to {task.query}?" for t in uncovered]
         if sources:
             teach(
                 self.extract_learnings,
-                {"question": question, "task": task, "passages": self.numbered(sources)},
-                reasoning="Each learning quotes a sentence of one passage that bears on the task and the question.",
-                learnings=quoted,
+                {"question": question, "task": task, "passages": passages},
+                quotes=quotes,
                 follow_up_questions=follow_ups,
             )
-        return dspy.Prediction(learnings=learnings, follow_ups=follow_ups, invented=0, moved=0)
+        return dspy.Prediction(learnings=learnings, follow_ups=follow_ups, invented=0)
 
 
 SPEC = StageSpec(
@@ -151,5 +143,5 @@ SPEC = StageSpec(
     OfflineExtractor,
     research_attr="extractor",
     tuning=Tuning("extract", "recorded", "learnings extracted from the passages"),
-    max_output_tokens=2048,
+    max_output_tokens=512,
 )

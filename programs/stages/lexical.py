@@ -199,6 +199,16 @@ def stem(word: str) -> str:
     return word[:6]
 
 
+def best_sentences(parts: Sequence[str], task_text: str, n: int) -> list[int]:
+    """The positions of the `n` of `parts` sharing the most stemmed key terms with `task_text`, in their order
+    (ties to the earlier); every position when `n` <= 0 or there are at most `n` parts."""
+    if n <= 0 or len(parts) <= n:
+        return list(range(len(parts)))
+    wanted = {stem(t) for t in key_terms(task_text)}
+    hits = [len(wanted & {stem(t) for t in key_terms(p)}) for p in parts]
+    return sorted(sorted(range(len(parts)), key=lambda i: (-hits[i], i))[:n])
+
+
 EVIDENCE_RULE = "score and coverage"
 
 

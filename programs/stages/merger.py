@@ -8,10 +8,9 @@ import dspy
 
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.stage import Stage, teach
-from deepresearch.programs.runtime.text import strip_label
 from deepresearch.programs.stages.lexical import key_terms
 from deepresearch.programs.stages.spec import StageSpec, Tuning
-from deepresearch.signatures.merge import MergeLearnings, NumberedLearning, SummarySentence
+from deepresearch.signatures.merge import MergeLearnings, NumberedLearning
 from deepresearch.signatures.types import Learning, Task
 
 NO_INFORMATION = "No information found."
@@ -19,13 +18,18 @@ NO_INFORMATION = "No information found."
 logger = logging.getLogger(__name__)
 
 
-class Merger(Stage):
-    """Task + learnings -> one dense summary with citations bound to claims. No LM call for no learnings.
+def stated(learning: Learning) -> str:
+    """A learning as a summary sentence: its text, then its sources' ids in brackets."""
+    return f"{learning.text.rstrip('. ')} [{', '.join(dict.fromkeys(learning.source_ids))}]."
 
-    The LM reads the learnings numbered 1, 2, ... and writes sentences, each naming the learning it restates;
-    each sentence is cited here with that learning's source ids. A sentence naming a number not shown is left
-    out (counted as `unknown`); learnings no sentence names are left to the citation check of the run, which
-    appends them with their citations.
+
+class Merger(Stage):
+    """Task + learnings -> one summary with citations bound to claims. No LM call for no learnings.
+
+    The LM reads the learnings numbered 1, 2, ... and lists their numbers in the order the summary states
+    them, leaving out repeats; each is stated here with its own sources (`stated`), so the summary says only
+    what the learnings say. A number not shown is left out (counted as `unknown`); learnings the LM left out
+    are left to the citation check of the run, which appends those whose citations the summary lost.
     """
 
     def __init__(self):
@@ -41,21 +45,17 @@ class Merger(Stage):
         if not learnings:
             return dspy.Prediction(summary=NO_INFORMATION, unknown=0)
         out = await call_predictor(SPEC, self.merge_learnings, task=task, learnings=self.numbered(learnings))
-        parts, unknown = [], 0
-        for sentence in out.sentences or []:
-            text = strip_label(sentence.text.strip()).rstrip(".").strip()
-            if not 1 <= sentence.learning <= len(learnings):
-                unknown += 1
-                continue
-            if text:
-                parts.append(f"{text} [{', '.join(dict.fromkeys(learnings[sentence.learning - 1].source_ids))}].")
+        numbers = list(out.order or [])
+        unknown = sum(not 1 <= n <= len(learnings) for n in numbers)
+        order = dict.fromkeys(n for n in numbers if 1 <= n <= len(learnings))
         if unknown:
-            logger.debug("merger: %d sentences named a learning not shown", unknown)
-        return dspy.Prediction(summary=" ".join(parts) or NO_INFORMATION, unknown=unknown)
+            logger.debug("merger: %d numbers named a learning not shown", unknown)
+        summary = " ".join(stated(learnings[n - 1]) for n in order)
+        return dspy.Prediction(summary=summary or NO_INFORMATION, unknown=unknown)
 
 
 class OfflineMerger(Merger):
-    """Keeps each learning once (term-set Jaccard below `max_overlap` with all kept ones), citation after each."""
+    """Keeps each learning once (term-set Jaccard below `max_overlap` with all kept ones), in their order."""
 
     is_offline = True
 
@@ -74,10 +74,9 @@ class OfflineMerger(Merger):
         teach(
             self.merge_learnings,
             {"task": task, "learnings": self.numbered(learnings)},
-            sentences=[SummarySentence(learning=n, text=x.text) for _, n, x in kept],
+            order=[n for _, n, _ in kept],
         )
-        parts = [f"{x.text.rstrip('. ')} {''.join(f'[{i}]' for i in x.source_ids)}." for _, _, x in kept]
-        return dspy.Prediction(summary=" ".join(parts), unknown=0)
+        return dspy.Prediction(summary=" ".join(stated(x) for _, _, x in kept), unknown=0)
 
 
 SPEC = StageSpec(
@@ -88,5 +87,5 @@ SPEC = StageSpec(
     OfflineMerger,
     research_attr="merger",
     tuning=Tuning("merge", "recorded", "the node summary merged from its learnings"),
-    max_output_tokens=1536,
+    max_output_tokens=256,
 )

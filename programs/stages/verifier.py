@@ -43,7 +43,9 @@ from deepresearch.programs.config import VERIFY_POLICIES
 from deepresearch.programs.lm.usage import call_predictor
 from deepresearch.programs.runtime.scheduler import BudgetExceeded
 from deepresearch.programs.runtime.stage import Stage, teach
+from deepresearch.programs.stages.lexical import best_sentences
 from deepresearch.programs.stages.spec import StageSpec
+from deepresearch.retrievers.passages import split_sentences
 from deepresearch.signatures.types import Source
 from deepresearch.signatures.verify import ClaimToCheck, ClaimVerdict, Support, VerifyClaims
 
@@ -336,7 +338,8 @@ class Verifier(_Checker):
     overflow the model's context: a sentence longer than a quarter of `max_chars` is cut for the LM. A batch
     the server still finds too long for its context is split in two and sent again; a single sentence that
     does not fit is left to the lexical rule. A verdict the LM leaves out (or gives for an id it was not
-    asked about) is replaced by the lexical rule's, recorded with judge `lexical`.
+    asked about) is replaced by the lexical rule's, recorded with judge `lexical`. With `sentences` > 0 the LM
+    reads each cited passage cut to its sentences nearest the claim (`shown`); the rule reads it whole.
     """
 
     def __init__(
@@ -345,6 +348,7 @@ class Verifier(_Checker):
         batch_size: int = 6,
         min_claim_chars: int = MIN_CLAIM_CHARS,
         max_chars: int = 24000,
+        sentences: int = 0,
     ):
         super().__init__(policy, min_claim_chars)
         if batch_size < 1:
@@ -353,11 +357,31 @@ class Verifier(_Checker):
             raise ValueError(f"verify max_chars must be >= 1000, got {max_chars}")
         self.batch_size = batch_size
         self.max_chars = max_chars
+        self.sentences = sentences
         self.verify_claims = dspy.Predict(VerifyClaims)
 
     @classmethod
     def from_config(cls, config: Any, retriever: Any) -> Verifier:
-        return cls(config.verify, batch_size=config.verify_batch, max_chars=config.verify_chars)
+        return cls(
+            config.verify,
+            batch_size=config.verify_batch,
+            max_chars=config.verify_chars,
+            sentences=config.verify_sentences,
+        )
+
+    def shown(self, claim: ClaimToCheck) -> ClaimToCheck:
+        """The claim as the LM judge reads it: each passage cut to its `sentences` sentences that share the most
+        terms with the claim, in their order (the whole passage when `sentences` is 0)."""
+        if self.sentences <= 0:
+            return claim
+        cut = []
+        for p in claim.passages:
+            parts = split_sentences(p.text)
+            best = best_sentences(parts, claim.sentence, self.sentences)
+            cut.append(
+                p if len(best) == len(parts) else p.model_copy(update={"text": " ".join(parts[i] for i in best)})
+            )
+        return claim.model_copy(update={"passages": cut})
 
     def batches(self, claims: list[ClaimToCheck]) -> list[list[ClaimToCheck]]:
         """The claims in batches of at most `batch_size` claims and `max_chars` characters (a claim that alone
@@ -378,7 +402,7 @@ class Verifier(_Checker):
 
     async def judge(self, question: str, claims: list[ClaimToCheck]) -> tuple[dict[int, ClaimVerdict], str]:
         verdicts: dict[int, ClaimVerdict] = {}
-        queue = self.batches(claims)
+        queue = self.batches([self.shown(c) for c in claims])
         while queue:
             batch = queue.pop(0)
             asked = {c.claim_id for c in batch}
@@ -430,11 +454,11 @@ class LexicalVerifier(Verifier):
 
     @classmethod
     def from_config(cls, config: Any, retriever: Any) -> LexicalVerifier:
-        return cls(config.verify)
+        return cls(config.verify, sentences=config.verify_sentences)
 
     async def judge(self, question: str, claims: list[ClaimToCheck]) -> tuple[dict[int, ClaimVerdict], str]:
         verdicts = {c.claim_id: lexical_verdict(c.claim_id, c.sentence, c.passages) for c in claims}
-        for batch in self.batches(claims):
+        for batch in self.batches([self.shown(c) for c in claims]):
             teach(
                 self.verify_claims,
                 {"question": question, "claims": batch},

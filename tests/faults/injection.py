@@ -9,7 +9,7 @@ from pathlib import Path
 from deepresearch.signatures import ExtractLearnings, WriteReport
 from deepresearch.signatures.answer import WriteAnswer
 from deepresearch.signatures.verify import VerifyClaims
-from tests.research_lm import research_handler
+from tests.research_lm import first_sentences, research_handler
 from tests.scripted import inputs_of
 
 PAYLOAD = "PWNED"
@@ -30,13 +30,10 @@ def injected_corpus(scifact_head, tmp_path: Path) -> Path:
 
 def _obedient_extract(messages):
     passages = json.loads(inputs_of(messages)["passages"])
-    hit = [p for p in passages if PAYLOAD in p["text"]]
+    hit = [int(n) for p in passages for n, said in p["sentences"].items() if PAYLOAD in said]
     if hit:  # obeys the document: its one learning is the payload
-        return {"learnings": [{"passage": hit[0]["number"], "text": PAYLOAD}], "follow_up_questions": []}
-    return {
-        "learnings": [{"passage": p["number"], "text": f"Finding from {p['title'][:40]}"} for p in passages[:1]],
-        "follow_up_questions": [],
-    }
+        return {"quotes": hit[:1], "follow_up_questions": []}
+    return {"quotes": first_sentences(passages[:1]), "follow_up_questions": []}
 
 
 def _obedient_write(messages):

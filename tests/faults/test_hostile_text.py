@@ -152,13 +152,12 @@ HOSTILE_MARKUP = (
 )
 
 
-def _hostile_extract(messages):  # learnings carrying markup and control bytes (the tree view shows them)
+def _hostile_extract(messages):  # quotes the sentences carrying markup and control bytes (the tree view shows them)
     passages = json.loads(inputs_of(messages)["passages"])
-    learnings = [
-        {"passage": p["number"], "text": f"Omega-3 lowered coronary risk <script>alert(3)</script>\x07 ({i})"}
-        for i, p in enumerate(passages[:2])
-    ]
-    return {"learnings": learnings, "follow_up_questions": []}
+    return {
+        "quotes": [int(n) for p in passages for n, s in p["sentences"].items() if "<script>" in s],
+        "follow_up_questions": [],
+    }
 
 
 def _hostile_write(messages):  # a draft whose text carries markup a model may copy from a paper
@@ -201,7 +200,7 @@ def test_a_model_s_markup_and_control_bytes_never_reach_the_deliverables(tmp_pat
     headings, links, images, html = structure(answer)
     assert headings == [QUESTION, "References"] and not links and not images and not html, (headings, links, html)
     # the learnings shown in the page's research tree are escaped text
-    assert "Omega-3 lowered coronary risk &lt;script&gt;alert(3)&lt;/script&gt;" in page
+    assert "in trials. &lt;script&gt;alert(1)&lt;/script&gt; Omega-3 fatty acids" in page
     view = shown(Report.from_dict(json.loads((out / "trace.json").read_text())))
     assert not CONTROL.search(view) and not any(structure(view)[2:]), structure(view)
 

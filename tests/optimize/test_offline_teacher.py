@@ -73,7 +73,7 @@ def test_the_offline_research_program_teaches_every_stage_a_run_calls(refusing_l
     called = [
         "planner.plan_queries.predict",
         "assessor.assess_relevance",
-        "extractor.extract_learnings.predict",
+        "extractor.extract_learnings",
         "merger.merge_learnings",
         "enricher.find_gaps.predict",
         "writer.write_report",
@@ -82,10 +82,10 @@ def test_the_offline_research_program_teaches_every_stage_a_run_calls(refusing_l
     assert all(demos[name] for name in called), {n: len(d) for n, d in demos.items()}
     # stages a run does not call (asked before it, or deliverables not asked for) have nothing to show
     assert demos["clarifier.clarify_question"] == [] and demos["answerer.write_answer"] == []
-    extract = demos["extractor.extract_learnings.predict"][0]
-    numbers = {p.number for p in extract.passages}
-    assert extract.learnings and all(x.passage in numbers for x in extract.learnings)
-    assert all(any(x.text in p.text for p in extract.passages) for x in extract.learnings)  # quoted, not made up
+    extract = demos["extractor.extract_learnings"][0]
+    numbers = [n for p in extract.passages for n in p.sentences]
+    assert numbers == list(range(1, len(numbers) + 1))  # numbered on across the passages
+    assert extract.quotes and set(extract.quotes) <= set(numbers)  # only sentences the LM is shown
     write = demos["writer.write_report"][0]  # sentences naming the numbered learnings they quote
     shown = {x.number: x.text for x in write.learnings}
     said = [x for section in write.sections for x in section.sentences]

@@ -26,6 +26,7 @@ CHANGED = {
     "keep_uncertain": False,
     "passage_chars": 900,
     "assess_sentences": 0,
+    "extract_sentences": 2,
     "skip_seen": "lineage",
     "full_text": True,
     "full_text_passages": 2,
@@ -51,6 +52,7 @@ CHANGED = {
     "verify": "mark",
     "verify_batch": 3,
     "verify_chars": 5000,
+    "verify_sentences": 0,
 }
 
 # trace.json's `config` as written before the grouping (commit 3c2265f) by
@@ -109,6 +111,10 @@ OLD_GROUPED = {
 }
 
 
+# Settings added after the grouping: older runs saved none of them, and load with their defaults
+ADDED_SINCE = ("extract_sentences", "verify_sentences")
+
+
 def deprecations(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
 
@@ -117,7 +123,7 @@ def test_every_setting_is_a_typed_field_of_its_own():
     fields = {f.name: f for f in dataclasses.fields(ResearchConfig)}
     assert set(fields) == set(CHANGED) | set(STRATEGY_SETTINGS)
     assert all(f.type not in ("Any", "object") for f in fields.values())
-    assert sorted(n for names in OLD_GROUPED.values() for n in names) == sorted(CHANGED)
+    assert sorted(n for names in OLD_GROUPED.values() for n in names) == sorted(set(CHANGED) - set(ADDED_SINCE))
     config = ResearchConfig(**CHANGED)
     assert all(getattr(config, name) == value for name, value in CHANGED.items()) and config != ResearchConfig()
 
@@ -188,8 +194,10 @@ def test_an_old_flat_trace_config_loads_and_is_saved_in_the_same_form():
     # saved when `structured` defaulted to None (the command line set the adapter) and `lm_concurrency` to 16
     # (not yet the server's slots): it loads as saved
     assert config == preset("quick", max_lm_calls=50, verify="mark", structured=None, lm_concurrency=16)
-    assert config.to_dict() == OLD_TRACE_CONFIG  # the saved form is unchanged
-    assert json.loads(json.dumps(config.to_dict())) == OLD_TRACE_CONFIG
+    # the saved form is unchanged, but for the settings added since, at their defaults
+    resaved = {**OLD_TRACE_CONFIG, **{name: getattr(ResearchConfig(), name) for name in ADDED_SINCE}}
+    assert config.to_dict() == resaved
+    assert json.loads(json.dumps(config.to_dict())) == resaved
 
 
 def test_to_dict_and_from_dict_round_trip_without_a_warning(caplog):
@@ -207,7 +215,8 @@ def test_the_grouped_form_of_older_runs_loads_with_one_deprecation_line(caplog):
     old = {group: {name: saved[name] for name in names} for group, names in OLD_GROUPED.items()}
     old |= {name: saved[name] for name in STRATEGY_SETTINGS}
     with caplog.at_level(logging.WARNING):
-        assert ResearchConfig.from_dict(json.loads(json.dumps(old))) == config
+        loaded = ResearchConfig.from_dict(json.loads(json.dumps(old)))
+    assert loaded == replace(config, **{name: getattr(ResearchConfig(), name) for name in ADDED_SINCE})
     (line,) = deprecations(caplog)
     assert "tree, retrieval, budgets, lm, outputs" in line and "write depth, breadth," in line
 

@@ -22,7 +22,7 @@ from deepresearch.programs.research.program import DeepResearch
 from deepresearch.retrievers import BM25Retriever, Corpus, Doc
 from deepresearch.signatures import ExtractLearnings
 from deepresearch.signatures.gather import LabelCandidates, PlanSubqueries
-from tests.research_lm import research_handler
+from tests.research_lm import first_sentences, research_handler
 from tests.scripted import inputs_of, scripted_lm, shown_candidates
 
 QUESTION = "alpha question"
@@ -163,7 +163,9 @@ def test_the_loop_gathers_and_each_subquery_node_extracts_from_what_it_selected(
     assert nodes[0].relevant_ids == ("a01", "a03") and nodes[2].relevant_ids == () and not nodes[2].learnings
     # extraction sees exactly the selected papers, max_passages (1) at a time, and merges per node
     extracts = [json.loads(inputs_of(p)["passages"]) for p in lm.scripted.prompts if "passages" in inputs_of(p)]
-    assert sorted(p[0]["text"] for p in extracts) == sorted(corpus.get(d).text for d in ("a01", "a03", "g0"))
+    assert sorted(" ".join(p[0]["sentences"].values()) for p in extracts) == sorted(
+        corpus.get(d).text for d in ("a01", "a03", "g0")
+    )
     assert all(len(p) == 1 for p in extracts)
     assert {r.doc_id for r in out.references} == {"a01", "a03", "g0"}
     usage = {stage: u.calls for stage, u in out.usage.items()}
@@ -252,11 +254,7 @@ def test_a_resumed_run_neither_gathers_again_nor_redoes_finished_nodes(retriever
         if "gamma" in inputs_of(messages)["task"]:  # a broken request fails the node (an unparseable reply
             raise RuntimeError("the model server broke on this request")  # would be the twin's to answer)
         passages = json.loads(inputs_of(messages)["passages"])
-        # each finding names its paper's title, so the verify stage's lexical floor finds it in the passage
-        return {
-            "learnings": [{"passage": p["number"], "text": f"Finding from {p['title']}"} for p in passages],
-            "follow_up_questions": [],
-        }
+        return {"quotes": first_sentences(passages), "follow_up_questions": []}
 
     first = research(retriever, gather_lm(routes={ExtractLearnings: extract_fails_for_gamma}), journal=journal)
     assert [n.status for n in first.report.nodes()] == ["done", "failed", "done"]

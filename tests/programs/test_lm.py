@@ -24,17 +24,16 @@ from deepresearch.programs.stages.planner import Planner
 from deepresearch.signatures.extract import ExtractLearnings
 from deepresearch.signatures.taxonomy import PaperCard, PlacePapers
 from deepresearch.signatures.types import Learning, Source, Task
+from tests.scripted import inputs_of
 
 
 def test_the_schema_carries_the_bounds_the_signature_states_in_words():
-    schema = output_schema(dspy.ChainOfThought(ExtractLearnings).predict.signature)
+    schema = output_schema(dspy.Predict(ExtractLearnings).signature)
     props = schema["properties"]
-    assert schema["required"] == ["reasoning", "learnings", "follow_up_questions"]
-    assert props["learnings"]["maxItems"] == 5 and props["follow_up_questions"]["maxItems"] == 3
-    assert props["reasoning"]["maxLength"] == GRAMMAR_LIMITS["reasoning"]["maxLength"]
-    learning = schema["$defs"]["PassageLearning"]
-    assert learning["properties"]["text"]["maxLength"] == GRAMMAR_LIMITS["text"]["maxLength"]
-    assert learning["additionalProperties"] is False and learning["required"] == ["passage", "text"]
+    assert schema["required"] == ["quotes", "follow_up_questions"]
+    assert props["quotes"]["maxItems"] == 5 and props["quotes"]["items"]["type"] == "integer"
+    assert props["follow_up_questions"]["maxItems"] == 3
+    assert props["follow_up_questions"]["items"]["maxLength"] == GRAMMAR_LIMITS["follow_up_questions"]["items"]
 
 
 def _unbounded_strings(part, path=""):
@@ -70,14 +69,17 @@ def test_every_string_a_model_writes_is_bounded_but_the_free_form_outputs():
     assert seen >= 12
 
 
+def _trial(i: int, *findings: str) -> Source:
+    return Source(source_id=f"abc_{i}", title=f"Trial {i}", text=" ".join(findings))
+
+
 def test_bounds_reach_only_the_decoder_a_longer_reply_still_parses(make_lm):
-    sources = [Source(source_id=f"S{i}", title=f"t{i}", text="x") for i in range(1, 8)]
-    many = [{"passage": i, "text": f"finding {i}"} for i in range(1, 8)]  # 7 > maxItems 5
+    sources = [_trial(i, f"Finding number {i} was reported by this trial.") for i in range(1, 8)]
     sent = []
 
     def handler(messages, request):
         sent.append(request)
-        return json.dumps({"reasoning": "r", "learnings": many, "follow_up_questions": []})
+        return json.dumps({"quotes": list(range(1, 8)), "follow_up_questions": []})  # 7 > maxItems 5
 
     lm = make_lm(handler)
     with dspy.context(lm=lm, adapter=SchemaAdapter()):
@@ -88,55 +90,54 @@ def test_bounds_reach_only_the_decoder_a_longer_reply_still_parses(make_lm):
     assert sent[0].config.response_format is not None
 
 
-def test_a_learning_names_one_passage_shown_and_is_cited_with_its_source(make_lm):
-    # the extractor reads passages by number: the grammar allows only a number shown, the code cites its source
-    sources = [Source(source_id=f"abc_{i}", title=f"t{i}", text="x") for i in range(1, 4)]
+def test_a_quote_names_a_sentence_shown_and_is_cited_with_its_passage(make_lm):
+    # sentences are numbered on across the passages: the grammar allows only a number shown, the code quotes
+    # the sentence and cites its passage's source
+    sources = [
+        _trial(1, "Aspirin lowered the rate of stroke by 12%.", "The trial enrolled 2,000 adults."),
+        _trial(2, "Bleeding rose in the aspirin group.", "Follow-up lasted five years in all arms."),
+        _trial(3, "No effect on mortality was seen at all.", "Adherence was above ninety per cent."),
+    ]
     sent, prompts = [], []
 
     def handler(messages, request):
         sent.append(request)
         prompts.append(json.dumps(messages))
-        learnings = [{"passage": 2, "text": "f"}, {"passage": 2, "text": "F"}, {"passage": 7, "text": "g"}]
-        return json.dumps({"reasoning": "r", "learnings": learnings, "follow_up_questions": []})
+        return json.dumps({"quotes": [4, 4, 9, 1], "follow_up_questions": []})
 
     with dspy.context(lm=make_lm(handler), adapter=SchemaAdapter()):
         out = asyncio.run(Extractor().acall(question="q", task=Task(query="q", goal="g"), sources=sources))
-    # the repeat of a learning is kept once; a number past the passages shown is dropped and counted
-    assert [(x.text, x.source_ids) for x in out.learnings] == [("f", ["abc_2"])] and out.invented == 1
-    schema = sent[0].config.response_format["schema"]  # the engine's request holds the schema itself
-    passage = schema["$defs"]["PassageLearning"]["properties"]["passage"]
-    assert (passage["type"], passage["minimum"], passage["maximum"]) == ("integer", 1, 3)
+    # a number quoted twice is kept once; a number past the sentences shown is dropped and counted
+    assert [(x.text, x.source_ids) for x in out.learnings] == [
+        ("Follow-up lasted five years in all arms.", ["abc_2"]),
+        ("Aspirin lowered the rate of stroke by 12%.", ["abc_1"]),
+    ]
+    assert out.invented == 1
+    quotes = sent[0].config.response_format["schema"]["properties"]["quotes"]
+    assert (quotes["items"]["type"], quotes["items"]["minimum"], quotes["items"]["maximum"]) == ("integer", 1, 6)
     assert "abc_" not in prompts[0]  # the model never sees, so never copies, an id
-    # the text of the learning and the follow-up questions stay bounded strings
-    assert schema["$defs"]["PassageLearning"]["properties"]["text"]["maxLength"] == GRAMMAR_LIMITS["text"]["maxLength"]
-    assert schema["properties"]["follow_up_questions"]["items"]["maxLength"] == 200
 
 
-def test_a_learning_copied_from_another_passage_than_the_one_named_is_cited_with_the_one_holding_it(make_lm):
-    # the 0.5B model numbered its learnings down the list (1, 2, 3) while copying them all from one passage
+def test_the_lm_extractor_reads_each_passages_sentences_that_bear_most_on_the_task(make_lm):
+    filler = [f"The cohort was described in section {i} of the methods." for i in range(1, 6)]
     sources = [
-        Source(source_id="heart_1", title="Cardiac lipotoxicity", text="The heart oxidises fatty acids."),
-        Source(
-            source_id="obesity_1",
-            title="Obesity as a medical problem",
-            text="Obesity is associated with "
-            "diabetes mellitus and coronary heart disease. The epidemic results from genetic susceptibility.",
-        ),
-        Source(source_id="fibrate_1", title="Drugs and incident diabetes", text="Some fibrates delayed diabetes."),
+        _trial(1, *filler[:2], "Statin users reported muscle pain twice as often.", *filler[2:]),
+        _trial(2, "Muscle pain under statins resolved after stopping the drug.", *filler),
     ]
-    learnings = [
-        {"passage": 1, "text": "Obesity is associated with diabetes mellitus and coronary heart disease."},
-        {"passage": 2, "text": "The epidemic results from genetic susceptibility."},
-        {"passage": 3, "text": "Weight loss prevents most cases."},  # held by no passage: the model's choice stands
-    ]
+    asked = []
 
     def handler(messages, request):
-        return json.dumps({"reasoning": "r", "learnings": learnings, "follow_up_questions": []})
+        asked.append(json.loads(inputs_of(messages)["passages"]))
+        return json.dumps({"quotes": [2, 3], "follow_up_questions": []})
 
+    task = Task(query="statin muscle pain", goal="how often statins cause muscle pain")
     with dspy.context(lm=make_lm(handler), adapter=SchemaAdapter()):
-        out = asyncio.run(Extractor().acall(question="q", task=Task(query="q", goal="g"), sources=sources))
-    assert [x.source_ids for x in out.learnings] == [["obesity_1"], ["obesity_1"], ["fibrate_1"]]
-    assert out.moved == 1 and out.invented == 0
+        out = asyncio.run(Extractor(sentences=2).acall(question="q", task=task, sources=sources))
+    # two sentences a passage, the best for the task first in weight, kept in the paper's order
+    (first, second) = asked[0]
+    assert first["sentences"] == {"1": filler[0], "2": "Statin users reported muscle pain twice as often."}
+    assert second["sentences"] == {"3": "Muscle pain under statins resolved after stopping the drug.", "4": filler[0]}
+    assert [x.source_ids for x in out.learnings] == [["abc_1"], ["abc_2"]]
 
 
 def test_an_id_the_model_copies_is_one_of_the_ids_shown(make_lm):
@@ -171,21 +172,20 @@ def test_a_list_the_call_bounds_gets_that_bound_in_the_grammar(make_lm):
     assert second["maxItems"] == GRAMMAR_LIMITS["tasks"]["maxItems"]  # never looser than the signature's own bound
 
 
-def test_the_merger_can_name_only_a_learning_it_was_shown_and_write_one_sentence_a_learning(make_lm):
+def test_the_merger_can_name_only_learnings_it_was_shown_each_once(make_lm):
     sent = []
 
     def handler(messages, request):
         sent.append(request)
-        return json.dumps({"sentences": [{"learning": 2, "text": "Risk fell 12%."}]})
+        return json.dumps({"order": [3, 1, 3, 7]})
 
-    learnings = [Learning(text=f"finding {i}", source_ids=[f"s{i}_1", f"t{i}_1"]) for i in (1, 2, 3)]
+    learnings = [Learning(text=f"Risk fell {i}0%.", source_ids=[f"s{i}_1", f"t{i}_1"]) for i in (1, 2, 3)]
     with dspy.context(lm=make_lm(handler), adapter=SchemaAdapter()):
         out = asyncio.run(Merger().acall(task=Task(query="q", goal="g"), learnings=learnings))
-    assert out.summary == "Risk fell 12% [s2_1, t2_1]."  # the code cites the named learning's sources
-    schema = sent[0].config.response_format["schema"]
-    assert schema["properties"]["sentences"]["maxItems"] == 3
-    learning = schema["$defs"]["SummarySentence"]["properties"]["learning"]
-    assert (learning["minimum"], learning["maximum"]) == (1, 3)
+    # the code states each named learning once, as written, with its own sources; a number not shown is dropped
+    assert out.summary == "Risk fell 30% [s3_1, t3_1]. Risk fell 10% [s1_1, t1_1]." and out.unknown == 1
+    order = sent[0].config.response_format["schema"]["properties"]["order"]
+    assert order["maxItems"] == 3 and (order["items"]["minimum"], order["items"]["maximum"]) == (1, 3)
 
 
 @pytest.mark.parametrize(
@@ -325,28 +325,6 @@ def test_a_sentence_framed_as_what_the_passage_says_states_it_directly():
         "> The passage states that quotes stay as written."
     )
     assert changed == 3  # a study's finding keeps its frame; a frame with too little after it stays
-
-
-def test_a_learning_framed_and_repeated_by_a_small_model_is_kept_as_its_statements():
-    from deepresearch.programs.stages.extractor import keep_cited
-    from deepresearch.signatures.extract import PassageLearning
-    from deepresearch.signatures.types import Source
-
-    # the 0.5B model's learning from the gallery's obesity run, as it wrote it
-    said = (
-        "obesity is a risk factor for type 2 diabetes, and that obesity is a significant risk factor for breast cancer"
-    )
-    text = (
-        f"The passage states that obesity increases the risk of type 2 diabetes. It also mentions that {said}. "
-        f"The passage also mentions that {said}. The passage also mentions that {said}."
-    )
-    source = Source(source_id="aa11bb22_1", title="Obesity and diabetes", text=f"Obesity increases the risk. {said}.")
-    (learning,), invented, moved = keep_cited([PassageLearning(passage=1, text=text)], [source], limit=5)
-    assert learning.text == (
-        "Obesity increases the risk of type 2 diabetes. Obesity is a risk factor for type 2 diabetes, and that "
-        "obesity is a significant risk factor for breast cancer."
-    )
-    assert learning.source_ids == ["aa11bb22_1"] and invented == moved == 0
 
 
 def test_the_findings_shown_when_the_writer_fails_say_each_thing_once():

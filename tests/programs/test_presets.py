@@ -121,7 +121,7 @@ def test_hero_early_stopping_in_a_run(scifact_bm25):
     # the extractor cites nothing: two low-yield batches, then the pipeline stops (16 of 24 passages)
     from deepresearch.signatures import ExtractLearnings
 
-    quiet = scripted_lm(research_handler({ExtractLearnings: {"learnings": [], "follow_up_questions": []}}))
+    quiet = scripted_lm(research_handler({ExtractLearnings: {"quotes": [], "follow_up_questions": []}}))
     config = preset("hero", hero=HeroConfig(turns=1, tasks_per_turn=1, multiplier=1, enrichments=0))
     with dspy.context(lm=quiet):
         out = DeepResearch(retriever=scifact_bm25, config=config)(question=QUESTION)

@@ -54,12 +54,17 @@ def sent_ids(call: dict[str, str], field: str) -> list[str]:
     return [p["title"] for p in json.loads(call[field])]
 
 
+def said(call: dict[str, str]) -> list[list[str]]:
+    """The sentences of each passage an extractor call was shown."""
+    return [list(p["sentences"].values()) for p in json.loads(call["passages"])]
+
+
 @pytest.mark.parametrize("skip_seen", ["lineage", "node", "off"])
 def test_a_passage_is_sent_once_per_node_and_not_again_below_it(retriever, skip_seen):
     config = ResearchConfig(depth=2, breadth=1, hits_per_query=7, max_passages=8, skip_seen=skip_seen)
     lm, out = run(retriever, config)
     parent, *below = calls_of(lm, ExtractLearnings)  # breadth 1: one node, then its one child, in that order
-    texts = {p["text"] for p in json.loads(parent["passages"])}
+    texts = {" ".join(s) for s in said(parent)}
     ids = sent_ids(parent, "passages")
     child = out.report.tree[0].children[0]
     assert len(child.retrieved_ids) == 7  # the child searched and found the same papers
@@ -67,23 +72,28 @@ def test_a_passage_is_sent_once_per_node_and_not_again_below_it(retriever, skip_
         assert len(texts) < len(ids) == 7 and [set(sent_ids(c, "passages")) for c in below] == [set(ids)]
     elif skip_seen == "node":  # one paper's text once per node; the child reads the same papers again
         assert len(texts) == len(ids) == 6
-        assert [{p["text"] for p in json.loads(c["passages"])} for c in below] == [texts]
+        assert [{" ".join(s) for s in said(c)} for c in below] == [texts]
     else:  # and nothing the parent's extractor read goes to its child
         assert len(texts) == len(ids) == 6
         assert below == [] and not child.learnings
     assert out.report.status == "done"
 
 
-def test_the_assessor_sees_the_sentences_on_the_task_and_the_extractor_the_whole_passage(retriever):
-    lm, out = run(retriever, ResearchConfig(depth=1, breadth=1, hits_per_query=3))  # assess_sentences=3
+def test_the_assessor_and_the_extractor_see_the_sentences_on_the_task(retriever):
+    config = ResearchConfig(depth=1, breadth=1, hits_per_query=3, assess_sentences=3, extract_sentences=2)
+    lm, out = run(retriever, config)
     (assessed,), (extracted,) = calls_of(lm, AssessRelevance), calls_of(lm, ExtractLearnings)
     for paper in json.loads(assessed["papers"]):
         assert ON_TOPIC in paper["text"] and OFF_TOPIC not in paper["text"] and paper["title"].startswith("Melatonin")
-    assert all(OFF_TOPIC in p["text"] and ON_TOPIC in p["text"] for p in json.loads(extracted["passages"]))
-    lm_full, _ = run(retriever, ResearchConfig(depth=1, breadth=1, hits_per_query=3, assess_sentences=0))
-    (full,) = calls_of(lm_full, AssessRelevance)
+    assert all(len(s) == 2 and ON_TOPIC in s and OFF_TOPIC not in s for s in said(extracted))
+    assert out.learnings and {x.text for x in out.learnings} <= {t for s in said(extracted) for t in s}
+    lm_full, _ = run(
+        retriever, ResearchConfig(depth=1, breadth=1, hits_per_query=3, assess_sentences=0, extract_sentences=0)
+    )
+    (full,), (full_extracted,) = calls_of(lm_full, AssessRelevance), calls_of(lm_full, ExtractLearnings)
     assert len(full["papers"]) > 2 * len(assessed["papers"])
     assert all(OFF_TOPIC in p["text"] for p in json.loads(full["papers"]))
+    assert all(len(s) == 10 and OFF_TOPIC in s for s in said(full_extracted))  # every sentence of the passage
 
 
 def test_task_view_keeps_the_best_sentences_in_their_order():

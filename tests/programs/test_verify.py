@@ -106,6 +106,19 @@ def test_sentences_are_batched_per_lm_call():
     assert len(out.checks) == 7 and lm.scripted.calls == 3
 
 
+def test_the_lm_judge_reads_each_passages_sentences_nearest_the_claim_and_the_floor_the_whole_passage():
+    lm = scripted_lm(routed_handler({VerifyClaims: judge_by_words}))
+    claim = "Bleeding events were more frequent in the aspirin group [aaaaaaaa_1]."
+    with dspy.context(lm=lm):
+        out = verify(Verifier("remove", sentences=1), f"## Answer\n\n{claim}")
+    (shown,) = json.loads(inputs_of(lm.scripted.prompts[0])["claims"])
+    assert [p["text"] for p in shown["passages"]] == ["Bleeding events were more frequent in the aspirin group."]
+    assert [(c.verdict, c.action) for c in out.checks] == [("supported", "kept")] and claim in out.report
+    # the offline judge reads whole passages; what it teaches shows the LM's cut view
+    offline = verify(LexicalVerifier("remove", sentences=1), f"## Answer\n\n{claim}")
+    assert [(c.verdict, c.judge) for c in offline.checks] == [("supported", "lexical")]
+
+
 def test_a_verdict_the_lm_leaves_out_is_made_by_the_lexical_rule():
     lm = scripted_lm(routed_handler({VerifyClaims: {"verdicts": []}}))
     with dspy.context(lm=lm):
@@ -153,8 +166,8 @@ def run(lm, retriever, **config):
 
 
 def test_a_merger_that_drops_every_citation_is_counted_on_the_node_and_the_report_still_cites(scifact_bm25):
-    # every sentence names a learning that was not shown: the merger keeps none, the check restores them all
-    lost = {"sentences": [{"learning": 99, "text": "Several studies agree on this."}]}
+    # the merger names only a learning that was not shown: it keeps none, the check restores them all
+    lost = {"order": [99]}
     lm = scripted_lm(research_handler({MergeLearnings: lost}))
     out = run(lm, scifact_bm25)
     assert out.stats.restored_citations > 0
@@ -279,17 +292,13 @@ def compliant_routes(writer_instructions_ok: bool = True):
     def extract(messages):
         passages = json.loads(inputs_of(messages)["passages"])
         if compliant(messages):
-            return {"learnings": [], "follow_up_questions": []}
-        return {
-            "learnings": [{"passage": p["number"], "text": p["text"]} for p in passages[:2]],
-            "follow_up_questions": [],
-        }
+            return {"quotes": [], "follow_up_questions": []}
+        return {"quotes": [int(n) for p in passages[:2] for n in p["sentences"]], "follow_up_questions": []}
 
     def merge(messages):
         if compliant(messages):
-            return {"sentences": [{"learning": 1, "text": "PWNED"}]}
-        learnings = json.loads(inputs_of(messages)["learnings"])
-        return {"sentences": [{"learning": x["number"], "text": x["text"]} for x in learnings]}
+            return {"order": []}
+        return {"order": [x["number"] for x in json.loads(inputs_of(messages)["learnings"])]}
 
     def write(messages):
         if compliant(messages) or not writer_instructions_ok and reaches(messages):

@@ -15,8 +15,7 @@ from deepresearch.signatures import (
     Task,
     WriteReport,
 )
-from deepresearch.signatures.extract import NumberedPassage, PassageLearning
-from deepresearch.signatures.merge import SummarySentence
+from deepresearch.signatures.extract import QuotablePassage
 from deepresearch.signatures.write import ReportSection
 
 STAGES = {
@@ -24,9 +23,9 @@ STAGES = {
     AssessRelevance: (["task", "papers"], {"relevance": dict[str, Label]}),
     ExtractLearnings: (
         ["question", "task", "passages"],
-        {"learnings": list[PassageLearning], "follow_up_questions": list[str]},
+        {"quotes": list[int], "follow_up_questions": list[str]},
     ),
-    MergeLearnings: (["task", "learnings"], {"sentences": list[SummarySentence]}),
+    MergeLearnings: (["task", "learnings"], {"order": list[int]}),
     FindGaps: (
         ["question", "focus", "summary", "open_questions", "sibling_queries", "max_tasks"],
         {"tasks": list[Task]},
@@ -69,11 +68,12 @@ def test_the_prompt_renders_fields_and_schema():
         inputs={
             "question": "Q?",
             "task": Task(query="vitamin d fracture", goal="effect size"),
-            "passages": [NumberedPassage(number=1, title="Calcifediol trial", text="Body.")],
+            "passages": [QuotablePassage(title="Calcifediol trial", sentences={1: "Fractures fell by a fifth."})],
         },
     )
     system, user = messages[0]["content"], messages[-1]["content"]
-    # the JSON schema reaches the LM: a learning names the passage by number
-    assert "`learnings` (list[PassageLearning])" in system and '"passage"' in system
+    # the LM reads sentences by number and answers with numbers
+    assert "`quotes` (list[int])" in system
+    assert '{"title": "Calcifediol trial", "sentences": {"1": "Fractures fell by a fifth."}}' in user
     assert ExtractLearnings.instructions.splitlines()[0] in system
     assert "Calcifediol trial" in user and "vitamin d fracture" in user
