@@ -212,10 +212,10 @@ def test_the_gather_strategy_reads_full_text_in_the_second_look_and_the_nodes(se
     assert node.relevant_ids == ("p1",) and "p1" in node.retrieved_ids  # the loop's ids are papers
     # the node extracted from p1's passages that match its subquery, and cites them as passages of p1
     extracts = [json.loads(inputs_of(p)["passages"]) for p in lm.scripted.prompts if "passages" in inputs_of(p)]
-    shown = [s for batch in extracts for s in batch]
-    assert shown and any(SETTLING in s["text"] for s in shown)
-    assert len({s["text"] for s in shown}) == len(shown) > 1
-    # the scripted extractor names the first two passages of its call by number: two passages of p1 are cited
+    shown = [" ".join(s["sentences"].values()) for batch in extracts for s in batch]
+    assert shown and any(SETTLING in s for s in shown)
+    assert len(set(shown)) == len(shown) > 1
+    # the scripted extractor quotes the first two passages of its call: two passages of p1 are cited
     (ref,) = [r for r in out.references if r.doc_id == "p1"]
     assert len(set(ref.passages)) == len(ref.passages) == 2
     assert out.status == "done" and server.requests == {"/paper.pdf": 1}
