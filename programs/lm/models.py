@@ -284,7 +284,9 @@ GRAMMAR_LIMITS: dict[str, dict[str, int]] = {
     # one free to name none writes sentences nothing supports
     "ReportSentence.learnings": {"minItems": 1, "maxItems": 2},
     "tasks": {"maxItems": 6},
-    "quotes": {"maxItems": 5},
+    # the assessor has already kept these passages as evidence: the 135M model asked to choose among their
+    # sentences chose none, every time, and left the run with nothing
+    "quotes": {"minItems": 1, "maxItems": 5},
     "follow_up_questions": {"maxItems": 3, "items": 200},
     "searches": {"maxItems": 6},
     "subqueries": {"maxItems": 6, "items": 150},

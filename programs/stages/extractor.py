@@ -76,9 +76,9 @@ class Extractor(Stage):
         return cls(max_learnings=config.max_learnings, sentences=config.extract_sentences)
 
     async def aforward(self, question: str, task: Task, sources: list[Source]) -> dspy.Prediction:
-        if not sources:
-            return dspy.Prediction(learnings=[], follow_ups=[], invented=0)
         passages, named = quotable(sources, task, self.sentences)
+        if not named:  # no passage holds a sentence to quote: nothing to ask
+            return dspy.Prediction(learnings=[], follow_ups=[], invented=0)
         out = await call_predictor(SPEC, self.extract_learnings, question=question, task=task, passages=passages)
         learnings, invented = quoted(list(out.quotes), named, sources, self.max_learnings)
         follow_ups = list(out.follow_up_questions)[:3]

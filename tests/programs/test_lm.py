@@ -32,6 +32,7 @@ def test_the_schema_carries_the_bounds_the_signature_states_in_words():
     props = schema["properties"]
     assert schema["required"] == ["quotes", "follow_up_questions"]
     assert props["quotes"]["maxItems"] == 5 and props["quotes"]["items"]["type"] == "integer"
+    assert props["quotes"]["minItems"] == 1  # the passages were kept as evidence: the model quotes at least one
     assert props["follow_up_questions"]["maxItems"] == 3
     assert props["follow_up_questions"]["items"]["maxLength"] == GRAMMAR_LIMITS["follow_up_questions"]["items"]
 
