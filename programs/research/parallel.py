@@ -58,16 +58,20 @@ class Parallel:
         if not p.adaptive_breadth:
             return (await ctx.call(STAGES.plan.name, question=query, known=[], max_tasks=breadth)).tasks
         findings = [x.text for n in ctx.store.nodes.values() for x in n.learnings][-MAX_FINDINGS_SHOWN:]
-        subqueries = (
-            await ctx.call(
-                STAGES.breadth.name,
-                query=query,
-                accumulated_findings=findings,
-                user_constraints=p.constraints,
-                max_breadth=p.max_breadth,
-            )
-        ).subqueries
-        return [Task(query=q, goal=f"Part of: {query}") for q in subqueries]
+        # The same query over the same findings gets the answer it already got: where the root is not split, the
+        # question's own node would otherwise ask again, before it has found anything, what the root was asked.
+        asked = (query, tuple(findings))
+        if asked not in ctx.plans:
+            ctx.plans[asked] = (
+                await ctx.call(
+                    STAGES.breadth.name,
+                    query=query,
+                    accumulated_findings=findings,
+                    user_constraints=p.constraints,
+                    max_breadth=p.max_breadth,
+                )
+            ).subqueries
+        return [Task(query=q, goal=f"Part of: {query}") for q in ctx.plans[asked]]
 
     async def _spawn(
         self, ctx: RunContext, tasks: list[Task], parent_id: str | None, level: int, breadth: int
@@ -146,6 +150,8 @@ class Parallel:
         loop = asyncio.get_running_loop()
         start = loop.time()
         ticks, low_streak = 1, 0
+        judged: tuple[tuple[str, ...], str] | None = None  # the findings and sources `score` was given for
+        score = None
         while True:
             due = start + ticks * p.interval_s
             while ctx.is_live(node_id) and loop.time() < due:
@@ -155,9 +161,13 @@ class Parallel:
             nodes = [ctx.store.get(i) for i in ctx.store.subtree(node_id)]
             findings = [x.text for n in nodes for x in n.learnings][-MAX_FINDINGS_SHOWN:]
             doc_ids = [d for n in nodes for d in n.relevant_ids]
-            if findings or doc_ids:  # nothing to judge yet: skip the tick
-                titles = {d.doc_id: d.title for _, d in ctx.registry.items()}
-                context = "; ".join(dict.fromkeys(titles.get(d, d) for d in doc_ids))[:2000]
+            titles = {d.doc_id: d.title for _, d in ctx.registry.items()}
+            context = "; ".join(dict.fromkeys(titles.get(d, d) for d in doc_ids))[:2000]
+            seen = (tuple(findings), context)
+            # Nothing to judge yet: skip the tick. Nothing new since the last score: that score stands and counts
+            # again towards the rules, without a request (the same request would get the same answer, as it does
+            # from DSPy's cache).
+            if (findings or doc_ids) and seen != judged:
                 try:
                     score = await ctx.call(
                         STAGES.orchestrate.name,
@@ -166,12 +176,13 @@ class Parallel:
                         context_summary=context,
                         findings=findings,
                     )
+                    judged = seen
                 except BudgetExceeded as err:
                     ctx.stop(str(err))
                     return
                 except Exception as err:  # a failed evaluation never stops research
                     logger.warning("evaluating node %s failed: %s: %s", node_id, type(err).__name__, err)
-                    score = None
+                    score = judged = None
                 if score is not None:
                     ctx.count(evaluations=1)
                     ctx.events.emit(
@@ -181,15 +192,16 @@ class Parallel:
                         message=score.rationale,
                         counts={"goal_satisfaction": score.goal_satisfaction, "quality": score.quality},
                     )
-                    low_streak = low_streak + 1 if score.quality < p.prune_quality else 0
-                    reason = None
-                    if score.goal_satisfaction >= p.satisfied_goal and score.quality >= p.satisfied_quality:
-                        reason = "satisfied"
-                    elif low_streak >= 2:
-                        reason = "low_value"
-                    if reason and node_id not in ctx.pruned:
-                        ctx.prune(node_id, reason)
-                        return
+            if score is not None and seen == judged:
+                low_streak = low_streak + 1 if score.quality < p.prune_quality else 0
+                reason = None
+                if score.goal_satisfaction >= p.satisfied_goal and score.quality >= p.satisfied_quality:
+                    reason = "satisfied"
+                elif low_streak >= 2:
+                    reason = "low_value"
+                if reason and node_id not in ctx.pruned:
+                    ctx.prune(node_id, reason)
+                    return
             # the next tick after now: a tick that passed while the evaluation ran is skipped. At least the next
             # one: (due - start) // interval may round down to the tick just handled, and a monitor that waited
             # for it again would not wait at all (on a virtual clock, forever)

@@ -200,6 +200,35 @@ def test_parallel_monitor_prunes_a_satisfied_subtree_and_records_why(scifact_bm2
     assert "pruned" in {n.status for n in out.report.nodes()}
 
 
+def test_the_questions_own_node_does_not_ask_the_breadth_policy_what_the_root_was_asked(scifact_bm25):
+    # the root is not split, so the question is the one node; planning its children would send the root's request
+    # again (same query, no findings yet): the answer already given stands
+    out, lm = run_parallel(scifact_bm25, parallel_handler(breadth=0), orchestrate=False)
+    asked = [inputs_of(p) for p in lm.scripted.prompts if "max_breadth" in inputs_of(p)]
+    assert [a["query"] for a in asked] == [QUESTION]
+    assert [n.query for n in out.report.nodes()] == [QUESTION] and out.usage["breadth"].calls == 1
+
+
+def test_the_monitor_asks_again_only_when_the_subtree_found_something_new(scifact_bm25):
+    import time
+
+    class SlowRetriever:
+        def search(self, query, k=10, **kw):
+            if query.count("part") > 1:
+                time.sleep(1.0)  # the grandchild searches for a while: its parent's findings stay as they are
+            return scifact_bm25.search(query, k)
+
+    # poor evidence: quality 0.1 on each evaluation, so the second one in a row prunes (`low_value`)
+    out, lm = run_parallel(SlowRetriever(), parallel_handler(breadth=1, scores=(0.1, 0.1)), interval_s=0.05)
+    middle = f"{QUESTION} part 1"
+    scored = [inputs_of(p) for p in lm.scripted.prompts if "goal" in inputs_of(p)]
+    # one request for the middle node: at the next tick nothing had changed, its score stood and counted again
+    assert [s["goal"] for s in scored].count(middle) == 1
+    node = next(n for n in out.report.nodes() if n.query == middle)
+    assert any(e.kind == "prune" and e.node_id == node.node_id and e.message == "low_value" for e in out.events)
+    assert [c.status for c in node.children] == ["pruned"] and out.stats.evaluations == len(scored)
+
+
 def test_the_parallel_monitor_waits_for_its_next_tick_when_the_clock_rounds_down(scifact_bm25):
     # a node starting at t0 = 0.2 s: its first tick is due at t0 + 8, and (t0 + 8 - t0) // 8 rounds down to 0, so the
     # monitor, with nothing to judge yet, computed that same tick again and never waited: on the virtual clock the
