@@ -94,12 +94,9 @@ async def research_task(life: NodeLife, task: Task, hits_k: int) -> list[str]:
     hits = await life.search(task.query, hits_k)
     sources = life.sources(hits)
     life.update(retrieved_ids=tuple(h.doc.doc_id for h in hits))
-    # the LM assessor sees each paper's title and best sentences (`assess_sentences`); the extractor the passage
-    brief = (
-        {"sentences": ctx.config.assess_sentences}
-        if ctx.config.assess_sentences and not ctx.modules[STAGES.assess.name].is_offline
-        else {}
-    )
+    # the LM assessor sees each paper's title and best sentences (`assess_sentences`), and the offline rule, which
+    # reads whole passages, records that view as its demonstration for the LM; the extractor reads the passage
+    brief = {"sentences": ctx.config.assess_sentences} if ctx.config.assess_sentences else {}
     assessed = await life.call(STAGES.assess.name, task=task, sources=sources, scores=[h.score for h in hits], **brief)
     doc_of = {s.source_id: h.doc.doc_id for s, h in zip(sources, hits)}
     life.update(relevant_ids=tuple(doc_of[s.source_id] for s in assessed.kept))

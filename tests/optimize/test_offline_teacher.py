@@ -8,6 +8,7 @@ import pytest
 
 import deepresearch as dr
 from deepresearch.programs.runtime.stage import teach
+from deepresearch.retrievers.passages import sentences as split_sentences
 from deepresearch.signatures.plan import PlanQueries
 from tests.scripted import scripted_lm
 
@@ -63,7 +64,7 @@ def test_the_offline_gatherer_teaches_both_stages_without_an_lm_call(refusing_lm
     assert all(not p.demos for _, p in gatherer.named_predictors())  # the student given is not changed
 
 
-def test_the_offline_research_program_teaches_every_stage_a_run_calls(refusing_lm, scifact_bm25, train):
+def test_the_offline_research_program_teaches_every_stage_a_run_calls(refusing_lm, scifact, scifact_bm25, train):
     program = dr.DeepResearch(retriever=scifact_bm25, depth=2, breadth=2)
     compiled = dspy.BootstrapFewShot(metric=dr.metrics.cited_recall, max_labeled_demos=0).compile(
         program, teacher=program.offline(), trainset=train
@@ -86,6 +87,12 @@ def test_the_offline_research_program_teaches_every_stage_a_run_calls(refusing_l
     numbers = [n for p in extract.passages for n in p.sentences]
     assert numbers == list(range(1, len(numbers) + 1))  # numbered on across the passages
     assert extract.quotes and set(extract.quotes) <= set(numbers)  # only sentences the LM is shown
+    # each paper as the LM assessor reads it: its title and `assess_sentences` sentences, not the whole passage
+    assess = demos["assessor.assess_relevance"][0]
+    cut = program.config.assess_sentences
+    assert cut and all(len(split_sentences(p.text)) <= cut for p in assess.papers)
+    whole = {d.title: d.text for d in scifact}
+    assert any(len(p.text) < len(whole[p.title]) for p in assess.papers)
     write = demos["writer.write_report"][0]  # sentences naming the numbered learnings they quote
     shown = {x.number: x.text for x in write.learnings}
     said = [x for section in write.sections for x in section.sentences]
