@@ -110,6 +110,9 @@ class ParallelConfig:
         speculation: `after_initial_research` (children planned with their parent, started after its
             research), `immediate` (started as soon as planned) or `none` (planned after the depth decision).
         interval_s: Seconds between two evaluations of a running node.
+        orchestration_share: The monitor asks for a score only while its prompt tokens, with the next request's,
+            stay within this share of the run's prompt tokens so far (the cost of steering kept in proportion to
+            the research it steers, whatever the model's speed and the tree's size); None: at every tick.
         satisfied_goal, satisfied_quality: A node scoring at least both is stopped with its subtree (`satisfied`).
         prune_quality: A node scoring below this quality twice in a row is stopped with its subtree (`low_value`).
         constraints: The user's constraints on sources, shown to every policy.
@@ -121,6 +124,7 @@ class ParallelConfig:
     orchestrate: bool = True
     speculation: str = "after_initial_research"
     interval_s: float = 8.0
+    orchestration_share: float | None = 0.1
     satisfied_goal: float = 0.8
     satisfied_quality: float = 0.7
     prune_quality: float = 0.3
@@ -135,6 +139,10 @@ class ParallelConfig:
             )
         if self.interval_s <= 0:
             raise ValueError(f"parallel.interval_s must be > 0, got {self.interval_s}")
+        if self.orchestration_share is not None and not 0 < self.orchestration_share <= 1:
+            raise ValueError(
+                f"parallel.orchestration_share must be in (0, 1], or None for no limit; got {self.orchestration_share}"
+            )
 
 
 @dataclass(frozen=True)

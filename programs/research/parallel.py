@@ -4,7 +4,8 @@ Planning nodes choose their breadth with a breadth policy (1..b_max subqueries, 
 tree's findings); after each research node a depth policy decides whether to go deeper; children are
 planned speculatively, alongside their parent's research; and a monitor scores every running node
 every `interval_s` and stops its subtree when its goal is met (`satisfied`) or its evidence is poor
-twice in a row (`low_value`). Every switch can be turned off (ParallelConfig) for ablations: the
+twice in a row (`low_value`). The monitor asks again only when the subtree has found something new, and
+only while its requests stay within `orchestration_share` of the run's prompt tokens. Every switch can be turned off (ParallelConfig) for ablations: the
 fixed fallbacks are the planner with `breadth` tasks, always deepening to `depth`, and no monitor.
 """
 
@@ -144,6 +145,24 @@ class Parallel:
         )
         return bool(decision.deepen)
 
+    @staticmethod
+    def _affordable(ctx: RunContext) -> bool:
+        """Whether one more evaluation keeps the monitor's prompt tokens within `orchestration_share` of the run's.
+
+        The next request is reckoned at the mean size of the monitor's requests so far (of all requests before
+        its first), so the share holds after the request, not only before it."""
+        share = ctx.config.parallel.orchestration_share
+        if share is None:
+            return True
+        usage = ctx.meter.snapshot()
+        total = sum(u.prompt_tokens for u in usage.values())
+        mine = usage.get(STAGES.orchestrate.name)
+        if mine is not None and mine.calls:
+            spent, upcoming = mine.prompt_tokens, mine.prompt_tokens / mine.calls
+        else:
+            spent, upcoming = 0, total / max(sum(u.calls for u in usage.values()), 1)
+        return spent + upcoming <= share * (total + upcoming)
+
     async def _monitor(self, ctx: RunContext, node_id: str) -> None:
         """Scores a node every interval while its subtree runs, and stops the subtree when a rule fires."""
         p = ctx.config.parallel
@@ -167,7 +186,7 @@ class Parallel:
             # Nothing to judge yet: skip the tick. Nothing new since the last score: that score stands and counts
             # again towards the rules, without a request (the same request would get the same answer, as it does
             # from DSPy's cache).
-            if (findings or doc_ids) and seen != judged:
+            if (findings or doc_ids) and seen != judged and self._affordable(ctx):
                 try:
                     score = await ctx.call(
                         STAGES.orchestrate.name,

@@ -113,6 +113,8 @@ OLD_GROUPED = {
 
 # Settings added after the grouping: older runs saved none of them, and load with their defaults
 ADDED_SINCE = ("extract_sentences", "verify_sentences")
+# settings added since to a strategy's group: group -> names
+ADDED_TO_GROUPS = {"parallel": ("orchestration_share",)}
 
 
 def deprecations(caplog) -> list[str]:
@@ -196,6 +198,9 @@ def test_an_old_flat_trace_config_loads_and_is_saved_in_the_same_form():
     assert config == preset("quick", max_lm_calls=50, verify="mark", structured=None, lm_concurrency=16)
     # the saved form is unchanged, but for the settings added since, at their defaults
     resaved = {**OLD_TRACE_CONFIG, **{name: getattr(ResearchConfig(), name) for name in ADDED_SINCE}}
+    for group, names in ADDED_TO_GROUPS.items():
+        defaults = getattr(ResearchConfig(), group)
+        resaved[group] = {**resaved[group], **{name: getattr(defaults, name) for name in names}}
     assert config.to_dict() == resaved
     assert json.loads(json.dumps(config.to_dict())) == resaved
 

@@ -194,7 +194,9 @@ def test_parallel_monitor_prunes_a_satisfied_subtree_and_records_why(scifact_bm2
                 time.sleep(0.3)  # grandchildren research slowly, so the monitor sees them running
             return scifact_bm25.search(query, k)
 
-    out, _ = run_parallel(SlowRetriever(), parallel_handler(breadth=1, scores=(0.9, 0.8)), interval_s=0.05)
+    out, _ = run_parallel(
+        SlowRetriever(), parallel_handler(breadth=1, scores=(0.9, 0.8)), interval_s=0.05, orchestration_share=None
+    )
     assert out.stats.pruned["satisfied"] >= 1 and out.stats.evaluations >= 1
     assert any(e.kind == "prune" and e.message == "satisfied" for e in out.events)
     assert "pruned" in {n.status for n in out.report.nodes()}
@@ -219,7 +221,9 @@ def test_the_monitor_asks_again_only_when_the_subtree_found_something_new(scifac
             return scifact_bm25.search(query, k)
 
     # poor evidence: quality 0.1 on each evaluation, so the second one in a row prunes (`low_value`)
-    out, lm = run_parallel(SlowRetriever(), parallel_handler(breadth=1, scores=(0.1, 0.1)), interval_s=0.05)
+    out, lm = run_parallel(
+        SlowRetriever(), parallel_handler(breadth=1, scores=(0.1, 0.1)), interval_s=0.05, orchestration_share=None
+    )
     middle = f"{QUESTION} part 1"
     scored = [inputs_of(p) for p in lm.scripted.prompts if "goal" in inputs_of(p)]
     # one request for the middle node: at the next tick nothing had changed, its score stood and counted again
@@ -227,6 +231,27 @@ def test_the_monitor_asks_again_only_when_the_subtree_found_something_new(scifac
     node = next(n for n in out.report.nodes() if n.query == middle)
     assert any(e.kind == "prune" and e.node_id == node.node_id and e.message == "low_value" for e in out.events)
     assert [c.status for c in node.children] == ["pruned"] and out.stats.evaluations == len(scored)
+
+
+def test_the_monitor_keeps_to_its_share_of_the_runs_prompt_tokens(scifact_bm25):
+    import time
+
+    class SlowRetriever:  # each search waits, so the monitor has many ticks while the tree researches
+        def search(self, query, k=10, **kw):
+            time.sleep(0.1)
+            return scifact_bm25.search(query, k)
+
+    def shares(share):
+        out, _ = run_parallel(SlowRetriever(), parallel_handler(breadth=2), interval_s=0.02, orchestration_share=share)
+        prompt = {stage: u.prompt_tokens for stage, u in out.usage.items()}
+        return prompt.get("orchestrate", 0) / sum(prompt.values()), out
+
+    unlimited, _ = shares(None)
+    limited, out = shares(0.1)
+    assert unlimited > 0.2  # at every tick the monitor would spend more than a fifth of the run
+    assert 0 < limited <= 0.1 and out.stats.evaluations >= 1
+    with pytest.raises(ValueError, match="orchestration_share must be in"):
+        ParallelConfig(orchestration_share=0.0)
 
 
 def test_the_parallel_monitor_waits_for_its_next_tick_when_the_clock_rounds_down(scifact_bm25):
