@@ -18,7 +18,9 @@ judge: citation precision and recall, micro-averaged over the questions.
 Real-model figures (SmolLM2-135M-Instruct on llama-server, whose usage is the server's own token count):
 `python -m benchmarks.bench_tokens --real [--presets eco,hero] [--depth 1 --breadth 2 --hits 3]`; every
 use of the shared server should run under `flock /tmp/llama.lock`. `--load a.json,b.json` prints the tables
-again from rows saved with `--json`.
+again from rows saved with `--json`. `--held-out` researches three questions no prompt or setting was tuned on;
+`--compile-train N` runs each preset compiled first (BootstrapFewShot, one demonstration a stage, the offline
+program teaching). The 0.5B model's runs, uncompiled and compiled, are in docs/reference/cost.md.
 
 Measured with the real model, 2026-11-23, each stage at its own output cap
 (each stage's `max_output_tokens`; the grammar bounds every string but the report): SmolLM2-135M-Instruct (llama-server,
@@ -47,9 +49,9 @@ context (one failed request; the lexical rule judged instead). Citation precisio
 by the cuts where it can be measured, and cannot be judged from this model where it is 0.
 
 Against ParallelResearch's Table 7: with its breadth policy planning one subquery and the monitor pruning one of
-three nodes, `parallel`'s orchestration (`breadth`, `deepen`, `orchestrate`) took 44-48 % of prompt tokens
-against Table 7's 6.2 % (2 min) and 5.3 % (10 min): an orchestration request (436-536 tokens) does not
-shrink with the tree, and Table 7's share comes from 19-98 nodes per question. Prompt tokens per node,
+three nodes, `parallel`'s three policies (`breadth`, `deepen`, `orchestrate`) took 44-48 % of prompt tokens
+against Table 7's 6.2 % (2 min) and 5.3 % (10 min), which counts only the monitor's scores: a policy request
+(436-536 tokens) does not shrink with the tree, and Table 7's share comes from 19-98 nodes per question. Prompt tokens per node,
 1,653-12,970 here, against Table 7's 4,948-12,493; completion / prompt 24-44 % against 5.6-7.5 %, the
 report and merge replies of this model being long. Table 7 has no assess/extract split (its research
 component is one figure), nor does it cover eco, hero or gather, so those compare only per node.
@@ -102,13 +104,27 @@ QUESTIONS = [
     "Does aspirin reduce the risk of colorectal cancer?",
     "Is vitamin D supplementation linked to fewer bone fractures?",
 ]
+# questions no prompt or setting was tuned on (`--held-out`): first used to measure the cuts, after they were made
+HELD_OUT = [
+    "Do statins reduce the risk of dementia?",
+    "Does smoking cessation lower the risk of cardiovascular disease?",
+    "Does physical exercise improve cognitive function in older adults?",
+]
 PRESETS = ("eco", "hero", "parallel", "gather")
 BEFORE = {"assess_sentences": 0, "skip_seen": "off"}
 # the reference, the assessor's cut alone, the defaults, and the defaults with `skip_seen="lineage"`
 CUTS = {"off": BEFORE, "assess": {"skip_seen": "off"}, "on": {}, "lineage": {"skip_seen": "lineage"}}
 TOKEN = re.compile(r"\w+|[^\w\s]")
-# prompt-token shares printed; `orchestrate`: ParallelResearch's orchestration (the parallel strategy's three policies)
-COMPONENTS = {"assess": ("assess",), "extract": ("extract",), "orchestrate": ("breadth", "deepen", "orchestrate")}
+# prompt-token shares printed. `orchestrate` is what ParallelResearch's Table 7 counts as orchestration: its runtime
+# orchestration, the periodic scoring of running nodes (the paper: "periodic quality and goal satisfaction
+# assessments"); `policies` are the adaptive planner's breadth and depth decisions, which the paper counts with the
+# research it plans. Rows before 2026-11-29 printed the three together as orchestration.
+COMPONENTS = {
+    "assess": ("assess",),
+    "extract": ("extract",),
+    "orchestrate": ("orchestrate",),
+    "policies": ("breadth", "deepen"),
+}
 # ParallelResearch's Table 7 (on DeepResearchGym): orchestration's share of input tokens at 2 and 10 min
 TABLE_7_ORCHESTRATION = {"2 min": 9_632 / 155_409, "10 min": 25_646 / 487_023}
 # Table 7's runs beside Table 2's node counts: (nodes, input tokens, output tokens) per question
@@ -209,8 +225,10 @@ def run(
     lm_factory,
     extra: dict | None = None,
     context: dict | None = None,
+    state: dict | None = None,
 ) -> dict:
-    """Runs `questions` with preset `name`; returns tokens per stage and the citation scores."""
+    """Runs `questions` with preset `name` (its predictors set to `state`, a compiled program's, when given);
+    returns tokens per stage and the citation scores."""
     # per stage: calls, prompt tokens, completion tokens, parse failures, fallbacks, truncated replies, failed,
     # prompt tokens the server read from its prompt cache
     stages: dict[str, list[int]] = defaultdict(lambda: [0] * 8)
@@ -220,6 +238,8 @@ def run(
     support = Support()
     for q in questions:
         program = DeepResearch(retriever=retriever, config=config_of(name, depth, breadth, hits, CUTS[cuts], extra))
+        if state is not None:
+            program.load_state(state)
         started = time.perf_counter()
         with dspy.context(lm=lm_factory(), **(context or {})):
             report = program(question=q).report
@@ -267,6 +287,8 @@ def run(
     return {
         "preset": name,
         "cuts": cuts,
+        "questions": list(questions),
+        "demos": sum(len(p.demos) for _, p in program.named_predictors()),
         "stages": dict(stages),
         "nodes": nodes,
         "calls": sum(v[0] for v in stages.values()),
@@ -287,7 +309,7 @@ def run(
 def print_rows(rows: list[dict]) -> None:
     print(
         f"{'preset':<9} {'cuts':<6} {'nodes':>5} {'calls':>5} {'prompt':>9} {'ratio':>6} {'compl.':>7} "
-        f"{'assess':>7} {'extract':>7} {'orch.':>6} {'other':>6} {'cached':>6} {'claims':>6} {'refs':>5} {'cit. P':>6} "
+        f"{'assess':>7} {'extract':>7} {'orch.':>6} {'b+d':>6} {'other':>6} {'cached':>6} {'claims':>6} {'refs':>5} {'cit. P':>6} "
         f"{'cit. R':>6} {'s':>7} {'busy':>5}"
     )
     ref = {r["preset"]: r for r in rows if r["cuts"] == "off"}
@@ -303,7 +325,7 @@ def print_rows(rows: list[dict]) -> None:
         busy = f"{r['lm_busy']:.0%}" if r.get("lm_busy") is not None else "-"  # kept since 2026-11-28
         print(
             f"{r['preset']:<9} {r['cuts']:<6} {r['nodes']:>5} {r['calls']:>5} {r['prompt']:>9} {ratio:>6.2f} "
-            f"{r['completion']:>7} {share['assess']:>7.0%} {share['extract']:>7.0%} {share['orchestrate']:>6.1%} "
+            f"{r['completion']:>7} {share['assess']:>7.0%} {share['extract']:>7.0%} {share['orchestrate']:>6.1%} {share['policies']:>6.1%} "
             f"{1 - sum(share.values()):>6.0%} {cached:>6} {r['claims']:>6} {r['references']:>5} {r['P']:>6.2f} "
             f"{r['R']:>6.2f} {r['seconds']:>7.1f} {busy:>5}"
         )
@@ -316,8 +338,10 @@ def print_rows(rows: list[dict]) -> None:
         "Algorithm 1's citation precision and recall, lexical entailment as the judge"
     )
     print(
-        "ratio: prompt tokens / the same preset's reference (cuts off) in this run; assess, extract, orch., other: "
-        "shares of the run's prompt tokens; cached: share of them the server read from its prompt cache; "
+        "ratio: prompt tokens / the same preset's reference (cuts off) in this run; assess, extract, orch., b+d, "
+        "other: shares of the run's prompt tokens (orch.: the monitor's scoring of running nodes, Table 7's "
+        "orchestration; b+d: the breadth and depth policies); cached: share of them the server read from its "
+        "prompt cache; "
         "busy: share of the runs' wall time with an LM request in flight"
     )
     print(
@@ -357,6 +381,13 @@ def print_per_request(rows: list[dict]) -> None:
             + " ".join(f"{c:>15}" for c in cells)
             + f" {t.get('parse_failures', 0):>3}/{t.get('truncated', 0):<3}"
         )
+    print("share of each stage's prompt tokens the server read from its prompt cache")
+    for r in rows:
+        cells = []
+        for n in names:
+            v = r["stages"].get(n)
+            cells.append(f"{v[7] / v[1]:>15.0%}" if v and len(v) > 7 and v[1] else f"{'-':>15}")
+        print(f"{r['preset']:<9} {r['cuts']:<6} " + " ".join(cells))
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -369,7 +400,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--depth", type=int, default=2)
     parser.add_argument("--breadth", type=int, default=3)
     parser.add_argument("--hits", type=int, default=None, help="hits per query (default: the preset's)")
-    parser.add_argument("--questions", type=int, default=len(QUESTIONS))
+    parser.add_argument("--held-out", action="store_true", help="research the held-out questions instead")
+    parser.add_argument("--questions", type=int, default=None, help="how many of the questions (default: all)")
     parser.add_argument("--first", type=int, default=0, help="index of the first question run")
     parser.add_argument("--passage-chars", type=int, default=600, help="--real: characters of each passage shown")
     parser.add_argument(
@@ -381,6 +413,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     )
     parser.add_argument(
         "--cuts", default=None, help=f"settings to run, of {', '.join(CUTS)} (default: all; --real: off,on,lineage)"
+    )
+    parser.add_argument(
+        "--compile-train",
+        type=int,
+        default=0,
+        help="--real: run each preset compiled by BootstrapFewShot (one demonstration a stage, the offline program "
+        "teaching, no LM call) on this many SciFact train claims",
     )
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     parser.add_argument(
@@ -401,10 +440,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     corpus = load_corpus(Path(args.data) / "scifact")
     texts = {d.doc_id: d.text for d in corpus}
     retriever = BM25Retriever(corpus)
-    questions = QUESTIONS[args.first : args.first + args.questions]
+    pool = HELD_OUT if args.held_out else QUESTIONS
+    questions = pool[args.first : args.first + (args.questions or len(pool))]
     presets = [p for p in args.presets.split(",") if p]
     rows = []
     if args.real:
+        from benchmarks.report_quality import compile_on_train
         from deepresearch.programs.lm.models import SchemaAdapter, make_lm
         from deepresearch.programs.lm.usage import output_limits
         from tests.real_lm.server import LlamaServer
@@ -438,6 +479,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
             for name in presets:
                 for cuts in (args.cuts or "off,on,lineage").split(","):
+                    state = None
+                    if args.compile_train:
+                        program = DeepResearch(
+                            retriever=retriever,
+                            config=config_of(name, args.depth, args.breadth, hits, CUTS[cuts], extra),
+                        )
+                        with dspy.context(lm=factory(), adapter=SchemaAdapter()):
+                            state = compile_on_train(
+                                program, SimpleNamespace(seed=0, compile_train=args.compile_train, demos=1), {}
+                            ).dump_state()
                     rows.append(
                         run(
                             name,
@@ -451,6 +502,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                             factory,
                             extra=extra,
                             context={"adapter": SchemaAdapter()},
+                            state=state,
                         )
                     )
                     print(json.dumps({k: v for k, v in rows[-1].items()}), flush=True)
@@ -481,7 +533,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print("model: scripted (tests/research_lm.py); tokens = words and punctuation marks of messages and replies")
     print(
         f"shape: depth {args.depth} x breadth {args.breadth}, hits per query "
-        f"{(args.hits or 3) if args.real else (args.hits or 'as the preset')}, {len(questions)} SciFact questions per row"
+        f"{(args.hits or 3) if args.real else (args.hits or 'as the preset')}, {len(questions)} {'held-out ' if args.held_out else ''}questions per row over SciFact's corpus"
     )
     print(machine_line())
     print_rows(rows)
