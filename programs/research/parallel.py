@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
+from dataclasses import dataclass, field
 
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.research.strategy import plan_root, question_task, research_task
@@ -25,6 +27,18 @@ logger = logging.getLogger(__name__)
 
 MAX_FINDINGS_SHOWN = 40
 PRUNE_REASONS = ("satisfied", "low_value", STAGES.deepen.research_attr_name)
+
+
+@dataclass
+class _Steering:
+    """What the strategy keeps for one run: the breadth policy's answers by (query, findings), and how many of
+    the monitor's requests are under way."""
+
+    plans: dict[tuple[str, tuple[str, ...]], list[str]] = field(default_factory=dict)
+    scoring: int = 0
+
+
+_RUNS: weakref.WeakKeyDictionary[RunContext, _Steering] = weakref.WeakKeyDictionary()
 
 
 class Parallel:
@@ -61,9 +75,9 @@ class Parallel:
         findings = [x.text for n in ctx.store.nodes.values() for x in n.learnings][-MAX_FINDINGS_SHOWN:]
         # The same query over the same findings gets the answer it already got: where the root is not split, the
         # question's own node would otherwise ask again, before it has found anything, what the root was asked.
-        asked = (query, tuple(findings))
-        if asked not in ctx.plans:
-            ctx.plans[asked] = (
+        asked, plans = (query, tuple(findings)), _RUNS.setdefault(ctx, _Steering()).plans
+        if asked not in plans:
+            plans[asked] = (
                 await ctx.call(
                     STAGES.breadth.name,
                     query=query,
@@ -72,7 +86,7 @@ class Parallel:
                     max_breadth=p.max_breadth,
                 )
             ).subqueries
-        return [Task(query=q, goal=f"Part of: {query}") for q in ctx.plans[asked]]
+        return [Task(query=q, goal=f"Part of: {query}") for q in plans[asked]]
 
     async def _spawn(
         self, ctx: RunContext, tasks: list[Task], parent_id: str | None, level: int, breadth: int
@@ -149,8 +163,9 @@ class Parallel:
     def _affordable(ctx: RunContext) -> bool:
         """Whether one more evaluation keeps the monitor's prompt tokens within `orchestration_share` of the run's.
 
-        The next request is reckoned at the mean size of the monitor's requests so far (of all requests before
-        its first), so the share holds after the request, not only before it."""
+        The next request, and each of the monitor's requests still under way (other nodes' monitors), are
+        reckoned at the mean size of its requests so far (of all requests, before its first), so the share holds
+        once they are answered, not only before they are sent."""
         share = ctx.config.parallel.orchestration_share
         if share is None:
             return True
@@ -158,9 +173,10 @@ class Parallel:
         total = sum(u.prompt_tokens for u in usage.values())
         mine = usage.get(STAGES.orchestrate.name)
         if mine is not None and mine.calls:
-            spent, upcoming = mine.prompt_tokens, mine.prompt_tokens / mine.calls
+            spent, size = mine.prompt_tokens, mine.prompt_tokens / mine.calls
         else:
-            spent, upcoming = 0, total / max(sum(u.calls for u in usage.values()), 1)
+            spent, size = 0, total / max(sum(u.calls for u in usage.values()), 1)
+        upcoming = size * (1 + _RUNS.setdefault(ctx, _Steering()).scoring)
         return spent + upcoming <= share * (total + upcoming)
 
     async def _monitor(self, ctx: RunContext, node_id: str) -> None:
@@ -187,6 +203,8 @@ class Parallel:
             # again towards the rules, without a request (the same request would get the same answer, as it does
             # from DSPy's cache).
             if (findings or doc_ids) and seen != judged and self._affordable(ctx):
+                steering = _RUNS.setdefault(ctx, _Steering())
+                steering.scoring += 1
                 try:
                     score = await ctx.call(
                         STAGES.orchestrate.name,
@@ -202,6 +220,8 @@ class Parallel:
                 except Exception as err:  # a failed evaluation never stops research
                     logger.warning("evaluating node %s failed: %s: %s", node_id, type(err).__name__, err)
                     score = judged = None
+                finally:
+                    steering.scoring -= 1
                 if score is not None:
                     ctx.count(evaluations=1)
                     ctx.events.emit(

@@ -168,7 +168,6 @@ class RunContext:
         self.pruned: dict[str, str] = {}  # node id -> why its subtree was stopped
         self.gathered: dict[str, Any] | None = None  # the `gather` strategy's loop result, for the report
         self.write_error: OSError | None = None  # the first run file that could not be written (`write_failed`)
-        self.plans: dict[tuple[str, tuple[str, ...]], list[str]] = {}  # (query, findings) -> the subqueries planned
         self._twins: dict[str, dspy.Module] = {}  # stage name -> its offline twin, built when first needed
         self._running: dict[str, asyncio.Task] = {}
         self._changed = asyncio.Event()

@@ -250,6 +250,13 @@ def test_the_monitor_keeps_to_its_share_of_the_runs_prompt_tokens(scifact_bm25):
     limited, out = shares(0.1)
     assert unlimited > 0.2  # at every tick the monitor would spend more than a fifth of the run
     assert 0 < limited <= 0.1 and out.stats.evaluations >= 1
+    # slow scores: several nodes' monitors ask at once, and the requests under way count before they are answered
+    config = preset("parallel", depth=2, breadth=3, deadline_s=60.0, parallel=ParallelConfig(interval_s=0.02))
+    lm = scripted_lm(parallel_handler(breadth=3), delay=lambda m: 0.3 if "goal" in inputs_of(m) else 0.0)
+    with dspy.context(lm=lm):
+        out = DeepResearch(retriever=SlowRetriever(), config=config)(question=QUESTION)
+    assert out.usage["orchestrate"].calls >= 1
+    assert out.usage["orchestrate"].prompt_tokens <= 0.1 * sum(u.prompt_tokens for u in out.usage.values())
     with pytest.raises(ValueError, match="orchestration_share must be in"):
         ParallelConfig(orchestration_share=0.0)
 
