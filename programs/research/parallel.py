@@ -5,8 +5,9 @@ tree's findings); after each research node a depth policy decides whether to go 
 planned speculatively, alongside their parent's research; and a monitor scores every running node
 every `interval_s` and stops its subtree when its goal is met (`satisfied`) or its evidence is poor
 twice in a row (`low_value`). The monitor asks again only when the subtree has found something new, and
-only while its requests stay within `orchestration_share` of the run's prompt tokens. Every switch can be turned off (ParallelConfig) for ablations: the
-fixed fallbacks are the planner with `breadth` tasks, always deepening to `depth`, and no monitor.
+only while its requests stay within `orchestration_share` of the run's prompt tokens. Every switch can be
+turned off (ParallelConfig) for ablations: the fixed fallbacks are the planner with `breadth` tasks, always
+deepening to `depth`, and no monitor.
 """
 
 from __future__ import annotations
