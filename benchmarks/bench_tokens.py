@@ -421,6 +421,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
         help="--real: run each preset compiled by BootstrapFewShot (one demonstration a stage, the offline program "
         "teaching, no LM call) on this many SciFact train claims",
     )
+    parser.add_argument(
+        "--compiled-stages",
+        default=None,
+        help="with --compile-train: keep the demonstrations of these predictors only (comma-separated name "
+        "prefixes, e.g. planner), the others as uncompiled",
+    )
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     parser.add_argument(
         "--load",
@@ -486,9 +492,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
                             config=config_of(name, args.depth, args.breadth, hits, CUTS[cuts], extra),
                         )
                         with dspy.context(lm=factory(), adapter=SchemaAdapter()):
-                            state = compile_on_train(
+                            compiled = compile_on_train(
                                 program, SimpleNamespace(seed=0, compile_train=args.compile_train, demos=1), {}
-                            ).dump_state()
+                            )
+                            if args.compiled_stages:
+                                kept = tuple(args.compiled_stages.split(","))
+                                for predictor_name, predictor in compiled.named_predictors():
+                                    if not predictor_name.startswith(kept):
+                                        predictor.demos = []
+                            state = compiled.dump_state()
                     rows.append(
                         run(
                             name,
