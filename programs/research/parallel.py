@@ -161,10 +161,10 @@ class Parallel:
         return bool(decision.deepen)
 
     @staticmethod
-    def _affordable(ctx: RunContext) -> bool:
+    def _affordable(ctx: RunContext, under_way: int) -> bool:
         """Whether one more evaluation keeps the monitor's prompt tokens within `orchestration_share` of the run's.
 
-        The next request, and each of the monitor's requests still under way (other nodes' monitors), are
+        The next request, and the monitor's `under_way` requests not yet answered (other nodes' monitors), are
         reckoned at the mean size of its requests so far (of all requests, before its first), so the share holds
         once they are answered, not only before they are sent."""
         share = ctx.config.parallel.orchestration_share
@@ -177,12 +177,16 @@ class Parallel:
             spent, size = mine.prompt_tokens, mine.prompt_tokens / mine.calls
         else:
             spent, size = 0, total / max(sum(u.calls for u in usage.values()), 1)
-        upcoming = size * (1 + _RUNS.setdefault(ctx, _Steering()).scoring)
+        upcoming = size * (1 + under_way)
         return spent + upcoming <= share * (total + upcoming)
 
     async def _monitor(self, ctx: RunContext, node_id: str) -> None:
-        """Scores a node every interval while its subtree runs, and stops the subtree when a rule fires."""
+        """Scores a node every interval while its subtree runs, and stops the subtree when a rule fires.
+
+        A score stands while the subtree finds nothing new: it counts again towards the rules at each tick,
+        without a request (the same request would get the same answer, as it does from DSPy's cache)."""
         p = ctx.config.parallel
+        steering = _RUNS.setdefault(ctx, _Steering())
         loop = asyncio.get_running_loop()
         start = loop.time()
         ticks, low_streak = 1, 0
@@ -197,51 +201,48 @@ class Parallel:
             nodes = [ctx.store.get(i) for i in ctx.store.subtree(node_id)]
             findings = [x.text for n in nodes for x in n.learnings][-MAX_FINDINGS_SHOWN:]
             doc_ids = [d for n in nodes for d in n.relevant_ids]
-            titles = {d.doc_id: d.title for _, d in ctx.registry.items()}
-            context = "; ".join(dict.fromkeys(titles.get(d, d) for d in doc_ids))[:2000]
-            seen = (tuple(findings), context)
-            # Nothing to judge yet: skip the tick. Nothing new since the last score: that score stands and counts
-            # again towards the rules, without a request (the same request would get the same answer, as it does
-            # from DSPy's cache).
-            if (findings or doc_ids) and seen != judged and self._affordable(ctx):
-                steering = _RUNS.setdefault(ctx, _Steering())
-                steering.scoring += 1
-                try:
-                    score = await ctx.call(
-                        STAGES.orchestrate.name,
-                        goal=ctx.store.get(node_id).query,
-                        user_constraints=p.constraints,
-                        context_summary=context,
-                        findings=findings,
-                    )
-                    judged = seen
-                except BudgetExceeded as err:
-                    ctx.stop(str(err))
-                    return
-                except Exception as err:  # a failed evaluation never stops research
-                    logger.warning("evaluating node %s failed: %s: %s", node_id, type(err).__name__, err)
-                    score = judged = None
-                finally:
-                    steering.scoring -= 1
-                if score is not None:
-                    ctx.count(evaluations=1)
-                    ctx.events.emit(
-                        "stage_end",
-                        node_id=node_id,
-                        stage=STAGES.orchestrate.name,
-                        message=score.rationale,
-                        counts={"goal_satisfaction": score.goal_satisfaction, "quality": score.quality},
-                    )
-            if score is not None and seen == judged:
-                low_streak = low_streak + 1 if score.quality < p.prune_quality else 0
-                reason = None
-                if score.goal_satisfaction >= p.satisfied_goal and score.quality >= p.satisfied_quality:
-                    reason = "satisfied"
-                elif low_streak >= 2:
-                    reason = "low_value"
-                if reason and node_id not in ctx.pruned:
-                    ctx.prune(node_id, reason)
-                    return
+            if findings or doc_ids:  # nothing to judge yet: skip the tick
+                titles = {d.doc_id: d.title for _, d in ctx.registry.items()}
+                context = "; ".join(dict.fromkeys(titles.get(d, d) for d in doc_ids))[:2000]
+                seen = (tuple(findings), context)
+                if seen != judged and self._affordable(ctx, steering.scoring):
+                    steering.scoring += 1
+                    try:
+                        score = await ctx.call(
+                            STAGES.orchestrate.name,
+                            goal=ctx.store.get(node_id).query,
+                            user_constraints=p.constraints,
+                            context_summary=context,
+                            findings=findings,
+                        )
+                        judged = seen
+                    except BudgetExceeded as err:
+                        ctx.stop(str(err))
+                        return
+                    except Exception as err:  # a failed evaluation never stops research
+                        logger.warning("evaluating node %s failed: %s: %s", node_id, type(err).__name__, err)
+                        score = judged = None
+                    finally:
+                        steering.scoring -= 1
+                    if score is not None:
+                        ctx.count(evaluations=1)
+                        ctx.events.emit(
+                            "stage_end",
+                            node_id=node_id,
+                            stage=STAGES.orchestrate.name,
+                            message=score.rationale,
+                            counts={"goal_satisfaction": score.goal_satisfaction, "quality": score.quality},
+                        )
+                if score is not None and seen == judged:
+                    low_streak = low_streak + 1 if score.quality < p.prune_quality else 0
+                    reason = None
+                    if score.goal_satisfaction >= p.satisfied_goal and score.quality >= p.satisfied_quality:
+                        reason = "satisfied"
+                    elif low_streak >= 2:
+                        reason = "low_value"
+                    if reason and node_id not in ctx.pruned:
+                        ctx.prune(node_id, reason)
+                        return
             # the next tick after now: a tick that passed while the evaluation ran is skipped. At least the next
             # one: (due - start) // interval may round down to the tick just handled, and a monitor that waited
             # for it again would not wait at all (on a virtual clock, forever)
