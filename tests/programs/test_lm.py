@@ -91,6 +91,28 @@ def test_bounds_reach_only_the_decoder_a_longer_reply_still_parses(make_lm):
     assert sent[0].config.response_format is not None
 
 
+def test_a_schema_request_ends_with_its_inputs_the_schema_says_the_rest(make_lm):
+    sent, prompts = [], []
+
+    def handler(messages, request):
+        sent.append(request)
+        prompts.append(messages)
+        return json.dumps({"quotes": [1], "follow_up_questions": []})
+
+    with dspy.context(lm=make_lm(handler), adapter=SchemaAdapter()):
+        asyncio.run(
+            Extractor().acall(
+                question="q",
+                task=Task(query="q", goal="g"),
+                sources=[_trial(1, "Aspirin lowered the rate of stroke by 12%.")],
+            )
+        )
+    last = prompts[0][-1]["content"]
+    assert last.endswith('12%."}}]')  # the passages close the request: no reminder after them
+    assert "Respond with" not in json.dumps(prompts[0])
+    assert set(sent[0].config.response_format["schema"]["required"]) == {"quotes", "follow_up_questions"}
+
+
 def test_a_quote_names_a_sentence_shown_and_is_cited_with_its_passage(make_lm):
     # sentences are numbered on across the passages: the grammar allows only a number shown, the code quotes
     # the sentence and cites its passage's source
