@@ -9,7 +9,7 @@ action), LM calls and seconds, with paired bootstrap 95 % intervals of compiled 
 the floor. Results go to `--out` after each program, so an interrupted run keeps what it measured.
 
     python -m benchmarks.gather_teacher --lm openai/qwen05 --api-base http://127.0.0.1:8091/v1 \\
-        --train 12 --dev 30 --iterations 1 --demos 1 --out benchmarks/gather_teacher_qwen05.json
+        --train 12 --dev 30 --iterations 1 --demos 3 --min-score 1.0 --out benchmarks/gather_teacher_qwen05.json
 """
 
 from __future__ import annotations
@@ -70,14 +70,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dev", type=int, default=30)
     parser.add_argument("--iterations", type=int, default=1, help="rounds of the loop (T)")
     parser.add_argument("--demos", type=int, default=1, help="bootstrapped demonstrations per predictor")
+    parser.add_argument(
+        "--min-score",
+        type=float,
+        default=1.0,
+        help="the teacher's F1 on a training claim for its trace to become a demonstration (DSPy's "
+        "metric_threshold); 1.0 keeps only claims the offline program got entirely right",
+    )
     parser.add_argument("--workers", type=int, default=2, help="claims evaluated at once (the server's slots)")
     parser.add_argument("--lm-timeout", type=float, default=900.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--reuse",
         default=None,
-        help="a results file of an earlier run on the same split: its offline floor and uncompiled scores are "
-        "taken for the first --dev claims, and only the compiled program runs",
+        help="a results file of an earlier run on the same split: its uncompiled scores are taken for the first "
+        "--dev claims, and only the offline floor (no LM) and the compiled program run",
     )
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
@@ -100,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "iterations": args.iterations,
         "demos": args.demos,
+        "min_score": args.min_score,
     }
 
     def save() -> None:
@@ -110,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     if earlier is not None:  # the same seeded split: its first --dev claims are this run's dev claims
         if earlier["split"]["dev_ids"][: len(dev)] != report["split"]["dev_ids"]:
             raise SystemExit(f"{args.reuse} was measured on another split; rerun without --reuse")
-        for name in ("offline_floor", "uncompiled"):
+        for name in ("uncompiled",):
             kept = {k: earlier[name][k][: len(dev)] for k in ("scores", "failed", "no_round") if k in earlier[name]}
             whole = len(earlier[name]["scores"]) == len(dev)  # its own counts hold for these claims
             counts = {
@@ -119,8 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             }
             f1 = sum(kept["scores"]) / len(dev)
             report[name] = {**earlier[name], **kept, **counts, "f1": f1, "from": args.reuse}
-    else:
-        report["offline_floor"] = score(gatherer.offline(), dev, 1, calls)
+    report["offline_floor"] = score(gatherer.offline(), dev, 1, calls)
     save()
     with dspy.context(lm=lm, adapter=SchemaAdapter() if args.api_base else None):
         if earlier is None:
@@ -128,7 +135,11 @@ def main(argv: list[str] | None = None) -> int:
             save()
         before, started = calls(), time.perf_counter()
         teacher = dspy.BootstrapFewShot(
-            metric=gather_f1, max_bootstrapped_demos=args.demos, max_labeled_demos=0, max_rounds=1
+            metric=gather_f1,
+            metric_threshold=args.min_score,
+            max_bootstrapped_demos=args.demos,
+            max_labeled_demos=0,
+            max_rounds=1,
         )
         compiled = teacher.compile(gatherer, teacher=gatherer.offline(), trainset=train)
         report["compile"] = {

@@ -115,12 +115,17 @@ def compile_on_train(program: dr.DeepResearch, args: argparse.Namespace, report:
     train = train[: args.compile_train]
     calls, started = len(dspy.settings.lm.history), time.perf_counter()
     optimizer = dspy.BootstrapFewShot(
-        metric=dr.metrics.cited_recall, max_bootstrapped_demos=args.demos, max_labeled_demos=0, max_rounds=1
+        metric=dr.metrics.cited_recall,
+        metric_threshold=args.min_score,
+        max_bootstrapped_demos=args.demos,
+        max_labeled_demos=0,
+        max_rounds=1,
     )
     compiled = optimizer.compile(program, teacher=program.offline(), trainset=train)
     report["compile"] = {
         "train": f"{len(train)} SciFact train claims (seed {args.seed}), disjoint from the questions",
         "train_ids": [x.query_id for x in train],
+        "min_score": args.min_score,
         "lm_calls": len(dspy.settings.lm.history) - calls,
         "seconds": round(time.perf_counter() - started, 1),
         "demos": {n: len(p.demos) for n, p in compiled.named_predictors() if p.demos},
@@ -139,6 +144,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lm-timeout", type=float, default=900.0)
     parser.add_argument("--compile-train", type=int, default=0, help="also compile on this many train claims")
     parser.add_argument("--demos", type=int, default=1, help="bootstrapped demonstrations per predictor")
+    parser.add_argument(
+        "--min-score",
+        type=float,
+        default=1.0,
+        help="the teacher's recall on a training claim for its trace to become a demonstration (DSPy's "
+        "metric_threshold); 1.0 keeps only claims whose gold papers the offline program cited all of",
+    )
+    parser.add_argument(
+        "--reuse",
+        default=None,
+        help="a results file of an earlier run on the same questions: its uncompiled model's row is taken, and "
+        "only the offline program and the compiled one run",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="questions researched at a time")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
@@ -162,8 +180,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.lm:
         lm = server_lm(args.lm, args.api_base, args.lm_timeout)
         program = dr.DeepResearch(retriever=retriever, config=config)
+        earlier = json.loads(Path(args.reuse).read_text(encoding="utf-8")) if args.reuse else None
         with dspy.context(lm=lm, adapter=SchemaAdapter() if args.api_base else None):
-            report[args.lm] = run(program, questions, args.jobs)
+            if earlier is not None:
+                asked = [r["query_id"] for r in earlier[args.lm]["questions"]]
+                if asked != [x.query_id for x in questions]:
+                    raise SystemExit(f"{args.reuse} was measured on other questions; rerun without --reuse")
+                report[args.lm] = {**earlier[args.lm], "from": args.reuse, "command": earlier["command"]}
+            else:
+                report[args.lm] = run(program, questions, args.jobs)
             names.append(args.lm)
             out.write_text(json.dumps(report, indent=2), encoding="utf-8")
             if args.compile_train:
