@@ -109,7 +109,7 @@ class PaperPreview(BaseModel):
 
 
 # Behaviour: ScholarGym's AssessCandidates, abstract-only mode plus an uncertain label. Wording is ours.
-# Shaped for small models (issue 27): one label per candidate and nothing else, in an object keyed by the
+# Shaped for small models: one label per candidate and nothing else, in an object keyed by the
 # candidates' numbers, so under a JSON schema (SchemaAdapter) every id is required once and no other id can be
 # written; the planner's notes are composed from the labels by the stage, not written by the LM.
 class LabelCandidates(dspy.Signature):

@@ -36,7 +36,7 @@ class ClaimVerdict(BaseModel):
     )
 
 
-# Behaviour: issue 17 (in-pipeline citation check); ScholarQABench's support judgement, made while writing.
+# Behaviour: an in-pipeline citation check; ScholarQABench's support judgement, made while writing.
 # Wording is ours.
 class VerifyClaims(dspy.Signature):
     """Check each sentence of a draft research report against the passages given with it.

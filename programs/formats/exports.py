@@ -4,7 +4,7 @@
 A small writer rather than a library: the entries are flat (title, authors, year, venue, DOI, URL, a note)
 and what matters is escaping and keys, which fit in a few lines here; the tests read the file back
 with `bibtexparser`, an independent parser, so the writer's output is checked by something it did not write.
-The libraries were tried (issue 31) and delete nothing here: bibtexparser 2.1's writer lays out what it is
+The libraries were tried and delete nothing here: bibtexparser 2.1's writer lays out what it is
 given and leaves escaping to a pylatexenc middleware that turns every accent into a macro (UTF-8 lost) and
 runs over `doi` and `url` too (escaped underscores, a URL macro); pybtex 0.26's leaves `$`, `^`, braces and
 backslashes as they are, escapes `_` in URLs and splits an organisation's name into given and family names.

@@ -77,7 +77,7 @@ __all__ = [
 GATHER_STAGES: dict[str, str] = STAGES.gather()
 
 # Predictors that changed shape, by their last path component (or last two): a compiled file holding one was
-# tuned for a signature this code no longer has, so its demos and instructions would not fit (issue 27).
+# tuned for a signature this code no longer has, so its demos and instructions would not fit.
 RETIRED_PREDICTORS: dict[str, str] = {
     "assess_candidates": "the gathering assessor now writes one label per candidate (label_candidates)",
     "extract_learnings.predict": "the extractor now quotes sentences by number (extract_learnings)",

@@ -19,7 +19,7 @@ httpx's `AsyncClient` sends the requests: it is already installed with dspy/lite
 (a research run searches from asyncio tasks) and it has explicit timeouts.
 The retry loop stays hand-written: with tenacity (installed with dspy) the loop's own retry lines (attempt
 count, backoff, no wait after the last try) became as many lines of configuration, and carrying the reason and
-`Retry-After` through it took an exception class and a wait function: 26 lines more in all (issue 31).
+`Retry-After` through it took an exception class and a wait function: 26 lines more in all.
 """
 
 from __future__ import annotations
