@@ -108,6 +108,13 @@ class PaperPreview(BaseModel):
     text: str
 
 
+class CandidatePreview(PaperPreview):
+    """A candidate of one search as the gathering assessor sees it: its preview and how closely the search
+    engine matched it."""
+
+    match: float = Field(description="its search score as a share of the best score of this search: 1.0 for the best")
+
+
 # Behaviour: ScholarGym's AssessCandidates, abstract-only mode plus an uncertain label. Wording is ours.
 # Shaped for small models: one label per candidate and nothing else, in an object keyed by the
 # candidates' numbers, so under a JSON schema (SchemaAdapter) every id is required once and no other id can be
@@ -121,7 +128,7 @@ class LabelCandidates(dspy.Signature):
     question: str = dspy.InputField()
     subquery: str = dspy.InputField(desc="the search that found these papers")
     checklist: str = dspy.InputField(desc="criteria a relevant paper meets; may be empty")
-    candidates: list[PaperPreview] = dspy.InputField()
+    candidates: list[CandidatePreview] = dspy.InputField()
     relevance: dict[str, Label] = dspy.OutputField(desc="one label for every paper_id shown, nothing else")
 
 

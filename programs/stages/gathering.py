@@ -41,9 +41,9 @@ from deepresearch.retrievers.passages import sentences as split_sentences
 from deepresearch.retrievers.types import Hit, Retriever, search_async
 from deepresearch.signatures.gather import (
     CandidatePaper,
+    CandidatePreview,
     Feedback,
     LabelCandidates,
-    PaperPreview,
     PlannedSearch,
     PlanSubqueries,
     RecheckCandidate,
@@ -122,17 +122,23 @@ class SubqueryPlanner(Stage):
         )
 
 
-def preview(hit: Hit, key: str, wanted: set[str], sentences: int, chars: int | None) -> PaperPreview:
-    """What the assessor reads of a candidate, shown under `key`: its title and the `sentences` sentences of its
+def preview(hit: Hit, key: str, wanted: set[str], sentences: int, chars: int | None, best: float) -> CandidatePreview:
+    """What the assessor reads of a candidate, shown under `key`: its title, the `sentences` sentences of its
     text that share the most key terms (prefix-stemmed) with the question and subquery (`wanted`), kept in their
-    order, at most `chars` characters; the whole text (cut at `chars`) when `sentences` is 0 or it has no more."""
+    order, at most `chars` characters (the whole text, cut at `chars`, when `sentences` is 0 or it has no more),
+    and its score as a share of `best`, the best score of its search."""
     text = hit.doc.text
     parts = split_sentences(text) if sentences > 0 else []
     if len(parts) > sentences > 0:
         hits = [len(wanted & {stem(t) for t in key_terms(p)}) for p in parts]
-        best = sorted(range(len(parts)), key=lambda i: (-hits[i], i))[:sentences]
-        text = " ".join(parts[i] for i in sorted(best))
-    return PaperPreview(paper_id=key, title=hit.doc.title, text=text if chars is None else clip(text, chars))
+        top = sorted(range(len(parts)), key=lambda i: (-hits[i], i))[:sentences]
+        text = " ".join(parts[i] for i in sorted(top))
+    return CandidatePreview(
+        paper_id=key,
+        title=hit.doc.title,
+        text=text if chars is None else clip(text, chars),
+        match=round(hit.score / best, 2) if best > 0 else 1.0,
+    )
 
 
 def labels_feedback(hits: list[Hit], judgements: list[Judgement], unlabelled: int) -> str:
@@ -172,6 +178,7 @@ class CandidateAssessor(Stage):
         self.label_candidates = dspy.Predict(LabelCandidates)
         self.recheck_candidate = dspy.Predict(RecheckCandidate)
         self.second_look, self.preview_chars, self.sentences = second_look, preview_chars, sentences
+        self._best: dict[tuple[str, str], float] = {}  # (question, subquery) -> its first page's top score
 
     @classmethod
     def from_config(cls, config: Any, retriever: Any) -> CandidateAssessor:
@@ -180,12 +187,20 @@ class CandidateAssessor(Stage):
 
     def shown(
         self, question: str, subquery: str, hits: list[Hit], preview_chars: int | None = None
-    ) -> list[PaperPreview]:
+    ) -> list[CandidatePreview]:
         """The candidates as the LM reads them, numbered 1, 2, ... in the order of `hits`."""
         wanted = {stem(t) for t in key_terms(f"{question} {subquery}")}
         chars = self.preview_chars if preview_chars is None else preview_chars
+        best = self.best_score(question, subquery, hits)
         # short keys: a small model copies digits one by one
-        return [preview(h, str(n), wanted, self.sentences, chars) for n, h in enumerate(hits, start=1)]
+        return [preview(h, str(n), wanted, self.sentences, chars, best) for n, h in enumerate(hits, start=1)]
+
+    def best_score(self, question: str, subquery: str, hits: list[Hit]) -> float:
+        """The best score `subquery` returned: its first page's top hit, remembered for the pages after it."""
+        key = (question, subquery)
+        if hits and (hits[0].rank == 1 or key not in self._best):
+            self._best[key] = max(h.score for h in hits)
+        return self._best.get(key, 0.0)
 
     async def aforward(
         self,
@@ -398,7 +413,6 @@ class OfflineCandidateAssessor(CandidateAssessor):
         if not 0 <= min_coverage <= 1:
             raise ValueError(f"min_coverage must be in [0, 1], got {min_coverage}")
         self.min_ratio, self.min_coverage = min_ratio, min_coverage
-        self._best: dict[tuple[str, str], float] = {}  # (question, subquery) -> its first page's top score
 
     @classmethod
     def from_config(cls, config: Any, retriever: Any) -> OfflineCandidateAssessor:
@@ -415,10 +429,7 @@ class OfflineCandidateAssessor(CandidateAssessor):
     ) -> dspy.Prediction:
         # preview_chars and second_look are the LM assessor's settings: this one reads the whole text once
         wanted = {stem(t) for t in key_terms(plain_brief(question), min_len=1)}
-        key = (question, subquery)
-        if hits and (hits[0].rank == 1 or key not in self._best):
-            self._best[key] = max(h.score for h in hits)
-        best = self._best.get(key, 0.0)
+        best = self.best_score(question, subquery, hits)
         judgements = []
         for h in hits:
             ratio, coverage = evidence(wanted, h.doc.title, h.doc.text, h.score, best)

@@ -15,11 +15,12 @@ from deepresearch.programs.gather.artifacts import GatherResult
 from deepresearch.programs.gather.baselines import DirectQuery
 from deepresearch.programs.gather.loop import CandidateAssessor, GatherConfig, Gatherer
 from deepresearch.programs.lm.models import SchemaAdapter
+from deepresearch.programs.stages.gathering import OfflineCandidateAssessor
 from deepresearch.retrievers import BM25Retriever, Corpus, Doc
 from deepresearch.retrievers.types import Hit
 from deepresearch.signatures.gather import (
+    CandidatePreview,
     LabelCandidates,
-    PaperPreview,
     PlanSubqueries,
     RecheckCandidate,
     WriteSearchQuery,
@@ -242,7 +243,41 @@ def test_assessor_shows_each_candidate_its_title_and_best_sentences_only(make_lm
         "paper_id": "1",
         "title": "A trial",
         "text": "Vitamin D lowers fracture risk in older adults. Fracture rates fell further with calcium.",
+        "match": 1.0,
     }
+
+
+def test_assessor_shows_each_candidates_score_as_a_share_of_its_searchs_best_page_after_page(make_lm, routed):
+    def hits(scores, first_rank):
+        return [
+            Hit(doc=Doc(doc_id=f"d{first_rank + i}", title="t", text="x."), score=s, rank=first_rank + i)
+            for i, s in enumerate(scores)
+        ]
+
+    lm = make_lm(routed({LabelCandidates: {"relevance": {"1": "irrelevant"}}}))
+    assessor = CandidateAssessor()
+    shown = []
+    with dspy.context(lm=lm):
+        for page in (hits([4.0, 3.8, 2.0], 1), hits([1.0], 11)):  # the second page: the next results of the search
+            asyncio.run(assessor.acall(question="q", subquery="s", checklist="", hits=page))
+            shown.append([c["match"] for c in json.loads(inputs_of(lm.scripted.prompts[-1])["candidates"])])
+    assert shown == [[1.0, 0.95, 0.5], [0.25]]
+
+
+def test_the_offline_assessor_teaches_with_the_score_it_keeps_candidates_on(retriever):
+    # the twin keeps a candidate scoring at least 0.9 of its search's best: the view it records for the LM
+    # assessor to learn from shows that share, so the rule behind each label is in the demonstration
+    hits = retriever.search("alpha", 20)
+    twin = OfflineCandidateAssessor()
+    with dspy.context(trace=[]):
+        out = asyncio.run(twin.acall(question="alpha", subquery="alpha", checklist="", hits=hits))
+        ((_, inputs, shown),) = dspy.settings.trace
+    matches = [c.match for c in inputs["candidates"]]
+    labels = [shown.relevance[c.paper_id] for c in inputs["candidates"]]
+    assert matches == [round(h.score / hits[0].score, 2) for h in hits] and matches[0] == 1.0
+    assert "relevant" in labels and "irrelevant" in labels
+    assert all((label == "relevant") == (m >= 0.9) for m, label in zip(matches, labels))
+    assert labels == [j.label for j in out.judgements]
 
 
 def test_assessor_reply_in_the_json_format_parses_and_its_schema_requires_each_shown_id_once(make_lm):
@@ -251,7 +286,7 @@ def test_assessor_reply_in_the_json_format_parses_and_its_schema_requires_each_s
     with dspy.context(lm=lm, adapter=SchemaAdapter()):
         out = asyncio.run(CandidateAssessor().acall(question="q", subquery="s", checklist="", hits=hits))
     assert [j.label for j in out.judgements] == ["relevant", "irrelevant"]
-    papers = [PaperPreview(paper_id=str(n), title="t", text="x") for n in (1, 2)]
+    papers = [CandidatePreview(paper_id=str(n), title="t", text="x", match=1.0) for n in (1, 2)]
     schema = SchemaAdapter()._response_format(LabelCandidates, {"candidates": papers})["json_schema"]["schema"]
     labels = schema["properties"]["relevance"]
     assert labels["required"] == ["1", "2"] and labels["additionalProperties"] is False
