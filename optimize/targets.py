@@ -6,6 +6,7 @@ full research program, so the saved file always loads into `DeepResearch`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import dspy
@@ -20,6 +21,7 @@ from deepresearch.programs.stages.assessor import Assessor
 from deepresearch.programs.stages.planner import OfflinePlanner, Planner
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.types import Hit, Retriever, search_async
+from deepresearch.signatures.gather import PaperPreview
 from deepresearch.signatures.types import Task
 
 
@@ -167,6 +169,7 @@ def with_gold_labels(examples: list[dspy.Example], assessor: CandidateAssessor |
     field = "papers" if research else "candidates"
     labelled = []
     for ex in examples:
+        shown: Sequence[PaperPreview]
         if isinstance(assessor, Assessor):  # the research assessor (`research`)
             sources, gold = list(ex.sources), set(ex.relevant_ids)
             shown = assessor.shown(ex.task, sources, ex.get("sentences", 0))
