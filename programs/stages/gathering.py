@@ -33,6 +33,7 @@ from deepresearch.programs.stages.lexical import (
     evidence_reason,
     feedback_terms,
     key_terms,
+    score_share,
     stem,
 )
 from deepresearch.programs.stages.spec import StageSpec, Tuning
@@ -137,7 +138,7 @@ def preview(hit: Hit, key: str, wanted: set[str], sentences: int, chars: int | N
         paper_id=key,
         title=hit.doc.title,
         text=text if chars is None else clip(text, chars),
-        match=round(hit.score / best, 2) if best > 0 else 1.0,
+        match=round(score_share(hit.score, best), 2),
     )
 
 

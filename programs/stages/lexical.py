@@ -212,13 +212,18 @@ def best_sentences(parts: Sequence[str], task_text: str, n: int) -> list[int]:
 EVIDENCE_RULE = "score and coverage"
 
 
+def score_share(score: float, best: float) -> float:
+    """A hit's retrieval score as a share of the best score of its search (1.0 when the best is not positive)."""
+    return score / best if best > 0 else 1.0
+
+
 def evidence(wanted: set[str], title: str, text: str, score: float, best: float) -> tuple[float, float]:
     """The two figures of the offline relevance rule (`EVIDENCE_RULE`) for one hit: its retrieval score as a
     share of the best score of its search (1.0 when the best is not positive), and the share of the stemmed
     key terms `wanted` that its title and text contain."""
     present = {stem(t) for t in key_terms(f"{title} {text}", min_len=1)}
     coverage = len(wanted & present) / max(len(wanted), 1)
-    return (score / best if best > 0 else 1.0), coverage
+    return score_share(score, best), coverage
 
 
 def evidence_reason(ratio: float, coverage: float, min_ratio: float, min_coverage: float) -> str:
