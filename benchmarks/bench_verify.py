@@ -93,10 +93,9 @@ def _write(messages):
 def _verify(messages):
     claims = json.loads(inputs_of(messages)["claims"])
     return {
-        "verdicts": [
-            lexical_verdict(c["claim_id"], c["sentence"], [Source(**p) for p in c["passages"]]).model_dump()
-            for c in claims
-        ]
+        "verdicts": {
+            c["claim_id"]: lexical_verdict(c["sentence"], [Source(**p) for p in c["passages"]]) for c in claims
+        }
     }
 
 

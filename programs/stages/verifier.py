@@ -4,17 +4,18 @@ The draft's prose is split into sentences (deepresearch.programs.citing.entailme
 is judged against the texts of its first three cited passages; a sentence with a factual claim (at
 least `MIN_CLAIM_CHARS` characters) and no citation is judged against the candidate passages that
 share most of its words, and cites them when they support it. A judge returns `supported`,
-`partially` or `unsupported` and, for the last two, a corrected sentence restricted to what the
-passages state. The policy then keeps, rewrites, removes or marks each sentence not fully supported:
+`partially` or `unsupported`. The policy then keeps, rewrites, removes or marks each sentence not fully
+supported:
 
-* `rewrite`: the corrected sentence with the original citations (removed when nothing is supported);
+* `rewrite`: the sentence of its passages that covers most of it (`correction`), with the original
+  citations (removed when no passage sentence covers enough of it);
 * `remove`: the sentence is dropped;
 * `mark`: the sentence stays, followed by `MARK`.
 
 `Verifier` asks an LM (`VerifyClaims`, `batch_size` sentences per call); `LexicalVerifier` is the
 offline judge: the named lexical-entailment rule (`lexical_support`: 75 % of the sentence's content
-words in the passages is support, 40 % is partial), and its correction is the passage sentence that
-covers most of the claim. Both return every verdict (`SentenceCheck`) for the trace.
+words in the passages is support, 40 % is partial). Both return every verdict (`SentenceCheck`) for the
+trace.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from deepresearch.programs.stages.lexical import best_sentences
 from deepresearch.programs.stages.spec import StageSpec
 from deepresearch.retrievers.passages import split_sentences
 from deepresearch.signatures.types import Source
-from deepresearch.signatures.verify import ClaimToCheck, ClaimVerdict, Support, VerifyClaims
+from deepresearch.signatures.verify import ClaimToCheck, Support, VerifyClaims
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +138,7 @@ class _Checker(Stage):
         self.policy = check_policy(policy)
         self.min_claim_chars = min_claim_chars
 
-    async def judge(self, question: str, claims: list[ClaimToCheck]) -> tuple[dict[int, ClaimVerdict], str]:
+    async def judge(self, question: str, claims: list[ClaimToCheck]) -> tuple[dict[int, Support], str]:
         raise NotImplementedError
 
     async def aforward(self, question: str, report: str, sources: list[Source]) -> dspy.Prediction:
@@ -184,17 +185,17 @@ class _Checker(Stage):
             verdict = verdicts.get(unit.claim_id)
             used = judge if verdict is not None else "lexical"
             if verdict is None:
-                verdict = lexical_verdict(unit.claim_id, unit.text, unit.passages)
-            elif verdict.verdict != "unsupported" and not _grounded(unit.text, unit.passages):
+                verdict = lexical_verdict(unit.text, unit.passages)
+            elif verdict != "unsupported" and not _grounded(unit.text, unit.passages):
                 # the LM found support the passages' words do not give: the lexical rule overrules it
-                verdict, used = lexical_verdict(unit.claim_id, unit.text, unit.passages), "floor"
+                verdict, used = lexical_verdict(unit.text, unit.passages), "floor"
             shipped, action = self._apply(unit, verdict)
             lines[i][1][j] = shipped
             checks.append(
                 SentenceCheck(
                     sentence=unit.raw,
                     passage_ids=tuple(p.source_id for p in unit.passages),
-                    verdict=verdict.verdict,
+                    verdict=verdict,
                     action=action,
                     shipped=shipped,
                     was_cited=bool(unit.cited),
@@ -214,16 +215,14 @@ class _Checker(Stage):
             return None
         return _Unit(claim_id, part, text, [], _candidates(text, [p for p in pool if p.text]))
 
-    def _apply(self, unit: _Unit, verdict: ClaimVerdict) -> tuple[str, str]:
+    def _apply(self, unit: _Unit, verdict: Support) -> tuple[str, str]:
         ids = [p.source_id for p in unit.passages]
-        if verdict.verdict == "supported":
+        if verdict == "supported":
             return (unit.raw, "kept") if unit.cited else (_with_citations(unit.raw, ids), "cited")
         if self.policy == "mark":
             return marked(unit.raw), "marked"
-        corrected = plain_sentence(verdict.corrected)
-        if corrected and not _grounded(corrected, unit.passages):  # an LM's correction is held to the same rule
-            corrected = plain_sentence(lexical_verdict(unit.claim_id, unit.text, unit.passages).corrected)
-        if self.policy == "rewrite" and corrected and ids:
+        corrected = plain_sentence(correction(unit.text, unit.passages)) if self.policy == "rewrite" else ""
+        if corrected and ids:
             return _with_citations(corrected, ids), "rewritten"
         return "", "removed"
 
@@ -241,7 +240,7 @@ def _cleaned(source: Source) -> Source:
 
 def _grounded(sentence: str, passages: Sequence[Source]) -> bool:
     """The lexical floor: at least `PARTIAL_SUPPORT` of the sentence's content words are in the passages, and
-    it repeats no instruction-like text. An LM's `supported` (or its correction) stands only above it."""
+    it repeats no instruction-like text. An LM's `supported` stands only above it."""
     return lexical_support(sentence, [_premise(p) for p in passages]) > 0.0 and not carries_injection(
         sentence, [_premise(p) for p in passages]
     )
@@ -317,17 +316,18 @@ def marked(sentence: str) -> str:
     return text[: end.start()] + MARK + text[end.start() :] if end else text + MARK
 
 
-def lexical_verdict(claim_id: int, text: str, passages: Sequence[Source]) -> ClaimVerdict:
-    """The lexical-entailment rule's verdict on one sentence, with the best-covering passage sentence as
-    its correction (a quote from the cited source, so the rule supports it by construction)."""
-    grade = lexical_support(text, [p.text for p in passages]) if passages else 0.0
-    corrected = ""
-    if grade < 1.0:
-        quotes = [s.strip() for p in passages for s in _SENTENCE.split(p.text) if s.strip()]
-        best = max(quotes, key=lambda s: lexical_coverage(s, text), default="")
-        if best and lexical_coverage(best, text) >= PARTIAL_SUPPORT:
-            corrected = best
-    return ClaimVerdict(claim_id=claim_id, verdict=_GRADE[grade], corrected=corrected)
+def lexical_verdict(text: str, passages: Sequence[Source]) -> Support:
+    """The lexical-entailment rule's verdict on one sentence."""
+    return _GRADE[lexical_support(text, [p.text for p in passages]) if passages else 0.0]
+
+
+def correction(text: str, passages: Sequence[Source]) -> str:
+    """What a sentence not fully supported becomes: the sentence of its passages that covers most of its words
+    (a quote from the cited source, so the lexical rule supports it by construction), or "" when none covers
+    `PARTIAL_SUPPORT` of them."""
+    quotes = [s.strip() for p in passages for s in _SENTENCE.split(p.text) if s.strip()]
+    best = max(quotes, key=lambda s: lexical_coverage(s, text), default="")
+    return best if best and lexical_coverage(best, text) >= PARTIAL_SUPPORT else ""
 
 
 class Verifier(_Checker):
@@ -400,8 +400,8 @@ class Verifier(_Checker):
             size += n
         return out
 
-    async def judge(self, question: str, claims: list[ClaimToCheck]) -> tuple[dict[int, ClaimVerdict], str]:
-        verdicts: dict[int, ClaimVerdict] = {}
+    async def judge(self, question: str, claims: list[ClaimToCheck]) -> tuple[dict[int, Support], str]:
+        verdicts: dict[int, Support] = {}
         queue = self.batches([self.shown(c) for c in claims])
         while queue:
             batch = queue.pop(0)
@@ -430,7 +430,7 @@ class Verifier(_Checker):
                     batch[0].claim_id,
                 )
                 continue
-            verdicts.update({v.claim_id: v for v in out.verdicts if v.claim_id in asked})
+            verdicts.update({i: v for i, v in out.verdicts.items() if i in asked})
         return verdicts, "lm"
 
 
@@ -456,13 +456,13 @@ class LexicalVerifier(Verifier):
     def from_config(cls, config: Any, retriever: Any) -> LexicalVerifier:
         return cls(config.verify, sentences=config.verify_sentences)
 
-    async def judge(self, question: str, claims: list[ClaimToCheck]) -> tuple[dict[int, ClaimVerdict], str]:
-        verdicts = {c.claim_id: lexical_verdict(c.claim_id, c.sentence, c.passages) for c in claims}
+    async def judge(self, question: str, claims: list[ClaimToCheck]) -> tuple[dict[int, Support], str]:
+        verdicts = {c.claim_id: lexical_verdict(c.sentence, c.passages) for c in claims}
         for batch in self.batches([self.shown(c) for c in claims]):
             teach(
                 self.verify_claims,
                 {"question": question, "claims": batch},
-                verdicts=[verdicts[c.claim_id] for c in batch],
+                verdicts={c.claim_id: verdicts[c.claim_id] for c in batch},
             )
         return verdicts, "lexical"
 
@@ -487,5 +487,6 @@ __all__ = [
     "SentenceCheck",
     "Verifier",
     "check_policy",
+    "correction",
     "lexical_verdict",
 ]

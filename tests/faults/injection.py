@@ -52,9 +52,9 @@ def _obedient_answer(messages):
     return {"answer": f"{PAYLOAD} [{cited[0]}]. " + " ".join(f["summary"] for f in findings)}
 
 
-def _obedient_verify(messages):  # every sentence supported, and a correction that obeys too
+def _obedient_verify(messages):  # every sentence supported, the obeyed ones too
     claims = json.loads(inputs_of(messages)["claims"])
-    return {"verdicts": [{"claim_id": c["claim_id"], "verdict": "supported", "corrected": PAYLOAD} for c in claims]}
+    return {"verdicts": {c["claim_id"]: "supported" for c in claims}}
 
 
 def obedient_handler():

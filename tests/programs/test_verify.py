@@ -41,28 +41,21 @@ B = Source(
 SUPPORTED = (
     "Daily aspirin lowered the incidence of colorectal adenomas by 21 percent in a randomised trial [aaaaaaaa_1]."
 )
-UNSUPPORTED = "Aspirin also cured every migraine patient within one hour of the first dose [aaaaaaaa_1]."
+UNSUPPORTED = (
+    "Daily aspirin lowered colorectal adenomas by 21 percent and cured every migraine within an hour [aaaaaaaa_1]."
+)
 UNCITED = "Statin users in a cohort of 40000 adults had fewer hip fractures over ten years."
 DRAFT = f"## Answer\n\n{SUPPORTED} {UNSUPPORTED}\n\n- {UNCITED}\n\n### Notes\n\nShort line."
 
 
 def judge_by_words(messages):
-    """A scripted verifier: supported when every word of the sentence is in its passages, else unsupported
-    with the passages' first sentence as the correction."""
+    """A scripted verifier: supported when every word of the sentence is in its passages, else unsupported."""
     claims = json.loads(inputs_of(messages)["claims"])
-    verdicts = []
+    verdicts = {}
     for c in claims:
         text = " ".join(p["text"] for p in c["passages"]).lower()
         words = re.findall(r"[a-z0-9]+", c["sentence"].lower())
-        ok = all(w in text for w in words)
-        first = c["passages"][0]["text"].split(". ")[0] + "."
-        verdicts.append(
-            {
-                "claim_id": c["claim_id"],
-                "verdict": "supported" if ok else "unsupported",
-                "corrected": "" if ok else first,
-            }
-        )
+        verdicts[c["claim_id"]] = "supported" if all(w in text for w in words) else "unsupported"
     return {"verdicts": verdicts}
 
 
@@ -83,7 +76,7 @@ def test_each_policy_acts_on_the_unsupported_sentence_only_and_records_every_ver
     assert unsupported.verdict == "unsupported" and unsupported.passage_ids == ("aaaaaaaa_1",)
     assert unsupported.action == {"rewrite": "rewritten", "remove": "removed", "mark": "marked"}[policy]
     assert "migraine" not in out.report if policy != "mark" else UNSUPPORTED[:-1] + MARK + "." in out.report
-    if policy == "rewrite":  # the correction, cited as the sentence was
+    if policy == "rewrite":  # the passage sentence covering most of it, cited as the sentence was
         assert (
             "Daily aspirin lowered the incidence of colorectal adenomas by 21 percent in a randomised trial "
             "[aaaaaaaa_1]." in unsupported.shipped
@@ -120,7 +113,7 @@ def test_the_lm_judge_reads_each_passages_sentences_nearest_the_claim_and_the_fl
 
 
 def test_a_verdict_the_lm_leaves_out_is_made_by_the_lexical_rule():
-    lm = scripted_lm(routed_handler({VerifyClaims: {"verdicts": []}}))
+    lm = scripted_lm(routed_handler({VerifyClaims: {"verdicts": {}}}))
     with dspy.context(lm=lm):
         out = verify(Verifier("remove"))
     assert {c.judge for c in out.checks} == {"lexical"}
@@ -384,7 +377,7 @@ def test_a_report_whose_every_cited_sentence_the_verify_stage_removes_is_partial
 
     def nothing_holds(messages):
         claims = json.loads(inputs_of(messages)["claims"])
-        return {"verdicts": [{"claim_id": c["claim_id"], "verdict": "unsupported", "corrected": ""} for c in claims]}
+        return {"verdicts": {c["claim_id"]: "unsupported" for c in claims}}
 
     out = run(scripted_lm(research_handler({VerifyClaims: nothing_holds})), scifact_bm25, verify="remove")
     cited = [v for v in out.verdicts if v["was_cited"]]
@@ -396,30 +389,22 @@ def test_a_report_whose_every_cited_sentence_the_verify_stage_removes_is_partial
     assert kept.status == "done" and kept.references
 
 
-def test_a_corrected_sentence_that_says_another_again_or_copies_a_label_is_left_out(scifact_bm25):
-    """Seen with the 0.5B model: the verify stage's corrections brought back a sentence the report already said
-    and a structured abstract's label, after the writer had left both out."""
-    said = {}
+def test_a_sentence_judged_partial_becomes_the_quote_of_its_passages_that_covers_it_said_once(scifact_bm25):
+    """The judge names verdicts only: the code puts in the sentence of the cited passages that covers most of the
+    claim. Seen with the 0.5B model when it wrote corrections itself: a correction said again what the report
+    already said, or copied a structured abstract's label; a quote two claims share is said once."""
 
-    def restate_the_first(messages):
-        claims = json.loads(inputs_of(messages)["claims"])
-        said.setdefault("first", claims[0]["sentence"])
-        return {
-            "verdicts": [
-                {
-                    "claim_id": c["claim_id"],
-                    "verdict": "partially",
-                    "corrected": f"DESIGN, SETTING, AND PATIENTS {said['first']}",
-                }
-                for c in claims
-            ]
-        }
+    def partly(messages):
+        return {"verdicts": {c["claim_id"]: "partially" for c in json.loads(inputs_of(messages)["claims"])}}
 
-    out = run(scripted_lm(research_handler({VerifyClaims: restate_the_first})), scifact_bm25, verify="rewrite")
+    out = run(scripted_lm(research_handler({VerifyClaims: partly})), scifact_bm25, verify="rewrite")
+    rewritten = [v for v in out.verdicts if v["action"] == "rewritten"]
+    assert rewritten and all(v["verdict"] == "partially" for v in rewritten)
+    for v in rewritten:  # a quote of one of its passages, cited as the claim was
+        quote = re.sub(r"\s*\[[^\]]*\]", "", v["shipped"]).strip()
+        assert any(quote in out.report.passages[i] for i in v["passage_ids"]), v
     body = out.markdown.split("## References")[0]
-    assert body.count(said["first"].rstrip(".")) == 1, body
-    assert "DESIGN, SETTING" not in body
-    assert any(v["action"] == "rewritten" and v["shipped"].startswith("DESIGN") for v in out.verdicts)
+    assert drop_repeated_sentences(body, per_section=False)[1] == 0, body
 
 
 def test_after_the_verify_stage_a_sentence_said_under_an_earlier_heading_is_left_out():
