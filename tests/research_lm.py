@@ -71,6 +71,16 @@ def _write(messages):
     return {"sections": [answer, *themes]}
 
 
+def reworded_write(messages):
+    """The writer saying each learning in other words, as a model's writer may ("Reportedly, ..."): the verify
+    stage's judge is asked about such sentences, never about a quote of the passage a sentence cites."""
+    out = _write(messages)
+    for section in out["sections"][1:]:
+        for x in section["sentences"]:
+            x["text"] = f"Reportedly, {x['text']}"
+    return out
+
+
 def _verify(messages):
     claims = json.loads(inputs_of(messages)["claims"])
     return {"verdicts": {c["claim_id"]: "supported" for c in claims}}

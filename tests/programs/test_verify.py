@@ -24,7 +24,7 @@ from deepresearch.retrievers.types import Doc
 from deepresearch.signatures import ExtractLearnings, MergeLearnings, WriteReport
 from deepresearch.signatures.types import Learning, Source
 from deepresearch.signatures.verify import VerifyClaims
-from tests.research_lm import research_handler
+from tests.research_lm import research_handler, reworded_write
 from tests.scripted import inputs_of, instructions_of, routed_handler, scripted_lm
 
 A = Source(
@@ -91,6 +91,23 @@ def test_each_policy_acts_on_the_unsupported_sentence_only_and_records_every_ver
     assert lm.scripted.calls == 1  # three claims, one batch
 
 
+def test_a_sentence_its_cited_passage_states_word_for_word_is_kept_without_asking_the_judge():
+    lm = scripted_lm(routed_handler({VerifyClaims: judge_by_words}))
+    quote = "Bleeding events were more frequent in the aspirin group [aaaaaaaa_1]."
+    with dspy.context(lm=lm):
+        out = verify(Verifier("remove"), f"## Answer\n\n{quote}")
+    assert [(c.verdict, c.judge, c.action) for c in out.checks] == [("supported", "quote", "kept")]
+    assert quote in out.report and lm.scripted.calls == 0
+    said_otherwise = "Bleeding events were more common in the aspirin group [aaaaaaaa_1]."
+    with dspy.context(lm=lm):
+        out = verify(Verifier("remove"), f"## Answer\n\n{said_otherwise}")
+    assert [(c.judge, c.action) for c in out.checks] == [("lm", "removed")] and lm.scripted.calls == 1
+    part = "Daily aspirin lowered the incidence of colorectal adenomas [aaaaaaaa_1]."  # a sentence cut short
+    with dspy.context(lm=lm):
+        out = verify(Verifier("remove"), f"## Answer\n\n{part}")
+    assert [c.judge for c in out.checks] == ["lm"] and lm.scripted.calls == 2
+
+
 def test_sentences_are_batched_per_lm_call():
     draft = "\n\n".join(f"Daily aspirin lowered adenomas in trial number {i} [aaaaaaaa_1]." for i in range(7))
     lm = scripted_lm(routed_handler({VerifyClaims: judge_by_words}))
@@ -101,7 +118,7 @@ def test_sentences_are_batched_per_lm_call():
 
 def test_the_lm_judge_reads_each_passages_sentences_nearest_the_claim_and_the_floor_the_whole_passage():
     lm = scripted_lm(routed_handler({VerifyClaims: judge_by_words}))
-    claim = "Bleeding events were more frequent in the aspirin group [aaaaaaaa_1]."
+    claim = "In the aspirin group bleeding events were more frequent [aaaaaaaa_1]."  # its words, not a quote
     with dspy.context(lm=lm):
         out = verify(Verifier("remove", sentences=1), f"## Answer\n\n{claim}")
     (shown,) = json.loads(inputs_of(lm.scripted.prompts[0])["claims"])
@@ -116,7 +133,7 @@ def test_a_verdict_the_lm_leaves_out_is_made_by_the_lexical_rule():
     lm = scripted_lm(routed_handler({VerifyClaims: {"verdicts": {}}}))
     with dspy.context(lm=lm):
         out = verify(Verifier("remove"))
-    assert {c.judge for c in out.checks} == {"lexical"}
+    assert {c.sentence: c.judge for c in out.checks if c.judge != "lexical"} == {SUPPORTED: "quote"}
     assert SUPPORTED in out.report and "migraine" not in out.report
 
 
@@ -185,7 +202,7 @@ def test_a_writer_citing_nothing_is_asked_once_more_then_its_offline_twin_writes
 
 
 def test_verdicts_reach_the_report_its_stats_and_the_trace(scifact_bm25, tmp_path, monkeypatch):
-    out = run(scripted_lm(research_handler()), scifact_bm25, verify="mark")
+    out = run(scripted_lm(research_handler({WriteReport: reworded_write})), scifact_bm25, verify="mark")
     assert out.verdicts and out.stats.verification["policy"] == "mark"
     assert out.stats.verification["checked"] == len(out.verdicts) and out.usage["verify"].calls == 1
     assert set(out.verdicts[0]) >= {"sentence", "passage_ids", "verdict", "action", "shipped"}
@@ -195,10 +212,10 @@ def test_verdicts_reach_the_report_its_stats_and_the_trace(scifact_bm25, tmp_pat
 
 
 def _twice(messages):
-    """A draft stating every learning in two sections, in other words the second time: twice the cited sentences
-    to verify (a sentence said again word for word would be said once)."""
+    """A draft stating every learning in two sections, in other words each time: twice the cited sentences to
+    verify (a sentence said again word for word would be said once, and a quote asks no judge)."""
     learnings = json.loads(inputs_of(messages)["learnings"])
-    said = [{"text": x["text"], "learnings": [x["number"]]} for x in learnings]
+    said = [{"text": f"In short, {x['text']}", "learnings": [x["number"]]} for x in learnings]
     again = [{"text": f"In detail, {x['text']}", "learnings": [x["number"]]} for x in learnings]
     return {"sections": [{"heading": "Answer", "sentences": said}, {"heading": "In detail", "sentences": again}]}
 
@@ -212,7 +229,7 @@ def test_a_verify_stage_asking_in_batches_stays_within_the_call_budget(scifact_b
     out = run(scripted_lm(handler), scifact_bm25, verify="mark", verify_batch=1, max_lm_calls=budget)
     assert out.stats.lm_calls == budget and out.usage["verify"].calls == whole.usage["verify"].calls - 2
     # what the LM judged stands; the lexical rule judged the two sentences the budget left no request for
-    judges = [v["judge"] for v in out.verdicts if v["judge"] != "none"]
+    judges = [v["judge"] for v in out.verdicts if v["judge"] not in ("none", "quote")]  # quotes ask no judge
     assert judges.count("lexical") == 2 and judges.count("lm") == len(judges) - 2
     assert not any(e.kind == "fallback" and e.stage == "verify" for e in out.events)  # the stage did not fail
     one = run(
@@ -250,7 +267,7 @@ def test_cli_verify_flag_reaches_the_trace(data_dir, tmp_path, clean_lm_env):
     )
     trace = json.loads((out / "trace.json").read_text())
     assert trace["config"]["verify"] == "remove" and trace["stats"]["verification"]["policy"] == "remove"
-    assert trace["verdicts"] and all(v["judge"] == "lexical" for v in trace["verdicts"])
+    assert trace["verdicts"] and {v["judge"] for v in trace["verdicts"]} <= {"lexical", "quote"}
 
 
 # ---- injected text is data ---------------------------------------------------------------------------
@@ -363,12 +380,16 @@ def test_a_verify_stage_that_fails_leaves_a_partial_run_whose_verdicts_are_the_l
     def server_gone(messages):
         raise ConnectionError("the verify server went away")
 
-    out = run(scripted_lm(research_handler({VerifyClaims: server_gone})), scifact_bm25, verify="mark")
+    out = run(
+        scripted_lm(research_handler({VerifyClaims: server_gone, WriteReport: reworded_write})),
+        scifact_bm25,
+        verify="mark",
+    )
     assert out.status == "partial" and "the verify stage failed" in out.error and "went away" in out.error
     assert out.verdicts and all(v["judge"] in ("lexical", "none") for v in out.verdicts)
     assert "went away" in out.stats.verification["failed"] and "This report is partial" in out.markdown
     assert [e.stage for e in out.events if e.kind == "fallback"] == ["verify"]
-    fine = run(scripted_lm(research_handler()), scifact_bm25, verify="mark")
+    fine = run(scripted_lm(research_handler({WriteReport: reworded_write})), scifact_bm25, verify="mark")
     assert fine.status == "done" and "failed" not in fine.stats.verification
 
 
@@ -379,13 +400,17 @@ def test_a_report_whose_every_cited_sentence_the_verify_stage_removes_is_partial
         claims = json.loads(inputs_of(messages)["claims"])
         return {"verdicts": {c["claim_id"]: "unsupported" for c in claims}}
 
-    out = run(scripted_lm(research_handler({VerifyClaims: nothing_holds})), scifact_bm25, verify="remove")
+    out = run(
+        scripted_lm(research_handler({VerifyClaims: nothing_holds, WriteReport: reworded_write})),
+        scifact_bm25,
+        verify="remove",
+    )
     cited = [v for v in out.verdicts if v["was_cited"]]
     assert cited and all(v["action"] == "removed" for v in cited) and not out.references
     assert out.status == "partial" and "no cited sentence of the report survived its checks" in out.error
     assert f"({len(cited)} cited in the draft: {len(cited)} judged unsupported)" in out.error
     assert "This report is partial" in out.markdown
-    kept = run(scripted_lm(research_handler()), scifact_bm25, verify="remove")
+    kept = run(scripted_lm(research_handler({WriteReport: reworded_write})), scifact_bm25, verify="remove")
     assert kept.status == "done" and kept.references
 
 
@@ -397,7 +422,11 @@ def test_a_sentence_judged_partial_becomes_the_quote_of_its_passages_that_covers
     def partly(messages):
         return {"verdicts": {c["claim_id"]: "partially" for c in json.loads(inputs_of(messages)["claims"])}}
 
-    out = run(scripted_lm(research_handler({VerifyClaims: partly})), scifact_bm25, verify="rewrite")
+    out = run(
+        scripted_lm(research_handler({VerifyClaims: partly, WriteReport: reworded_write})),
+        scifact_bm25,
+        verify="rewrite",
+    )
     rewritten = [v for v in out.verdicts if v["action"] == "rewritten"]
     assert rewritten and all(v["verdict"] == "partially" for v in rewritten)
     for v in rewritten:  # a quote of one of its passages, cited as the claim was
