@@ -264,8 +264,7 @@ GRAMMAR_LIMITS: dict[str, dict[str, int]] = {
     "paragraph": {"maxLength": 1200},
     "checklist_update": {"maxLength": 500},
     "memory_update": {"maxLength": 800},
-    "corrected": {"maxLength": 600},
-    "answer": {"maxLength": 1200},  # a verdict's fix; the short answer
+    "answer": {"maxLength": 1200},  # the short answer
     # ids are copied from the prompt (a DOI is the longest kind); topic names and leaves are a few words
     "source_id": {"maxLength": 120},
     "paper_id": {"maxLength": 120},
@@ -394,16 +393,15 @@ def _bound_by_inputs(schema: dict[str, Any], inputs: dict[str, Any]) -> None:
             prop["maxItems"] = min(bound, prop.get("maxItems", bound))
 
 
-# Output mappings keyed by the sources a call shows (one label per candidate): under the schema each shown id
-# is a required key, once, and no other key can be written.
-KEYED_OUTPUTS = ("relevance",)
+# Output mappings keyed by what a call shows (one label per candidate shown, one verdict per claim shown):
+# under the schema each shown key is required, once, and no other key can be written.
 
 
-def _key_by_ids(schema: dict[str, Any], ids: list[str]) -> None:
-    """Turns each `KEYED_OUTPUTS` mapping of the schema into an object with exactly the keys `ids`."""
+def _key_by_ids(schema: dict[str, Any], output: str, ids: list[str]) -> None:
+    """Turns the schema's mapping `output` into an object with exactly the keys `ids`."""
     for name, prop in (schema.get("properties") or {}).items():
         value = prop.get("additionalProperties") if isinstance(prop, dict) else None
-        if name in KEYED_OUTPUTS and prop.get("type") == "object" and isinstance(value, dict):
+        if name == output and prop.get("type") == "object" and isinstance(value, dict):
             prop["properties"] = {i: dict(value) for i in ids}
             prop["required"] = list(ids)
             prop["additionalProperties"] = False
@@ -456,7 +454,10 @@ class SchemaAdapter(dspy.JSONAdapter):
         ids = shown_ids(inputs)
         if ids and len(ids) <= MAX_ENUM_IDS:
             _restrict_ids(schema, ids)
-            _key_by_ids(schema, ids)
+            _key_by_ids(schema, "relevance", ids)
+        claims = [getattr(c, "claim_id", None) for c in inputs.get("claims") or ()]
+        if claims and all(isinstance(c, int) for c in claims):
+            _key_by_ids(schema, "verdicts", [str(c) for c in claims])
         return {"type": "json_schema", "json_schema": {"name": signature.__name__, "schema": schema, "strict": True}}
 
     def __call__(self, lm, lm_kwargs, signature, demos, inputs):

@@ -6,12 +6,14 @@ import dspy
 
 from deepresearch.programs.lm.models import make_lm
 from deepresearch.programs.research.program import DeepResearch
+from deepresearch.signatures import WriteReport
 from tests.integration.openai_server import LocalOpenAIServer
-from tests.research_lm import research_handler
+from tests.research_lm import research_handler, reworded_write
 
 
 def test_research_over_http_with_an_openai_compatible_server(scifact, scifact_bm25):
-    with LocalOpenAIServer(research_handler()) as server:
+    # the writer words its sentences itself, so the verify stage asks about each (a quote would ask nothing)
+    with LocalOpenAIServer(research_handler({WriteReport: reworded_write})) as server:
         lm = make_lm("openai/local-model", api_base=server.base_url, api_key="sk-test-secret", cache=False)
         with dspy.context(lm=lm):
             program = DeepResearch(retriever=scifact_bm25, depth=2, breadth=2)

@@ -16,6 +16,7 @@ from deepresearch import cli
 from deepresearch.programs.citing.citation_guard import guard_citations
 from deepresearch.programs.citing.entailment import lexical_support
 from deepresearch.programs.config import ResearchConfig
+from deepresearch.programs.lm.models import SchemaAdapter
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.stages.verifier import MARK, LexicalVerifier, Verifier
 from deepresearch.programs.stages.writer import OFFLINE_HEADER, TWIN_HEADER, drop_repeated_sentences
@@ -23,7 +24,7 @@ from deepresearch.retrievers import BM25Retriever, Corpus
 from deepresearch.retrievers.types import Doc
 from deepresearch.signatures import ExtractLearnings, MergeLearnings, WriteReport
 from deepresearch.signatures.types import Learning, Source
-from deepresearch.signatures.verify import VerifyClaims
+from deepresearch.signatures.verify import ClaimToCheck, VerifyClaims
 from tests.research_lm import research_handler, reworded_write
 from tests.scripted import inputs_of, instructions_of, routed_handler, scripted_lm
 
@@ -106,6 +107,14 @@ def test_a_sentence_its_cited_passage_states_word_for_word_is_kept_without_askin
     with dspy.context(lm=lm):
         out = verify(Verifier("remove"), f"## Answer\n\n{part}")
     assert [c.judge for c in out.checks] == ["lm"] and lm.scripted.calls == 2
+
+
+def test_the_verify_schema_asks_one_verdict_for_each_claim_shown_and_nothing_else():
+    claims = [ClaimToCheck(claim_id=n, sentence="Aspirin lowered adenomas.", passages=[A]) for n in (3, 7)]
+    schema = SchemaAdapter()._response_format(VerifyClaims, {"question": "q", "claims": claims})["json_schema"]
+    verdicts = schema["schema"]["properties"]["verdicts"]
+    assert verdicts["required"] == ["3", "7"] and verdicts["additionalProperties"] is False
+    assert verdicts["properties"]["7"]["enum"] == ["supported", "partially", "unsupported"]
 
 
 def test_sentences_are_batched_per_lm_call():
