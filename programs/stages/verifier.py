@@ -75,7 +75,7 @@ class SentenceCheck:
         shipped: The sentence as it ships ('' when removed).
         was_cited: Whether the writer cited anything in it.
         judge: `lm` or `lexical` (the offline rule, also the stand-in for a verdict the LM left out);
-            `quote` for a sentence that a passage it cites states word for word (no judge is asked);
+            `quote` for a sentence that is word for word a sentence of its passages (`quoted`: no LM is asked);
             `floor` when the lexical rule overruled an LM verdict of support it found no ground for;
             `guard` for a sentence removed because it repeats instruction-like text of a passage (verdict
             `injected`); `none` when unchecked.
@@ -129,13 +129,13 @@ def _words(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
-def _quotes(unit: _Unit) -> bool:
-    """Whether the sentence is, word for word, a whole sentence of a passage it cites. Such a sentence is
-    supported by construction, so no judge is asked: the extractor quotes its passages' sentences, and a small
-    model's writer mostly copies those quotes (every checked sentence of a held-out run with the 0.5B model was
-    one). A part of a sentence is judged: cut out of its sentence, it may say what the passage does not."""
-    said = _words(unit.text)
-    return bool(unit.cited and said) and any(said == _words(s) for p in unit.passages for s in split_sentences(p.text))
+def quoted(sentence: str, passages: Sequence[Source]) -> bool:
+    """Whether `sentence` is, word for word, a whole sentence of one of `passages`. Such a sentence is supported
+    by construction, so the LM judge is not asked about it: the extractor quotes its passages' sentences, and a
+    small model's writer often copies those quotes. A part of a sentence is judged: cut out of its sentence, it
+    may say what the passage does not."""
+    said = _words(sentence)
+    return bool(said) and any(said == _words(s) for p in passages for s in split_sentences(p.text))
 
 
 def _candidates(text: str, pool: Sequence[Source], k: int = MAX_CITATIONS) -> list[Source]:
@@ -179,7 +179,7 @@ class _Checker(Stage):
         claims = [
             ClaimToCheck(claim_id=u.claim_id, sentence=u.text, passages=u.passages)
             for u in units.values()
-            if u.passages and _readable(u) and not _quotes(u)
+            if u.passages and _readable(u)
         ]
         verdicts, judge = await self.judge(question, claims) if claims else ({}, "lexical")
         for (i, j), unit in units.items():
@@ -198,7 +198,7 @@ class _Checker(Stage):
                 continue
             verdict = verdicts.get(unit.claim_id)
             used = judge if verdict is not None else "lexical"
-            if verdict is None and _quotes(unit):
+            if quoted(unit.text, unit.passages):
                 verdict, used = "supported", "quote"
             elif verdict is None:
                 verdict = lexical_verdict(unit.text, unit.passages)
@@ -354,7 +354,8 @@ class Verifier(_Checker):
     overflow the model's context: a sentence longer than a quarter of `max_chars` is cut for the LM. A batch
     the server still finds too long for its context is split in two and sent again; a single sentence that
     does not fit is left to the lexical rule. A verdict the LM leaves out (or gives for an id it was not
-    asked about) is replaced by the lexical rule's, recorded with judge `lexical`. With `sentences` > 0 the LM
+    asked about) is replaced by the lexical rule's, recorded with judge `lexical`. A sentence that quotes its
+    passages word for word (`quoted`) is not sent: it is supported. With `sentences` > 0 the LM
     reads each cited passage cut to its sentences nearest the claim (`shown`); the rule reads it whole.
     """
 
@@ -418,7 +419,7 @@ class Verifier(_Checker):
 
     async def judge(self, question: str, claims: list[ClaimToCheck]) -> tuple[dict[int, Support], str]:
         verdicts: dict[int, Support] = {}
-        queue = self.batches([self.shown(c) for c in claims])
+        queue = self.batches([self.shown(c) for c in claims if not quoted(c.sentence, c.passages)])
         while queue:
             batch = queue.pop(0)
             asked = {c.claim_id for c in batch}
@@ -504,5 +505,6 @@ __all__ = [
     "Verifier",
     "check_policy",
     "correction",
+    "quoted",
     "lexical_verdict",
 ]
