@@ -57,7 +57,6 @@ MARK = " *(unverified)*"
 MIN_CLAIM_CHARS = 50  # ScholarQABench's claim rule: shorter sentences (answers, transitions) carry no claim
 MAX_CITATIONS = 3  # the passages of a sentence's first three citations are checked, as in ScholarQABench
 _GRADE: dict[float, Support] = {1.0: "supported", 0.5: "partially", 0.0: "unsupported"}
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
 @dataclass(frozen=True)
@@ -341,7 +340,7 @@ def correction(text: str, passages: Sequence[Source]) -> str:
     """What a sentence not fully supported becomes: the sentence of its passages that covers most of its words
     (a quote from the cited source, so the lexical rule supports it by construction), or "" when none covers
     `PARTIAL_SUPPORT` of them."""
-    quotes = [s.strip() for p in passages for s in _SENTENCE.split(p.text) if s.strip()]
+    quotes = [s for p in passages for s in split_sentences(p.text)]
     best = max(quotes, key=lambda s: lexical_coverage(s, text), default="")
     return best if best and lexical_coverage(best, text) >= PARTIAL_SUPPORT else ""
 
