@@ -194,8 +194,10 @@ class Parallel:
         score = None
         while True:
             due = start + ticks * p.interval_s
-            while ctx.is_live(node_id) and loop.time() < due:
-                await ctx.wait_change(due - loop.time())
+            # a wait shorter than a microsecond is done: `now + left` can round back to `now`, and a timer set
+            # there fires at once without the clock moving (on a virtual clock, a spin that never ends)
+            while ctx.is_live(node_id) and (left := due - loop.time()) > 1e-6:
+                await ctx.wait_change(left)
             if not ctx.is_live(node_id) or node_id in ctx.pruned or ctx.is_stopped:
                 return
             nodes = [ctx.store.get(i) for i in ctx.store.subtree(node_id)]

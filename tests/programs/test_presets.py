@@ -234,15 +234,32 @@ def test_the_monitor_asks_again_only_when_the_subtree_found_something_new(scifac
 
 
 def test_the_monitor_keeps_to_its_share_of_the_runs_prompt_tokens(scifact_bm25):
-    import time
+    # on the virtual clock (a wait costs no real time), so the monitor's number of ticks does not depend on the
+    # machine's load: on wall time under load, fewer ticks fell inside the run and the unlimited share varied
+    import asyncio
+
+    from tests.virtual_clock import run_virtual
 
     class SlowRetriever:  # each search waits, so the monitor has many ticks while the tree researches
-        def search(self, query, k=10, **kw):
-            time.sleep(0.1)
+        async def asearch(self, query, k=10, **kw):
+            await asyncio.sleep(0.1)
             return scifact_bm25.search(query, k)
 
+        def search(self, query, k=10, **kw):
+            raise AssertionError("the run must search asynchronously")
+
+    def research(lm, config):
+        async def go():
+            with dspy.context(lm=lm):
+                return await DeepResearch(retriever=SlowRetriever(), config=config).acall(question=QUESTION)
+
+        return run_virtual(go())[0]
+
     def shares(share):
-        out, _ = run_parallel(SlowRetriever(), parallel_handler(breadth=2), interval_s=0.02, orchestration_share=share)
+        config = preset(
+            "parallel", depth=2, deadline_s=60.0, parallel=ParallelConfig(interval_s=0.02, orchestration_share=share)
+        )
+        out = research(scripted_lm(parallel_handler(breadth=2), delay=0.02), config)  # each request takes 20 ms
         prompt = {stage: u.prompt_tokens for stage, u in out.usage.items()}
         return prompt.get("orchestrate", 0) / sum(prompt.values()), out
 
@@ -253,8 +270,7 @@ def test_the_monitor_keeps_to_its_share_of_the_runs_prompt_tokens(scifact_bm25):
     # slow scores: several nodes' monitors ask at once, and the requests under way count before they are answered
     config = preset("parallel", depth=2, breadth=3, deadline_s=60.0, parallel=ParallelConfig(interval_s=0.02))
     lm = scripted_lm(parallel_handler(breadth=3), delay=lambda m: 0.3 if "goal" in inputs_of(m) else 0.0)
-    with dspy.context(lm=lm):
-        out = DeepResearch(retriever=SlowRetriever(), config=config)(question=QUESTION)
+    out = research(lm, config)
     assert out.usage["orchestrate"].calls >= 1
     assert out.usage["orchestrate"].prompt_tokens <= 0.1 * sum(u.prompt_tokens for u in out.usage.values())
     with pytest.raises(ValueError, match="orchestration_share must be in"):
