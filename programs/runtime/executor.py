@@ -35,6 +35,11 @@ from deepresearch.programs.lm.secrets import redact
 from deepresearch.retrievers.extras import require
 
 
+class JobStopped(Exception):
+    """A job that a stop ended in its worker. The worker raises it, not KeyboardInterrupt, so that the parent
+    tells a job its stop ended from an interrupt of its own (which must end the parent's loop, not one job)."""
+
+
 @dataclass
 class JobFailed:
     """A job that raised, or whose process died; `error` is one line, secrets removed."""
@@ -86,10 +91,12 @@ def _watch_parent(parent: int) -> None:
 
 def _run_job(fn: Callable[[Any], Any], job: Any) -> Any:
     if _worker["stopped"]:
-        raise KeyboardInterrupt("stopped before it started")
+        raise JobStopped("stopped before it started")
     _worker["running"] = True
     try:
         return fn(job)
+    except KeyboardInterrupt as err:
+        raise JobStopped(str(err) or "stopped while it ran") from None
     finally:
         _worker["running"] = False
         _worker_signals()
@@ -159,7 +166,7 @@ class LocalExecutor:
                     return
                 try:
                     future = pool.submit(_run_job, fn, job)
-                except BaseException as err:  # the pool broke (a worker died): the job fails as its own would
+                except Exception as err:  # the pool broke (a worker died): the job fails as its own would
                     future = Future()
                     future.set_exception(err)
                 futures[future] = index
@@ -171,7 +178,8 @@ class LocalExecutor:
                 index = futures.pop(future)
                 try:
                     result = future.result()
-                except BaseException as err:  # the job raised, or its process died (BrokenProcessPool)
+                except Exception as err:  # the job raised (JobStopped when stopped), or its process died
+                    # (BrokenProcessPool); this process's own interrupt is no job's failure and goes on
                     result = _failed(err)
                 yield index, result
             hand_out()
@@ -221,9 +229,10 @@ class RayExecutor:
             self._pending = pending
             for ref in done:
                 try:
-                    yield refs[ref], ray.get(ref)
-                except BaseException as err:  # the task raised, or failed past its retries
-                    yield refs[ref], _failed(err)
+                    result = ray.get(ref)
+                except Exception as err:  # the task raised, was cancelled, or failed past its retries
+                    result = _failed(err)
+                yield refs[ref], result
 
 
 def _ray_host_port(address: str) -> tuple[str, int] | None:
