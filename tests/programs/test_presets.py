@@ -1,5 +1,6 @@
 """The strategies as presets: `eco` (default), `hero` (after HERO) and `parallel` (after ParallelResearch)."""
 
+import asyncio
 import json
 from dataclasses import replace
 
@@ -13,6 +14,7 @@ from deepresearch.signatures.enrich import WriteEnrichment
 from deepresearch.signatures.orchestrate import DecideDeepen, EvaluateProgress, PlanBreadth
 from tests.research_lm import research_handler
 from tests.scripted import inputs_of, scripted_lm
+from tests.virtual_clock import run_virtual
 
 QUESTION = "vitamin D and bone fractures"
 
@@ -143,11 +145,35 @@ def parallel_handler(breadth=3, deepen=True, scores=(0.1, 0.9)):
     )
 
 
-def run_parallel(retriever, handler, **parallel):
+def research_on_virtual_clock(retriever, lm, config):
+    """The run on a virtual clock (tests/virtual_clock.py): its waits cost no real time, and the monitor's ticks
+    fall where the waits put them whatever the machine's load."""
+
+    async def go():
+        with dspy.context(lm=lm):
+            return await DeepResearch(retriever=retriever, config=config).acall(question=QUESTION)
+
+    return run_virtual(go())[0]
+
+
+def run_parallel(retriever, handler, delay=0.0, **parallel):
     config = preset("parallel", depth=2, deadline_s=60.0, parallel=replace(ParallelConfig(), **parallel))
-    lm = scripted_lm(handler)
-    with dspy.context(lm=lm):
-        return DeepResearch(retriever=retriever, config=config)(question=QUESTION), lm
+    lm = scripted_lm(handler, delay=delay)
+    return research_on_virtual_clock(retriever, lm, config), lm
+
+
+class SlowRetriever:
+    """BM25 whose searches for a query with `part` said more than once (a grandchild) wait `seconds`."""
+
+    def __init__(self, bm25, seconds):
+        self.bm25, self.seconds = bm25, seconds
+
+    async def asearch(self, query, k=10, **kw):
+        await asyncio.sleep(self.seconds(query) if callable(self.seconds) else self.seconds)
+        return self.bm25.search(query, k)
+
+    def search(self, query, k=10, **kw):
+        raise AssertionError("the run must search asynchronously")
 
 
 def test_parallel_breadth_is_capped_and_depth_policy_no_kills_speculative_children(scifact_bm25):
@@ -186,16 +212,10 @@ def test_parallel_ablation_switches_use_fixed_breadth_and_always_deepen(scifact_
 
 
 def test_parallel_monitor_prunes_a_satisfied_subtree_and_records_why(scifact_bm25):
-    import time
-
-    class SlowRetriever:
-        def search(self, query, k=10, **kw):
-            if "part" in query and query.count("part") > 1:
-                time.sleep(0.3)  # grandchildren research slowly, so the monitor sees them running
-            return scifact_bm25.search(query, k)
-
+    # grandchildren research slowly, so the monitor sees them running
+    slow = SlowRetriever(scifact_bm25, lambda query: 0.3 if query.count("part") > 1 else 0.0)
     out, _ = run_parallel(
-        SlowRetriever(), parallel_handler(breadth=1, scores=(0.9, 0.8)), interval_s=0.05, orchestration_share=None
+        slow, parallel_handler(breadth=1, scores=(0.9, 0.8)), interval_s=0.05, orchestration_share=None
     )
     assert out.stats.pruned["satisfied"] >= 1 and out.stats.evaluations >= 1
     assert any(e.kind == "prune" and e.message == "satisfied" for e in out.events)
@@ -212,17 +232,12 @@ def test_the_questions_own_node_does_not_ask_the_breadth_policy_what_the_root_wa
 
 
 def test_the_monitor_asks_again_only_when_the_subtree_found_something_new(scifact_bm25):
-    import time
-
-    class SlowRetriever:
-        def search(self, query, k=10, **kw):
-            if query.count("part") > 1:
-                time.sleep(1.0)  # the grandchild searches for a while: its parent's findings stay as they are
-            return scifact_bm25.search(query, k)
+    # the grandchild searches for a while: its parent's findings stay as they are
+    slow = SlowRetriever(scifact_bm25, lambda query: 1.0 if query.count("part") > 1 else 0.0)
 
     # poor evidence: quality 0.1 on each evaluation, so the second one in a row prunes (`low_value`)
     out, lm = run_parallel(
-        SlowRetriever(), parallel_handler(breadth=1, scores=(0.1, 0.1)), interval_s=0.05, orchestration_share=None
+        slow, parallel_handler(breadth=1, scores=(0.1, 0.1)), interval_s=0.05, orchestration_share=None
     )
     middle = f"{QUESTION} part 1"
     scored = [inputs_of(p) for p in lm.scripted.prompts if "goal" in inputs_of(p)]
@@ -234,32 +249,12 @@ def test_the_monitor_asks_again_only_when_the_subtree_found_something_new(scifac
 
 
 def test_the_monitor_keeps_to_its_share_of_the_runs_prompt_tokens(scifact_bm25):
-    # on the virtual clock (a wait costs no real time), so the monitor's number of ticks does not depend on the
-    # machine's load: on wall time under load, fewer ticks fell inside the run and the unlimited share varied
-    import asyncio
+    slow = SlowRetriever(
+        scifact_bm25, 0.1
+    )  # each search waits, so the monitor has many ticks while the tree researches
 
-    from tests.virtual_clock import run_virtual
-
-    class SlowRetriever:  # each search waits, so the monitor has many ticks while the tree researches
-        async def asearch(self, query, k=10, **kw):
-            await asyncio.sleep(0.1)
-            return scifact_bm25.search(query, k)
-
-        def search(self, query, k=10, **kw):
-            raise AssertionError("the run must search asynchronously")
-
-    def research(lm, config):
-        async def go():
-            with dspy.context(lm=lm):
-                return await DeepResearch(retriever=SlowRetriever(), config=config).acall(question=QUESTION)
-
-        return run_virtual(go())[0]
-
-    def shares(share):
-        config = preset(
-            "parallel", depth=2, deadline_s=60.0, parallel=ParallelConfig(interval_s=0.02, orchestration_share=share)
-        )
-        out = research(scripted_lm(parallel_handler(breadth=2), delay=0.02), config)  # each request takes 20 ms
+    def shares(share):  # each request takes 20 ms
+        out, _ = run_parallel(slow, parallel_handler(breadth=2), delay=0.02, interval_s=0.02, orchestration_share=share)
         prompt = {stage: u.prompt_tokens for stage, u in out.usage.items()}
         return prompt.get("orchestrate", 0) / sum(prompt.values()), out
 
@@ -270,7 +265,7 @@ def test_the_monitor_keeps_to_its_share_of_the_runs_prompt_tokens(scifact_bm25):
     # slow scores: several nodes' monitors ask at once, and the requests under way count before they are answered
     config = preset("parallel", depth=2, breadth=3, deadline_s=60.0, parallel=ParallelConfig(interval_s=0.02))
     lm = scripted_lm(parallel_handler(breadth=3), delay=lambda m: 0.3 if "goal" in inputs_of(m) else 0.0)
-    out = research(lm, config)
+    out = research_on_virtual_clock(slow, lm, config)
     assert out.usage["orchestrate"].calls >= 1
     assert out.usage["orchestrate"].prompt_tokens <= 0.1 * sum(u.prompt_tokens for u in out.usage.values())
     with pytest.raises(ValueError, match="orchestration_share must be in"):
@@ -281,25 +276,15 @@ def test_the_parallel_monitor_waits_for_its_next_tick_when_the_clock_rounds_down
     # a node starting at t0 = 0.2 s: its first tick is due at t0 + 8, and (t0 + 8 - t0) // 8 rounds down to 0, so the
     # monitor, with nothing to judge yet, computed that same tick again and never waited: on the virtual clock the
     # run hung for good (the orchestration benchmark's fitted latency model met it)
-    import asyncio
     import threading
-
-    from tests.virtual_clock import run_virtual
 
     t0 = 0.2
     assert (t0 + 8.0 - t0) // 8.0 == 0
 
-    class SlowRetriever:
-        async def asearch(self, query, k=10, **kw):
-            await asyncio.sleep(20)  # the node has found nothing when its monitor's first tick comes
-            return scifact_bm25.search(query, k)
-
-        def search(self, query, k=10, **kw):
-            raise AssertionError("the run must search asynchronously")
-
     lm = scripted_lm(parallel_handler(breadth=1), delay=lambda m: t0 if "max_breadth" in inputs_of(m) else 0.0)
     config = preset("parallel", depth=1, deadline_s=None, parallel=ParallelConfig(interval_s=8.0))
-    program = DeepResearch(retriever=SlowRetriever(), config=config)
+    # the node has found nothing when its monitor's first tick comes
+    program = DeepResearch(retriever=SlowRetriever(scifact_bm25, 20.0), config=config)
     ran = {}
 
     async def go():
