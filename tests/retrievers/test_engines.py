@@ -778,7 +778,7 @@ def test_a_malformed_answer_of_one_engine_leaves_the_other(replay, replay2, tmp_
 
 def test_a_slow_source_is_left_out_of_the_search_not_the_others(replay, replay2, tmp_path):
     def slow(params):
-        time.sleep(0.6)
+        time.sleep(3.0)  # far past the source's timeout, so the check below holds on a loaded machine too
         return reply("openalex_works_page1.json")
 
     replay.on("/works", slow)
@@ -793,7 +793,7 @@ def test_a_slow_source_is_left_out_of_the_search_not_the_others(replay, replay2,
     )
     started = time.monotonic()
     assert [h.doc.doc_id for h in fused.search(QUERY, k=2)] == EXPECTED["arxiv"][:2]
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 2.0  # the search did not wait for the slow source's answer
     assert fused.failures[-1] == {
         **fused.failures[-1],
         "source": "openalex",
