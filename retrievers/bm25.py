@@ -35,8 +35,6 @@ from deepresearch.retrievers.ranking import (
     nth_largest_positive,
     ranked_hits,
     score_sample,
-    to_hits,
-    top_k,
 )
 from deepresearch.retrievers.scoring import IDF, tf_saturation
 from deepresearch.retrievers.settings import TEXT_FORMATS
@@ -548,11 +546,6 @@ class BM25Retriever(SyncSearchMixin):
         self._add(out, self._query_terms(query))
         return out
 
-    def _filtered_scores(self, query: str, exclude, before, categories) -> np.ndarray:
-        scores = self.scores(query)
-        mask = self.filters.mask(exclude, before, categories)
-        return scores if mask is None else np.where(mask, scores, 0.0)
-
     def _best(self, terms: list[Term], need: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """Corpus indices and scores of the `need` best allowed documents scoring above 0, best first.
 
@@ -699,16 +692,6 @@ class BM25Retriever(SyncSearchMixin):
         mask = self.filters.mask(exclude, before, categories) if exclude or before or categories else None
         index, scores = self._best(self._query_terms(query), offset + k, mask)
         return ranked_hits(self.corpus, index[offset:], scores[offset:], offset)
-
-    def full_ranking(
-        self, query: str, *, exclude: Collection[str] = (), before: str | None = None, categories: Collection[str] = ()
-    ) -> list[Hit]:
-        """Every document scoring above 0 after the filters, best first (ScholarGym's Avg.Distance reads the whole ranking)."""
-        scores = self._filtered_scores(query, exclude, before, categories)
-        n_positive = int(np.count_nonzero(scores > 0))
-        if n_positive == 0:
-            return []
-        return to_hits(self.corpus, scores, top_k(scores, n_positive, 0, min_score=0.0), 0)
 
     def params(self) -> dict:
         """The settings an index records; raises for an unregistered tokenizer, which cannot be saved."""

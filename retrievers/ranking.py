@@ -28,8 +28,8 @@ def top_k(scores: np.ndarray, k: int, offset: int = 0, *, min_score: float | Non
         scores: One score per document; not modified.
         k: Page size.
         offset: Results to skip (earlier pages).
-        min_score: Keep only documents scoring strictly above this (BM25 passes 0; filtered-out
-            documents carry -inf).
+        min_score: Keep only documents scoring strictly above this (the dense retriever gives filtered-out
+            documents -inf and passes -inf).
 
     Selection is exact: argpartition finds the cut-off score, and every document tied with it is kept
     before the final sort, so ties never depend on the partition's internal order.

@@ -141,13 +141,6 @@ def test_pages_concatenate_to_one_ranking(scifact_bm25):
     assert [h.rank for h in whole] == list(range(1, 31))
 
 
-def test_full_ranking_lists_every_positive_document(scifact_bm25):
-    ranking = scifact_bm25.full_ranking("microglia")
-    scores = scifact_bm25.scores("microglia")
-    assert len(ranking) == int((scores > 0).sum())
-    assert ranking[:10] == scifact_bm25.search("microglia", 10)
-
-
 def test_unknown_words_give_no_hits_and_bad_page_raises(scifact_bm25):
     assert scifact_bm25.search("zzzqqq", 5) == []
     with pytest.raises(ValueError, match="k must be >= 1"):

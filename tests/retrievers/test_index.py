@@ -59,7 +59,6 @@ def test_an_index_ranks_every_query_as_the_in_memory_index_does(scifact_index, s
     assert opened.bm25.search(query, 10, offset=5, exclude=leaders) == in_memory.search(
         query, 10, offset=5, exclude=leaders
     )
-    assert opened.bm25.full_ranking(query) == in_memory.full_ranking(query)
 
 
 def test_an_index_opens_memory_mapped_and_reads_documents_on_demand(scifact_index, scifact):
