@@ -163,7 +163,7 @@ def run_parallel(retriever, handler, delay=0.0, **parallel):
 
 
 class SlowRetriever:
-    """BM25 whose searches for a query with `part` said more than once (a grandchild) wait `seconds`."""
+    """BM25 whose every search first waits on the run's clock: `seconds`, a number or a function of the query."""
 
     def __init__(self, bm25, seconds):
         self.bm25, self.seconds = bm25, seconds
@@ -249,9 +249,8 @@ def test_the_monitor_asks_again_only_when_the_subtree_found_something_new(scifac
 
 
 def test_the_monitor_keeps_to_its_share_of_the_runs_prompt_tokens(scifact_bm25):
-    slow = SlowRetriever(
-        scifact_bm25, 0.1
-    )  # each search waits, so the monitor has many ticks while the tree researches
+    # each search waits, so the monitor has many ticks while the tree researches
+    slow = SlowRetriever(scifact_bm25, 0.1)
 
     def shares(share):  # each request takes 20 ms
         out, _ = run_parallel(slow, parallel_handler(breadth=2), delay=0.02, interval_s=0.02, orchestration_share=share)
