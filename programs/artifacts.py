@@ -8,6 +8,7 @@ from typing import Any, Literal, get_args
 from deepresearch.programs.citing.provenance import SentenceProvenance, sentence_provenance
 from deepresearch.programs.reference import Reference, _reference_dict
 from deepresearch.programs.runtime.text import shorten
+from deepresearch.retrievers.passages import clip_sentences
 from deepresearch.retrievers.types import Hit
 from deepresearch.signatures.types import Learning, Source, Task
 
@@ -68,7 +69,7 @@ class Event:
 
 
 def as_source(hit: Hit, source_id: str, max_chars: int = 2000) -> Source:
-    """The LM's view of a hit: id, title and (truncated) text, no scores.
+    """The LM's view of a hit: id, title and text (its whole sentences within `max_chars`), no scores.
 
     A passage of a full-text paper (`deepresearch.retrievers.passages`) says which: "Title (passage 3 of 12)".
     """
@@ -76,7 +77,7 @@ def as_source(hit: Hit, source_id: str, max_chars: int = 2000) -> Source:
     meta = doc.metadata or {}
     if "paper_id" in meta and meta.get("passage"):
         title = f"{title} (passage {meta['passage']} of {meta.get('passages') or '?'})"
-    return Source(source_id=source_id, title=title, text=doc.text[:max_chars])
+    return Source(source_id=source_id, title=title, text=clip_sentences(doc.text, max_chars))
 
 
 @dataclass(frozen=True)

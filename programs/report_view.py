@@ -35,6 +35,7 @@ from urllib.parse import quote, urlsplit
 from deepresearch.programs.citing.entailment import content_tokens
 from deepresearch.programs.citing.provenance import body_of, split_sentences
 from deepresearch.programs.runtime.text import collapse_whitespace, printable
+from deepresearch.retrievers.passages import clip_sentences
 
 if TYPE_CHECKING:
     from deepresearch.programs.artifacts import Node, Reference, Report
@@ -82,7 +83,7 @@ def cited_passages(
                 continue
             if not doc.text.strip() and corpus is not None and hasattr(corpus, "get"):
                 doc = corpus.get(doc.doc_id) or doc
-            out[sid] = doc.text[:max_chars]
+            out[sid] = clip_sentences(doc.text, max_chars)
     return out
 
 

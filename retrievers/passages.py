@@ -57,6 +57,16 @@ def split_sentences(block: str) -> list[str]:
         ['Rates fell (Smith et al. 2020) [1].', 'Fig. 2 shows it. [2]', 'Then more [3].']
     """
     sentences, start = [], 0
+    for end, after in _sentence_ends(block):
+        sentences.append(block[start:end].strip())
+        start = after
+    sentences.append(block[start:].strip())
+    return [s for s in sentences if s]
+
+
+def _sentence_ends(block: str):
+    """Where each sentence of `block` but the last ends (after its punctuation, closing quotes and any
+    citations written after it) and where the next one starts."""
     for m in _BOUNDARY.finditer(block):
         before = block[max(0, m.start() - 40) : m.start()].split()
         word = before[-1].lstrip("(\"'") if before else ""
@@ -66,11 +76,27 @@ def split_sentences(block: str) -> list[str]:
             or (len(word) == 1 and _INITIAL_NEXT.match(block, m.end()))
         ):  # "A. B. Smith"
             continue
-        end = m.end(1)  # after the punctuation, closing quotes and any citations written after it
-        sentences.append(block[start:end].strip())
-        start = m.end()
-    sentences.append(block[start:].strip())
-    return [s for s in sentences if s]
+        yield m.end(1), m.end()
+
+
+def clip_sentences(text: str, max_chars: int) -> str:
+    """`text` cut to at most `max_chars` characters after its last whole sentence, so that nobody (a model
+    quoting sentences, a verifier matching them, a reader) takes half a sentence for one; when not even the
+    first sentence fits, it is cut at a word and ends with "...".
+
+    Example:
+        >>> clip_sentences("Rates fell by 10%. Deaths rose in men.", 30)
+        'Rates fell by 10%.'
+    """
+    if len(text) <= max_chars:
+        return text
+    ends = [end for end, _ in _sentence_ends(text[: max_chars + 80]) if end <= max_chars]
+    if ends:
+        return text[: ends[-1]]
+    if max_chars < 10:
+        return text[:max_chars]
+    cut = text[: max_chars - 3]
+    return (cut.rpartition(" ")[0] or cut).rstrip() + "..."
 
 
 def sentences(text: str) -> list[str]:

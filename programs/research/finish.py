@@ -52,6 +52,7 @@ from deepresearch.programs.stages.writer import (
     drop_labels_and_titles,
     drop_repeated_sentences,
 )
+from deepresearch.retrievers.passages import clip_sentences
 from deepresearch.signatures.types import Finding, Learning, Source
 
 logger = logging.getLogger(__name__)
@@ -453,7 +454,7 @@ def _sources(ctx: RunContext, body: str, learnings: Sequence[Learning]) -> list[
     """The passages `body` cites and those of every learning, as the verify stage sees them."""
     ids = dict.fromkeys([*citations_in(body), *(i for x in learnings for i in x.source_ids)])
     return [
-        Source(source_id=i, title=doc.title, text=_text(ctx, doc)[: ctx.config.passage_chars])
+        Source(source_id=i, title=doc.title, text=clip_sentences(_text(ctx, doc), ctx.config.passage_chars))
         for i in ids
         if (doc := ctx.registry.get(i)) is not None
     ]

@@ -11,7 +11,7 @@ from deepresearch import cli
 from deepresearch.retrievers.corpus import CorpusError
 from deepresearch.retrievers.index import build_index, open_index
 from deepresearch.retrievers.open import open_retriever
-from deepresearch.retrievers.passages import best_passages, passage_docs, split_passages
+from deepresearch.retrievers.passages import best_passages, clip_sentences, passage_docs, split_passages, split_sentences
 from deepresearch.retrievers.pdf import load_fulltext, read_pdf
 from deepresearch.retrievers.sources import open_corpus
 from deepresearch.retrievers.types import Doc
@@ -91,6 +91,27 @@ def test_sentences_are_not_cut_when_they_fit():
     text = " ".join(FINDINGS * 3)
     for chunk in split_passages(text, 300, 100):
         assert chunk.endswith(".") and chunk[0].isupper()
+
+
+@pytest.mark.parametrize("max_chars", [400, 800, 2000])
+def test_a_clipped_text_ends_after_a_whole_sentence(scifact, max_chars):
+    """What a model reads of a long abstract holds no half sentence for it to quote as a finding (seen with
+    the 0.5B model: "Risk of dementia associated with a longer re" cited in a report)."""
+    long = [d.text for d in scifact.docs if len(d.text) > max_chars][:300]
+    assert len(long) >= 50
+    for text in long:
+        clipped = clip_sentences(text, max_chars)
+        assert len(clipped) <= max_chars and text.startswith(clipped.removesuffix("..."))
+        whole, kept = split_sentences(text), split_sentences(clipped)
+        if kept != whole[: len(kept)]:  # not even the first sentence fitted: cut at a word, and says so
+            assert len(whole[0]) > max_chars and clipped.endswith("...")
+    short = next(d.text for d in scifact.docs if len(d.text) < max_chars)
+    assert clip_sentences(short, max_chars) == short
+
+
+def test_a_first_sentence_longer_than_the_limit_is_cut_at_a_word():
+    text = "Participants " + "were followed and visited the clinic " * 10 + "twice. A second sentence."
+    assert clip_sentences(text, 60) == "Participants were followed and visited the clinic were..."
 
 
 def test_passage_docs_keep_the_paper():
