@@ -72,10 +72,29 @@ def key_terms(text: str, min_len: int = 3) -> list[str]:
     return list(seen)
 
 
+# A sentence that states what a study set out to do, not what it found: "To determine whether ...", "We
+# aimed to ...", "The objective of this study was ...". It shares the most words with a question (it restates
+# one), so it is the sentence a lexical extractor, and a small model, quote first; as a finding it says nothing.
+# A purpose clause before a main one ("To test this, we measured ...") is not an aim.
+_AIM_VERBS = (
+    "determine|assess|investigate|evaluate|examine|estimate|compare|test|identify|describe|explore|characteri[sz]e"
+    "|quantify|analy[sz]e|clarify|establish|elucidate|review|study|understand|measure|define|develop|explain"
+)
+AIM = re.compile(
+    rf"^(?:to (?:{_AIM_VERBS})\b(?!.*,\s+(?:we|our|the authors|investigators|researchers)\b)"
+    r"|(?:we|this|the present|the current|our)\s+(?:\w+\s+){0,2}?"
+    rf"(?:aimed|aims|sought|seeks|was designed|is designed|were designed|set out|hypothesi[sz]ed|will (?:{_AIM_VERBS}))\b"
+    r"|(?:the|our)\s+(?:\w+\s+)?(?:aims?|objectives?|purposes?|goals?)\s+(?:(?:was|were|is|are)\s+to"
+    r"|of\s+(?:this|the|our)\s+(?:\w+\s+)?(?:study|trial|review|analysis|work|investigation|research))\b)",
+    re.IGNORECASE,
+)
+
+
 def sentences(text: str) -> list[str]:
-    """The sentences of `text` worth quoting: a structured abstract's section label left out ("RESULTS We
-    found ..." is quoted from "We"), and none shorter than 25 characters."""
-    return [t for s in split_sentences(text) if len(t := strip_label(s)) >= 25]
+    """The sentences of `text` worth quoting as findings: a structured abstract's section label left out
+    ("RESULTS We found ..." is quoted from "We"), none shorter than 25 characters, and none that states only
+    what a study set out to do (`AIM`)."""
+    return [t for s in split_sentences(text) if len(t := strip_label(s)) >= 25 and not AIM.match(t)]
 
 
 # Words a question uses to relate its concepts, not concepts themselves: a sentence sharing only these with

@@ -4,8 +4,8 @@ import re
 from deepresearch.programs.citing.citations import source_id_for
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.stages.answerer import OfflineAnswerer
-from deepresearch.programs.stages.extractor import OfflineExtractor
-from deepresearch.programs.stages.lexical import concepts, key_terms, mentioned
+from deepresearch.programs.stages.extractor import OfflineExtractor, quotable
+from deepresearch.programs.stages.lexical import AIM, concepts, key_terms, mentioned
 from deepresearch.signatures.types import Finding, Source, Task
 
 QUESTION = "Does obesity increase the risk of type 2 diabetes?"  # the demo's question (Makefile DEMO_QUESTION)
@@ -82,6 +82,46 @@ def test_the_extractor_quotes_no_sentence_missing_the_questions_concepts():
     # the vitamin E sentence shares "supplementation" and "risk" with the task, the last "fracture" and
     # "risk": one concept each ("vitamin d" is a concept, "vitamin" alone is not)
     assert [x.text for x in out.learnings] == [text.split(". ")[0] + "."]
+
+
+def test_a_studys_aim_is_never_quoted_as_a_finding(scifact):
+    """The aim restates the question, so it shares the most words with it: the extractor quoted it first, and
+    the 0.5B model chose it too ("To estimate the cost-effectiveness of ..." cited in a report)."""
+    doc = scifact.get("16422880")  # a structured abstract: OBJECTIVE To assess the effects of smoking reduction ...
+    aim = "To assess the effects of smoking reduction on lung cancer incidence."
+    assert aim in doc.text
+    source = Source(source_id="s1", title=doc.title, text=doc.text)
+    task = Task(query="smoking reduction lung cancer incidence", goal="Main evidence on the question")
+    out = asyncio.run(
+        OfflineExtractor().acall(
+            question="Does smoking reduction lower lung cancer incidence?", task=task, sources=[source]
+        )
+    )
+    quoted = [x.text for x in out.learnings]
+    assert aim not in quoted
+    assert any("smoking reduction by 50% significantly reduces the risk of lung cancer" in q for q in quoted)
+    _, named = quotable([source], task)  # what a model may choose from
+    assert aim not in [text for _, text in named.values()] and len(named) >= 8
+
+
+def test_what_counts_as_an_aim():
+    aims = [
+        "To determine whether statin use is associated with a lower risk of dementia.",
+        "We aimed to estimate the incidence of hip fracture after stroke.",
+        "This study was designed to compare two doses of vitamin D.",
+        "The primary objective of this trial was to assess mortality at 90 days.",
+        "We hypothesized that exercise improves memory in older adults.",
+        "This review will evaluate the current evidence linking vitamin D status to obesity.",
+    ]
+    findings = [
+        "To test this hypothesis, we randomized 200 patients to aspirin or placebo and found fewer events.",
+        "To date, no trial has shown a benefit of vitamin E on prostate cancer.",
+        "This will reduce the number of fractures by a third.",
+        "Total cholesterol was lower in the statin group (P < 0.01).",
+        "The aim of reducing salt intake was met in 70% of participants.",
+    ]
+    assert all(AIM.match(s) for s in aims)
+    assert not any(AIM.match(s) for s in findings)
 
 
 def test_the_answerer_ranks_by_concepts_and_skips_sentences_with_none():
