@@ -14,7 +14,7 @@ characters of them (or the last `overlap` characters, cut at a word, when no who
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from deepresearch.retrievers.types import Doc
 
@@ -64,7 +64,7 @@ def split_sentences(block: str) -> list[str]:
     return [s for s in sentences if s]
 
 
-def _sentence_ends(block: str):
+def _sentence_ends(block: str) -> Iterator[tuple[int, int]]:
     """Where each sentence of `block` but the last ends (after its punctuation, closing quotes and any
     citations written after it) and where the next one starts."""
     for m in _BOUNDARY.finditer(block):

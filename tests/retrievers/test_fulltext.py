@@ -11,7 +11,13 @@ from deepresearch import cli
 from deepresearch.retrievers.corpus import CorpusError
 from deepresearch.retrievers.index import build_index, open_index
 from deepresearch.retrievers.open import open_retriever
-from deepresearch.retrievers.passages import best_passages, clip_sentences, passage_docs, split_passages, split_sentences
+from deepresearch.retrievers.passages import (
+    best_passages,
+    clip_sentences,
+    passage_docs,
+    split_passages,
+    split_sentences,
+)
 from deepresearch.retrievers.pdf import load_fulltext, read_pdf
 from deepresearch.retrievers.sources import open_corpus
 from deepresearch.retrievers.types import Doc
