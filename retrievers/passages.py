@@ -93,7 +93,7 @@ def clip_sentences(text: str, max_chars: int) -> str:
     ends = [end for end, _ in _sentence_ends(text[: max_chars + 80]) if end <= max_chars]
     if ends:
         return text[: ends[-1]]
-    if max_chars < 10:
+    if max_chars < 10:  # no room for a word and the "..."
         return text[:max_chars]
     cut = text[: max_chars - 3]
     return (cut.rpartition(" ")[0] or cut).rstrip() + "..."
