@@ -1,6 +1,6 @@
 """The research report end to end, against gold papers: cited-paper precision and recall, citation support, and
 the sentences no reader wants (a structured abstract's section label, a cited paper's title alone, a sentence
-said twice), for the offline program and, with `--lm`, a real model side by side on the same questions.
+said twice, a cited paper's sentence on its aim or methods), for the offline program and, with `--lm`, a real model side by side on the same questions.
 
 Each question is a SciFact claim asked as a research question; its gold papers are the claim's qrels. The
 metrics are `dr.metrics.cited_precision`, `cited_recall` and `citation_support` (the lexical rule over the
@@ -37,16 +37,24 @@ from benchmarks._common import server_lm
 from deepresearch.optimize.compile import paired_bootstrap
 from deepresearch.programs.lm.models import SchemaAdapter
 from deepresearch.programs.runtime.text import strip_label
+from deepresearch.programs.stages.lexical import sentences as quotable_sentences
 from deepresearch.programs.stages.writer import _words
 from deepresearch.retrievers.passages import split_sentences
 
 
-def unwanted(report) -> dict[str, int]:
+def unwanted(report, corpus) -> dict[str, int]:
     """Sentences of the report's body that only name a cited paper's title, start with or are a section label,
-    or say again what an earlier sentence said."""
+    say again what an earlier sentence said, or are a sentence of a cited paper that states its aim or methods
+    (one the extractor does not offer as a finding: a structured abstract's "DESIGN" part, "We aimed to ...")."""
     body = report.markdown.split("\n## References")[0]
     titles = {_words(r.title) for r in report.references if r.title}
-    counts, seen = {"title": 0, "label": 0, "repeated": 0, "sentences": 0}, set()
+    study = set()
+    for r in report.references:
+        text = corpus.get(r.doc_id).text
+        offered = {_words(t) for t in quotable_sentences(text)}
+        said = {_words(t) for s in split_sentences(text) if len(t := strip_label(s)) >= 25}
+        study |= said - offered
+    counts, seen = {"title": 0, "label": 0, "repeated": 0, "study": 0, "sentences": 0}, set()
     for line in body.splitlines():
         if not line.strip() or line.lstrip().startswith(("#", ">", "|", "*Extractive")):
             continue
@@ -58,6 +66,7 @@ def unwanted(report) -> dict[str, int]:
             counts["title"] += words in titles
             counts["label"] += strip_label(sentence.strip("*_ ")) != sentence.strip("*_ ")
             counts["repeated"] += words in seen and len(words) >= 25
+            counts["study"] += words in study
             seen.add(words)
     return counts
 
@@ -75,7 +84,7 @@ def score(program: dr.DeepResearch, x: dspy.Example) -> dict:
         "support": dr.metrics.citation_support(x, out) if cited else 0.0,
         "lm_calls": out.stats.lm_calls,
         "twin_answers": out.stats.twin_answers,
-        **unwanted(out.report),
+        **unwanted(out.report, program.retriever.corpus),
         "markdown": out.markdown,  # to read what the counts count
     }
 
@@ -100,7 +109,7 @@ def run(program: dr.DeepResearch, questions: list[dspy.Example], jobs: int = 1) 
         "citation_support": sum(r["support"] for r in rows) / n,
         "cited_papers": cited,
         "gold_papers_cited": hits,
-        **{k: sum(r[k] for r in rows) for k in ("sentences", "title", "label", "repeated", "lm_calls")},
+        **{k: sum(r[k] for r in rows) for k in ("sentences", "title", "label", "repeated", "study", "lm_calls")},
         "statuses": {s: sum(r["status"] == s for r in rows) for s in sorted({r["status"] for r in rows})},
         "seconds": round(time.perf_counter() - started, 1),
         "questions": rows,
@@ -207,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{name}: precision {r['pooled_precision']:.3f} recall {r['pooled_recall']:.3f} (pooled), "
                 f"support {r['citation_support']:.3f}; sentences {r['sentences']}: title {r['title']}, "
-                f"label {r['label']}, repeated {r['repeated']}; {r['seconds']} s"
+                f"label {r['label']}, repeated {r['repeated']}, aim or methods {r['study']}; {r['seconds']} s"
             )
     return 0
 
