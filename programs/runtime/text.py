@@ -136,16 +136,9 @@ _HEAD_LABELS = LABEL_WORDS - {"and", "of", "main", "key", "recent", "case", "cli
 _LABEL_TOKEN = re.compile(r"[A-Za-z']+(?=[ /:.,]|$)")
 
 
-def strip_label(sentence: str) -> str:
-    """`sentence` without the section label of a structured abstract at its start ("RESULTS", "METHODS AND
-    FINDINGS", "DESIGN, SETTING, AND PATIENTS", "Background:"); '' when the sentence is only a label. A label
-    is a run of at most five `LABEL_WORDS` (spaces, slashes or commas between them), at least one of which
-    heads a part, written in capitals, or in any case when a colon ends it.
-
-    Example:
-        >>> strip_label("INTRODUCTION Vitamin D deficiency is common."), strip_label("VEGF regulates bone.")
-        ('Vitamin D deficiency is common.', 'VEGF regulates bone.')
-    """
+def split_label(sentence: str) -> tuple[str, str]:
+    """The section label of a structured abstract at the start of `sentence`, and the rest: ("", `sentence`)
+    when it opens with none. The rest is '' when the sentence is only a label. See `strip_label`."""
     text = sentence.lstrip()
     words: list[str] = []
     pos, cut = 0, None
@@ -164,6 +157,19 @@ def strip_label(sentence: str) -> str:
         while pos < len(text) and text[pos] in " /,":  # "DESIGN, SETTING, AND PATIENTS"
             pos += 1
     if cut is None:
-        return sentence
+        return "", sentence
     rest = text[cut:].strip()
-    return "" if not rest.strip(".:; ") else rest
+    return text[:cut].strip(" :.,"), "" if not rest.strip(".:; ") else rest
+
+
+def strip_label(sentence: str) -> str:
+    """`sentence` without the section label of a structured abstract at its start ("RESULTS", "METHODS AND
+    FINDINGS", "DESIGN, SETTING, AND PATIENTS", "Background:"); '' when the sentence is only a label. A label
+    is a run of at most five `LABEL_WORDS` (spaces, slashes or commas between them), at least one of which
+    heads a part, written in capitals, or in any case when a colon ends it.
+
+    Example:
+        >>> strip_label("INTRODUCTION Vitamin D deficiency is common."), strip_label("VEGF regulates bone.")
+        ('Vitamin D deficiency is common.', 'VEGF regulates bone.')
+    """
+    return split_label(sentence)[1]

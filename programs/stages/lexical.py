@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from deepresearch.programs.runtime.text import strip_label
+from deepresearch.programs.runtime.text import split_label
 from deepresearch.programs.stages.clarifier import plain_brief
 from deepresearch.retrievers.passages import split_sentences
 from deepresearch.retrievers.stopwords import ENGLISH_STOP_WORDS
@@ -90,11 +90,41 @@ AIM = re.compile(
 )
 
 
+# The parts of a structured abstract that say what a study set out to do or how it was done ("OBJECTIVE",
+# "DESIGN, SETTING, AND PARTICIPANTS", "MAIN OUTCOME MEASURES", "FUNDING"). Their sentences describe the
+# study ("Incident cases of type 2 diabetes, identified through ..."): true of the paper, but as a finding
+# they say nothing. A label that also names what was found ("METHODS AND RESULTS", "DATA SYNTHESIS") opens a
+# part worth quoting, and so does one of neither kind ("BACKGROUND", "UNLABELLED").
+_STUDY_PARTS = frozenset(
+    """acquisition aim aims analysis availability collection criteria design exposure exposures extraction
+    funding goal goals hypothesis implementation intervention interventions materials measure measurement
+    measurements measures method methodology methods objective objectives outcome outcomes participants patients
+    population procedures purpose registration sample search selection setting settings sources subjects""".split()
+)
+_FINDING_PARTS = frozenset(
+    "conclusion conclusions discussion findings interpretation observations result results significance summary "
+    "synthesis".split()
+)
+
+
+def _describes_study(label: str) -> bool:
+    words = set(re.findall(r"[a-z']+", label.lower()))
+    return bool(words & _STUDY_PARTS) and not words & _FINDING_PARTS
+
+
 def sentences(text: str) -> list[str]:
     """The sentences of `text` worth quoting as findings: a structured abstract's section label left out
-    ("RESULTS We found ..." is quoted from "We"), none shorter than 25 characters, and none that states only
-    what a study set out to do (`AIM`)."""
-    return [t for s in split_sentences(text) if len(t := strip_label(s)) >= 25 and not AIM.match(t)]
+    ("RESULTS We found ..." is quoted from "We"), none shorter than 25 characters, none that states only what
+    a study set out to do (`AIM`), and none in a part of the abstract that describes the study's aim or
+    methods (from a label such as "DESIGN" to the next label)."""
+    kept, in_methods = [], False
+    for sentence in split_sentences(text):
+        label, rest = split_label(sentence)
+        if label:
+            in_methods = _describes_study(label)
+        if not in_methods and len(rest) >= 25 and not AIM.match(rest):
+            kept.append(rest)
+    return kept
 
 
 # Words a question uses to relate its concepts, not concepts themselves: a sentence sharing only these with
