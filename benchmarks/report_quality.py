@@ -216,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{name}: precision {r['pooled_precision']:.3f} recall {r['pooled_recall']:.3f} (pooled), "
                 f"support {r['citation_support']:.3f}; sentences {r['sentences']}: title {r['title']}, "
-                f"label {r['label']}, repeated {r['repeated']}, aim or methods {r['study']}; {r['seconds']} s"
+                f"label {r['label']}, repeated {r['repeated']}, aim or methods {r.get('study', 'not counted')}; "
+                f"{r['seconds']} s"
             )
     return 0
 
