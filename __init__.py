@@ -18,7 +18,8 @@ The names users reach for first, all importable from the top:
 - DSPy's own compile: `examples(name, split, limit)` gives a benchmark's questions as `dspy.Example`s,
   `metrics` holds DSPy metrics (`metrics.gather_f1`, `metrics.cited_recall`, ...), `Gatherer` is the
   gathering program; `program.offline()` is the teacher: `dspy.BootstrapFewShot(metric=...).compile(program,
-  teacher=program.offline(), trainset=train)`; `choose_twins` keeps, per stage, the LM or its offline twin.
+  teacher=program.offline(), trainset=train)`; `choose_twins` keeps, per stage, the LM or its offline twin;
+  `with one_run_per_example():` keeps DSPy's `Evaluate` from running a slow example twice.
 - Compiling: `compile_program` tunes a program with a DSPy optimizer against a metric (`metric_spec`),
   `save_compiled` and `load_compiled` write and read it with its metadata; `DeepResearch(...).load(path)`
   loads a saved program too.
@@ -59,6 +60,7 @@ _EXPORTS = {
     "GatherConfig": "deepresearch.programs.gather.loop",
     "examples": "deepresearch.optimize.trainsets",
     "choose_twins": "deepresearch.programs.stages.choice",
+    "one_run_per_example": "deepresearch.programs.runtime.executor",
 }
 # name -> a module exported whole: `dr.metrics.gather_f1` and the other DSPy metrics, (example, prediction, trace=None)
 _MODULES = {"metrics": "deepresearch.optimize.metrics"}
@@ -75,6 +77,7 @@ if TYPE_CHECKING:  # for type checkers, IDEs and the API reference; at run time 
     from deepresearch.programs.config import PRESETS, ResearchConfig, preset
     from deepresearch.programs.gather.loop import GatherConfig, Gatherer
     from deepresearch.programs.research.program import DeepResearch
+    from deepresearch.programs.runtime.executor import one_run_per_example
     from deepresearch.programs.runtime.progress import Progress
     from deepresearch.programs.stages.choice import choose_twins
     from deepresearch.retrievers.bm25 import BM25Retriever

@@ -43,7 +43,10 @@ def split(n_train: int, n_dev: int, seed: int) -> tuple[list[dspy.Example], list
 def score(program: dspy.Module, devset: list[dspy.Example], workers: int, calls) -> dict:
     """Per-claim F1 and failures of `program` on `devset`, with the LM calls and seconds it took."""
     started, before = time.perf_counter(), calls()
-    result = dspy.Evaluate(devset=devset, metric=gather_f1, num_threads=workers, max_errors=len(devset) + 1)(program)
+    with dr.one_run_per_example():  # a claim still running after 120 s is not started a second time
+        result = dspy.Evaluate(devset=devset, metric=gather_f1, num_threads=workers, max_errors=len(devset) + 1)(
+            program
+        )
     scores, failed, no_round = [], [], []
     for _, pred, value in result.results:
         scores.append(float(value))

@@ -17,6 +17,7 @@ from deepresearch.optimize.metrics import MetricSpec, as_gepa_metric, as_metric
 from deepresearch.optimize.names import OPTIMIZERS
 from deepresearch.programs.lm.replies import LMReplies, ReplyCounts
 from deepresearch.programs.lm.usage import UsageMeter, metered
+from deepresearch.programs.runtime.executor import one_run_per_example
 from deepresearch.programs.runtime.stage import Shared
 from deepresearch.programs.stages.choice import choose_twins
 from deepresearch.retrievers.extras import install_hint
@@ -644,7 +645,7 @@ def compile_program(
             known.update(zip(missing, scores, strict=True))
         return [known[i] for i in range(len(devset))], len(missing)
 
-    with metered(meter):
+    with metered(meter), one_run_per_example():
         watch = DevWatch()
         before_scores, scored_now = scores_before(watch)
         # no example answered by the model: a dead server, or a program that fails on everything; the scores

@@ -15,11 +15,15 @@ therefore be safe to run twice (the batch's runs are: each resumes from its fold
 `pool.stop(signal)` stops a pool: no job starts after it, and the running ones get the signal (a local
 worker still running after `STOP_GRACE` seconds, or after a second stop, is killed). A local worker whose
 parent process died stops its job the same way and ends.
+
+`one_run_per_example()` keeps DSPy's own thread pool (under `dspy.Evaluate` and the optimizers) from running
+an example a second time beside the first.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
 import os
 import signal
@@ -296,3 +300,31 @@ __all__ = [
     "open_executor",
     "working_in",
 ]
+
+
+@contextlib.contextmanager
+def one_run_per_example() -> Iterator[None]:
+    """While the block runs, DSPy's `ParallelExecutor` (under `dspy.Evaluate` and every optimizer's
+    evaluations) runs each example once.
+
+    By default it starts a second copy of each of the last three examples still running after 120 s and
+    leaves the first copy running (stanfordnlp/dspy#9574, not configurable from `Evaluate` in DSPy 3.4). With a
+    local model nearly every research or gathering run takes longer than that, so the copies doubled the LM
+    calls at the end of each evaluation, and the copies left behind went on calling the LM after the
+    evaluation had returned, beside the next one, and failed at exit ("cannot schedule new futures after
+    shutdown"). A timeout of 0 turns the copying off.
+    """
+    from dspy.utils.parallelizer import ParallelExecutor  # lazy: the commands importing this module start fast
+
+    original = ParallelExecutor.__init__
+
+    @functools.wraps(original)
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self.timeout = 0
+
+    ParallelExecutor.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ParallelExecutor.__init__ = original  # type: ignore[method-assign]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
+from deepresearch.programs.runtime.executor import one_run_per_example
 from deepresearch.programs.stages.registry import STAGES
 
 logger = logging.getLogger(__name__)
@@ -92,6 +93,13 @@ def choose_twins(
     Returns:
         The chosen program, and the training score of each program tried (`lm`, `offline`, `+twin:STAGE`).
     """
+    with one_run_per_example():
+        return _choose_twins(program, trainset, metric, num_threads)
+
+
+def _choose_twins(
+    program: Any, trainset: list[dspy.Example], metric: Any, num_threads: int
+) -> tuple[Any, dict[str, float]]:
     evaluate = dspy.Evaluate(devset=trainset, metric=metric, num_threads=num_threads, max_errors=len(trainset) + 1)
     scores = {"lm": evaluate(program).score, "offline": evaluate(program.offline()).score}
     best, best_score = program, scores["lm"]

@@ -1,10 +1,16 @@
-"""The local process pool: what a stop does to a job, and what an interrupt of the parent does to its loop."""
+"""The local process pool: what a stop does to a job, and what an interrupt of the parent does to its loop; and
+DSPy's thread pool, which must run each example of an evaluation once."""
 
 import _thread
 import random
 import threading
+import time
+from collections import Counter
 
-from deepresearch.programs.runtime.executor import JobFailed, LocalExecutor
+import dspy
+from dspy.utils.parallelizer import ParallelExecutor
+
+from deepresearch.programs.runtime.executor import JobFailed, LocalExecutor, one_run_per_example
 
 
 def test_an_interrupt_of_the_parent_ends_its_loop_and_never_becomes_a_jobs_failure():
@@ -46,3 +52,35 @@ def _stopped_then_slow(seconds: float) -> float:
 
     time.sleep(seconds)
     return seconds
+
+
+def _evaluate_slow_examples(n: int) -> Counter:
+    """How many times each of `n` examples ran when `dspy.Evaluate` scored a program that takes 1.5 s on each
+    (DSPy looks for stragglers once a second), counted after every copy left running had time to end."""
+    runs: Counter = Counter()
+    lock = threading.Lock()
+
+    class Slow(dspy.Module):
+        def forward(self, question):
+            with lock:
+                runs[question] += 1
+            time.sleep(1.5)
+            return dspy.Prediction(answer=question)
+
+    devset = [dspy.Example(question=f"q{i}").with_inputs("question") for i in range(n)]
+    dspy.Evaluate(devset=devset, metric=lambda x, pred, trace=None: 1.0, num_threads=2 * n)(Slow())
+    time.sleep(2.0)
+    return runs
+
+
+def test_dspy_runs_each_example_once_inside_one_run_per_example(monkeypatch):
+    """DSPy's thread pool starts a second copy of an example still running after its straggler timeout (120 s,
+    0.3 s here) and leaves the first running: with a local model, the tail of every evaluation ran twice or more."""
+    timeout = list(ParallelExecutor.__init__.__defaults__)
+    timeout[-2] = 0.3  # (..., timeout, straggler_limit)
+    monkeypatch.setattr(ParallelExecutor.__init__, "__defaults__", tuple(timeout))
+    # DSPy's default: each example ran more than once (a copy still running is copied again)
+    assert min(_evaluate_slow_examples(2).values()) >= 2
+    with one_run_per_example():
+        assert _evaluate_slow_examples(2) == {"q0": 1, "q1": 1}
+    assert ParallelExecutor(num_threads=2).timeout == 0.3  # DSPy's own setting is back after the block
