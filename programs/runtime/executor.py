@@ -323,8 +323,8 @@ def one_run_per_example() -> Iterator[None]:
         original(self, *args, **kwargs)
         self.timeout = 0
 
-    ParallelExecutor.__init__ = init  # type: ignore[method-assign]
+    ParallelExecutor.__init__ = init
     try:
         yield
     finally:
-        ParallelExecutor.__init__ = original  # type: ignore[method-assign]
+        ParallelExecutor.__init__ = original
