@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import threading
 import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
@@ -218,6 +219,26 @@ def lm_concurrency(lm: Any, configured: int | None) -> int:
         return configured
     url = None if lm is None or getattr(lm, "servers", None) else server_of(lm)
     return (reported_slots(url) if url else None) or DEFAULT_LM_CONCURRENCY
+
+
+_SERVER_GATES: dict[str, threading.Semaphore] = {}
+_GATES_LOCK = threading.Lock()
+
+
+def server_gate(lm: Any) -> threading.Semaphore | None:
+    """The requests this process may have in flight at `lm`'s server, one gate shared by every run and thread:
+    as many as the slots the server reports (`reported_slots`); None for a server that reports none, and for a
+    router (which holds each of its servers to its own `max_parallel`).
+
+    A server's slots are the server's, not each run's: runs side by side (an optimizer's threads, a benchmark's
+    jobs) would each send as many, and a request past the slots waits in the server's queue, its wait counted
+    against its timeout."""
+    url = None if lm is None or getattr(lm, "servers", None) else server_of(lm)
+    slots = reported_slots(url) if url else None
+    if url is None or slots is None:
+        return None
+    with _GATES_LOCK:
+        return _SERVER_GATES.setdefault(url, threading.Semaphore(slots))
 
 
 def env_base_url(model: str) -> str | None:

@@ -19,16 +19,17 @@ a new sample (`deepresearch.programs.lm.usage.resampling`), under the same caps 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import dspy
 from dspy.utils.exceptions import AdapterParseError
 
 from deepresearch.programs.config import ResearchConfig
-from deepresearch.programs.lm.models import lm_concurrency
+from deepresearch.programs.lm.models import lm_concurrency, server_gate
 from deepresearch.programs.lm.usage import UsageMeter, budget_check, resampling
 from deepresearch.retrievers.engines.client import RateLimiter
 from deepresearch.retrievers.types import Hit, Retriever, search_async
@@ -221,6 +222,9 @@ class Scheduler:
         self.node_slots = asyncio.Semaphore(1 if sequential else config.max_concurrency)
         self.lm_cap = 1 if sequential else lm_concurrency(dspy.settings.lm, config.lm_concurrency)
         self.lm_slots = asyncio.Semaphore(self.lm_cap)
+        # a cap the run derived from the server's slots is also the whole process's (a set one is the run's)
+        auto = not sequential and config.lm_concurrency is None
+        self.server_gate = server_gate(dspy.settings.lm) if auto else None
         self.search_slots = asyncio.Semaphore(1 if sequential else config.search_concurrency)
         rates = dict(config.rate_limits)
         self._limiters: dict[str, RateLimiter] = defaultdict(lambda: RateLimiter(0.0))
@@ -364,7 +368,7 @@ class Scheduler:
         while True:
             await limiter.acquire()
             try:
-                async with self.lm_slots:
+                async with self.lm_slots, self._server_turn():
                     reason = self.exhausted(reserve)  # checked once a slot is held: calls in flight count
                     if reason:
                         raise BudgetExceeded(reason)
@@ -396,6 +400,21 @@ class Scheduler:
                 self.retries["lm"] += 1
                 attempt += 1
                 await asyncio.sleep(0 if isinstance(err, dspy.LMRateLimitError) else wait)
+
+    @contextlib.asynccontextmanager
+    async def _server_turn(self) -> AsyncIterator[None]:
+        """A turn at the LM server, shared with the process's other runs (`server_gate`); waiting for it is not
+        part of the request's timeout."""
+        gate = self.server_gate
+        if gate is None:
+            yield
+            return
+        while not gate.acquire(blocking=False):  # other runs' requests hold every slot; they run on other loops
+            await asyncio.sleep(0.01)
+        try:
+            yield
+        finally:
+            gate.release()
 
     async def search(self, retriever: Retriever, query: str, k: int, **filters: Any) -> list[Hit]:
         """One search under the search cap, with a timeout and retries on timeouts and lost connections.

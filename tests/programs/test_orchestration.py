@@ -3,6 +3,7 @@
 import asyncio
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import dspy
@@ -29,6 +30,7 @@ class TimedEngine:
         self.sync = ScriptedEngine(handler)
         self.delay_of, self.fail_first = delay_of, fail_first
         self.in_flight = self.peak = self.rate_limited = 0
+        self.lock = threading.Lock()  # runs in other threads call it too
 
     async def complete(self, request):
         from tests.scripted import request_to_chat
@@ -36,12 +38,14 @@ class TimedEngine:
         if self.rate_limited < self.fail_first:
             self.rate_limited += 1
             raise RateLimitError("slow down", retry_after=0.01)
-        self.in_flight += 1
-        self.peak = max(self.peak, self.in_flight)
+        with self.lock:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
         try:
             await asyncio.sleep(self.delay_of(request_to_chat(request)))
         finally:
-            self.in_flight -= 1
+            with self.lock:
+                self.in_flight -= 1
         return self.sync.complete(request)
 
 
@@ -179,6 +183,29 @@ def test_lm_calls_in_flight_are_the_slots_the_server_reports_unless_set(props_se
         assert asyncio.run(cap()) == 2
         assert asyncio.run(cap(lm_concurrency=3)) == 3
         assert asyncio.run(cap(schedule="sequential")) == 1
+
+
+def served(lm, url):
+    """`lm` as if it sent to the server at `url` (a custom engine takes no api_base of its own): where the run
+    reads the server's slots."""
+    lm.kwargs["api_base"] = url
+    return lm
+
+
+def test_runs_side_by_side_share_the_slots_the_server_reports(props_server, scifact_bm25):
+    """Three runs at once, as an optimizer's threads evaluate them, against a server with two slots: each run
+    alone keeps two requests in flight, and together they still keep two, not six (the others waited their
+    turn here, not in the server's queue, where the wait counted against their timeout)."""
+    pages, url = props_server
+    pages["/props"] = {"total_slots": 2}
+    lm = served(timed_lm(lambda m: 0.02), url)
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        outs = list(pool.map(lambda _: run(scifact_bm25, lm, depth=2, breadth=3), range(3)))
+    assert all(out.status == "done" and out.stats.nodes == 3 + 6 for out in outs)
+    assert lm.timed.peak == 2
+    alone = served(timed_lm(lambda m: 0.02), url)
+    run(scifact_bm25, alone, depth=2, breadth=3, lm_concurrency=3)  # a cap set for the run is the run's own
+    assert alone.timed.peak == 3
 
 
 def test_a_server_that_does_not_report_its_slots_gets_the_default(props_server):
