@@ -297,6 +297,7 @@ __all__ = [
     "LocalExecutor",
     "RayExecutor",
     "check_ray_address",
+    "one_run_per_example",
     "open_executor",
     "working_in",
 ]
@@ -309,10 +310,10 @@ def one_run_per_example() -> Iterator[None]:
 
     By default it starts a second copy of each of the last three examples still running after 120 s and
     leaves the first copy running (stanfordnlp/dspy#9574, not configurable from `Evaluate` in DSPy 3.4). With a
-    local model nearly every research or gathering run takes longer than that, so the copies doubled the LM
-    calls at the end of each evaluation, and the copies left behind went on calling the LM after the
-    evaluation had returned, beside the next one, and failed at exit ("cannot schedule new futures after
-    shutdown"). A timeout of 0 turns the copying off.
+    local model a research or gathering run often takes longer than that: the copies repeated the LM calls
+    at the end of an evaluation, and those left behind went on calling the LM after it had returned, beside
+    the next one, and failed at exit ("cannot schedule new futures after shutdown"). A timeout of 0 turns
+    the copying off.
     """
     from dspy.utils.parallelizer import ParallelExecutor  # lazy: the commands importing this module start fast
 

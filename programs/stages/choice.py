@@ -81,6 +81,7 @@ class TwinChoice(_Program):
         return self
 
 
+@one_run_per_example()
 def choose_twins(
     program: Any, trainset: list[dspy.Example], metric: Any, *, num_threads: int = 1
 ) -> tuple[Any, dict[str, float]]:
@@ -93,13 +94,6 @@ def choose_twins(
     Returns:
         The chosen program, and the training score of each program tried (`lm`, `offline`, `+twin:STAGE`).
     """
-    with one_run_per_example():
-        return _choose_twins(program, trainset, metric, num_threads)
-
-
-def _choose_twins(
-    program: Any, trainset: list[dspy.Example], metric: Any, num_threads: int
-) -> tuple[Any, dict[str, float]]:
     evaluate = dspy.Evaluate(devset=trainset, metric=metric, num_threads=num_threads, max_errors=len(trainset) + 1)
     scores = {"lm": evaluate(program).score, "offline": evaluate(program.offline()).score}
     best, best_score = program, scores["lm"]
