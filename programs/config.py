@@ -251,7 +251,7 @@ class ResearchConfig:
         max_failures: Failed nodes tolerated before the run stops and writes what it has.
         max_concurrency: Nodes doing their own work at the same time, across the whole tree.
         lm_concurrency: LM calls in flight at once, across the run (None: the parallel slots the LM's
-            server reports, as llama-server does, shared with the process's other runs; else 16). More than
+            server reports, as llama-server does, shared with this user's other runs; else 16). More than
             the server's slots would only queue there, where the wait counts against `lm_timeout_s`.
         search_concurrency: Searches in flight at once, across the run.
         rate_limits: (provider, requests per second) pairs, e.g. (("openai", 5.0),).

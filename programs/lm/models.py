@@ -14,10 +14,12 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import os
 import re
+import tempfile
 import threading
 import urllib.request
 from collections.abc import Iterable
@@ -26,6 +28,7 @@ from typing import Any
 
 import dspy
 from dspy.clients.cache import Cache
+from filelock import FileLock, Timeout
 
 from deepresearch.programs.environment import provider_base_url
 from deepresearch.programs.lm.defaults import DEFAULT_TIMEOUT_S, OFFLINE, SERVER_KEY_ENV, STRUCTURED_MODES
@@ -221,24 +224,57 @@ def lm_concurrency(lm: Any, configured: int | None) -> int:
     return (reported_slots(url) if url else None) or DEFAULT_LM_CONCURRENCY
 
 
-_SERVER_GATES: dict[str, threading.Semaphore] = {}
+class ServerSlots:
+    """The slots of one LM server, as lock files that every run in every process of this user shares: a
+    request holds one while it is in flight. `deepresearch batch`'s workers, an optimizer's threads and a
+    notebook beside a command thus keep to the server's slots together; a lock is let go when its process
+    ends, however it ends."""
+
+    def __init__(self, slots: int, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self._paths = [folder / f"{i}.lock" for i in range(slots)]
+
+    def take(self) -> FileLock | None:
+        """A free slot, held until its `release()`; None while every slot is held."""
+        for path in self._paths:
+            lock = FileLock(path, timeout=0)
+            try:
+                lock.acquire()
+            except Timeout:
+                continue
+            return lock
+        return None
+
+
+_SERVER_GATES: dict[str, ServerSlots | None] = {}
 _GATES_LOCK = threading.Lock()
 
 
-def server_gate(lm: Any) -> threading.Semaphore | None:
-    """The requests this process may have in flight at `lm`'s server, one gate shared by every run and thread:
-    as many as the slots the server reports (`reported_slots`); None for a server that reports none, and for a
-    router (which holds each of its servers to its own `max_parallel`).
+def _slots_folder(url: str) -> Path:
+    user = re.sub(r"\W", "_", os.environ.get("USER") or os.environ.get("USERNAME") or "user")
+    digest = hashlib.sha256(url.encode()).hexdigest()[:16]  # the URL may hold a password: never a file name
+    return Path(tempfile.gettempdir()) / f"dspy-deepresearch-{user}" / "slots" / digest
 
-    A server's slots are the server's, not each run's: runs side by side (an optimizer's threads, a benchmark's
-    jobs) would each send as many, and a request past the slots waits in the server's queue, its wait counted
-    against its timeout."""
+
+def server_gate(lm: Any) -> ServerSlots | None:
+    """The slots of `lm`'s server, shared by every run, thread and process of this user (`ServerSlots`): as
+    many as the server reports (`reported_slots`); None for a server that reports none, and for a router
+    (which holds each of its servers to its own `max_parallel`).
+
+    A server's slots are the server's, not each run's: runs side by side (an optimizer's threads, a batch's
+    workers) would each send as many, and a request past the slots waits in the server's queue, its wait
+    counted against its timeout."""
     url = None if lm is None or getattr(lm, "servers", None) else server_of(lm)
     slots = reported_slots(url) if url else None
     if url is None or slots is None:
         return None
     with _GATES_LOCK:
-        return _SERVER_GATES.setdefault(url, threading.Semaphore(slots))
+        if url not in _SERVER_GATES:
+            try:
+                _SERVER_GATES[url] = ServerSlots(slots, _slots_folder(strip_url_credentials(url)[0]))
+            except OSError:  # no writable temporary folder: each run keeps to its own cap alone
+                _SERVER_GATES[url] = None
+        return _SERVER_GATES[url]
 
 
 def env_base_url(model: str) -> str | None:
@@ -706,6 +742,7 @@ def summarize_failures(causes: Iterable[str]) -> str | None:
 
 
 __all__ = [
+    "ServerSlots",
     "DEFAULT_TIMEOUT_S",
     "OFFLINE",
     "STRUCTURED_MODES",

@@ -84,12 +84,15 @@ class TaskPool:
         return cancelled
 
 
+def lm_of(module: dspy.Module) -> Any:
+    """The LM a stage would call (its own, else the one in `dspy.settings`), or None when it calls none."""
+    predictors = module.predictors()
+    return (predictors[0].lm or dspy.settings.lm) if predictors else None
+
+
 def provider_of(module: dspy.Module) -> str | None:
     """The provider (`openai`, `anthropic`...) of the LM a stage would call, or None when it calls none."""
-    predictors = module.predictors()
-    if not predictors:
-        return None
-    lm = predictors[0].lm or dspy.settings.lm
+    lm = lm_of(module)
     model = getattr(lm, "model", None) or ""
     return model.split("/", 1)[0] if model else None
 
@@ -222,9 +225,9 @@ class Scheduler:
         self.node_slots = asyncio.Semaphore(1 if sequential else config.max_concurrency)
         self.lm_cap = 1 if sequential else lm_concurrency(dspy.settings.lm, config.lm_concurrency)
         self.lm_slots = asyncio.Semaphore(self.lm_cap)
-        # a cap the run derived from the server's slots is also the whole process's (a set one is the run's)
-        auto = not sequential and config.lm_concurrency is None
-        self.server_gate = server_gate(dspy.settings.lm) if auto else None
+        # unless a cap is set for the run, each request also keeps to its server's slots, which every run
+        # and process shares (a stage's LM may be on another server than the run's)
+        self._share_slots = not sequential and config.lm_concurrency is None
         self.search_slots = asyncio.Semaphore(1 if sequential else config.search_concurrency)
         rates = dict(config.rate_limits)
         self._limiters: dict[str, RateLimiter] = defaultdict(lambda: RateLimiter(0.0))
@@ -368,7 +371,7 @@ class Scheduler:
         while True:
             await limiter.acquire()
             try:
-                async with self.lm_slots, self._server_turn():
+                async with self.lm_slots, self._server_turn(module):
                     reason = self.exhausted(reserve)  # checked once a slot is held: calls in flight count
                     if reason:
                         raise BudgetExceeded(reason)
@@ -402,19 +405,19 @@ class Scheduler:
                 await asyncio.sleep(0 if isinstance(err, dspy.LMRateLimitError) else wait)
 
     @contextlib.asynccontextmanager
-    async def _server_turn(self) -> AsyncIterator[None]:
-        """A turn at the LM server, shared with the process's other runs (`server_gate`); waiting for it is not
-        part of the request's timeout."""
-        gate = self.server_gate
+    async def _server_turn(self, module: dspy.Module) -> AsyncIterator[None]:
+        """A slot of the server `module` calls, shared with every other run (`server_gate`); waiting for it is
+        not part of the request's timeout."""
+        gate = server_gate(lm_of(module)) if self._share_slots else None
         if gate is None:
             yield
             return
-        while not gate.acquire(blocking=False):  # other runs' requests hold every slot; they run on other loops
+        while (slot := gate.take()) is None:  # other runs' requests hold every slot, on other loops or processes
             await asyncio.sleep(0.01)
         try:
             yield
         finally:
-            gate.release()
+            slot.release()
 
     async def search(self, retriever: Retriever, query: str, k: int, **filters: Any) -> list[Hit]:
         """One search under the search cap, with a timeout and retries on timeouts and lost connections.

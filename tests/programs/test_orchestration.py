@@ -2,6 +2,8 @@
 
 import asyncio
 import json
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -206,6 +208,58 @@ def test_runs_side_by_side_share_the_slots_the_server_reports(props_server, scif
     alone = served(timed_lm(lambda m: 0.02), url)
     run(scifact_bm25, alone, depth=2, breadth=3, lm_concurrency=3)  # a cap set for the run is the run's own
     assert alone.timed.peak == 3
+
+
+def test_a_stage_on_another_server_keeps_to_that_servers_slots(props_server, scifact_bm25):
+    """The extractor's LM on a one-slot server, the run's on a two-slot one: each server gets its own slots, not
+    the run's (the run's two would have let two extractions queue at the one-slot server)."""
+    pages, url = props_server
+    pages["/props"] = {"total_slots": 2}
+    pages["/small/props"] = {"total_slots": 1}
+    lm = served(timed_lm(lambda m: 0.02), url)
+    extractor = served(timed_lm(lambda m: 0.02), url.replace("/v1", "/small/v1"))
+    with dspy.context(lm=lm):
+        program = DeepResearch(
+            retriever=scifact_bm25, config=ResearchConfig(depth=2, breadth=3), lms={"extract": extractor}
+        )
+        out = program(question=QUESTION)
+    assert out.status == "done" and out.usage["extract"].calls == extractor.timed.sync.calls >= 6
+    assert extractor.timed.peak == 1
+    assert lm.timed.peak == 2
+
+
+# Takes a slot of the server at argv[1] once the file argv[2] exists, holds it half a second, prints when.
+HOLD_A_SLOT = """
+import os, sys, time
+import dspy
+from deepresearch.programs.lm.models import server_gate
+gate = server_gate(dspy.LM("openai/local", api_base=sys.argv[1]))
+print("ready", flush=True)
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.01)
+while (slot := gate.take()) is None:
+    time.sleep(0.01)
+start = time.time()
+time.sleep(0.5)
+print(start, time.time(), flush=True)
+slot.release()
+"""
+
+
+def test_processes_share_the_slots_the_server_reports(props_server, tmp_path):
+    """Four processes (a batch's workers) at one two-slot server: two hold a slot at a time, not four."""
+    pages, url = props_server
+    pages["/props"] = {"total_slots": 2}
+    go = tmp_path / "go"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", HOLD_A_SLOT, url, str(go)], stdout=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    assert all(p.stdout.readline().strip() == "ready" for p in procs)
+    go.touch()
+    spans = [tuple(map(float, p.communicate(timeout=60)[0].split())) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert max(sum(s <= t < e for s, e in spans) for t, _ in spans) == 2
 
 
 def test_a_server_that_does_not_report_its_slots_gets_the_default(props_server):
