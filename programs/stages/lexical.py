@@ -89,6 +89,14 @@ AIM = re.compile(
     re.IGNORECASE,
 )
 
+# A sentence that says how a study chose its papers or patients, in an abstract without labels ("Exclusion
+# criteria were: ...", "We searched MEDLINE ..."). Kept narrow: "Patients were enrolled ..." often goes on with
+# what was found, and none of the sentences SciFact's annotators marked as evidence opens this way.
+PROCEDURE = re.compile(
+    r"^(?:(?:inclusion|exclusion|eligibility) criteria\b|(?:we|the authors) searched\b"
+    r"|data (?:were|was) (?:collected|extracted|abstracted|obtained)\b)",
+    re.IGNORECASE,
+)
 
 # The parts of a structured abstract that say what a study set out to do or how it was done ("OBJECTIVE",
 # "DESIGN, SETTING, AND PARTICIPANTS", "MAIN OUTCOME MEASURES", "FUNDING"). Their sentences describe the
@@ -115,14 +123,14 @@ def _describes_study(label: str) -> bool:
 def sentences(text: str) -> list[str]:
     """The sentences of `text` worth quoting as findings: a structured abstract's section label left out
     ("RESULTS We found ..." is quoted from "We"), none shorter than 25 characters, none that states only what
-    a study set out to do (`AIM`), and none in a part of the abstract that describes the study's aim or
-    methods (from a label such as "DESIGN" to the next label)."""
+    a study set out to do (`AIM`) or how it chose its data (`PROCEDURE`), and none in a part of the abstract
+    that describes the study's aim or methods (from a label such as "DESIGN" to the next label)."""
     kept, in_methods = [], False
     for sentence in split_sentences(text):
         label, rest = split_label(sentence)
         if label:
             in_methods = _describes_study(label)
-        if not in_methods and len(rest) >= 25 and not AIM.match(rest):
+        if not in_methods and len(rest) >= 25 and not AIM.match(rest) and not PROCEDURE.match(rest):
             kept.append(rest)
     return kept
 
