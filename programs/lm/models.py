@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -21,6 +20,7 @@ import os
 import re
 import tempfile
 import threading
+import time
 import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
@@ -48,6 +48,7 @@ PREFLIGHT_RETRY_AFTER_CAP_S = 10.0
 DEFAULT_CACHE_DIR = Path("~/.cache/dspy-deepresearch/lm")
 DEFAULT_LM_CONCURRENCY = 16  # LM calls in flight when the server does not say how many it answers at once
 SLOTS_TIMEOUT_S = 1.0
+SLOTS_TTL_S = 60.0
 
 
 class LMConfigError(ValueError):
@@ -197,10 +198,21 @@ def server_of(lm: Any) -> str | None:
     return env_base_url(getattr(lm, "model", "") or "")
 
 
-@functools.lru_cache(maxsize=32)
+_SLOTS: dict[str, tuple[float, int | None]] = {}
+
+
 def reported_slots(url: str) -> int | None:
     """The requests `url`'s server answers at once, where it says: llama-server's `total_slots` on its
-    /props page. None for any other server, or one that does not answer within a second."""
+    /props page. None for any other server, or one that does not answer within a second. An answer is kept
+    for `SLOTS_TTL_S`, then asked again: the server behind a URL may be restarted with other slots."""
+    now = time.monotonic()
+    if (known := _SLOTS.get(url)) and now - known[0] < SLOTS_TTL_S:
+        return known[1]
+    _SLOTS[url] = (now, _read_slots(url))
+    return _SLOTS[url][1]
+
+
+def _read_slots(url: str) -> int | None:
     root, _ = strip_url_credentials(url)  # the page is public: no credentials travel with the question
     root = root.rstrip("/").removesuffix("/v1")
     if not root.startswith(("http://", "https://")):
@@ -246,14 +258,14 @@ class ServerSlots:
         return None
 
 
-_SERVER_GATES: dict[str, ServerSlots | None] = {}
+_SERVER_GATES: dict[tuple[str, int], ServerSlots | None] = {}
 _GATES_LOCK = threading.Lock()
 
 
 def _slots_folder(url: str) -> Path:
-    user = re.sub(r"\W", "_", os.environ.get("USER") or os.environ.get("USERNAME") or "user")
+    user = str(os.getuid()) if hasattr(os, "getuid") else ""  # elsewhere the temporary folder is the user's
     digest = hashlib.sha256(url.encode()).hexdigest()[:16]  # the URL may hold a password: never a file name
-    return Path(tempfile.gettempdir()) / f"dspy-deepresearch-{user}" / "slots" / digest
+    return Path(tempfile.gettempdir()) / f"dspy-deepresearch{user and '-' + user}" / "slots" / digest
 
 
 def server_gate(lm: Any) -> ServerSlots | None:
@@ -269,12 +281,12 @@ def server_gate(lm: Any) -> ServerSlots | None:
     if url is None or slots is None:
         return None
     with _GATES_LOCK:
-        if url not in _SERVER_GATES:
+        if (url, slots) not in _SERVER_GATES:
             try:
-                _SERVER_GATES[url] = ServerSlots(slots, _slots_folder(strip_url_credentials(url)[0]))
+                _SERVER_GATES[url, slots] = ServerSlots(slots, _slots_folder(strip_url_credentials(url)[0]))
             except OSError:  # no writable temporary folder: each run keeps to its own cap alone
-                _SERVER_GATES[url] = None
-        return _SERVER_GATES[url]
+                _SERVER_GATES[url, slots] = None
+        return _SERVER_GATES[url, slots]
 
 
 def env_base_url(model: str) -> str | None:

@@ -13,6 +13,7 @@ import pytest
 from dspy.lm15 import RateLimitError
 
 from deepresearch.programs.config import HeroConfig, ResearchConfig
+from deepresearch.programs.lm import models
 from deepresearch.programs.lm.models import DEFAULT_LM_CONCURRENCY, lm_concurrency
 from deepresearch.programs.lm.usage import UsageMeter
 from deepresearch.programs.render import cost_line
@@ -260,6 +261,24 @@ def test_processes_share_the_slots_the_server_reports(props_server, tmp_path):
     spans = [tuple(map(float, p.communicate(timeout=60)[0].split())) for p in procs]
     assert all(p.returncode == 0 for p in procs)
     assert max(sum(s <= t < e for s, e in spans) for t, _ in spans) == 2
+
+
+def test_a_servers_slots_are_read_again_after_a_while(props_server, monkeypatch):
+    """A server restarted on the same URL with other slots (or one that did not answer at first) is not
+    remembered as it was for the rest of the process: its answer is kept `SLOTS_TTL_S` seconds."""
+    pages, url = props_server
+    lm = dspy.LM("openai/local", api_base=url)
+    pages["/props"] = {"total_slots": 2}
+    assert lm_concurrency(lm, None) == 2
+    pages["/props"] = {"total_slots": 4}  # restarted with --parallel 4
+    assert lm_concurrency(lm, None) == 2  # within the time an answer is kept
+    monkeypatch.setattr(models, "SLOTS_TTL_S", 0.0)
+    assert lm_concurrency(lm, None) == 4
+    gate = models.server_gate(lm)  # and the slots shared with other runs are the four
+    held = [gate.take() for _ in range(4)]
+    assert all(held) and gate.take() is None
+    for slot in held:
+        slot.release()
 
 
 def test_a_server_that_does_not_report_its_slots_gets_the_default(props_server):
