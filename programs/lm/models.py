@@ -754,7 +754,6 @@ def summarize_failures(causes: Iterable[str]) -> str | None:
 
 
 __all__ = [
-    "ServerSlots",
     "DEFAULT_TIMEOUT_S",
     "OFFLINE",
     "STRUCTURED_MODES",
