@@ -228,6 +228,7 @@ class Scheduler:
         # unless a cap is set for the run, each request also keeps to its server's slots, which every run
         # and process shares (a stage's LM may be on another server than the run's)
         self._share_slots = not sequential and config.lm_concurrency is None
+        self._gates: dict[int, Any] = {}  # id of an LM -> its server's slots, read once a run
         self.search_slots = asyncio.Semaphore(1 if sequential else config.search_concurrency)
         rates = dict(config.rate_limits)
         self._limiters: dict[str, RateLimiter] = defaultdict(lambda: RateLimiter(0.0))
@@ -408,7 +409,12 @@ class Scheduler:
     async def _server_turn(self, module: dspy.Module) -> AsyncIterator[None]:
         """A slot of the server `module` calls, shared with every other run (`server_gate`); waiting for it is
         not part of the request's timeout."""
-        gate = server_gate(lm_of(module)) if self._share_slots else None
+        gate = None
+        if self._share_slots:
+            lm = lm_of(module)
+            if id(lm) not in self._gates:  # a first request's lookup asks the server; later ones must not
+                self._gates[id(lm)] = server_gate(lm)
+            gate = self._gates[id(lm)]
         if gate is None:
             yield
             return
