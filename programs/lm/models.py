@@ -22,7 +22,8 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -195,7 +196,7 @@ def server_of(lm: Any) -> str | None:
     url = kwargs.get("api_base") or kwargs.get("base_url")
     if url:
         return url
-    return env_base_url(getattr(lm, "model", "") or "")
+    return provider_base_url(getattr(lm, "model", "") or "")
 
 
 _SLOTS: dict[str, tuple[float, int | None]] = {}
@@ -289,11 +290,6 @@ def server_gate(lm: Any) -> ServerSlots | None:
         return _SERVER_GATES[url, slots]
 
 
-def env_base_url(model: str) -> str | None:
-    """The provider's base-URL variable as LiteLLM reads it (`OPENAI_API_BASE`, `OPENAI_BASE_URL`), if set."""
-    return provider_base_url(model)
-
-
 # ---- structured decoding --------------------------------------------------------------------------
 
 
@@ -368,19 +364,23 @@ GRAMMAR_LIMITS: dict[str, dict[str, int]] = {
 }
 
 
-def _bound(part: Any) -> None:
+def _objects(part: Any) -> Iterator[dict[str, Any]]:
+    """Every object of a JSON schema, at any depth, each before the objects inside it."""
+    if isinstance(part, dict):
+        yield part
+        part = list(part.values())
+    for value in part if isinstance(part, list) else ():
+        yield from _objects(value)
+
+
+def _bound(schema: dict[str, Any]) -> None:
     """Adds GRAMMAR_LIMITS to every property they name, at any depth of the schema ("Model.field" before
     "field")."""
-    if isinstance(part, dict):
+    for part in _objects(schema):
         for name, prop in (part.get("properties") or {}).items():
             limits = GRAMMAR_LIMITS.get(f"{part.get('title')}.{name}") or GRAMMAR_LIMITS.get(name)
             if isinstance(prop, dict) and limits:
                 _limit(prop, limits)
-        for value in part.values():
-            _bound(value)
-    elif isinstance(part, list):
-        for value in part:
-            _bound(value)
 
 
 def _limit(prop: dict[str, Any], limits: dict[str, int]) -> None:
@@ -397,17 +397,12 @@ def _limit(prop: dict[str, Any], limits: dict[str, int]) -> None:
             items["maxLength"] = limits["items"]
 
 
-def _close_objects(part: Any) -> None:
+def _close_objects(schema: dict[str, Any]) -> None:
     """Makes every object schema list all its properties as required and forbid others (strict mode)."""
-    if isinstance(part, dict):
+    for part in _objects(schema):
         if part.get("type") == "object" and "properties" in part:
             part["required"] = list(part["properties"])
             part["additionalProperties"] = False
-        for value in part.values():
-            _close_objects(value)
-    elif isinstance(part, list):
-        for value in part:
-            _close_objects(value)
 
 
 # Output properties that name a source shown in the prompt, and the input attributes that give the ids.
@@ -427,20 +422,15 @@ def shown_ids(inputs: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def _restrict_ids(part: Any, ids: list[str]) -> None:
+def _restrict_ids(schema: dict[str, Any], ids: list[str]) -> None:
     """Makes every source-id property of a schema one of `ids`: the decoder cannot write an unseen id."""
-    if isinstance(part, dict):
+    for part in _objects(schema):
         for name, prop in (part.get("properties") or {}).items():
             if name in ID_OUTPUTS and isinstance(prop, dict):
                 target = prop.get("items") if prop.get("type") == "array" else prop
                 if isinstance(target, dict) and target.get("type") == "string":
                     target.pop("maxLength", None)
                     target["enum"] = list(ids)
-        for value in part.values():
-            _restrict_ids(value, ids)
-    elif isinstance(part, list):
-        for value in part:
-            _restrict_ids(value, ids)
 
 
 # Output lists whose length an input of the same call bounds ("at most max_tasks"): the grammar gets that
@@ -489,8 +479,8 @@ def _numbered(shown: list[Any] | tuple[Any, ...]) -> int:
     return sum(counts) if len(counts) == len(shown) else len(shown)
 
 
-def _number_by_inputs(part: Any, inputs: dict[str, Any]) -> None:
-    if isinstance(part, dict):
+def _number_by_inputs(schema: dict[str, Any], inputs: dict[str, Any]) -> None:
+    for part in _objects(schema):
         for name, prop in (part.get("properties") or {}).items():
             shown = inputs.get(NUMBERED_BY.get(name, ""))
             number = prop.get("items") if isinstance(prop, dict) and prop.get("type") == "array" else prop
@@ -501,11 +491,6 @@ def _number_by_inputs(part: Any, inputs: dict[str, Any]) -> None:
                 and shown
             ):
                 number.update(minimum=1, maximum=max(_numbered(shown), 1))
-        for value in part.values():
-            _number_by_inputs(value, inputs)
-    elif isinstance(part, list):
-        for value in part:
-            _number_by_inputs(value, inputs)
 
 
 class SchemaAdapter(dspy.JSONAdapter):
@@ -583,7 +568,7 @@ class ServerKeyedCache(Cache):
         ignored = [a for a in (ignored_args_for_cache_key or []) if a not in ("api_base", "base_url")]
         request = dict(request)
         server = request.pop("api_base", None) or request.pop("base_url", None)
-        server = server or env_base_url(str(request.get("model", "")))
+        server = server or provider_base_url(str(request.get("model", "")))
         request["_server"] = redact_url(server) if server else None
         return super().cache_key(request, ignored + ["api_key", "extra_headers"])
 
@@ -746,11 +731,9 @@ def explain(err: BaseException, lm: Any | None = None) -> str:
 
 
 def summarize_failures(causes: Iterable[str]) -> str | None:
-    """The most frequent cause among failure explanations, or None when there are none."""
-    counts: dict[str, int] = {}
-    for cause in causes:
-        counts[cause] = counts.get(cause, 0) + 1
-    return max(counts, key=lambda cause: counts[cause]) if counts else None
+    """The most frequent cause among failure explanations (the first of equals), or None when there are none."""
+    ranked = Counter(causes).most_common(1)
+    return ranked[0][0] if ranked else None
 
 
 __all__ = [
