@@ -99,38 +99,24 @@ _QUERY_PARAM = re.compile(
 # literal parts of `_KEY_NAME`, one of which a text must hold for `_KEY_VALUE` to match
 _KEY_WORDS = ("key", "token", "secret", "passw")
 
-# 3. Key shapes. `check`: the body must look random (see `_looks_random`).
+# 3. Key shapes: (pattern, whether the body must look random (`_looks_random`), the literal prefixes one
+# of which a text must hold for the pattern to run).
 _B = r"(?<![A-Za-z0-9_-])"  # not inside a longer word
 _KEY_SHAPES = (
-    (re.compile(_B + r"sk-(?P<body>[A-Za-z0-9_-]{16,})"), True),  # OpenAI, Anthropic (sk-ant-), DeepSeek...
-    (re.compile(_B + r"AIza(?P<body>[0-9A-Za-z_-]{30,})"), False),  # Google
-    (re.compile(_B + r"hf_(?P<body>[A-Za-z0-9]{16,})"), True),  # Hugging Face
-    (re.compile(_B + r"gh[pousr]_(?P<body>[A-Za-z0-9]{30,})"), False),  # GitHub tokens
-    (re.compile(_B + r"github_pat_(?P<body>[A-Za-z0-9_]{30,})"), False),  # GitHub fine-grained tokens
-    (re.compile(_B + r"gsk_(?P<body>[A-Za-z0-9]{20,})"), True),  # Groq
-    (re.compile(_B + r"(?:AKIA|ASIA)(?P<body>[0-9A-Z]{16})(?![A-Za-z0-9])"), False),  # AWS access key ids
-)
-_SHAPE_PREFIXES = (
-    ("sk-",),
-    ("AIza",),
-    ("hf_",),
-    ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
-    ("github_pat_",),
-    ("gsk_",),
-    ("AKIA", "ASIA"),
+    (re.compile(_B + r"sk-(?P<body>[A-Za-z0-9_-]{16,})"), True, ("sk-",)),  # OpenAI, Anthropic, DeepSeek...
+    (re.compile(_B + r"AIza(?P<body>[0-9A-Za-z_-]{30,})"), False, ("AIza",)),  # Google
+    (re.compile(_B + r"hf_(?P<body>[A-Za-z0-9]{16,})"), True, ("hf_",)),  # Hugging Face
+    (re.compile(_B + r"gh[pousr]_(?P<body>[A-Za-z0-9]{30,})"), False, ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+    (re.compile(_B + r"github_pat_(?P<body>[A-Za-z0-9_]{30,})"), False, ("github_pat_",)),  # GitHub fine-grained
+    (re.compile(_B + r"gsk_(?P<body>[A-Za-z0-9]{20,})"), True, ("gsk_",)),  # Groq
+    (re.compile(_B + r"(?:AKIA|ASIA)(?P<body>[0-9A-Z]{16})(?![A-Za-z0-9])"), False, ("AKIA", "ASIA")),  # AWS
 )
 
 
 def _mixed(segment: str) -> bool:
-    """Whether a run of letters and digits mixes kinds of characters as random strings do.
-
-    Args:
-        segment: Letters and digits only.
-
-    Returns:
-        True if it holds both a letter and a digit, or a lowercase letter and an uppercase letter after
-        the first character (a capitalised word is not mixed).
-    """
+    """Whether a run of letters and digits mixes kinds of characters as random strings do: a letter and a
+    digit, or a lowercase letter and an uppercase one after the first character (a capitalised word is not
+    mixed)."""
     has_digit = any(c.isdigit() for c in segment)
     has_alpha = any(c.isalpha() for c in segment)
     has_lower = any(c.islower() for c in segment)
@@ -139,43 +125,23 @@ def _mixed(segment: str) -> bool:
 
 
 def _looks_random(token: str, min_length: int = 16) -> bool:
-    """Whether a token looks like a generated credential rather than a word or a name.
-
-    Args:
-        token: The candidate.
-        min_length: Shortest token that may be a credential.
-
-    Returns:
-        True if the token is at least `min_length` long and one of its alphanumeric runs of 8+
-        characters is mixed (see `_mixed`).
-    """
+    """Whether a token looks like a generated credential rather than a word or a name: at least `min_length`
+    long, with an alphanumeric run of 8+ characters that is `_mixed`."""
     if len(token) < min_length:
         return False
     return any(len(seg) >= 8 and _mixed(seg) for seg in re.split(r"[^A-Za-z0-9]+", token))
 
 
 def _usable(values: Iterable[str]) -> list[str]:
-    """The values long enough to be redacted exactly, longest first, without duplicates.
-
-    Args:
-        values: Candidate secret values; None and non-strings are skipped.
-
-    Returns:
-        The values of at least `MIN_SECRET_LENGTH` characters that are not part of the marker.
-    """
+    """The strings of at least `MIN_SECRET_LENGTH` characters (and not part of the marker), longest first,
+    without duplicates: the values long enough to be redacted exactly."""
     kept = {v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH and v not in REDACTED}
     return sorted(kept, key=lambda v: (-len(v), v))
 
 
 def env_secrets() -> list[str]:
-    """The values of environment variables whose name looks like a credential, read now.
-
-    Names ending in `_API_KEY`, `_KEY`, `_TOKEN`, `_SECRET`, `_PASSWORD` (any case), and
-    `DEEPRESEARCH_API_KEY`.
-
-    Returns:
-        Their values of at least `MIN_SECRET_LENGTH` characters, longest first.
-    """
+    """The values (of at least `MIN_SECRET_LENGTH` characters, longest first) of the environment variables
+    whose name looks like a credential (`environment.credential_values`), read now."""
     return _usable(credential_values())
 
 
@@ -226,15 +192,7 @@ def strip_url_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
 
 
 def _redact_exact(text: str, values: list[str]) -> str:
-    """Replace exact occurrences of the values, and of their percent-encoded forms.
-
-    Args:
-        text: Any text.
-        values: Secret values, already filtered by `_usable`.
-
-    Returns:
-        The text with each occurrence replaced by `REDACTED`.
-    """
+    """Replaces exact occurrences of the values (already `_usable`), and of their percent-encoded forms."""
     forms = set(values) | {urllib.parse.quote(v, safe="") for v in values}
     found = [f for f in _usable(forms) if f in text]
     if not found:
@@ -243,16 +201,7 @@ def _redact_exact(text: str, values: list[str]) -> str:
 
 
 def _sub_value(pattern: re.Pattern[str], text: str, keep=lambda value: False) -> str:
-    """Replace the `value` group of each match unless it is already the marker or `keep` says so.
-
-    Args:
-        pattern: A pattern with `head` and `value` groups (and optionally `at`).
-        text: Any text.
-        keep: Predicate on the value; True leaves the match as it is.
-
-    Returns:
-        The text with the values replaced.
-    """
+    """Replaces the `value` group of each match of `pattern` unless it is already the marker or `keep(value)`."""
 
     def replace(m: re.Match[str]) -> str:
         value = m.group("value")
@@ -264,14 +213,7 @@ def _sub_value(pattern: re.Pattern[str], text: str, keep=lambda value: False) ->
 
 
 def _redact_urls(text: str) -> str:
-    """Replace the password, and a lone username that looks like a key, of every URL in the text.
-
-    Args:
-        text: Any text.
-
-    Returns:
-        The text with `scheme://user:[REDACTED]@` and `scheme://[REDACTED]@`.
-    """
+    """Replaces the password, and a lone username that looks like a key, of every URL in the text."""
     text = _URL_PASSWORD.sub(lambda m: m.group("head") + REDACTED + m.group("at"), text)
 
     def user(m: re.Match[str]) -> str:
@@ -284,15 +226,9 @@ def _redact_urls(text: str) -> str:
 
 
 def _redact_authorization(text: str) -> str:
-    """Replace the credentials of `Authorization` headers (`Authorization: Basic <b64>` and the like).
-
-    Args:
-        text: Any text.
-
-    Returns:
-        The text with the credential after the scheme replaced; without a scheme (`Authorization: <key>`)
-        only a random-looking value is, so that prose such as "Authorization: users must ..." is kept.
-    """
+    """Replaces the credential of `Authorization` headers (`Authorization: Basic <b64>` and the like); without
+    a scheme (`Authorization: <key>`) only a random-looking value, so that prose such as "Authorization: users
+    must ..." is kept."""
 
     def replace(m: re.Match[str]) -> str:
         value = m.group("value")
@@ -305,14 +241,8 @@ def _redact_authorization(text: str) -> str:
 
 
 def _redact_key_values(text: str) -> str:
-    """Replace the value after a credential's name (`api_key=`, `"password": "..."`, `x-api-key:`).
-
-    Args:
-        text: Any text.
-
-    Returns:
-        The text with the values replaced; placeholders such as `None` or `null` are kept.
-    """
+    """Replaces the value after a credential's name (`api_key=`, `"password": "..."`, `x-api-key:`), but not
+    a placeholder such as `None` or `null`."""
 
     def replace(m: re.Match[str]) -> str:
         group = next(g for g in ("dq", "sq", "bare") if m.group(g) is not None)
@@ -326,19 +256,12 @@ def _redact_key_values(text: str) -> str:
 
 
 def _redact_shapes(text: str) -> str:
-    """Replace well-known key shapes wherever they appear.
-
-    Args:
-        text: Any text.
-
-    Returns:
-        The text with each key replaced by `REDACTED`.
-    """
+    """Replaces well-known key shapes wherever they appear."""
 
     def replace(m: re.Match[str], check: bool) -> str:
         return m.group(0) if check and not _looks_random(m.group("body")) else REDACTED
 
-    for (pattern, check), prefixes in zip(_KEY_SHAPES, _SHAPE_PREFIXES):
+    for pattern, check, prefixes in _KEY_SHAPES:
         if any(p in text for p in prefixes):
             text = pattern.sub(functools.partial(replace, check=check), text)
     return text
@@ -469,24 +392,12 @@ class RedactingFilter(logging.Filter):
     """
 
     def __init__(self, secrets: Iterable[str] = (), name: str = "") -> None:
-        """Remember the exact values to remove.
-
-        Args:
-            secrets: Exact values removed besides those `redact` finds on its own.
-            name: As for `logging.Filter`: only records of this logger and its children pass.
-        """
+        """`secrets`: exact values removed besides those `redact` finds; `name` as for `logging.Filter`."""
         super().__init__(name)
         self.secrets = tuple(secrets)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """Redact the record in place.
-
-        Args:
-            record: The log record.
-
-        Returns:
-            Whether the record passes `logging.Filter`'s name check (redacted in any case).
-        """
+        """Redacts the record in place; returns whether it passes `logging.Filter`'s name check."""
         try:
             message = record.getMessage()
         except Exception:  # a malformed %-format: keep what there is
