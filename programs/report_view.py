@@ -114,16 +114,17 @@ def _sentences(text: str) -> list[str]:
     return split_sentences(collapse_whitespace(text)) if text.strip() else []
 
 
+def _scores(claim: str, sentences: Sequence[str]) -> list[float]:
+    """The share of `claim`'s content words each sentence holds."""
+    wanted = set(content_tokens(claim))
+    return [len(wanted & set(content_tokens(s))) / (len(wanted) or 1) for s in sentences]
+
+
 def _best_sentence(claim: str, sentences: Sequence[str]) -> int:
     """Index of the passage sentence that shares most content words with `claim` (-1 when none shares any)."""
-    wanted = set(content_tokens(claim))
-    best, index = 0.0, -1
-    for i, sentence in enumerate(sentences):
-        got = set(content_tokens(sentence))
-        score = len(wanted & got) / (len(wanted) or 1)
-        if score > best:
-            best, index = score, i
-    return index
+    scores = _scores(claim, sentences)
+    best = max(scores, default=0.0)
+    return scores.index(best) if best > 0 else -1
 
 
 def _normalized(sentence: str) -> str:
@@ -363,8 +364,7 @@ class _Builder:
 
 
 def _best_score(claim: str, sentences: Sequence[str]) -> float:
-    wanted = set(content_tokens(claim))
-    return max((len(wanted & set(content_tokens(s))) / (len(wanted) or 1) for s in sentences), default=0.0)
+    return max(_scores(claim, sentences), default=0.0)
 
 
 def _verdict(v: Mapping[str, Any] | None) -> dict[str, str] | None:
@@ -397,16 +397,9 @@ def _usage_rows(report: Report) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             }
         )
     total_cost = (report.stats.cost or {}).get("total")
-    total = {
-        "calls": sum(r["calls"] for r in rows),
-        "failed": sum(r["failed"] for r in rows),
-        "prompt": sum(r["prompt"] for r in rows),
-        "completion": sum(r["completion"] for r in rows),
-        "cached": sum(r["cached"] for r in rows),
-        "cost": total_cost if isinstance(total_cost, (int, float)) else None,
-        "seconds": sum(r["seconds"] for r in rows),
-        "trouble": sum(r["trouble"] for r in rows),
-    }
+    keys = ("calls", "failed", "prompt", "completion", "cached", "seconds", "trouble")
+    total: dict[str, Any] = {k: sum(r[k] for r in rows) for k in keys}
+    total["cost"] = total_cost if isinstance(total_cost, (int, float)) else None
     return rows, total
 
 
