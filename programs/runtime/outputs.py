@@ -129,7 +129,8 @@ def check_file_writable(path: str | Path, option: str) -> Path:
 
 
 def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8", *, redacted: bool = False) -> Path:
-    """Replaces `path` with `text` in one step: a reader never sees a partly written file.
+    """Replaces `path` (its folder must exist) with `text` in one step: a reader never sees a partly written
+    file. Returns the path.
 
     Every credential is removed from the text first (`secrets.redact`), unless `redacted` says the
     caller did (`atomic_write_json`).
@@ -137,14 +138,6 @@ def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8", *, r
     The text goes to a temporary file in the same folder (so the rename stays on one filesystem), which is
     flushed and fsynced before `os.replace` puts it in place. On any error the temporary file is removed
     and the old file, if any, is left as it was.
-
-    Args:
-        path: The file to write; its folder must exist.
-        text: The whole new content.
-        encoding: Text encoding.
-
-    Returns:
-        The path written.
     """
     path = Path(path)
     if not redacted:
@@ -321,12 +314,12 @@ class RunFolder:
         self.status = status
         self.write_record(finished=time.time(), **({"error": redact(error)} if error else {}))
 
+    def record(self, **extra: Any) -> dict[str, Any]:
+        """What `run.json` holds: the question, start time, status and process id, plus `extra`."""
+        return {"question": self.question, "started": self.started, "status": self.status, "pid": os.getpid(), **extra}
+
     def write_record(self, **extra: Any) -> None:
-        """Writes `run.json`: the question, start time, status and process id, plus `extra`."""
-        atomic_write_json(
-            self.path / RUN_RECORD,
-            {"question": self.question, "started": self.started, "status": self.status, "pid": os.getpid(), **extra},
-        )
+        atomic_write_json(self.path / RUN_RECORD, self.record(**extra))
 
 
 @contextmanager
@@ -374,15 +367,8 @@ def _record_end(run: RunFolder, status: FolderStatus, error: str = "") -> None:
     """
     try:
         run.finish(status, error=error)
-    except OSError as err:
-        record = {
-            "question": run.question,
-            "started": run.started,
-            "status": status,
-            "pid": os.getpid(),
-            "finished": time.time(),
-            **({"error": redact(error)} if error else {}),
-        }
+    except OSError as err:  # `finish` set the status before it failed to write it
+        record = run.record(finished=time.time(), **({"error": redact(error)} if error else {}))
         try:
             with open(run.path / RUN_RECORD, "w", encoding="utf-8") as f:
                 f.write(redact_json(record, ensure_ascii=False) + "\n")
