@@ -34,6 +34,7 @@ from filelock import FileLock, Timeout
 from deepresearch.programs.environment import provider_base_url
 from deepresearch.programs.lm.defaults import DEFAULT_TIMEOUT_S, OFFLINE, SERVER_KEY_ENV, STRUCTURED_MODES
 from deepresearch.programs.lm.secrets import (
+    basic_auth,
     env_secrets,
     redact,
     redact_obj,
@@ -166,21 +167,16 @@ def make_lm(
         # `http://user:pass@host` is sent as the server expects it: host in the URL, Basic auth in the
         # header (an HTTP client would take `user:pass@host` for a host name)
         api_base, credentials = strip_url_credentials(api_base)
-        key = api_key
-        if credentials is not None and key:
+        if credentials is not None and api_key:
             raise LMConfigError(
                 f"--api-base {redact_url(api_base)} has credentials in its URL and {SERVER_KEY_ENV} "
                 f"is set too; give the server one of them"
             )
         client["api_base"] = api_base
         # never the hosted provider's key: that would send OPENAI_API_KEY to whatever server api_base names
-        client["api_key"] = key or "local"
+        client["api_key"] = api_key or "local"
         if credentials is not None:
-            import base64
-
-            token = base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
-            register_secret(token)
-            kwargs["extra_headers"] = {**kwargs.get("extra_headers", {}), "Authorization": f"Basic {token}"}
+            kwargs["extra_headers"] = {**kwargs.get("extra_headers", {}), "Authorization": basic_auth(credentials)}
     elif api_key:
         client["api_key"] = api_key
     if timeout_s is not None:
@@ -629,8 +625,6 @@ def preflight(lm: dspy.LM, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
     Costs one call of a few tokens, and saves a run that would otherwise index a corpus for minutes
     and then fail on every LM call.
     """
-    import time
-
     from dspy.clients.lm import _is_openai_reasoning_model
 
     reasoning = _is_openai_reasoning_model(lm.model)

@@ -20,7 +20,6 @@ an error message.
 
 from __future__ import annotations
 
-import base64
 import itertools
 import os
 import threading
@@ -32,7 +31,7 @@ from typing import Any
 import dspy
 
 from deepresearch.programs.lm.models import LMConfigError, check_lm, check_temperature
-from deepresearch.programs.lm.secrets import redact, redact_url, strip_url_credentials
+from deepresearch.programs.lm.secrets import basic_auth, redact, redact_url, strip_url_credentials
 
 SERVER_OPTIONS = ("max_parallel", "rpm", "weight", "key_env")
 DEFAULT_KEY_ENV = "DEEPRESEARCH_API_KEY"
@@ -73,8 +72,12 @@ class Server:
 
     @property
     def shown(self) -> str:
-        """The URL as logs and the trace show it: without the credentials it may carry."""
-        return redact_url(strip_url_credentials(self.url)[0].rstrip("/"))
+        return _shown(self.url)
+
+
+def _shown(url: str | None) -> str:
+    """A server URL as logs and the trace show it: without the credentials it may carry ("?" for none)."""
+    return redact_url(strip_url_credentials(url)[0].rstrip("/")) if url else "?"
 
 
 def parse_server(spec: str) -> Server:
@@ -114,14 +117,14 @@ class RoutingLog:
 
     def answer(self, api_base: str | None) -> None:
         with self._lock:
-            key = redact_url(strip_url_credentials(api_base)[0].rstrip("/")) if api_base else "?"
+            key = _shown(api_base)
             self.answered[key] = self.answered.get(key, 0) + 1
 
     def failure(self, api_base: str | None, error: BaseException | str) -> None:
         with self._lock:
             self.failovers.append(
                 {
-                    "server": redact_url(strip_url_credentials(api_base)[0].rstrip("/")) if api_base else "?",
+                    "server": _shown(api_base),
                     "error": redact(
                         f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
                         if isinstance(error, BaseException)
@@ -205,8 +208,7 @@ def make_router(
             "weight": server.weight,
         }
         if credentials is not None:  # registered as secrets by strip_url_credentials, the header's form too
-            token = base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
-            params["extra_headers"] = {"Authorization": f"Basic {token}"}
+            params["extra_headers"] = {"Authorization": basic_auth(credentials)}
         if server.max_parallel is not None:
             params["max_parallel_requests"] = server.max_parallel
         if server.rpm is not None:

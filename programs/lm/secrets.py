@@ -25,6 +25,7 @@ unchanged, and redacting twice gives the same text as redacting once.
 
 from __future__ import annotations
 
+import base64
 import functools
 import logging
 import re
@@ -39,6 +40,7 @@ __all__ = [
     "REDACTED",
     "RedactingFilter",
     "RedactingStream",
+    "basic_auth",
     "env_secrets",
     "redact",
     "redact_json",
@@ -173,8 +175,6 @@ def strip_url_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
     Returns:
         (the URL without credentials, (user, password) URL-decoded) or (url, None) when it has none.
     """
-    import base64
-
     try:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
@@ -189,6 +189,11 @@ def strip_url_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
     if not password:  # a lone user name is the key (`https://KEY@host`)
         register_secret(user)
     return urllib.parse.urlunsplit(parts._replace(netloc=host)), (user, password)
+
+
+def basic_auth(credentials: tuple[str, str]) -> str:
+    """The `Authorization` header of a (user, password) pair (`strip_url_credentials` registered its secrets)."""
+    return "Basic " + base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
 
 
 def _redact_exact(text: str, values: list[str]) -> str:
