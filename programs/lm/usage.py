@@ -19,7 +19,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,15 +50,20 @@ RESAMPLE_TEMPERATURE = 0.7
 
 
 @contextmanager
-def budget_check(check: Callable[[], None]) -> Iterator[None]:
-    """Makes `check` (which raises when the run's budget has no room for another LM request) guard every
-    predictor call inside after the first: a stage call that asks several times (the verify stage's
-    batches, a taxonomy's parts) is held to the budget request by request, not only when it starts."""
-    token = _budget.set(check)
+def _setting(var: contextvars.ContextVar[Any], value: Any) -> Iterator[None]:
+    """`var` set to `value` for the code inside."""
+    token = var.set(value)
     try:
         yield
     finally:
-        _budget.reset(token)
+        var.reset(token)
+
+
+def budget_check(check: Callable[[], None]) -> AbstractContextManager[None]:
+    """Makes `check` (which raises when the run's budget has no room for another LM request) guard every
+    predictor call inside after the first: a stage call that asks several times (the verify stage's
+    batches, a taxonomy's parts) is held to the budget request by request, not only when it starts."""
+    return _setting(_budget, check)
 
 
 @contextmanager
@@ -76,15 +81,10 @@ def _budgeted(meter: UsageMeter | None) -> Iterator[None]:
         yield
 
 
-@contextmanager
-def resampling(attempt: int) -> Iterator[None]:
+def resampling(attempt: int) -> AbstractContextManager[None]:
     """Marks the calls inside as attempt `attempt` of a call whose earlier replies did not parse (0: the
     first); `call_predictor` then asks for a new sample instead of the cached or greedy reply."""
-    token = _resample.set(attempt)
-    try:
-        yield
-    finally:
-        _resample.reset(token)
+    return _setting(_resample, attempt)
 
 
 class Reservation:
@@ -312,8 +312,7 @@ class metered:
         self.meter.parent = self._parent
 
 
-@contextmanager
-def output_limits(limits: Mapping[str, int] | None = None, *, every: int | None = None) -> Iterator[None]:
+def output_limits(limits: Mapping[str, int] | None = None, *, every: int | None = None) -> AbstractContextManager[None]:
     """Overrides the output-token limits of stages for the code inside.
 
     Args:
@@ -323,12 +322,7 @@ def output_limits(limits: Mapping[str, int] | None = None, *, every: int | None 
     for name, value in {**(limits or {}), **({"every stage": every} if every is not None else {})}.items():
         if value is not None and value < 1:
             raise ValueError(f"max output tokens of {name} must be >= 1, got {value}")
-    table = {**({"*": every} if every is not None else {}), **(limits or {})}
-    token = _limits.set(table)
-    try:
-        yield
-    finally:
-        _limits.reset(token)
+    return _setting(_limits, {**({"*": every} if every is not None else {}), **(limits or {})})
 
 
 def max_output_tokens(stage: StageSpec) -> int:
