@@ -51,7 +51,7 @@ from deepresearch.programs.lm.usage import UsageMeter, set_node
 from deepresearch.programs.runtime.events import EventLog
 from deepresearch.programs.runtime.journal import Journal
 from deepresearch.programs.runtime.scheduler import BudgetExceeded, Scheduler
-from deepresearch.programs.runtime.stage_log import Clock, StageLog
+from deepresearch.programs.runtime.stage_log import StageLog
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.types import Doc, Hit, Retriever
 from deepresearch.signatures.types import Learning, Source, Task
@@ -246,13 +246,13 @@ class RunContext:
     async def _call(self, stage: str, reserve: int, node_id: str | None, inputs: dict[str, Any]) -> dspy.Prediction:
         if self.stage_log is None:
             return await self.sched.call(self.modules[stage], reserve=reserve, **inputs)
-        clock = Clock()
+        started = time.perf_counter()
         try:
             out = await self.sched.call(self.modules[stage], reserve=reserve, **inputs)
         except Exception as err:
-            self._log_call(stage, node_id, inputs, None, clock(), type(err).__name__)
+            self._log_call(stage, node_id, inputs, None, time.perf_counter() - started, type(err).__name__)
             raise
-        self._log_call(stage, node_id, inputs, out, clock())
+        self._log_call(stage, node_id, inputs, out, time.perf_counter() - started)
         return out
 
     def _log_call(

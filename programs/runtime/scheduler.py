@@ -373,9 +373,7 @@ class Scheduler:
             await limiter.acquire()
             try:
                 async with self.lm_slots, self._server_turn(module):
-                    reason = self.exhausted(reserve)  # checked once a slot is held: calls in flight count
-                    if reason:
-                        raise BudgetExceeded(reason)
+                    self._check(reserve)  # checked once a slot is held: calls in flight count
                     with self.meter.reserving(), resampling(resamples), budget_check(lambda: self._check(reserve)):
                         if self.config.lm_timeout_s is None:
                             return await make()

@@ -16,7 +16,6 @@ resume.
 from __future__ import annotations
 
 import threading
-import time
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -104,16 +103,6 @@ class StageLog:
                 self._file.close()
 
 
-class Clock:
-    """Seconds since construction, for a call's record."""
-
-    def __init__(self):
-        self.start = time.perf_counter()
-
-    def __call__(self) -> float:
-        return time.perf_counter() - self.start
-
-
 @dataclass(frozen=True)
 class RecordedCall:
     """One successful stage call of a recorded run, with typed inputs."""
@@ -189,7 +178,6 @@ def read_calls(folder: str | Path, stage: str) -> Iterator[RecordedCall]:
 __all__ = [
     "PASSAGE_REF",
     "STAGE_LOG",
-    "Clock",
     "RecordedCall",
     "StageLog",
     "find_logs",
