@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +34,9 @@ ENGINE_CREDENTIALS: dict[str, dict[str, tuple[str, ...]]] = {
 _CREDENTIAL_NAME = re.compile(r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
 
 
-def value(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+def value(name: str) -> str | None:
     """The variable's value without surrounding blanks, or None when it is unset or blank."""
-    found = (os.environ if environ is None else environ).get(name, "").strip()
-    return found or None
+    return os.environ.get(name, "").strip() or None
 
 
 def data_dir() -> str | None:

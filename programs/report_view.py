@@ -32,6 +32,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
+from deepresearch.programs.artifacts import NODE_STATUSES
 from deepresearch.programs.citing.entailment import content_tokens
 from deepresearch.programs.citing.provenance import body_of, split_sentences
 from deepresearch.programs.runtime.text import collapse_whitespace, printable
@@ -64,7 +65,6 @@ _TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
 _NUMBER = re.compile(r"\d+")
 _VERDICT_CITATION = re.compile(r"\[[^\]\n]{1,200}\]")
 _MARK = re.compile(r"\*\(unverified\)\*")
-NODE_STATUSES = ("pending", "running", "done", "failed", "skipped", "pruned", "cancelled")
 VERDICTS = ("supported", "partially", "unsupported", "unchecked")
 
 

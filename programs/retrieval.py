@@ -11,12 +11,8 @@ import argparse
 import sys
 
 from deepresearch.programs import environment
+from deepresearch.programs.environment import data_dir
 from deepresearch.retrievers.open import BM25_KEYS, Retrieval, open_retriever
-
-
-def data_dir() -> str | None:
-    """The folder dataset names are looked up in ($DEEPRESEARCH_DATA)."""
-    return environment.data_dir()
 
 
 def bm25_overrides(args: argparse.Namespace) -> dict:
