@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from deepresearch.programs.citing.entailment import LIST_MARK
 from deepresearch.retrievers.passages import PASSAGE_SEP, split_sentences
 from deepresearch.signatures.types import Learning
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 # A renumbered citation group: "[3]", "[1, 2]" (a Markdown link "[text](url)" is not one).
 NUMBERED_CITATION = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\](?!\()")
 _REFERENCE_HEADING = re.compile(r"^#{1,6}\s*(?:references|sources)\s*$", re.I | re.M)
-_LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
 _RULE = re.compile(r"^(?:-{3,}|\*{3,}|_{3,})$")
 _WORD = re.compile(r"[a-z0-9]+")
@@ -135,8 +135,8 @@ def _blocks(text: str) -> list[str]:
             stripped = stripped.lstrip("> ").strip()
             if not stripped:
                 continue
-        if _LIST_MARK.match(line) or not is_open:
-            blocks.append([_LIST_MARK.sub("", stripped)])
+        if LIST_MARK.match(line) or not is_open:
+            blocks.append([LIST_MARK.sub("", stripped)])
             is_open = True
         else:
             blocks[-1].append(stripped)

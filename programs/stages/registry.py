@@ -2,7 +2,7 @@
 
 Each stage's module (`programs/stages/*.py`) holds its contract, a `StageSpec`, beside its LM module and
 offline twin; this module collects them into `STAGES`, and the programs build their stages by walking it
-(`Stages.build`). A stage's `name` is its on-disk spelling: the key of `lms=` and `--stage-lm`, the
+(`StageSpec.build`). A stage's `name` is its on-disk spelling: the key of `lms=` and `--stage-lm`, the
 `--stage` of `optimize`, the rows of the usage table, the `stage` of events, failures and `stages.jsonl`,
 and the output limits. Code refers to a stage as `STAGES.plan.name` (never the string `"plan"`).
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from deepresearch.programs.gather import baselines
 from deepresearch.programs.stages import (
@@ -36,10 +35,6 @@ from deepresearch.programs.stages import (
 )
 from deepresearch.programs.stages.spec import DEFAULT_MAX_OUTPUT_TOKENS, StageKind, StageSpec, Tuning
 from deepresearch.programs.taxonomy import builder as taxonomy
-
-if TYPE_CHECKING:
-    from deepresearch.programs.config import ResearchConfig
-    from deepresearch.retrievers.types import Retriever
 
 
 @dataclass(frozen=True)
@@ -70,13 +65,6 @@ class Stages:
         for f in dataclasses.fields(self):  # each field holds the stage of its own name
             if getattr(self, f.name).name != f.name:
                 raise ValueError(f"the registry's field {f.name!r} holds stage {getattr(self, f.name).name!r}")
-
-    def build(
-        self, table: dict[str, str], config: ResearchConfig, retriever: Retriever | None, *, offline: bool = False
-    ) -> dict[str, Any]:
-        """The modules of the stages in `table` (stage name -> attribute), keyed by attribute: each stage's LM
-        module, or its offline twin when `offline`, built for a run of `config` over `retriever`."""
-        return {attr: self[name].build(config, retriever, offline=offline) for name, attr in table.items()}
 
     def __iter__(self) -> Iterator[StageSpec]:
         return (getattr(self, f.name) for f in dataclasses.fields(self))
