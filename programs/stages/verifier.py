@@ -52,7 +52,6 @@ from deepresearch.signatures.verify import ClaimToCheck, Support, VerifyClaims
 
 logger = logging.getLogger(__name__)
 
-POLICIES = VERIFY_POLICIES
 MARK = " *(unverified)*"
 MIN_CLAIM_CHARS = 50  # ScholarQABench's claim rule: shorter sentences (answers, transitions) carry no claim
 MAX_CITATIONS = 3  # the passages of a sentence's first three citations are checked, as in ScholarQABench
@@ -89,9 +88,7 @@ class SentenceCheck:
     judge: str
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["passage_ids"] = list(self.passage_ids)
-        return d
+        return {**asdict(self), "passage_ids": list(self.passage_ids)}
 
 
 @dataclass
@@ -103,12 +100,6 @@ class _Unit:
     text: str
     cited: list[str]  # resolvable citations, first MAX_CITATIONS
     passages: list[Source]
-
-
-def check_policy(policy: str) -> str:
-    if policy not in POLICIES:
-        raise ValueError(f"unknown verify policy {policy!r}; choose one of: {', '.join(POLICIES)}")
-    return policy
 
 
 def _with_citations(sentence: str, ids: Sequence[str]) -> str:
@@ -143,16 +134,148 @@ def _candidates(text: str, pool: Sequence[Source], k: int = MAX_CITATIONS) -> li
     return [pool[i] for score, i in scored[:k] if score >= PARTIAL_SUPPORT]
 
 
-class _Checker(Stage):
-    """Splits a draft into sentences, asks `judge` about the claims, and applies the policy."""
+def _premise(source: Source) -> str:
+    """What a passage states, for the lexical rule: its title and text."""
+    return f"{source.title}\n{source.text}"
 
-    def __init__(self, policy: str = "rewrite", min_claim_chars: int = MIN_CLAIM_CHARS):
+
+def _cleaned(source: Source) -> Source:
+    """The passage with its instruction-like sentences taken out (they are never evidence)."""
+    clean = clean_passage(source.text)
+    return source if clean == source.text else source.model_copy(update={"text": clean})
+
+
+def _grounded(sentence: str, passages: Sequence[Source]) -> bool:
+    """The lexical floor: at least `PARTIAL_SUPPORT` of the sentence's content words are in the passages, and
+    it repeats no instruction-like text. An LM's `supported` stands only above it."""
+    premises = [_premise(p) for p in passages]
+    return lexical_support(sentence, premises) > 0.0 and not carries_injection(sentence, premises)
+
+
+def guarded_lines(report: str, sources: Sequence[Source], question: str = "") -> tuple[list, list[SentenceCheck]]:
+    """The report's lines (a raw line, or [prefix, [sentence parts]] for a prose block), with every sentence
+    that repeats instruction-like text of `sources` (or is instruction-like itself) emptied, unless `question`
+    is about what it says, and a check for each one emptied (verdict `injected`, action `removed`, judge
+    `guard`)."""
+    lines: list[str | list] = []
+    is_open = False
+    for line in report.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "|", ">", "```")) or NOTE.match(stripped):
+            lines.append(line)
+            is_open = False
+            continue
+        mark = LIST_MARK.match(line)
+        if mark or not is_open:
+            lines.append([mark.group(0) if mark else "", [LIST_MARK.sub("", line).strip()]])
+            is_open = True
+        else:
+            block = lines[-1]
+            assert isinstance(block, list)  # is_open: the last line is the open prose block
+            block[1][0] += " " + stripped
+    premises = [_premise(s) for s in sources]
+    checks: list[SentenceCheck] = []
+    for item in lines:
+        if isinstance(item, str):
+            continue
+        item[1] = split_block(item[1][0])
+        for j, part in enumerate(item[1]):
+            text = plain_sentence(part)
+            if text and carries_injection(text, premises, question):
+                item[1][j] = ""
+                checks.append(
+                    SentenceCheck(
+                        sentence=part,
+                        passage_ids=tuple(citations_in(part)),
+                        verdict="injected",
+                        action="removed",
+                        shipped="",
+                        was_cited=bool(citations_in(part)),
+                        judge="guard",
+                    )
+                )
+    return lines, checks
+
+
+def _joined(lines: list) -> str:
+    out = []
+    for item in lines:
+        if isinstance(item, str):
+            out.append(item)
+        elif any(p.strip() for p in item[1]):
+            out.append(item[0] + " ".join(p.strip() for p in item[1] if p.strip()))
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
+
+
+def remove_injected(text: str, sources: Sequence[Source], question: str = "") -> tuple[str, list[SentenceCheck]]:
+    """`text` (a report with verify `off`, a short answer) without the sentences that repeat instruction-like
+    text of `sources` (unless `question` is about it), and a check for each one removed."""
+    lines, checks = guarded_lines(text, sources, question)
+    return (_joined(lines) if checks else text), checks
+
+
+def marked(sentence: str) -> str:
+    """`sentence` with `MARK` before its closing punctuation, so that the mark stays with the sentence it
+    qualifies (after the period, a sentence splitter reads it as the start of the next sentence)."""
+    text = sentence.rstrip()
+    end = re.search(r"[.!?]+[\"')\]]*$", text)
+    return text[: end.start()] + MARK + text[end.start() :] if end else text + MARK
+
+
+def lexical_verdict(text: str, passages: Sequence[Source]) -> Support:
+    """The lexical-entailment rule's verdict on one sentence."""
+    return _GRADE[lexical_support(text, [p.text for p in passages]) if passages else 0.0]
+
+
+def correction(text: str, passages: Sequence[Source]) -> str:
+    """What a sentence not fully supported becomes: the sentence of its passages that covers most of its words
+    (a quote from the cited source, so the lexical rule supports it by construction), or "" when none covers
+    `PARTIAL_SUPPORT` of them."""
+    quotes = [s for p in passages for s in split_sentences(p.text)]
+    best = max(quotes, key=lambda s: lexical_coverage(s, text), default="")
+    return best if best and lexical_coverage(best, text) >= PARTIAL_SUPPORT else ""
+
+
+class Verifier(Stage):
+    """Draft report + the passages it may cite -> the report with each claim checked by an LM.
+
+    Sentences go to the LM in batches of at most `batch_size`, and of at most `max_chars` characters of
+    sentences and passages together, so a runaway draft (hundreds of sentences, a sentence of pages) cannot
+    overflow the model's context: a sentence longer than a quarter of `max_chars` is cut for the LM. A batch
+    the server still finds too long for its context is split in two and sent again; a single sentence that
+    does not fit is left to the lexical rule. A verdict the LM leaves out (or gives for an id it was not
+    asked about) is replaced by the lexical rule's, recorded with judge `lexical`. A sentence that quotes its
+    passages word for word (`quoted`) is not sent: it is supported. With `sentences` > 0 the LM
+    reads each cited passage cut to its sentences nearest the claim (`shown`); the rule reads it whole.
+    """
+
+    def __init__(
+        self,
+        policy: str = "rewrite",
+        batch_size: int = 6,
+        min_claim_chars: int = MIN_CLAIM_CHARS,
+        max_chars: int = 24000,
+        sentences: int = 0,
+    ):
         super().__init__()
-        self.policy = check_policy(policy)
-        self.min_claim_chars = min_claim_chars
+        if policy not in VERIFY_POLICIES:
+            raise ValueError(f"unknown verify policy {policy!r}; choose one of: {', '.join(VERIFY_POLICIES)}")
+        if batch_size < 1:
+            raise ValueError(f"verify batch_size must be >= 1, got {batch_size}")
+        if max_chars < 1000:
+            raise ValueError(f"verify max_chars must be >= 1000, got {max_chars}")
+        self.policy, self.min_claim_chars = policy, min_claim_chars
+        self.batch_size, self.max_chars, self.sentences = batch_size, max_chars, sentences
+        self.verify_claims = dspy.Predict(VerifyClaims)
 
-    async def judge(self, question: str, claims: list[ClaimToCheck]) -> tuple[dict[int, Support], str]:
-        raise NotImplementedError
+    @classmethod
+    def from_config(cls, config: Any, retriever: Any) -> Verifier:
+        return cls(
+            config.verify,
+            batch_size=config.verify_batch,
+            max_chars=config.verify_chars,
+            sentences=config.verify_sentences,
+        )
 
     async def aforward(self, question: str, report: str, sources: list[Source]) -> dspy.Prediction:
         """Checks `report` (a draft citing source ids) against `sources` (every passage it may cite).
@@ -240,150 +363,6 @@ class _Checker(Stage):
         if corrected and ids:
             return _with_citations(corrected, ids), "rewritten"
         return "", "removed"
-
-
-def _premise(source: Source) -> str:
-    """What a passage states, for the lexical rule: its title and text."""
-    return f"{source.title}\n{source.text}"
-
-
-def _cleaned(source: Source) -> Source:
-    """The passage with its instruction-like sentences taken out (they are never evidence)."""
-    clean = clean_passage(source.text)
-    return source if clean == source.text else source.model_copy(update={"text": clean})
-
-
-def _grounded(sentence: str, passages: Sequence[Source]) -> bool:
-    """The lexical floor: at least `PARTIAL_SUPPORT` of the sentence's content words are in the passages, and
-    it repeats no instruction-like text. An LM's `supported` stands only above it."""
-    return lexical_support(sentence, [_premise(p) for p in passages]) > 0.0 and not carries_injection(
-        sentence, [_premise(p) for p in passages]
-    )
-
-
-def guarded_lines(report: str, sources: Sequence[Source], question: str = "") -> tuple[list, list[SentenceCheck]]:
-    """The report's lines (a raw line, or [prefix, [sentence parts]] for a prose block), with every sentence
-    that repeats instruction-like text of `sources` (or is instruction-like itself) emptied, unless `question`
-    is about what it says, and a check for each one emptied (verdict `injected`, action `removed`, judge
-    `guard`)."""
-    lines: list[str | list] = []
-    is_open = False
-    for line in report.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith(("#", "|", ">", "```")) or NOTE.match(stripped):
-            lines.append(line)
-            is_open = False
-            continue
-        mark = LIST_MARK.match(line)
-        if mark or not is_open:
-            lines.append([mark.group(0) if mark else "", [LIST_MARK.sub("", line).strip()]])
-            is_open = True
-        else:
-            block = lines[-1]
-            assert isinstance(block, list)  # is_open: the last line is the open prose block
-            block[1][0] += " " + stripped
-    premises = [_premise(s) for s in sources]
-    checks: list[SentenceCheck] = []
-    for item in lines:
-        if isinstance(item, str):
-            continue
-        item[1] = split_block(item[1][0])
-        for j, part in enumerate(item[1]):
-            text = plain_sentence(part)
-            if text and carries_injection(text, premises, question):
-                item[1][j] = ""
-                checks.append(
-                    SentenceCheck(
-                        sentence=part,
-                        passage_ids=tuple(citations_in(part)),
-                        verdict="injected",
-                        action="removed",
-                        shipped="",
-                        was_cited=bool(citations_in(part)),
-                        judge="guard",
-                    )
-                )
-    return lines, checks
-
-
-def _joined(lines: list) -> str:
-    out = []
-    for item in lines:
-        if isinstance(item, str):
-            out.append(item)
-        elif any(p.strip() for p in item[1]):
-            out.append(item[0] + " ".join(p.strip() for p in item[1] if p.strip()))
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
-
-
-def remove_injected(text: str, sources: Sequence[Source], question: str = "") -> tuple[str, list[SentenceCheck]]:
-    """`text` (a report with verify `off`, a short answer) without the sentences that repeat instruction-like
-    text of `sources` (unless `question` is about it), and a check for each one removed."""
-    lines, checks = guarded_lines(text, sources, question)
-    return (_joined(lines) if checks else text), checks
-
-
-def marked(sentence: str) -> str:
-    """`sentence` with `MARK` before its closing punctuation, so that the mark stays with the sentence it
-    qualifies (after the period, a sentence splitter reads it as the start of the next sentence)."""
-    text = sentence.rstrip()
-    end = re.search(r"[.!?]+[\"')\]]*$", text)
-    return text[: end.start()] + MARK + text[end.start() :] if end else text + MARK
-
-
-def lexical_verdict(text: str, passages: Sequence[Source]) -> Support:
-    """The lexical-entailment rule's verdict on one sentence."""
-    return _GRADE[lexical_support(text, [p.text for p in passages]) if passages else 0.0]
-
-
-def correction(text: str, passages: Sequence[Source]) -> str:
-    """What a sentence not fully supported becomes: the sentence of its passages that covers most of its words
-    (a quote from the cited source, so the lexical rule supports it by construction), or "" when none covers
-    `PARTIAL_SUPPORT` of them."""
-    quotes = [s for p in passages for s in split_sentences(p.text)]
-    best = max(quotes, key=lambda s: lexical_coverage(s, text), default="")
-    return best if best and lexical_coverage(best, text) >= PARTIAL_SUPPORT else ""
-
-
-class Verifier(_Checker):
-    """Draft report + the passages it may cite -> the report with each claim checked by an LM.
-
-    Sentences go to the LM in batches of at most `batch_size`, and of at most `max_chars` characters of
-    sentences and passages together, so a runaway draft (hundreds of sentences, a sentence of pages) cannot
-    overflow the model's context: a sentence longer than a quarter of `max_chars` is cut for the LM. A batch
-    the server still finds too long for its context is split in two and sent again; a single sentence that
-    does not fit is left to the lexical rule. A verdict the LM leaves out (or gives for an id it was not
-    asked about) is replaced by the lexical rule's, recorded with judge `lexical`. A sentence that quotes its
-    passages word for word (`quoted`) is not sent: it is supported. With `sentences` > 0 the LM
-    reads each cited passage cut to its sentences nearest the claim (`shown`); the rule reads it whole.
-    """
-
-    def __init__(
-        self,
-        policy: str = "rewrite",
-        batch_size: int = 6,
-        min_claim_chars: int = MIN_CLAIM_CHARS,
-        max_chars: int = 24000,
-        sentences: int = 0,
-    ):
-        super().__init__(policy, min_claim_chars)
-        if batch_size < 1:
-            raise ValueError(f"verify batch_size must be >= 1, got {batch_size}")
-        if max_chars < 1000:
-            raise ValueError(f"verify max_chars must be >= 1000, got {max_chars}")
-        self.batch_size = batch_size
-        self.max_chars = max_chars
-        self.sentences = sentences
-        self.verify_claims = dspy.Predict(VerifyClaims)
-
-    @classmethod
-    def from_config(cls, config: Any, retriever: Any) -> Verifier:
-        return cls(
-            config.verify,
-            batch_size=config.verify_batch,
-            max_chars=config.verify_chars,
-            sentences=config.verify_sentences,
-        )
 
     def shown(self, claim: ClaimToCheck) -> ClaimToCheck:
         """The claim as the LM judge reads it: each passage cut to its `sentences` sentences that share the most
@@ -496,13 +475,11 @@ SPEC = StageSpec(
 
 __all__ = [
     "MARK",
-    "POLICIES",
     "marked",
     "remove_injected",
     "LexicalVerifier",
     "SentenceCheck",
     "Verifier",
-    "check_policy",
     "correction",
     "quoted",
     "lexical_verdict",
