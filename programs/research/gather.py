@@ -60,14 +60,10 @@ class Gather:
     async def research(self, ctx: RunContext) -> None:
         result, docs = await self._gather(ctx)
         plans = [(n, subquery_task(result, n)) for n in result.tree[1:]]
-        fallback = None
+        tasks = [t for _, t in plans]
         if not any(s.error is None for r in result.rounds for s in r.searches):
-            fallback = question_task(
-                ctx,
-                "plan_fallback",
-                f"the gathering loop ran no successful search ({result.stop_reason}); searching the question itself",
-            )
-        tasks = [t for _, t in plans] + ([fallback] if fallback else [])
+            why = f"the gathering loop ran no successful search ({result.stop_reason}); searching the question itself"
+            tasks.append(question_task(ctx, "plan_fallback", why))
 
         async def run(node_id: str, task: Task, release) -> None:
             sub = next((n for n, t in plans if t is task), None)
@@ -232,12 +228,4 @@ def gather_usage(ctx: RunContext) -> dict:
 
 def doc_record(doc: Doc) -> dict[str, Any]:
     """A selected document as the journal keeps it: with its text, which a resumed run extracts from."""
-    return {
-        "doc_id": doc.doc_id,
-        "title": doc.title,
-        "text": doc.text,
-        "url": doc.url,
-        "year": doc.year,
-        "published": doc.published,
-        "metadata": dict(doc.metadata),
-    }
+    return {**vars(doc), "metadata": dict(doc.metadata)}

@@ -21,16 +21,13 @@ from typing import Any
 
 import dspy
 
-from deepresearch.programs.artifacts import RunStats
-from deepresearch.programs.citing.citations import (
-    CitationRegistry,
-)
+from deepresearch.programs.citing.citations import CitationRegistry
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.gather.loop import check_retired
 from deepresearch.programs.lm.models import OFFLINE, structured_adapter
 from deepresearch.programs.lm.usage import metered
 from deepresearch.programs.prediction import ResultPrediction
-from deepresearch.programs.research.finish import UncitedReport, fallback_report, finish
+from deepresearch.programs.research.finish import finish
 from deepresearch.programs.research.strategies import STRATEGIES, tree_size
 from deepresearch.programs.runtime.context import RunContext, Snapshot
 from deepresearch.programs.runtime.events import EventHandler, EventLog
@@ -44,7 +41,6 @@ from deepresearch.programs.stages.clarifier import MAX_QUESTIONS, check_clarific
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
 from deepresearch.retrievers.types import Retriever
-from deepresearch.signatures.types import Learning
 
 logger = logging.getLogger(__name__)
 
@@ -332,13 +328,4 @@ def _with_question(on_snapshot: Snapshot, question: str) -> Snapshot:
     return lambda tree: on_snapshot({**tree, "question": question})
 
 
-__all__ = [
-    "STAGES",
-    "STRATEGIES",
-    "DeepResearch",
-    "Learning",
-    "RunStats",
-    "UncitedReport",
-    "fallback_report",
-    "tree_size",
-]
+__all__ = ["STAGES", "STRATEGIES", "DeepResearch", "tree_size"]

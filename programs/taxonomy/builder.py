@@ -93,13 +93,8 @@ def paper_cards(papers: Sequence[Any], abstract_chars: int = 1200) -> list[Paper
             logger.debug("dropping repeated paper title %r", title)
             continue
         seen.add(key)
-        cards.append(
-            PaperCard(
-                paper_id=str(pid) if pid else f"P{len(cards) + 1}",
-                title=title,
-                abstract=(abstract or "")[:abstract_chars],
-            )
-        )
+        pid = str(pid) if pid else f"P{len(cards) + 1}"
+        cards.append(PaperCard(paper_id=pid, title=title, abstract=(abstract or "")[:abstract_chars]))
     ids = [c.paper_id for c in cards]
     if len(set(ids)) != len(ids):
         cards = [c.model_copy(update={"paper_id": f"P{i + 1}"}) for i, c in enumerate(cards)]
@@ -410,11 +405,7 @@ class TaxonomyBuilder(dspy.Module):
 
     async def _call(self, run: _Run, predictor: dspy.Module, **inputs: Any) -> dspy.Prediction:
         """One LM call of the builder under the run's caps, timeout, retries and call budget."""
-        return await run.sched.guard(
-            predictor,
-            lambda: call_predictor(SPEC, predictor, **inputs),
-            reserve=SPEC.reserve,
-        )
+        return await run.sched.guard(predictor, lambda: call_predictor(SPEC, predictor, **inputs), reserve=SPEC.reserve)
 
     async def _organise(self, topic: str, cards: list[PaperCard], run: _Run) -> dict:
         repairs = run.repairs
@@ -449,7 +440,7 @@ class TaxonomyBuilder(dspy.Module):
         missing = [c for c in label if c not in set(keys_of(skeleton))]
         if missing and not leaves_of(skeleton):
             repairs.append(Repair("merge_fallback", "the merged tree had no leaves; each group kept as a subtree"))
-            return {"name": topic, "subtopics": [p for p in partials]}
+            return {"name": topic, "subtopics": list(partials)}
         place_by_similarity(skeleton, missing, label, self.embed, repairs, what="category")
         for _, leaf in leaves_of(skeleton):
             leaf["papers"] = [k for cid in leaf["papers"] for k in members[cid]]
@@ -530,12 +521,6 @@ class OfflineTaxonomyBuilder(TaxonomyBuilder):
 
     def __init__(self, **options: Any):
         super().__init__(**{**options, "offline": True})
-
-    @classmethod
-    def from_config(cls, config: ResearchConfig, retriever: Any = None) -> OfflineTaxonomyBuilder:
-        return cls(
-            lm_timeout_s=config.lm_timeout_s, max_concurrency=lm_concurrency(dspy.settings.lm, config.lm_concurrency)
-        )
 
 
 SPEC = StageSpec(
