@@ -211,14 +211,8 @@ def _emptied(verdicts: Verdicts) -> str:
     """Why a report that cited sources cites none after its checks, in one line."""
     cited = [v for v in verdicts if v.get("was_cited")]
     injected = sum(v["verdict"] == "injected" for v in cited)
-    why = [
-        f"{n} {what}"
-        for n, what in (
-            (len(cited) - injected, "judged unsupported"),
-            (injected, "repeating instruction-like text of a paper"),
-        )
-        if n
-    ]
+    counted = ((len(cited) - injected, "judged unsupported"), (injected, "repeating instruction-like text of a paper"))
+    why = [f"{n} {what}" for n, what in counted if n]
     counts = f" ({len(cited)} cited in the draft: {', '.join(why)})" if why else ""
     return (
         f"no cited sentence of the report survived its checks{counts}, so it cites no source; the learnings "
@@ -299,15 +293,11 @@ def run_status(ctx: RunContext, nodes: list[Node]) -> tuple[RunStatus, str | Non
         return "failed", (
             f"no LM reply was received ({sent} request{'s' if sent > 1 else ''} sent, none answered): {cause}"
         )
-    unjudged = (
-        [
-            n
-            for n in nodes
-            if n.retrieved_ids and n.status in ("failed", "cancelled") and not n.relevant_ids and not n.learnings
-        ]
-        if sent
-        else []
-    )  # offline stages judge at once
+    unjudged = [  # offline stages judge at once
+        n
+        for n in nodes
+        if sent and n.retrieved_ids and n.status in ("failed", "cancelled") and not n.relevant_ids and not n.learnings
+    ]
     judged = [n for n in nodes if n.status in ("done", "pruned") or n.relevant_ids or n.learnings]
     if researched and not (started and all(n.status == "failed" for n in started)):
         if not unjudged:
@@ -327,12 +317,8 @@ def run_status(ctx: RunContext, nodes: list[Node]) -> tuple[RunStatus, str | Non
 async def write_report(ctx: RunContext, findings: list[Finding], learnings: Sequence[Learning], offline: bool) -> str:
     """The writer's report, journaled: a resumed run whose findings are the same restores it instead of
     calling the writer again. See `_draft`."""
-    key = (
-        "write:"
-        + hashlib.blake2b(
-            json.dumps([f.model_dump() for f in findings], sort_keys=True).encode(), digest_size=12
-        ).hexdigest()
-    )
+    digest = hashlib.blake2b(json.dumps([f.model_dump() for f in findings], sort_keys=True).encode(), digest_size=12)
+    key = f"write:{digest.hexdigest()}"
     saved = ctx.journal.get(key) if ctx.journal is not None else None
     if saved is not None:  # a resumed run with the same findings: the draft written before, no LM call
         ctx.events.emit(

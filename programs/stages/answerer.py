@@ -48,9 +48,8 @@ class OfflineAnswerer(Answerer):
                 overlap, hits = len(terms & set(key_terms(sentence))), mentioned(asked, sentence)
                 if overlap and hits and sentence not in scored:
                     scored[sentence] = (hits, overlap)
-        best = sorted(scored, key=lambda x: (-scored[x][0], -scored[x][1]))[
-            : self.max_sentences
-        ]  # stable: ties keep tree order
+        # stable: ties keep tree order
+        best = sorted(scored, key=lambda x: (-scored[x][0], -scored[x][1]))[: self.max_sentences]
         answer = " ".join(collapse_whitespace(s) for s in best) if best else NO_ANSWER  # quoted sentences, one line
         teach(self.write_answer, {"question": question, "findings": findings}, answer=answer)
         return dspy.Prediction(answer=answer)

@@ -29,6 +29,7 @@ from deepresearch.programs.runtime.text import collapse_whitespace
 from deepresearch.programs.stages.clarifier import plain_brief
 from deepresearch.programs.stages.lexical import (
     EVIDENCE_RULE,
+    best_sentences,
     evidence,
     evidence_reason,
     feedback_terms,
@@ -123,17 +124,14 @@ class SubqueryPlanner(Stage):
         )
 
 
-def preview(hit: Hit, key: str, wanted: set[str], sentences: int, chars: int | None, best: float) -> CandidatePreview:
+def preview(hit: Hit, key: str, asked: str, sentences: int, chars: int | None, best: float) -> CandidatePreview:
     """What the assessor reads of a candidate, shown under `key`: its title, the `sentences` sentences of its
-    text that share the most key terms (prefix-stemmed) with the question and subquery (`wanted`), kept in their
-    order, at most `chars` characters (the whole text, cut at `chars`, when `sentences` is 0 or it has no more),
-    and its score as a share of `best`, the best score of its search."""
+    text that share the most key terms (prefix-stemmed) with `asked`, the question and subquery
+    (`best_sentences`), kept in their order, at most `chars` characters (the whole text, cut at `chars`, when
+    `sentences` is 0 or it has no more), and its score as a share of `best`, the best score of its search."""
     text = hit.doc.text
-    parts = split_sentences(text) if sentences > 0 else []
-    if len(parts) > sentences > 0:
-        hits = [len(wanted & {stem(t) for t in key_terms(p)}) for p in parts]
-        top = sorted(range(len(parts)), key=lambda i: (-hits[i], i))[:sentences]
-        text = " ".join(parts[i] for i in sorted(top))
+    if sentences > 0 and len(parts := split_sentences(text)) > sentences:
+        text = " ".join(parts[i] for i in best_sentences(parts, asked, sentences))
     return CandidatePreview(
         paper_id=key,
         title=hit.doc.title,
@@ -190,11 +188,11 @@ class CandidateAssessor(Stage):
         self, question: str, subquery: str, hits: list[Hit], preview_chars: int | None = None
     ) -> list[CandidatePreview]:
         """The candidates as the LM reads them, numbered 1, 2, ... in the order of `hits`."""
-        wanted = {stem(t) for t in key_terms(f"{question} {subquery}")}
         chars = self.preview_chars if preview_chars is None else preview_chars
         best = self.best_score(question, subquery, hits)
+        asked = f"{question} {subquery}"
         # short keys: a small model copies digits one by one
-        return [preview(h, str(n), wanted, self.sentences, chars, best) for n, h in enumerate(hits, start=1)]
+        return [preview(h, str(n), asked, self.sentences, chars, best) for n, h in enumerate(hits, start=1)]
 
     def best_score(self, question: str, subquery: str, hits: list[Hit]) -> float:
         """The best score `subquery` returned: its first page's top hit, remembered for the pages after it."""

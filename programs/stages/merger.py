@@ -72,9 +72,7 @@ class OfflineMerger(Merger):
         if not kept:
             return dspy.Prediction(summary=NO_INFORMATION, unknown=0)
         teach(
-            self.merge_learnings,
-            {"task": task, "learnings": self.numbered(learnings)},
-            order=[n for _, n, _ in kept],
+            self.merge_learnings, {"task": task, "learnings": self.numbered(learnings)}, order=[n for _, n, _ in kept]
         )
         return dspy.Prediction(summary=" ".join(stated(x) for _, _, x in kept), unknown=0)
 

@@ -101,11 +101,10 @@ class OfflineBreadthPolicy(BreadthPolicy):
     ) -> dspy.Prediction:
         base = key_terms(query, min_len=1)[:8]
         sources = [Source(source_id=str(i), title="", text=f) for i, f in enumerate(accumulated_findings)]
-        terms = feedback_terms(sources, set(base), max_breadth) if sources else []
-        if not sources:
-            subqueries = [" ".join(base)] if base else []
+        if sources:
+            subqueries = [f"{' '.join(base)} {t}" for t in feedback_terms(sources, set(base), max_breadth)]
         else:
-            subqueries = [f"{' '.join(base)} {t}" for t in terms]
+            subqueries = [" ".join(base)] if base else []
         inputs = {
             "query": query,
             "accumulated_findings": accumulated_findings,
