@@ -143,23 +143,12 @@ class GatherResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GatherResult:
+        def search(s: dict[str, Any]) -> Search:
+            candidates = tuple(Candidate(**c) for c in s["candidates"])
+            return Search(**{**s, "candidates": candidates, "ranking": tuple(s.get("ranking", ()))})
+
         rounds = tuple(
-            Round(
-                **{
-                    **r,
-                    "searches": tuple(
-                        Search(
-                            **{
-                                **s,
-                                "candidates": tuple(Candidate(**c) for c in s["candidates"]),
-                                "ranking": tuple(s.get("ranking", ())),
-                            }
-                        )
-                        for s in r["searches"]
-                    ),
-                    "dropped": tuple(r.get("dropped", ())),
-                }
-            )
+            Round(**{**r, "searches": tuple(search(s) for s in r["searches"]), "dropped": tuple(r.get("dropped", ()))})
             for r in d["rounds"]
         )
         return cls(

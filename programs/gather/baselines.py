@@ -9,14 +9,7 @@ from __future__ import annotations
 
 import dspy
 
-from deepresearch.programs.gather.artifacts import (
-    Candidate,
-    GatherResult,
-    Round,
-    Search,
-    Selection,
-    Subquery,
-)
+from deepresearch.programs.gather.artifacts import Candidate, GatherResult, Round, Search, Selection, Subquery
 from deepresearch.programs.lm.usage import UsageMeter, call_predictor, metered
 from deepresearch.programs.runtime.stage import Shared, run_sync
 from deepresearch.programs.runtime.text import collapse_whitespace

@@ -12,12 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from deepresearch.programs.artifacts import Node
-from deepresearch.programs.citing.citations import (
-    CITATION,
-    CitationRegistry,
-    citation_labels,
-    renumber_citations,
-)
+from deepresearch.programs.citing.citations import CITATION, CitationRegistry, citation_labels, renumber_citations
 from deepresearch.programs.runtime.context import RunContext
 from deepresearch.programs.runtime.text import collapse_whitespace, inert_markdown
 from deepresearch.programs.stages.answerer import OfflineAnswerer
