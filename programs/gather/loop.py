@@ -11,11 +11,9 @@ under some run's caps and budgets and records its failures: the standalone `Gath
 scheduler of its own; the research program's `gather` strategy (programs/research/gather.py) on its run. The planner and
 assessor modules are in programs/stages/gathering.py.
 
-Full text (`--full-text`): given a `FullTextRetriever` (`deepresearch.retrievers.fulltext`), the loop still
-searches and selects whole papers, through the retriever it wraps (`papers_and_reader`), and the
-assessor's second look at an uncertain candidate reads the paper's open-access PDF with it (ScholarGym's
-adaptive browsing; `deepresearch.programs.stages.gathering`). Each search records its second looks, how
-many read the full text and how many found none (`Search.rechecked`, `browsed`, `unread`).
+Full text (`--full-text`, a `FullTextRetriever`): the loop searches the papers it wraps (`papers_and_reader`);
+the second look reads a paper's PDF (`deepresearch.programs.stages.gathering`), counted per search
+(`Search.rechecked`, `browsed`, `unread`).
 """
 
 from __future__ import annotations
