@@ -142,9 +142,7 @@ class RunCache(ServerKeyedCache, _JournalTail):
         )
         self.journal = diskcache.Cache(str(journal_dir), eviction_policy="none", size_limit=2**40)
         self.generation = generation
-        self.replayed = 0
         self.stopped = False  # set by RunFolder.stop: no request leaves after it
-        self._count = threading.Lock()
         # charged for each answer replayed while an LM-call budget holds (compile.capped): a replayed answer
         # stands for the request an earlier start sent, so a resumed run spends its budget as the whole one did
         self.charge: Callable[[], None] | None = None
@@ -169,8 +167,6 @@ class RunCache(ServerKeyedCache, _JournalTail):
             return None
         if self.charge is not None:
             self.charge()
-        with self._count:
-            self.replayed += 1
         if self.enable_memory_cache:  # a second ask within this start is a memory hit, as in an uninterrupted run
             with self._lock:
                 self.memory_cache[key] = entry[1]
@@ -188,7 +184,6 @@ class RunFolder:
         self.generation = generation
         self.answers = answers  # LM answers journaled by earlier starts
         self._lock = threading.Lock()
-        self._known: dict[int, float] = {}
         self._keys: list[str] = []
         self._cache: RunCache | None = None
         self.stopped = False
@@ -271,8 +266,7 @@ class RunFolder:
             i = row.get("index")
             if isinstance(i, int) and 0 <= i < len(devset) and row.get("example") == self._keys[i]:
                 known[i] = float(row["score"])
-        self._known = known
-        return dict(known)
+        return known
 
     def record_before(self, index: int, score: float) -> None:
         """Appends one dev score before tuning (flushed at once: a kill loses at most the line being written)."""
@@ -288,7 +282,6 @@ class RunFolder:
         (`compile.NoModelAnswer`), and a rerun scores those examples again."""
         with self._lock:
             (self.folder / self.SCORES).unlink(missing_ok=True)
-            self._known = {}
 
     def record_budget(self, budget: int, lm_calls: int) -> None:
         """The metric budget and the optimizer's LM requests once the dev evaluation before tuning fixed them
@@ -313,9 +306,8 @@ class RunFolder:
 
     def finish(self, keep: bool = False) -> None:
         """After the compiled program is saved: removes the folder unless `keep`."""
-        if keep:
-            return
-        self._remove()
+        if not keep:
+            self._remove()
 
     def abandon(self, keep: bool = False) -> bool:
         """After a start that saved nothing (no answer from the model): removes the folder unless `keep`
