@@ -20,13 +20,7 @@ from dataclasses import dataclass, field
 
 import dspy
 
-from deepresearch.eval.citations import (
-    CitationScores,
-    Sentence,
-    claim_sentences,
-    lexical_coverage,
-    lexical_entails,
-)
+from deepresearch.eval.citations import CitationScores, Sentence, lexical_coverage, lexical_entails
 from deepresearch.eval.citations import scholarqa_citation_scores as algorithm_1
 from deepresearch.eval.eco import density_score
 from deepresearch.eval.judges import GradeCitationSupport, JudgeCache, JudgeKeyPoint, cached_call
@@ -204,14 +198,9 @@ def score_claims(
     return Quality(citations=scores, kpr=kpr, integration=density, retention=retention, problems=tuple(problems))
 
 
-def text_claims(markdown: str, min_chars: int = 50) -> list[Sentence]:
-    """The claim sentences of a report or summary (ScholarQABench's >= 50 characters)."""
-    return claim_sentences(markdown, min_chars=min_chars)
-
-
 def learning_claims(learnings: Sequence) -> list[Sentence]:
     """Learnings as claims: each learning's text with its source ids as citations."""
     return [Sentence(text=x.text, citations=tuple(dict.fromkeys(s.lower() for s in x.source_ids))) for x in learnings]
 
 
-__all__ = ["COMPOSITE_WEIGHTS", "Quality", "Support", "learning_claims", "score_claims", "text_claims"]
+__all__ = ["COMPOSITE_WEIGHTS", "Quality", "Support", "learning_claims", "score_claims"]

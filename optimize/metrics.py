@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import dspy
 
-from deepresearch.eval.citations import citations_in, lexical_coverage
+from deepresearch.eval.citations import citations_in, claim_sentences, lexical_coverage
 from deepresearch.eval.f1 import harmonic_mean
 from deepresearch.eval.gather import precision_recall
 from deepresearch.programs.stages.registry import STAGES
@@ -204,10 +204,6 @@ def plan_feedback(example, pred) -> str:
 # --- the gathering loop (ScholarGym): selected and retrieved sets of one query -----------------------
 
 
-def _gt(example) -> set[str]:
-    return set(gold_ids(example))
-
-
 def gather_f1(example, pred, trace=None) -> float:
     """F1 of the selected papers (final iteration); 0 for a query without ground truth."""
     gt = frozenset(gold_ids(example))
@@ -235,12 +231,12 @@ def gather_avg_distance(example, pred) -> float:
 
 def gather_keep_rate(example, pred) -> float:
     """1 - GT discard rate: share of retrieved ground-truth papers that were selected (none retrieved: 1)."""
-    found = _gt(example) & set(pred.candidates)
+    found = set(gold_ids(example)) & set(pred.candidates)
     return len(found & set(pred.selected)) / len(found) if found else 1.0
 
 
 def gather_feedback(example, pred) -> str:
-    gt, retrieved, selected = _gt(example), set(pred.candidates), set(pred.selected)
+    gt, retrieved, selected = set(gold_ids(example)), set(pred.candidates), set(pred.selected)
     parts = []
     if gt - retrieved:
         parts.append(
@@ -368,7 +364,7 @@ def _ids(learnings) -> list[str]:
 
 def _quality(judging: Judging, target: str, example, pred):
     """The `deepresearch.eval.quality.Quality` of a prediction, computed once per prediction and judge."""
-    from deepresearch.eval.quality import learning_claims, score_claims, text_claims  # lazy: start-up
+    from deepresearch.eval.quality import learning_claims, score_claims  # lazy: start-up
 
     cache = pred.__dict__.setdefault("_quality", {})
     if id(judging) in cache:
@@ -383,7 +379,7 @@ def _quality(judging: Judging, target: str, example, pred):
 
         md = pred.report.markdown
         q = score_claims(
-            text_claims(md),
+            claim_sentences(md),
             cited_passages(pred.report, judging.text_of),
             support,
             text=md,
@@ -393,18 +389,13 @@ def _quality(judging: Judging, target: str, example, pred):
     elif target == STAGES.extract.name:
         passages = {s.source_id: f"{s.title}\n{s.text}" for s in example.sources}
         q = score_claims(learning_claims(pred.learnings), passages, support, integration=False)
-    elif target == STAGES.merge.name:
-        q = score_claims(
-            text_claims(pred.summary), example.passages, support, text=pred.summary, given=_ids(example.learnings)
-        )
-    elif target == STAGES.enrich_write.name:
-        q = score_claims(
-            text_claims(pred.paragraph), example.passages, support, text=pred.paragraph, given=_ids(example.learnings)
-        )
+    elif target in (STAGES.merge.name, STAGES.enrich_write.name):
+        text = pred.summary if target == STAGES.merge.name else pred.paragraph
+        q = score_claims(claim_sentences(text), example.passages, support, text=text, given=_ids(example.learnings))
     elif target == STAGES.write.name:
         given = list(dict.fromkeys(c for f in example.findings for c in citations_in(f.summary)))
         q = score_claims(
-            text_claims(pred.report),
+            claim_sentences(pred.report),
             example.passages,
             support,
             text=pred.report,

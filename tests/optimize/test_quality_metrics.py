@@ -8,9 +8,9 @@ import dspy
 import pytest
 
 from deepresearch import cli
-from deepresearch.eval.citations import Sentence
+from deepresearch.eval.citations import Sentence, claim_sentences
 from deepresearch.eval.judges import GradeCitationSupport, JudgeCache, JudgeKeyPoint
-from deepresearch.eval.quality import Support, learning_claims, score_claims, text_claims
+from deepresearch.eval.quality import Support, learning_claims, score_claims
 from deepresearch.optimize.metrics import Judging, as_gepa_metric, metric_spec
 from deepresearch.optimize.pools import stage_pool
 from deepresearch.optimize.trainsets import TrainsetError
@@ -53,7 +53,7 @@ def test_retention_counts_the_given_citations_the_output_still_cites():
 def test_key_points_by_the_offline_rule_and_the_composite_weights():
     text = f"{SUPPORTED} [aa11aa11_1]."
     q = score_claims(
-        text_claims(text),
+        claim_sentences(text),
         PASSAGES,
         Support(),
         text=text,
