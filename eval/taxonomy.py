@@ -9,6 +9,7 @@ the default embeds labels with all-MiniLM-L6-v2 and clips cosine at 0.
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 import math
 import re
@@ -159,8 +160,6 @@ class EmbeddingSim:
         if missing:
             for label, vec in zip(missing, encode(missing, model=self.model)):
                 self._cache[label] = vec.astype(np.float64)
-        if not labels:
-            return np.zeros((0, 1))
         return np.stack([self._cache[x] for x in labels])
 
     def __call__(self, xs: Sequence[str], ys: Sequence[str]) -> np.ndarray:
@@ -169,15 +168,10 @@ class EmbeddingSim:
         return np.clip(self._vectors(xs) @ self._vectors(ys).T, 0.0, 1.0)
 
 
-_default_sim: EmbeddingSim | None = None
-
-
+@functools.cache
 def default_sim() -> EmbeddingSim:
     """The shared embedding similarity (its label cache lives for the process)."""
-    global _default_sim
-    if _default_sim is None:
-        _default_sim = EmbeddingSim()
-    return _default_sim
+    return EmbeddingSim()
 
 
 # ---------------------------------------------------------------- US-TED / US-NTED
