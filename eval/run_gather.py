@@ -309,15 +309,7 @@ def summary_markdown(summary: dict, settings: dict, usage: dict) -> str:
     if curves:
         n = len(curves["recall"])
         lines += ["", "| per iteration | " + " | ".join(f"It.{i + 1}" for i in range(n)) + " |", "|---|" + "---|" * n]
-        for label, key in [
-            ("R", "recall"),
-            ("P", "precision"),
-            ("F1", "f1"),
-            ("Ret.R", "ret_recall"),
-            ("Ret.P", "ret_precision"),
-            ("Avg.Distance", "avg_distance"),
-            (discard, "gt_discard_rate"),
-        ]:
+        for label, key in [row for row in rows if row[1] in curves]:  # summarize's per-iteration curves
             lines.append(f"| {label} | " + " | ".join("–" if v is None else f"{v:.3f}" for v in curves[key]) + " |")
     lines += [
         "",
