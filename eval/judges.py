@@ -194,6 +194,9 @@ class _Judge(dspy.Module):
 
         return list(await asyncio.gather(*[one(c) for c in calls]))
 
+    def forward(self, *args: Any, **kwargs: Any) -> dspy.Prediction:
+        return run_sync(self.aforward(*args, **kwargs))
+
 
 class KeyPointJudge(_Judge):
     """Labels each key point against the report; returns verdicts (labels), KPR and KPC.
@@ -215,9 +218,6 @@ class KeyPointJudge(_Judge):
         )
         labels = [o["label"] for o in outs]
         return dspy.Prediction(verdicts=labels, kpr=key_point_recall(labels), kpc=key_point_contradiction(labels))
-
-    def forward(self, question: str, report: str, key_points: Sequence[str]) -> dspy.Prediction:
-        return run_sync(self.aforward(question=question, report=report, key_points=key_points))
 
 
 class CriteriaJudge(_Judge):
@@ -254,9 +254,6 @@ class CriteriaJudge(_Judge):
             scores[name], justifications[name] = score, out["justification"]
         return dspy.Prediction(scores=scores, justifications=justifications, mean=sum(scores.values()) / len(scores))
 
-    def forward(self, question: str, report: str) -> dspy.Prediction:
-        return run_sync(self.aforward(question=question, report=report))
-
 
 class CitationSupportJudge(_Judge):
     """Grades each cited claim by its cited passages; returns grades and DeepResearchGym citation precision."""
@@ -286,9 +283,6 @@ class CitationSupportJudge(_Judge):
         for i, out in zip(slots, outs):
             grades[i] = SUPPORT_GRADES[out["support"]]
         return dspy.Prediction(grades=grades, precision=citation_precision(grades))
-
-    def forward(self, claims: Sequence[Sentence], passages: Mapping[str, str]) -> dspy.Prediction:
-        return run_sync(self.aforward(claims=claims, passages=passages))
 
 
 __all__ = [
