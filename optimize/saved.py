@@ -24,10 +24,14 @@ def _scrub(value: Any) -> Any:
     return value
 
 
-def _secrets() -> list[str]:
-    """The keys redaction knows (credential-named environment variables, keys the run was given), to make sure
-    none reaches a saved file."""
-    return [*env_secrets(), *registered_secrets()]
+def _checked(state: dict, path: Path, what: str) -> str:
+    """`state` as the JSON text to write, after making sure no key redaction knows (credential-named environment
+    variables, keys the run was given) is in it; else `path` is removed and the save refused."""
+    text = json.dumps(state, indent=2, ensure_ascii=False)
+    if any(secret in text for secret in [*env_secrets(), *registered_secrets()]):
+        path.unlink()
+        raise RuntimeError(f"refusing to save: a key from the environment appears in the {what}")
+    return text
 
 
 def meta_path(path: str | Path) -> Path:
@@ -46,29 +50,13 @@ def save_compiled(program: dspy.Module, path: str | Path, meta: dict[str, Any]) 
     path.parent.mkdir(parents=True, exist_ok=True)
     program.save(str(path))
     state = _scrub(json.loads(path.read_text(encoding="utf-8")))
-    text = json.dumps(state, indent=2, ensure_ascii=False)
-    if any(secret in text for secret in _secrets()):
-        path.unlink()
-        raise RuntimeError("refusing to save: a key from the environment appears in the program state")
-    info = _scrub(
-        json.loads(
-            json.dumps(
-                {
-                    "saved": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                    "versions": {"dspy": dspy.__version__, "python": platform.python_version()},
-                    **meta,
-                },
-                default=str,
-            )
-        )
-    )
+    _checked(state, path, "program state")
+    saved = time.strftime("%Y-%m-%dT%H:%M:%S")
+    versions = {"dspy": dspy.__version__, "python": platform.python_version()}
+    info = _scrub(json.loads(json.dumps({"saved": saved, "versions": versions, **meta}, default=str)))
     # the record travels inside the program file (DSPy's loader reads only metadata.dependency_versions there)
     state.setdefault("metadata", {})[COMPILED_KEY] = info
-    text = json.dumps(state, indent=2, ensure_ascii=False)
-    if any(secret in text for secret in _secrets()):
-        path.unlink()
-        raise RuntimeError("refusing to save: a key from the environment appears in the compile record")
-    path.write_text(text, encoding="utf-8")
+    path.write_text(_checked(state, path, "compile record"), encoding="utf-8")
     meta_path(path).write_text(json.dumps(info, indent=2), encoding="utf-8")
     return path
 
