@@ -459,7 +459,6 @@ def _optimizer(
     spec: MetricSpec,
     budget: int,
     n_train: int,
-    n_dev: int,
     prompt_lm,
     num_threads: int,
     seed: int,
@@ -672,7 +671,7 @@ def compile_program(
         progress = Progress(budget=budget, window=len(trainset), report=on_progress)
         labeled = LABELED_DEMOS if carries_labels(program, trainset) else 0
         opt, kwargs = _optimizer(
-            optimizer, spec, budget, len(trainset), len(devset), prompt_lm, num_threads, seed, progress, labeled
+            optimizer, spec, budget, len(trainset), prompt_lm, num_threads, seed, progress, labeled
         )
         if "valset_size" in kwargs:  # candidates scored on the first examples of the (seeded) training split
             kwargs["valset"] = trainset[: kwargs.pop("valset_size")]
