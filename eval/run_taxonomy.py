@@ -100,10 +100,6 @@ def format_table(rows: dict[str, dict[str, float]]) -> str:
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(line, widths)) for line in lines)
 
 
-def per_survey_row(score: SurveyScore) -> dict[str, float]:
-    return summarize([score])
-
-
 def judge_all(
     surveys: Sequence[Survey],
     predictions: dict[int, Prediction],
@@ -164,7 +160,7 @@ def write_results(
 
 
 def print_report(scores: list[SurveyScore], summary: dict, out: Path) -> None:
-    rows = {f"survey {s.survey_id}": per_survey_row(s) for s in scores}
+    rows = {f"survey {s.survey_id}": summarize([s]) for s in scores}
     rows["mean"] = summary
     print(format_table(rows))
     print(
