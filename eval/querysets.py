@@ -9,8 +9,7 @@ ground truth from `qrels/<split>.tsv` (score >= `min_relevance`). Splits never m
 from __future__ import annotations
 
 import json
-import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,29 +174,6 @@ def load_queryset(
     if kind == "beir":
         return load_beir_queryset(found, split or "test", min_relevance)
     return load_scholargym(found, split or "all")
-
-
-def dev_split(queries: Sequence[GatherQuery], held_out: Iterable[str], size: int, seed: int = 0) -> list[GatherQuery]:
-    """A development sample for tuning: queries outside `held_out` (the test ids), with ground truth,
-    stratified by source in proportion to the pool, drawn with a fixed seed."""
-    held_out = set(held_out)
-    pool: dict[str, list[GatherQuery]] = {}
-    for q in queries:
-        if q.query_id not in held_out and q.gt_ids:
-            pool.setdefault(q.source, []).append(q)
-    total = sum(len(v) for v in pool.values())
-    if size > total:
-        raise QuerySetError(f"dev size {size} exceeds the {total} eligible queries; ask for fewer")
-    rng = random.Random(seed)
-    chosen: list[GatherQuery] = []
-    for source in sorted(pool):
-        share = round(size * len(pool[source]) / total)
-        chosen += rng.sample(pool[source], min(share, len(pool[source])))
-    leftover = [q for s in sorted(pool) for q in pool[s] if q not in chosen]
-    rng.shuffle(leftover)
-    chosen = (chosen + leftover)[:size]
-    check_disjoint(chosen, held_out)
-    return chosen
 
 
 def check_disjoint(queries: Iterable[GatherQuery], other_ids: Iterable[str]) -> None:
