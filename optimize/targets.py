@@ -165,17 +165,15 @@ def with_gold_labels(examples: list[dspy.Example], assessor: CandidateAssessor |
     the optimizer may then pick demos with the right labels, not only the model's own answers that happened to
     score well.
     """
-    research = isinstance(assessor, Assessor)
-    field = "papers" if research else "candidates"
     labelled = []
     for ex in examples:
         shown: Sequence[PaperPreview]
         if isinstance(assessor, Assessor):  # the research assessor (`research`)
-            sources, gold = list(ex.sources), set(ex.relevant_ids)
+            field, sources, gold = "papers", list(ex.sources), set(ex.relevant_ids)
             shown = assessor.shown(ex.task, sources, ex.get("sentences", 0))
             wanted = [s.source_id in gold for s in sources]
         else:
-            hits, gold = list(ex.hits), set(ex.gt_ids)
+            field, hits, gold = "candidates", list(ex.hits), set(ex.gt_ids)
             shown = assessor.shown(ex.question, ex.subquery, hits)
             wanted = [h.doc.doc_id in gold for h in hits]
         relevance = {p.paper_id: "relevant" if w else "irrelevant" for p, w in zip(shown, wanted)}

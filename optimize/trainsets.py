@@ -33,11 +33,8 @@ def from_beir(folder: str | Path, split: str = "train", corpus: Corpus | None = 
         if qid not in queries or not relevant:
             continue
         titles = {d: doc.title for d in relevant if corpus is not None and (doc := corpus.get(d))}
-        examples.append(
-            dspy.Example(question=queries[qid], relevant_ids=relevant, titles=titles, query_id=qid).with_inputs(
-                "question"
-            )
-        )
+        example = dspy.Example(question=queries[qid], relevant_ids=relevant, titles=titles, query_id=qid)
+        examples.append(example.with_inputs("question"))
     return examples
 
 
@@ -101,17 +98,9 @@ def fingerprint(examples: list[dspy.Example]) -> str:
 def candidates_to_jsonl(examples: list[dspy.Example], path: str | Path) -> None:
     with Path(path).open("w", encoding="utf-8") as f:
         for ex in examples:
-            f.write(
-                json.dumps(
-                    {
-                        "task": ex.task.model_dump(),
-                        "sources": [s.model_dump() for s in ex.sources],
-                        "relevant_ids": list(ex.relevant_ids),
-                        "scores": ex.get("scores"),
-                    }
-                )
-                + "\n"
-            )
+            sources = [s.model_dump() for s in ex.sources]
+            row = {"task": ex.task.model_dump(), "sources": sources, "relevant_ids": list(ex.relevant_ids)}
+            f.write(json.dumps({**row, "scores": ex.get("scores")}) + "\n")
 
 
 def candidates_from_jsonl(path: str | Path) -> list[dspy.Example]:
