@@ -48,6 +48,7 @@ PROTOCOL_SOURCES = {
 # Stops the released workflow turns into a dropped query whatever the round: an empty plan returns None
 # (an unparseable reply parses to an empty plan), and a raised error drops the query in eval.py.
 OFFICIAL_FAILING_STOPS = ("no_new_subqueries", "plan_failed")
+RATES = ("recall", "precision", "ret_recall", "ret_precision")  # each query's cumulative rates, per iteration
 
 
 @dataclass(frozen=True)
@@ -148,18 +149,7 @@ def query_curves(
     official = protocol == "official"
     reached = len(trace.retrieved)
     retrieved, selected, ranks = _padded(trace, iterations)
-    curves: dict[str, list[float]] = {
-        m: []
-        for m in (
-            "recall",
-            "precision",
-            "ret_recall",
-            "ret_precision",
-            "avg_distance",
-            "gt_discard_rate",
-            "selected_size",
-        )
-    }
+    curves: dict[str, list[float]] = {m: [] for m in (*RATES, "avg_distance", "gt_discard_rate", "selected_size")}
     all_r, all_s = set(), set()
     best_ever: dict[str, int] = {}
     selected_before: set[str] = set()
@@ -219,10 +209,7 @@ def _mean_or_none(values: np.ndarray) -> float | None:
 def _aggregate(m: dict[str, np.ndarray], hits: dict[str, np.ndarray]) -> dict[str, float | None]:
     """Final-iteration summary from per-query arrays of shape (queries, iterations); None where no query has a
     value (`avg_distance`, `gt_discard_rate`)."""
-    last = {
-        name: float(m[name][:, -1].mean())
-        for name in ("recall", "precision", "ret_recall", "ret_precision", "selected_size")
-    }
+    last = {name: float(m[name][:, -1].mean()) for name in (*RATES, "selected_size")}
     final: dict[str, float | None] = dict(last)
     final["f1"] = harmonic_mean(last["precision"], last["recall"])
     final["ret_f1"] = harmonic_mean(last["ret_precision"], last["ret_recall"])
@@ -312,10 +299,7 @@ def summarize(
         "gt_selected": np.array([len(t.gt & frozenset().union(*t.selected)) for t in scored]),
         "gt_retrieved": np.array([len(t.gt & frozenset().union(*t.retrieved)) for t in scored]),
     }
-    means = {
-        name: [float(x) for x in m[name].mean(axis=0)]
-        for name in ("recall", "precision", "ret_recall", "ret_precision")
-    }
+    means = {name: [float(x) for x in m[name].mean(axis=0)] for name in RATES}
     per_iteration: dict[str, Sequence[float | None]] = dict(means)
     per_iteration["f1"] = [harmonic_mean(p, r) for p, r in zip(means["precision"], means["recall"])]
     for name in ("avg_distance", "gt_discard_rate"):
@@ -337,9 +321,7 @@ def bootstrap_ci(
     rng = np.random.default_rng(seed)
     n = next(iter(m.values())).shape[0]
     idx = rng.integers(0, n, size=(resamples, n))
-    samples: dict[str, np.ndarray] = {}
-    for name in ("recall", "precision", "ret_recall", "ret_precision"):
-        samples[name] = m[name][:, -1][idx].mean(axis=1)
+    samples: dict[str, np.ndarray] = {name: m[name][:, -1][idx].mean(axis=1) for name in RATES}
     # Avg.Distance as `_aggregate` takes it: per-iteration means over the queries with a value, then their mean
     distances = m["avg_distance"]
     weights = np.zeros((resamples, n))
