@@ -167,12 +167,7 @@ def protocol_for(metric: str) -> MetricProtocol | None:
 
 def protocols_of(metrics: Iterable[str]) -> dict[str, dict[str, str]]:
     """metric -> {code, status, note} for every metric that has a recorded protocol, in the given order."""
-    out = {}
-    for m in metrics:
-        p = protocol_for(m)
-        if p is not None:
-            out[m] = asdict(p)
-    return out
+    return {m: asdict(p) for m in metrics if (p := protocol_for(m)) is not None}
 
 
 def protocol_lines(metrics: Iterable[str]) -> list[str]:
