@@ -404,10 +404,7 @@ def evaluate_scores(
     it comes (from the evaluation's threads). `watch` counts each run and the LM calls it made."""
     if not devset:
         raise ValueError("the dev split is empty; give more examples or a --dev file")
-    if isinstance(program, Guarded):
-        program = program if watch is None else Guarded(program.program, program._progress.obj, watch)
-    else:
-        program = Guarded(program, watch=watch)
+    program = Guarded(program, watch=watch)
     metric = guarded_metric(spec)
     if on_score is not None:
         position = {id(ex): i for i, ex in enumerate(devset)}  # Evaluate hands the metric devset's own objects
