@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from deepresearch.eval.f1 import harmonic_mean
-from deepresearch.eval.report import body_text
 from deepresearch.programs.citing.entailment import (
     Sentence,
     body_sentences,
@@ -34,6 +33,7 @@ from deepresearch.programs.citing.entailment import (
     split_block,
     strip_citations,
 )
+from deepresearch.programs.citing.provenance import body_of
 
 Entails = Callable[[str, str], bool]
 Grader = Callable[[str, Sequence[str]], float]
@@ -47,7 +47,7 @@ def split_sentences(markdown: str) -> list[Sentence]:
     Headings, table rows, block quotes and the trailing References/Sources section are left out;
     list items are read as prose.
     """
-    return body_sentences(body_text(markdown))
+    return body_sentences(body_of(markdown))
 
 
 def claim_sentences(markdown: str, min_chars: int = 50) -> list[Sentence]:
@@ -170,7 +170,7 @@ RELEASED_CITATION = re.compile(r"\[(\d+)")
 def answer_sentences(markdown: str) -> list[str]:
     """The raw sentences of a report body, citation markers kept (the released scorer's unit of evaluation,
     split by our splitter over the prose: headings, tables and the reference list are not part of the answer)."""
-    return [part for block in prose_blocks(body_text(markdown)) for part in split_block(block)]
+    return [part for block in prose_blocks(body_of(markdown)) for part in split_block(block)]
 
 
 def scholarqa_official_scores(

@@ -64,12 +64,6 @@ def reference_section(markdown: str) -> str:
     return markdown[headings[-1].end() :] if headings else ""
 
 
-def body_text(markdown: str) -> str:
-    """The report without its trailing References or Sources section."""
-    headings = list(REFERENCE_HEADING.finditer(markdown))
-    return markdown[: headings[-1].start()] if headings else markdown
-
-
 def referenced_doc_ids(markdown: str) -> list[str]:
     """Corpus document ids of reference entries that have no URL, in list order."""
     return list(dict.fromkeys(m.group(1).rstrip(".") for m in DOC_REFERENCE.finditer(reference_section(markdown))))
@@ -111,7 +105,6 @@ def parse_report_name(path: str | Path) -> ReportName:
 __all__ = [
     "ReportName",
     "SourceStats",
-    "body_text",
     "parse_report_name",
     "reference_section",
     "referenced_doc_ids",
