@@ -273,12 +273,11 @@ def guarded_gepa_metric(spec: MetricSpec):
 class Progress:
     """Counts the optimizer's metric calls and keeps the best mean over `window` consecutive calls (a candidate
     program scored on the training set, as BootstrapFewShotWithRandomSearch and MIPROv2's full evaluations do);
-    `report(line)` gets a progress line every `every` calls."""
+    `report(line)` gets a progress line after each call."""
 
     budget: int
     window: int
     report: Callable[[str], None] | None = None
-    every: int = 1
     calls: int = 0
     best: float | None = None
     _scores: list[float] = field(default_factory=list)
@@ -316,7 +315,7 @@ class Progress:
                 self.best = mean if self.best is None else max(self.best, mean)
                 self._scores = []
             line = self.line()
-        if self.report is not None and self.calls % self.every == 0:
+        if self.report is not None:
             self.report(line)
 
     def line(self) -> str:
