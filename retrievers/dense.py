@@ -12,7 +12,7 @@ import numpy as np
 
 from deepresearch.retrievers import embed
 from deepresearch.retrievers.corpus import Corpus
-from deepresearch.retrievers.ranking import FilterIndex, check_page, to_hits, top_k
+from deepresearch.retrievers.ranking import FilterIndex, check_page, ranked_hits, top_k
 from deepresearch.retrievers.types import Doc, Hit, SyncSearchMixin
 
 logger = logging.getLogger(__name__)
@@ -66,12 +66,9 @@ class DenseRetriever(SyncSearchMixin):
     def filters(self) -> FilterIndex:
         return FilterIndex(self.corpus)
 
-    def encode_query(self, query: str) -> np.ndarray:
-        return embed.encode([query], self.model)[0]
-
     def scores(self, query: str | np.ndarray) -> np.ndarray:
         """Cosine similarity of every document with the query (text or an encoded vector)."""
-        vector = self.encode_query(query) if isinstance(query, str) else query
+        vector = embed.encode([query], self.model)[0] if isinstance(query, str) else query
         return self.embeddings @ vector.astype(self.embeddings.dtype, copy=False)
 
     def search(
@@ -92,7 +89,7 @@ class DenseRetriever(SyncSearchMixin):
         else:
             scores = np.where(mask, scores, -np.inf)
             index = top_k(scores, k, offset, min_score=-np.inf)
-        return to_hits(self.corpus, scores, index, offset)
+        return ranked_hits(self.corpus, index, scores[index], offset)
 
     def save(self, folder: str | Path) -> dict:
         """Writes `embeddings.npy` and `dense.json` (model, dimension, dtype, text form) into `folder`."""

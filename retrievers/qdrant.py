@@ -8,7 +8,6 @@ Term ids are the CRC-32 of the term, so no vocabulary has to be stored beside th
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import zlib
 from collections import Counter
@@ -25,7 +24,7 @@ from deepresearch.retrievers.extras import require
 from deepresearch.retrievers.ranking import check_page, month_key
 from deepresearch.retrievers.scoring import tf_saturation
 from deepresearch.retrievers.tokenize import Tokenizer, get_tokenizer, tokenizer_name
-from deepresearch.retrievers.types import Hit
+from deepresearch.retrievers.types import Hit, SyncSearchMixin
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ def sparse_terms(tokens: list[str]) -> tuple[list[int], np.ndarray]:
     return ids, np.asarray([counts[i] for i in ids], dtype=np.float64)
 
 
-class QdrantRetriever:
+class QdrantRetriever(SyncSearchMixin):
     """Search over a Qdrant collection holding the corpus, with the same protocol as the in-process backends.
 
     Args:
@@ -265,9 +264,6 @@ class QdrantRetriever:
             Hit(doc=self.corpus[int(p.id)], score=float(p.score), rank=offset + n)
             for n, p in enumerate(ranked, start=1)
         ]
-
-    async def asearch(self, query: str, k: int = 10, **filters) -> list[Hit]:
-        return await asyncio.to_thread(self.search, query, k, **filters)
 
     def close(self) -> None:
         self.client.close()

@@ -101,11 +101,6 @@ def best_positive(scores: np.ndarray, need: int, mask: np.ndarray | None = None)
     return best_among(index, scores[index], need)
 
 
-def to_hits(docs: Sequence[Doc], scores: np.ndarray, index: np.ndarray, offset: int) -> list[Hit]:
-    """Hits for corpus indices `index` (already ranked), numbered from offset + 1."""
-    return ranked_hits(docs, index, scores[index], offset)
-
-
 def ranked_hits(docs: Sequence[Doc], index: np.ndarray, scores: np.ndarray, offset: int) -> list[Hit]:
     """Hits for corpus indices `index` (already ranked) with their `scores`, numbered from offset + 1."""
     return [Hit(docs[i], s, rank) for rank, (i, s) in enumerate(zip(index.tolist(), scores.tolist()), start=offset + 1)]
