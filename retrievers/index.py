@@ -28,7 +28,7 @@ from deepresearch.retrievers.bm25 import BM25Retriever
 from deepresearch.retrievers.corpus import Corpus
 from deepresearch.retrievers.dense import DenseRetriever
 from deepresearch.retrievers.hybrid import HybridRetriever
-from deepresearch.retrievers.sources import reopen_corpus, source_files
+from deepresearch.retrievers.sources import load_source, source_files
 from deepresearch.retrievers.store import StoredCorpus, write_docs
 from deepresearch.retrievers.types import Retriever
 
@@ -52,11 +52,7 @@ def rebuild_command(folder: str | Path, manifest: Mapping | None = None, extra: 
 
 def file_stamps(files: list[Path]) -> list[dict]:
     """Path, size and modification time of each file: a cheap test that a corpus is unchanged."""
-    stamps = []
-    for f in files:
-        stat = f.stat()
-        stamps.append({"path": str(f), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
-    return stamps
+    return [{"path": str(f), "size": (st := f.stat()).st_size, "mtime_ns": st.st_mtime_ns} for f in files]
 
 
 @dataclass
@@ -182,7 +178,7 @@ def check_source(folder: str | Path, manifest: Mapping, verify: bool = False) ->
     if verify:
         if not recorded.get("source"):
             raise IndexMismatchError(f"index at {folder} does not record its corpus source, so it cannot be verified")
-        fingerprint = reopen_corpus(recorded["source"]).fingerprint()
+        fingerprint = load_source(recorded["source"])[0].fingerprint()
         if fingerprint != recorded["fingerprint"]:
             raise IndexMismatchError(
                 f"corpus {recorded['name']!r} now has fingerprint {fingerprint[:12]}, index "

@@ -44,11 +44,6 @@ def data_names(data_dir: str | Path | None) -> dict[str, Path]:
     return {p.name.lower(): p for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".")}
 
 
-def known_names(data_dir: str | Path | None) -> dict[str, Path]:
-    """The datasets a name can name: the data folder's, then the embedded ones it does not hold."""
-    return {**data_names(EMBEDDED), **data_names(data_dir)}
-
-
 def _is_hub_name(spec: str) -> bool:
     return spec.count("/") == 1 and not spec.startswith((".", "/", "~")) and all(spec.split("/"))
 
@@ -64,7 +59,7 @@ def find_local(spec: str | Path, data_dir: str | Path | None = None) -> Path | N
     spec = str(spec)
     if spec.startswith(HF_PREFIX):
         return None
-    names = known_names(data_dir)
+    names = {**data_names(EMBEDDED), **data_names(data_dir)}  # the data folder's win over the embedded ones
     candidates = [spec, spec.rsplit("/", 1)[-1]] if _is_hub_name(spec) else [spec]
     return next((names[c.lower()] for c in candidates if c.lower() in names), None)
 
@@ -104,20 +99,14 @@ def resolve_source(
         CorpusError: when the spec names nothing (the message lists the data folder's datasets).
     """
     spec = str(spec)
+    hf = {"kind": "hf", "name": spec, "config": hf_config, "split": hf_split, "fields": dict(fields or {})}
     if spec.startswith(HF_PREFIX):
-        name = spec[len(HF_PREFIX) :]
-        local = Path(name).expanduser()
-        return {
-            "kind": "hf",
-            "name": str(local.resolve()) if local.exists() else name,
-            "config": hf_config,
-            "split": hf_split,
-            "fields": dict(fields or {}),
-        }
+        local = Path(spec[len(HF_PREFIX) :]).expanduser()
+        return {**hf, "name": str(local.resolve()) if local.exists() else spec[len(HF_PREFIX) :]}
     path = find_local(spec, data_dir)
     if path is None:
         if _is_hub_name(spec):
-            return {"kind": "hf", "name": spec, "config": hf_config, "split": hf_split, "fields": dict(fields or {})}
+            return hf
         raise CorpusError(not_found_message(spec, data_dir))
     named = Path(spec).expanduser().exists()  # reference files and full text only by path, never by dataset name
     path = path.resolve()
@@ -209,11 +198,6 @@ def open_corpus(
             f"a line or a file); save the corpus as UTF-8"
         ) from None
     return corpus, source, skipped
-
-
-def reopen_corpus(source: Mapping) -> Corpus:
-    """Loads the corpus a source record (from `open_corpus`) describes."""
-    return load_source(source)[0]
 
 
 def source_files(source: Mapping) -> list[Path]:
