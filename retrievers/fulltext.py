@@ -149,7 +149,6 @@ class FullTextRetriever:
         self._why: dict[str, str] = {}  # link -> why its PDF could not be had
         self._lock = threading.Lock()
         self._link_locks: dict[str, threading.Lock] = {}  # one per link: concurrent readers fetch it once
-        self.fetched = self.failed = 0
 
     def __getattr__(self, name: str) -> Any:
         if name == "inner":  # not set yet (during unpickling): no recursion
@@ -186,11 +185,9 @@ class FullTextRetriever:
                 metadata={**meta, "full_text": True},
             )
             result: list[Doc] | None = passage_docs(full, self.max_chars, self.overlap) or None
-            self.fetched += 1
         except (FullTextError, CorpusError) as err:
             logger.warning("full text of %s not read (%s); using its abstract", doc.doc_id, err)
             result = None
-            self.failed += 1
             with self._lock:
                 self._why[url] = str(err)
         with self._lock:

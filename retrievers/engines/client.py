@@ -341,7 +341,6 @@ class EngineClient:
         self.max_retry_after_s = float(max_retry_after_s)
         self.limiter = limiter_for(engine, self.public_base, min_interval)
         self._sleep = sleep or asyncio.sleep
-        self.requests = 0  # requests sent (cache hits are not), for tests and traces
 
     def fail(self, reason: str, *, transient: bool = False) -> EngineError:
         return EngineError(self.engine, scrub(reason, self.secrets), transient=transient)
@@ -378,7 +377,6 @@ class EngineClient:
                 if wait > 0:
                     await self._sleep(wait)
                 logger.debug("%s: GET %s %s (attempt %d)", self.engine, cache_url, public, attempt + 1)
-                self.requests += 1
                 retry_in = self.backoff_s * 2**attempt
                 try:
                     response = await http.get(url, params=sent)
