@@ -27,6 +27,15 @@ def rrf_fuse(
     return sorted(score.items(), key=lambda item: (-item[1], best[item[0]], item[0]))
 
 
+def rrf_page(
+    rankings: Sequence[Sequence[Hit]], weights: Sequence[float], k_rrf: float, k: int, offset: int
+) -> list[Hit]:
+    """Ranks offset + 1 .. offset + k of the fused rankings (`rrf_fuse`), as hits scored by their fused score."""
+    docs = {h.doc.doc_id: h.doc for hits in rankings for h in hits}
+    fused = rrf_fuse(rankings, weights, k_rrf)[offset : offset + k]
+    return [Hit(doc=docs[doc_id], score=score, rank=offset + n) for n, (doc_id, score) in enumerate(fused, start=1)]
+
+
 class HybridRetriever:
     """Fuses the rankings of several retrievers with weighted reciprocal-rank fusion.
 
@@ -65,14 +74,6 @@ class HybridRetriever:
         self.retrievers = named
         self.k_rrf, self.depth = k_rrf, depth
 
-    def _page(self, rankings: list[list[Hit]], k: int, offset: int) -> list[Hit]:
-        docs = {h.doc.doc_id: h.doc for hits in rankings for h in hits}
-        fused = rrf_fuse(rankings, list(self.weights.values()), self.k_rrf)
-        return [
-            Hit(doc=docs[doc_id], score=score, rank=offset + n)
-            for n, (doc_id, score) in enumerate(fused[offset : offset + k], start=1)
-        ]
-
     def search(
         self,
         query: str,
@@ -89,11 +90,11 @@ class HybridRetriever:
             r.search(query, depth, exclude=exclude, before=before, categories=categories)
             for r in self.retrievers.values()
         ]
-        return self._page(rankings, k, offset)
+        return rrf_page(rankings, list(self.weights.values()), self.k_rrf, k, offset)
 
     async def asearch(self, query: str, k: int = 10, **filters) -> list[Hit]:
         offset = filters.pop("offset", 0)
         check_page(k, offset)
         depth = max(self.depth, offset + k)
         rankings = await asyncio.gather(*(r.asearch(query, depth, **filters) for r in self.retrievers.values()))
-        return self._page(list(rankings), k, offset)
+        return rrf_page(rankings, list(self.weights.values()), self.k_rrf, k, offset)

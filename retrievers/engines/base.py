@@ -111,16 +111,7 @@ class AsyncSearch:
         before: str | None = None,
         categories: Collection[str] = (),
     ) -> list[Hit]:
-        return run_sync(
-            self.asearch(
-                query,
-                k,
-                offset=offset,
-                exclude=exclude,
-                before=before,
-                categories=categories,
-            )
-        )
+        return run_sync(self.asearch(query, k, offset=offset, exclude=exclude, before=before, categories=categories))
 
 
 class SearchEngine(AsyncSearch):

@@ -22,7 +22,7 @@ from typing import Any
 from deepresearch.retrievers.engines.base import AsyncSearch
 from deepresearch.retrievers.engines.client import EngineError
 from deepresearch.retrievers.engines.dedup import ID_PREFIXES, dedup_keys, excluded_keys, group_docs, merge_docs
-from deepresearch.retrievers.hybrid import rrf_fuse
+from deepresearch.retrievers.hybrid import rrf_page
 from deepresearch.retrievers.ranking import check_page
 from deepresearch.retrievers.types import Doc, Hit, Retriever, search_async
 
@@ -99,15 +99,8 @@ class SourcesRetriever(AsyncSearch):
     def describe(self) -> list[dict[str, Any]]:
         """The sources, as JSON-able records (an engine's `describe()`, else its name)."""
         return [
-            {
-                "name": name,
-                **(
-                    part.describe()
-                    if hasattr(part, "describe") and callable(part.describe) and name != self.local
-                    else {}
-                ),
-            }
-            for name, part in self.parts.items()
+            {"name": n, **(p.describe() if n != self.local and hasattr(p, "describe") and callable(p.describe) else {})}
+            for n, p in self.parts.items()
         ]
 
     async def asearch(
@@ -178,15 +171,10 @@ class SourcesRetriever(AsyncSearch):
             return None, why
 
     def _record(self, name: str, query: str, why: str, skipped: bool = False) -> None:
+        elapsed_s = round(time.monotonic() - self._t0, 3)
         with self._lock:
             self.failures.append(
-                {
-                    "source": name,
-                    "query": query,
-                    "error": why,
-                    "skipped": skipped,
-                    "elapsed_s": round(time.monotonic() - self._t0, 3),
-                }
+                {"source": name, "query": query, "error": why, "skipped": skipped, "elapsed_s": elapsed_s}
             )
 
     def _report(self, name: str, why: str) -> None:
@@ -233,11 +221,7 @@ class SourcesRetriever(AsyncSearch):
                 ranking.append(Hit(doc=merged[doc_id], score=hit.score, rank=hit.rank))
             fused_rankings.append(ranking)
             weights.append(self.weights[name])
-        fused = rrf_fuse(fused_rankings, weights, self.k_rrf)
-        return [
-            Hit(doc=merged[doc_id], score=score, rank=offset + n)
-            for n, (doc_id, score) in enumerate(fused[offset : offset + k], start=1)
-        ]
+        return rrf_page(fused_rankings, weights, self.k_rrf, k, offset)
 
     def __repr__(self) -> str:
         return f"SourcesRetriever({', '.join(self.parts)})"
