@@ -11,17 +11,8 @@ from deepresearch.retrievers.extras import require
 
 logger = logging.getLogger(__name__)
 
-# Doc attributes a field mapping may name, and the record key each becomes.
-MAPPABLE = {
-    "doc_id": "doc_id",
-    "title": "title",
-    "text": "text",
-    "url": "url",
-    "published": "published",
-    "year": "year",
-    "categories": "categories",
-    "authors": "authors",
-}
+# Doc attributes (and metadata keys) a field mapping may name: each becomes the record key of that name.
+MAPPABLE = ("doc_id", "title", "text", "url", "published", "year", "categories", "authors")
 _BUILDERS = {".jsonl": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet", ".tsv": "csv"}
 
 
@@ -113,7 +104,7 @@ def load_hf_corpus(
     docs, skipped = [], 0
     for n, row in enumerate(rows):
         record = {k: v for k, v in row.items() if k not in mapped_columns}
-        record.update({MAPPABLE[attr]: row[col] for attr, col in fields.items()})
+        record.update({attr: row[col] for attr, col in fields.items()})
         try:
             docs.append(doc_from_record(record, f"{name} [{split}] row {n}"))
         except CorpusError:
