@@ -22,10 +22,7 @@ from deepresearch.retrievers.engines.base import Page, SearchEngine, clean_meta,
 from deepresearch.retrievers.types import Doc
 
 TOOL = "dspy-deepresearch"
-MONTHS = {
-    m: i
-    for i, m in enumerate(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], start=1)
-}
+MONTHS = {m: i for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split(), start=1)}
 
 
 def _all_text(node: ET.Element | None) -> str:
@@ -40,21 +37,22 @@ def _month(value: str) -> int | None:
     return MONTHS.get(value[:3])
 
 
+def _ymd(node: ET.Element | None) -> str | None:
+    """`YYYY-MM-DD`, `YYYY-MM` or `YYYY` from a date element's Year, Month and Day; None without a numeric Year."""
+    year = (node.findtext("Year") or "").strip() if node is not None else ""
+    if node is None or not year.isdigit():
+        return None
+    month, day = _month(node.findtext("Month") or ""), (node.findtext("Day") or "").strip()
+    if month and day.isdigit():
+        return f"{year}-{month:02d}-{int(day):02d}"
+    return f"{year}-{month:02d}" if month else year
+
+
 def _date(article: ET.Element) -> str | None:
     """`YYYY-MM-DD`, `YYYY-MM` or `YYYY`: the journal issue's PubDate (or MedlineDate), made more precise by the
     electronic ArticleDate of the same year, else that ArticleDate."""
     issue = _issue_date(article)
-    alt = article.find("MedlineCitation/Article/ArticleDate")
-    electronic = None
-    if alt is not None and (alt.findtext("Year") or "").strip().isdigit():
-        month = _month(alt.findtext("Month") or "")
-        day = (alt.findtext("Day") or "").strip()
-        year = (alt.findtext("Year") or "").strip()
-        electronic = (
-            f"{year}-{month:02d}-{int(day):02d}"
-            if month and day.isdigit()
-            else (f"{year}-{month:02d}" if month else year)
-        )
+    electronic = _ymd(article.find("MedlineCitation/Article/ArticleDate"))
     if issue is None or (electronic and len(issue) == 4 and electronic.startswith(issue)):
         return electronic
     return issue
@@ -62,34 +60,18 @@ def _date(article: ET.Element) -> str | None:
 
 def _issue_date(article: ET.Element) -> str | None:
     pub = article.find("MedlineCitation/Article/Journal/JournalIssue/PubDate")
-    if pub is not None:
-        year = (pub.findtext("Year") or "").strip()
-        if not year:
-            m = re.match(r"\s*(\d{4})(?:\s+([A-Za-z]{3}))?", pub.findtext("MedlineDate") or "")
-            if m:
-                month = _month(m.group(2) or "")
-                return f"{m.group(1)}-{month:02d}" if month else m.group(1)
-        elif year.isdigit():
-            month = _month(pub.findtext("Month") or "")
-            day = (pub.findtext("Day") or "").strip()
-            if month and day.isdigit():
-                return f"{year}-{month:02d}-{int(day):02d}"
-            return f"{year}-{month:02d}" if month else year
-    return None
+    if pub is None or (pub.findtext("Year") or "").strip():
+        return _ymd(pub)
+    m = re.match(r"\s*(\d{4})(?:\s+([A-Za-z]{3}))?", pub.findtext("MedlineDate") or "")
+    if m is None:
+        return None
+    month = _month(m.group(2) or "")
+    return f"{m.group(1)}-{month:02d}" if month else m.group(1)
 
 
 def _author(node: ET.Element) -> str:
-    collective = _all_text(node.find("CollectiveName"))
-    if collective:
-        return collective
-    return " ".join(
-        p
-        for p in (
-            _all_text(node.find("ForeName")) or _all_text(node.find("Initials")),
-            _all_text(node.find("LastName")),
-        )
-        if p
-    )
+    given = _all_text(node.find("ForeName")) or _all_text(node.find("Initials"))
+    return _all_text(node.find("CollectiveName")) or " ".join(p for p in (given, _all_text(node.find("LastName"))) if p)
 
 
 def article_to_doc(article: ET.Element) -> Doc:
