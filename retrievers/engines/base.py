@@ -251,7 +251,7 @@ class SearchEngine(AsyncSearch):
         return f"{type(self).__name__}({public_url(self.base_url)!r})"
 
 
-def or_words(query: str, joiner: str = " OR ") -> str | None:
+def or_words(query: str) -> str | None:
     """The words of a query (stop words and one-letter words left out) joined by OR; None for fewer than two.
 
     Example:
@@ -259,7 +259,7 @@ def or_words(query: str, joiner: str = " OR ") -> str | None:
         'vitamin OR prevent OR fractures'
     """
     words = list(dict.fromkeys(w for w in re.findall(r"[^\W_]{2,}", query.lower()) if w not in QUERY_STOP_WORDS))
-    return joiner.join(words) if len(words) > 1 else None
+    return " OR ".join(words) if len(words) > 1 else None
 
 
 def first_text(value: Any) -> str:

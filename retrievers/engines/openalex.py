@@ -146,7 +146,7 @@ class OpenAlexEngine(SearchEngine):
         return {}, {k: self.keys[k] for k in ("mailto", "api_key") if self.keys.get(k)}
 
     def loose_query(self, query: str) -> str | None:
-        return None if _SYNTAX.search(query) else or_words(query, " OR ")
+        return None if _SYNTAX.search(query) else or_words(query)
 
     async def fetch_page(
         self, query: str, start: int, size: int, before: str | None, categories: Collection[str]
