@@ -86,15 +86,13 @@ def add_retriever_arguments(
     parser: argparse.ArgumentParser,
     *,
     corpus_help: str = CORPUS_HELP,
-    corpus_default: str | None = None,
-    kinds: tuple[str, ...] = KINDS,
     default_kind: str = "bm25",
     everyday=None,
 ):
     """--corpus, --index, --source, --retriever, --qdrant-url and the BM25 and dense options, in one group,
     which is returned; `everyday` (an argument group of the command) takes --corpus instead."""
     group = parser.add_argument_group("retrieval", "what to search and how (the same options in every command)")
-    (everyday or group).add_argument("--corpus", default=corpus_default, help=corpus_help)
+    (everyday or group).add_argument("--corpus", default=None, help=corpus_help)
     group.add_argument(
         "--source",
         action="append",
@@ -134,23 +132,21 @@ def add_retriever_arguments(
     group.add_argument(
         "--retriever",
         default=None,
-        choices=kinds,
+        choices=KINDS,
         help="what searches: "
-        + ", ".join(f"{k} ({meaning[k]})" for k in kinds)
-        + f"; default {default_kind}"
-        + (", or qdrant when --qdrant-url is given" if "qdrant" in kinds else ""),
+        + ", ".join(f"{k} ({meaning[k]})" for k in KINDS)
+        + f"; default {default_kind}, or qdrant when --qdrant-url is given",
     )
-    if "qdrant" in kinds:
-        group.add_argument(
-            "--qdrant-url",
-            default=None,
-            metavar="URL",
-            help="a Qdrant server for --retriever qdrant (default: a collection in the index folder, "
-            "or in memory without --index)",
-        )
-        group.add_argument(
-            "--qdrant-mode", default="hybrid", choices=QDRANT_MODES, help="what Qdrant searches with (default hybrid)"
-        )
+    group.add_argument(
+        "--qdrant-url",
+        default=None,
+        metavar="URL",
+        help="a Qdrant server for --retriever qdrant (default: a collection in the index folder, "
+        "or in memory without --index)",
+    )
+    group.add_argument(
+        "--qdrant-mode", default="hybrid", choices=QDRANT_MODES, help="what Qdrant searches with (default hybrid)"
+    )
     group.add_argument(
         "--dense-model",
         default=None,

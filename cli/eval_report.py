@@ -20,7 +20,6 @@ from deepresearch.cli.options import (
     add_tree_arguments,
     add_workers_arguments,
 )
-from deepresearch.programs.config import PRESETS
 
 if TYPE_CHECKING:
     from deepresearch.eval.questions import Question
@@ -46,7 +45,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_tree_arguments(
         parser,
         preset_default="quick",
-        presets=tuple(sorted(PRESETS)),
         preset_help="tree shape preset of the program (default quick)",
     )
     add_output_arguments(parser, out_default="runs/eval_report", out_help="folder for the reports and scores.jsonl")
@@ -76,8 +74,6 @@ def main(args: argparse.Namespace) -> int:
     from deepresearch.programs.retrieval import open_from_args  # lazy: start-up
     from deepresearch.programs.runtime.outputs import atomic_write_text  # lazy: start-up
 
-    if args.limit is not None and args.limit < 1:
-        raise ValueError(f"--limit must be >= 1, got {args.limit}")
     overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None}
     config = preset(args.preset, **overrides, lm_timeout_s=args.lm_timeout)
     # both LMs are checked before the questions and the corpus are loaded: a bad key or a dead server fails

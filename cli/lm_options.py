@@ -11,8 +11,6 @@ import argparse
 from deepresearch.programs import environment
 from deepresearch.programs.lm.defaults import DEFAULT_TIMEOUT_S, OFFLINE, SERVER_KEY_ENV, STRUCTURED_MODES
 
-API_BASE_ENV = environment.API_BASE  # --api-base's default, beside $DEEPRESEARCH_LM for --lm
-
 
 def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool = True, everyday=None):
     """Adds the shared LM options to a command's parser, in one group, which is returned; `everyday` (an
@@ -29,7 +27,7 @@ def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool =
         "--api-base",
         default=None,
         help=f"base URL of an OpenAI-compatible server (llama.cpp, vLLM, Ollama...); default "
-        f"${API_BASE_ENV}; its key is ${SERVER_KEY_ENV}",
+        f"${environment.API_BASE}; its key is ${SERVER_KEY_ENV}",
     )
     group.add_argument(
         "--lm-server",

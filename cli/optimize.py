@@ -17,7 +17,6 @@ from deepresearch.cli.options import (
     add_workers_arguments,
 )
 from deepresearch.optimize.names import OPTIMIZERS
-from deepresearch.programs.config import PRESETS
 from deepresearch.programs.stages.names import RECORDED_STAGES, RESEARCH_STAGES
 
 PROGRAMS = ("research", "gather", "taxonomy")
@@ -108,7 +107,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_tree_arguments(
         parser,
         preset_default="quick",
-        presets=tuple(sorted(PRESETS)),
         preset_help="research tree preset (default quick)",
     )
     parser.add_argument("--hits", type=int, default=None, help="documents retrieved per search (research)")
@@ -140,8 +138,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "under $DEEPRESEARCH_DATA, hf:NAME (see `run`)",
     )
     add_lm_arguments(parser, default_offline=False)  # the task LM (--lm): offline cannot be tuned
-    # 0 or a negative --budget, --limit, --workers, --max-lm-calls... is refused before any LM request (a negative
-    # --limit ran unbounded: `[:-1]`); so is one a settings file gives
 
 
 def main(args: argparse.Namespace) -> int:

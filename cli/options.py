@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, cast
 
+from deepresearch.programs.config import PRESETS
+
 # concept -> (canonical spelling, spellings no command may show; the deprecated ones still parse)
 VOCABULARY: dict[str, tuple[str, tuple[str, ...]]] = {
     "the examples a command runs over": ("--data", ("--train", "--questions", "--queries", "--dataset")),
@@ -91,7 +93,6 @@ def add_tree_arguments(
     *,
     preset_default: str | None = None,
     preset_help: str = "",
-    presets: tuple[str, ...] | None = None,
     depth_default: int | None = None,
     depth_help: str = "levels of search (overrides the preset)",
     breadth_default: int | None = None,
@@ -99,7 +100,7 @@ def add_tree_arguments(
 ) -> None:
     """--preset (when `preset_help` is given), --depth and --breadth: the research tree's shape."""
     if preset_help:
-        parser.add_argument("--preset", default=preset_default, choices=presets, help=preset_help)
+        parser.add_argument("--preset", default=preset_default, choices=tuple(sorted(PRESETS)), help=preset_help)
     parser.add_argument("--depth", type=int, default=depth_default, help=depth_help)
     parser.add_argument("--breadth", type=int, default=breadth_default, help=breadth_help)
 

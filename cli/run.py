@@ -22,11 +22,9 @@ from deepresearch.cli.options import (
     add_tree_arguments,
     add_workers_arguments,
 )
-from deepresearch.programs.config import PRESETS, VERIFY_POLICIES
+from deepresearch.programs.config import VERIFY_POLICIES
 from deepresearch.programs.runtime.files import RUN_FILES, STAGE_LOG
 from deepresearch.programs.stages.names import MAX_QUESTIONS, RESEARCH_STAGES
-
-STAGE_NAMES = RESEARCH_STAGES  # the --stage-lm choices
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_tree_arguments(
         everyday,
         preset_default="standard",
-        presets=tuple(sorted(PRESETS)),
         preset_help="how the research tree grows: standard (the default, depth 2 x breadth 3), quick "
         "(1 x 2), deep (4 x 4), eco, hero, parallel, gather (deepresearch --help describes "
         "each); --depth and --breadth override its size",
@@ -65,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="STAGE=MODEL",
-        help=f"an LM for one stage ({', '.join(STAGE_NAMES)}), or `offline` for its offline twin "
+        help=f"an LM for one stage ({', '.join(RESEARCH_STAGES)}), or `offline` for its offline twin "
         "(`--stage-lm plan=offline`: the offline planner, the LM everywhere else); repeatable",
     )
     lm.add_argument("--program", default=None, help="a compiled program (JSON state) to load")
@@ -144,14 +141,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from deepresearch.cli.research_run import (  # lazy: start-up
-        config_overrides,
         needed_extras,
         parse_stage_lms,
         run_config,
         run_research,
         slug,
     )
-    from deepresearch.programs.config import preset  # lazy: start-up
     from deepresearch.programs.lm.session import open_lm  # lazy: start-up
     from deepresearch.programs.retrieval import data_dir, open_from_args  # lazy: start-up
     from deepresearch.programs.runtime.outputs import check_out_folder, open_run, out_folder_lock  # lazy: start-up
@@ -163,7 +158,7 @@ def main(args: argparse.Namespace) -> int:
     args.question = printable(args.question)  # terminal escape codes never reach a report or the trace
     if not args.question.strip():
         raise ValueError("question is empty; pass the research question in quotes")
-    preset(args.preset, **config_overrides(args))  # every setting checked before any LM call (nan included)
+    config = run_config(args)  # every setting checked before any LM call (nan included)
     stage_models = parse_stage_lms(args.stage_lm)
     answers = read_clarifications(args.clarify_answers) if args.clarify_answers else None  # before any LM call
     # the LM is checked before the corpus is loaded: a bad key or a dead server fails in seconds
@@ -185,7 +180,7 @@ def main(args: argparse.Namespace) -> int:
             f"{DEFAULT_CORPUS})",
             file=sys.stderr,
         )
-    check_extras(needed_extras(args, run_config(args)))  # a missing extra fails here, not after the research
+    check_extras(needed_extras(args, config))  # a missing extra fails here, not after the research
     out = Path(args.out or Path("runs") / slug(args.question))
     with out_folder_lock(out):  # a second run into the same folder stops here, at once
         check_out_folder(out, args.question, overwrite=args.overwrite)  # before the corpus: bad input fails fast
