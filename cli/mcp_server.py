@@ -32,7 +32,6 @@ from pydantic import BaseModel, Field
 from deepresearch.cli import research_run
 from deepresearch.cli import run as run_cli
 from deepresearch.programs.artifacts import Event
-from deepresearch.programs.config import preset
 from deepresearch.programs.lm.models import LMPreflightError
 from deepresearch.programs.lm.secrets import redact
 from deepresearch.programs.lm.session import LMSession
@@ -146,27 +145,6 @@ def read_run(path: str | Path) -> RunResult:
     )
 
 
-class NodeProgress:
-    """Nodes done and nodes planned, from a run's events: a (progress, total, message) at each finished node.
-
-    MCP wants the progress value to grow with every notification, so only a finished node makes one; the
-    total is the nodes planned so far (it grows as the tree does).
-    """
-
-    def __init__(self) -> None:
-        self.planned: set[str] = set()
-        self.done = 0
-
-    def __call__(self, event: Event) -> tuple[float, float, str] | None:
-        if event.kind in ("node_planned", "node_start"):
-            self.planned.add(event.node_id)
-        elif event.kind == "node_end":
-            self.planned.add(event.node_id)
-            self.done += 1
-            return self.done, len(self.planned), f"node {event.node_id} {event.message or 'ended'}"
-        return None
-
-
 @dataclass
 class ResearchTools:
     """What the tools share for the life of the server: the LM session, the options, and opened retrievers.
@@ -266,7 +244,7 @@ class ResearchTools:
             verify=verify,
             corpus=DEFAULT_CORPUS if corpus is None else corpus,
         )
-        config = preset(args.preset, **research_run.config_overrides(args))  # depth 0, an unknown preset...
+        config = research_run.run_config(args)  # depth 0, an unknown preset...
         check_extras(research_run.needed_extras(args, config))
         retrieval = self.retrieval(args.corpus)
         folder = self.new_folder(question)
@@ -286,16 +264,23 @@ async def in_thread(work: Callable[[], T]) -> T:
 
 
 def progress_sender(ctx: Context) -> EventHandler:
-    """An event handler, called in the run's thread, that reports each finished node to the client."""
+    """An event handler, called in the run's thread, that reports each finished node to the client: nodes done
+    of nodes planned. MCP wants the progress value to grow with every notification, so only a finished node
+    makes one; the total is the nodes planned so far (it grows as the tree does)."""
     token = anyio.lowlevel.current_token()
-    count = NodeProgress()
+    planned: set[str] = set()
+    done = 0
 
     def on_event(event: Event) -> None:
-        update = count(event)
-        if update is None:
+        nonlocal done
+        if event.kind in ("node_planned", "node_start", "node_end"):
+            planned.add(event.node_id)
+        if event.kind != "node_end":
             return
+        done += 1
+        message = f"node {event.node_id} {event.message or 'ended'}"
         try:
-            anyio.from_thread.run(ctx.report_progress, *update, token=token)
+            anyio.from_thread.run(ctx.report_progress, done, len(planned), message, token=token)
         except Exception as err:  # a notification that cannot be sent must not stop the research
             logger.debug("progress notification not sent: %s: %s", type(err).__name__, err)
 

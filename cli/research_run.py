@@ -36,7 +36,6 @@ from deepresearch.retrievers.sources import resolve_source, source_extras
 
 EXIT_FAILED = 3  # the run produced nothing because of failures (distinct from 2, bad input)
 SIGNALS = {signal.SIGINT: 130, signal.SIGTERM: 143}  # the exit code of a run each signal interrupted (128 + n)
-STAGE_NAMES = RESEARCH_STAGES  # the --stage-lm choices
 
 
 def slug(text: str, limit: int = 48) -> str:
@@ -48,8 +47,10 @@ def parse_stage_lms(items: list[str]) -> dict[str, str]:
     models = {}
     for item in items:
         stage, _, stage_model = item.partition("=")
-        if stage not in STAGE_NAMES or not stage_model:
-            raise ValueError(f"--stage-lm {item!r} should be STAGE=MODEL with STAGE one of: {', '.join(STAGE_NAMES)}")
+        if stage not in RESEARCH_STAGES or not stage_model:
+            raise ValueError(
+                f"--stage-lm {item!r} should be STAGE=MODEL with STAGE one of: {', '.join(RESEARCH_STAGES)}"
+            )
         models[stage] = stage_model
     return models
 
@@ -102,7 +103,7 @@ def needed_extras(args: argparse.Namespace, config: ResearchConfig) -> dict[str,
     return needs
 
 
-def build_program(args: argparse.Namespace, retriever, on_event, session: LMSession) -> tuple[DeepResearch, dict]:
+def build_program(args: argparse.Namespace, retriever, on_event, session: LMSession) -> DeepResearch:
     config = run_config(args)
     program = DeepResearch(
         retriever=retriever, config=config, offline=session.is_offline, lms=session.program_lms(), on_event=on_event
@@ -111,7 +112,7 @@ def build_program(args: argparse.Namespace, retriever, on_event, session: LMSess
         if session.is_offline:
             raise ValueError("--program needs an LM: a compiled program tunes LM prompts; pass --lm")
         program.load(args.program)
-    return program, {"models": session.models(), "config": config.to_dict()}
+    return program
 
 
 def answer_markdown(report) -> str:
@@ -147,19 +148,6 @@ def source_failure_lines(retrieval) -> list[str]:
         f"see source_failures in trace.json"
         for name, items in by_source.items()
     ]
-
-
-def recording(events: list[Event], progress: Progress, also: EventHandler | None = None) -> EventHandler:
-    """An event handler that keeps every event (for the trace of a run that raised), shows it, and passes it
-    on to `also` (another watcher of the run, such as `deepresearch mcp`'s progress notifications)."""
-
-    def on_event(event: Event) -> None:
-        events.append(event)
-        progress(event)
-        if also is not None:
-            also(event)
-
-    return on_event
 
 
 def ask_clarifications(
@@ -227,8 +215,15 @@ def run_research(
     `on_event` is called with every event of the run, after the progress display.
     """
     progress = Progress(quiet=getattr(args, "quiet", False))  # -q is the dispatcher's option
-    events: list[Event] = []
-    program, meta = build_program(args, retrieval.retriever, recording(events, progress, on_event), session)
+    events: list[Event] = []  # every event, for the trace of a run that raised
+
+    def record(event: Event) -> None:  # kept, shown, and passed on to `on_event`
+        events.append(event)
+        progress(event)
+        if on_event is not None:
+            on_event(event)
+
+    program = build_program(args, retrieval.retriever, record, session)
     meter = CostMeter()  # the run's usage: the clarifying questions are counted in it too
     clarifications = (
         answers if answers is not None else (ask_clarifications(args, program, session, meter) if args.clarify else ())
@@ -237,8 +232,8 @@ def run_research(
     trace = {
         "question": args.question,
         "corpus": dict(retrieval.description),
-        "models": meta["models"],
-        "config": meta["config"],
+        "models": session.models(),
+        "config": program.config.to_dict(),
         "structured": args.structured,
         "started": started,
     }
@@ -332,11 +327,6 @@ def summary_line(report) -> str:
     return f"{counts} · LM requests {s.lm_calls} · tokens {s.tokens:,} · {cost}"
 
 
-def _records(program: DeepResearch, args: argparse.Namespace) -> bool:
-    """Whether the run keeps a stage log: as asked, else only when an LM answers (its calls are worth tuning)."""
-    return args.stage_log if args.stage_log is not None else not program.is_offline
-
-
 async def _research(
     program: DeepResearch,
     args: argparse.Namespace,
@@ -362,6 +352,8 @@ async def _research(
         )
         interrupt.set(f"interrupted by {sig.name}")
 
+    # a stage log as asked, else only when an LM answers (its calls are worth tuning)
+    keeps_log = args.stage_log if args.stage_log is not None else not program.is_offline
     installed = []
     for sig in SIGNALS:
         with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):  # not the main thread, or Windows
@@ -376,7 +368,7 @@ async def _research(
             on_snapshot=snapshot,
             clarifications=clarifications,
             meter=meter,
-            stage_log=folder.path / STAGE_LOG if _records(program, args) else None,
+            stage_log=folder.path / STAGE_LOG if keeps_log else None,
         )
     finally:
         for sig in installed:
