@@ -235,7 +235,7 @@ def _run_locked(questions, out, run_options, *, workers, ray, quiet) -> list[dic
             redact_json(
                 {
                     "questions": len(jobs),
-                    "run_options": _shown(run_options),
+                    "run_options": [redact(o) for o in run_options],
                     "executor": "ray" if ray else "local",
                     "started": time.time(),
                 },
@@ -321,14 +321,8 @@ def check_run_options(run_options: list[str]) -> None:
         raise ValueError("bad run option after --: batch resumes each question's run; leave --overwrite out")
 
 
-def _shown(options: list[str]) -> list[str]:
-    return [redact(o) for o in options]
-
-
 def main(args: argparse.Namespace) -> int:
     run_options = list(args.run_options)
-    if args.workers is not None and args.workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {args.workers}")
     if args.ray and args.workers:
         raise ValueError("--workers sets the local pool and --ray a cluster; pass one of them")
     if "--out" in run_options or any(o.startswith("--out=") for o in run_options):

@@ -94,7 +94,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "queries",
     )
     add_lm_arguments(parser)
-    # 0 --workers, --iterations, --limit...: refused before any LM request, from a settings file too
 
 
 def main(args: argparse.Namespace) -> int:
@@ -127,12 +126,11 @@ def main(args: argparse.Namespace) -> int:
     from deepresearch.programs.runtime.executor import check_ray_address, open_executor  # lazy: start-up
     from deepresearch.programs.runtime.outputs import atomic_write_text  # lazy: start-up
 
-    if args.workers and getattr(args, "ray", None):
+    if args.workers and args.ray:
         raise ValueError("--workers sets the local pool and --ray a cluster; pass one of them")
-    if getattr(args, "ray", None):  # before --out is made
+    if args.ray:  # before --out is made
         check_ray_address(args.ray)
-    full_text = getattr(args, "full_text", False)
-    if full_text and args.method != "loop":
+    if args.full_text and args.method != "loop":
         raise ValueError(
             f"--full-text is read by the loop's second look, which --method {args.method} does not "
             f"have; drop --full-text or use --method loop"
@@ -157,13 +155,7 @@ def main(args: argparse.Namespace) -> int:
     assert corpus is not None  # a corpus or an index was given (checked above): a local corpus is searched
     described = {k: retrieval.description.get(k) for k in ("retriever", "index", "bm25", "dense", "qdrant")}
     program = build_program(
-        args.method,
-        retrieval.retriever,
-        lm,
-        args.iterations,
-        args.ranking_depth,
-        full_text,
-        getattr(args, "full_text_cache", None),
+        args.method, retrieval.retriever, lm, args.iterations, args.ranking_depth, args.full_text, args.full_text_cache
     )
     if args.program:  # loaded before --out is made: a bad file leaves nothing behind
         if lm is None:
@@ -193,7 +185,7 @@ def main(args: argparse.Namespace) -> int:
         "ranking_depth": args.ranking_depth,
         "retriever": described,
         "program": args.program,
-        "full_text": bool(full_text),
+        "full_text": bool(args.full_text),
         "protocol": args.protocol,
     }
     results_path, run_path = out / "results.jsonl", out / "run.json"
@@ -234,10 +226,10 @@ def main(args: argparse.Namespace) -> int:
     replies = LMReplies()  # why the LM calls of the queries run here failed, when they all did
     with JsonlAppender(results_path) as sink:  # cuts the line a kill left unfinished
         recorded = results_path.stat().st_size  # what earlier runs left
-        if args.workers or getattr(args, "ray", None):
+        if args.workers or args.ray:
             cwd = os.getcwd()
             errors = run_on_executor(
-                open_executor(workers=args.workers, ray=getattr(args, "ray", None)),
+                open_executor(workers=args.workers, ray=args.ray),
                 lambda q: (args, corpus_spec, bm25_preset, cwd, q),
                 todo,
                 sink,

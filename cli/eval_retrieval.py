@@ -78,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
         raise ValueError(f"--weights {args.weights!r} should be two numbers, bm25,dense")
 
     kind = "hybrid"
-    if kind == "hybrid" and args.retriever is None and args.index and read_manifest(args.index).get("dense") is None:
+    if args.retriever is None and args.index and read_manifest(args.index).get("dense") is None:
         # an index built without --dense: score what it holds rather than refuse the whole command
         print(
             f"index {args.index} has no dense part: BM25 only (build it with --dense-model MODEL for dense and hybrid)",

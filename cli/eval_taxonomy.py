@@ -97,8 +97,6 @@ def main(args: argparse.Namespace) -> int:
     from deepresearch.programs.formats.jsonl import JsonlAppender, read_jsonl  # lazy: start-up
     from deepresearch.programs.lm.session import open_lm  # lazy: start-up
 
-    if args.limit is not None and args.limit < 1:
-        raise ValueError(f"--limit must be >= 1 (the number of surveys to score), got {args.limit}")
     # the LMs are checked before the benchmark is loaded: a bad key or a dead server fails in seconds
     session = open_lm(args)
     judge = open_judge(args, session)
