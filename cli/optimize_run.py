@@ -87,19 +87,12 @@ def resolve_stage(program: str, value: str, research_stages: dict[str, str]) -> 
     raise ValueError(f"--stage {value} is not a stage of the {program} program; choose one of: all, {', '.join(table)}")
 
 
-def _train_folder(args: argparse.Namespace) -> Path | None:
-    """The BEIR folder --data names (a path or a name under $DEEPRESEARCH_DATA), or None."""
-    if args.data is None:
-        return None
-    found = find_local(args.data, data_dir())
-    has_corpus = found is not None and any((found / f).exists() for f in ("corpus.jsonl", "corpus.jsonl.gz"))
-    return found if has_corpus else None
-
-
 def _retriever(args: argparse.Namespace, default_preset: str = "default"):
-    """The corpus and retriever the program searches: --corpus or --index, else the --data BEIR folder."""
-    train = _train_folder(args)
-    spec = args.corpus or (str(train) if train is not None else None)
+    """The corpus and retriever the program searches: --corpus or --index, else the --data BEIR folder (a path or
+    a name under $DEEPRESEARCH_DATA)."""
+    train = find_local(args.data, data_dir()) if args.data is not None else None
+    is_beir = train is not None and any((train / f).exists() for f in ("corpus.jsonl", "corpus.jsonl.gz"))
+    spec = args.corpus or (str(train) if is_beir else None)
     if spec is None and args.index is None:
         raise ValueError("pass --corpus or --index: the program needs documents to search")
     retrieval = open_from_args(args, spec, default_preset=default_preset)
@@ -270,30 +263,6 @@ class LMCalls(BaseCallback):
 class OptimizerLMError(ValueError):
     """An LM call the optimizer itself made (MIPROv2's proposer, a bootstrapping teacher) failed, and the
     optimizer gave up; one line, saying how to resume."""
-
-
-def _resumable(work: RunFolder):
-    """`compile_program` whose optimizer-ending LM failure (or Ctrl-C) says how to pick the run up again."""
-
-    def wrap(run):
-        @functools.wraps(run)
-        def call(*args, **kwargs):
-            try:
-                return run(*args, **kwargs)
-            except LMError as err:
-                reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
-                raise OptimizerLMError(
-                    f"the optimizer stopped on a failed LM call ({type(err).__name__}: {reason}); what it had "
-                    f"done is kept in {work.folder}: rerun the same command to resume (a longer --lm-timeout "
-                    f"may be given)"
-                ) from None
-            except KeyboardInterrupt:
-                work.stop()  # the optimizer's threads send nothing more and what they are cut short of is not kept
-                raise
-
-        return call
-
-    return wrap
 
 
 def judge_cache(args: argparse.Namespace) -> Path:
@@ -467,7 +436,7 @@ def _tune(args: argparse.Namespace, work: RunFolder, made: list[Path], kind: str
             if evaluator is not None and not quiet:
                 print(f"dev split scored on {evaluator.kind} ({evaluator.workers} at once)", file=sys.stderr)
             try:
-                result = _resumable(work)(compile_program)(
+                result = compile_program(
                     target.program,
                     optimizer=args.optimizer,
                     spec=spec,
@@ -485,6 +454,16 @@ def _tune(args: argparse.Namespace, work: RunFolder, made: list[Path], kind: str
                     teacher=target.program.offline() if args.teacher == "offline" else None,
                     choose=args.choose_stages,
                 )
+            except LMError as err:  # one that ended the optimizer: say how to pick the run up again
+                reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+                raise OptimizerLMError(
+                    f"the optimizer stopped on a failed LM call ({type(err).__name__}: {reason}); what it had "
+                    f"done is kept in {work.folder}: rerun the same command to resume (a longer --lm-timeout "
+                    f"may be given)"
+                ) from None
+            except KeyboardInterrupt:
+                work.stop()  # the optimizer's threads send nothing more and what they are cut short of is not kept
+                raise
             except NoModelAnswer as err:  # nothing to tune: no compiled file, and no working folder unless kept
                 kept = work.abandon(keep=args.keep_partial)
                 if not kept:
