@@ -21,9 +21,6 @@ from deepresearch.cli.options import (
 )
 from deepresearch.eval.taxobench import HF_DATASET, PROFILES
 
-MODES = ("bottom-up", "deep-research")
-SIMS = ("embedding", "exact")
-
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
     add_data_arguments(
@@ -36,7 +33,7 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sim",
         default="embedding",
-        choices=SIMS,
+        choices=("embedding", "exact"),
         help="label similarity: all-MiniLM-L6-v2 cosine (the benchmark's) or exact match",
     )
     add_output_arguments(parser, out_help="output folder")
@@ -53,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mode",
         default="bottom-up",
-        choices=MODES,
+        choices=("bottom-up", "deep-research"),
         help="bottom-up: organise the expert papers; deep-research: find papers first",
     )
     add_tree_arguments(

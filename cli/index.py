@@ -37,8 +37,6 @@ def main(args: argparse.Namespace) -> int:
     from deepresearch.retrievers.open import bm25_settings  # lazy: start-up
 
     settings = bm25_settings(args.bm25_preset or "default", bm25_overrides(args))
-    # the command line's own lock (a CLI module may use the runtime's): one build, or one run, per folder
-
     with out_folder_lock(args.out, "index build"):  # a second build into the same folder stops here, at once
         if held_question(args.out) is not None:
             raise OutFolderError(
