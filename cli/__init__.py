@@ -315,7 +315,9 @@ def _main(argv: list[str] | None = None) -> int:
     )
 
     for handler in logging.getLogger().handlers:  # no key reaches a log line, whichever library wrote it
-        handler.addFilter(RedactingFilter())
+        # once per handler: each command run in one process (a notebook, the tests) would add another
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
     resolved = _resolve(argv, "deepresearch", COMMANDS)
     if isinstance(resolved, int):
         return resolved

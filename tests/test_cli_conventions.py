@@ -92,6 +92,16 @@ def test_verbose_adds_the_steps_and_quiet_removes_progress(where, in_tmp, data_d
     assert "node 1 done" not in quiet and "INFO" not in quiet
 
 
+def test_commands_run_again_in_one_process_redact_each_log_record_once(in_tmp):
+    # a notebook (or a test suite) calls the command line many times: every call must not stack another
+    # redacting filter on the same handlers, each of which would scan every later record again
+    handler = logging.StreamHandler()
+    logging.getLogger().addHandler(handler)
+    for _ in range(3):
+        assert cli.main(["--version"]) == 0
+    assert [type(f).__name__ for f in handler.filters] == ["RedactingFilter"]
+
+
 def test_vv_logs_debug_on_a_subcommand(in_tmp, data_dir):
     argv = [
         sys.executable,
