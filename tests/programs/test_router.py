@@ -165,6 +165,8 @@ def test_a_run_through_the_router_records_the_failover_in_its_trace(tmp_path, da
 
     monkeypatch.setenv("DEEPRESEARCH_DATA", str(data_dir))
     dead, out = dead_url(), tmp_path / "run"
+    # the dead server weighs 1000 to the live one's 1, so the first request almost surely tries it: with equal
+    # weights a nine-request run never picked it about once in 500 and the trace had no failover to show
     with LocalOpenAIServer(research_handler()) as live:
         code = cli.main(
             [
@@ -183,7 +185,7 @@ def test_a_run_through_the_router_records_the_failover_in_its_trace(tmp_path, da
                 "--lm-server",
                 f"{live.base_url} max_parallel=2",
                 "--lm-server",
-                dead,
+                f"{dead} weight=1000",
                 "--no-cache",
                 "-q",
                 "--no-preflight",
