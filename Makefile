@@ -63,7 +63,7 @@ llama:
 browser:
 	command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
-# Lint first, before 40 minutes of tests: ruff with the rules of [tool.ruff], then mypy with [tool.mypy] (both in
+# Lint first, before half an hour of tests: ruff with the rules of [tool.ruff], then mypy with [tool.mypy] (both in
 # the test extra); seconds, or about a minute for mypy's first run with no cache (.cache/mypy). mypy checks the
 # library as the package it installs as (`-p deepresearch`), from a temporary folder holding a `deepresearch`
 # link to this repository, whatever the clone's own folder is called.
@@ -74,8 +74,17 @@ lint: $(FULL_STAMP)
 	  (cd "$$root" && "$(abspath $(VENV))/bin/mypy" --config-file "$(CURDIR)/pyproject.toml" --cache-dir "$(CURDIR)/.cache/mypy"); \
 	  rc=$$?; rm -f "$$root/deepresearch"; rmdir "$$root"; exit $$rc
 
+# Two pytest sessions side by side, one per core: the real-model tests (one llama-server, on one thread: a second
+# busy process would stall its threads' spinning barrier) and all the others, which leave a core idle most of the
+# time when they run alone. The real-model session's output follows the other's; either failing fails the target.
+REAL_LM_LOG := .cache/real-lm-tests.log
 test: lint $(FULL_STAMP) llama browser
-	HF_HUB_OFFLINE=1 $(PY) -m pytest
+	@mkdir -p .cache
+	@HF_HUB_OFFLINE=1 DEEPRESEARCH_LLAMA_THREADS=1 $(PY) -m pytest -m real_lm -p no:cacheprovider >$(REAL_LM_LOG) 2>&1 & \
+	  real=$$!; echo "tests against a real model: running beside the others, output in $(REAL_LM_LOG)"; \
+	  HF_HUB_OFFLINE=1 $(PY) -m pytest -m "not real_lm"; rest=$$?; \
+	  wait $$real; real=$$?; echo; echo "tests against a real model (pytest -m real_lm):"; cat $(REAL_LM_LOG); \
+	  exit $$(( rest || real ))
 
 bench: $(FULL_STAMP)
 	HF_HUB_OFFLINE=1 $(PY) -m benchmarks
