@@ -548,11 +548,13 @@ def test_the_base_url_comes_from_the_environment_at_the_edge(replay, tmp_path, m
 
 def test_the_rate_limit_spaces_requests(replay, tmp_path):
     arxiv_routes(replay)
-    engine = make(ArxivEngine, replay.url, tmp_path, min_interval=0.3, cache=False)
+    # the gap is seen where the requests arrive, so a busy machine's scheduling jitter is in it: an interval of
+    # a second leaves 50 ms of jitter inside the 5 % margin (0.3 s with 0.28 left 20 ms, and failed once under load)
+    engine = make(ArxivEngine, replay.url, tmp_path, min_interval=1.0, cache=False)
     engine.search(QUERY, k=2)
     engine.search(QUERY, k=2)
     a, b = replay.requests
-    assert b.at - a.at >= 0.28
+    assert b.at - a.at >= 0.95
     assert ArxivEngine.min_interval == 3.0 and PubMedEngine.min_interval == pytest.approx(1 / 3)
 
 
