@@ -25,36 +25,7 @@ _EXPORTS = {
     **dict.fromkeys(["Doc", "Hit", "Retriever"], "deepresearch.retrievers.types"),
 }
 
-__all__ = [
-    "BM25_PRESETS",
-    "ENGINES",
-    "BM25Retriever",
-    "Corpus",
-    "CorpusError",
-    "DenseRetriever",
-    "Doc",
-    "Hit",
-    "HybridRetriever",
-    "Index",
-    "IndexMismatchError",
-    "QdrantRetriever",
-    "Retrieval",
-    "Retriever",
-    "SourcesFailed",
-    "SourcesRetriever",
-    "StoredCorpus",
-    "build_index",
-    "find_local",
-    "load_corpus",
-    "load_hf_corpus",
-    "load_paper_db",
-    "open_corpus",
-    "open_engine",
-    "open_index",
-    "open_retriever",
-    "open_sources",
-    "rrf_fuse",
-]
+__all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from deepresearch.retrievers.bm25 import BM25Retriever

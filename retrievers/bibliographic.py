@@ -211,6 +211,3 @@ def _derived_url(meta: Mapping[str, Any], ids: Mapping[str, str]) -> str | None:
         if raw is not None and str(raw).strip().isdigit():
             return f"https://pubmed.ncbi.nlm.nih.gov/{str(raw).strip()}/"
     return None
-
-
-__all__ = ["Bibliographic", "author_names", "bibliographic", "normalize_doi"]

@@ -44,7 +44,6 @@ from deepresearch.retrievers.types import Hit, SyncSearchMixin
 
 logger = logging.getLogger(__name__)
 
-# How a document becomes the text BM25 indexes. "scholargym" is ScholarGym's own form.
 # Version of the files `save` writes (2: one memory-mappable .npy per array, the vocabulary as a string table;
 # 3: postings hold a (tf, length) code instead of a weight).
 STORE_FORMAT = 3
@@ -168,8 +167,6 @@ def build_arrays(
     method: str = "okapi",
     dtype=np.float64,
     folder: Path | None = None,
-    batch_docs: int | None = None,
-    block_postings: int | None = None,
 ) -> tuple[dict[str, int], dict]:
     """The vocabulary (term -> row, first-seen order) and every array of the term-by-document matrix of
     idf(t)·saturated tf(t, d), streamed (see BATCH_DOCS); with `folder`, written there as memory-mapped `.npy`
@@ -179,7 +176,6 @@ def build_arrays(
     posting's pair code in codes, the saturated tf of each code in levels, idf per term; doc_len, max_weight,
     dense_rows, dense_weights) and has_negative_weights.
     """
-    batch_docs, block_postings = batch_docs or BATCH_DOCS, block_postings or BLOCK_POSTINGS
     vocab: dict[str, int] = {}
     doc_len = np.zeros(n_docs, dtype=np.int64)
     doc_freq = np.zeros(0, dtype=np.int64)
@@ -192,7 +188,7 @@ def build_arrays(
             for i, tokens in enumerate(token_lists):
                 ids.extend([vocab.setdefault(t, len(vocab)) for t in tokens])
                 doc_len[i] = len(tokens)
-                if i + 1 - first >= batch_docs:
+                if i + 1 - first >= BATCH_DOCS:
                     per_term = spill.add(np.frombuffer(ids, dtype=np.int32), doc_len[first : i + 1], first, len(vocab))
                     doc_freq = np.pad(doc_freq, (0, len(vocab) - doc_freq.size)) + per_term
                     ids, first = array("i"), i + 1
@@ -203,7 +199,7 @@ def build_arrays(
                 doc_freq = np.pad(doc_freq, (0, len(vocab) - doc_freq.size)) + per_term
             del ids
             doc_freq = np.pad(doc_freq, (0, len(vocab) - doc_freq.size))
-            return vocab, _write_matrix(spill, doc_freq, doc_len, k1, b, epsilon, method, dtype, folder, block_postings)
+            return vocab, _write_matrix(spill, doc_freq, doc_len, k1, b, epsilon, method, dtype, folder)
         finally:
             spill.close()
 
@@ -218,7 +214,6 @@ def _write_matrix(
     method: str,
     dtype,
     folder: Path | None,
-    block_postings: int,
 ) -> dict:
     n_terms, n_docs = doc_freq.size, doc_len.size
     nnz = int(doc_freq.sum())
@@ -240,8 +235,8 @@ def _write_matrix(
     indices, codes = _Column(path("indices"), np.int32, nnz), _Column(path("codes"), code_type, nnz)
     negative = False
     lo = 0
-    while lo < n_terms:  # blocks of whole rows, about block_postings postings each
-        hi = max(lo + 1, int(np.searchsorted(indptr, int(indptr[lo]) + block_postings, side="right")) - 1)
+    while lo < n_terms:  # blocks of whole rows, about BLOCK_POSTINGS postings each
+        hi = max(lo + 1, int(np.searchsorted(indptr, int(indptr[lo]) + BLOCK_POSTINGS, side="right")) - 1)
         hi = min(hi, n_terms)
         terms, docs, tfs = spill.block(lo, hi)
         code = np.searchsorted(pairs, pair_keys(tfs, doc_len[docs])).astype(code_type)

@@ -95,6 +95,3 @@ def check_extras(needs: Mapping[str, str]) -> None:
         return
     what = "; ".join(f"{needs[extra]} needs the {extra!r} extra" for extra in missing)
     raise MissingExtra(f"{what}: {install_hint(','.join(missing))}")
-
-
-__all__ = ["EXTRAS", "MODULES", "MissingExtra", "check_extras", "install_hint", "is_installed", "require"]

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Collection
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -175,15 +176,7 @@ class FullTextRetriever:
         try:
             paper = read_pdf(self.cache.fetch(url), url)
             meta = {k: v for k, v in (doc.metadata or {}).items() if k not in ("paper_id", "passage", "passages")}
-            full = Doc(
-                doc_id=doc.doc_id,
-                title=doc.title or paper.title,
-                text=paper.text,
-                url=doc.url,
-                year=doc.year,
-                published=doc.published,
-                metadata={**meta, "full_text": True},
-            )
+            full = replace(doc, title=doc.title or paper.title, text=paper.text, metadata={**meta, "full_text": True})
             result: list[Doc] | None = passage_docs(full, self.max_chars, self.overlap) or None
         except (FullTextError, CorpusError) as err:
             logger.warning("full text of %s not read (%s); using its abstract", doc.doc_id, err)
@@ -228,15 +221,7 @@ class FullTextRetriever:
             return hit
         best = best_passages(query, passages, k or self.passages_per_paper)
         text = "\n\n".join(p.text for p in sorted(best, key=lambda p: p.metadata["passage"]))
-        doc = Doc(
-            doc_id=hit.doc.doc_id,
-            title=hit.doc.title,
-            text=text,
-            url=hit.doc.url,
-            year=hit.doc.year,
-            published=hit.doc.published,
-            metadata={**hit.doc.metadata, "full_text": True},
-        )
+        doc = replace(hit.doc, text=text, metadata={**hit.doc.metadata, "full_text": True})
         return Hit(doc=doc, score=hit.score, rank=hit.rank)
 
     @staticmethod

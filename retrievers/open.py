@@ -135,10 +135,8 @@ def open_retriever(
         if corpus is None and index is None:
             if qdrant_url:
                 raise ValueError("a Qdrant URL needs a corpus or an index to search; search engines need none")
-            return _engines_only(sources, source_options)
-    if bm25_preset is not None:
-        bm25_settings(bm25_preset)  # a wrong name fails before anything is read
-    bm25_settings("default", bm25)
+            return _with_engines(None, sources, source_options)
+    bm25_settings("default" if bm25_preset is None else bm25_preset, bm25)  # a wrong name fails before anything is read
     if index is not None:
         local = _from_index(
             Path(index), corpus, kind, qdrant_url, qdrant_mode, dense_model, bm25, bm25_preset, data_dir, verify
@@ -161,28 +159,22 @@ def open_retriever(
     return _with_engines(local, sources, source_options) if sources else local
 
 
-def _engines_only(sources: Sequence[str], options: Mapping[str, Any] | None) -> Retrieval:
+def _with_engines(local: Retrieval | None, sources: Sequence[str], options: Mapping[str, Any] | None) -> Retrieval:
+    """The search engines, fused with the local retrieval when there is one: its papers keep their corpus ids."""
     from deepresearch.retrievers.engines import open_sources  # lazy: start-up
 
-    fused = open_sources(sources, **dict(options or {}))
-    description = {
-        "name": "+".join(sources),
-        "documents": None,
-        "retriever": "sources",
-        "index": None,
-        "bm25": None,
-        "dense": None,
-        "qdrant": None,
-        "sources": fused.describe(),
-    }
-    return Retrieval(fused, None, "sources", {n: fused.parts[n] for n in sources}, description)
-
-
-def _with_engines(local: Retrieval, sources: Sequence[str], options: Mapping[str, Any] | None) -> Retrieval:
-    """The local retrieval fused with search engines: its papers keep their corpus ids."""
-    from deepresearch.retrievers.engines import open_sources  # lazy: start-up
-
-    fused = open_sources(sources, local=local.retriever, **dict(options or {}))
+    fused = open_sources(sources, local=None if local is None else local.retriever, **dict(options or {}))
+    if local is None:  # search engines alone
+        description = {
+            "name": "+".join(sources),
+            "documents": None,
+            "retriever": "sources",
+            "index": None,
+            "bm25": None,
+            "dense": None,
+            "qdrant": None,
+        }
+        local = Retrieval(fused, None, "sources", description=description)
     parts = {**local.parts, **{n: fused.parts[n] for n in sources}}
     return Retrieval(
         fused, local.corpus, local.kind, parts, {**local.description, "sources": fused.describe()}, local.index

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 
 from deepresearch.retrievers.types import Doc
 
@@ -181,13 +182,10 @@ def passage_docs(paper: Doc, max_chars: int = MAX_CHARS, overlap: int = OVERLAP)
     """
     chunks = split_passages(paper.text, max_chars, overlap)
     return [
-        Doc(
+        replace(
+            paper,
             doc_id=f"{paper.doc_id}{PASSAGE_SEP}{n}",
-            title=paper.title,
             text=chunk,
-            url=paper.url,
-            year=paper.year,
-            published=paper.published,
             metadata={**paper.metadata, "paper_id": paper.doc_id, "passage": n, "passages": len(chunks)},
         )
         for n, chunk in enumerate(chunks, start=1)

@@ -109,11 +109,6 @@ def read_text_file(path: str | Path) -> Paper:
     return Paper(title=first_line(text), text=text)
 
 
-def read_paper(path: str | Path) -> Paper:
-    path = Path(path)
-    return read_pdf(path) if path.suffix.lower() == ".pdf" else read_text_file(path)
-
-
 def paper_doc(paper: Paper, doc_id: str, path: Path | None = None, url: str | None = None) -> Doc:
     """The whole paper as one Doc (before it is split into passages)."""
     year = int(paper.published[:4]) if paper.published else None
@@ -172,7 +167,8 @@ def load_fulltext(
     docs, bad = [], []
     for file, pid in zip(files, _paper_ids(files, root)):
         try:
-            docs.extend(passage_docs(paper_doc(read_paper(file), pid, file), max_chars, overlap))
+            paper = read_pdf(file) if file.suffix.lower() == ".pdf" else read_text_file(file)
+            docs.extend(passage_docs(paper_doc(paper, pid, file), max_chars, overlap))
         except CorpusError as err:
             if not skip_bad:
                 raise

@@ -32,13 +32,9 @@ MODES = ("bm25", "dense", "hybrid")
 MEMORY = ":memory:"  # path= for a collection held in memory (tests, small corpora)
 
 
-def term_id(term: str) -> int:
-    return zlib.crc32(term.encode("utf-8"))
-
-
 def sparse_terms(tokens: list[str]) -> tuple[list[int], np.ndarray]:
     """Distinct term ids and their counts (repeated query terms count as often as they occur)."""
-    counts = Counter(term_id(t) for t in tokens)
+    counts = Counter(zlib.crc32(t.encode("utf-8")) for t in tokens)
     ids = sorted(counts)
     return ids, np.asarray([counts[i] for i in ids], dtype=np.float64)
 

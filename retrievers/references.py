@@ -128,36 +128,29 @@ def read_csv(path: Path) -> tuple[list[Doc], list[BadEntry]]:
     with path.open(encoding="utf-8-sig", newline="") as f:
         reader = csv.DictReader(f, strict=True)  # an unterminated quote is an error, not one garbage record
         try:
-            return _csv_rows(path, reader, docs, bad)
+            header = {(h or "").strip().lower(): h for h in reader.fieldnames or ()}
+            if "title" not in header:
+                raise CorpusError(
+                    f"{path}: the CSV has no 'title' column (found: {', '.join(header) or 'none'}); "
+                    f"name the columns title, abstract, year, authors, doi"
+                )
+            for i, row in enumerate(reader, start=1):
+                line = reader.line_num
+                values = {k: (row.get(h) or "").strip() for k, h in header.items()}
+                fields = {k: values.get(k) for k in ("title", "abstract", "year", "doi", "id", "url")}
+                fields["venue"] = values.get("venue") or values.get("journal")
+                fields["authors"] = [
+                    a.strip() for a in (values.get("authors") or values.get("author") or "").split(";") if a.strip()
+                ]
+                try:
+                    docs.append(_doc(fields, line, f"{path.stem}-{i}"))
+                except BadEntry as err:
+                    bad.append(err)
+            return docs, bad
         except csv.Error as err:
             raise CorpusError(
                 f'{path}: the CSV is malformed ({err}); check its quotes: a field that opens with " must close with "'
             ) from None
-
-
-def _csv_rows(
-    path: Path, reader: csv.DictReader, docs: list[Doc], bad: list[BadEntry]
-) -> tuple[list[Doc], list[BadEntry]]:
-    """The documents of a CSV's rows (`read_csv`); a row that is no document goes to `bad`."""
-    header = {(h or "").strip().lower(): h for h in reader.fieldnames or ()}
-    if "title" not in header:
-        raise CorpusError(
-            f"{path}: the CSV has no 'title' column (found: {', '.join(header) or 'none'}); "
-            f"name the columns title, abstract, year, authors, doi"
-        )
-    for i, row in enumerate(reader, start=1):
-        line = reader.line_num
-        values = {k: (row.get(h) or "").strip() for k, h in header.items()}
-        fields = {k: values.get(k) for k in ("title", "abstract", "year", "doi", "id", "url")}
-        fields["venue"] = values.get("venue") or values.get("journal")
-        fields["authors"] = [
-            a.strip() for a in (values.get("authors") or values.get("author") or "").split(";") if a.strip()
-        ]
-        try:
-            docs.append(_doc(fields, line, f"{path.stem}-{i}"))
-        except BadEntry as err:
-            bad.append(err)
-    return docs, bad
 
 
 def read_bib(path: Path) -> tuple[list[Doc], list[BadEntry]]:

@@ -33,5 +33,3 @@ BM25_PRESETS: dict[str, dict[str, Any]] = {
 BM25_KEYS = tuple(BM25_PRESETS["default"])
 TEXT_FORMATS = {"scholargym": "title: {title} abstract: {text}", "plain": "{title} {text}"}
 IDF_FORMS = ("lucene", "okapi")  # the keys of scoring.IDF
-
-__all__ = ["BM25_KEYS", "BM25_PRESETS", "IDF_FORMS", "KINDS", "QDRANT_MODES", "TEXT_FORMATS"]

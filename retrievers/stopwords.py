@@ -38,5 +38,3 @@ QUERY_STOP_WORDS = frozenset(
     this those to versus vs was were what which why with
 """.split()
 )
-
-__all__ = ["ENGLISH_STOP_WORDS", "QUERY_STOP_WORDS"]

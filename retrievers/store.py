@@ -16,6 +16,7 @@ Layout (file names under one folder, each with a prefix):
 
 from __future__ import annotations
 
+import bisect
 import json
 import mmap
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -68,13 +69,7 @@ class StringTable(Mapping[str, int]):
 
     def get(self, key: str, default=None):
         wanted = key.encode("utf-8")
-        lo, hi = 0, self._n
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self._key(mid) < wanted:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = bisect.bisect_left(range(self._n), wanted, key=self._key)
         if lo < self._n and self._key(lo) == wanted:
             return int(self._values[lo])
         return default
@@ -150,8 +145,7 @@ class StoredCorpus(Corpus):
         return self
 
     def _doc(self, i: int) -> Doc:
-        doc_id, title, text, url, year, published, metadata = json.loads(self._bytes[self._at[i] : self._at[i + 1]])
-        return Doc(doc_id=doc_id, title=title, text=text, url=url, year=year, published=published, metadata=metadata)
+        return Doc(*json.loads(self._bytes[self._at[i] : self._at[i + 1]]))  # the fields in `_record`'s order
 
     def __len__(self) -> int:
         return self._n

@@ -1,14 +1,11 @@
 import dspy
-from pydantic import BaseModel, ConfigDict
 
-from deepresearch.signatures.types import Task
+from deepresearch.signatures.types import FrozenModel, Task
 
 
-class QuotablePassage(BaseModel):
+class QuotablePassage(FrozenModel):
     """A retrieved passage as the extractor reads it: its paper's title and its sentences by number (the numbers
     run on across the passages of one call, so a number names one sentence of one passage)."""
-
-    model_config = ConfigDict(frozen=True)
 
     title: str
     sentences: dict[int, str]

@@ -5,17 +5,13 @@ from __future__ import annotations
 from typing import Literal
 
 import dspy
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from deepresearch.signatures.types import Label
-
-Action = Literal["derive", "expand", "continue"]
+from deepresearch.signatures.types import FrozenModel, Label
 
 
-class SubqueryNode(BaseModel):
+class SubqueryNode(FrozenModel):
     """One search already in the subquery tree."""
-
-    model_config = ConfigDict(frozen=True)
 
     node_id: int
     parent_id: int | None = Field(description="None for the research question itself (node 0)")
@@ -27,10 +23,8 @@ class SubqueryNode(BaseModel):
     selected: int
 
 
-class RoundResult(BaseModel):
+class RoundResult(FrozenModel):
     """What one search of the last round returned and what the assessor made of it."""
-
-    model_config = ConfigDict(frozen=True)
 
     node_id: int
     text: str
@@ -39,12 +33,10 @@ class RoundResult(BaseModel):
     feedback: str = Field(description="the assessor's notes on this search")
 
 
-class PlannedSearch(BaseModel):
+class PlannedSearch(FrozenModel):
     """One action on the subquery tree."""
 
-    model_config = ConfigDict(frozen=True)
-
-    action: Action = Field(
+    action: Literal["derive", "expand", "continue"] = Field(
         description="derive: a narrower child of source_id; expand: a sibling of source_id on "
         "another aspect; continue: the next page of source_id's results"
     )
@@ -53,10 +45,8 @@ class PlannedSearch(BaseModel):
     target_k: int = Field(default=10, description="results wanted, 1 to 10")
 
 
-class CandidatePaper(BaseModel):
+class CandidatePaper(FrozenModel):
     """A retrieved paper as the assessor sees it."""
-
-    model_config = ConfigDict(frozen=True)
 
     paper_id: str
     year: int | None = None
@@ -65,10 +55,8 @@ class CandidatePaper(BaseModel):
     abstract: str
 
 
-class Feedback(BaseModel):
+class Feedback(FrozenModel):
     """Notes from one assessment, read by the planner in the next round."""
-
-    model_config = ConfigDict(frozen=True)
 
     covered_topics: str = Field(description="what the retrieved papers are about, in a few words")
     relevant: str = Field(description="what the kept papers have in common")
@@ -98,10 +86,8 @@ class PlanSubqueries(dspy.Signature):
     is_complete: bool = dspy.OutputField()
 
 
-class PaperPreview(BaseModel):
+class PaperPreview(FrozenModel):
     """A retrieved paper as the assessor sees it: its title and the few sentences that bear on the search."""
-
-    model_config = ConfigDict(frozen=True)
 
     paper_id: str = Field(description="its number in this list")
     title: str

@@ -1,13 +1,10 @@
 import dspy
-from pydantic import BaseModel, ConfigDict
 
-from deepresearch.signatures.types import Task
+from deepresearch.signatures.types import FrozenModel, Task
 
 
-class NumberedLearning(BaseModel):
+class NumberedLearning(FrozenModel):
     """A learning as the merger reads it: its number in the list and its text (the code keeps its sources)."""
-
-    model_config = ConfigDict(frozen=True)
 
     number: int
     text: str

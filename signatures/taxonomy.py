@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import dspy
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from deepresearch.signatures.types import FrozenModel
 
 
-class PaperCard(BaseModel):
+class PaperCard(FrozenModel):
     """A paper to be placed in the taxonomy."""
-
-    model_config = ConfigDict(frozen=True)
 
     paper_id: str = Field(description="cite the paper by this id")
     title: str
     abstract: str = ""
 
 
-class CategoryCard(BaseModel):
+class CategoryCard(FrozenModel):
     """A topic category built from one batch of papers."""
-
-    model_config = ConfigDict(frozen=True)
 
     category_id: str = Field(description="cite the category by this id")
     path: list[str] = Field(description="its topic labels from the batch's root down to the category")
@@ -34,10 +32,8 @@ class TopicNode(BaseModel):
     papers: list[str] = Field(default_factory=list, description="ids of the items in this leaf; empty unless a leaf")
 
 
-class Placement(BaseModel):
+class Placement(FrozenModel):
     """Where one missing paper goes."""
-
-    model_config = ConfigDict(frozen=True)
 
     paper_id: str
     leaf: str = Field(description="one of the given leaf paths, copied exactly")

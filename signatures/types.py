@@ -9,48 +9,44 @@ from pydantic import BaseModel, ConfigDict, Field
 Label = Literal["relevant", "irrelevant", "uncertain"]
 
 
-class Task(BaseModel):
-    """A search to run and what it should establish."""
+class FrozenModel(BaseModel):
+    """The base of the models the LM reads or writes: immutable once made."""
 
     model_config = ConfigDict(frozen=True)
+
+
+class Task(FrozenModel):
+    """A search to run and what it should establish."""
 
     query: str = Field(description="a search-engine style query: key terms, not a full question")
     goal: str = Field(description="what the results should establish, and how later searches can build on it")
 
 
-class Source(BaseModel):
+class Source(FrozenModel):
     """A retrieved paper as the model sees it."""
-
-    model_config = ConfigDict(frozen=True)
 
     source_id: str
     title: str
     text: str
 
 
-class Judgement(BaseModel):
+class Judgement(FrozenModel):
     """Whether one paper helps with the task."""
-
-    model_config = ConfigDict(frozen=True)
 
     source_id: str
     label: Label
     reason: str = Field(description="one short sentence")
 
 
-class Learning(BaseModel):
+class Learning(FrozenModel):
     """One finding, stated with its specifics, and the sources it rests on."""
-
-    model_config = ConfigDict(frozen=True)
 
     text: str = Field(description="a single self-contained finding that keeps names, numbers and units")
     source_ids: list[str] = Field(description="ids of the sources that state it, copied exactly")
 
 
-class Finding(BaseModel):
+class Finding(FrozenModel):
     """What one line of research found."""
-
-    model_config = ConfigDict(frozen=True)
 
     query: str
     summary: str

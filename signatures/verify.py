@@ -5,17 +5,15 @@ from __future__ import annotations
 from typing import Literal
 
 import dspy
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from deepresearch.signatures.types import Source
+from deepresearch.signatures.types import FrozenModel, Source
 
 Support = Literal["supported", "partially", "unsupported"]
 
 
-class ClaimToCheck(BaseModel):
+class ClaimToCheck(FrozenModel):
     """A sentence of a draft report and the passages it rests on."""
-
-    model_config = ConfigDict(frozen=True)
 
     claim_id: int
     sentence: str = Field(description="the sentence, citation markers removed")

@@ -1,31 +1,27 @@
 import dspy
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from deepresearch.signatures.types import FrozenModel
 
 
-class TopicLearning(BaseModel):
+class TopicLearning(FrozenModel):
     """A learning as the writer reads it: its number in the list, the search that found it, and its text
     (the code keeps its sources)."""
-
-    model_config = ConfigDict(frozen=True)
 
     number: int
     topic: str
     text: str
 
 
-class ReportSentence(BaseModel):
+class ReportSentence(FrozenModel):
     """One sentence of the report and the learnings it states."""
-
-    model_config = ConfigDict(frozen=True)
 
     learnings: list[int] = Field(description="the numbers of the one or two learnings this sentence states")
     text: str = Field(description="one sentence")
 
 
-class ReportSection(BaseModel):
+class ReportSection(FrozenModel):
     """One theme of the report."""
-
-    model_config = ConfigDict(frozen=True)
 
     heading: str = Field(description="two to five words naming the theme, never a learning's text")
     sentences: list[ReportSentence]

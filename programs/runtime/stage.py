@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import dspy
 
-
-def run_sync(coro):
-    """Runs a coroutine to completion from sync code, also inside a running event loop (notebooks)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    ctx = contextvars.copy_context()  # keep dspy.context overrides in the worker thread
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(ctx.run, asyncio.run, coro).result()
+from deepresearch.retrievers.engines.base import run_sync
 
 
 class Shared:

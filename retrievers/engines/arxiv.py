@@ -126,10 +126,8 @@ class ArxivEngine(SearchEngine):
     """arXiv search, one request every three seconds."""
 
     name = "arxiv"
-    label = "arXiv"
     default_url = "https://export.arxiv.org/api"
     url_env = "DEEPRESEARCH_ARXIV_URL"
-    page_size = 25
     max_results = 30000  # the API refuses start + max_results beyond 30,000
     min_interval = 3.0
 
@@ -144,6 +142,3 @@ class ArxivEngine(SearchEngine):
             "sortOrder": "descending",
         }
         return await self.client.get("/query", params, parse_feed)
-
-
-__all__ = ["ArxivEngine", "arxiv_query", "entry_to_doc", "parse_feed"]

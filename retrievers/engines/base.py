@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import os
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from deepresearch.retrievers.engines.client import (
     DEFAULT_BACKOFF_S,
@@ -59,8 +60,9 @@ def run_sync(coro):
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
+    ctx = contextvars.copy_context()  # keep dspy.context overrides in the worker thread
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return pool.submit(ctx.run, asyncio.run, coro).result()
 
 
 def month_end(before: str) -> str:
@@ -88,30 +90,8 @@ def check_before(before: str | None) -> str | None:
 class AsyncSearch:
     """`search` for a retriever whose work is asynchronous (HTTP): `asearch` run to completion."""
 
-    if TYPE_CHECKING:  # what the class it is mixed into defines
-
-        async def asearch(
-            self,
-            query: str,
-            k: int = 10,
-            *,
-            offset: int = 0,
-            exclude: Collection[str] = (),
-            before: str | None = None,
-            categories: Collection[str] = (),
-        ) -> list[Hit]: ...
-
-    def search(
-        self,
-        query: str,
-        k: int = 10,
-        *,
-        offset: int = 0,
-        exclude: Collection[str] = (),
-        before: str | None = None,
-        categories: Collection[str] = (),
-    ) -> list[Hit]:
-        return run_sync(self.asearch(query, k, offset=offset, exclude=exclude, before=before, categories=categories))
+    def search(self, query: str, k: int = 10, **filters: Any) -> list[Hit]:
+        return run_sync(self.asearch(query, k, **filters))  # type: ignore[attr-defined]
 
 
 class SearchEngine(AsyncSearch):
@@ -133,7 +113,6 @@ class SearchEngine(AsyncSearch):
     """
 
     name: ClassVar[str] = ""
-    label: ClassVar[str] = ""
     default_url: ClassVar[str] = ""
     url_env: ClassVar[str] = ""
     page_size: ClassVar[int] = 25
@@ -142,6 +121,8 @@ class SearchEngine(AsyncSearch):
     timeout_s: ClassVar[float] = DEFAULT_TIMEOUT_S
     retries: ClassVar[int] = DEFAULT_RETRIES
     backoff_s: ClassVar[float] = DEFAULT_BACKOFF_S
+    secret_keys: ClassVar[tuple[str, ...]] = ()  # the keys sent as URL parameters (`credentials`), in this order
+    syntax: ClassVar[re.Pattern[str] | None] = None  # an engine that ANDs a query's words: its query syntax
 
     def __init__(
         self,
@@ -184,7 +165,7 @@ class SearchEngine(AsyncSearch):
     # ---- what a subclass provides ---------------------------------------------------------------------
     def credentials(self) -> tuple[dict[str, str], dict[str, str]]:
         """(headers, secret parameters) read from the environment; sent, never cached, logged or shown."""
-        return {}, {}
+        return {}, {k: self.keys[k] for k in self.secret_keys if self.keys.get(k)}
 
     async def fetch_page(
         self, query: str, start: int, size: int, before: str | None, categories: Collection[str]
@@ -192,9 +173,9 @@ class SearchEngine(AsyncSearch):
         raise NotImplementedError
 
     def loose_query(self, query: str) -> str | None:
-        """A looser form of `query` to search when the query itself finds nothing (engines that AND every word
-        of a query: its words OR-ed), or None to keep the empty result."""
-        return None
+        """A looser form of `query` to search when the query itself finds nothing (engines with a `syntax` AND every
+        word of a query: its words OR-ed, unless the query uses that syntax), or None to keep the empty result."""
+        return None if self.syntax is None or self.syntax.search(query) else or_words(query)
 
     # ---- the Retriever protocol -----------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
@@ -281,18 +262,3 @@ def year_of(date: str | None) -> int | None:
 def clean_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
     """The metadata without empty values."""
     return {k: v for k, v in meta.items() if v not in (None, "", [], (), {})}
-
-
-__all__ = [
-    "AsyncSearch",
-    "Page",
-    "SearchEngine",
-    "check_before",
-    "clean_meta",
-    "first_text",
-    "mapping_of",
-    "month_end",
-    "or_words",
-    "run_sync",
-    "year_of",
-]

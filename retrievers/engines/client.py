@@ -5,7 +5,7 @@
 - a process-wide rate limit per engine and server (`RateLimiter`): requests wait for their turn, and a
   429 pauses every request to that server, not only the one that got it;
 - retries with exponential backoff (`backoff * 2**attempt`) on 429 (honouring `Retry-After`, in seconds or
-  as an HTTP date, up to `max_retry_after`), on 5xx, on timeouts and on lost or refused connections;
+  as an HTTP date, up to `DEFAULT_MAX_RETRY_AFTER_S`), on 5xx, on timeouts and on lost or refused connections;
   other 4xx answers fail at once;
 - a bounded timeout per request;
 - an on-disk cache of parsed-OK bodies (`ResponseCache`), keyed by engine, server, path and the
@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import errno
+import functools
 import hashlib
 import json
 import logging
@@ -175,7 +176,7 @@ _CACHES: dict[Path, diskcache.Cache | None] = {}
 _CACHES_LOCK = threading.Lock()
 
 
-def _open_cache(folder: Path, size_limit: int) -> diskcache.Cache | None:
+def _open_cache(folder: Path) -> diskcache.Cache | None:
     """The process's one open diskcache of `folder`, or None when it cannot be opened.
 
     Opened once, when an engine is built, and kept open: creating the database takes tens of milliseconds,
@@ -184,7 +185,7 @@ def _open_cache(folder: Path, size_limit: int) -> diskcache.Cache | None:
     with _CACHES_LOCK:
         if folder not in _CACHES:
             try:
-                _CACHES[folder] = diskcache.Cache(str(folder), size_limit=size_limit, cull_limit=1)
+                _CACHES[folder] = diskcache.Cache(str(folder), size_limit=DEFAULT_CACHE_BYTES, cull_limit=1)
             except (OSError, sqlite3.Error) as err:
                 logger.warning("search answers not cached: %s cannot be opened (%s)", folder, type(err).__name__)
                 _CACHES[folder] = None
@@ -196,19 +197,14 @@ class ResponseCache:
 
     An entry holds the engine, the public URL, the public parameters (never a secret), the time it was
     fetched and the body, as JSON text. Entries older than `ttl_s` seconds are treated as absent (None: kept
-    for ever). Past `size_limit` bytes, each new answer drops the least recently stored one. A folder that
+    for ever). Past `DEFAULT_CACHE_BYTES` bytes, each new answer drops the least recently stored one. A folder that
     cannot be opened (read-only, full) costs the cache, not the search.
     """
 
-    def __init__(
-        self,
-        folder: str | os.PathLike[str] | None = None,
-        ttl_s: float | None = DEFAULT_CACHE_TTL_S,
-        size_limit: int = DEFAULT_CACHE_BYTES,
-    ):
+    def __init__(self, folder: str | os.PathLike[str] | None = None, ttl_s: float | None = DEFAULT_CACHE_TTL_S):
         self.folder = Path(folder).expanduser() if folder is not None else default_cache_dir()
         self.ttl_s = ttl_s
-        self._cache = _open_cache(self.folder, size_limit)
+        self._cache = _open_cache(self.folder)
 
     @staticmethod
     def key(engine: str, url: str, params: Mapping[str, Any]) -> str:
@@ -238,20 +234,16 @@ class ResponseCache:
             logger.debug("%s: response not cached (%s)", engine, type(err).__name__)
 
 
-_SSL: ssl.SSLContext | None = None
-
-
+@functools.cache  # built once: loading the CA bundle takes tens of milliseconds
 def _ssl_context() -> ssl.SSLContext:
-    global _SSL
-    if _SSL is None:  # built once: loading the CA bundle takes tens of milliseconds
-        _SSL = ssl.create_default_context()
-        try:
-            import certifi
+    context = ssl.create_default_context()
+    try:
+        import certifi
 
-            _SSL.load_verify_locations(certifi.where())
-        except ImportError:  # the system's CA store only
-            pass
-    return _SSL
+        context.load_verify_locations(certifi.where())
+    except ImportError:  # the system's CA store only
+        pass
+    return context
 
 
 def _causes(err: BaseException) -> list[BaseException]:
@@ -306,7 +298,6 @@ class EngineClient:
         timeout_s: Seconds before one request is abandoned.
         retries: Extra attempts after a 429, a 5xx, a timeout or a lost connection.
         backoff_s: The first wait before a retry; doubled after each attempt.
-        max_retry_after_s: The longest `Retry-After` honoured; a server asking for longer fails the search.
         sleep: The coroutine that waits (tests pass one that records the waits).
     """
 
@@ -322,7 +313,6 @@ class EngineClient:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         retries: int = DEFAULT_RETRIES,
         backoff_s: float = DEFAULT_BACKOFF_S,
-        max_retry_after_s: float = DEFAULT_MAX_RETRY_AFTER_S,
         sleep: Sleep | None = None,
     ):
         if retries < 0 or backoff_s < 0 or timeout_s <= 0:
@@ -338,7 +328,6 @@ class EngineClient:
         ]
         self.cache = cache
         self.timeout_s, self.retries, self.backoff_s = float(timeout_s), int(retries), float(backoff_s)
-        self.max_retry_after_s = float(max_retry_after_s)
         self.limiter = limiter_for(engine, self.public_base, min_interval)
         self._sleep = sleep or asyncio.sleep
 
@@ -402,10 +391,10 @@ class EngineClient:
                     if status == 429:
                         asked = retry_after_seconds(response.headers.get("Retry-After"))
                         if asked is not None:
-                            if asked > self.max_retry_after_s:
+                            if asked > DEFAULT_MAX_RETRY_AFTER_S:  # the longest wait honoured
                                 raise self.fail(
                                     f"rate limited by {where}: it asks to wait {asked:.0f}s, more than "
-                                    f"{self.max_retry_after_s:.0f}s",
+                                    f"{DEFAULT_MAX_RETRY_AFTER_S:.0f}s",
                                     transient=True,
                                 )
                             retry_in = asked
@@ -442,15 +431,3 @@ def _detail(response: httpx.Response) -> str:
         line = text.splitlines()[0]
     line = " ".join(line.split())
     return f": {line[:200]}" if line else ""
-
-
-__all__ = [
-    "EngineClient",
-    "EngineError",
-    "RateLimiter",
-    "ResponseCache",
-    "default_cache_dir",
-    "limiter_for",
-    "retry_after_seconds",
-    "scrub",
-]

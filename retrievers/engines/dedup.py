@@ -198,15 +198,3 @@ def deduplicate(docs: Iterable[Doc]) -> list[Doc]:
     """
     docs = list(docs)
     return [merge_docs([docs[i] for i in group]) for group in group_docs(docs)]
-
-
-__all__ = [
-    "arxiv_id",
-    "dedup_keys",
-    "deduplicate",
-    "excluded_keys",
-    "group_docs",
-    "id_keys",
-    "merge_docs",
-    "normalize_title",
-]

@@ -225,6 +225,3 @@ class SourcesRetriever(AsyncSearch):
 
     def __repr__(self) -> str:
         return f"SourcesRetriever({', '.join(self.parts)})"
-
-
-__all__ = ["DOWN_FOR_S", "SOURCE_TIMEOUT_S", "SourcesFailed", "SourcesRetriever", "failure_reason"]

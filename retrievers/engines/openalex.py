@@ -24,13 +24,11 @@ from deepresearch.retrievers.engines.base import (
     first_text,
     mapping_of,
     month_end,
-    or_words,
     year_of,
 )
 from deepresearch.retrievers.engines.dedup import arxiv_id
 from deepresearch.retrievers.types import Doc
 
-_SYNTAX = re.compile(r'"|\b(?:AND|OR|NOT)\b')  # phrases, boolean operators
 SELECT = (
     "id,doi,title,display_name,publication_year,publication_date,ids,primary_location,best_oa_location,"
     "locations,open_access,authorships,abstract_inverted_index,topics,type"
@@ -135,18 +133,12 @@ class OpenAlexEngine(SearchEngine):
     $OPENALEX_API_KEY, $OPENALEX_MAILTO)."""
 
     name = "openalex"
-    label = "OpenAlex"
     default_url = "https://api.openalex.org"
     url_env = "DEEPRESEARCH_OPENALEX_URL"
-    page_size = 25
     max_results = 10000  # page * per-page beyond 10,000 needs cursor paging
     min_interval = 0.1  # 10 requests per second
-
-    def credentials(self) -> tuple[dict[str, str], dict[str, str]]:
-        return {}, {k: self.keys[k] for k in ("mailto", "api_key") if self.keys.get(k)}
-
-    def loose_query(self, query: str) -> str | None:
-        return None if _SYNTAX.search(query) else or_words(query)
+    secret_keys = ("mailto", "api_key")
+    syntax = re.compile(r'"|\b(?:AND|OR|NOT)\b')  # phrases, boolean operators
 
     async def fetch_page(
         self, query: str, start: int, size: int, before: str | None, categories: Collection[str]
@@ -155,6 +147,3 @@ class OpenAlexEngine(SearchEngine):
         if before:
             params["filter"] = f"to_publication_date:{month_end(before)}"
         return await self.client.get("/works", params, parse_works)
-
-
-__all__ = ["OpenAlexEngine", "parse_works", "rebuild_abstract", "work_to_doc"]

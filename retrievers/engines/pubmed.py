@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Collection, Mapping
 
 from deepresearch.retrievers.bibliographic import normalize_doi
-from deepresearch.retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, month_end, or_words
+from deepresearch.retrievers.engines.base import Page, SearchEngine, clean_meta, first_text, month_end
 from deepresearch.retrievers.types import Doc
 
 TOOL = "dspy-deepresearch"
@@ -153,33 +153,30 @@ def parse_efetch(body: str) -> list[Doc]:
     return docs
 
 
-_SYNTAX = re.compile(r"\[|\"|\b(?:AND|OR|NOT)\b")  # field tags, phrases, boolean operators
-
-
 class PubMedEngine(SearchEngine):
     """PubMed search (esearch + efetch). Key and contact: `credentials={"api_key": ..., "email": ...}` (the CLI:
     $NCBI_API_KEY; $NCBI_EMAIL, else $OPENALEX_MAILTO)."""
 
     name = "pubmed"
-    label = "PubMed"
     default_url = "https://eutils.ncbi.nlm.nih.gov/entrez/eutils"
     url_env = "DEEPRESEARCH_PUBMED_URL"
     page_size = 20
     max_results = 9999  # esearch returns the first 10,000 records of a query
     min_interval = 1 / 3  # 3 requests per second without a key
+    secret_keys = ("api_key", "email")
+    syntax = re.compile(r"\[|\"|\b(?:AND|OR|NOT)\b")  # field tags, phrases, boolean operators
 
     def __init__(self, **kwargs):
         if kwargs.get("min_interval") is None and ((kwargs.get("credentials") or {}).get("api_key") or "").strip():
             kwargs["min_interval"] = 0.1  # 10 requests per second with a key
         super().__init__(**kwargs)
 
-    def credentials(self) -> tuple[dict[str, str], dict[str, str]]:
-        return {}, {k: self.keys[k] for k in ("api_key", "email") if self.keys.get(k)}
-
-    async def _esearch(self, term: str, start: int, size: int, before: str | None) -> tuple[list[str], int | None]:
+    async def fetch_page(
+        self, query: str, start: int, size: int, before: str | None, categories: Collection[str]
+    ) -> Page:
         params = {
             "db": "pubmed",
-            "term": term,
+            "term": query,
             "retstart": start,
             "retmax": size,
             "retmode": "json",
@@ -188,15 +185,7 @@ class PubMedEngine(SearchEngine):
         }
         if before:
             params.update(datetype="pdat", mindate="1800/01/01", maxdate=month_end(before).replace("-", "/"))
-        return await self.client.get("/esearch.fcgi", params, parse_esearch)
-
-    def loose_query(self, query: str) -> str | None:
-        return None if _SYNTAX.search(query) else or_words(query)
-
-    async def fetch_page(
-        self, query: str, start: int, size: int, before: str | None, categories: Collection[str]
-    ) -> Page:
-        ids, total = await self._esearch(query, start, size, before)
+        ids, total = await self.client.get("/esearch.fcgi", params, parse_esearch)
         if not ids:
             return Page([], total)
         docs = await self.client.get(
@@ -206,6 +195,3 @@ class PubMedEngine(SearchEngine):
         ordered = [by_pmid[i] for i in ids if i in by_pmid]
         # a record efetch did not return (withdrawn) still took its place in the ranking
         return Page(ordered, total, returned=len(ids))
-
-
-__all__ = ["PubMedEngine", "article_to_doc", "parse_efetch", "parse_esearch"]

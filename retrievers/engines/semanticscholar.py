@@ -79,12 +79,8 @@ class SemanticScholarEngine(SearchEngine):
     """Semantic Scholar paper search (relevance). Key: `credentials={"api_key": ...}` (the CLI: $S2_API_KEY)."""
 
     name = "semanticscholar"
-    label = "Semantic Scholar"
     default_url = "https://api.semanticscholar.org/graph/v1"
     url_env = "DEEPRESEARCH_SEMANTICSCHOLAR_URL"
-    page_size = 25
-    max_results = 1000
-    min_interval = 1.0
 
     def credentials(self) -> tuple[dict[str, str], dict[str, str]]:
         key = self.keys.get("api_key")
@@ -105,6 +101,3 @@ class SemanticScholarEngine(SearchEngine):
         if categories:
             params["fieldsOfStudy"] = ",".join(categories)
         return await self.client.get("/paper/search", params, parse_search)
-
-
-__all__ = ["SemanticScholarEngine", "paper_to_doc", "parse_search"]
