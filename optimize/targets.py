@@ -13,14 +13,15 @@ import dspy
 
 from deepresearch.programs.artifacts import as_source
 from deepresearch.programs.citing.citations import source_id_for
-from deepresearch.programs.gather.loop import GATHER_STAGES, CandidateAssessor
+from deepresearch.programs.gather.loop import GATHER_STAGES
 from deepresearch.programs.research.program import DeepResearch
 from deepresearch.programs.research.strategy import SHARED_STAGES
 from deepresearch.programs.runtime.stage import Shared, Stage
 from deepresearch.programs.stages.assessor import Assessor
+from deepresearch.programs.stages.gathering import CandidateAssessor
 from deepresearch.programs.stages.planner import OfflinePlanner, Planner
 from deepresearch.programs.stages.registry import STAGES
-from deepresearch.retrievers.types import Hit, Retriever, search_async
+from deepresearch.retrievers.types import Hit, Retriever, SyncSearchMixin, search_async
 from deepresearch.signatures.gather import PaperPreview
 from deepresearch.signatures.types import Task
 
@@ -138,15 +139,12 @@ def research_target(full: DeepResearch, stage: str, kind: str) -> Target:
     return Target(full, full, stage, stages)
 
 
-class RecordedOnly:
+class RecordedOnly(SyncSearchMixin):
     """The retriever of a program tuned on recorded stage inputs (`--from-runs`): it holds no documents,
     and a search through it is a mistake worth an error, not an empty result."""
 
     def search(self, query: str, k: int = 10, **filters) -> list[Hit]:
         raise RuntimeError("this program was built to tune one stage on recorded inputs; it cannot search")
-
-    async def asearch(self, query: str, k: int = 10, **filters) -> list[Hit]:
-        return self.search(query, k, **filters)
 
 
 def stage_target(full: DeepResearch, stage: str) -> Target:

@@ -10,7 +10,7 @@ from deepresearch.programs.reference import Reference, _reference_dict
 from deepresearch.programs.runtime.text import shorten
 from deepresearch.retrievers.passages import clip_sentences
 from deepresearch.retrievers.types import Hit
-from deepresearch.signatures.types import Learning, Source, Task
+from deepresearch.signatures.types import Learning, Source
 
 NodeStatus = Literal[
     "pending",  # planned, not started (a node's status only while the run works)
@@ -31,7 +31,6 @@ RunStatus = Literal[
     "partial",  # some hits were left unjudged (deadline, budget, failures); the report covers the rest
     "interrupted",  # a signal or the caller interrupted it; the report covers what was done before
 ]
-RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 # What a run folder records of its run (`run.json`; `trace.json` too when the run raised): the RunStatus once
 # the run returned, `running` while it works, `error` when it raised before a report existed.
 FolderStatus = Literal[RunStatus, "running", "error"]
@@ -374,27 +373,3 @@ class Report:
             verdicts=tuple(dict(v) for v in d.get("verdicts", ())),
             passages=dict(d.get("passages") or {}),
         )
-
-
-__all__ = [
-    "EVENT_KINDS",
-    "Event",
-    "EventKind",
-    "FINAL_STATUSES",
-    "FOLDER_STATUSES",
-    "Failure",
-    "FolderStatus",
-    "NODE_STATUSES",
-    "Node",
-    "NodeStatus",
-    "RAISED",
-    "RUNNING",
-    "RUN_STATUSES",
-    "Reference",
-    "Report",
-    "RunStats",
-    "RunStatus",
-    "StageUsage",
-    "Task",
-    "as_source",
-]

@@ -436,7 +436,7 @@ PRESETS: dict[str, ResearchConfig] = {
     # recursion at the paper's breadth of 3)
     "eco": ResearchConfig(strategy="eco", depth=2, breadth=4),
     # HERO's settings for DeepResearchGym: T=3, k=3, k'=2, m=3, depths 24/8, 76 LM calls at most
-    "hero": ResearchConfig(strategy="hero", depth=2, breadth=3, max_lm_calls=76, hero=HeroConfig()),
+    "hero": ResearchConfig(strategy="hero", depth=2, breadth=3, max_lm_calls=76),
     # ParallelResearch's setup: max depth 10, breadth 4 (adaptive up to 6), a 10-minute budget
     "parallel": ResearchConfig(
         strategy="parallel",
@@ -445,7 +445,6 @@ PRESETS: dict[str, ResearchConfig] = {
         breadth_rule="fixed",
         max_concurrency=16,
         deadline_s=600.0,
-        parallel=ParallelConfig(),
     ),
     # ScholarGym's loop: T=5 rounds of 3-6 subqueries, pages of at most 10, then extraction from what was selected;
     # the top 100 ids of every search are kept in the trace, so Avg.Distance is computable from it

@@ -49,11 +49,6 @@ def default_lm() -> str | None:
     return value(LM)
 
 
-def api_base() -> str | None:
-    """$DEEPRESEARCH_API_BASE: the server when --api-base is not given."""
-    return value(API_BASE)
-
-
 def api_key() -> str | None:
     """$DEEPRESEARCH_API_KEY: the key sent to an --api-base server."""
     return value(API_KEY)
@@ -112,27 +107,3 @@ def credential_values() -> list[str]:
     """The values of the variables whose name looks like a credential (`*_API_KEY`, `*_TOKEN`, `*_SECRET`,
     `*_PASSWORD`, and $DEEPRESEARCH_API_KEY), read now: what redaction removes wherever it appears."""
     return [v for name, v in os.environ.items() if _CREDENTIAL_NAME.search(name) or name == API_KEY]
-
-
-__all__ = [
-    "API_BASE",
-    "API_KEY",
-    "DATA",
-    "ENGINE_CACHE",
-    "ENGINE_CREDENTIALS",
-    "JUDGE_API_KEY",
-    "LM",
-    "LM_CACHE",
-    "api_base",
-    "api_key",
-    "credential_values",
-    "data_dir",
-    "default_lm",
-    "engine_cache_dir",
-    "engine_settings",
-    "judge_api_key",
-    "lm_cache_dir",
-    "provider_base_url",
-    "server_keys",
-    "value",
-]

@@ -60,6 +60,3 @@ def register(shell: Any = None) -> bool:
         if html is not None:
             formatters["text/html"].for_type_by_name(module, name, globals()[html])
     return True
-
-
-__all__ = ["prediction_html", "register", "report_html"]

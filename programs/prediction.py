@@ -21,6 +21,3 @@ class ResultPrediction(dspy.Prediction):
         return f"{type(self).__name__}({fields})"
 
     __str__ = __repr__
-
-
-__all__ = ["FIELD_CHARS", "ResultPrediction"]

@@ -77,6 +77,3 @@ def _title_from_url(url: str | None) -> str:
     """The title of a source that has none: the title-cased last segment of the URL's path ("Documento.Php?Id=1")."""
     rest = (url or "").split("#")[0].split("://", 1)[-1].rstrip("/")
     return rest.rsplit("/", 1)[-1].title() if "/" in rest else ""
-
-
-__all__ = ["Reference"]

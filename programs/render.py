@@ -159,15 +159,3 @@ def prediction_markdown(prediction: dspy.Prediction) -> str:
     if isinstance(tree, dict):
         return "\n".join(taxonomy_lines(tree)) + "\n"
     return "\n".join(f"- **{k}**: {shorten(repr(v), FIELD_CHARS)}" for k, v in store.items()) + "\n"
-
-
-__all__ = [
-    "cost_line",
-    "gather_markdown",
-    "linked_citations",
-    "prediction_markdown",
-    "reference_line",
-    "report_markdown",
-    "taxonomy_lines",
-    "tree_lines",
-]

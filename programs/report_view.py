@@ -34,15 +34,13 @@ from urllib.parse import quote, urlsplit
 
 from deepresearch.programs.artifacts import NODE_STATUSES
 from deepresearch.programs.citing.entailment import content_tokens
-from deepresearch.programs.citing.provenance import body_of, split_sentences
+from deepresearch.programs.citing.provenance import RULE, TABLE_RULE, body_of, split_sentences
 from deepresearch.programs.runtime.text import collapse_whitespace, printable
 from deepresearch.retrievers.passages import clip_sentences
 
 if TYPE_CHECKING:
     from deepresearch.programs.artifacts import Node, Reference, Report
     from deepresearch.programs.citing.citations import CitationRegistry
-
-__all__ = ["PASSAGE_CHARS", "cited_passages", "report_html", "report_view", "safe_url"]
 
 PASSAGE_CHARS = 6000  # a cited passage's text kept for the view (abstracts and full-text passages are shorter)
 _ASSETS = ("report_view.html.j2", "report_view.css", "report_view.js")
@@ -60,8 +58,6 @@ _INLINE = re.compile(
 )
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _LIST_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
-_RULE = re.compile(r"^(?:-{3,}|\*{3,}|_{3,})$")
-_TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
 _NUMBER = re.compile(r"\d+")
 _VERDICT_CITATION = re.compile(r"\[[^\]\n]{1,200}\]")
 _MARK = re.compile(r"\*\(unverified\)\*")
@@ -188,7 +184,7 @@ class _Builder:
                         "segments": self.segments(m.group(2)),
                     }
                 )
-            elif _RULE.match(stripped):
+            elif RULE.match(stripped):
                 flush()
                 blocks.append({"kind": "rule"})
             elif stripped.startswith(">"):
@@ -204,7 +200,7 @@ class _Builder:
                 rows = []
                 while i < len(lines) and lines[i].strip().startswith("|"):
                     row = lines[i].strip()
-                    if not _TABLE_RULE.match(row):
+                    if not TABLE_RULE.match(row):
                         rows.append([self.segments(c.strip()) for c in row.strip("|").split("|")])
                     i += 1
                 blocks.append({"kind": "table", "rows": rows})
@@ -393,11 +389,10 @@ def _usage_rows(report: Report) -> tuple[list[dict[str, Any]], dict[str, Any]]:
                 "cached": u.cached_tokens,
                 "cost": costs.get(stage),
                 "seconds": u.seconds,
-                "trouble": u.parse_failures + u.truncated + u.fallbacks,
             }
         )
     total_cost = (report.stats.cost or {}).get("total")
-    keys = ("calls", "failed", "prompt", "completion", "cached", "seconds", "trouble")
+    keys = ("calls", "failed", "prompt", "completion", "cached", "seconds")
     total: dict[str, Any] = {k: sum(r[k] for r in rows) for k in keys}
     total["cost"] = total_cost if isinstance(total_cost, (int, float)) else None
     return rows, total
@@ -501,7 +496,6 @@ def report_view(
             }
             if verification
             else None,
-            "has_taxonomy": report.taxonomy is not None,
             "citations": builder.citations,
             "node_count": len(report.nodes()),
         }

@@ -77,6 +77,3 @@ def describe(retrieval: Retrieval) -> str:
     bm25 = f", tokenizer {d['bm25']['tokenizer']}" if d.get("bm25") else ""
     fused = f" · fused with {engines}" if engines else ""
     return f"corpus {d['name']} ({d['documents']} documents) · {d['retriever']} · {how}{bm25}{fused}"
-
-
-__all__ = ["bm25_overrides", "data_dir", "describe", "open_from_args"]

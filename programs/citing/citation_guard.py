@@ -92,6 +92,3 @@ def check_node_citations(
         )
         life.update(notes=(*life.node.notes, note))
     return out.text
-
-
-__all__ = ["GuardedText", "check_node_citations", "guard_citations"]

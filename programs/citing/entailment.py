@@ -29,7 +29,7 @@ _MARKUP = re.compile(r"[*_`]+")
 FULL_SUPPORT = 0.75
 PARTIAL_SUPPORT = 0.4
 
-_STOP = frozenset(
+STOP_WORDS = frozenset(
     [
         "a",
         "an",
@@ -82,7 +82,7 @@ _STOP = frozenset(
         "some",
     ]
 )
-_TOKEN = re.compile(r"[a-z0-9]+")
+WORD = re.compile(r"[a-z0-9]+")
 
 
 @dataclass(frozen=True)
@@ -149,8 +149,8 @@ def body_sentences(body: str) -> list[Sentence]:
 def content_tokens(text: str) -> list[str]:
     """Lowercase words of three or more characters that are not stop words, crudely singularised."""
     out = []
-    for t in _TOKEN.findall(text.lower()):
-        if len(t) < 3 or t in _STOP:
+    for t in WORD.findall(text.lower()):
+        if len(t) < 3 or t in STOP_WORDS:
             continue
         out.append(t[:-1] if len(t) > 4 and t.endswith("s") and not t.endswith("ss") else t)
     return out
@@ -179,20 +179,3 @@ def lexical_support(
 def lexical_entails(premise: str, hypothesis: str, threshold: float = FULL_SUPPORT) -> bool:
     """The lexical-entailment rule as `entails(premise, hypothesis)`: coverage of the hypothesis's content words."""
     return bool(premise) and lexical_coverage(premise, hypothesis) >= threshold
-
-
-__all__ = [
-    "FULL_SUPPORT",
-    "PARTIAL_SUPPORT",
-    "Sentence",
-    "body_sentences",
-    "citations_in",
-    "content_tokens",
-    "lexical_coverage",
-    "lexical_entails",
-    "lexical_support",
-    "plain_sentence",
-    "prose_blocks",
-    "split_block",
-    "strip_citations",
-]

@@ -144,20 +144,10 @@ def _sentences(text: str | None) -> list[str]:
     return [s for line in (text or "").splitlines() for s in split_sentences(line)]  # a line break ends one too
 
 
-def instruction_sentences(text: str) -> list[str]:
-    """The sentences of `text` that are instruction-like, in order."""
-    return [s for s in _sentences(text) if is_instruction(s)]
-
-
-def split_passage(text: str) -> tuple[str, list[str]]:
-    """(the passage without its instruction-like and foreign sentences, those sentences)."""
-    kept, injected = _split(text)
-    return kept, list(injected)
-
-
 @lru_cache(maxsize=4096)
-def _split(text: str) -> tuple[str, tuple[str, ...]]:
-    """`split_passage`, remembered: the verify stage checks every report sentence against the same passages."""
+def split_passage(text: str) -> tuple[str, tuple[str, ...]]:
+    """(the passage without its instruction-like and foreign sentences, those sentences), remembered: the verify
+    stage checks every report sentence against the same passages."""
     parts = _sentences(text)
     kept: list[str] = []
     injected: list[str] = []
@@ -182,7 +172,7 @@ def carries_injection(sentence: str, passages: Iterable[str], question: str = ""
     clean: list[str] = []
     injected: list[str] = []
     for text in passages:
-        kept, found = _split(text)
+        kept, found = split_passage(text)
         clean.append(kept)
         injected += found
     if is_instruction(sentence):
@@ -200,16 +190,3 @@ def carries_injection(sentence: str, passages: Iterable[str], question: str = ""
 def clean_passage(text: str) -> str:
     """The passage without its instruction-like sentences."""
     return split_passage(text)[0]
-
-
-__all__ = [
-    "INSTRUCTION",
-    "addresses_reader",
-    "carries_injection",
-    "clean_passage",
-    "instruction_sentences",
-    "is_foreign",
-    "is_instruction",
-    "is_order",
-    "split_passage",
-]

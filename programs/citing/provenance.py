@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from deepresearch.programs.citing.entailment import LIST_MARK
+from deepresearch.programs.citing.entailment import LIST_MARK, STOP_WORDS, WORD
 from deepresearch.retrievers.passages import PASSAGE_SEP, split_sentences
 from deepresearch.signatures.types import Learning
 
@@ -31,13 +31,8 @@ if TYPE_CHECKING:
 # A renumbered citation group: "[3]", "[1, 2]" (a Markdown link "[text](url)" is not one).
 NUMBERED_CITATION = re.compile(r"\[\s*(\d+(?:\s*[,;]\s*\d+)*)\s*\](?!\()")
 _REFERENCE_HEADING = re.compile(r"^#{1,6}\s*(?:references|sources)\s*$", re.I | re.M)
-_TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
-_RULE = re.compile(r"^(?:-{3,}|\*{3,}|_{3,})$")
-_WORD = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(
-    "a an and are as at be been but by for from has have in into is it its not of on or such that the their "
-    "then there these they this to was were will with which while than also can may more most other some".split()
-)
+TABLE_RULE = re.compile(r"^\|?[\s:|-]+\|?$")
+RULE = re.compile(r"^(?:-{3,}|\*{3,}|_{3,})$")
 
 
 @dataclass(frozen=True)
@@ -123,11 +118,11 @@ def _blocks(text: str) -> list[str]:
         if stripped.startswith(("```", "~~~")):
             is_code, is_open = not is_code, False
             continue
-        if is_code or not stripped or stripped.startswith("#") or _RULE.match(stripped):
+        if is_code or not stripped or stripped.startswith("#") or RULE.match(stripped):
             is_open = False
             continue
         if stripped.startswith("|"):
-            if not _TABLE_RULE.match(stripped):
+            if not TABLE_RULE.match(stripped):
                 blocks.append([" ".join(c.strip() for c in stripped.strip("|").split("|") if c.strip())])
             is_open = False
             continue
@@ -144,7 +139,7 @@ def _blocks(text: str) -> list[str]:
 
 
 def _content_words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(NUMBERED_CITATION.sub(" ", text).lower()) if len(w) > 2 and w not in _STOP}
+    return {w for w in WORD.findall(NUMBERED_CITATION.sub(" ", text).lower()) if len(w) > 2 and w not in STOP_WORDS}
 
 
 def sentence_provenance(
@@ -203,15 +198,3 @@ def _supporting(sentence: str, source_ids: set[str], learnings: Iterable[Learnin
                 SupportingLearning(index=index, text=learning.text, source_ids=shared, overlap=round(overlap, 3))
             )
     return tuple(sorted(found, key=lambda x: (-x.overlap, x.index)))
-
-
-__all__ = [
-    "CitedSource",
-    "SentenceProvenance",
-    "SupportingLearning",
-    "body_of",
-    "cited_numbers",
-    "report_sentences",
-    "sentence_provenance",
-    "split_sentences",
-]

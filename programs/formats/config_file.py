@@ -241,6 +241,3 @@ def _validate(model, values: dict[str, Any], path: Path, where: str, allowed: li
         if first["type"] == "extra_forbidden":
             raise ConfigFileError(f"{path}: {where}unknown key {key!r}; known: {', '.join(allowed)}") from None
         raise ConfigFileError(f"{path}: {where}key {key!r}: {first['msg']} (got {first.get('input')!r})") from None
-
-
-__all__ = ["CONFIG_FILE", "ConfigFileError", "command_defaults", "find_config", "global_settings", "read_config"]

@@ -170,6 +170,3 @@ def ris_entry(ref: Reference) -> str:
 def to_ris(references: Iterable[Reference]) -> str:
     """The references as an RIS file, one record each in citation order (empty when nothing was cited)."""
     return "\n".join(ris_entry(ref) for ref in references)
-
-
-__all__ = ["bibtex_entry", "citation_key", "citation_keys", "latex_escape", "ris_entry", "to_bibtex", "to_ris"]

@@ -20,8 +20,6 @@ from deepresearch.programs.runtime.outputs import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["JsonlAppender", "JsonlError", "read_jsonl", "write_jsonl_atomic"]
-
 
 class JsonlError(ValueError):
     """A record file with a damaged line before its last one; the message names the file, the line and the fix."""

@@ -5,7 +5,7 @@ the selected papers, and the run as a whole, which round-trips through JSON.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from deepresearch.programs.artifacts import StageUsage
 from deepresearch.programs.runtime.text import shorten
@@ -22,7 +22,6 @@ StopReason = Literal[
     "stopped",  # the research run the loop is part of stopped (too many failures)
     "interrupted",  # the research run was interrupted; the rounds finished before it stand
 ]
-STOP_REASONS: tuple[str, ...] = get_args(StopReason)
 
 
 @dataclass(frozen=True)

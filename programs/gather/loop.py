@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any, Literal, Protocol, cast
 
 import dspy
@@ -47,7 +46,7 @@ from deepresearch.programs.runtime.scheduler import BudgetExceeded, Scheduler
 from deepresearch.programs.runtime.stage import Shared, run_sync, set_stage_lms
 from deepresearch.programs.runtime.text import norm_text
 from deepresearch.programs.stages.choice import TwinChoice
-from deepresearch.programs.stages.gathering import CandidateAssessor, SubqueryPlanner, clip, reading_full_text
+from deepresearch.programs.stages.gathering import clip, reading_full_text
 from deepresearch.programs.stages.registry import STAGES
 from deepresearch.retrievers.fulltext import FullTextRetriever
 from deepresearch.retrievers.types import Hit, Retriever
@@ -56,20 +55,6 @@ from deepresearch.signatures.gather import PlannedSearch, RoundResult, SubqueryN
 logger = logging.getLogger(__name__)
 # the links of the loop's subquery tree, as `SubqueryNode.link` takes them
 SubqueryLink = Literal["root", "derive", "expand"]
-
-__all__ = [
-    "GATHER_STAGES",
-    "RETIRED_PREDICTORS",
-    "CandidateAssessor",
-    "check_retired",
-    "GatherConfig",
-    "GatherLoop",
-    "Gatherer",
-    "LoopHost",
-    "SubqueryPlanner",
-    "papers_and_reader",
-    "validate_plan",
-]
 
 # The loop's stage names (as in usage and the trace) -> the attribute holding their module.
 GATHER_STAGES: dict[str, str] = STAGES.gather()
@@ -486,6 +471,11 @@ class Gatherer(TwinChoice, dspy.Module):
         >>> out.selected, out.candidates, out.tree, out.result.to_dict()               # doctest: +SKIP
     """
 
+    _NOT_SAVED = (
+        "{path} is not a saved gathering program ({error}); pass a file saved by `Gatherer.save` or "
+        "`deepresearch optimize --program gather`"
+    )
+
     def __init__(
         self,
         retriever: Retriever,
@@ -515,10 +505,6 @@ class Gatherer(TwinChoice, dspy.Module):
         """
         return Gatherer(self.retriever, self.config, offline=True, on_event=self.on_event)
 
-    @property
-    def retriever(self) -> Retriever:
-        return self._retriever.obj
-
     def stage_table(self) -> dict[str, str]:
         """Stage name -> the attribute holding its module."""
         return dict(GATHER_STAGES)
@@ -527,23 +513,6 @@ class Gatherer(TwinChoice, dspy.Module):
         """Loads saved (compiled) state; a state compiled for an older assessor signature is refused."""
         check_retired(state, self)
         super().load_state(state, **options)
-        return self
-
-    def load(self, path: str | Path, **options: Any) -> Gatherer:
-        """Loads a gatherer saved with `save` into this one and returns it: `Gatherer(retriever).load(path)`.
-
-        Raises:
-            ValueError: one line naming the file, when it is no saved gathering program.
-        """
-        try:
-            super().load(path, **options)
-        except (KeyError, TypeError, AttributeError, IndexError, UnicodeDecodeError) as err:
-            raise ValueError(
-                f"{path} is not a saved gathering program ({type(err).__name__} {err}); pass a file saved by "
-                "`Gatherer.save` or `deepresearch optimize --program gather`"
-            ) from None
-        except ValueError as err:  # not JSON, or an assessor compiled for an older signature
-            raise ValueError(f"{path}: {str(err).splitlines()[0] if str(err) else 'not a saved program'}") from None
         return self
 
     def forward(self, question: str, date_constraint: str | None = None) -> dspy.Prediction:

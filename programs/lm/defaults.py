@@ -7,5 +7,3 @@ OFFLINE = "offline"
 SERVER_KEY_ENV = "DEEPRESEARCH_API_KEY"  # the key sent to an --api-base server
 STRUCTURED_MODES = ("auto", "schema", "off")
 DEFAULT_TIMEOUT_S = 120.0
-
-__all__ = ["DEFAULT_TIMEOUT_S", "OFFLINE", "SERVER_KEY_ENV", "STRUCTURED_MODES"]

@@ -728,24 +728,3 @@ def summarize_failures(causes: Iterable[str]) -> str | None:
     """The most frequent cause among failure explanations (the first of equals), or None when there are none."""
     ranked = Counter(causes).most_common(1)
     return ranked[0][0] if ranked else None
-
-
-__all__ = [
-    "DEFAULT_TIMEOUT_S",
-    "OFFLINE",
-    "STRUCTURED_MODES",
-    "LMConfigError",
-    "LMPreflightError",
-    "SchemaAdapter",
-    "ServerKeyedCache",
-    "check_lm",
-    "configure_lm_cache",
-    "explain",
-    "key_variables",
-    "make_lm",
-    "output_schema",
-    "preflight",
-    "server_of",
-    "structured_adapter",
-    "summarize_failures",
-]

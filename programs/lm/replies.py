@@ -87,6 +87,3 @@ class LMReplies(BaseCallback):
     def counts(self) -> ReplyCounts:
         with self._lock:
             return ReplyCounts(self._answered, self._failed, tuple(self._causes))
-
-
-__all__ = ["LMReplies", "ReplyCounts"]

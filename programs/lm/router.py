@@ -362,6 +362,3 @@ def router_lm(
     )
     lm.servers, lm.log = parsed, log
     return lm
-
-
-__all__ = ["RouterConfigError", "RouterLM", "RoutingLog", "Server", "make_router", "parse_server", "router_lm"]

@@ -35,22 +35,6 @@ from typing import Any
 
 from deepresearch.programs.environment import credential_values
 
-__all__ = [
-    "MIN_SECRET_LENGTH",
-    "REDACTED",
-    "RedactingFilter",
-    "RedactingStream",
-    "basic_auth",
-    "env_secrets",
-    "redact",
-    "redact_json",
-    "redact_obj",
-    "redact_url",
-    "register_secret",
-    "registered_secrets",
-    "strip_url_credentials",
-]
-
 REDACTED = "[REDACTED]"
 MIN_SECRET_LENGTH = 8
 
@@ -396,23 +380,18 @@ class RedactingFilter(logging.Filter):
     handler (`handler.addFilter(RedactingFilter())`) to cover the records of every logger that reaches it.
     """
 
-    def __init__(self, secrets: Iterable[str] = (), name: str = "") -> None:
-        """`secrets`: exact values removed besides those `redact` finds; `name` as for `logging.Filter`."""
-        super().__init__(name)
-        self.secrets = tuple(secrets)
-
     def filter(self, record: logging.LogRecord) -> bool:
         """Redacts the record in place; returns whether it passes `logging.Filter`'s name check."""
         try:
             message = record.getMessage()
         except Exception:  # a malformed %-format: keep what there is
             message = str(record.msg)
-        record.msg = redact(message, self.secrets)
+        record.msg = redact(message)
         record.args = None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            record.exc_text = redact(record.exc_text, self.secrets)
+            record.exc_text = redact(record.exc_text)
         if record.stack_info:
-            record.stack_info = redact(record.stack_info, self.secrets)
+            record.stack_info = redact(record.stack_info)
         return super().filter(record)

@@ -87,7 +87,7 @@ def model_from_args(args: argparse.Namespace, *, default_offline: bool = True) -
 
 def make_session_lm(args: argparse.Namespace, model: str, **kwargs: Any) -> dspy.LM | None:
     """An LM for `model` with the command's server, timeout and temperature; retries are left to the run."""
-    api_base = args.api_base or environment.api_base()
+    api_base = args.api_base or environment.value(environment.API_BASE)
     servers = getattr(args, "lm_server", None)
     if servers and model and model != OFFLINE:
         if args.api_base:
@@ -148,6 +148,3 @@ def open_lm(
         stage_lms=stage_lms,
         offline_stages=offline_stages,
     )
-
-
-__all__ = ["LMSession", "make_session_lm", "model_from_args", "open_lm"]

@@ -292,24 +292,17 @@ def cached_tokens(usage_entry: Mapping[str, Any]) -> int:
     return int(value or 0)
 
 
-class metered:
+@contextmanager
+def metered(meter: UsageMeter) -> Iterator[UsageMeter]:
     """Context manager that makes `meter` DSPy's usage tracker for the code inside (a run)."""
-
-    def __init__(self, meter: UsageMeter):
-        self.meter = meter
-        self._ctx: Any = None  # dspy.context(usage_tracker=meter) while inside
-
-    def __enter__(self) -> UsageMeter:
-        self._parent = self.meter.parent
-        enclosing = dspy.settings.usage_tracker
-        self.meter.parent = enclosing if enclosing is not self.meter else self._parent
-        self._ctx = dspy.context(usage_tracker=self.meter)
-        self._ctx.__enter__()
-        return self.meter
-
-    def __exit__(self, *exc):
-        self._ctx.__exit__(*exc)
-        self.meter.parent = self._parent
+    parent = meter.parent
+    enclosing = dspy.settings.usage_tracker
+    meter.parent = enclosing if enclosing is not meter else parent
+    try:
+        with dspy.context(usage_tracker=meter):
+            yield meter
+    finally:
+        meter.parent = parent
 
 
 def output_limits(limits: Mapping[str, int] | None = None, *, every: int | None = None) -> AbstractContextManager[None]:

@@ -1,5 +1,5 @@
 """The research program (`DeepResearch`) and its strategies: `eco`, `hero` and `parallel`."""
 
-from deepresearch.programs.research.program import STAGES, DeepResearch, tree_size
+from deepresearch.programs.research.program import DeepResearch
 
-__all__ = ["STAGES", "DeepResearch", "tree_size"]
+__all__ = ["DeepResearch"]

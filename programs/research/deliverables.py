@@ -144,6 +144,3 @@ def renumber_together(texts: Sequence[str], registry: CitationRegistry):
     joined = _SEPARATOR.join(t.replace("\x1e", "") for t in texts)
     out = renumber_citations(joined, registry)
     return out.markdown.split(_SEPARATOR), out.references, out.dropped
-
-
-__all__ = ["MAP_HEADING", "literature_map", "relevant_docs", "render_map", "renumber_together", "short_answer"]

@@ -20,7 +20,7 @@ class Eco:
     stages: dict[str, str] = {}
 
     def planned_nodes(self, config: ResearchConfig) -> int:
-        return tree_size(config)[0]
+        return tree_size(config)
 
     async def research(self, ctx: RunContext) -> None:
         tasks = await ctx.once("plan:root", lambda: plan_root(ctx, ctx.config.breadth))
@@ -70,14 +70,13 @@ class Eco:
         release()
 
 
-def tree_size(config: ResearchConfig) -> tuple[int, int]:
-    """The number of searches S and query-generation calls G of a full tree, as (S, G)."""
-    searches, generations, width, level_breadth = 0, 0, 1, config.breadth
+def tree_size(config: ResearchConfig) -> int:
+    """The number of searches of a full tree."""
+    searches, width, level_breadth = 0, 1, config.breadth
     for _ in range(config.depth):
         if level_breadth <= 0:
             break
-        generations += width
         width *= level_breadth
         searches += width
         level_breadth = config.next_breadth(level_breadth)
-    return searches, generations
+    return searches

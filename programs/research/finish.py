@@ -36,6 +36,7 @@ from deepresearch.programs.report_view import cited_passages
 from deepresearch.programs.research.deliverables import (
     MAP_HEADING,
     NO_EVIDENCE_ANSWER,
+    cites_a_source,
     literature_map,
     renumber_together,
     short_answer,
@@ -203,7 +204,8 @@ async def _body(
         verified, relabelled = drop_labels_and_titles(verified, titles)
         if said_again or relabelled:
             logger.info("report: %d corrected sentences said again or left out as labels", said_again + relabelled)
-    emptied = _emptied(verdicts) if _cites(body, ctx) and not _cites(verified, ctx) else ""
+    uncited = cites_a_source(body, ctx.registry) and not cites_a_source(verified, ctx.registry)  # by the checks
+    emptied = _emptied(verdicts) if uncited else ""
     return verified, write_failed, verdicts, emptied
 
 
@@ -342,7 +344,7 @@ async def _draft(ctx: RunContext, findings: list[Finding], learnings: Sequence[L
     """The writer's report. One that cites no source while cited learnings exist is a failure of the
     writer: it is asked once more (offline, where it would write the same, not), then `UncitedReport`."""
     body = (await _late_call(ctx, STAGES.write.name, question=ctx.question, findings=findings)).report
-    if not any(x.source_ids for x in learnings) or _cites(body, ctx):
+    if not any(x.source_ids for x in learnings) or cites_a_source(body, ctx.registry):
         return body
     ctx.count(uncited_drafts=1)
     message = "the writer's report cites no source although cited learnings exist"
@@ -354,14 +356,14 @@ async def _draft(ctx: RunContext, findings: list[Finding], learnings: Sequence[L
     )
     if not offline:
         body = (await _late_call(ctx, STAGES.write.name, question=ctx.question, findings=findings, attempt=1)).report
-        if _cites(body, ctx):
+        if cites_a_source(body, ctx.registry):
             return body
         ctx.count(uncited_drafts=1)
         if ctx.has_twin(STAGES.write.name):  # two drafts the run cannot use: the extractive writer writes it
             twin = await ctx.answer_offline(
                 STAGES.write.name, f"{message}, twice", question=ctx.question, findings=findings
             )
-            if _cites(twin.report, ctx):
+            if cites_a_source(twin.report, ctx.registry):
                 return twin.report
     raise UncitedReport(f"{message}, twice" if not offline else message)
 
@@ -456,11 +458,6 @@ def _text(ctx: RunContext, doc) -> str:
     return found.text if found is not None else ""
 
 
-def _cites(body: str, ctx: RunContext) -> bool:
-    """Whether `body` cites at least one registered source."""
-    return any(label in ctx.registry for label in citations_in(body))
-
-
 def is_late(ctx: RunContext) -> bool:
     """Whether the run is past its deadline or interrupted (the stages after research then get a grace)."""
     c = ctx.config
@@ -482,6 +479,3 @@ async def _late_call(ctx: RunContext, stage: str, **inputs: Any) -> dspy.Predict
     if c.lm_timeout_s is not None:
         grace = min(grace, c.lm_timeout_s)
     return await asyncio.wait_for(call, grace)
-
-
-__all__ = ["UncitedReport", "fallback_report", "finish", "is_late", "run_status", "verify_report", "write_report"]

@@ -28,7 +28,7 @@ from deepresearch.programs.lm.models import OFFLINE, structured_adapter
 from deepresearch.programs.lm.usage import metered
 from deepresearch.programs.prediction import ResultPrediction
 from deepresearch.programs.research.finish import finish
-from deepresearch.programs.research.strategies import STRATEGIES, tree_size
+from deepresearch.programs.research.strategies import STRATEGIES
 from deepresearch.programs.runtime.context import RunContext, Snapshot
 from deepresearch.programs.runtime.events import EventHandler, EventLog
 from deepresearch.programs.runtime.journal import Journal
@@ -43,10 +43,6 @@ from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
 from deepresearch.retrievers.types import Retriever
 
 logger = logging.getLogger(__name__)
-
-# Stages that turn what a run found into deliverables beside the report (deliverables.py); every
-# program has them, so a compiled program's state does not depend on which deliverables are asked for.
-OUTPUT_STAGES: dict[str, str] = STAGES.outputs()
 
 
 class DeepResearch(TwinChoice, dspy.Module):
@@ -76,6 +72,11 @@ class DeepResearch(TwinChoice, dspy.Module):
         >>> out = program(question="Does vitamin D reduce fracture risk?")                           # doctest: +SKIP
         >>> out.markdown, out.references, out.tree, out.usage, out.stats.cost                         # doctest: +SKIP
     """
+
+    _NOT_SAVED = (
+        "{path} is not a saved research program (its state has the wrong shape: {error}); pass a file saved by "
+        "`deepresearch optimize --program research`"
+    )
 
     def __init__(
         self,
@@ -122,10 +123,6 @@ class DeepResearch(TwinChoice, dspy.Module):
         """
         return DeepResearch(self.retriever, self.config, offline=True, on_event=self.on_event)
 
-    @property
-    def retriever(self) -> Retriever:
-        return self._retriever.obj
-
     def stage_table(self) -> dict[str, str]:
         """Stage name -> the attribute holding its module, for this program's strategy."""
         return STAGES.research(self.strategy.name)
@@ -157,17 +154,7 @@ class DeepResearch(TwinChoice, dspy.Module):
         Raises:
             ValueError: one line naming the file, when it is no saved research program (wrong shape, not JSON).
         """
-        try:
-            super().load(path, **options)
-        except (KeyError, TypeError, AttributeError, IndexError, UnicodeDecodeError) as err:
-            raise ValueError(
-                f"{path} is not a saved research program (its state has the wrong shape: "
-                f"{type(err).__name__} {err}); pass a file saved by `deepresearch optimize "
-                f"--program research`"
-            ) from None
-        except ValueError as err:  # not JSON, or none of this program's stages
-            raise ValueError(f"{path}: {str(err).splitlines()[0] if str(err) else 'not a saved program'}") from None
-        return self
+        return super().load(path, **options)
 
     def planned_nodes(self) -> int:
         """The most nodes a run plans at the start (an adaptive strategy's tree grows past it as it runs)."""
@@ -326,6 +313,3 @@ class DeepResearch(TwinChoice, dspy.Module):
 def _with_question(on_snapshot: Snapshot, question: str) -> Snapshot:
     """`on_snapshot` given snapshots that name `question` (the run's context names the research brief)."""
     return lambda tree: on_snapshot({**tree, "question": question})
-
-
-__all__ = ["STAGES", "STRATEGIES", "DeepResearch", "tree_size"]

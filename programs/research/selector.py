@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from deepresearch.retrievers import embed as embeddings
 
 STRATEGIES = ("submodular", "random", "first_k")
-
-Embedder = Callable[[list[str]], np.ndarray]
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:
@@ -106,16 +104,11 @@ def select(
     alpha: float,
     strategy: str = "submodular",
     seed: int = 0,
-    embed: Embedder | None = None,
 ) -> list[int]:
     """Indices of the k texts to keep, in selection order. Embeds the texts and the anchor (query text
-    only) with `embed`, by default `deepresearch.retrievers.embed.encode` (all-MiniLM-L6-v2)."""
+    only) with `deepresearch.retrievers.embed.encode` (all-MiniLM-L6-v2)."""
     if k >= len(texts) or strategy != "submodular":
         return select_indices(np.zeros((len(texts), 1)), np.zeros(1), k, alpha, strategy, seed)
-    if embed is None:
-        embed = embeddings.encode  # looked up at call time, so a replaced encoder (a test's spy) is the one used
-    vectors = np.asarray(embed([anchor, *texts]))
+    # looked up at call time, so a replaced encoder (a test's spy) is the one used
+    vectors = np.asarray(embeddings.encode([anchor, *texts]))
     return select_indices(vectors[1:], vectors[0], k, alpha, strategy, seed)
-
-
-__all__ = ["STRATEGIES", "facility_location", "greedy", "lazy_greedy", "select", "select_indices"]

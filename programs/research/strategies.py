@@ -6,12 +6,10 @@ research, the reasons it prunes nodes for), so it names none of them.
 
 from __future__ import annotations
 
-from deepresearch.programs.research.eco import Eco, tree_size
+from deepresearch.programs.research.eco import Eco
 from deepresearch.programs.research.gather import Gather
 from deepresearch.programs.research.hero import Hero
 from deepresearch.programs.research.parallel import Parallel
 from deepresearch.programs.research.strategy import Strategy
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (Eco(), Hero(), Parallel(), Gather())}
-
-__all__ = ["STRATEGIES", "tree_size"]

@@ -27,6 +27,3 @@ class EventLog:
         if self.handler is not None:
             self.handler(event)
         return event
-
-
-__all__ = ["EVENT_KINDS", "Event", "EventHandler", "EventKind", "EventLog"]

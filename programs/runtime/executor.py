@@ -291,18 +291,6 @@ def open_executor(workers: int | None = None, ray: str | None = None) -> LocalEx
     return RayExecutor(ray) if ray else LocalExecutor(workers)
 
 
-__all__ = [
-    "STOP_GRACE",
-    "JobFailed",
-    "LocalExecutor",
-    "RayExecutor",
-    "check_ray_address",
-    "one_run_per_example",
-    "open_executor",
-    "working_in",
-]
-
-
 @contextlib.contextmanager
 def one_run_per_example() -> Iterator[None]:
     """While the block runs, DSPy's `ParallelExecutor` (under `dspy.Evaluate` and every optimizer's

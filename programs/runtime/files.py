@@ -17,5 +17,3 @@ RUN_FILES = (
     "references.bib",
     RUN_RECORD,
 )  # a run's own files; --overwrite removes these
-
-__all__ = ["LOCK_FILE", "RUN_FILES", "RUN_RECORD", "STAGE_LOG"]

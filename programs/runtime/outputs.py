@@ -32,26 +32,6 @@ from deepresearch.programs.runtime.text import shorten
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "LOCK_FILE",
-    "RUN_FILES",
-    "RUN_RECORD",
-    "STALE_FILES",
-    "OutFolderBusy",
-    "OutFolderError",
-    "RunFolder",
-    "atomic_write_json",
-    "atomic_write_text",
-    "check_file_writable",
-    "check_out_folder",
-    "check_writable",
-    "held_question",
-    "is_index_folder",
-    "open_run",
-    "os_error_line",
-    "out_folder_lock",
-]
-
 STALE_FILES = (
     "report.md",
     "report.html",

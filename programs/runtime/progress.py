@@ -26,8 +26,6 @@ from deepresearch.programs.runtime.text import shorten
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Display", "Progress", "choose_display", "describe"]
-
 Display = Literal["off", "bar", "notebook", "lines"]
 DISPLAYS: tuple[str, ...] = ("auto", "off", "bar", "notebook", "lines")
 QUERY_CHARS = 60  # a node's query is cut to this many characters in a line or beside the bar

@@ -241,9 +241,7 @@ class Scheduler:
         self._gptr = GptrSchedule()
 
     # ---- nodes -------------------------------------------------------------------------------------
-    async def submit(
-        self, level: int, factory: Factory, *, key: str | None = None, parent: str | None = None
-    ) -> asyncio.Future:
+    async def submit(self, level: int, factory: Factory, *, key: str, parent: str | None = None) -> asyncio.Future:
         """Schedules a node at tree level `level` (roots are 1) and returns a future of its result.
 
         `factory(release)` builds the node's coroutine; the node calls `release()` once its own research
@@ -258,8 +256,6 @@ class Scheduler:
             return fut
         fut = asyncio.get_running_loop().create_future()
         if self.config.schedule == "gptr":
-            if key is None:
-                raise ValueError("the gptr schedule needs every node's key")
             self._gptr.add(key, parent, lambda gate: self._start(level, factory, fut, key, gate), fut)
         elif self.config.schedule == "level" and self._outstanding[level - 1] > 0:
             self._held[level].append((factory, fut))

@@ -173,15 +173,3 @@ def read_calls(folder: str | Path, stage: str) -> Iterator[RecordedCall]:
                     outputs=record.get("outputs") or {},
                     run=path.parent,
                 )
-
-
-__all__ = [
-    "PASSAGE_REF",
-    "STAGE_LOG",
-    "RecordedCall",
-    "StageLog",
-    "find_logs",
-    "read_calls",
-    "read_log",
-    "typed_inputs",
-]

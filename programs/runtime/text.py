@@ -62,28 +62,20 @@ _BLOCK_START = re.compile(r"^([ \t]*)(#|```|~~~|[=\-*_+](?:[ \t]*[=\-*_])*[ \t]*
 _HEADING_START = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]")
 
 
-def inert_inline(text: str | None) -> str:
-    """`text` as Markdown that shows it as written, lines kept as they are: control characters and terminal
-    escapes removed (`printable`), and no link, image, autolink or HTML tag left live (see above).
-
-    Example:
-        >>> inert_inline("See [x](http://e.x) <script>alert(1)</script> [5a7b0fd1_1].")
-        'See \\\\[x\\\\](http://e.x) \\\\<script\\\\>alert(1)\\\\</script\\\\> [5a7b0fd1_1].'
-    """
-    return _INLINE_UNSAFE.sub(lambda m: m.group("keep") or "\\" + m.group("char"), printable(text or ""))
-
-
 def inert_markdown(text: str | None, *, one_line: bool = False, headings: bool = False) -> str:
-    """`text` from a corpus or a model as Markdown that adds no structure: `inert_inline`, and a line that would
-    start a heading (`# ...`), a code fence, or a setext underline or rule starts with a backslash. With
-    `one_line`, whitespace is collapsed first (a title, a query, a quoted sentence); with `headings`, ATX heading
-    lines stay (a writer's draft, asked for `###` sections). Applying it twice changes nothing.
+    """`text` from a corpus or a model as Markdown that shows it as written and adds no structure: control
+    characters and terminal escapes removed (`printable`), no link, image, autolink or HTML tag left live (see
+    above), and a line that would start a heading (`# ...`), a code fence, or a setext underline or rule starts
+    with a backslash. With `one_line`, whitespace is collapsed first (a title, a query, a quoted sentence); with
+    `headings`, ATX heading lines stay (a writer's draft, asked for `###` sections). Applying it twice changes
+    nothing.
 
     Example:
         >>> inert_markdown("# Heading\\n![img](http://e.x/p.png) text")
         '\\\\# Heading\\n!\\\\[img\\\\](http://e.x/p.png) text'
     """
-    text = inert_inline(collapse_whitespace(text) if one_line else text)
+    text = printable(collapse_whitespace(text) if one_line else (text or ""))
+    text = _INLINE_UNSAFE.sub(lambda m: m.group("keep") or "\\" + m.group("char"), text)
     return "\n".join(
         line if headings and _HEADING_START.match(line) else _BLOCK_START.sub(r"\1\\\2", line)
         for line in text.split("\n")
@@ -105,18 +97,6 @@ def strip_markup(text: str | None, *, tags: bool = True) -> str:
     """
     text = _SCRIPT.sub("", printable(text or ""))
     return _TAG.sub("", text) if tags else text
-
-
-__all__ = [
-    "collapse_whitespace",
-    "inert_inline",
-    "inert_markdown",
-    "norm_text",
-    "norm_title",
-    "printable",
-    "shorten",
-    "strip_markup",
-]
 
 
 # The words structured abstracts head their parts with ("BACKGROUND", "METHODS AND RESULTS", "Aims:"). A run of

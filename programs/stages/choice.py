@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dspy
@@ -23,6 +24,8 @@ TWINS_KEY = "offline_stages"  # in a saved program's state: the stages its offli
 
 if TYPE_CHECKING:  # the type checker reads the mixin as the dspy.Module it is combined with (its super())
     from dspy import Module as _Program
+
+    from deepresearch.retrievers.types import Retriever
 else:
     _Program = object
 
@@ -30,8 +33,15 @@ else:
 class TwinChoice(_Program):
     """Per-stage choice between a stage's LM module and its offline twin, for a program with a stage table.
 
-    The program provides `stage_table()` (stage name -> attribute), `config`, `retriever` and `is_offline`.
+    The program provides `stage_table()` (stage name -> attribute), `config`, `_retriever` (a `Shared`
+    retriever) and `is_offline`, and `_NOT_SAVED`: the message for a file that is no saved program of its kind.
     """
+
+    _NOT_SAVED = "{path} is not a saved program ({error})"  # `error`: the exception's type and text
+
+    @property
+    def retriever(self) -> Retriever:
+        return self._retriever.obj
 
     def stage_table(self) -> dict[str, str]:
         raise NotImplementedError
@@ -80,6 +90,20 @@ class TwinChoice(_Program):
             self._use_twins(twins)
         return self
 
+    def load(self, path: str | Path, **options: Any) -> Any:
+        """Loads a program saved with `save` into this one and returns it.
+
+        Raises:
+            ValueError: one line naming the file, when it is no saved program of this kind (wrong shape, not JSON).
+        """
+        try:
+            super().load(path, **options)
+        except (KeyError, TypeError, AttributeError, IndexError, UnicodeDecodeError) as err:
+            raise ValueError(self._NOT_SAVED.format(path=path, error=f"{type(err).__name__} {err}")) from None
+        except ValueError as err:  # not JSON, or a state `load_state` refuses
+            raise ValueError(f"{path}: {str(err).splitlines()[0] if str(err) else 'not a saved program'}") from None
+        return self
+
 
 @one_run_per_example()
 def choose_twins(
@@ -108,6 +132,3 @@ def choose_twins(
     if best_score < scores["offline"]:  # never below the floor on the data it was chosen on
         best = program.with_twins([n for n in table if STAGES[n].offline is not None])
     return best, scores
-
-
-__all__ = ["TWINS_KEY", "TwinChoice", "choose_twins"]

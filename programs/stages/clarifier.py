@@ -229,17 +229,3 @@ SPEC = StageSpec(
     unscored="clarifying questions are asked before a run, by the caller",
     max_output_tokens=512,
 )
-
-__all__ = [
-    "MAX_QUESTIONS",
-    "ClarificationsError",
-    "Clarifier",
-    "OfflineClarifier",
-    "check_clarifications",
-    "clean_questions",
-    "is_blank",
-    "plain_brief",
-    "read_clarifications",
-    "research_brief",
-    "split_brief",
-]

@@ -26,5 +26,3 @@ RESEARCH_STAGES = (
 GATHER_STAGES = ("gather_plan", "gather_assess")  # the gathering program's (`STAGES.gather()`)
 RECORDED_STAGES = ("extract", "merge", "enrich", "enrich_write", "write")  # `STAGES.recorded()`: --from-runs
 MAX_QUESTIONS = 3  # clarifying questions asked before research; DeepResearch-Eco asks at most three
-
-__all__ = ["GATHER_STAGES", "MAX_QUESTIONS", "RECORDED_STAGES", "RESEARCH_STAGES"]

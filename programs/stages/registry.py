@@ -33,7 +33,7 @@ from deepresearch.programs.stages import (
     verifier,
     writer,
 )
-from deepresearch.programs.stages.spec import DEFAULT_MAX_OUTPUT_TOKENS, StageKind, StageSpec, Tuning
+from deepresearch.programs.stages.spec import StageSpec
 from deepresearch.programs.taxonomy import builder as taxonomy
 
 
@@ -87,10 +87,6 @@ class Stages:
     def names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self)
 
-    def calls_of(self, name: str) -> tuple[StageSpec, ...]:
-        """The stages accounted apart that stage `name`'s module calls (`gather_assess`: `gather_recheck`)."""
-        return tuple(s for s in self if s.part_of == name)
-
     def research(self, strategy: str | None = None) -> dict[str, str]:
         """Stage name -> attribute of the research program's modules: the shared and output stages, and those
         of `strategy` (None: of every strategy)."""
@@ -142,5 +138,3 @@ def _research_order(spec: StageSpec) -> int:
 
 
 STAGES = Stages()
-
-__all__ = ["DEFAULT_MAX_OUTPUT_TOKENS", "STAGES", "StageKind", "StageSpec", "Stages", "Tuning"]

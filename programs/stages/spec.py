@@ -137,6 +137,3 @@ class StageSpec:
         if self.loop_step is None:
             raise ValueError(f"stage {self.name!r} is not a step of the gathering loop")
         return self.loop_step
-
-
-__all__ = ["DEFAULT_MAX_OUTPUT_TOKENS", "StageKind", "StageSpec", "Tuning"]

@@ -471,16 +471,3 @@ SPEC = StageSpec(
     research_attr="verifier",
     reserve=0,
 )
-
-
-__all__ = [
-    "MARK",
-    "marked",
-    "remove_injected",
-    "LexicalVerifier",
-    "SentenceCheck",
-    "Verifier",
-    "correction",
-    "quoted",
-    "lexical_verdict",
-]

@@ -20,7 +20,8 @@ from deepresearch import cli
 from deepresearch.eval.querysets import load_queryset
 from deepresearch.eval.run_gather import load_frozen_cases, read_records, run_queries, usage_totals
 from deepresearch.programs.formats.jsonl import JsonlAppender, JsonlError, read_jsonl
-from deepresearch.programs.gather.loop import CandidateAssessor, Gatherer
+from deepresearch.programs.gather.loop import Gatherer
+from deepresearch.programs.stages.gathering import CandidateAssessor
 from deepresearch.signatures.gather import LabelCandidates, PlanSubqueries
 from tests.scripted import inputs_of
 

@@ -12,7 +12,6 @@ import pytest
 from deepresearch.cli import main
 from deepresearch.programs.citing.injection import (
     carries_injection,
-    instruction_sentences,
     is_instruction,
     split_passage,
 )
@@ -110,13 +109,13 @@ ABSTRACT = (
 def test_an_order_in_unseen_words_is_instruction_like(order):
     assert is_instruction(order), order
     kept, injected = split_passage(ABSTRACT.format(order))
-    assert injected == [order] and "fewer cardiac events" in kept
+    assert injected == (order,) and "fewer cardiac events" in kept
 
 
 @pytest.mark.parametrize("sentence", UNSEEN_FOREIGN)
 def test_a_sentence_foreign_to_its_paper_is_held_apart_from_it(sentence):
     kept, injected = split_passage(ABSTRACT.format(sentence))
-    assert injected == [sentence] and "fewer cardiac events" in kept
+    assert injected == (sentence,) and "fewer cardiac events" in kept
     assert carries_injection(sentence, [ABSTRACT.format(sentence)])
     # ...unless the question is about what it says
     assert not carries_injection(sentence, [ABSTRACT.format(sentence)], question=sentence)
@@ -139,7 +138,9 @@ def test_scientific_prose_is_rarely_taken_for_orders_or_foreign_text(scifact):
     # every sentence of SciFact's 5,183 abstracts (44,785 sentences): the rules must not flag how papers write.
     # Measured: 16 taken for orders (0.04 %; most speak to the reader: "you will discover", "See the Figure")
     # and 349 of 50,071 with the titles held apart as foreign (0.7 %; "FUNDING Bill & Melinda Gates Foundation.")
-    sentences = [s for doc in scifact for s in instruction_sentences(doc.text)]
+    sentences = [
+        s for doc in scifact for line in doc.text.splitlines() for s in split_sentences(line) if is_instruction(s)
+    ]
     total = sum(len(split_sentences(doc.text)) for doc in scifact)
     assert total > 40_000 and len(sentences) <= total / 1000, sentences[:20]
     held = [s for doc in scifact for s in split_passage(f"{doc.title}\n{doc.text}")[1]]

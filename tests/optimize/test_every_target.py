@@ -17,8 +17,9 @@ from deepresearch.optimize.compile import OPTIMIZERS
 from deepresearch.optimize.pools import POOL_STAGES
 from deepresearch.programs.config import preset
 from deepresearch.programs.gather.loop import GATHER_STAGES, GatherConfig, Gatherer
-from deepresearch.programs.research.program import OUTPUT_STAGES, STRATEGIES, DeepResearch
+from deepresearch.programs.research.program import STRATEGIES, DeepResearch
 from deepresearch.programs.research.strategy import SHARED_STAGES
+from deepresearch.programs.stages.registry import STAGES
 from deepresearch.programs.taxonomy.builder import TaxonomyBuilder
 from tests.integration.openai_server import LocalOpenAIServer
 from tests.research_lm import research_handler
@@ -31,7 +32,7 @@ SHAPE = ["--depth", "1", "--breadth", "1", "--hits", "3"]
 def _research_combinations():
     seen = set()
     for strategy, name in PRESET_OF.items():
-        table = {**SHARED_STAGES, **OUTPUT_STAGES, **STRATEGIES[strategy].stages}
+        table = {**SHARED_STAGES, **STAGES.outputs(), **STRATEGIES[strategy].stages}
         for stage in ("all", *table):
             if stage in UNSCORED_STAGES or stage in seen:
                 continue

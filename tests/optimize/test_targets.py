@@ -11,7 +11,7 @@ from deepresearch.eval.taxobench import load_taxobench
 from deepresearch.optimize.compile import compile_program
 from deepresearch.optimize.metrics import metric_spec
 from deepresearch.optimize.trainsets import from_frozen_cases
-from deepresearch.programs.gather.loop import CandidateAssessor
+from deepresearch.programs.stages.gathering import CandidateAssessor
 from deepresearch.signatures.gather import LabelCandidates
 from tests.scripted import inputs_of, routed_handler, scripted_lm, shown_candidates
 

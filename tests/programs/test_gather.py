@@ -13,9 +13,9 @@ import pytest
 
 from deepresearch.programs.gather.artifacts import GatherResult
 from deepresearch.programs.gather.baselines import DirectQuery
-from deepresearch.programs.gather.loop import CandidateAssessor, GatherConfig, Gatherer
+from deepresearch.programs.gather.loop import GatherConfig, Gatherer
 from deepresearch.programs.lm.models import SchemaAdapter
-from deepresearch.programs.stages.gathering import OfflineCandidateAssessor
+from deepresearch.programs.stages.gathering import CandidateAssessor, OfflineCandidateAssessor
 from deepresearch.retrievers import BM25Retriever, Corpus, Doc
 from deepresearch.retrievers.types import Hit
 from deepresearch.signatures.gather import (

@@ -8,6 +8,7 @@ second look says relevant only when that sentence is in the text it was shown.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 
@@ -268,15 +269,10 @@ def test_the_gather_eval_runner_reads_full_text_in_the_loop(server, tmp_path):
     lm = scripted_lm(
         routed_handler({PlanSubqueries: planner(ONE_SEARCH), LabelCandidates: assess, RecheckCandidate: Recheck()})
     )
-    program = build_program(
-        "loop",
-        BM25Retriever(corpus(f"{server.url}/paper.pdf")),
-        lm,
-        2,
-        0,
-        full_text=True,
-        full_text_cache=str(tmp_path / "ft"),
+    options = argparse.Namespace(
+        method="loop", iterations=2, ranking_depth=0, full_text=True, full_text_cache=str(tmp_path / "ft"), program=None
     )
+    program = build_program(options, BM25Retriever(corpus(f"{server.url}/paper.pdf")), lm)
     with dspy.context(lm=lm):
         result = asyncio.run(program.acall(question=QUESTION)).result
     assert [x.doc_id for x in result.selected] == ["p1"] and result.second_looks()["browsed"] == 1

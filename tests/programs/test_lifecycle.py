@@ -11,10 +11,10 @@ import pytest
 from deepresearch.programs.artifacts import (
     FINAL_STATUSES,
     NODE_STATUSES,
-    RUN_STATUSES,
     NodeStatus,
     Report,
     RunStats,
+    RunStatus,
 )
 from deepresearch.programs.citing.citations import CitationRegistry
 from deepresearch.programs.config import ResearchConfig, preset
@@ -33,7 +33,7 @@ from tests.scripted import scripted_lm
 def test_statuses_and_event_kinds_are_closed_vocabularies():
     assert NODE_STATUSES == ("pending", "running", "done", "failed", "skipped", "pruned", "cancelled")
     assert set(FINAL_STATUSES) == set(NODE_STATUSES) - {"pending", "running"}
-    assert RUN_STATUSES == ("done", "failed", "partial", "interrupted") and get_args(NodeStatus) == NODE_STATUSES
+    assert get_args(RunStatus) == ("done", "failed", "partial", "interrupted") and get_args(NodeStatus) == NODE_STATUSES
     assert set(EVENT_KINDS) == {
         "run_start",
         "node_planned",

@@ -8,7 +8,8 @@ import dspy
 import pytest
 
 from deepresearch.programs.config import ResearchConfig, preset
-from deepresearch.programs.research.program import DeepResearch, tree_size
+from deepresearch.programs.research.eco import tree_size
+from deepresearch.programs.research.program import DeepResearch
 from deepresearch.signatures import ExtractLearnings, PlanQueries
 from tests.research_lm import CITATION_NUMBER, INVENTED_ID, _extract, research_handler
 from tests.scripted import ScriptedEngine, inputs_of, scripted_lm
@@ -41,7 +42,7 @@ def expected_searches(depth: int, breadth: int) -> int:
 @pytest.mark.parametrize("depth,breadth,searches", [(1, 1, 1), (1, 4, 4), (4, 1, 4), (4, 4, 28)])
 def test_search_count_follows_the_halving_rule(scifact_bm25, depth, breadth, searches):
     assert expected_searches(depth, breadth) == searches
-    assert tree_size(ResearchConfig(depth=depth, breadth=breadth))[0] == searches
+    assert tree_size(ResearchConfig(depth=depth, breadth=breadth)) == searches
     retriever = CountingRetriever(scifact_bm25)
     lm = scripted_lm(research_handler())
     with dspy.context(lm=lm):

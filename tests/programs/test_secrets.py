@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from deepresearch.programs.lm import secrets
 from deepresearch.programs.lm.secrets import REDACTED, RedactingFilter, env_secrets, redact, redact_url
 
 OPENAI = "sk-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7cDe0fGh3iJk6l"
@@ -164,10 +165,12 @@ class Collect(logging.Handler):
 
 
 @pytest.fixture
-def collected():
+def collected(monkeypatch):
+    monkeypatch.setattr(secrets, "_REGISTERED", set())  # the secret registered here redacts no other test's text
+    secrets.register_secret("explicit-secret-1")
     logger = logging.getLogger("tests.secrets")
     handler = Collect()
-    handler.addFilter(RedactingFilter(secrets=["explicit-secret-1"]))
+    handler.addFilter(RedactingFilter())
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     yield logger, handler

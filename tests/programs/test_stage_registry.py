@@ -34,7 +34,7 @@ def test_every_research_stage_sits_at_its_attribute_with_its_module(retriever, s
         assert type(module) is (spec.offline if offline else spec.module), (stage, type(module))
         assert module.is_offline == offline, stage
         # the LM module calls exactly the registered signatures; its twin holds the same predictors
-        calls = (*spec.signatures, *(x for c in STAGES.calls_of(stage) for x in c.signatures))
+        calls = (*spec.signatures, *(x for c in STAGES if c.part_of == stage for x in c.signatures))
         assert _signatures(module) == {s.instructions for s in calls}, stage
 
 
@@ -43,7 +43,7 @@ def test_gatherer_stages_sit_at_their_attributes(retriever):
     for stage, attr in STAGES.gather().items():
         spec = STAGES[stage]
         assert type(getattr(program, attr)) is spec.module
-        calls = (*spec.signatures, *(x for c in STAGES.calls_of(stage) for x in c.signatures))
+        calls = (*spec.signatures, *(x for c in STAGES if c.part_of == stage for x in c.signatures))
         assert _signatures(getattr(program, attr)) == {s.instructions for s in calls}, stage
 
 

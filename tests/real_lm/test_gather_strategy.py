@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import get_args
 
 import pytest
 
@@ -16,7 +17,7 @@ from deepresearch import cli
 from deepresearch.eval.gather import metrics_from_trace
 from deepresearch.eval.querysets import load_beir_queryset
 from deepresearch.programs.config import PRESETS, GatherLoopConfig
-from deepresearch.programs.gather.artifacts import STOP_REASONS, GatherResult
+from deepresearch.programs.gather.artifacts import GatherResult, StopReason
 from tests.real_lm.test_pipelines import CAP, check_run, lm_args, nodes_of
 
 SMALL_LOOP = GatherLoopConfig(iterations=1, max_actions=2, max_k=3, second_look=False, preview_chars=400)
@@ -60,7 +61,7 @@ def test_gather_preset_completes_and_its_trace_scores(llama_server, scifact, dat
     trace = check_run(out, scifact)
     assert trace["stats"]["strategy"] == "gather" and trace["stats"]["lm_calls"] <= MAX_CALLS
     result = GatherResult.from_dict(trace["gathered"])
-    assert result.stop_reason in STOP_REASONS and len(result.rounds) <= 1
+    assert result.stop_reason in get_args(StopReason) and len(result.rounds) <= 1
     assert trace["usage"]["gather_plan"]["calls"] + trace["usage"]["gather_plan"]["failed"] >= 1
     searches = [s for r in result.rounds for s in r.searches]
     assert all(s.k <= 3 and len(s.candidates) <= 3 for s in searches)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import get_args
 
 import dspy
 
 from deepresearch.eval.gather import summarize
 from deepresearch.eval.querysets import load_beir_queryset
 from deepresearch.eval.run_gather import run_queries, trace_for
-from deepresearch.programs.gather.artifacts import STOP_REASONS
+from deepresearch.programs.gather.artifacts import StopReason
 from deepresearch.programs.gather.loop import GatherConfig, Gatherer
 from deepresearch.programs.lm.models import SchemaAdapter, make_lm
 from deepresearch.programs.lm.usage import output_limits
@@ -57,7 +58,7 @@ def test_the_real_model_and_the_offline_floor_are_scored_alike_on_the_same_claim
     for name, records in (("offline", floor), ("smollm2", real)):
         # a query that raised is a bug of ours, not the model's: the loop records the model's failures itself
         assert [r["status"] for r in records] == ["done"] * CLAIMS, [r.get("error") for r in records]
-        assert all(r["result"]["stop_reason"] in STOP_REASONS for r in records)
+        assert all(r["result"]["stop_reason"] in get_args(StopReason) for r in records)
         summary = summarize([trace_for(r) for r in records], SMALL_LOOP.iterations, bootstrap=0)
         assert summary["evaluated"] + summary["failed"] == CLAIMS
         calls = sum(s.get("calls", 0) + s.get("failed", 0) for r in records for s in r["result"]["usage"].values())
