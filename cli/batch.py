@@ -346,6 +346,3 @@ def main(args: argparse.Namespace) -> int:
     if stopped:
         return SIGNALS[signal.Signals[stopped]]
     return EXIT_FAILED if failed else 0
-
-
-__all__ = ["add_arguments", "check_run_options", "main", "read_questions", "run_batch", "run_question"]

@@ -161,13 +161,3 @@ def add_retriever_arguments(
     )
     add_bm25_arguments(group)
     return group
-
-
-__all__ = [
-    "CORPUS_HELP",
-    "add_bm25_arguments",
-    "add_corpus_arguments",
-    "add_retriever_arguments",
-    "parse_fields",
-    "source_name",
-]

@@ -17,14 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from deepresearch.eval.run_taxonomy import (  # lazy: start-up
-        judge_all,
-        print_report,
-        resolve_data,
-        score_all,
-        similarity,
-        write_results,
-    )
+    from deepresearch.eval.judges import judge_lm  # lazy: start-up
+    from deepresearch.eval.run_taxonomy import finish, resolve_data  # lazy: start-up
     from deepresearch.eval.taxobench import load_predictions, load_taxobench  # lazy: start-up
     from deepresearch.programs import environment  # lazy: start-up
 
@@ -33,11 +27,5 @@ def main(args: argparse.Namespace) -> int:
     unknown = sorted(set(predictions) - {s.survey_id for s in surveys})
     if unknown:
         raise ValueError(f"predictions for surveys not in the data: {unknown[:10]}; check --data")
-    scores = score_all(surveys, predictions, profile=args.profile, sim=similarity(args.sim))
     out = Path(args.out or Path(args.predictions).with_suffix("").as_posix() + "-scores")
-    judgements = (
-        judge_all(surveys, predictions, args.judge_lm, cache_dir=out / "judge_cache") if args.judge_lm else None
-    )
-    summary = write_results(out, scores, judgements=judgements, profile=args.profile)
-    print_report(scores, summary, out)
-    return 0
+    return finish(args, surveys, predictions, out, judge_lm(args.judge_lm) if args.judge_lm else None)

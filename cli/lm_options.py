@@ -76,6 +76,3 @@ def add_lm_arguments(parser: argparse.ArgumentParser, *, default_offline: bool =
         "--no-preflight", action="store_true", help="skip the one-request check of the LM before the corpus is loaded"
     )
     return group
-
-
-__all__ = ["add_lm_arguments"]

@@ -51,6 +51,3 @@ def main(args: argparse.Namespace) -> int:
         )
     server.run("stdio")  # until the client closes stdin
     return 0
-
-
-__all__ = ["DEFAULT_OUT", "add_arguments", "main"]

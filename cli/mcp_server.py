@@ -48,6 +48,9 @@ logger = logging.getLogger(__name__)
 SNIPPET_CHARS = 300  # of a hit's text in `search`'s answer
 # what a tool raises for bad input, answered as a tool error with its first line (as the CLI prints it)
 EXPECTED_ERRORS = (ValueError, OSError, LMPreflightError, MissingExtra)
+CorpusName = Annotated[
+    str, Field(description="a dataset name (scifact), a .jsonl file, a BEIR folder or a folder of PDFs")
+]
 INSTRUCTIONS = (
     "Research questions over a corpus of scientific papers (default: the SciFact abstracts). `search` finds "
     "papers for a query; `research` plans queries, reads what they find and writes a cited report into a run "
@@ -295,9 +298,7 @@ def build_server(tools: ResearchTools) -> MCPServer:
     async def search(
         query: Annotated[str, Field(description="what to search for, in words")],
         k: Annotated[int, Field(description="how many papers to return")] = 10,
-        corpus: Annotated[
-            str, Field(description="a dataset name (scifact), a .jsonl file, a BEIR folder or a folder of PDFs")
-        ] = DEFAULT_CORPUS,
+        corpus: CorpusName = DEFAULT_CORPUS,
     ) -> SearchResult:
         """Search a corpus of papers with BM25; the best hits with their ids, titles, scores and the start of
         their text."""
@@ -314,9 +315,7 @@ def build_server(tools: ResearchTools) -> MCPServer:
             str | None,
             Field(description="quick, standard (the default), deep, eco, hero, parallel or gather"),
         ] = None,
-        corpus: Annotated[
-            str, Field(description="a dataset name (scifact), a .jsonl file, a BEIR folder or a folder of PDFs")
-        ] = DEFAULT_CORPUS,
+        corpus: CorpusName = DEFAULT_CORPUS,
         verify: Annotated[
             str | None,
             Field(description="check each claim against its sources: rewrite (default), remove, mark or off"),
@@ -346,6 +345,3 @@ def build_server(tools: ResearchTools) -> MCPServer:
         return await in_thread(functools.partial(tools.read_run, path))
 
     return server
-
-
-__all__ = ["ReferenceEntry", "ResearchTools", "RunResult", "SearchHit", "SearchResult", "build_server", "read_run"]

@@ -144,6 +144,3 @@ def main(args: argparse.Namespace) -> int:
     from deepresearch.cli.optimize_run import run  # lazy: start-up
 
     return run(args)
-
-
-__all__ = ["PROGRAMS", "add_arguments", "main"]

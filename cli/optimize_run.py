@@ -20,6 +20,7 @@ from dspy.utils.callback import BaseCallback
 from dspy.utils.exceptions import LMError
 
 from deepresearch.eval.querysets import find_queryset
+from deepresearch.eval.run_report import corpus_text
 from deepresearch.optimize.compile import TEACHABLE, LMCallBudgetSpent, NoModelAnswer, compile_program
 from deepresearch.optimize.metrics import (
     METRICS,
@@ -106,14 +107,6 @@ def _split(args, examples, dev_loader):
     return split_dev(examples, seed=args.seed)
 
 
-def _text_of(corpus):
-    def text_of(doc_id: str) -> str | None:
-        doc = corpus.get(doc_id) if corpus is not None else None
-        return doc.text if doc is not None else None
-
-    return text_of
-
-
 def _research(args: argparse.Namespace, kind: str):
     overrides = {
         k: v
@@ -157,12 +150,12 @@ def _research(args: argparse.Namespace, kind: str):
         ]
         target = research_target(full, args.stage, kind)
         examples = with_gold_labels(examples, target.program)  # the optimizers may show them as demos
-        return target, *split_dev(examples, seed=args.seed), _text_of(corpus)
+        return target, *split_dev(examples, seed=args.seed), corpus_text(corpus)
     target = research_target(full, args.stage, kind)
     trainset, devset = _split(args, load(args.data, args.split), load)
     if kind == STAGES.plan.tuning_target:  # the offline planner's plans, shown as demonstrations
         trainset = asyncio.run(with_reference_plans(trainset, target.program))
-    return target, trainset, devset, _text_of(corpus)
+    return target, trainset, devset, corpus_text(corpus)
 
 
 def _gather(args: argparse.Namespace, kind: str):
@@ -200,6 +193,9 @@ def _taxonomy(args: argparse.Namespace, kind: str):
     )
 
 
+TARGETS = {"research": _research, "gather": _gather, "taxonomy": _taxonomy}  # --program -> its target and data
+
+
 def dev_setup(args: argparse.Namespace, session, *, kind: str, metric_target: str):
     """The program being tuned, its metric and an LM call counter, built from the options as `main` builds them:
     what a worker of --ray needs to score dev examples (optimize/remote.py)."""
@@ -208,9 +204,7 @@ def dev_setup(args: argparse.Namespace, session, *, kind: str, metric_target: st
     counter.attach(session.lm, "task")
     counter.attach(support.lm, "judge")
     with session.context():
-        target, _, _, text_of = {"research": _research, "gather": _gather, "taxonomy": _taxonomy}[args.program](
-            args, kind
-        )
+        target, _, _, text_of = TARGETS[args.program](args, kind)
     return target.program, metric_spec(metric_target, args.metric, Judging(support=support, text_of=text_of)), counter
 
 
@@ -422,9 +416,7 @@ def _tune(args: argparse.Namespace, work: RunFolder, made: list[Path], kind: str
     quiet = getattr(args, "quiet", False)  # -q: no evaluation bar and no progress lines
     meter = UsageMeter()  # every request of the run: recorded candidates, the optimizer, both evaluations
     with session.context(), metered(meter):
-        target, trainset, devset, text_of = {"research": _research, "gather": _gather, "taxonomy": _taxonomy}[
-            args.program
-        ](args, kind)
+        target, trainset, devset, text_of = TARGETS[args.program](args, kind)
         spec = metric_spec(metric_target, args.metric, Judging(support=support, text_of=text_of))
         left = None if args.max_lm_calls is None else max(0, args.max_lm_calls - meter.total_calls)
         if work.resumed:

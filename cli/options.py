@@ -45,7 +45,7 @@ class _Deprecated:
         super().__call__(parser, namespace, values, option_string)  # type: ignore[misc]
 
 
-def deprecated(container, old: str, new: str, **kwargs: Any) -> argparse.Action:
+def deprecated(container, old: str, new: str, **kwargs: Any) -> None:
     """Adds `old` as a hidden alias of the option `new` that warns once when used.
 
     Args:
@@ -54,9 +54,6 @@ def deprecated(container, old: str, new: str, **kwargs: Any) -> argparse.Action:
         new: The spelling to use instead, as the warning names it (e.g. "--overwrite", "-q").
         **kwargs: `add_argument` keywords for an alias with no option of its own to copy (`--no-progress`
             sets `quiet`, the dispatcher's -q); without them the alias copies `new`'s action.
-
-    Returns:
-        The alias's action.
     """
     if kwargs:
         action = container.add_argument(old, help=argparse.SUPPRESS, **kwargs)
@@ -67,7 +64,6 @@ def deprecated(container, old: str, new: str, **kwargs: Any) -> argparse.Action:
         container._add_action(action)
     action.__class__ = type(f"Deprecated{type(action).__name__}", (_Deprecated, type(action)), {})
     action.replacement = new
-    return action
 
 
 def add_data_arguments(
@@ -236,26 +232,3 @@ def check_numbers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         problem = bound.problem(getattr(args, action.dest, None)) if bound is not None else None
         if problem is not None:
             raise ValueError(f"{typed.get(action.dest, action.option_strings[0])} {problem}")
-
-
-def add_quiet_alias(parser) -> None:
-    """--no-progress, the old spelling of the dispatcher's -q (which every command honours)."""
-    deprecated(parser, "--no-progress", "-q", dest="quiet", action="store_true")
-
-
-__all__ = [
-    "BOUNDS",
-    "FREE_NUMBERS",
-    "VOCABULARY",
-    "Bound",
-    "add_data_arguments",
-    "add_judge_arguments",
-    "add_output_arguments",
-    "add_overwrite_argument",
-    "add_quiet_alias",
-    "add_tree_arguments",
-    "add_workers_arguments",
-    "bound_numbers",
-    "check_numbers",
-    "deprecated",
-]

@@ -49,6 +49,3 @@ def markdown(level: int = 3) -> str:
 def render(page: str) -> str:
     """`page` with its MARKER replaced by the reference (unchanged when it has none)."""
     return page.replace(MARKER, markdown()) if MARKER in page else page
-
-
-__all__ = ["MARKER", "markdown", "render"]

@@ -129,12 +129,10 @@ def answer_markdown(report) -> str:
 def source_failures(retrieval) -> dict:
     """`source_failures` for the trace: each search a search engine failed (or skipped after failing) while the
     run went on with the other sources; nothing for a retriever without engines."""
-    failures = getattr(retrieval.retriever, "failures", None)
-    return {} if failures is None else {"source_failures": [redact_record(f) for f in list(failures)]}
-
-
-def redact_record(record: dict) -> dict:
-    return {k: redact(v) if isinstance(v, str) else v for k, v in record.items()}
+    found = getattr(retrieval.retriever, "failures", None)
+    if found is None:
+        return {}
+    return {"source_failures": [{k: redact(v) if isinstance(v, str) else v for k, v in f.items()} for f in list(found)]}
 
 
 def source_failure_lines(retrieval) -> list[str]:

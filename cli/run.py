@@ -18,9 +18,9 @@ from deepresearch.cli.lm_options import add_lm_arguments
 from deepresearch.cli.options import (
     add_output_arguments,
     add_overwrite_argument,
-    add_quiet_alias,
     add_tree_arguments,
     add_workers_arguments,
+    deprecated,
 )
 from deepresearch.programs.config import VERIFY_POLICIES
 from deepresearch.programs.runtime.files import RUN_FILES, STAGE_LOG
@@ -128,7 +128,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="continue the run of this question in --out: nodes its journal.jsonl holds are "
         "restored, not researched again (no LM call, no search)",
     )
-    add_quiet_alias(output)
+    deprecated(output, "--no-progress", "-q", dest="quiet", action="store_true")  # the dispatcher's -q
     output.add_argument(
         "--stage-log",
         action=argparse.BooleanOptionalAction,

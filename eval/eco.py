@@ -227,26 +227,3 @@ def eco_scores(markdown: str, vocab: Mapping[str, tuple[str, ...]] | None = None
         "taxonomic": taxonomic_score(c["binomials"]),
     }
     return EcoScores(**parts, overall=overall_quality(parts), counts=c)
-
-
-__all__ = [
-    "OVERALL_WEIGHTS",
-    "EcoScores",
-    "binomials",
-    "breadth_score",
-    "capped",
-    "count_signals",
-    "density_score",
-    "depth_score",
-    "distinct",
-    "eco_scores",
-    "ecological_score",
-    "formal_citations",
-    "innovation_score",
-    "load_vocab",
-    "occurrences",
-    "overall_quality",
-    "rigor_score",
-    "taxonomic_score",
-    "temporal_precision",
-]

@@ -14,6 +14,3 @@ def harmonic_mean(a: float, b: float) -> float:
         0.6666666666666666
     """
     return 2 * a * b / (a + b) if a + b > 0 else 0.0
-
-
-__all__ = ["harmonic_mean"]

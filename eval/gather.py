@@ -341,21 +341,6 @@ def bootstrap_ci(
     }
 
 
-def trace_query(trace: Mapping[str, Any], relevant_ids: Iterable[str], query_id: str | None = None) -> QueryTrace:
-    """The `QueryTrace` of a research run of the `gather` strategy, from its trace.json (or `Report.to_dict()`).
-
-    Raises:
-        ValueError: when the trace holds no gathering result (the run used another strategy).
-    """
-    if not trace.get("gathered"):
-        raise ValueError(
-            "the trace has no gathering result (`gathered`); it comes from runs of the gather "
-            "strategy: deepresearch run ... --preset gather"
-        )
-    result = GatherResult.from_dict(trace["gathered"])
-    return QueryTrace.from_result(query_id or result.question, relevant_ids, result)
-
-
 def metrics_from_trace(
     trace: Mapping[str, Any],
     relevant_ids: Iterable[str],
@@ -378,8 +363,17 @@ def metrics_from_trace(
 
     Returns:
         `summarize`'s dict for this one query.
+
+    Raises:
+        ValueError: when the trace holds no gathering result (the run used another strategy).
     """
-    query = trace_query(trace, relevant_ids)
+    if not trace.get("gathered"):
+        raise ValueError(
+            "the trace has no gathering result (`gathered`); it comes from runs of the gather "
+            "strategy: deepresearch run ... --preset gather"
+        )
+    result = GatherResult.from_dict(trace["gathered"])
+    query = QueryTrace.from_result(result.question, relevant_ids, result)
     if iterations is None:
         iterations = (trace.get("config") or {}).get("gather", {}).get("iterations") or max(len(query.retrieved), 1)
     return summarize([query], iterations, failed=failed, bootstrap=bootstrap, **options)

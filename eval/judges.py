@@ -285,22 +285,6 @@ class CitationSupportJudge(_Judge):
         return dspy.Prediction(grades=grades, precision=citation_precision(grades))
 
 
-__all__ = [
-    "CRITERIA",
-    "CitationSupportJudge",
-    "CriteriaJudge",
-    "GradeCitationSupport",
-    "JudgeCache",
-    "JudgeKeyPoint",
-    "KeyPointJudge",
-    "RateReport",
-    "cached_call",
-    "judge_lm",
-    "key_point_contradiction",
-    "key_point_recall",
-]
-
-
 class DimensionScore(BaseModel):
     """The verdict on one dimension: the reasoning first, then the score it leads to."""
 

@@ -173,6 +173,3 @@ def protocols_of(metrics: Iterable[str]) -> dict[str, dict[str, str]]:
 def protocol_lines(metrics: Iterable[str]) -> list[str]:
     """One line per metric: `metric: status (code): note`."""
     return [f"{m}: {p['status']} ({p['code']}): {p['note']}" for m, p in protocols_of(metrics).items()]
-
-
-__all__ = ["MetricProtocol", "REPORT_METRICS", "TAXONOMY_METRICS", "protocol_for", "protocol_lines", "protocols_of"]

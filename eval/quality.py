@@ -201,6 +201,3 @@ def score_claims(
 def learning_claims(learnings: Sequence) -> list[Sentence]:
     """Learnings as claims: each learning's text with its source ids as citations."""
     return [Sentence(text=x.text, citations=tuple(dict.fromkeys(s.lower() for s in x.source_ids))) for x in learnings]
-
-
-__all__ = ["COMPOSITE_WEIGHTS", "Quality", "Support", "learning_claims", "score_claims"]

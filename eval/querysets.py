@@ -9,7 +9,6 @@ ground truth from `qrels/<split>.tsv` (score >= `min_relevance`). Splits never m
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,11 +37,6 @@ class GatherQuery:
     split: str = ""
 
 
-def split_of(query_id: str) -> str:
-    """ScholarGym's split from its id: `..._dev_N` is dev; everything else is test data."""
-    return "dev" if "_dev_" in query_id else "test"
-
-
 def parse_scholargym(record: dict, where: str) -> GatherQuery:
     """One benchmark line in either shape."""
     try:
@@ -61,28 +55,13 @@ def parse_scholargym(record: dict, where: str) -> GatherQuery:
             gt_ids=gt,
             date_constraint=date or None,
             source=str(record.get("source", "")),
-            split=str(record.get("split") or split_of(query_id)),
+            split=str(record.get("split") or ("dev" if "_dev_" in query_id else "test")),  # `..._dev_N` is dev
         )
     except (KeyError, TypeError) as err:
         raise QuerySetError(
             f"{where}: expected qid/query/cited_paper/gt_label or query_id/query/gt_arxiv_ids "
             f"(missing {err}); fix or remove the line"
         ) from err
-
-
-def read_scholargym(path: str | Path) -> list[GatherQuery]:
-    """Every query of a local ScholarGym JSONL file (the benchmark, or a subset such as test_fast.jsonl)."""
-    path = Path(path)
-    queries = []
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if line.strip():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise QuerySetError(f"{path}:{n}: line is not valid JSON ({err.msg}); fix or remove it") from err
-                queries.append(parse_scholargym(record, f"{path}:{n}"))
-    return queries
 
 
 def load_scholargym(source: str | Path, split: str = "all") -> list[GatherQuery]:
@@ -94,8 +73,19 @@ def load_scholargym(source: str | Path, split: str = "all") -> list[GatherQuery]
     """
     if split not in SCHOLARGYM_SPLITS:
         raise QuerySetError(f"unknown ScholarGym split {split!r}; choose one of: {', '.join(SCHOLARGYM_SPLITS)}")
-    if Path(source).expanduser().exists():
-        queries = read_scholargym(Path(source).expanduser())
+    if Path(source).expanduser().exists():  # a local file: the benchmark, or a subset such as test_fast.jsonl
+        path = Path(source).expanduser()
+        queries = []
+        with path.open(encoding="utf-8") as f:
+            for n, line in enumerate(f, start=1):
+                if line.strip():
+                    try:
+                        record = json.loads(line)
+                    except json.JSONDecodeError as err:
+                        raise QuerySetError(
+                            f"{path}:{n}: line is not valid JSON ({err.msg}); fix or remove it"
+                        ) from err
+                    queries.append(parse_scholargym(record, f"{path}:{n}"))
     elif str(source) == HF_DATASET:
         queries = _from_hub(str(source))
     else:
@@ -174,13 +164,3 @@ def load_queryset(
     if kind == "beir":
         return load_beir_queryset(found, split or "test", min_relevance)
     return load_scholargym(found, split or "all")
-
-
-def check_disjoint(queries: Iterable[GatherQuery], other_ids: Iterable[str]) -> None:
-    """Raises QuerySetError when a query id appears in both sets (a tuning set leaking into a test set)."""
-    overlap = {q.query_id for q in queries} & set(other_ids)
-    if overlap:
-        raise QuerySetError(
-            f"{len(overlap)} queries are in both splits (e.g. {sorted(overlap)[0]!r}); "
-            f"tune and report on disjoint splits"
-        )

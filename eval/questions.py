@@ -202,14 +202,3 @@ def load_questions(spec: str, data_dir: str | Path | None = None, limit: int | N
             f"unknown question set {spec!r}; pass a file or one of: {', '.join(LOCAL_FILES)}, hf:owner/name"
         )
     return questions[:limit] if limit else questions
-
-
-__all__ = [
-    "Question",
-    "QuestionsError",
-    "load_eco_questions",
-    "load_hf_questions",
-    "load_question_file",
-    "load_questions",
-    "question_from_record",
-]

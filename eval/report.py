@@ -58,19 +58,11 @@ def unique_urls(text: str) -> list[str]:
     return list(dict.fromkeys(URL.findall(text)))
 
 
-def reference_section(markdown: str) -> str:
-    """The text after the last `## References` or `## Sources` heading, or '' when there is none."""
-    headings = list(REFERENCE_HEADING.finditer(markdown))
-    return markdown[headings[-1].end() :] if headings else ""
-
-
 def referenced_doc_ids(markdown: str) -> list[str]:
     """Corpus document ids of reference entries that have no URL, in list order."""
-    return list(dict.fromkeys(m.group(1).rstrip(".") for m in DOC_REFERENCE.finditer(reference_section(markdown))))
-
-
-def word_count(text: str) -> int:
-    return len(text.split())
+    headings = list(REFERENCE_HEADING.finditer(markdown))  # the list: after the last References or Sources heading
+    section = markdown[headings[-1].end() :] if headings else ""
+    return list(dict.fromkeys(m.group(1).rstrip(".") for m in DOC_REFERENCE.finditer(section)))
 
 
 def source_stats(markdown: str) -> SourceStats:
@@ -81,7 +73,7 @@ def source_stats(markdown: str) -> SourceStats:
         1
     """
     sources = set(unique_urls(markdown)) | {f"doc:{d}" for d in referenced_doc_ids(markdown)}
-    return SourceStats(n_sources=len(sources), words=word_count(markdown))
+    return SourceStats(n_sources=len(sources), words=len(markdown.split()))
 
 
 def parse_report_name(path: str | Path) -> ReportName:
@@ -100,15 +92,3 @@ def parse_report_name(path: str | Path) -> ReportName:
     return ReportName(
         index=int(m["index"]), model=m["model"], engine=m["engine"], depth=int(m["depth"]), breadth=int(m["breadth"])
     )
-
-
-__all__ = [
-    "ReportName",
-    "SourceStats",
-    "parse_report_name",
-    "reference_section",
-    "referenced_doc_ids",
-    "source_stats",
-    "unique_urls",
-    "word_count",
-]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import sys
@@ -30,15 +31,22 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from deepresearch.eval.gather import QueryTrace, gt_ranks
-from deepresearch.eval.querysets import GatherQuery
-from deepresearch.programs.formats.jsonl import read_jsonl
+import dspy
+from tqdm import tqdm
+
+from deepresearch.eval.gather import QueryTrace, gt_ranks, summarize
+from deepresearch.eval.querysets import GatherQuery, find_queryset, load_queryset
+from deepresearch.programs.formats.jsonl import JsonlAppender, read_jsonl
 from deepresearch.programs.gather.artifacts import GatherResult
 from deepresearch.programs.gather.baselines import DirectQuery
 from deepresearch.programs.gather.loop import GatherConfig, Gatherer
+from deepresearch.programs.lm.models import server_of
+from deepresearch.programs.lm.replies import LMReplies
+from deepresearch.programs.lm.secrets import redact_url
 from deepresearch.programs.lm.session import open_lm
-from deepresearch.programs.retrieval import open_from_args
-from deepresearch.programs.runtime.executor import JobFailed, working_in
+from deepresearch.programs.retrieval import data_dir, describe, open_from_args
+from deepresearch.programs.runtime.executor import JobFailed, check_ray_address, open_executor, working_in
+from deepresearch.programs.runtime.outputs import atomic_write_text
 from deepresearch.retrievers.fulltext import FullTextCache, FullTextRetriever
 from deepresearch.retrievers.types import Hit
 
@@ -55,22 +63,34 @@ SETTINGS_CHECKED = (
 )
 UNSET = {"full_text": False}  # the value of a setting a run recorded before it existed
 DAMAGED = "fix or remove the line, or pass --overwrite to start the run afresh"
+EXIT_FAILED = 3  # no query got an answer from the model (as `run` exits when its run failed; 2 is bad input)
 
 
-def build_program(
-    method: str,
-    retriever,
-    lm,
-    iterations: int,
-    ranking_depth: int,
-    full_text: bool = False,
-    full_text_cache: str | None = None,
-):
-    if full_text:  # the Gatherer searches the wrapped retriever and reads PDFs with this one
-        retriever = FullTextRetriever(retriever, FullTextCache(full_text_cache))
-    if method == "loop":
-        return Gatherer(retriever, GatherConfig(iterations=iterations, ranking_depth=ranking_depth), offline=lm is None)
-    return DirectQuery(retriever, raw=method == "raw", offline=lm is None, ranking_depth=ranking_depth)
+def build_program(args: argparse.Namespace, retriever, lm):
+    """The program of --method over `retriever`, with the compiled state of --program loaded (a bad file raises)."""
+    if args.full_text:  # the Gatherer searches the wrapped retriever and reads PDFs with this one
+        retriever = FullTextRetriever(retriever, FullTextCache(args.full_text_cache))
+    if args.method == "loop":
+        config = GatherConfig(iterations=args.iterations, ranking_depth=args.ranking_depth)
+        program = Gatherer(retriever, config, offline=lm is None)
+    else:
+        program = DirectQuery(retriever, raw=args.method == "raw", offline=lm is None, ranking_depth=args.ranking_depth)
+    if args.program:
+        if lm is None:
+            raise ValueError("--program needs an LM: a compiled program tunes LM prompts; pass --lm")
+        if not Path(args.program).is_file():
+            raise ValueError(
+                f"--program {args.program}: no such file; pass the .json file `deepresearch optimize` wrote"
+            )
+        try:
+            program.load(args.program)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise ValueError(
+                f"--program {args.program} is not a saved gathering program ({reason}); pass the .json file "
+                f"`deepresearch optimize --program gather` wrote"
+            ) from None
+    return program
 
 
 def record_for(query: GatherQuery, result: GatherResult, seconds: float) -> dict[str, Any]:
@@ -181,25 +201,13 @@ def gather_one(job: tuple[argparse.Namespace, str | None, str, str, GatherQuery]
     The worker opens the LM session, the corpus and the program from the command's options once (the LM was
     checked by the command already) and keeps them for the next query of the same command.
     """
-    import dspy
-
     args, corpus_spec, bm25_preset, cwd, query = job
     with working_in(cwd):  # relative paths of the options, as the command saw them
         key = repr((sorted(vars(args).items()), corpus_spec, bm25_preset, cwd))
         if key not in _WORKER_PROGRAMS:
             session = open_lm(argparse.Namespace(**{**vars(args), "no_preflight": True}))
             retrieval = open_from_args(args, corpus_spec, default_preset=bm25_preset)
-            program = build_program(
-                args.method,
-                retrieval.retriever,
-                session.lm,
-                args.iterations,
-                args.ranking_depth,
-                getattr(args, "full_text", False),
-                getattr(args, "full_text_cache", None),
-            )
-            if args.program:
-                program.load(args.program)
+            program = build_program(args, retrieval.retriever, session.lm)
             _WORKER_PROGRAMS.clear()  # one command's program per process
             _WORKER_PROGRAMS[key] = (session, program)
         session, program = _WORKER_PROGRAMS[key]
@@ -325,3 +333,149 @@ def summary_markdown(summary: dict, settings: dict, usage: dict) -> str:
             "",
         ]
     return "\n".join(lines)
+
+
+def run(args: argparse.Namespace, in_process_queries: int) -> int:
+    if args.workers and args.ray:
+        raise ValueError("--workers sets the local pool and --ray a cluster; pass one of them")
+    if args.ray:  # before --out is made
+        check_ray_address(args.ray)
+    if args.full_text and args.method != "loop":
+        raise ValueError(
+            f"--full-text is read by the loop's second look, which --method {args.method} does not "
+            f"have; drop --full-text or use --method loop"
+        )
+    # the LM is checked before the queries and the corpus are loaded: a bad key or a dead server fails in seconds
+    session = open_lm(args)
+    lm, model = session.lm, session.model
+    kind, found = find_queryset(args.data, data_dir())
+    queries = load_queryset(found, args.qrels or args.split, args.min_relevance)
+    split = args.qrels or args.split or ("test" if kind == "beir" else "all")
+    if args.limit is not None:
+        queries = queries[: args.limit]
+    if not queries:
+        raise ValueError(f"no queries in {args.data} (split {split}); check --qrels/--split")
+    corpus_spec = args.corpus or (str(found) if kind == "beir" else None)
+    if corpus_spec is None and args.index is None:
+        raise ValueError("a ScholarGym query set needs --corpus or --index (its 570K-paper corpus is not bundled)")
+    # ScholarGym's own BM25 for its queries, unless an index or --bm25-preset says otherwise
+    bm25_preset = "default" if kind == "beir" else "scholargym"
+    retrieval = open_from_args(args, corpus_spec, default_preset=bm25_preset)
+    corpus = retrieval.corpus
+    assert corpus is not None  # a corpus or an index was given (checked above): a local corpus is searched
+    described = {k: retrieval.description.get(k) for k in ("retriever", "index", "bm25", "dense", "qdrant")}
+    program = build_program(args, retrieval.retriever, lm)  # before --out is made: a bad --program leaves nothing
+    out = Path(args.out or Path("runs") / f"gather-{Path(args.data).name}-{args.method}")
+    created = next((p for p in reversed((out, *out.parents)) if not p.exists()), None)  # the first folder made
+    out.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "queries": str(args.data),
+        "split": split,
+        "corpus": f"{corpus.name}:{corpus.fingerprint()[:12]}",
+        "method": args.method,
+        "lm": model,
+        "iterations": args.iterations if args.method == "loop" else 1,
+        "ranking_depth": args.ranking_depth,
+        "retriever": described,
+        "program": args.program,
+        "full_text": bool(args.full_text),
+        "protocol": args.protocol,
+    }
+    results_path, run_path = out / "results.jsonl", out / "run.json"
+    if args.overwrite:
+        results_path.unlink(missing_ok=True)
+    elif results_path.exists() and run_path.exists():
+        before = json.loads(run_path.read_text())
+        changed = [k for k in SETTINGS_CHECKED if before.get(k, UNSET.get(k)) != settings[k]]
+        if changed:
+            raise ValueError(
+                f"{out} holds a run with different {', '.join(changed)}; pass --overwrite or another --out"
+            )
+    had_run_json = run_path.exists()
+    atomic_write_text(run_path, json.dumps(settings, indent=2))
+    records = read_records(results_path, DAMAGED)
+    wanted = {q.query_id for q in queries}
+    todo = [q for q in queries if records.get(q.query_id, {}).get("status") != "done"]
+    print(
+        f"{len(queries)} queries · {len(queries) - len(todo)} already done · {describe(retrieval)} · "
+        f"{args.method} · {model}",
+        file=sys.stderr,
+    )
+
+    bar = tqdm(
+        total=len(todo),
+        unit="query",
+        desc=args.method,
+        file=sys.stderr,
+        disable=getattr(args, "quiet", False) or not todo,
+        dynamic_ncols=True,
+    )
+
+    def on_done(record):
+        records[record["query_id"]] = record
+        bar.update(1)
+
+    started = time.perf_counter()
+    replies = LMReplies()  # why the LM calls of the queries run here failed, when they all did
+    with JsonlAppender(results_path) as sink:  # cuts the line a kill left unfinished
+        recorded = results_path.stat().st_size  # what earlier runs left
+        if args.workers or args.ray:
+            cwd = os.getcwd()
+            errors = run_on_executor(
+                open_executor(workers=args.workers, ray=args.ray),
+                lambda q: (args, corpus_spec, bm25_preset, cwd, q),
+                todo,
+                sink,
+                on_done,
+            )
+        else:
+            with session.context(), dspy.context(trace=None, disable_history=True), replies.watching():
+                errors = asyncio.run(run_queries(program, todo, in_process_queries, sink, on_done))
+    bar.close()
+    failed_requests = silent_model([records[q.query_id] for q in todo]) if lm is not None and todo else None
+    if failed_requests is not None:  # a dead or failing server: no metric of these queries means anything
+        take_back(out, created, results_path, recorded, had_run_json)
+        server = server_of(lm)
+        cause = replies.counts().cause() or f"every request to {redact_url(server) if server else model} failed"
+        queries_run = f"{len(todo)} quer{'y' if len(todo) == 1 else 'ies'}"
+        print(
+            f"deepresearch eval gather: error: no query got an answer from the model: {cause} ({queries_run}; "
+            f"{failed_requests} LM requests failed, none answered); nothing was recorded, rerun the same command "
+            f"once the server answers",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    done = [records[q.query_id] for q in queries if records.get(q.query_id, {}).get("status") == "done"]
+    traces = [trace_for(r) for r in done]
+    iterations = settings["iterations"]
+    summary = summarize(
+        traces, iterations, variant=args.distance, failed=args.failed, bootstrap=args.bootstrap, protocol=args.protocol
+    )
+    usage = usage_totals(done)
+    summary.update(
+        settings=settings,
+        usage=usage,
+        second_looks=second_look_totals(done),
+        errors=len(wanted) - len(done),
+        seconds=round(time.perf_counter() - started, 2),
+    )
+    if not summary["evaluated"] and summary["failed"]:
+        stops = ", ".join(f"{reason} {n}" for reason, n in summary["failed_by_stop"].items())
+        print(
+            f"every query with ground truth failed under --protocol {args.protocol} ({stops}), so no metric is "
+            f"left; --failed included scores them as they stand",
+            file=sys.stderr,
+        )
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2))
+    markdown = summary_markdown(summary, settings, usage)
+    atomic_write_text(out / "summary.md", markdown)
+    print(markdown)
+    print(f"results: {results_path}\nsummary: {out / 'summary.md'}")
+    if errors or len(done) < len(queries):
+        print(
+            f"{len(queries) - len(done)} queries did not finish (errors are in results.jsonl); "
+            f"run the same command again to retry them",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

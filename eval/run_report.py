@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import dspy
@@ -31,12 +33,16 @@ from deepresearch.eval.citations import (
 )
 from deepresearch.eval.eco import eco_scores
 from deepresearch.eval.judges import CitationSupportJudge, CriteriaJudge, JudgeCache, KeyPointJudge
-from deepresearch.eval.questions import Question
+from deepresearch.eval.protocols import protocol_lines, protocols_of
+from deepresearch.eval.questions import Question, load_questions
 from deepresearch.eval.report import source_stats, unique_urls
+from deepresearch.programs import environment
 from deepresearch.programs.artifacts import Report
 from deepresearch.programs.config import preset
+from deepresearch.programs.lm.models import preflight
 from deepresearch.programs.lm.session import open_lm
 from deepresearch.programs.retrieval import open_from_args
+from deepresearch.programs.runtime.outputs import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +59,16 @@ class Judges:
     def build(cls, lm: dspy.LM, cache: JudgeCache | None = None, max_concurrency: int = 8) -> Judges:
         kw = {"lm": lm, "cache": cache, "max_concurrency": max_concurrency}
         return cls(CitationSupportJudge(**kw), KeyPointJudge(**kw), CriteriaJudge(**kw))
+
+
+def corpus_text(corpus):
+    """doc id -> the text of that document of `corpus` (None for an unknown id, or without a corpus)."""
+
+    def text_of(doc_id: str) -> str | None:
+        doc = corpus.get(doc_id) if corpus is not None else None
+        return doc.text if doc is not None else None
+
+    return text_of
 
 
 def cited_passages(report: Report, text_of) -> dict[str, str]:
@@ -169,3 +185,63 @@ def mean_table(rows: list[dict[str, Any]]) -> dict[str, float]:
     keys = [k for k in rows[0] if isinstance(rows[0][k], (int, float)) and not isinstance(rows[0][k], bool)]
     keys += [k for r in rows for k in r if k not in keys and isinstance(r[k], (int, float))]
     return {k: statistics.fmean(float(r[k]) for r in rows if k in r) for k in dict.fromkeys(keys)}
+
+
+def run(args: argparse.Namespace) -> int:
+    from deepresearch.eval.judges import judge_lm  # lazy: start-up (looked up per call: tests replace it)
+    from deepresearch.programs.research.program import DeepResearch  # lazy: start-up
+
+    overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None}
+    config = preset(args.preset, **overrides, lm_timeout_s=args.lm_timeout)
+    # both LMs are checked before the questions and the corpus are loaded: a bad key or a dead server fails
+    # in seconds, not after the program ran over every question
+    session = open_lm(args, num_retries=0)  # the program's scheduler retries, and counts each request
+    judges = None
+    out = Path(args.out)
+    if args.judge_lm and args.judge_lm != "offline":
+        judge = judge_lm(args.judge_lm, args.api_base, environment.api_key(), timeout_s=args.lm_timeout)
+        if not args.no_preflight and args.judge_lm != session.model:  # that one was checked already
+            preflight(judge, timeout_s=min(args.lm_timeout, 60.0))
+        judges = Judges.build(judge, JudgeCache(args.judge_cache or out / "judge_cache"))
+    questions = load_questions(args.data, data_dir=environment.data_dir(), limit=args.limit)
+    retrieval = open_from_args(args, args.corpus or (None if args.index else "scifact"))
+    corpus = retrieval.corpus
+    assert corpus is not None  # a corpus (scifact by default) or an index: a local corpus is searched
+    program = DeepResearch(retriever=retrieval.retriever, config=config, offline=session.is_offline)
+    reports_dir = out / "reports"
+    reports_dir.mkdir(parents=True, exist_ok=True)
+    text_of = corpus_text(corpus)
+
+    def save(q: Question, report: Report) -> None:
+        (reports_dir / f"{q.qid}.md").write_text(report.markdown, encoding="utf-8")
+
+    if args.workers or args.ray:
+        from deepresearch.programs.runtime.executor import open_executor  # lazy: start-up
+
+        with session.context():  # the judges' LM
+            rows = evaluate_on(
+                open_executor(workers=args.workers, ray=args.ray), args, questions, text_of, judges, on_report=save
+            )
+    else:
+        with session.context():
+            rows = asyncio.run(evaluate(questions, program, text_of, judges, on_report=save))
+    with (out / "scores.jsonl").open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(
+        f"{len(rows)} questions from {args.data} · program LM {session.model} · judge "
+        f"{args.judge_lm or 'none (offline metrics only)'}"
+    )
+    means = mean_table(rows)
+    for key, value in means.items():
+        print(f"  {key:<34} {value:10.4f}")
+    # every figure names the released scorer it was checked against and how ours differs
+    protocols = protocols_of(means)
+    atomic_write_text(out / "protocols.json", json.dumps(protocols, indent=2))
+    print("what each metric matches (docs/reference/protocols.md):")
+    for line in protocol_lines(means):
+        print(f"  {line}")
+    print(f"reports: {reports_dir}")
+    print(f"scores:  {out / 'scores.jsonl'}")
+    print(f"protocols: {out / 'protocols.json'}")
+    return 0

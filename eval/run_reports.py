@@ -39,8 +39,6 @@ class Summary:
 
 def summarize(values: list[float]) -> Summary:
     """Mean, sample standard deviation (n - 1; 0 for one value), min and max."""
-    if not values:
-        raise ValueError("no values to summarise")
     sd = statistics.stdev(values) if len(values) > 1 else 0.0
     return Summary(n=len(values), mean=statistics.fmean(values), sd=sd, min=min(values), max=max(values))
 

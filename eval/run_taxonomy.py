@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ from typing import Any
 import dspy
 
 from deepresearch.eval.protocols import TAXONOMY_METRICS
-from deepresearch.eval.taxobench import HF_DATASET, Prediction, Survey
+from deepresearch.eval.run_gather import DAMAGED
+from deepresearch.eval.taxobench import HF_DATASET, Prediction, Survey, load_taxobench
 from deepresearch.eval.taxonomy import (
     EmbeddingSim,
     SurveyScore,
@@ -30,7 +32,7 @@ from deepresearch.eval.taxonomy import (
 )
 from deepresearch.programs import environment
 from deepresearch.programs.config import ResearchConfig
-from deepresearch.programs.formats.jsonl import write_jsonl_atomic
+from deepresearch.programs.formats.jsonl import JsonlAppender, read_jsonl, write_jsonl_atomic
 from deepresearch.programs.lm.models import preflight
 from deepresearch.programs.lm.session import LMSession, open_lm
 from deepresearch.programs.retrieval import open_from_args
@@ -57,7 +59,6 @@ TABLE = (
 # what a prediction depends on; a rerun into the same --out must match them (--limit, --sim, --profile and
 # --judge-lm may change: they pick the surveys scored and how)
 SETTINGS_CHECKED = ("data", "mode", "lm", "max_papers_per_call", "corpus", "depth", "breadth")
-DAMAGED = "fix or remove the line, or pass --overwrite to start the run afresh"
 
 
 def resolve_data(spec: str | None, root: str | None = None) -> str:
@@ -101,25 +102,16 @@ def format_table(rows: dict[str, dict[str, float]]) -> str:
 
 
 def judge_all(
-    surveys: Sequence[Survey],
-    predictions: dict[int, Prediction],
-    model: str,
-    *,
-    api_base: str | None = None,
-    api_key: str | None = None,
-    cache_dir: Path | None = None,
-    lm=None,
+    surveys: Sequence[Survey], predictions: dict[int, Prediction], lm, *, cache_dir: Path | None = None
 ) -> list[dict[str, Any]]:
-    """The LLM judge's verdict on every survey's tree (a missing prediction is judged as a failed tree).
+    """The verdict of the LLM judge `lm` on every survey's tree (a missing prediction is judged as a failed tree).
 
-    `lm` is the judge LM when already built (else one is built for `model` on `api_base`, sent `api_key`).
     Returns one row per survey: `id` and either `scores`, `reasoning`, `average`, or `error` when the
     judge's answer was unusable (logged, and left out of the averages).
     """
-    from deepresearch.eval.judges import JudgeCache, judge_lm  # lazy: start-up
+    from deepresearch.eval.judges import JudgeCache  # lazy: start-up
     from deepresearch.eval.taxonomy_judge import JudgeAnswerError, TaxonomyJudge  # lazy: start-up
 
-    lm = lm if lm is not None else judge_lm(model, api_base, api_key)
     judge = TaxonomyJudge(lm=lm, cache=JudgeCache(cache_dir) if cache_dir is not None else None)
     rows = []
     for s in surveys:
@@ -183,29 +175,23 @@ def print_report(scores: list[SurveyScore], summary: dict, out: Path) -> None:
     print(f"results: {out}")
 
 
-def build_builder(
-    args: argparse.Namespace, surveys: Sequence[Survey], session: LMSession | None = None, retrieval=None
-):
-    """A function topic, papers -> taxonomy Prediction for `args.mode`, its LM (None offline) and model string.
+def build_builder(args: argparse.Namespace, session: LMSession, retrieval):
+    """A function topic, papers -> taxonomy Prediction for `args.mode`.
 
     Bottom-up mode organises the given papers with `TaxonomyBuilder`. Deep-research mode runs the research
-    program with `taxonomy=True` over `retrieval` (by default what `research_retrieval` opens): the same path
-    as `deepresearch run --taxonomy`, so what is scored here is what a user gets.
-    Without `session` the LM is opened from `args` (checked with one request unless --no-preflight).
+    program with `taxonomy=True` over `retrieval`: the same path as `deepresearch run --taxonomy`, so what is
+    scored here is what a user gets.
     """
     from deepresearch.programs.taxonomy.builder import Repair, TaxonomyBuilder  # lazy: start-up
 
-    session = session if session is not None else open_lm(args)
-    lm = session.lm
     if args.mode == "bottom-up":
-        builder = TaxonomyBuilder(max_papers_per_call=args.max_papers_per_call, offline=lm is None)
-        return (lambda topic, papers: builder(topic=topic, papers=papers)), lm, session.model
+        builder = TaxonomyBuilder(max_papers_per_call=args.max_papers_per_call, offline=session.lm is None)
+        return lambda topic, papers: builder(topic=topic, papers=papers)
     from deepresearch.programs.research.program import DeepResearch  # lazy: start-up
 
-    retrieval = retrieval if retrieval is not None else research_retrieval(args, surveys)
     research = DeepResearch(
         retriever=retrieval.retriever,
-        offline=lm is None,
+        offline=session.lm is None,
         config=ResearchConfig(depth=args.depth, breadth=args.breadth, taxonomy=True),
     )
     research.taxonomist.max_papers_per_call = args.max_papers_per_call
@@ -220,13 +206,7 @@ def build_builder(
             report=report,
         )
 
-    return organise, lm, session.model
-
-
-def research_retrieval(args: argparse.Namespace, surveys: Sequence[Survey]):
-    """The retriever of deep-research mode (`deepresearch.retrievers.open.Retrieval`): over --corpus or --index as every
-    command opens them, else over the benchmark's papers pooled over `surveys`."""
-    return open_from_args(args, args.corpus or (None if args.index else pooled_corpus(surveys)))
+    return organise
 
 
 def pooled_corpus(surveys: Sequence[Survey]):
@@ -297,3 +277,60 @@ def prediction_row(survey: Survey, result, mode: str, model: str) -> dict[str, A
         "model": model,
         "repairs": [vars(r) for r in result.repairs],
     }
+
+
+def finish(
+    args: argparse.Namespace, surveys: Sequence[Survey], predictions: dict[int, Prediction], out: Path, judge
+) -> int:
+    """The end of `eval taxonomy` and `eval taxonomy-score`: scores the predictions, has the judge LM `judge`
+    (None: no judge) judge them, writes the results to `out` and prints the table."""
+    scores = score_all(surveys, predictions, profile=args.profile, sim=similarity(args.sim))
+    judgements = judge_all(surveys, predictions, judge, cache_dir=out / "judge_cache") if judge is not None else None
+    summary = write_results(out, scores, judgements=judgements, profile=args.profile)
+    print_report(scores, summary, out)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    # the LMs are checked before the benchmark is loaded: a bad key or a dead server fails in seconds
+    session = open_lm(args)
+    judge = open_judge(args, session)
+    data = resolve_data(args.data, environment.data_dir())
+    surveys = load_taxobench(data, limit=args.limit)
+    retrieval = None
+    if args.mode == "deep-research":  # over --corpus or --index as every command opens them, else the surveys' papers
+        retrieval = open_from_args(args, args.corpus or (None if args.index else pooled_corpus(surveys)))
+    out = Path(args.out or Path("runs") / f"taxonomy-{args.mode}")
+    check_resume(out, run_settings(args, data, session.model, retrieval.corpus if retrieval else None), args.overwrite)
+    predictions_path = out / "predictions.jsonl"
+    done = {int(row["id"]) for row in read_jsonl(predictions_path, hint=DAMAGED)}
+    todo = [s for s in surveys if s.survey_id not in done]
+    print(
+        f"{len(surveys)} surveys · {len(surveys) - len(todo)} already done · {args.mode} · {session.model}",
+        file=sys.stderr,
+    )
+    if todo:
+        builder = build_builder(args, session, retrieval)
+        with JsonlAppender(predictions_path) as sink:  # cuts the line a kill left unfinished
+            for s in todo:
+                papers = list(s.papers) if args.mode == "bottom-up" else None
+                with session.context():
+                    result = builder(s.topic, papers)
+                sink.append(prediction_row(s, result, args.mode, session.model))  # fsynced: never built again
+                if not getattr(args, "quiet", False):  # a progress line, which -q leaves out
+                    print(
+                        f"survey {s.survey_id}: {len(result.retrieved_papers)} papers, {len(result.repairs)} repairs",
+                        file=sys.stderr,
+                    )
+    # every score comes from the file, so a resumed run scores exactly what an uninterrupted one would
+    rows = {int(row["id"]): row for row in read_jsonl(predictions_path, hint=DAMAGED)}
+    by_id = {
+        s.survey_id: Prediction(
+            s.survey_id,
+            rows[s.survey_id]["hierarchy_tree"],
+            tuple(rows[s.survey_id]["retrieved_papers"]) if args.mode == "deep-research" else None,
+        )
+        for s in surveys
+        if s.survey_id in rows
+    }
+    return finish(args, surveys, by_id, out, judge)

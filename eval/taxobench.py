@@ -26,14 +26,9 @@ class Survey:
     """One benchmark instance: a survey topic, its expert-cited papers and the expert taxonomy."""
 
     survey_id: int
-    survey: str
     topic: str
     papers: tuple[dict[str, str], ...]
     gt: dict[str, Any]
-
-    @property
-    def paper_count(self) -> int:
-        return len(self.papers)
 
 
 def survey_from_record(record: dict[str, Any], where: str) -> Survey:
@@ -46,9 +41,7 @@ def survey_from_record(record: dict[str, Any], where: str) -> Survey:
         for p in record.get("pdfs") or []
         if isinstance(p, dict) and p.get("title")
     )
-    return Survey(
-        survey_id=int(record["id"]), survey=record.get("survey") or topic, topic=topic, papers=papers, gt=record["gt"]
-    )
+    return Survey(survey_id=int(record["id"]), topic=topic, papers=papers, gt=record["gt"])
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

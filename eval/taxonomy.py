@@ -143,11 +143,6 @@ def exact_sim(xs: Sequence[str], ys: Sequence[str]) -> np.ndarray:
     return np.array([[float(a == b) for b in other] for a in key], dtype=np.float64).reshape(len(xs), len(ys))
 
 
-def one_sim(xs: Sequence[str], ys: Sequence[str]) -> np.ndarray:
-    """Every pair of labels is identical (isolates structure from wording)."""
-    return np.ones((len(xs), len(ys)), dtype=np.float64)
-
-
 class EmbeddingSim:
     """max(0, cos) of sentence embeddings (all-MiniLM-L6-v2 by default); each label is embedded once."""
 
@@ -330,7 +325,6 @@ def score_survey(
     topic: str = "",
     profile: str = "paper",
     sim: LabelSim | None = None,
-    path_norm: str = "aligned",
 ) -> SurveyScore:
     """Scores one predicted taxonomy against the expert tree.
 
@@ -341,10 +335,7 @@ def score_survey(
         topic: Root name used when the prediction is not a tree.
         profile: Title alignment profile, `paper` (default) or `public_scorer`.
         sim: Label similarity; default all-MiniLM-L6-v2 cosine clipped at 0.
-        path_norm: SEM-PATH denominator, `aligned` (pairs) or `expert` (|P*|).
     """
-    if path_norm not in ("aligned", "expert"):
-        raise ValueError(f"unknown path_norm {path_norm!r}; choose aligned or expert")
     sim = sim or default_sim()
     model = coerce_tree(model, topic)
     expert_titles = tree_titles(expert)
@@ -362,8 +353,7 @@ def score_survey(
     ted, nted = us_ted(expert, model, sim)
     expert_paths, model_paths = paper_paths(expert), paper_paths(model)
     per_paper = [path_score(expert_paths.get(e, []), model_paths.get(m, []), sim) for e, m in pairs]
-    denominator = len(pairs) if path_norm == "aligned" else len(expert_titles)
-    sem = sum(per_paper) / denominator if denominator else 0.0
+    sem = sum(per_paper) / len(pairs) if pairs else 0.0
 
     return SurveyScore(
         survey_id=survey_id,

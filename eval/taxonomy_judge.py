@@ -132,14 +132,3 @@ class TaxonomyJudge(dspy.Module):
 
     def forward(self, topic: str, reference: Tree, tree: Any) -> dspy.Prediction:
         return run_sync(self.aforward(topic=topic, reference=reference, tree=tree))
-
-
-__all__ = [
-    "DIMENSIONS",
-    "JudgeAnswerError",
-    "TaxonomyJudge",
-    "TaxonomyJudgement",
-    "judgement_average",
-    "parse_judgement",
-    "summarize_judgements",
-]

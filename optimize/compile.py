@@ -377,18 +377,6 @@ class CompileResult:
 DevEvaluator = Callable[..., tuple[list[float], dict[str, int]]]
 
 
-def evaluate(
-    program: dspy.Module,
-    devset: list[dspy.Example],
-    spec: MetricSpec,
-    num_threads: int = 4,
-    show_progress: bool = False,
-) -> float:
-    """Mean metric over `devset`, in [0, 1] (a program error scores 0)."""
-    scores = evaluate_scores(program, devset, spec, num_threads, show_progress)
-    return sum(scores) / len(scores)
-
-
 def evaluate_scores(
     program: dspy.Module,
     devset: list[dspy.Example],
@@ -458,7 +446,7 @@ def _optimizer(
     prompt_lm,
     num_threads: int,
     seed: int,
-    progress: Progress | None = None,
+    progress: Progress,
     labeled: int = 0,
 ):
     """The optimizer and its compile keyword arguments, sized so metric calls stay within `budget`.
@@ -467,13 +455,12 @@ def _optimizer(
     labeled demos up to `max_labeled_demos` counting the bootstrapped ones, so that is set to 2 + `labeled`: a
     candidate shows its (up to 2) bootstrapped demos and labeled ones up to 4 demos in all.
     """
-    track = progress.wrap if progress is not None else (lambda m: m)
-    metric = track(guarded_metric(spec))
+    metric = progress.wrap(guarded_metric(spec))
     if name == "gepa":
         if prompt_lm is None:
             raise ValueError("gepa needs a reflection LM; pass --prompt-lm (or --lm, used for both)")
         opt = dspy.GEPA(
-            metric=track(guarded_gepa_metric(spec)),
+            metric=progress.wrap(guarded_gepa_metric(spec)),
             max_metric_calls=budget,
             reflection_lm=prompt_lm,
             reflection_minibatch_size=min(3, n_train),
@@ -515,25 +502,23 @@ def _optimizer(
             num_threads=num_threads,
         )
         return opt, {"seed": seed}
-    if name == "miprov2":
-        try:
-            import optuna  # noqa: F401
-        except ImportError as err:
-            raise ImportError(f"miprov2 needs optuna; install it with: {install_hint('miprov2')}") from err
-        trials = max(1, budget // n_train)
-        opt = dspy.MIPROv2(
-            metric=metric,
-            prompt_model=prompt_lm,
-            auto=None,
-            num_candidates=2,
-            max_bootstrapped_demos=2,
-            max_labeled_demos=2 + labeled if labeled else 0,
-            num_threads=num_threads,
-            seed=seed,
-            verbose=False,
-        )
-        return opt, {"num_trials": trials, "minibatch": False}
-    raise ValueError(f"unknown optimizer {name!r}; choose one of: {', '.join(OPTIMIZERS)}")
+    try:  # miprov2, the last of the names compile_program accepts
+        import optuna  # noqa: F401
+    except ImportError as err:
+        raise ImportError(f"miprov2 needs optuna; install it with: {install_hint('miprov2')}") from err
+    trials = max(1, budget // n_train)
+    opt = dspy.MIPROv2(
+        metric=metric,
+        prompt_model=prompt_lm,
+        auto=None,
+        num_candidates=2,
+        max_bootstrapped_demos=2,
+        max_labeled_demos=2 + labeled if labeled else 0,
+        num_threads=num_threads,
+        seed=seed,
+        verbose=False,
+    )
+    return opt, {"num_trials": trials, "minibatch": False}
 
 
 def compile_program(

@@ -4,5 +4,3 @@ loading DSPy (`compile` runs them)."""
 from __future__ import annotations
 
 OPTIMIZERS = ("gepa", "miprov2", "bootstrap-rs", "simba")
-
-__all__ = ["OPTIMIZERS"]

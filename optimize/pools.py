@@ -26,10 +26,6 @@ POOL_STAGES: dict[str, str] = STAGES.recorded()
 _MATERIAL = ("sources", "learnings", "findings")  # the inputs a writing stage works from
 
 
-def passage_text(passage: dict) -> str:
-    return f"{passage['title']}\n{passage['text']}" if passage.get("title") else passage["text"]
-
-
 def stage_pool(folder: str | Path, stage: str, module: dspy.Module, limit: int | None = None) -> list[dspy.Example]:
     """Examples of `stage` from the runs recorded under `folder`, each input set once.
 
@@ -53,7 +49,7 @@ def stage_pool(folder: str | Path, stage: str, module: dspy.Module, limit: int |
     examples, seen = [], set()
     for log in logs:
         calls, passages = read_log(log)
-        texts = {sid: passage_text(p) for sid, p in passages.items()}
+        texts = {sid: f"{p['title']}\n{p['text']}" if p.get("title") else p["text"] for sid, p in passages.items()}
         for call in calls:
             if call.get("stage") != stage or not call.get("ok"):
                 continue
@@ -81,6 +77,3 @@ def stage_pool(folder: str | Path, stage: str, module: dspy.Module, limit: int |
             f"preset uses it (enrich_write: --preset hero)"
         )
     return examples[:limit] if limit else examples
-
-
-__all__ = ["POOL_STAGES", "passage_text", "stage_pool"]

@@ -91,6 +91,3 @@ class ExecutorEvaluator:
                 calls[role] = calls.get(role, 0) + n
                 self.calls[role] = self.calls.get(role, 0) + n
         return scores, calls
-
-
-__all__ = ["ExecutorEvaluator", "score_example"]

@@ -84,11 +84,6 @@ class RunStopped(RuntimeError):
     """An LM request of a run that was stopped (`RunFolder.stop`); it was not sent."""
 
 
-def partial_folder(out: str | Path) -> Path:
-    """The working folder of an optimize run writing `out`: `compiled.json` -> `compiled.partial/`."""
-    return Path(out).expanduser().with_suffix(".partial")
-
-
 def settings_of(args: Any) -> dict[str, Any]:
     """The manifest's settings from the parsed options: server URLs with their credentials redacted."""
     found = {}
@@ -197,7 +192,7 @@ class RunFolder:
         Raises:
             ResumeError: the folder holds a run with other settings (and `overwrite` is False), or cannot be read.
         """
-        folder = partial_folder(out)
+        folder = Path(out).expanduser().with_suffix(".partial")  # compiled.json -> compiled.partial/
         if overwrite and folder.exists():
             shutil.rmtree(folder)
         manifest = folder / cls.MANIFEST
@@ -336,6 +331,3 @@ def _count_answers(folder: Path) -> int:
 
     with diskcache.Cache(str(folder), eviction_policy="none", size_limit=2**40) as journal:
         return len(journal)
-
-
-__all__ = ["RunCache", "RunFolder", "RunStopped", "ResumeError", "partial_folder", "settings_of", "example_key"]

@@ -23,7 +23,7 @@ def examples(data_dir):
 def test_loader_reads_folder_and_file(examples):
     surveys = load_taxobench(examples)
     assert [s.survey_id for s in surveys] == [1, 2]
-    assert all(s.paper_count == 38 and s.topic == s.gt["name"] for s in surveys)
+    assert all(len(s.papers) == 38 and s.topic == s.gt["name"] for s in surveys)
     assert len(load_taxobench(examples / "outputs_examples.raw.jsonl", limit=1)) == 1
 
 
