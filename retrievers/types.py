@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+
+def run_sync(coro):
+    """Runs a coroutine to completion from synchronous code, inside a running event loop or not."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    ctx = contextvars.copy_context()  # keep dspy.context overrides in the worker thread
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(ctx.run, asyncio.run, coro).result()
 
 
 @dataclass(frozen=True)

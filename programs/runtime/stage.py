@@ -6,7 +6,7 @@ from typing import Any
 
 import dspy
 
-from deepresearch.retrievers.engines.base import run_sync
+from deepresearch.retrievers.types import run_sync
 
 
 class Shared:

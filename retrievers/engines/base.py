@@ -19,9 +19,6 @@ is already inside one).
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextvars
 import os
 import re
 from collections.abc import Collection, Mapping
@@ -41,7 +38,7 @@ from deepresearch.retrievers.engines.client import (
 from deepresearch.retrievers.engines.dedup import dedup_keys, excluded_keys
 from deepresearch.retrievers.ranking import check_page
 from deepresearch.retrievers.stopwords import QUERY_STOP_WORDS
-from deepresearch.retrievers.types import Doc, Hit, passes_filters
+from deepresearch.retrievers.types import Doc, Hit, passes_filters, run_sync
 
 
 @dataclass(frozen=True)
@@ -52,17 +49,6 @@ class Page:
     docs: list[Doc]
     total: int | None = None
     returned: int | None = None
-
-
-def run_sync(coro):
-    """Runs a coroutine to completion from synchronous code, inside a running event loop or not."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    ctx = contextvars.copy_context()  # keep dspy.context overrides in the worker thread
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(ctx.run, asyncio.run, coro).result()
 
 
 def month_end(before: str) -> str:
