@@ -121,18 +121,10 @@ class RoutingLog:
             self.answered[key] = self.answered.get(key, 0) + 1
 
     def failure(self, api_base: str | None, error: BaseException | str) -> None:
+        if isinstance(error, BaseException):  # its type and the first line of its message, which may be empty
+            error = f"{type(error).__name__}: {(str(error).splitlines() or [''])[0][:200]}"
         with self._lock:
-            self.failovers.append(
-                {
-                    "server": _shown(api_base),
-                    "error": redact(
-                        f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
-                        if isinstance(error, BaseException)
-                        else str(error)
-                    ),
-                    "at": round(time.time(), 3),
-                }
-            )
+            self.failovers.append({"server": _shown(api_base), "error": redact(error), "at": round(time.time(), 3)})
 
     def to_dict(self) -> dict[str, Any]:
         with self._lock:
@@ -209,12 +201,8 @@ def make_router(
         }
         if credentials is not None:  # registered as secrets by strip_url_credentials, the header's form too
             params["extra_headers"] = {"Authorization": basic_auth(credentials)}
-        if server.max_parallel is not None:
-            params["max_parallel_requests"] = server.max_parallel
-        if server.rpm is not None:
-            params["rpm"] = server.rpm
-        if timeout_s is not None:
-            params["timeout"] = timeout_s
+        optional = {"max_parallel_requests": server.max_parallel, "rpm": server.rpm, "timeout": timeout_s}
+        params.update({k: v for k, v in optional.items() if v is not None})
         deployments.append({"model_name": group, "litellm_params": params})
     router = Router(
         model_list=deployments,

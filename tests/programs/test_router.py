@@ -24,7 +24,7 @@ from deepresearch.programs.lm.models import (
     server_of,
     structured_adapter,
 )
-from deepresearch.programs.lm.router import RouterConfigError, Server, parse_server, router_lm
+from deepresearch.programs.lm.router import RouterConfigError, RoutingLog, Server, parse_server, router_lm
 from tests.integration.openai_server import Error, LocalOpenAIServer
 
 _HELD: list[socket.socket] = []  # bound and never listening: connections are refused, and no other server can
@@ -103,6 +103,18 @@ def test_a_dead_server_fails_over_and_the_log_names_it():
     routing = lm.routing()
     assert routing["answered"][live.base_url] == 8 + 1  # and the preflight's request
     assert routing["failovers"] and {f["server"] for f in routing["failovers"]} == {dead}
+
+
+def test_a_failure_without_a_message_is_logged_by_its_type():
+    # asyncio's TimeoutError() has an empty message: no first line to quote, and the failover still counts
+    url = "http://127.0.0.1:9/v1"
+    log = RoutingLog([parse_server(url)])
+    log.failure(url, TimeoutError())
+    log.failure(url, ConnectionError("refused\nby the host"))
+    assert [(f["server"], f["error"]) for f in log.failovers] == [
+        (url, "TimeoutError: "),
+        (url, "ConnectionError: refused"),
+    ]
 
 
 def test_when_every_server_is_down_the_error_says_so_without_the_key(monkeypatch):
