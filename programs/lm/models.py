@@ -189,10 +189,7 @@ def server_of(lm: Any) -> str | None:
     if getattr(lm, "servers", None):  # a RouterLM (lm/router.py): its first server stands for them all
         return lm.servers[0].url
     kwargs = getattr(lm, "kwargs", {}) or {}
-    url = kwargs.get("api_base") or kwargs.get("base_url")
-    if url:
-        return url
-    return provider_base_url(getattr(lm, "model", "") or "")
+    return kwargs.get("api_base") or kwargs.get("base_url") or provider_base_url(getattr(lm, "model", "") or "")
 
 
 _SLOTS: dict[str, tuple[float, int | None]] = {}

@@ -285,11 +285,8 @@ class RunContext:
         before = self.stats
         tasks = await make()
         if self.journal is not None:
-            changed = {
-                k: v
-                for k, v in vars(self.stats).items()
-                if getattr(before, k) != v and k in ("plan_fallback", "plan_topped_up")
-            }
+            keys = ("plan_fallback", "plan_topped_up")
+            changed = {k: getattr(self.stats, k) for k in keys if getattr(before, k) != getattr(self.stats, k)}
             try:
                 self.journal.append(key, STAGES.plan.name, tasks=[t.model_dump() for t in tasks], stats=changed)
             except OSError as err:
@@ -578,11 +575,5 @@ class NodeLife:
 
 def _doc_record(doc: Doc) -> dict[str, Any]:
     """What the references need of a document: its bibliographic fields, not its text."""
-    return {
-        "doc_id": doc.doc_id,
-        "title": doc.title,
-        "url": doc.url,
-        "year": doc.year,
-        "published": doc.published,
-        "metadata": dict(doc.metadata),
-    }
+    record = {k: v for k, v in vars(doc).items() if k != "text"}
+    return {**record, "metadata": dict(doc.metadata)}

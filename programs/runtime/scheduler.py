@@ -289,11 +289,8 @@ class Scheduler:
 
         async def run() -> None:
             try:
-                if gate is None:
+                async with gate if gate is not None else contextlib.nullcontext():
                     result = await factory(release)
-                else:
-                    async with gate:
-                        result = await factory(release)
             except asyncio.CancelledError:
                 fut.cancel()
                 raise
@@ -371,9 +368,7 @@ class Scheduler:
                 async with self.lm_slots, self._server_turn(module):
                     self._check(reserve)  # checked once a slot is held: calls in flight count
                     with self.meter.reserving(), resampling(resamples), budget_check(lambda: self._check(reserve)):
-                        if self.config.lm_timeout_s is None:
-                            return await make()
-                        return await asyncio.wait_for(make(), self.config.lm_timeout_s)
+                        return await asyncio.wait_for(make(), self.config.lm_timeout_s)  # None: no limit
             except AdapterParseError:
                 if resamples >= self.config.parse_retries:
                     raise
@@ -429,9 +424,7 @@ class Scheduler:
             try:
                 async with self.search_slots:
                     coro = search_async(retriever, query, k, **filters)
-                    if self.config.search_timeout_s is None:
-                        return await coro
-                    return await asyncio.wait_for(coro, self.config.search_timeout_s)
+                    return await asyncio.wait_for(coro, self.config.search_timeout_s)  # None: no limit
             except RETRYABLE_SEARCH_ERRORS as err:
                 if attempt >= self.config.search_retries:
                     raise

@@ -124,14 +124,9 @@ def _resolver(keys: dict[str, str]) -> Callable[[Any], str | None]:
             return by_title[n]
         if head in by_id and len(text.split()) > 1:  # "P3: Some Title"
             return by_id[head]
-        best, best_s = None, 0.0
-        for t, k in by_title.items():
-            s = difflib.SequenceMatcher(None, n, t).ratio()
-            if s > best_s:
-                best, best_s = (t, k), s
-        if best and best_s >= 0.6 and n and (n in best[0] or best[0] in n):
-            return best[1]
-        return None
+        matches = [(difflib.SequenceMatcher(None, n, t).ratio(), t, k) for t, k in by_title.items()]
+        score, title, key = max(matches, key=lambda m: m[0], default=(0.0, "", None))  # the first of the best
+        return key if score >= 0.6 and n and (n in title or title in n) else None
 
     return resolve
 
