@@ -108,16 +108,8 @@ def _split(args, examples, dev_loader):
 
 
 def _research(args: argparse.Namespace, kind: str):
-    overrides = {
-        k: v
-        for k, v in {
-            "depth": args.depth,
-            "breadth": args.breadth,
-            "hits_per_query": args.hits,
-            "lm_timeout_s": args.lm_timeout,
-        }.items()
-        if v is not None
-    }
+    given = {"depth": args.depth, "breadth": args.breadth, "hits_per_query": args.hits, "lm_timeout_s": args.lm_timeout}
+    overrides = {k: v for k, v in given.items() if v is not None}
     if kind == "pool":  # the recorded inputs hold every passage: nothing is searched
         full = DeepResearch(retriever=RecordedOnly(), config=preset(args.preset, **overrides))
         attr = full.stage_table()[args.stage]
@@ -200,9 +192,7 @@ def dev_setup(args: argparse.Namespace, session, *, kind: str, metric_target: st
     """The program being tuned, its metric and an LM call counter, built from the options as `main` builds them:
     what a worker of --ray needs to score dev examples (optimize/remote.py)."""
     support = _support(args, session)
-    counter = LMCalls()
-    counter.attach(session.lm, "task")
-    counter.attach(support.lm, "judge")
+    counter = LMCalls(task=session.lm, judge=support.lm)
     with session.context():
         target, _, _, text_of = TARGETS[args.program](args, kind)
     return target.program, metric_spec(metric_target, args.metric, Judging(support=support, text_of=text_of)), counter
@@ -227,11 +217,13 @@ class LMCalls(BaseCallback):
     settings (GEPA's reflection and evaluation); an LM's own callbacks see them all. Cache hits count too.
     """
 
-    def __init__(self):
+    def __init__(self, **lms):
         self.calls: dict[str, int] = {}
         self._roles: dict[int, str] = {}
         self._started: dict[str, str] = {}
         self._lock = threading.Lock()
+        for role, lm in lms.items():  # each LM under its role, in this order
+            self.attach(lm, role)
 
     def attach(self, lm, role: str) -> None:
         if lm is not None and id(lm) not in self._roles:
@@ -265,17 +257,12 @@ def judge_cache(args: argparse.Namespace) -> Path:
 
 def _support(args: argparse.Namespace, session):
     """The judge of the writing metrics: --judge-lm (checked now, verdicts cached) or the lexical rule."""
-    from deepresearch.eval.judges import JudgeCache, judge_lm  # lazy: start-up
+    from deepresearch.eval.judges import JudgeCache, open_judge  # lazy: start-up
     from deepresearch.eval.quality import Support  # lazy: start-up
 
     if not args.judge_lm or args.judge_lm == OFFLINE:
         return Support()
-    if args.judge_api_base:
-        judge = judge_lm(args.judge_lm, args.judge_api_base, environment.judge_api_key(), timeout_s=args.lm_timeout)
-    else:
-        judge = judge_lm(args.judge_lm, args.api_base, environment.api_key(), timeout_s=args.lm_timeout)
-    if not args.no_preflight and (args.judge_lm != session.model or args.judge_api_base):
-        preflight(judge, timeout_s=min(args.lm_timeout, 60.0))
+    judge = open_judge(args, session.model)
     cache = judge_cache(args)
     try:
         return Support(judge, JudgeCache(cache))
@@ -408,10 +395,7 @@ def _tune(args: argparse.Namespace, work: RunFolder, made: list[Path], kind: str
             preflight(prompt_lm, timeout_s=min(args.lm_timeout, 60.0))
 
     support = _support(args, session)
-    counter = LMCalls()
-    counter.attach(session.lm, "task")
-    counter.attach(prompt_lm, "proposer")
-    counter.attach(support.lm, "judge")
+    counter = LMCalls(task=session.lm, proposer=prompt_lm, judge=support.lm)
 
     quiet = getattr(args, "quiet", False)  # -q: no evaluation bar and no progress lines
     meter = UsageMeter()  # every request of the run: recorded candidates, the optimizer, both evaluations

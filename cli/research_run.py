@@ -62,26 +62,23 @@ def run_config(args: argparse.Namespace) -> ResearchConfig:
 
 def config_overrides(args: argparse.Namespace) -> dict:
     """The options that override the preset's settings, as ResearchConfig fields (only those given)."""
-    return {
-        k: v
-        for k, v in {
-            "depth": args.depth,
-            "breadth": args.breadth,
-            "hits_per_query": args.hits,
-            "max_concurrency": args.workers,
-            "deadline_s": args.deadline,
-            "max_lm_calls": args.max_lm_calls,
-            "max_tokens": args.max_tokens,
-            "lm_timeout_s": args.lm_timeout,
-            "answer": args.answer or None,
-            "taxonomy": args.taxonomy or None,
-            "verify": args.verify,
-            "full_text": args.full_text or None,
-            "full_text_cache": args.full_text_cache,
-            "structured": getattr(args, "structured", None),
-        }.items()
-        if v is not None
+    given = {
+        "depth": args.depth,
+        "breadth": args.breadth,
+        "hits_per_query": args.hits,
+        "max_concurrency": args.workers,
+        "deadline_s": args.deadline,
+        "max_lm_calls": args.max_lm_calls,
+        "max_tokens": args.max_tokens,
+        "lm_timeout_s": args.lm_timeout,
+        "answer": args.answer or None,
+        "taxonomy": args.taxonomy or None,
+        "verify": args.verify,
+        "full_text": args.full_text or None,
+        "full_text_cache": args.full_text_cache,
+        "structured": getattr(args, "structured", None),
     }
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def needed_extras(args: argparse.Namespace, config: ResearchConfig) -> dict[str, str]:

@@ -91,13 +91,9 @@ def grade_claims(
 
     A claim whose citations name no known passage gets 0 (nothing supports it).
     """
-    grades = []
-    for claim in claims:
-        if not claim.citations:
-            continue
-        texts = [passages[c] for c in claim.citations[:max_citations] if c in passages]
-        grades.append(grader(claim.text, texts) if texts else 0.0)
-    return grades
+    cited = [claim for claim in claims if claim.citations]
+    texts = [[passages[c] for c in claim.citations[:max_citations] if c in passages] for claim in cited]
+    return [grader(claim.text, t) if t else 0.0 for claim, t in zip(cited, texts)]
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
 from deepresearch.eval.citations import Sentence, citation_precision
-from deepresearch.programs.lm.models import make_lm
+from deepresearch.programs import environment
+from deepresearch.programs.lm.models import make_lm, preflight
 from deepresearch.programs.runtime.stage import run_sync
 
 logger = logging.getLogger(__name__)
@@ -108,6 +109,17 @@ def judge_lm(
     return lm
 
 
+def open_judge(args: Any, checked: str | None) -> dspy.LM:
+    """The judge LM of a command's --judge-lm, on its --judge-api-base server (optimize) or else --api-base's;
+    checked with one request unless --no-preflight, or it is the LM `checked` already was, on the same server."""
+    own = getattr(args, "judge_api_base", None)
+    key = environment.judge_api_key() if own else environment.api_key()
+    lm = judge_lm(args.judge_lm, own or args.api_base, key, timeout_s=args.lm_timeout)
+    if not args.no_preflight and (args.judge_lm != checked or own):
+        preflight(lm, timeout_s=min(args.lm_timeout, 60.0))
+    return lm
+
+
 class JudgeCache:
     """Judge verdicts on disk, keyed by (judge prompt, LM, inputs): a diskcache folder of JSON text.
 
@@ -181,10 +193,6 @@ class _Judge(dspy.Module):
         self.cache = cache
         self.max_concurrency = max_concurrency
 
-    def _bind(self, lm: dspy.LM | None) -> None:
-        if lm is not None:
-            self.set_lm(lm)
-
     async def _gather(self, predictor: dspy.Predict, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
         slots = asyncio.Semaphore(self.max_concurrency)
 
@@ -210,7 +218,7 @@ class KeyPointJudge(_Judge):
     def __init__(self, lm: dspy.LM | None = None, cache: JudgeCache | None = None, max_concurrency: int = 8):
         super().__init__(lm, cache, max_concurrency)
         self.judge_key_point = dspy.Predict(JudgeKeyPoint)
-        self._bind(lm)
+        self.set_lm(lm)  # None: dspy.settings.lm, at call time
 
     async def aforward(self, question: str, report: str, key_points: Sequence[str]) -> dspy.Prediction:
         outs = await self._gather(
@@ -235,7 +243,7 @@ class CriteriaJudge(_Judge):
         if not self.criteria:
             raise ValueError(f"criteria is empty; pass a name -> rubric mapping such as: {', '.join(CRITERIA)}")
         self.rate_report = dspy.Predict(RateReport)
-        self._bind(lm)
+        self.set_lm(lm)  # None: dspy.settings.lm, at call time
 
     async def aforward(self, question: str, report: str) -> dspy.Prediction:
         outs = await self._gather(
@@ -268,7 +276,7 @@ class CitationSupportJudge(_Judge):
         super().__init__(lm, cache, max_concurrency)
         self.max_citations = max_citations
         self.grade_citation_support = dspy.Predict(GradeCitationSupport)
-        self._bind(lm)
+        self.set_lm(lm)  # None: dspy.settings.lm, at call time
 
     async def aforward(self, claims: Sequence[Sentence], passages: Mapping[str, str]) -> dspy.Prediction:
         cited = [c for c in claims if c.citations]

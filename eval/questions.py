@@ -107,12 +107,8 @@ def _key_points(value: Any) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         value = [value]
-    points = []
-    for item in value:
-        text = item if isinstance(item, str) else _first(item, ("point", "key_point", "text", "content"))
-        if text:
-            points.append(str(text).strip())
-    return tuple(points)
+    texts = [p if isinstance(p, str) else _first(p, ("point", "key_point", "text", "content")) for p in value]
+    return tuple(str(text).strip() for text in texts if text)
 
 
 def question_from_record(record: Mapping[str, Any], position: int) -> Question:

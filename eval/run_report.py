@@ -32,14 +32,13 @@ from deepresearch.eval.citations import (
     scholarqa_official_scores,
 )
 from deepresearch.eval.eco import eco_scores
-from deepresearch.eval.judges import CitationSupportJudge, CriteriaJudge, JudgeCache, KeyPointJudge
+from deepresearch.eval.judges import CitationSupportJudge, CriteriaJudge, JudgeCache, KeyPointJudge, open_judge
 from deepresearch.eval.protocols import protocol_lines, protocols_of
 from deepresearch.eval.questions import Question, load_questions
 from deepresearch.eval.report import source_stats, unique_urls
 from deepresearch.programs import environment
 from deepresearch.programs.artifacts import Report
 from deepresearch.programs.config import preset
-from deepresearch.programs.lm.models import preflight
 from deepresearch.programs.lm.session import open_lm
 from deepresearch.programs.retrieval import open_from_args
 from deepresearch.programs.runtime.outputs import atomic_write_text
@@ -188,7 +187,6 @@ def mean_table(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from deepresearch.eval.judges import judge_lm  # lazy: start-up (looked up per call: tests replace it)
     from deepresearch.programs.research.program import DeepResearch  # lazy: start-up
 
     overrides = {k: v for k, v in {"depth": args.depth, "breadth": args.breadth}.items() if v is not None}
@@ -199,9 +197,7 @@ def run(args: argparse.Namespace) -> int:
     judges = None
     out = Path(args.out)
     if args.judge_lm and args.judge_lm != "offline":
-        judge = judge_lm(args.judge_lm, args.api_base, environment.api_key(), timeout_s=args.lm_timeout)
-        if not args.no_preflight and args.judge_lm != session.model:  # that one was checked already
-            preflight(judge, timeout_s=min(args.lm_timeout, 60.0))
+        judge = open_judge(args, session.model)
         judges = Judges.build(judge, JudgeCache(args.judge_cache or out / "judge_cache"))
     questions = load_questions(args.data, data_dir=environment.data_dir(), limit=args.limit)
     retrieval = open_from_args(args, args.corpus or (None if args.index else "scifact"))

@@ -33,7 +33,6 @@ from deepresearch.eval.taxonomy import (
 from deepresearch.programs import environment
 from deepresearch.programs.config import ResearchConfig
 from deepresearch.programs.formats.jsonl import JsonlAppender, read_jsonl, write_jsonl_atomic
-from deepresearch.programs.lm.models import preflight
 from deepresearch.programs.lm.session import LMSession, open_lm
 from deepresearch.programs.retrieval import open_from_args
 from deepresearch.programs.runtime.outputs import atomic_write_text
@@ -221,18 +220,6 @@ def pooled_corpus(surveys: Sequence[Survey]):
     return Corpus(docs, name="taxobench-papers")
 
 
-def open_judge(args: argparse.Namespace, session: LMSession):
-    """The judge LM of --judge-lm (None without one), on the --api-base server, checked like the main LM."""
-    if not args.judge_lm:
-        return None
-    from deepresearch.eval.judges import judge_lm  # lazy: start-up
-
-    lm = judge_lm(args.judge_lm, args.api_base, environment.api_key(), timeout_s=args.lm_timeout)
-    if not args.no_preflight and args.judge_lm != session.model:  # the main LM was checked already
-        preflight(lm, timeout_s=min(args.lm_timeout, 60.0))
-    return lm
-
-
 def run_settings(args: argparse.Namespace, data: str, model: str, corpus) -> dict[str, Any]:
     """The settings a prediction depends on (`SETTINGS_CHECKED`), as run.json records them."""
     deep = args.mode == "deep-research"
@@ -292,9 +279,11 @@ def finish(
 
 
 def run(args: argparse.Namespace) -> int:
+    from deepresearch.eval.judges import open_judge  # lazy: start-up
+
     # the LMs are checked before the benchmark is loaded: a bad key or a dead server fails in seconds
     session = open_lm(args)
-    judge = open_judge(args, session)
+    judge = open_judge(args, session.model) if args.judge_lm else None
     data = resolve_data(args.data, environment.data_dir())
     surveys = load_taxobench(data, limit=args.limit)
     retrieval = None

@@ -206,12 +206,9 @@ def us_ted(expert: Tree, model: Tree, sim: LabelSim | None = None) -> tuple[floa
     """
     a, b = _flatten(expert), _flatten(model)
     rename = 1.0 - np.clip((sim or default_sim())(a.labels, b.labels), 0.0, 1.0)
-    memo: dict[tuple[int, int], float] = {}
 
+    @functools.cache
     def dist(u: int, v: int) -> float:
-        key = (u, v)
-        if key in memo:
-            return memo[key]
         cu, cv = a.children[u], b.children[v]
         cost = float(rename[u, v])
         if cu or cv:
@@ -227,7 +224,6 @@ def us_ted(expert: Tree, model: Tree, sim: LabelSim | None = None) -> tuple[floa
                         matrix[i, j] = b.sizes[cv[j]]
             rows, cols = linear_sum_assignment(matrix)
             cost += float(matrix[rows, cols].sum())
-        memo[key] = cost
         return cost
 
     ted = dist(0, 0)

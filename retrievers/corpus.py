@@ -84,10 +84,7 @@ class Corpus(Sequence[Doc]):
 
 
 def _first(record: dict, keys: Sequence[str]):
-    for k in keys:
-        if k in record and record[k] is not None:
-            return record[k]
-    return None
+    return next((record[k] for k in keys if record.get(k) is not None), None)
 
 
 def _year(record: dict) -> tuple[int | None, str | None]:

@@ -25,6 +25,7 @@ count, backoff, no wait after the last try) became as many lines of configuratio
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import errno
 import functools
@@ -135,10 +136,8 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
     if value is None or not value.strip():
         return None
     value = value.strip()
-    try:
+    with contextlib.suppress(ValueError):
         return max(0.0, float(value))
-    except ValueError:
-        pass
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -237,12 +236,10 @@ class ResponseCache:
 @functools.cache  # built once: loading the CA bundle takes tens of milliseconds
 def _ssl_context() -> ssl.SSLContext:
     context = ssl.create_default_context()
-    try:
+    with contextlib.suppress(ImportError):  # without certifi: the system's CA store only
         import certifi
 
         context.load_verify_locations(certifi.where())
-    except ImportError:  # the system's CA store only
-        pass
     return context
 
 
